@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// FrameKind says what a frame carries.
+type FrameKind byte
+
+// Frame kinds. Input flows client→agent, output agent→client.
+const (
+	FrameRequest FrameKind = 'Q' // client: JSON Request; first frame of a connection
+	FrameStdin   FrameKind = 'I' // client: bytes for the command's stdin
+	FrameData    FrameKind = 'D' // either way: file content
+	FrameEOF     FrameKind = 'Z' // client: end of stdin or of file content
+	FrameStdout  FrameKind = 'O' // agent: command stdout, byte-exact
+	FrameStderr  FrameKind = 'X' // agent: command stderr, byte-exact
+	FrameResult  FrameKind = 'R' // agent: JSON result of the op; last frame
+	FrameError   FrameKind = 'E' // agent: JSON sandbox.Error; last frame
+)
+
+// MaxFrame is the largest payload of one frame. Longer content is split into
+// several frames; a peer announcing more is broken and is cut off.
+const MaxFrame = 1 << 20
+
+// headerLen is the frame header: one kind byte and a big-endian uint32 length.
+const headerLen = 5
+
+// WriteFrame writes one frame. It is not safe for concurrent use on one writer.
+func WriteFrame(w io.Writer, kind FrameKind, payload []byte) error {
+	if len(payload) > MaxFrame {
+		return fmt.Errorf("agent: frame of %d bytes exceeds %d", len(payload), MaxFrame)
+	}
+	var hdr [headerLen]byte
+	hdr[0] = byte(kind)
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if len(payload) == 0 {
+		return nil
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// WriteJSON writes v as the JSON payload of one frame.
+func WriteJSON(w io.Writer, kind FrameKind, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return WriteFrame(w, kind, b)
+}
+
+// ReadFrame reads one frame, reusing buf for the payload when it is large
+// enough. It returns io.EOF only at a clean frame boundary, and an error for
+// a truncated frame or one longer than MaxFrame.
+func ReadFrame(r io.Reader, buf []byte) (FrameKind, []byte, error) {
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return 0, nil, fmt.Errorf("agent: truncated frame header: %w", err)
+		}
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > MaxFrame {
+		return 0, nil, fmt.Errorf("agent: frame of %d bytes exceeds %d", n, MaxFrame)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, fmt.Errorf("agent: truncated frame: %w", err)
+	}
+	return FrameKind(hdr[0]), buf, nil
+}
+
+// Op names an operation.
+type Op string
+
+// Operations.
+const (
+	OpPing   Op = "ping"   // result: PingResult
+	OpExec   Op = "exec"   // input: stdin frames; output: stdout/stderr; result: sandbox.ExecResult
+	OpRead   Op = "read"   // output: data frames; result: sandbox.FileInfo (an error comes before any data)
+	OpWrite  Op = "write"  // input: data frames then EOF; result: sandbox.FileInfo
+	OpList   Op = "list"   // result: []sandbox.FileInfo
+	OpStat   Op = "stat"   // result: sandbox.FileInfo
+	OpMkdir  Op = "mkdir"  // result: sandbox.FileInfo (mkdir -p)
+	OpRemove Op = "remove" // result: empty object
+	OpRename Op = "rename" // result: sandbox.FileInfo of the new path
+	OpChmod  Op = "chmod"  // result: sandbox.FileInfo
+)
+
+// Request is the first frame of every connection.
+type Request struct {
+	Op Op `json:"op"`
+	// Exec is set for OpExec.
+	Exec *sandbox.ExecRequest `json:"exec,omitempty"`
+	// Write is set for OpWrite.
+	Write *sandbox.WriteRequest `json:"write,omitempty"`
+	// Path is the file operand of read, list, stat, mkdir, remove, chmod and
+	// the source of rename; relative paths are relative to the sandbox
+	// user's home.
+	Path string `json:"path,omitempty"`
+	// To is rename's destination.
+	To string `json:"to,omitempty"`
+	// Recursive makes remove delete a directory and everything below it.
+	Recursive bool `json:"recursive,omitempty"`
+	// Mode is chmod's new mode (permission bits).
+	Mode uint32 `json:"mode,omitempty"`
+}
+
+// PingResult is the answer to OpPing.
+type PingResult struct {
+	// Version is the agent's protocol version.
+	Version int `json:"version"`
+	// PID is the agent's own pid in the sandbox (1 when it is init).
+	PID int `json:"pid"`
+}
+
+// ProtocolVersion is bumped on an incompatible protocol change.
+const ProtocolVersion = 1

@@ -1,0 +1,81 @@
+// Command hearth-agent is PID 1 inside every hearth sandbox. It listens on a
+// unix socket that the daemon reaches from the host and runs commands and
+// file operations for it (see package agent).
+//
+// It must be built static (CGO_ENABLED=0): it runs on whatever root
+// filesystem the sandbox has.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/hearth/hearth/agent"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fl := flag.NewFlagSet("hearth-agent", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	socket := fl.String("socket", "/run/hearth/agent.sock", "unix socket to listen on")
+	uid := fl.Int("uid", 1000, "uid commands run as")
+	gid := fl.Int("gid", 1000, "gid commands run as")
+	home := fl.String("home", "/home/sandbox", "home and default working directory")
+	nproc := fl.Uint64("nproc", 0, "RLIMIT_NPROC of every command (0: none)")
+	as := fl.Uint64("address-space", 0, "RLIMIT_AS of every command in bytes (0: none)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	os.Remove(*socket) // a stale socket from an earlier start of this sandbox
+	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
+		return err
+	}
+	ln, err := net.Listen("unix", *socket)
+	if err != nil {
+		return err
+	}
+	srv := agent.NewServer(agent.Options{
+		UID: *uid, GID: *gid, Home: *home,
+		Env:          defaultEnv(*home),
+		NProc:        *nproc,
+		AddressSpace: *as,
+		Logger:       log,
+	})
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	log.Info("listening", "socket", *socket, "pid", os.Getpid())
+	return srv.Serve(ln)
+}
+
+// defaultEnv is the sandbox's environment as the runtime gave it to PID 1,
+// with HOME set to the sandbox user's home.
+func defaultEnv(home string) []string {
+	env := []string{"HOME=" + home}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOME=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}

@@ -1,0 +1,106 @@
+// Package driver is the contract between hearth and the thing that isolates a
+// sandbox: an OCI runtime on this host (driver/oci: runsc, runc, crun), and
+// later a Kubernetes pod or a microVM. The host owns the contract; drivers
+// implement it and never import store, policy or lifecycle.
+//
+// A driver makes the isolation boundary around a root filesystem that the
+// host prepared, runs hearth-agent as its PID 1, and tells the host how to
+// reach that agent. Everything else (exec, files) goes through the agent, so
+// a new driver only has to get those three things right. driver/drivertest
+// is the conformance suite every driver passes.
+package driver
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// ErrNotFound is returned by State, Dial, Stop and Delete for an id the
+// driver does not know (never created, or already deleted).
+var ErrNotFound = errors.New("driver: sandbox not found")
+
+// Spec is everything a driver needs to start one sandbox.
+type Spec struct {
+	// ID names the sandbox in the runtime; lowercase letters and digits,
+	// unique and never reused.
+	ID string
+	// RootFS is the host path of the sandbox's writable root filesystem,
+	// prepared by the host (layers). The driver must not remove it.
+	RootFS string
+	// AgentPath is the host path of the static hearth-agent binary; the
+	// driver makes it PID 1 (read-only) inside the sandbox.
+	AgentPath string
+	// Hostname is the sandbox's hostname.
+	Hostname string
+	// Env is the sandbox's default environment ("K=V").
+	Env []string
+	// UID and GID are the sandbox user commands run as.
+	UID, GID int
+	// Home is the sandbox user's home, the default working directory.
+	Home string
+	// Resources are the limits, enforced with cgroups (and, where the
+	// runtime needs it, rlimits in the agent).
+	Resources sandbox.Resources
+}
+
+// Status is a sandbox's state as the runtime sees it.
+type Status string
+
+// Runtime states.
+const (
+	StatusRunning Status = "running"
+	// StatusStopped: the sandbox exists in the runtime but its processes are
+	// gone (it died, or Stop was called).
+	StatusStopped Status = "stopped"
+)
+
+// State is what the runtime knows about one sandbox.
+type State struct {
+	ID     string
+	Status Status
+	// PID is the host pid of the sandbox's init (0 when stopped).
+	PID int
+	// OOMKilled says the sandbox's memory limit killed a process in it.
+	OOMKilled bool
+}
+
+// Capabilities tell the host what a driver can do, so it plans instead of
+// guessing.
+type Capabilities struct {
+	// Runtime names the runtime ("runsc", "runc", "crun").
+	Runtime string
+	// Isolation is "gvisor" for a user-space kernel, "container" for
+	// namespaces and cgroups on the host kernel.
+	Isolation string
+}
+
+// Driver starts, finds and removes sandboxes. Implementations are safe for
+// concurrent use on distinct ids.
+type Driver interface {
+	// Capabilities describes the driver.
+	Capabilities() Capabilities
+	// Start creates and starts the sandbox and returns once its agent
+	// answers. The sandbox must survive the host process: stopping or
+	// killing the daemon kills nothing. On error nothing is left running.
+	// Starting an id that exists but is stopped starts it again, on the
+	// same root, with the given spec (this is how a sandbox wakes).
+	Start(ctx context.Context, spec Spec) error
+	// Dial opens a new connection to the agent of a running sandbox.
+	Dial(ctx context.Context, id string) (net.Conn, error)
+	// State reports the sandbox's runtime state, or ErrNotFound.
+	State(ctx context.Context, id string) (State, error)
+	// Stop kills every process of the sandbox and waits until they are gone.
+	// The sandbox stays known (StatusStopped) and its root is untouched.
+	// Stopping a stopped sandbox is not an error.
+	Stop(ctx context.Context, id string) error
+	// Delete stops the sandbox if needed and releases everything the driver
+	// made for it: processes, mounts, cgroups, state directories. After it,
+	// State returns ErrNotFound. Deleting an unknown id returns ErrNotFound.
+	Delete(ctx context.Context, id string) error
+	// Recover lists the sandboxes the driver knows after a host restart, so
+	// the host can adopt live ones and mark vanished ones.
+	Recover(ctx context.Context) ([]State, error)
+}

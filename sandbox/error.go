@@ -1,0 +1,183 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a stable, machine-readable error class. The set is closed: doors,
+// clients and scripts branch on these strings, so they never change meaning.
+type Code string
+
+// The closed set of error codes (ARCHITECTURE §5).
+const (
+	CodeQuotaExceeded    Code = "quota_exceeded"
+	CodeBudgetExceeded   Code = "budget_exceeded"
+	CodeRateLimited      Code = "rate_limited"
+	CodeCircuitOpen      Code = "circuit_open"
+	CodeNotFound         Code = "not_found"
+	CodeAlreadyExists    Code = "already_exists"
+	CodeInvalidArgument  Code = "invalid_argument"
+	CodeTooLarge         Code = "too_large"
+	CodeUnauthenticated  Code = "unauthenticated"
+	CodePermissionDenied Code = "permission_denied"
+	CodeTimeout          Code = "timeout"
+	CodeUnavailable      Code = "unavailable"
+	CodeInternal         Code = "internal"
+)
+
+// codeInfo is one row of the table that maps a code to how each door renders it.
+type codeInfo struct {
+	httpStatus int
+	exitCode   int
+}
+
+// codeTable is the one table mapping code → HTTP status → CLI exit code.
+// Exit codes start at 10 so they never collide with a command's own small exit
+// codes or with the shell's 126/127; 1 stays "generic failure" for the CLI.
+var codeTable = map[Code]codeInfo{
+	CodeInvalidArgument:  {http.StatusBadRequest, 10},
+	CodeUnauthenticated:  {http.StatusUnauthorized, 11},
+	CodePermissionDenied: {http.StatusForbidden, 12},
+	CodeNotFound:         {http.StatusNotFound, 13},
+	CodeAlreadyExists:    {http.StatusConflict, 14},
+	CodeTooLarge:         {http.StatusRequestEntityTooLarge, 15},
+	CodeQuotaExceeded:    {http.StatusTooManyRequests, 16},
+	CodeBudgetExceeded:   {http.StatusTooManyRequests, 17},
+	CodeRateLimited:      {http.StatusTooManyRequests, 18},
+	CodeCircuitOpen:      {http.StatusServiceUnavailable, 19},
+	CodeTimeout:          {http.StatusGatewayTimeout, 20},
+	CodeUnavailable:      {http.StatusServiceUnavailable, 21},
+	CodeInternal:         {http.StatusInternalServerError, 22},
+}
+
+// Codes returns every code in the closed set, for tests that must cover them all.
+func Codes() []Code {
+	return []Code{
+		CodeInvalidArgument, CodeUnauthenticated, CodePermissionDenied, CodeNotFound,
+		CodeAlreadyExists, CodeTooLarge, CodeQuotaExceeded, CodeBudgetExceeded,
+		CodeRateLimited, CodeCircuitOpen, CodeTimeout, CodeUnavailable, CodeInternal,
+	}
+}
+
+// HTTPStatus is the HTTP status a door answers with for the code; unknown
+// codes are internal errors.
+func (c Code) HTTPStatus() int {
+	if info, ok := codeTable[c]; ok {
+		return info.httpStatus
+	}
+	return http.StatusInternalServerError
+}
+
+// ExitCode is the CLI's process exit code for the code.
+func (c Code) ExitCode() int {
+	if info, ok := codeTable[c]; ok {
+		return info.exitCode
+	}
+	return codeTable[CodeInternal].exitCode
+}
+
+// Valid reports whether c is in the closed set.
+func (c Code) Valid() bool {
+	_, ok := codeTable[c]
+	return ok
+}
+
+// CodeForHTTPStatus maps an HTTP status back to a code for responses that
+// carry no error body (a proxy's 502, say).
+func CodeForHTTPStatus(status int) Code {
+	switch status {
+	case http.StatusBadRequest:
+		return CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusForbidden:
+		return CodePermissionDenied
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusConflict:
+		return CodeAlreadyExists
+	case http.StatusRequestEntityTooLarge:
+		return CodeTooLarge
+	case http.StatusTooManyRequests:
+		return CodeRateLimited
+	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
+		return CodeTimeout
+	case http.StatusServiceUnavailable, http.StatusBadGateway:
+		return CodeUnavailable
+	}
+	return CodeInternal
+}
+
+// Error is the one error type that leaves the daemon. Message says what
+// happened, with the numbers; Hint says what to do next; Details carries the
+// numbers for machines (limit, used, retry_after_seconds, max_bytes, …).
+// Message and Hint are safe to show to any caller: causes that are not are
+// logged, never put here.
+type Error struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Hint    string         `json:"hint,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// Error renders "message (hint)" so that a plain log line carries both.
+func (e *Error) Error() string {
+	if e.Hint == "" {
+		return e.Message
+	}
+	return e.Message + "; " + e.Hint
+}
+
+// Errorf builds an Error with a formatted message and no hint.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithHint returns e with its hint set, for chaining after Errorf.
+func (e *Error) WithHint(format string, args ...any) *Error {
+	e.Hint = fmt.Sprintf(format, args...)
+	return e
+}
+
+// With returns e with one detail set, for chaining after Errorf.
+func (e *Error) With(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+// AsError returns the *Error in err's chain, or an internal error that hides
+// err's text (which may name host paths) when there is none. nil stays nil.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{
+		Code:    CodeInternal,
+		Message: "internal error",
+		Hint:    "retry; if it persists, the daemon's log has the cause",
+	}
+}
+
+// ErrorCode is the code of the *Error in err's chain, internal for any other
+// error, and "" for nil.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	return AsError(err).Code
+}
+
+// IsCode reports whether err carries the code.
+func IsCode(err error, code Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}

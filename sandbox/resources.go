@@ -1,0 +1,46 @@
+package sandbox
+
+import (
+	"sort"
+	"strings"
+)
+
+// Resources are the limits a sandbox runs under, enforced by the runtime's
+// cgroups (v1 or v2) and, under gVisor, by per-command rlimits in the agent.
+type Resources struct {
+	// MilliCPU is the CPU quota in thousandths of a core.
+	MilliCPU int64 `json:"millicpu"`
+	// MemoryBytes is the memory limit of the whole sandbox.
+	MemoryBytes int64 `json:"memory_bytes"`
+	// Pids caps the number of processes (tasks) in the sandbox.
+	Pids int64 `json:"pids"`
+}
+
+// DefaultSize is the preset used when create names none.
+const DefaultSize = "small"
+
+// Sizes returns the size presets by name.
+func Sizes() map[string]Resources {
+	const mib = 1 << 20
+	return map[string]Resources{
+		"small":  {MilliCPU: 1000, MemoryBytes: 512 * mib, Pids: 256},
+		"medium": {MilliCPU: 2000, MemoryBytes: 2048 * mib, Pids: 1024},
+		"large":  {MilliCPU: 4000, MemoryBytes: 8192 * mib, Pids: 4096},
+	}
+}
+
+// LookupSize returns the preset called name, or invalid_argument listing the
+// presets there are.
+func LookupSize(name string) (Resources, error) {
+	sizes := Sizes()
+	if r, ok := sizes[name]; ok {
+		return r, nil
+	}
+	names := make([]string, 0, len(sizes))
+	for n := range sizes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return Resources{}, Errorf(CodeInvalidArgument, "unknown size %q", name).
+		WithHint("use one of: %s", strings.Join(names, ", "))
+}

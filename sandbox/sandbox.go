@@ -1,0 +1,93 @@
+package sandbox
+
+import "time"
+
+// Status is where a sandbox is in its life.
+type Status string
+
+// Statuses. A sandbox is creating until its agent first answers, running
+// while its processes live, and stopped when they are gone but its disk is
+// kept (the runtime lost it, or it died); Reason says why it last changed.
+const (
+	StatusCreating Status = "creating"
+	StatusRunning  Status = "running"
+	StatusStopped  Status = "stopped"
+)
+
+// Sandbox is what every door returns for one sandbox.
+type Sandbox struct {
+	// ID is unique for the life of the data dir and never reused; it names the
+	// sandbox's runtime container, root filesystem and state directory.
+	ID string `json:"id"`
+	// Name is the caller's handle: a DNS label, unique per daemon.
+	Name string `json:"name"`
+	// Tenant and Owner (an agent identity) attribute the sandbox to its creator.
+	Tenant string `json:"tenant"`
+	Owner  string `json:"owner"`
+	Image  string `json:"image"`
+	Size   string `json:"size"`
+	// Runtime is the OCI runtime (runsc, runc, crun) that isolates the sandbox.
+	Runtime string `json:"runtime"`
+	Status  Status `json:"status"`
+	// Reason says why Status last changed (created, oom, vanished, …).
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// ExpiresAt is when the platform destroys the sandbox; zero means never.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// Capabilities lists, machine-readably, what this sandbox supports
+	// (see the Cap* constants); callers plan with it instead of guessing.
+	Capabilities []string `json:"capabilities"`
+	// Resources are the limits the sandbox runs under.
+	Resources Resources `json:"resources"`
+}
+
+// Capabilities a sandbox can report.
+const (
+	CapExec        = "exec"         // run commands, streaming stdout/stderr
+	CapExecStdin   = "exec.stdin"   // stream stdin to a command and close it
+	CapExecTimeout = "exec.timeout" // a deadline kills the whole process group
+	CapFiles       = "files"        // read, write, list, stat, mkdir, rm, mv, chmod
+	CapIsolation   = "isolation:"   // prefix: isolation:gvisor or isolation:container
+	CapRuntime     = "runtime:"     // prefix: runtime:runsc, runtime:runc, …
+)
+
+// CreateRequest is the input of create. Zero fields take the daemon's defaults.
+type CreateRequest struct {
+	Name  string `json:"name,omitempty"`
+	Image string `json:"image,omitempty"`
+	Size  string `json:"size,omitempty"`
+	// TTL is how long the sandbox may live; zero means the daemon default.
+	TTL Duration `json:"ttl,omitempty"`
+}
+
+// Role is what a Principal may do.
+type Role string
+
+// Roles. Operators manage everything, tenant admins their tenant, agents only
+// the sandboxes they created.
+const (
+	RoleOperator    Role = "operator"
+	RoleTenantAdmin Role = "tenant-admin"
+	RoleAgent       Role = "agent"
+)
+
+// Principal is the authenticated caller that every door hands to lifecycle.
+type Principal struct {
+	Tenant string `json:"tenant"`
+	Agent  string `json:"agent"`
+	Role   Role   `json:"role"`
+}
+
+// Owns reports whether p may see and act on a sandbox of the given tenant and
+// owner. Anything it may not see is not_found to it, never permission_denied.
+func (p Principal) Owns(tenant, owner string) bool {
+	switch p.Role {
+	case RoleOperator:
+		return true
+	case RoleTenantAdmin:
+		return p.Tenant == tenant
+	default:
+		return p.Tenant == tenant && p.Agent == owner
+	}
+}
