@@ -1,0 +1,103 @@
+package lifecycle
+
+import (
+	"context"
+	"io"
+	"io/fs"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Exec runs one command in p's sandbox called name, waking it if it sleeps.
+// stdout and stderr receive the command's output as it is produced; stdin,
+// when req.Stdin is set, is streamed to the command until it returns EOF.
+// If ctx ends before the command does, the command keeps running for its
+// grace period and is then killed; Exec returns ctx's error.
+func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	if err := req.Validate(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return ag.Exec(ctx, req, stdin, stdout, stderr)
+}
+
+// ReadFile streams the file at path in p's sandbox to w. Errors (not_found,
+// invalid_argument for a directory, …) come before any byte is written.
+func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path string, w io.Writer) error {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	return ag.ReadFile(ctx, path, w)
+}
+
+// WriteFile writes r to req.Path in p's sandbox, as the sandbox user. Content
+// over the daemon's limit is too_large and nothing is kept; an existing
+// file keeps its mode and owner.
+func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name string, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error) {
+	if req.MaxBytes <= 0 || req.MaxBytes > s.opts.MaxWriteBytes {
+		req.MaxBytes = s.opts.MaxWriteBytes
+	}
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	return ag.WriteFile(ctx, req, r)
+}
+
+// ListDir lists the directory at path in p's sandbox.
+func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path string) ([]sandbox.FileInfo, error) {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return nil, err
+	}
+	return ag.List(ctx, path)
+}
+
+// Stat describes the file at path in p's sandbox (not following a symlink).
+func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	return ag.Stat(ctx, path)
+}
+
+// Mkdir creates the directory at path and its missing parents (mkdir -p).
+func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	return ag.Mkdir(ctx, path)
+}
+
+// Remove deletes the file at path; a directory needs recursive unless empty.
+func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path string, recursive bool) error {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	return ag.Remove(ctx, path, recursive)
+}
+
+// Rename moves from to to inside p's sandbox.
+func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, to string) (sandbox.FileInfo, error) {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	return ag.Rename(ctx, from, to)
+}
+
+// Chmod sets the permission bits of the file at path.
+func (s *Service) Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
+	_, ag, err := s.running(ctx, p, name)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	return ag.Chmod(ctx, path, mode)
+}

@@ -1,0 +1,165 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Recover reconciles the store with what the runtime really runs, once at
+// start-up: it adopts live sandboxes, marks vanished or dead ones stopped
+// with the reason, finishes creates that a killed daemon left half done
+// (by undoing them), and removes runtime containers and roots that no row
+// owns. It kills nothing that a row owns.
+func (s *Service) Recover(ctx context.Context) error {
+	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
+	if err != nil {
+		return err
+	}
+	live, err := s.opts.Driver.Recover(ctx)
+	if err != nil {
+		return err
+	}
+	states := map[string]driver.State{}
+	for _, st := range live {
+		states[st.ID] = st
+	}
+	known := map[string]bool{}
+	for _, sb := range rows {
+		known[sb.ID] = true
+		st, inRuntime := states[sb.ID]
+		switch {
+		case sb.Status == sandbox.StatusCreating:
+			s.log.Warn("undoing a create interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
+			if err := s.release(ctx, sb); err != nil {
+				s.log.Error("undo interrupted create", "sandbox", sb.Name, "err", err)
+			}
+			continue
+		case inRuntime && st.Status == driver.StatusRunning:
+			s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
+		case inRuntime:
+			reason := "exited"
+			if st.OOMKilled {
+				reason = "oom"
+			}
+			s.setStatus(ctx, sb, sandbox.StatusStopped, reason)
+		default:
+			s.setStatus(ctx, sb, sandbox.StatusStopped, "vanished from the runtime (host restart?)")
+		}
+	}
+	for _, st := range live {
+		if !known[st.ID] {
+			s.log.Warn("removing a runtime sandbox no row owns", "id", st.ID)
+			if err := s.opts.Driver.Delete(ctx, st.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+				s.log.Error("remove orphan", "id", st.ID, "err", err)
+			}
+		}
+	}
+	return s.removeOrphanRoots(ctx, known)
+}
+
+// removeOrphanRoots removes sandbox roots whose row is gone (a destroy
+// interrupted after the row was deleted cannot happen, but a failed
+// create's cleanup can be).
+func (s *Service) removeOrphanRoots(ctx context.Context, known map[string]bool) error {
+	lister, ok := s.opts.Layers.(interface {
+		List(ctx context.Context) ([]layers.Info, error)
+	})
+	if !ok {
+		return nil
+	}
+	infos, err := lister.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, info := range infos {
+		id, isRoot := strings.CutPrefix(info.Key, "sb-")
+		if isRoot && !known[id] {
+			s.log.Warn("removing a sandbox root no row owns", "key", info.Key)
+			if err := s.opts.Layers.Remove(ctx, info.Key); err != nil {
+				s.log.Error("remove orphan root", "key", info.Key, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// setStatus records a status change when it is one.
+func (s *Service) setStatus(ctx context.Context, sb sandbox.Sandbox, status sandbox.Status, reason string) {
+	if sb.Status == status && sb.Reason == reason {
+		return
+	}
+	sb.Status, sb.Reason, sb.UpdatedAt = status, reason, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		s.log.Error("update status", "sandbox", sb.Name, "err", err)
+		return
+	}
+	s.log.Info("sandbox status", "sandbox", sb.Name, "status", status, "reason", reason)
+}
+
+// Run reaps expired sandboxes and notices dead ones every SweepInterval
+// until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweep(ctx)
+		}
+	}
+}
+
+// sweep destroys sandboxes past their expiry and marks running sandboxes
+// whose runtime says otherwise as stopped.
+func (s *Service) sweep(ctx context.Context) {
+	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
+	if err != nil {
+		s.log.Error("sweep: list", "err", err)
+		return
+	}
+	now := s.now()
+	for _, sb := range rows {
+		if !sb.ExpiresAt.IsZero() && !now.Before(sb.ExpiresAt) {
+			s.log.Info("reaping expired sandbox", "sandbox", sb.Name, "expired_at", sb.ExpiresAt)
+			if err := s.Destroy(ctx, operatorPrincipal(), sb.Name); err != nil && !sandbox.IsCode(err, sandbox.CodeNotFound) {
+				s.log.Error("reap", "sandbox", sb.Name, "err", err)
+			}
+			continue
+		}
+		if sb.Status != sandbox.StatusRunning {
+			continue
+		}
+		st, err := s.opts.Driver.State(ctx, sb.ID)
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			s.markStopped(ctx, sb, "vanished from the runtime")
+		case err == nil && st.Status != driver.StatusRunning:
+			reason := "exited"
+			if st.OOMKilled {
+				reason = "oom"
+			}
+			s.markStopped(ctx, sb, reason)
+		}
+	}
+}
+
+// markStopped records that a running sandbox died, unless a concurrent
+// destroy or wake changed it since the sweep read it.
+func (s *Service) markStopped(ctx context.Context, sb sandbox.Sandbox, reason string) {
+	unlock := s.locks.lock(sb.Name)
+	defer unlock()
+	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
+	if err != nil || cur.ID != sb.ID || cur.Status != sandbox.StatusRunning || cur.UpdatedAt != sb.UpdatedAt {
+		return
+	}
+	s.setStatus(ctx, cur, sandbox.StatusStopped, reason)
+}

@@ -1,0 +1,421 @@
+// Package lifecycle is the only place where sandbox state changes. Every
+// door (HTTP, CLI through HTTP, MCP, the Sprites-compatible API) calls these
+// methods with the caller's Principal; lifecycle resolves what the caller
+// may see, applies the decision, drives the runtime, the layer store and the
+// state store, and returns sandbox.Error values that every door renders the
+// same way.
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Options configure a Service. Store, Driver, Layers and AgentPath are
+// required; every other zero value takes the documented default.
+type Options struct {
+	Store  store.Store
+	Driver driver.Driver
+	Layers layers.Store
+	// AgentPath is the host path of the static hearth-agent binary.
+	AgentPath string
+	// DefaultImage is the image create uses when none is named ("default").
+	DefaultImage string
+	// MaxWriteBytes is the largest file write accepted (64 MiB).
+	MaxWriteBytes int64
+	// DefaultTTL is a sandbox's lifetime when create names none, and MaxTTL
+	// the longest one may ask for (both 24h).
+	DefaultTTL, MaxTTL time.Duration
+	// SweepInterval is how often Run reaps expired sandboxes and notices
+	// dead ones (30s).
+	SweepInterval time.Duration
+	// Logger receives lifecycle events; nil discards.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Service applies lifecycle operations. It is safe for concurrent use.
+type Service struct {
+	opts  Options
+	log   *slog.Logger
+	now   func() time.Time
+	locks keyedMutex
+}
+
+// Default option values.
+const (
+	DefaultMaxWriteBytes = 64 << 20
+	DefaultTTL           = 24 * time.Hour
+	defaultSweep         = 30 * time.Second
+	// startTimeout bounds a sandbox start, including the agent's first answer.
+	startTimeout = 30 * time.Second
+)
+
+// New returns a Service. It does not touch the runtime: call Recover once at
+// start-up, then Run.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil || opts.Driver == nil || opts.Layers == nil || opts.AgentPath == "" {
+		return nil, errors.New("lifecycle: Store, Driver, Layers and AgentPath are required")
+	}
+	if opts.DefaultImage == "" {
+		opts.DefaultImage = "default"
+	}
+	if opts.MaxWriteBytes <= 0 {
+		opts.MaxWriteBytes = DefaultMaxWriteBytes
+	}
+	if opts.DefaultTTL <= 0 {
+		opts.DefaultTTL = DefaultTTL
+	}
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = DefaultTTL
+	}
+	if opts.DefaultTTL > opts.MaxTTL {
+		opts.DefaultTTL = opts.MaxTTL
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = defaultSweep
+	}
+	s := &Service{opts: opts, log: opts.Logger, now: opts.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+// MaxWriteBytes is the largest file write the service accepts, so doors can
+// refuse a larger body before reading it.
+func (s *Service) MaxWriteBytes() int64 { return s.opts.MaxWriteBytes }
+
+// Runtime names the runtime that isolates this service's sandboxes.
+func (s *Service) Runtime() string { return s.opts.Driver.Capabilities().Runtime }
+
+// rootKey is the layer-store key of a sandbox's root filesystem.
+func rootKey(id string) string { return "sb-" + id }
+
+// newID returns a fresh sandbox id: 'x' and 15 lowercase base32 characters
+// (75 random bits), a valid runtime id, layer key and DNS label.
+func newID() string {
+	var b [10]byte
+	rand.Read(b[:])
+	return "x" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))[:15]
+}
+
+// Create makes a sandbox for p, or returns p's existing sandbox of the same
+// name with created false (resume, not duplicate). A name held by a sandbox
+// p cannot see is already_exists. Errors: invalid_argument for a bad name,
+// size, image or ttl; unavailable when the runtime fails to start it (and
+// then nothing is left behind).
+func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
+	if req.Name == "" {
+		req.Name = "sb-" + newID()[1:9]
+	}
+	if err := sandbox.ValidateName(req.Name); err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	if req.Size == "" {
+		req.Size = sandbox.DefaultSize
+	}
+	res, err := sandbox.LookupSize(req.Size)
+	if err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	if req.Image == "" {
+		req.Image = s.opts.DefaultImage
+	}
+	ttl := time.Duration(req.TTL)
+	switch {
+	case ttl < 0:
+		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
+	case ttl > s.opts.MaxTTL:
+		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
+			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
+	case ttl == 0:
+		ttl = s.opts.DefaultTTL
+	}
+
+	unlock := s.locks.lock(req.Name)
+	defer unlock()
+	if existing, err := s.opts.Store.GetSandbox(ctx, req.Name); err == nil {
+		if !p.Owns(existing.Tenant, existing.Owner) {
+			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
+		}
+		return existing, false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return sandbox.Sandbox{}, false, s.internal("get sandbox", err)
+	}
+	if info, err := s.opts.Layers.Stat(ctx, req.Image); err != nil || info.Kind != layers.KindCommitted {
+		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown image %q", req.Image).WithHint("use the image %q or leave it out", s.opts.DefaultImage)
+	}
+
+	caps := s.opts.Driver.Capabilities()
+	now := s.now().UTC()
+	sb = sandbox.Sandbox{
+		ID:        newID(),
+		Name:      req.Name,
+		Tenant:    p.Tenant,
+		Owner:     p.Agent,
+		Image:     req.Image,
+		Size:      req.Size,
+		Runtime:   caps.Runtime,
+		Status:    sandbox.StatusCreating,
+		Reason:    "create requested",
+		CreatedAt: now,
+		UpdatedAt: now,
+		ExpiresAt: now.Add(ttl),
+		Capabilities: []string{
+			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
+			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
+		},
+		Resources: res,
+	}
+	// The row goes first: a daemon killed from here on leaves a creating row
+	// that Recover cleans up, never an untracked container or root.
+	if err := s.opts.Store.CreateSandbox(ctx, sb); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
+		}
+		return sandbox.Sandbox{}, false, s.internal("create sandbox row", err)
+	}
+	// A caller that goes away mid-create must not leave half a sandbox.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	if err := s.start(ctx, sb); err != nil {
+		s.release(ctx, sb)
+		return sandbox.Sandbox{}, false, err
+	}
+	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, "created", s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		s.release(ctx, sb)
+		return sandbox.Sandbox{}, false, s.internal("update sandbox row", err)
+	}
+	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
+	return sb, true, nil
+}
+
+// start prepares the root (if it is not there yet) and starts the runtime.
+func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
+	root, err := s.root(ctx, sb)
+	if err != nil {
+		return err
+	}
+	spec := driver.Spec{
+		ID:        sb.ID,
+		RootFS:    root,
+		AgentPath: s.opts.AgentPath,
+		Hostname:  sb.Name,
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"LANG=C.UTF-8",
+			"USER=sandbox",
+			"LOGNAME=sandbox",
+			"HEARTH_SANDBOX=" + sb.Name,
+		},
+		UID: 1000, GID: 1000, Home: "/home/sandbox",
+		Resources: sb.Resources,
+	}
+	if err := s.opts.Driver.Start(ctx, spec); err != nil {
+		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "err", err)
+		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q failed to start", sb.Name).
+			WithHint("retry; if it keeps failing, `hearth serve`'s log has the runtime's error")
+	}
+	return nil
+}
+
+// root returns the sandbox's root filesystem, preparing it from its image
+// the first time.
+func (s *Service) root(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID))
+	if err == nil {
+		return info.Path, nil
+	}
+	if !errors.Is(err, layers.ErrNotFound) {
+		return "", s.internal("stat root", err)
+	}
+	path, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), sb.Image)
+	if err != nil {
+		return "", s.internal("prepare root", err)
+	}
+	return path, nil
+}
+
+// release removes everything a sandbox holds: runtime, root, row. Each step
+// tolerates what is already gone, so it can finish an interrupted destroy.
+func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
+	var errs []error
+	if err := s.opts.Driver.Delete(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("driver delete: %w", err))
+	}
+	if err := s.opts.Layers.Remove(ctx, rootKey(sb.ID)); err != nil && !errors.Is(err, layers.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("remove root: %w", err))
+	}
+	if len(errs) > 0 {
+		// Keep the row so that a retry (or Recover) can finish the job.
+		return errors.Join(errs...)
+	}
+	if err := s.opts.Store.DeleteSandbox(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("delete row: %w", err)
+	}
+	return nil
+}
+
+// Get returns the sandbox called name if p may see it, else not_found.
+func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	if err := sandbox.ValidateName(name); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb, err := s.opts.Store.GetSandbox(ctx, name)
+	if errors.Is(err, store.ErrNotFound) || err == nil && !p.Owns(sb.Tenant, sb.Owner) {
+		return sandbox.Sandbox{}, notFound(name)
+	}
+	if err != nil {
+		return sandbox.Sandbox{}, s.internal("get sandbox", err)
+	}
+	return sb, nil
+}
+
+func notFound(name string) error {
+	return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found", name).WithHint("`hearth list` shows your sandboxes")
+}
+
+// List returns the sandboxes p may see, oldest first: an agent its own, a
+// tenant admin its tenant's, an operator all.
+func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sandbox, error) {
+	var f store.Filter
+	switch p.Role {
+	case sandbox.RoleOperator:
+	case sandbox.RoleTenantAdmin:
+		f.Tenant = p.Tenant
+	default:
+		f.Tenant, f.Owner = p.Tenant, p.Agent
+	}
+	list, err := s.opts.Store.ListSandboxes(ctx, f)
+	if err != nil {
+		return nil, s.internal("list sandboxes", err)
+	}
+	if list == nil {
+		list = []sandbox.Sandbox{}
+	}
+	return list, nil
+}
+
+// Destroy stops the sandbox and releases everything it holds: processes,
+// mounts, cgroups, directories, its root and its row. A caller that goes
+// away mid-destroy does not interrupt it.
+func (s *Service) Destroy(ctx context.Context, p sandbox.Principal, name string) error {
+	unlock := s.locks.lock(name)
+	defer unlock()
+	sb, err := s.Get(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	if err := s.release(ctx, sb); err != nil {
+		return s.internal("destroy "+sb.ID, err)
+	}
+	s.log.Info("sandbox destroyed", "sandbox", sb.Name, "id", sb.ID)
+	return nil
+}
+
+// running returns p's sandbox called name and an agent client for it,
+// starting the sandbox again first if it is stopped.
+func (s *Service) running(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, *agent.Client, error) {
+	sb, err := s.Get(ctx, p, name)
+	if err != nil {
+		return sandbox.Sandbox{}, nil, err
+	}
+	if sb.Status != sandbox.StatusRunning {
+		if sb, err = s.wake(ctx, sb); err != nil {
+			return sandbox.Sandbox{}, nil, err
+		}
+	}
+	id := sb.ID
+	return sb, agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+		return s.opts.Driver.Dial(ctx, id)
+	}), nil
+}
+
+// wake starts a stopped sandbox again on its root.
+func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	unlock := s.locks.lock(sb.Name)
+	defer unlock()
+	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
+	if err != nil || cur.ID != sb.ID {
+		return sandbox.Sandbox{}, notFound(sb.Name)
+	}
+	if cur.Status == sandbox.StatusRunning {
+		return cur, nil
+	}
+	if cur.Status == sandbox.StatusCreating {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", sb.Name).WithHint("retry in a moment")
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	if err := s.start(sctx, cur); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusRunning, "woken by a call after: "+cur.Reason, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, cur); err != nil {
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	}
+	s.log.Info("sandbox woken", "sandbox", cur.Name, "id", cur.ID)
+	return cur, nil
+}
+
+// internal logs cause and returns the opaque internal error.
+func (s *Service) internal(what string, cause error) error {
+	s.log.Error("internal error", "op", what, "err", cause)
+	return sandbox.AsError(cause)
+}
+
+// keyedMutex serializes operations on one sandbox name.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e := k.m[key]
+	if e == nil {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
