@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/image"
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/store/sqlite"
+)
+
+// serveConfig is what `hearth serve` runs with.
+type serveConfig struct {
+	dataDir    string
+	listen     string
+	runtime    string
+	imageCache string
+	agentPath  string
+	layersSize int64
+	maxWrite   int64
+	defaultTTL time.Duration
+}
+
+// runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
+// nothing else: sandboxes keep running and the next start adopts them.
+func runServe(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseServe(args, env, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return err
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"), nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if cfg.runtime == "" {
+		if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
+			return err
+		}
+	}
+	drv, err := oci.New(oci.Options{
+		Runtime:  cfg.runtime,
+		StateDir: filepath.Join(cfg.dataDir, "sandboxes"),
+		Logger:   log.With("component", "driver"),
+	})
+	if err != nil {
+		return err
+	}
+	snaps, err := layers.Open(ctx, layers.Options{
+		Dir:       filepath.Join(cfg.dataDir, "layers"),
+		ImageSize: cfg.layersSize,
+		Logger:    log.With("component", "layers"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
+		return err
+	}
+	svc, err := lifecycle.New(lifecycle.Options{
+		Store:         db,
+		Driver:        drv,
+		Layers:        snaps,
+		AgentPath:     cfg.agentPath,
+		MaxWriteBytes: cfg.maxWrite,
+		DefaultTTL:    cfg.defaultTTL,
+		Logger:        log.With("component", "lifecycle"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := svc.Recover(ctx); err != nil {
+		return fmt.Errorf("reconcile with the runtime: %w", err)
+	}
+	tokenFile := filepath.Join(cfg.dataDir, "operator.token")
+	if err := ensureOperatorToken(ctx, svc, tokenFile); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "hearth: operator token in %s\n", tokenFile)
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(svc, httpapi.Options{Logger: log.With("component", "http")}),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go svc.Run(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; sandboxes keep running")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
+}
+
+func parseServe(args []string, env func(string) string, stderr io.Writer) (serveConfig, error) {
+	fl := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	cfg := serveConfig{}
+	fl.StringVar(&cfg.dataDir, "data-dir", orDefault(env("HEARTH_DATA_DIR"), "/var/lib/hearth"), "state, layers and the operator token")
+	fl.StringVar(&cfg.listen, "listen", "127.0.0.1:7077", "address of the HTTP API")
+	fl.StringVar(&cfg.runtime, "runtime", "", "OCI runtime: runsc, runc or crun (default: runsc when present)")
+	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
+	fl.StringVar(&cfg.agentPath, "agent", "", "path of the static hearth-agent binary (default: beside hearth, then PATH)")
+	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
+	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
+	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
+	if err := fl.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fl.NArg() > 0 {
+		return cfg, fmt.Errorf("hearth serve takes no arguments, got %q", fl.Args())
+	}
+	if cfg.imageCache == "" {
+		cfg.imageCache = filepath.Join(cfg.dataDir, "images")
+	}
+	if cfg.agentPath == "" {
+		var err error
+		if cfg.agentPath, err = findAgent(); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// findAgent looks for hearth-agent beside this executable, then in PATH.
+func findAgent() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "hearth-agent")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("hearth-agent"); err == nil {
+		return filepath.Abs(p)
+	}
+	return "", errors.New("hearth-agent not found beside hearth or in PATH; build it with `CGO_ENABLED=0 go build ./cmd/hearth-agent` or pass --agent")
+}
+
+// ensureImage builds (once, cached) and imports the default image.
+func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progress io.Writer, log *slog.Logger) error {
+	const name = "default"
+	if _, err := snaps.Stat(ctx, name); err == nil {
+		return nil
+	}
+	dir := filepath.Join(cfg.imageCache, name)
+	fmt.Fprintf(progress, "hearth: preparing the default image in %s (first start only)\n", dir)
+	rootfs, err := image.Build(ctx, image.Options{Dir: dir, Progress: progress, Logger: log.With("component", "image")})
+	if err != nil {
+		return fmt.Errorf("build the default image: %w", err)
+	}
+	return image.Import(ctx, snaps, name, rootfs)
+}
+
+// ensureOperatorToken keeps the operator token file valid: it creates a
+// token (storing only its hash) when the file is missing or stale, and
+// writes the secret to the file with mode 0600.
+func ensureOperatorToken(ctx context.Context, svc *lifecycle.Service, path string) error {
+	current, _ := os.ReadFile(path)
+	secret, created, err := svc.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)))
+	if err != nil || !created {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

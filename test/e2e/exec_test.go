@@ -1,0 +1,110 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// TestExecSemantics checks exec's contract on every runtime: timeouts kill
+// the whole tree, 124 is only an exit code, stdin streams, large scripts
+// need no argv, env and cwd apply, limits contain a fork bomb and a memory
+// hog, and a caller that goes away leaves the command its grace period.
+func TestExecSemantics(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := newDaemon(t, runtime)
+		ctx := ctxT(t)
+		c := d.client()
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "ex"}); err != nil {
+			t.Fatal(err)
+		}
+		run := func(req sandbox.ExecRequest, stdin string) (sandbox.ExecResult, string, string) {
+			t.Helper()
+			var out, errb bytes.Buffer
+			var in *strings.Reader
+			if req.Stdin {
+				in = strings.NewReader(stdin)
+			}
+			var res sandbox.ExecResult
+			var err error
+			if in != nil {
+				res, err = c.Exec(ctx, "ex", req, in, &out, &errb)
+			} else {
+				res, err = c.Exec(ctx, "ex", req, nil, &out, &errb)
+			}
+			if err != nil {
+				t.Fatalf("Exec(%+v) = %v", req, err)
+			}
+			return res, out.String(), errb.String()
+		}
+
+		res, out, _ := run(sandbox.ExecRequest{Shell: "echo before; sleep 30 & setsid sleep 31 & sleep 32", Timeout: sandbox.Duration(time.Second)}, "")
+		if !res.TimedOut || out != "before\n" {
+			t.Fatalf("timeout exec = %+v, %q; want timed_out with the partial output", res, out)
+		}
+		_, ps, _ := run(sandbox.ExecRequest{Shell: "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"}, "")
+		if strings.Contains(ps, "sleep 3") {
+			t.Fatalf("after the deadline these remain:\n%s", ps)
+		}
+
+		if res, _, _ = run(sandbox.ExecRequest{Shell: "exit 124"}, ""); res.ExitCode != 124 || res.TimedOut {
+			t.Fatalf("exit 124 = %+v; want exit code 124, not timed out", res)
+		}
+		if res, out, _ = run(sandbox.ExecRequest{Argv: []string{"wc", "-c"}, Stdin: true}, strings.Repeat("z", 3<<20)); res.ExitCode != 0 || strings.TrimSpace(out) != "3145728" {
+			t.Fatalf("wc -c of 3 MiB stdin = %+v, %q", res, out)
+		}
+		script := "x=0\n" + strings.Repeat("x=$((x+1))\n", 100_000) + "echo $x\n" // ~1.2 MB
+		if res, out, _ = run(sandbox.ExecRequest{Shell: script}, ""); res.ExitCode != 0 || out != "100000\n" {
+			t.Fatalf("1.2 MB script = %+v, %q", res, out)
+		}
+		if _, out, _ = run(sandbox.ExecRequest{Shell: "echo $FOO $HOME; pwd", Env: map[string]string{"FOO": "bar"}, Cwd: "/tmp"}, ""); out != "bar /home/sandbox\n/tmp\n" {
+			t.Fatalf("env and cwd = %q", out)
+		}
+		if _, out, _ = run(sandbox.ExecRequest{Shell: "pwd; id -un"}, ""); out != "/home/sandbox\nsandbox\n" {
+			t.Fatalf("default cwd and user = %q", out)
+		}
+
+		// A memory hog over the small size's 512 MiB dies alone.
+		res, _, _ = run(sandbox.ExecRequest{Argv: []string{"python3", "-c", "b = bytearray(1500 << 20); b[::4096] = b'x' * len(b[::4096]); print('survived')"}, Timeout: sandbox.Duration(60 * time.Second)}, "")
+		if res.ExitCode == 0 {
+			t.Fatalf("a 1.5 GiB allocation in a 512 MiB sandbox succeeded: %+v", res)
+		}
+		if runtime == "runc" && !res.OOMKilled {
+			// Under gVisor the agent's RLIMIT_AS turns the hog into a
+			// MemoryError instead; on the host kernel the cgroup OOM-kills it.
+			t.Fatalf("memory hog under runc = %+v; want oom_killed", res)
+		}
+		// A fork bomb is contained by the pids limit and the deadline.
+		res, _, _ = run(sandbox.ExecRequest{Shell: "bomb() { bomb | bomb & }; bomb; sleep 5", Timeout: sandbox.Duration(5 * time.Second)}, "")
+		if res, out, _ = run(sandbox.ExecRequest{Shell: "echo still here"}, ""); res.ExitCode != 0 || out != "still here\n" {
+			t.Fatalf("sandbox after memory hog and fork bomb: %+v, %q", res, out)
+		}
+		if sb, err := c.Get(ctx, "ex"); err != nil || sb.Status != sandbox.StatusRunning {
+			t.Fatalf("Get(ex) after the abuse = %+v, %v; want running", sb, err)
+		}
+
+		// A caller that goes away: the command lives for its grace, then dies.
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			c.Exec(cctx, "ex", sandbox.ExecRequest{Shell: "echo $$ > /tmp/grace.pid; exec sleep 300", Grace: sandbox.Duration(2 * time.Second)}, nil, nil, nil)
+			close(done)
+		}()
+		time.Sleep(time.Second)
+		cancel()
+		<-done
+		_, out, _ = run(sandbox.ExecRequest{Shell: "kill -0 $(cat /tmp/grace.pid) && echo alive"}, "")
+		if out != "alive\n" {
+			t.Fatalf("right after the caller left, the command = %q; want alive during its grace", out)
+		}
+		time.Sleep(4 * time.Second)
+		_, out, _ = run(sandbox.ExecRequest{Shell: "kill -0 $(cat /tmp/grace.pid) 2>/dev/null && echo alive || echo gone"}, "")
+		if out != "gone\n" {
+			t.Fatalf("after the grace period the command = %q; want gone", out)
+		}
+	})
+}
