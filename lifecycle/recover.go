@@ -68,23 +68,25 @@ func (s *Service) Recover(ctx context.Context) error {
 // interrupted after the row was deleted cannot happen, but a failed
 // create's cleanup can be).
 func (s *Service) removeOrphanRoots(ctx context.Context, known map[string]bool) error {
-	lister, ok := s.opts.Layers.(interface {
-		List(ctx context.Context) ([]layers.Info, error)
+	walker, ok := s.opts.Layers.(interface {
+		Walk(ctx context.Context, fn func(layers.Info) error) error
 	})
 	if !ok {
 		return nil
 	}
-	infos, err := lister.List(ctx)
-	if err != nil {
+	var orphans []string
+	if err := walker.Walk(ctx, func(info layers.Info) error {
+		if id, isRoot := strings.CutPrefix(info.Key, "sb-"); isRoot && !known[id] {
+			orphans = append(orphans, info.Key)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
-	for _, info := range infos {
-		id, isRoot := strings.CutPrefix(info.Key, "sb-")
-		if isRoot && !known[id] {
-			s.log.Warn("removing a sandbox root no row owns", "key", info.Key)
-			if err := s.opts.Layers.Remove(ctx, info.Key); err != nil {
-				s.log.Error("remove orphan root", "key", info.Key, "err", err)
-			}
+	for _, key := range orphans {
+		s.log.Warn("removing a sandbox root no row owns", "key", key)
+		if err := s.opts.Layers.Remove(ctx, key); err != nil {
+			s.log.Error("remove orphan root", "key", key, "err", err)
 		}
 	}
 	return nil

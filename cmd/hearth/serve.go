@@ -70,7 +70,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	snaps, err := layers.Open(ctx, layers.Options{
+	snaps, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{
 		Dir:       filepath.Join(cfg.dataDir, "layers"),
 		ImageSize: cfg.layersSize,
 		Logger:    log.With("component", "layers"),
@@ -78,6 +78,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	defer snaps.Close()
 	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
 		return err
 	}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// runCreate creates a sandbox, or resumes the one of that name: create is
+// idempotent by name, and says which happened.
+func runCreate(ctx context.Context, c *cli, args []string) error {
+	fs := c.clientFlagSet("create", "[NAME] [--image I] [--size S] [--ttl D]",
+		"Create a sandbox, or resume the existing one with that name. Without a NAME\nthe daemon picks one. The daemon may prefix the name with its creator.")
+	var req sandbox.CreateRequest
+	fs.StringVar(&req.Image, "image", "", "root filesystem `IMAGE` (default: the daemon's)")
+	fs.StringVar(&req.Size, "size", "", "`SIZE` preset: small, medium or large (default: the daemon's)")
+	ttl := fs.Duration("ttl", 0, "destroy the sandbox after `D`, e.g. 2h (default: the daemon's)")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return &usageError{verb: "create", msg: fmt.Sprintf("unexpected argument %q", pos[1])}
+	}
+	if len(pos) == 1 {
+		req.Name = pos[0]
+	}
+	if *ttl < 0 {
+		return &usageError{verb: "create", msg: "--ttl must not be negative"}
+	}
+	req.TTL = sandbox.Duration(*ttl)
+
+	cl := c.client()
+	sb, created, err := cl.Create(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(sb)
+	}
+	if created {
+		fmt.Fprintf(c.stdout, "created sandbox %s\n", sb.Name)
+	} else {
+		fmt.Fprintf(c.stdout, "resumed existing sandbox %s\n", sb.Name)
+	}
+	return printSandbox(c.stdout, sb, time.Now())
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// printSandbox writes one sandbox as "key: value" lines; the first five
+// (name, id, status, runtime, capabilities) are the ones create promises.
+func printSandbox(w io.Writer, sb sandbox.Sandbox, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	status := string(sb.Status)
+	if sb.Reason != "" {
+		status += " (" + sb.Reason + ")"
+	}
+	caps := strings.Join(sb.Capabilities, ", ")
+	if caps == "" {
+		caps = "-"
+	}
+	expires := "never"
+	if !sb.ExpiresAt.IsZero() {
+		expires = formatTime(sb.ExpiresAt) + " (in " + formatAge(sb.ExpiresAt.Sub(now)) + ")"
+	}
+	rows := [][2]string{
+		{"name", sb.Name},
+		{"id", sb.ID},
+		{"status", status},
+		{"runtime", sb.Runtime},
+		{"capabilities", caps},
+		{"tenant", sb.Tenant},
+		{"owner", sb.Owner},
+		{"image", sb.Image},
+		{"size", sb.Size + " (" + formatResources(sb.Resources) + ")"},
+		{"created", formatTime(sb.CreatedAt) + " (" + formatAge(now.Sub(sb.CreatedAt)) + " ago)"},
+		{"expires", expires},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+// printSandboxTable writes the list table NAME STATUS SIZE RUNTIME AGE OWNER.
+func printSandboxTable(w io.Writer, sbs []sandbox.Sandbox, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tSIZE\tRUNTIME\tAGE\tOWNER")
+	for _, sb := range sbs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.Status, dash(sb.Size), dash(sb.Runtime),
+			formatAge(now.Sub(sb.CreatedAt)), dash(sb.Owner))
+	}
+	return tw.Flush()
+}
+
+// printFileInfo writes one file's metadata as "key: value" lines.
+func printFileInfo(w io.Writer, fi sandbox.FileInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows := [][2]string{
+		{"path", fi.Path},
+		{"type", string(fi.Type)},
+		{"size", strconv.FormatInt(fi.Size, 10)},
+		{"mode", formatMode(fi.Type, fi.Mode) + " (" + formatOctal(fi.Mode) + ")"},
+		{"owner", fi.Owner + ":" + fi.Group},
+		{"mtime", formatTime(fi.ModTime)},
+	}
+	if fi.Type == sandbox.FileSymlink {
+		rows = append(rows, [2]string{"target", fi.Target})
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+// printFileTable writes directory entries like `ls -l`: MODE OWNER SIZE
+// MTIME NAME, symlinks as "name -> target".
+func printFileTable(w io.Writer, entries []sandbox.FileInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODE\tOWNER\tSIZE\tMTIME\tNAME")
+	for _, fi := range entries {
+		name := fi.Name
+		if fi.Type == sandbox.FileSymlink && fi.Target != "" {
+			name += " -> " + fi.Target
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", formatMode(fi.Type, fi.Mode), dash(fi.Owner), fi.Size,
+			fi.ModTime.Format("2006-01-02 15:04"), name)
+	}
+	return tw.Flush()
+}
+
+// formatMode renders a file type and permission bits as `ls -l` does, with
+// s/S for setuid and setgid and t/T for sticky: "drwxr-sr-x".
+func formatMode(t sandbox.FileType, m fs.FileMode) string {
+	var b [10]byte
+	switch t {
+	case sandbox.FileDir:
+		b[0] = 'd'
+	case sandbox.FileSymlink:
+		b[0] = 'l'
+	case sandbox.FileRegular:
+		b[0] = '-'
+	default:
+		b[0] = '?'
+	}
+	const rwx = "rwxrwxrwx"
+	for i := range 9 {
+		if m&(1<<uint(8-i)) != 0 {
+			b[i+1] = rwx[i]
+		} else {
+			b[i+1] = '-'
+		}
+	}
+	special := func(i int, set bool, c byte) {
+		if !set {
+			return
+		}
+		if b[i] == '-' {
+			c -= 'a' - 'A' // set without execute
+		}
+		b[i] = c
+	}
+	special(3, m&fs.ModeSetuid != 0, 's')
+	special(6, m&fs.ModeSetgid != 0, 's')
+	special(9, m&fs.ModeSticky != 0, 't')
+	return string(b[:])
+}
+
+// formatOctal renders permission bits as chmod spells them: "0755", "4755".
+func formatOctal(m fs.FileMode) string {
+	v := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		v |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		v |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		v |= 0o1000
+	}
+	return fmt.Sprintf("%04o", v)
+}
+
+// parseMode parses a chmod-style octal mode ("755", "0644", "4755") into
+// the fs.FileMode the API carries, where setuid, setgid and sticky are
+// fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky rather than octal bits.
+func parseMode(s string) (fs.FileMode, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0o"), 8, 32)
+	if err != nil || v > 0o7777 {
+		return 0, fmt.Errorf("invalid mode %q: want octal permission bits such as 0644 or 0755", s)
+	}
+	m := fs.FileMode(v & 0o777)
+	if v&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if v&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if v&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m, nil
+}
+
+// formatAge renders a duration as its largest unit, as kubectl does: "45s",
+// "12m", "5h", "3d". Negative durations (clock skew) show as "0s".
+func formatAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// formatResources renders limits as "1 CPU, 512 MiB, 256 pids".
+func formatResources(r sandbox.Resources) string {
+	cpu := strconv.FormatFloat(float64(r.MilliCPU)/1000, 'f', -1, 64)
+	return fmt.Sprintf("%s CPU, %s, %d pids", cpu, formatBytes(r.MemoryBytes), r.Pids)
+}
+
+// formatBytes renders a byte count in binary units: "512 MiB", "1.5 GiB".
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, exp := float64(n), 0
+	for v >= unit && exp < 4 {
+		v /= unit
+		exp++
+	}
+	num := strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0")
+	return num + " " + [...]string{"B", "KiB", "MiB", "GiB", "TiB"}[exp]
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// textOrBase64 puts b into m as key when it is valid UTF-8, and as
+// key+"_base64" otherwise, so that a JSON consumer never receives mangled
+// bytes and notices when it must decode.
+func textOrBase64(m map[string]any, key string, b []byte) {
+	if utf8.Valid(b) {
+		m[key] = string(b)
+		return
+	}
+	m[key+"_base64"] = b // encoding/json encodes []byte as base64
+}
