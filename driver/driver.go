@@ -61,7 +61,8 @@ const (
 type State struct {
 	ID     string
 	Status Status
-	// PID is the host pid of the sandbox's init (0 when stopped).
+	// PID is the host pid of the sandbox's init, or of the process that
+	// holds it (gVisor's sandbox process); 0 when stopped.
 	PID int
 	// OOMKilled says the sandbox's memory limit killed a process in it.
 	OOMKilled bool
@@ -86,9 +87,13 @@ type Driver interface {
 	// answers. The sandbox must survive the host process: stopping or
 	// killing the daemon kills nothing. On error nothing is left running.
 	// Starting an id that exists but is stopped starts it again, on the
-	// same root, with the given spec (this is how a sandbox wakes).
+	// same root, with the given spec (this is how a sandbox wakes); if that
+	// fails the sandbox stays known and stopped. Starting a running
+	// sandbox fails and leaves it running.
 	Start(ctx context.Context, spec Spec) error
-	// Dial opens a new connection to the agent of a running sandbox.
+	// Dial opens a new connection to the agent of a running sandbox. It
+	// returns ErrNotFound for an unknown id, and a connection error for a
+	// sandbox that is stopped or whose agent is not listening.
 	Dial(ctx context.Context, id string) (net.Conn, error)
 	// State reports the sandbox's runtime state, or ErrNotFound.
 	State(ctx context.Context, id string) (State, error)

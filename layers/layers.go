@@ -17,6 +17,7 @@ package layers
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Sentinel errors, tested with errors.Is.
@@ -25,9 +26,37 @@ var (
 	ErrNotFound = errors.New("layers: snapshot not found")
 	// ErrExists: a snapshot with that key or name already exists.
 	ErrExists = errors.New("layers: snapshot exists")
-	// ErrInUse: a committed snapshot still has children.
+	// ErrInUse: a committed snapshot still has children, or another call
+	// is changing the snapshot right now.
 	ErrInUse = errors.New("layers: snapshot in use")
+	// ErrInvalid: a key or name breaks the naming rule, or the snapshot is
+	// of the wrong kind for the call (a parent that is not committed, a
+	// Commit of a committed snapshot).
+	ErrInvalid = errors.New("layers: invalid argument")
 )
+
+// MaxKeyLen is the longest key or name, in bytes.
+const MaxKeyLen = 128
+
+// ValidateKey checks the naming rule every Store enforces on keys, names
+// and parents: 1 to MaxKeyLen bytes of [a-z0-9._-], starting with a letter
+// or digit. A valid key is a single path element that is neither "." nor
+// "..", so a backend may use it as a file name. The error wraps ErrInvalid.
+func ValidateKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: key %q must be 1 to %d bytes", ErrInvalid, key, MaxKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return fmt.Errorf("%w: key %q: byte %q at %d is not allowed (want [a-z0-9][a-z0-9._-]*)", ErrInvalid, key, c, i)
+		}
+	}
+	return nil
+}
 
 // Kind says whether a snapshot is writable.
 type Kind string
@@ -48,21 +77,28 @@ type Info struct {
 }
 
 // Store is the snapshot contract. Keys and names share one namespace of
-// path-safe strings ([a-z0-9][a-z0-9._-]*, at most 128 bytes; anything else
-// is rejected, so no key can name a path outside the store).
+// path-safe strings (see ValidateKey; anything else is rejected with
+// ErrInvalid, so no key can name a path outside the store). Every method
+// is safe for concurrent use; layerstest checks all of this.
 type Store interface {
 	// Prepare creates the active snapshot key from the committed snapshot
-	// parent ("" for an empty one) and returns its host path. It costs
-	// O(1) in the size of parent.
+	// parent ("" for an empty one) and returns its host path, a writable
+	// directory. It costs O(1) in the size of parent. It fails with
+	// ErrExists if key is taken, ErrNotFound if parent is missing, and
+	// ErrInvalid if parent is not committed.
 	Prepare(ctx context.Context, key, parent string) (string, error)
 	// Commit turns the active snapshot key into the committed snapshot
-	// name; key no longer exists afterwards.
+	// name, read-only from then on; key no longer exists afterwards. It
+	// fails with ErrNotFound if key is missing, ErrExists if name is
+	// taken, and ErrInvalid if key is already committed.
 	Commit(ctx context.Context, name, key string) error
 	// Stat describes a snapshot, or returns ErrNotFound.
 	Stat(ctx context.Context, key string) (Info, error)
 	// Remove deletes a snapshot and reclaims its space once nothing else
-	// shares it. Removing a missing key returns ErrNotFound.
+	// shares it. Removing a missing key returns ErrNotFound; a committed
+	// snapshot with children may be refused with ErrInUse.
 	Remove(ctx context.Context, key string) error
-	// Usage is the number of bytes the snapshot holds beyond its parent's.
+	// Usage is the number of bytes the snapshot holds beyond its parent's,
+	// or ErrNotFound.
 	Usage(ctx context.Context, key string) (int64, error)
 }

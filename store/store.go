@@ -42,29 +42,48 @@ type Filter struct {
 }
 
 // Store is the control plane's state. Implementations are safe for
-// concurrent use, and every method is atomic.
+// concurrent use, every method is atomic, and a method that returned nil
+// has made its change durable: it survives the daemon being killed right
+// after. Methods honour ctx; one cancelled before it commits changes
+// nothing.
+//
+// Times come back in UTC, equal (time.Equal) to what was stored to at least
+// the microsecond; implementations document finer precision. A zero
+// ExpiresAt or RevokedAt is stored as "never" and comes back zero.
+//
+// storetest.Run is the conformance suite for these promises.
 type Store interface {
-	// CreateSandbox inserts sb; ErrExists if its name (or id) is taken.
+	// CreateSandbox inserts sb; ErrExists if its name (or id) is taken. An
+	// empty ID or Name is an error.
 	CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error
-	// UpdateSandbox replaces the sandbox with sb.ID; ErrNotFound if missing.
+	// UpdateSandbox replaces every field of the sandbox with sb.ID by sb's;
+	// ErrNotFound if missing, ErrExists if sb.Name is another sandbox's.
 	UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error
-	// GetSandbox finds a sandbox by name; ErrNotFound if missing.
+	// GetSandbox finds a sandbox by name; ErrNotFound if missing. Its
+	// Capabilities are never nil (an empty list renders as [], not null).
 	GetSandbox(ctx context.Context, name string) (sandbox.Sandbox, error)
-	// ListSandboxes returns the sandboxes matching f, oldest first.
+	// ListSandboxes returns the sandboxes matching f, oldest CreatedAt first
+	// (insertion order among equals). No match is an empty slice, not an
+	// error.
 	ListSandboxes(ctx context.Context, f Filter) ([]sandbox.Sandbox, error)
 	// DeleteSandbox removes the sandbox with that id; ErrNotFound if missing.
 	DeleteSandbox(ctx context.Context, id string) error
 
-	// CreateToken inserts t; ErrExists if its id or hash is taken.
+	// CreateToken inserts t; ErrExists if its id or hash is taken. An empty
+	// ID or Hash is an error.
 	CreateToken(ctx context.Context, t Token) error
 	// TokenByHash finds a token by its hash, revoked or expired ones
 	// included (the caller decides); ErrNotFound if missing.
 	TokenByHash(ctx context.Context, hash string) (Token, error)
-	// ListTokens returns every token, oldest first.
+	// ListTokens returns every token, oldest CreatedAt first (insertion
+	// order among equals).
 	ListTokens(ctx context.Context) ([]Token, error)
-	// RevokeToken sets RevokedAt; ErrNotFound if no token has that id.
+	// RevokeToken sets RevokedAt to at; ErrNotFound if no token has that id.
+	// Revoking a revoked token succeeds and keeps the first RevokedAt, so
+	// the audit trail says when access really ended. A zero at is an error.
 	RevokeToken(ctx context.Context, id string, at time.Time) error
 
-	// Close releases the store.
+	// Close releases the store. Closing a closed store does nothing and
+	// returns nil; other methods fail after Close.
 	Close() error
 }

@@ -3,7 +3,8 @@
 // file operations for it (see package agent).
 //
 // It must be built static (CGO_ENABLED=0): it runs on whatever root
-// filesystem the sandbox has.
+// filesystem the sandbox has. It is also its own exec trampoline: started
+// with agent.TrampolineArg it sets a command's rlimits and execs it.
 package main
 
 import (
@@ -18,18 +19,29 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hearth/hearth/agent"
 )
 
+// shutdownGrace is how long running commands get between the SIGTERM the
+// agent forwards to them and their SIGKILL, when the agent is stopped.
+const shutdownGrace = 5 * time.Second
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
+	if len(os.Args) > 1 && os.Args[1] == agent.TrampolineArg {
+		agent.Trampoline(os.Args[2:]) // returns only when the exec failed; the agent was told why
+		os.Exit(127)
+	}
+	if err := run(context.Background(), os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, stderr io.Writer) error {
+// run serves until ctx ends or SIGTERM/SIGINT arrives, then shuts down:
+// commands get SIGTERM, and SIGKILL after shutdownGrace.
+func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	fl := flag.NewFlagSet("hearth-agent", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	socket := fl.String("socket", "/run/hearth/agent.sock", "unix socket to listen on")
@@ -53,26 +65,37 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	srv := agent.NewServer(agent.Options{
 		UID: *uid, GID: *gid, Home: *home,
-		Env:          defaultEnv(*home),
+		Env:          defaultEnv(environ, *home),
 		NProc:        *nproc,
 		AddressSpace: *as,
-		Logger:       log,
+		// As PID 1 the agent inherits every orphan of the sandbox.
+		ReapOrphans: os.Getpid() == 1,
+		Logger:      log,
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	stopped := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
-		ln.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		stopped <- srv.Shutdown(sctx)
 	}()
 	log.Info("listening", "socket", *socket, "pid", os.Getpid())
-	return srv.Serve(ln)
+	if err := srv.Serve(ln); err != nil {
+		return err
+	}
+	if err := <-stopped; err != nil {
+		log.Info("commands killed at shutdown", "err", err)
+	}
+	return nil
 }
 
 // defaultEnv is the sandbox's environment as the runtime gave it to PID 1,
 // with HOME set to the sandbox user's home.
-func defaultEnv(home string) []string {
+func defaultEnv(environ []string, home string) []string {
 	env := []string{"HOME=" + home}
-	for _, kv := range os.Environ() {
+	for _, kv := range environ {
 		if !strings.HasPrefix(kv, "HOME=") {
 			env = append(env, kv)
 		}

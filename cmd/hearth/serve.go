@@ -64,7 +64,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	drv, err := oci.New(oci.Options{
 		Runtime:  cfg.runtime,
-		StateDir: filepath.Join(cfg.dataDir, "sandboxes"),
+		StateDir: filepath.Join(cfg.dataDir, "oci", cfg.runtime),
 		Logger:   log.With("component", "driver"),
 	})
 	if err != nil {

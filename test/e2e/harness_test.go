@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 // requireDaemon skips unless this host can run hearth (root, a runtime,
 // the image cache) and returns the path of the hearth binary.
-func requireDaemon(t *testing.T) string {
+func requireDaemon(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("end-to-end tests need root (mounts, cgroups, runtimes); run ./scripts/test.sh")
@@ -90,7 +90,7 @@ func forEachRuntime(t *testing.T, f func(t *testing.T, runtime string)) {
 
 // daemon is one `hearth serve` process on a temporary data dir.
 type daemon struct {
-	t       *testing.T
+	t       testing.TB
 	dataDir string
 	runtime string
 	cmd     *exec.Cmd
@@ -119,7 +119,7 @@ func (s *syncBuffer) String() string {
 
 // newDaemon starts hearth serve with its own data dir. Cleanup destroys
 // every sandbox, stops the daemon and unmounts the layer store.
-func newDaemon(t *testing.T, runtime string) *daemon {
+func newDaemon(t testing.TB, runtime string) *daemon {
 	t.Helper()
 	requireDaemon(t)
 	dir, err := os.MkdirTemp("", "hearth-e2e-")

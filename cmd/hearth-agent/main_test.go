@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// asAgentEnv makes the test binary run main, so the tests drive the real
+// command: flags, its exec trampoline and its handling of SIGTERM.
+const asAgentEnv = "HEARTH_AGENT_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asAgentEnv) != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startAgent runs this binary as hearth-agent with args and returns a
+// client, the process and a channel that receives its exit.
+func startAgent(t *testing.T, args ...string) (*agent.Client, *exec.Cmd, <-chan error) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the agent switches to the sandbox user")
+	}
+	dir, err := os.MkdirTemp("", "ha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "run", "a.sock")
+	home := t.TempDir()
+	os.Chmod(filepath.Dir(home), 0o711) // reachable by the sandbox user
+	os.Chown(home, 65534, 65534)
+	cmd := exec.Command(os.Args[0], append([]string{"-socket", sock, "-uid", "65534", "-gid", "65534", "-home", home}, args...)...)
+	cmd.Env = append(os.Environ(), asAgentEnv+"=1")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Ping(ctx)
+		cancel()
+		if err == nil {
+			return c, cmd, exited
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent never answered: %v", err)
+		}
+	}
+}
+
+func TestAgentServesAndStopsOnSIGTERM(t *testing.T) {
+	c, cmd, exited := startAgent(t, "-nproc", "321")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	ping, err := c.Ping(ctx)
+	if err != nil || ping.Version != agent.ProtocolVersion || ping.PID != cmd.Process.Pid {
+		t.Errorf("Ping = %+v, %v; want version %d, pid %d", ping, err, agent.ProtocolVersion, cmd.Process.Pid)
+	}
+
+	// The rlimit goes through main's own trampoline.
+	var out bytes.Buffer
+	res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "id -u; grep 'Max processes' /proc/self/limits"}, nil, &out, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec = %+v, %v", res, err)
+	}
+	if f := strings.Fields(out.String()); len(f) < 4 || f[0] != "65534" || f[3] != "321" {
+		t.Errorf("id and limits = %q, want uid 65534 and 321 processes", out.String())
+	}
+
+	// SIGTERM reaches a running command's group, which ends it; the agent
+	// answers it and exits cleanly.
+	type result struct {
+		res sandbox.ExecResult
+		err error
+	}
+	running := make(chan result, 1)
+	first := make(chan struct{})
+	go func() {
+		res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "echo started; sleep 300"}, nil, writerFunc(func(p []byte) {
+			select {
+			case <-first:
+			default:
+				close(first)
+			}
+		}), nil)
+		running <- result{res, err}
+	}()
+	<-first
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := <-running
+	if r.err != nil || r.res.Signal != "SIGTERM" {
+		t.Errorf("Exec during shutdown = %+v, %v; want ended by SIGTERM", r.res, r.err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("agent exit = %v, want 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent did not exit after SIGTERM")
+	}
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
+}
+
+func TestRunBadFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	if err := run(context.Background(), []string{"-no-such-flag"}, nil, &stderr); err == nil {
+		t.Errorf("run(-no-such-flag) = nil, want an error")
+	}
+}
+
+func TestDefaultEnv(t *testing.T) {
+	got := defaultEnv([]string{"PATH=/bin", "HOME=/root", "TERM=xterm"}, "/home/sandbox")
+	want := []string{"HOME=/home/sandbox", "PATH=/bin", "TERM=xterm"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("defaultEnv = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,152 @@
+package drivertest
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultRootFS is where hearth caches the default image's root filesystem
+// on a development host: Debian bookworm with python3 and a user sandbox
+// (uid 1000, home /home/sandbox). It is read-only to tests.
+const DefaultRootFS = "/var/cache/hearth/images/default/rootfs"
+
+// RequireRoot skips the test unless it runs as root, which real runtimes,
+// cgroups and overlay mounts need.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (OCI runtimes, cgroups and overlay mounts); run `sudo go test`")
+	}
+}
+
+// BaseRootFS returns the read-only image root that sandbox roots are built
+// on: $HEARTH_TEST_ROOTFS, or DefaultRootFS. It skips the test when there is
+// none.
+func BaseRootFS(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("HEARTH_TEST_ROOTFS")
+	if dir == "" {
+		dir = DefaultRootFS
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "bin", "sh")); err != nil || fi.IsDir() {
+		t.Skipf("no test root filesystem at %s (set HEARTH_TEST_ROOTFS to a Debian root with /bin/sh, python3 and user sandbox)", dir)
+	}
+	return dir
+}
+
+// OverlayRootFS returns a writable root filesystem for one sandbox: an
+// overlayfs mount with lower as its read-only lower layer and its upper and
+// work directories in t.TempDir(), unmounted in t's cleanup. Writes never
+// reach lower. It needs root.
+func OverlayRootFS(t testing.TB, lower string) string {
+	t.Helper()
+	dir := t.TempDir()
+	upper, work, merged := filepath.Join(dir, "u"), filepath.Join(dir, "w"), filepath.Join(dir, "m")
+	for _, d := range []string{upper, work, merged} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
+	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+		t.Fatalf("mount overlay on %s: %v", merged, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(merged, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", merged, err)
+		}
+	})
+	return merged
+}
+
+// BuildAgent returns a static hearth-agent for sandboxes: $HEARTH_TEST_AGENT
+// when set, else one built from this module into t.TempDir().
+func BuildAgent(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("HEARTH_TEST_AGENT"); p != "" {
+		return p
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out := filepath.Join(t.TempDir(), "hearth-agent")
+	cmd := exec.Command(gobin, "build", "-o", out, "github.com/hearth/hearth/cmd/hearth-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build hearth-agent: %v\n%s", err, b)
+	}
+	return out
+}
+
+// UnmountUnder unmounts every mount whose mount point is dir or below it,
+// deepest first and stacked ones too, so that dir can be removed. Tests
+// call it in the cleanup of a state directory that a runtime mounted into:
+// runsc bind-mounts the empty network namespace its gofers share at
+// <root>/null-netns and leaves it there for the next sandbox.
+func UnmountUnder(t testing.TB, dir string) {
+	t.Helper()
+	dir = filepath.Clean(dir)
+	for range 100 {
+		points := mountsUnder(t, dir)
+		if len(points) == 0 {
+			return
+		}
+		for _, p := range points {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+				t.Errorf("unmount %s: %v", p, err)
+				return
+			}
+		}
+	}
+	t.Errorf("mounts under %s keep coming back", dir)
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first.
+func mountsUnder(t testing.TB, dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("mounts under %s: %v", dir, err)
+		return nil
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescape(fields[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	return points
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,185 @@
+package oci_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// BenchmarkStartToPing measures Start until the agent answers a ping, per
+// runtime, on a fresh overlay root each time; Delete runs outside the
+// timer. Besides ns/op it reports p50-ms and max-ms. Run it with a fixed
+// count, e.g. -bench StartToPing -benchtime 20x.
+func BenchmarkStartToPing(b *testing.B) {
+	drivertest.RequireRoot(b)
+	base := drivertest.BaseRootFS(b)
+	agentPath := drivertest.BuildAgent(b)
+	for _, rt := range runtimes {
+		b.Run(rt, func(b *testing.B) {
+			bin := findRuntime(b, rt)
+			dir := b.TempDir()
+			b.Cleanup(func() { drivertest.UnmountUnder(b, dir) })
+			d := newDriver(b, rt, bin, dir)
+			var took []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				spec := driver.Spec{
+					ID:        fmt.Sprintf("bench%d", i),
+					RootFS:    drivertest.OverlayRootFS(b, base),
+					AgentPath: agentPath,
+					UID:       1000, GID: 1000, Home: "/home/sandbox",
+					Resources: sandbox.Sizes()[sandbox.DefaultSize],
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				b.StartTimer()
+				began := time.Now()
+				err := d.Start(ctx, spec)
+				took = append(took, time.Since(began))
+				b.StopTimer()
+				if err != nil {
+					cancel()
+					b.Fatalf("Start() = %v", err)
+				}
+				if err := d.Delete(ctx, spec.ID); err != nil {
+					cancel()
+					b.Fatalf("Delete() = %v", err)
+				}
+				cancel()
+				b.StartTimer()
+			}
+			reportPercentiles(b, took)
+		})
+	}
+}
+
+// BenchmarkStopWake measures a sleep and wake cycle of one sandbox: Stop,
+// then Start on the same root until the agent answers. It reports
+// stop-p50-ms and wake-p50-ms besides ns/op for the pair.
+func BenchmarkStopWake(b *testing.B) {
+	drivertest.RequireRoot(b)
+	base := drivertest.BaseRootFS(b)
+	agentPath := drivertest.BuildAgent(b)
+	for _, rt := range runtimes {
+		b.Run(rt, func(b *testing.B) {
+			bin := findRuntime(b, rt)
+			dir := b.TempDir()
+			b.Cleanup(func() { drivertest.UnmountUnder(b, dir) })
+			d := newDriver(b, rt, bin, dir)
+			spec := driver.Spec{
+				ID:        "stopwake",
+				RootFS:    drivertest.OverlayRootFS(b, base),
+				AgentPath: agentPath,
+				UID:       1000, GID: 1000, Home: "/home/sandbox",
+				Resources: sandbox.Sizes()[sandbox.DefaultSize],
+			}
+			ctx := context.Background()
+			if err := d.Start(ctx, spec); err != nil {
+				b.Fatalf("Start() = %v", err)
+			}
+			b.Cleanup(func() { d.Delete(ctx, spec.ID) })
+			var stops, wakes []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				began := time.Now()
+				if err := d.Stop(ctx, spec.ID); err != nil {
+					b.Fatalf("Stop() = %v", err)
+				}
+				stopped := time.Now()
+				if err := d.Start(ctx, spec); err != nil {
+					b.Fatalf("Start() = %v", err)
+				}
+				stops, wakes = append(stops, stopped.Sub(began)), append(wakes, time.Since(stopped))
+			}
+			b.StopTimer()
+			b.ReportMetric(p50ms(stops), "stop-p50-ms")
+			b.ReportMetric(p50ms(wakes), "wake-p50-ms")
+		})
+	}
+}
+
+// BenchmarkBareRun measures the runtime's own `run` of /bin/echo hi on the
+// same kind of root, with the same spec and flags as the driver's (but no
+// agent to wait for), until it exits: the floor under StartToPing.
+func BenchmarkBareRun(b *testing.B) {
+	drivertest.RequireRoot(b)
+	base := drivertest.BaseRootFS(b)
+	agentPath := drivertest.BuildAgent(b)
+	for _, rt := range runtimes {
+		b.Run(rt, func(b *testing.B) {
+			bin := findRuntime(b, rt)
+			dir := b.TempDir()
+			b.Cleanup(func() { drivertest.UnmountUnder(b, dir) })
+			root := filepath.Join(dir, "root")
+			var took []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				id := fmt.Sprintf("bare%d", i)
+				bundle := filepath.Join(dir, id)
+				sock := filepath.Join(bundle, "run")
+				if err := os.MkdirAll(sock, 0o700); err != nil {
+					b.Fatal(err)
+				}
+				spec := oci.BundleSpec(rt, driver.Spec{
+					ID:        id,
+					RootFS:    drivertest.OverlayRootFS(b, base),
+					AgentPath: agentPath,
+					Resources: sandbox.Sizes()[sandbox.DefaultSize],
+				}, sock, "hearth")
+				spec.Process.Args = []string{"/bin/echo", "hi"}
+				cfg, err := json.Marshal(spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
+					b.Fatal(err)
+				}
+				args := append([]string{"--root", root}, oci.RuntimeFlags(rt)...)
+				args = append(args, "run", "--bundle", bundle, id)
+				cmd := exec.Command(bin, args...)
+				b.StartTimer()
+				began := time.Now()
+				out, err := cmd.CombinedOutput()
+				took = append(took, time.Since(began))
+				b.StopTimer()
+				if err != nil || !slices.Contains([]string{"hi\n", "hi\r\n"}, string(out)) {
+					b.Fatalf("%s run = %q, %v", rt, out, err)
+				}
+				// run deletes the container when it exits; make sure.
+				exec.Command(bin, "--root", root, "delete", "--force", id).Run()
+				b.StartTimer()
+			}
+			reportPercentiles(b, took)
+		})
+	}
+}
+
+// reportPercentiles reports the median and the maximum of took.
+func reportPercentiles(b *testing.B, took []time.Duration) {
+	if len(took) == 0 {
+		return
+	}
+	b.ReportMetric(p50ms(took), "p50-ms")
+	b.ReportMetric(float64(slices.Max(took))/float64(time.Millisecond), "max-ms")
+}
+
+// p50ms returns the median of took in milliseconds.
+func p50ms(took []time.Duration) float64 {
+	if len(took) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(took))
+	return float64(s[len(s)/2]) / float64(time.Millisecond)
+}

@@ -1,0 +1,49 @@
+// Package oci is the driver for OCI runtimes on this host: runsc (gVisor),
+// runc and crun. One Driver drives one runtime binary.
+//
+// Every sandbox is an OCI bundle in the driver's state directory whose root
+// is the host-prepared root filesystem and whose process is hearth-agent,
+// bind-mounted read-only from the host. The agent listens on a unix socket
+// in a per-sandbox host directory that is bind-mounted into the sandbox, so
+// the daemon reaches it without the runtime's help and a daemon restart only
+// drops connections.
+//
+// Layout of Options.StateDir, which the driver owns:
+//
+//	runtime                the runtime that owns this directory ("runsc")
+//	root/                  the runtime's --root: its own container state (under
+//	                       runsc also null-netns, the empty network namespace
+//	                       its gofers share, a bind mount that stays)
+//	sandboxes/<id>/        one per sandbox; its existence is the record that
+//	  config.json          the sandbox exists (running or stopped)
+//	  console.log          PID 1's stdout and stderr (console.log.1: the boot before)
+//	  runtime.log          the runtime's own log (--log)
+//	  oom                  present when the sandbox's last run hit its memory limit
+//	  stopped              present when Stop deleted the container (no need to ask the runtime)
+//	  run/agent.sock       the agent's socket, mounted at /run/hearth in the sandbox
+//
+// Surviving the daemon: sandboxes are made with `create` + `start` (never
+// `run`), in a session of their own (setsid), with their stdio on
+// console.log rather than on a pipe the daemon holds, and with a runtime root
+// that outlives the daemon. A daemon that starts again builds a new Driver on
+// the same StateDir, calls Recover, and dials the same sockets.
+//
+// Cgroups: every sandbox gets /<CgroupParent>/<id> in every hierarchy the
+// runtime uses, with Resources as limits (plus headroom, see resources).
+// On a hybrid host (v1 controllers and a cgroup2 mount at
+// /sys/fs/cgroup/unified), runc uses every v1 hierarchy, name=systemd and
+// the unified one; runsc uses every v1 hierarchy and name=systemd, puts its
+// sandbox and gofer processes there and enforces the cpu, memory and pids
+// limits on them (it needs no --ignore-cgroups); Debian's crun 1.8.1 refuses
+// hybrid hosts. Teardown checks every hierarchy in mountinfo, so a leaked
+// cgroup is noticed and removed, not left behind.
+//
+// Limits under gVisor: the host cgroup holds the user-space kernel, so
+// hitting it kills the whole sandbox (State then says stopped and
+// OOMKilled). The agent therefore gets the sandbox's pids and memory as
+// per-command RLIMIT_NPROC and RLIMIT_AS, below the host limits.
+//
+// Stop deletes the runtime's container as well as killing it, so a stopped
+// (sleeping) sandbox holds no cgroups and no runtime state: only its
+// directory. Start on it creates the container again on the same root.
+package oci

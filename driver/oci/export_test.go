@@ -1,0 +1,50 @@
+package oci
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Internals the external tests reach.
+var (
+	BundleSpec       = bundleSpec
+	DialUnix         = dialUnix
+	RuntimeFlags     = runtimeFlags
+	ReadCgroupMounts = func(mountinfo string) (all []string, memory, v2 string, err error) {
+		m, err := readCgroupMounts(mountinfo)
+		return m.all, m.memory, m.v2, err
+	}
+)
+
+// Leftovers describes what the host still holds for sandbox id: its
+// directory, the runtime's state for it, its cgroups in any hierarchy, and
+// processes that name it on their command line (runsc's sandbox and gofer)
+// or sit in one of its cgroups.
+func (d *Driver) Leftovers(id string) []string {
+	var left []string
+	if _, err := os.Stat(d.sandboxDir(id)); err == nil {
+		left = append(left, "directory "+d.sandboxDir(id))
+	}
+	if m, _ := filepath.Glob(filepath.Join(d.root, "*"+id+"*")); len(m) > 0 {
+		left = append(left, "runtime state "+strings.Join(m, " "))
+	}
+	for _, p := range d.cgroupLeftovers(id) {
+		left = append(left, "cgroup "+p)
+	}
+	cg := d.cgroupRel(id)
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		cgroups, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup"))
+		if strings.Contains(string(cmdline), id) || strings.Contains(string(cgroups), cg+"\n") {
+			left = append(left, "process "+p.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return left
+}

@@ -1,0 +1,386 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+)
+
+// Runtime names.
+const (
+	RuntimeRunsc = "runsc"
+	RuntimeCrun  = "crun"
+	RuntimeRunc  = "runc"
+)
+
+// ErrNoRuntime is returned by Detect (and by New when Options.Runtime is
+// empty) when none of the runtimes is installed.
+var ErrNoRuntime = errors.New("oci: no OCI runtime found (install runsc, crun or runc)")
+
+// Detect returns the runtime to use on this host: runsc when lookPath finds
+// it, because sandboxes run untrusted code and gVisor puts a user-space
+// kernel between them and the host; then crun (the fastest container
+// runtime); then runc. lookPath is exec.LookPath outside tests. It returns
+// ErrNoRuntime when none is found.
+//
+// Detect only looks for binaries: Debian's crun 1.8.1 is found on a hybrid
+// cgroup host but refuses to run there, and Start says so.
+func Detect(lookPath func(file string) (string, error)) (string, error) {
+	for _, rt := range []string{RuntimeRunsc, RuntimeCrun, RuntimeRunc} {
+		if _, err := lookPath(rt); err == nil {
+			return rt, nil
+		}
+	}
+	return "", ErrNoRuntime
+}
+
+// Options configure a Driver. The zero value detects the runtime and keeps
+// its state in /var/lib/hearth/oci/<runtime>.
+type Options struct {
+	// Runtime is RuntimeRunsc, RuntimeRunc or RuntimeCrun; empty detects
+	// one with Detect.
+	Runtime string
+	// Binary is the runtime's executable; empty looks Runtime up in PATH.
+	Binary string
+	// StateDir is the host directory the driver owns (see the package
+	// doc). It must persist across daemon restarts and must not be shared
+	// with a driver of another runtime. Empty means
+	// /var/lib/hearth/oci/<runtime>.
+	StateDir string
+	// CgroupParent is the cgroup, relative to the root of every hierarchy,
+	// under which each sandbox gets <CgroupParent>/<id>. Empty means
+	// "hearth".
+	CgroupParent string
+	// RuntimeFlags are extra global flags for every runtime invocation,
+	// after the driver's own, so they override them (for runsc, e.g.
+	// "--platform=kvm" on a host with KVM, or "--debug-log=/tmp/runsc/").
+	RuntimeFlags []string
+	// StartTimeout bounds Start when its context has no deadline. Zero
+	// means 30 seconds.
+	StartTimeout time.Duration
+	// Logger receives the driver's log; nil discards.
+	Logger *slog.Logger
+}
+
+// Driver runs sandboxes with one OCI runtime. It is safe for concurrent use;
+// calls on one id are serialized.
+type Driver struct {
+	runtime      string
+	binary       string
+	stateDir     string
+	root         string // the runtime's --root
+	cgroupParent string
+	flags        []string // global flags of every invocation, before the subcommand
+	startTimeout time.Duration
+	cgroups      cgroupMounts
+	log          *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*idLock
+
+	// nullNetns serializes runsc creates until runsc has made its shared
+	// empty network namespace for gofers (see createFirst).
+	nullNetns sync.Mutex
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// idLock serializes the calls on one id; refs counts its holders and
+// waiters so that the map does not keep every id ever used.
+type idLock struct {
+	sync.Mutex
+	refs int
+}
+
+// New returns a driver for opts.Runtime. It resolves the runtime binary,
+// creates the state directory, and refuses one that belongs to another
+// runtime. It does not run the runtime: a runtime that cannot work on this
+// host (crun on a hybrid cgroup host) fails at Start, with its own words.
+func New(opts Options) (*Driver, error) {
+	rt := opts.Runtime
+	if rt == "" {
+		var err error
+		if rt, err = Detect(exec.LookPath); err != nil {
+			return nil, err
+		}
+	}
+	switch rt {
+	case RuntimeRunsc, RuntimeRunc, RuntimeCrun:
+	default:
+		return nil, fmt.Errorf("oci: unknown runtime %q (want %s, %s or %s)", rt, RuntimeRunsc, RuntimeCrun, RuntimeRunc)
+	}
+	bin := opts.Binary
+	if bin == "" {
+		bin = rt
+	}
+	bin, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("oci: %s: %w", rt, err)
+	}
+	stateDir := opts.StateDir
+	if stateDir == "" {
+		stateDir = filepath.Join("/var/lib/hearth/oci", rt)
+	}
+	if stateDir, err = filepath.Abs(stateDir); err != nil {
+		return nil, fmt.Errorf("oci: state dir: %w", err)
+	}
+	parent := strings.Trim(opts.CgroupParent, "/")
+	if parent == "" {
+		parent = "hearth"
+	}
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cg, err := readCgroupMounts("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		runtime:      rt,
+		binary:       bin,
+		stateDir:     stateDir,
+		root:         filepath.Join(stateDir, "root"),
+		cgroupParent: parent,
+		startTimeout: timeout,
+		cgroups:      cg,
+		log:          log.With("runtime", rt),
+		locks:        map[string]*idLock{},
+	}
+	d.flags = append(runtimeFlags(rt), opts.RuntimeFlags...)
+	if err := d.claimStateDir(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// runtimeFlags are the driver's own global flags for rt.
+//
+// runsc:
+//   - --platform=systrap: ptrace is slower and KVM needs /dev/kvm; systrap
+//     works everywhere (override with RuntimeFlags on a KVM host).
+//   - --overlay2=none: hearth manages the root filesystem itself (a
+//     snapshot per sandbox), so writes must land in it, not in a memory
+//     overlay that a stop would lose.
+//   - --network=none: the sandbox gets loopback only, like the empty
+//     network namespace under runc and crun.
+//   - --host-uds=create: lets the agent's listening socket be created on the
+//     host through the gofer, so the daemon can connect to it; the sandbox
+//     still cannot open any other host socket.
+//
+// runc and crun need none.
+func runtimeFlags(rt string) []string {
+	if rt == RuntimeRunsc {
+		return []string{"--platform=systrap", "--overlay2=none", "--network=none", "--host-uds=create"}
+	}
+	return nil
+}
+
+// claimStateDir creates the state directory and records which runtime owns
+// it, or refuses a directory another runtime owns: each runtime has its own
+// --root format, so sandboxes of one are invisible to another.
+func (d *Driver) claimStateDir() error {
+	for _, dir := range []string{d.stateDir, d.root, filepath.Join(d.stateDir, "sandboxes")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("oci: state dir: %w", err)
+		}
+	}
+	marker := filepath.Join(d.stateDir, "runtime")
+	b, err := os.ReadFile(marker)
+	switch {
+	case err == nil:
+		if owner := strings.TrimSpace(string(b)); owner != d.runtime {
+			return fmt.Errorf("oci: state dir %s belongs to runtime %s, not %s", d.stateDir, owner, d.runtime)
+		}
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return os.WriteFile(marker, []byte(d.runtime+"\n"), 0o600)
+	default:
+		return fmt.Errorf("oci: state dir: %w", err)
+	}
+}
+
+// Capabilities reports the runtime and its isolation: "gvisor" for runsc,
+// "container" for runc and crun.
+func (d *Driver) Capabilities() driver.Capabilities {
+	iso := "container"
+	if d.runtime == RuntimeRunsc {
+		iso = "gvisor"
+	}
+	return driver.Capabilities{Runtime: d.runtime, Isolation: iso}
+}
+
+// StateDir returns the directory the driver owns.
+func (d *Driver) StateDir() string { return d.stateDir }
+
+// lock serializes calls on id until the returned function is called.
+func (d *Driver) lock(id string) func() {
+	d.mu.Lock()
+	l := d.locks[id]
+	if l == nil {
+		l = &idLock{}
+		d.locks[id] = l
+	}
+	l.refs++
+	d.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		d.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(d.locks, id)
+		}
+		d.mu.Unlock()
+	}
+}
+
+// Per-sandbox paths.
+func (d *Driver) sandboxDir(id string) string { return filepath.Join(d.stateDir, "sandboxes", id) }
+func (d *Driver) socketDir(id string) string  { return filepath.Join(d.sandboxDir(id), "run") }
+func (d *Driver) socketPath(id string) string { return filepath.Join(d.socketDir(id), SocketName) }
+func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDir(id), "console.log") }
+func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
+func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
+
+// stoppedMarker exists while the sandbox is stopped by Stop (or by the
+// cleanup of a failed wake): its container is known to be deleted, so State,
+// Stop and Start skip asking the runtime. Only Start removes it, under the
+// id's lock and before it creates a container.
+func (d *Driver) stoppedMarker(id string) string { return filepath.Join(d.sandboxDir(id), "stopped") }
+
+// stopped reports whether id's stopped marker exists.
+func (d *Driver) stopped(id string) bool {
+	_, err := os.Stat(d.stoppedMarker(id))
+	return err == nil
+}
+
+// markStopped records that id's container is deleted.
+func (d *Driver) markStopped(id string) error {
+	return os.WriteFile(d.stoppedMarker(id), nil, 0o600)
+}
+
+// known reports whether the driver has a record of id (its directory).
+func (d *Driver) known(id string) (bool, error) {
+	_, err := os.Stat(d.sandboxDir(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Dial connects to the agent of sandbox id. It returns driver.ErrNotFound
+// for an unknown id, and the connect error for a sandbox whose agent is not
+// listening (stopped, or still starting).
+func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
+	if validID(id) != nil {
+		return nil, driver.ErrNotFound
+	}
+	ok, err := d.known(id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, driver.ErrNotFound
+	}
+	conn, err := dialUnix(ctx, d.socketPath(id))
+	if err != nil {
+		return nil, fmt.Errorf("oci: dial %s: %w", id, err)
+	}
+	return conn, nil
+}
+
+// State reports what the runtime says about sandbox id: running with its
+// init's host pid (under runsc, the sandbox process's), or stopped (the
+// runtime's "created" counts as stopped: its agent is not running). A
+// sandbox that Stop stopped is answered from its directory alone.
+// OOMKilled is best effort: the memory cgroup's oom_kill counter while the
+// container exists, and what Stop recorded from it after. It returns
+// driver.ErrNotFound for an unknown id.
+func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
+	if validID(id) != nil {
+		return driver.State{}, driver.ErrNotFound
+	}
+	ok, err := d.known(id)
+	if err != nil {
+		return driver.State{}, err
+	}
+	if !ok {
+		return driver.State{}, driver.ErrNotFound
+	}
+	if d.stopped(id) {
+		_, err := os.Stat(d.oomMarker(id))
+		return driver.State{ID: id, Status: driver.StatusStopped, OOMKilled: err == nil}, nil
+	}
+	st, err := d.runtimeState(ctx, id)
+	if err != nil {
+		return driver.State{}, fmt.Errorf("oci: state %s: %w", id, err)
+	}
+	out := driver.State{ID: id, Status: driver.StatusStopped}
+	if st != nil {
+		switch st.Status {
+		case "running", "paused":
+			out.Status, out.PID = driver.StatusRunning, st.Pid
+		}
+		out.OOMKilled = d.cgroupOOM(id)
+	}
+	if !out.OOMKilled {
+		_, err := os.Stat(d.oomMarker(id))
+		out.OOMKilled = err == nil
+	}
+	return out, nil
+}
+
+// Recover returns the state of every sandbox in the state directory. It
+// also removes runtime containers that have no directory: they are what an
+// interrupted Start or Delete left, never a sandbox the host knows.
+func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
+	entries, err := os.ReadDir(filepath.Join(d.stateDir, "sandboxes"))
+	if err != nil {
+		return nil, fmt.Errorf("oci: recover: %w", err)
+	}
+	var states []driver.State
+	dirs := map[string]bool{}
+	for _, e := range entries {
+		if !e.IsDir() || validID(e.Name()) != nil {
+			continue
+		}
+		dirs[e.Name()] = true
+		st, err := d.State(ctx, e.Name())
+		if errors.Is(err, driver.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("oci: recover: %w", err)
+		}
+		states = append(states, st)
+	}
+	listed, err := d.list(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("oci: recover: %w", err)
+	}
+	for _, c := range listed {
+		if dirs[c.ID] || validID(c.ID) != nil {
+			continue
+		}
+		d.log.Warn("removing a runtime container with no sandbox directory", "sandbox", c.ID, "status", c.Status)
+		if err := d.Delete(ctx, c.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+			d.log.Error("remove orphan container", "sandbox", c.ID, "err", err)
+		}
+	}
+	return states, nil
+}

@@ -1,0 +1,484 @@
+package oci_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// cachedRunsc is where a development host keeps a static runsc when it is
+// not on PATH.
+const cachedRunsc = "/var/cache/hearth/bin/runsc"
+
+// runtimes are the runtimes the tests run on, in Detect's order.
+var runtimes = []string{oci.RuntimeRunsc, oci.RuntimeCrun, oci.RuntimeRunc}
+
+// findRuntime returns the binary of rt on this host, or skips t.
+func findRuntime(t testing.TB, rt string) string {
+	t.Helper()
+	if p, err := exec.LookPath(rt); err == nil {
+		return p
+	}
+	if rt == oci.RuntimeRunsc {
+		if _, err := os.Stat(cachedRunsc); err == nil {
+			return cachedRunsc
+		}
+	}
+	switch rt {
+	case oci.RuntimeCrun:
+		t.Skip("crun is not in PATH: skipping crun (Debian's crun 1.8.1 also refuses hybrid cgroup v1/v2 hosts; crun >= 1.9 on a cgroup v2 host runs these tests)")
+	case oci.RuntimeRunsc:
+		t.Skipf("runsc is not in PATH nor at %s: skipping runsc", cachedRunsc)
+	default:
+		t.Skipf("%s is not in PATH: skipping %s", rt, rt)
+	}
+	return ""
+}
+
+// newDriver returns a driver for rt on stateDir, logging to t (debug
+// level in tests, none in benchmarks).
+func newDriver(t testing.TB, rt, bin, stateDir string) *oci.Driver {
+	t.Helper()
+	var log *slog.Logger
+	if _, bench := t.(*testing.B); !bench {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	d, err := oci.New(oci.Options{
+		Runtime:  rt,
+		Binary:   bin,
+		StateDir: stateDir,
+		Logger:   log,
+	})
+	if err != nil {
+		t.Fatalf("New(%s) = %v", rt, err)
+	}
+	return d
+}
+
+// testWriter sends a log line to t.Log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestConformance(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	for _, rt := range runtimes {
+		t.Run(rt, func(t *testing.T) {
+			bin := findRuntime(t, rt)
+			drivertest.Run(t, drivertest.Config{
+				New: func(t *testing.T) drivertest.Target {
+					dir := t.TempDir()
+					t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+					d := newDriver(t, rt, bin, dir)
+					return drivertest.Target{
+						Driver:    d,
+						Reopen:    func(t *testing.T) driver.Driver { return newDriver(t, rt, bin, dir) },
+						Leftovers: d.Leftovers,
+					}
+				},
+				RootFS:    func(t *testing.T) string { return drivertest.OverlayRootFS(t, base) },
+				AgentPath: agentPath,
+			})
+		})
+	}
+}
+
+// TestStartErrorSaysWhy: a failed start's error names the step and quotes
+// the sandbox's log.
+func TestStartErrorSaysWhy(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	bin := findRuntime(t, oci.RuntimeRunc)
+	d := newDriver(t, oci.RuntimeRunc, bin, t.TempDir())
+	agentPath := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(agentPath, []byte("#!/bin/sh\necho 'no agent here' >&2\nexit 7\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := driver.Spec{ID: "saysywhy1", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err := d.Start(ctx, spec)
+	if err == nil || !strings.Contains(err.Error(), "no agent here") || !strings.Contains(err.Error(), "stopped before its agent answered") {
+		t.Errorf("Start() = %v, want the reason and the log tail", err)
+	}
+}
+
+// TestOOMKilled: a sandbox whose memory cgroup killed a task says so while
+// it runs and after Stop, until it is started again. PID 1 is a wrapper
+// that runs a memory hog, which the kernel kills, then execs the agent.
+func TestOOMKilled(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	bin := findRuntime(t, oci.RuntimeRunc)
+	d := newDriver(t, oci.RuntimeRunc, bin, t.TempDir())
+	root := drivertest.OverlayRootFS(t, base)
+	b, err := os.ReadFile(agentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/local/bin/hearth-agent"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "wrapper")
+	script := "#!/bin/sh\npython3 -c 'b = bytearray(256 << 20)'\nexec /usr/local/bin/hearth-agent \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := driver.Spec{
+		ID: "oomkilled1", RootFS: root, AgentPath: wrapper,
+		Resources: sandbox.Resources{MemoryBytes: 64 << 20},
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning || !st.OOMKilled {
+		t.Errorf("State() = %+v, %v; want running and OOMKilled", st, err)
+	}
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusStopped || !st.OOMKilled {
+		t.Errorf("State() after Stop = %+v, %v; want stopped and OOMKilled", st, err)
+	}
+	spec.AgentPath = agentPath
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatalf("Start() again = %v", err)
+	}
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning || st.OOMKilled {
+		t.Errorf("State() after a new start = %+v, %v; want running, not OOMKilled", st, err)
+	}
+}
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		installed []string
+		want      string
+		wantErr   error
+	}{
+		{"all", []string{"runc", "crun", "runsc"}, oci.RuntimeRunsc, nil},
+		{"crun and runc", []string{"runc", "crun"}, oci.RuntimeCrun, nil},
+		{"runc", []string{"runc"}, oci.RuntimeRunc, nil},
+		{"runsc and runc", []string{"runc", "runsc"}, oci.RuntimeRunsc, nil},
+		{"none", nil, "", oci.ErrNoRuntime},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lookPath := func(file string) (string, error) {
+				if slices.Contains(tc.installed, file) {
+					return "/usr/bin/" + file, nil
+				}
+				return "", exec.ErrNotFound
+			}
+			got, err := oci.Detect(lookPath)
+			if got != tc.want || !errors.Is(err, tc.wantErr) {
+				t.Errorf("Detect(%v) = %q, %v; want %q, %v", tc.installed, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := oci.New(oci.Options{Runtime: "lxc", Binary: "/bin/true", StateDir: dir}); err == nil {
+		t.Error("New(lxc) succeeded, want an unknown-runtime error")
+	}
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunc, Binary: "/bin/true", StateDir: dir})
+	if err != nil {
+		t.Fatalf("New(runc) = %v", err)
+	}
+	if got, want := d.Capabilities(), (driver.Capabilities{Runtime: "runc", Isolation: "container"}); got != want {
+		t.Errorf("Capabilities() = %+v, want %+v", got, want)
+	}
+	if _, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: "/bin/true", StateDir: dir}); err == nil || !strings.Contains(err.Error(), "belongs to runtime runc") {
+		t.Errorf("New(runsc) on runc's state dir = %v, want a refusal", err)
+	}
+	d, err = oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: "/bin/true", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("New(runsc) = %v", err)
+	}
+	if got, want := d.Capabilities(), (driver.Capabilities{Runtime: "runsc", Isolation: "gvisor"}); got != want {
+		t.Errorf("Capabilities() = %+v, want %+v", got, want)
+	}
+	if err := d.Start(t.Context(), driver.Spec{ID: "Bad-ID", RootFS: "/", AgentPath: "/bin/true"}); err == nil {
+		t.Error("Start() with an invalid id succeeded")
+	}
+	for _, id := range []string{"nope", "../etc", ""} {
+		if _, err := d.State(t.Context(), id); !errors.Is(err, driver.ErrNotFound) {
+			t.Errorf("State(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestBundleSpec(t *testing.T) {
+	const mib = 1 << 20
+	base := driver.Spec{
+		ID:        "abc123",
+		RootFS:    "/data/roots/abc123",
+		AgentPath: "/usr/lib/hearth/hearth-agent",
+		Hostname:  "agent-x-box",
+		Env:       []string{"LANG=C.UTF-8"},
+		UID:       1000,
+		GID:       1000,
+		Home:      "/home/sandbox",
+		Resources: sandbox.Resources{MilliCPU: 1500, MemoryBytes: 512 * mib, Pids: 256},
+	}
+	agentArgs := []string{oci.AgentMount, "--socket", "/run/hearth/agent.sock", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox"}
+	for _, tc := range []struct {
+		name      string
+		runtime   string
+		res       sandbox.Resources
+		wantArgs  []string
+		wantQuota int64 // 0: no cpu limit
+		wantMem   int64 // 0: no memory limit
+		wantPids  int64 // 0: no pids limit
+	}{
+		{"runc", oci.RuntimeRunc, base.Resources, agentArgs, 150_000, 512 * mib, 256 + 64},
+		{"crun", oci.RuntimeCrun, base.Resources, agentArgs, 150_000, 512 * mib, 256 + 64},
+		{"runsc", oci.RuntimeRunsc, base.Resources,
+			append(slices.Clone(agentArgs), "--nproc", "256", "--address-space", "536870912"),
+			150_000, 512*mib + 128*mib + 192*mib, 2*256 + 256},
+		{"runc unlimited", oci.RuntimeRunc, sandbox.Resources{}, agentArgs, 0, 0, 0},
+		{"runsc unlimited", oci.RuntimeRunsc, sandbox.Resources{}, agentArgs, 0, 0, 0},
+		{"runsc small", oci.RuntimeRunsc, sandbox.Resources{MilliCPU: 250, MemoryBytes: 64 * mib, Pids: 10},
+			append(slices.Clone(agentArgs), "--nproc", "10", "--address-space", "67108864"),
+			25_000, 64*mib + 16*mib + 192*mib, 2*10 + 256},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := base
+			spec.Resources = tc.res
+			got := oci.BundleSpec(tc.runtime, spec, "/state/sandboxes/abc123/run", "hearth")
+
+			if got.Root.Path != spec.RootFS || got.Root.Readonly {
+				t.Errorf("Root = %+v, want %s writable", got.Root, spec.RootFS)
+			}
+			if got.Hostname != "agent-x-box" {
+				t.Errorf("Hostname = %q", got.Hostname)
+			}
+			p := got.Process
+			if !slices.Equal(p.Args, tc.wantArgs) {
+				t.Errorf("Args = %q, want %q", p.Args, tc.wantArgs)
+			}
+			if p.User.UID != 0 || p.Cwd != "/" || p.NoNewPrivileges || p.Terminal {
+				t.Errorf("Process = uid %d cwd %q nnp %v terminal %v; want root in / with setuid allowed, no terminal", p.User.UID, p.Cwd, p.NoNewPrivileges, p.Terminal)
+			}
+			if !slices.Contains(p.Env, "LANG=C.UTF-8") || !slices.ContainsFunc(p.Env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=/") }) {
+				t.Errorf("Env = %q, want spec's env and a default PATH", p.Env)
+			}
+			for _, c := range []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL"} {
+				if !slices.Contains(p.Capabilities.Effective, c) || !slices.Contains(p.Capabilities.Bounding, c) {
+					t.Errorf("Capabilities = %+v, want %s", p.Capabilities, c)
+				}
+			}
+			for _, c := range []string{"CAP_SYS_ADMIN", "CAP_NET_RAW", "CAP_SYS_PTRACE", "CAP_MKNOD"} {
+				if slices.Contains(p.Capabilities.Bounding, c) {
+					t.Errorf("Capabilities.Bounding has %s", c)
+				}
+			}
+			if len(p.Capabilities.Inheritable) > 0 || len(p.Capabilities.Ambient) > 0 {
+				t.Errorf("Capabilities = %+v, want no inheritable or ambient ones for commands", p.Capabilities)
+			}
+
+			mounts := map[string]specs.Mount{}
+			for _, m := range got.Mounts {
+				mounts[m.Destination] = m
+			}
+			if m := mounts[oci.AgentMount]; m.Source != spec.AgentPath || !slices.Contains(m.Options, "ro") || !slices.Contains(m.Options, "bind") {
+				t.Errorf("agent mount = %+v, want %s bound read-only", m, spec.AgentPath)
+			}
+			if m := mounts[oci.SocketDir]; m.Source != "/state/sandboxes/abc123/run" || !slices.Contains(m.Options, "rw") {
+				t.Errorf("socket mount = %+v, want the socket dir bound read-write", m)
+			}
+			for _, dst := range []string{"/proc", "/dev", "/dev/pts", "/dev/shm", "/sys"} {
+				if _, ok := mounts[dst]; !ok {
+					t.Errorf("no mount at %s", dst)
+				}
+			}
+			if m := mounts["/sys"]; !slices.Contains(m.Options, "ro") {
+				t.Errorf("/sys mount = %+v, want read-only", m)
+			}
+			if _, ok := mounts["/tmp"]; ok {
+				t.Error("/tmp is a mount; want the root's own directory")
+			}
+
+			l := got.Linux
+			if l.CgroupsPath != "/hearth/abc123" {
+				t.Errorf("CgroupsPath = %q, want /hearth/abc123", l.CgroupsPath)
+			}
+			var ns []specs.LinuxNamespaceType
+			for _, n := range l.Namespaces {
+				if n.Path != "" {
+					t.Errorf("namespace %s joins %s, want a new one", n.Type, n.Path)
+				}
+				ns = append(ns, n.Type)
+			}
+			for _, want := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace, specs.NetworkNamespace} {
+				if !slices.Contains(ns, want) {
+					t.Errorf("Namespaces = %v, want %s", ns, want)
+				}
+			}
+			if !slices.Contains(l.MaskedPaths, "/proc/kcore") || !slices.Contains(l.ReadonlyPaths, "/proc/sys") {
+				t.Errorf("MaskedPaths = %v, ReadonlyPaths = %v; want runc's defaults", l.MaskedPaths, l.ReadonlyPaths)
+			}
+
+			r := l.Resources
+			switch {
+			case tc.wantQuota == 0 && r.CPU != nil:
+				t.Errorf("CPU = %+v, want none", r.CPU)
+			case tc.wantQuota != 0 && (r.CPU == nil || *r.CPU.Quota != tc.wantQuota || *r.CPU.Period != 100_000):
+				t.Errorf("CPU = %+v, want quota %d per 100000", r.CPU, tc.wantQuota)
+			}
+			switch {
+			case tc.wantMem == 0 && r.Memory != nil:
+				t.Errorf("Memory = %+v, want none", r.Memory)
+			case tc.wantMem != 0 && (r.Memory == nil || *r.Memory.Limit != tc.wantMem):
+				t.Errorf("Memory limit = %+v, want %d", r.Memory, tc.wantMem)
+			}
+			switch {
+			case tc.wantPids == 0 && r.Pids != nil:
+				t.Errorf("Pids = %+v, want none", r.Pids)
+			case tc.wantPids != 0 && (r.Pids == nil || r.Pids.Limit != tc.wantPids):
+				t.Errorf("Pids = %+v, want %d", r.Pids, tc.wantPids)
+			}
+			if len(r.Devices) != 1 || r.Devices[0].Allow {
+				t.Errorf("Devices = %+v, want deny-all (the runtime adds its defaults)", r.Devices)
+			}
+		})
+	}
+}
+
+func TestBundleSpecDefaults(t *testing.T) {
+	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a", Env: []string{"PATH=/opt/bin"}}
+	got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "/custom/parent/")
+	if got.Hostname != "x1" {
+		t.Errorf("Hostname = %q, want the id when the spec names none", got.Hostname)
+	}
+	if !slices.Equal(got.Process.Env, []string{"PATH=/opt/bin"}) {
+		t.Errorf("Env = %q, want the spec's own PATH only", got.Process.Env)
+	}
+	if slices.Contains(got.Process.Args, "--home") {
+		t.Errorf("Args = %q, want no --home when the spec names none", got.Process.Args)
+	}
+	if got.Linux.CgroupsPath != "/custom/parent/x1" {
+		t.Errorf("CgroupsPath = %q, want /custom/parent/x1", got.Linux.CgroupsPath)
+	}
+}
+
+func TestReadCgroupMounts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mountinfo  string
+		wantAll    []string
+		wantMemory string
+		wantV2     string
+	}{
+		{
+			name: "hybrid",
+			mountinfo: `22 1 254:0 / / rw,relatime - ext4 /dev/vda rw
+30 22 0:26 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+32 30 0:28 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+33 30 0:29 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+34 30 0:30 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd
+35 30 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+36 22 0:29 / /mnt/memory\040again rw,relatime - cgroup cgroup rw,memory
+37 22 0:29 /sub /mnt/sub rw,relatime - cgroup cgroup rw,pids
+`,
+			wantAll:    []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"},
+			wantMemory: "/sys/fs/cgroup/memory",
+			wantV2:     "/sys/fs/cgroup/unified",
+		},
+		{
+			name:       "v2",
+			mountinfo:  "35 30 0:31 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate\n",
+			wantAll:    []string{"/sys/fs/cgroup"},
+			wantV2:     "/sys/fs/cgroup",
+			wantMemory: "",
+		},
+		{
+			name:       "v1 with joined controllers and an escaped path",
+			mountinfo:  "31 30 0:27 / /cg/cpu\\054cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
+			wantAll:    []string{"/cg/cpu,cpuacct"},
+			wantMemory: "",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "mountinfo")
+			if err := os.WriteFile(p, []byte(tc.mountinfo), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			all, mem, v2, err := oci.ReadCgroupMounts(p)
+			if err != nil || !slices.Equal(all, tc.wantAll) || mem != tc.wantMemory || v2 != tc.wantV2 {
+				t.Errorf("readCgroupMounts() = %q, %q, %q, %v; want %q, %q, %q", all, mem, v2, err, tc.wantAll, tc.wantMemory, tc.wantV2)
+			}
+		})
+	}
+}
+
+// TestDialLongPath: a socket whose path is longer than sun_path is reached
+// through its directory's descriptor.
+func TestDialLongPath(t *testing.T) {
+	dir := t.TempDir()
+	for len(dir) < 150 {
+		dir = filepath.Join(dir, "a-rather-long-directory-name")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "agent.sock")
+	// Listen the same way: bind resolves /proc/self/fd/N as well.
+	fd, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	ln, err := net.Listen("unix", filepath.Join("/proc/self/fd", itoa(fd.Fd()), "agent.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Write([]byte("hi"))
+			c.Close()
+		}
+	}()
+	c, err := oci.DialUnix(t.Context(), path)
+	if err != nil {
+		t.Fatalf("dialUnix(%d-byte path) = %v", len(path), err)
+	}
+	defer c.Close()
+	b := make([]byte, 2)
+	if _, err := c.Read(b); err != nil || string(b) != "hi" {
+		t.Errorf("Read() = %q, %v", b, err)
+	}
+	if _, err := oci.DialUnix(t.Context(), filepath.Join(dir, "missing.sock")); err == nil {
+		t.Error("dialUnix(missing) succeeded")
+	}
+}
+
+func itoa(u uintptr) string { return strconv.FormatUint(uint64(u), 10) }

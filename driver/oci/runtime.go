@@ -1,0 +1,154 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// command returns the runtime invocation `binary <global flags> args...`.
+// With id set, the runtime logs to the sandbox's runtime.log.
+func (d *Driver) command(ctx context.Context, id string, args ...string) *exec.Cmd {
+	argv := []string{"--root", d.root}
+	if id != "" {
+		argv = append(argv, "--log", d.runtimeLog(id))
+		if d.runtime != RuntimeRunsc {
+			argv = append(argv, "--log-format", "json")
+		}
+	}
+	argv = append(argv, d.flags...)
+	argv = append(argv, args...)
+	cmd := exec.CommandContext(ctx, d.binary, argv...)
+	// The runtime and whatever it leaves running (runc's init, runsc's
+	// sandbox and gofer) get a session of their own, so that a signal sent
+	// to the daemon's process group or terminal (^C) never reaches them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	return cmd
+}
+
+// run runs a short runtime command and returns its stdout. The error
+// carries the runtime's stderr.
+func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, error) {
+	cmd := d.command(ctx, id, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	err := cmd.Run()
+	d.log.Debug("runtime command", "args", args, "took", time.Since(began).Round(time.Microsecond), "err", err)
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return nil, fmt.Errorf("%s %s: %w: %s", d.runtime, args[0], err, msg)
+	}
+	return stdout.Bytes(), nil
+}
+
+// create runs `create` for id. The container's stdio (inherited from the
+// create command) is the sandbox's console.log, opened here and closed when
+// create returns: no pipe of the daemon's is ever an end of it, so the
+// sandbox neither blocks on nor dies with the daemon.
+func (d *Driver) create(ctx context.Context, id string) error {
+	logf, err := os.OpenFile(d.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := d.command(ctx, id, "create", "--bundle", d.sandboxDir(id), id)
+	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
+	began := time.Now()
+	err = cmd.Run()
+	d.log.Debug("runtime command", "args", []string{"create", id}, "took", time.Since(began).Round(time.Microsecond), "err", err)
+	if err != nil {
+		return fmt.Errorf("%s create: %w", d.runtime, err)
+	}
+	return nil
+}
+
+// runtimeState returns the runtime's state of container id, or nil when the
+// runtime has no such container. A failing `state` is taken as "no such
+// container" only when `list` agrees, so that a runtime error never makes a
+// running sandbox look gone.
+func (d *Driver) runtimeState(ctx context.Context, id string) (*specs.State, error) {
+	out, err := d.run(ctx, "", "state", id)
+	if err == nil {
+		var st specs.State
+		if err := json.Unmarshal(out, &st); err != nil {
+			return nil, fmt.Errorf("%s state: %w", d.runtime, err)
+		}
+		return &st, nil
+	}
+	listed, lerr := d.list(ctx)
+	if lerr != nil {
+		return nil, err
+	}
+	if i := slices.IndexFunc(listed, func(c specs.State) bool { return c.ID == id }); i >= 0 {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// list returns the runtime's containers under the driver's root.
+func (d *Driver) list(ctx context.Context) ([]specs.State, error) {
+	out, err := d.run(ctx, "", "list", "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	out = bytes.TrimSpace(out)
+	if len(out) == 0 || string(out) == "null" {
+		return nil, nil
+	}
+	var listed []specs.State
+	if err := json.Unmarshal(out, &listed); err != nil {
+		return nil, fmt.Errorf("%s list: %w", d.runtime, err)
+	}
+	return listed, nil
+}
+
+// logTail returns the last lines of the sandbox's console and runtime
+// logs, for an error message.
+func (d *Driver) logTail(id string) string {
+	var b strings.Builder
+	for _, p := range []string{d.consoleLog(id), d.runtimeLog(id)} {
+		if t := tail(p, 1500); t != "" {
+			fmt.Fprintf(&b, "--- %s:\n%s\n", p, t)
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// tail returns up to the last n bytes of the file at path, from a line
+// start.
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(fi.Size()-n, 0)
+	b, err := io.ReadAll(io.NewSectionReader(f, off, fi.Size()-off))
+	if err != nil {
+		return ""
+	}
+	if off > 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return strings.TrimSpace(string(b))
+}

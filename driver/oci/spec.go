@@ -1,0 +1,268 @@
+package oci
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hearth/hearth/driver"
+)
+
+// Paths inside every sandbox.
+const (
+	// AgentMount is where the hearth-agent binary is bind-mounted, read-only.
+	// It lives in a directory of its own so that nothing in the image can
+	// shadow it and so that the mount point is obvious to a reader of the
+	// sandbox's root.
+	AgentMount = "/.hearth/hearth-agent"
+	// SocketDir is where the sandbox's host socket directory is
+	// bind-mounted, read-write: the agent listens on SocketDir/SocketName
+	// and the daemon connects to the same file from the host.
+	SocketDir = "/run/hearth"
+	// SocketName is the agent socket's file name in SocketDir.
+	SocketName = "agent.sock"
+)
+
+// defaultPath is PID 1's PATH when Spec.Env names none: the agent runs
+// commands with its own environment underneath the request's, so without it
+// "python3" would not resolve.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Host cgroup headroom above a sandbox's Resources.
+//
+// Under runc and crun the cgroup is the limit, but pids counts threads and the
+// agent is a Go program with a handful of its own: without headroom a fork
+// bomb that fills the pids limit would also stop the agent from starting the
+// thread it needs to kill it.
+//
+// Under runsc the host cgroup holds the whole user-space kernel (the sentry,
+// the gofer, and one systrap stub process plus stub threads per guest
+// address space), and gVisor's own memory cgroup only reports. The agent
+// enforces Resources per command with RLIMIT_NPROC and RLIMIT_AS, and the host
+// limits sit above that with room for gVisor itself: if the host limit is hit,
+// the host kills the sentry and with it the whole sandbox.
+const (
+	agentTasks        = 64        // threads of the agent itself (runc, crun)
+	gvisorTasks       = 256       // sentry, gofer and stub threads (runsc)
+	gvisorTasksFactor = 2         // host tasks per guest task under systrap
+	gvisorMemory      = 192 << 20 // sentry and gofer memory (runsc)
+	cpuPeriod         = 100_000   // µs; the CFS default
+)
+
+// capabilities are what the agent needs as PID 1: switch to the sandbox user
+// for commands and file operations (SETUID, SETGID), act on files of any
+// owner on the user's behalf (CHOWN, FOWNER, DAC_OVERRIDE, FSETID), signal
+// the process groups it started (KILL), and let a root command bind low ports
+// and write audit records as login tools expect (NET_BIND_SERVICE,
+// AUDIT_WRITE). The inheritable and ambient sets stay empty, so commands run
+// as the sandbox user start with no capabilities at all.
+var capabilities = []string{
+	"CAP_AUDIT_WRITE",
+	"CAP_CHOWN",
+	"CAP_DAC_OVERRIDE",
+	"CAP_FOWNER",
+	"CAP_FSETID",
+	"CAP_KILL",
+	"CAP_NET_BIND_SERVICE",
+	"CAP_SETGID",
+	"CAP_SETUID",
+}
+
+// maskedPaths and readonlyPaths are runc's defaults (`runc spec`): they hide
+// the host's kernel knobs that /proc and /sys would otherwise expose.
+var (
+	maskedPaths = []string{
+		"/proc/acpi",
+		"/proc/asound",
+		"/proc/kcore",
+		"/proc/keys",
+		"/proc/latency_stats",
+		"/proc/timer_list",
+		"/proc/timer_stats",
+		"/proc/sched_debug",
+		"/proc/scsi",
+		"/sys/firmware",
+		"/sys/devices/virtual/powercap",
+	}
+	readonlyPaths = []string{
+		"/proc/bus",
+		"/proc/fs",
+		"/proc/irq",
+		"/proc/sys",
+		"/proc/sysrq-trigger",
+	}
+)
+
+// bundleSpec returns the OCI runtime configuration of one sandbox: spec's
+// root as the container's writable root, hearth-agent as PID 1, the host
+// directory socketDir mounted at SocketDir, and spec.Resources as the
+// cgroup limits (with the headroom the runtime needs) under cgroupParent.
+// It is a pure function so that what each runtime is asked for can be read
+// and tested without running one.
+func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent string) *specs.Spec {
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.ID
+	}
+	return &specs.Spec{
+		Version:  specs.Version,
+		Hostname: hostname,
+		Root:     &specs.Root{Path: spec.RootFS, Readonly: false},
+		Process: &specs.Process{
+			User: specs.User{UID: 0, GID: 0},
+			Args: agentArgs(runtime, spec),
+			Env:  processEnv(spec.Env),
+			Cwd:  "/",
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  capabilities,
+				Effective: capabilities,
+				Permitted: capabilities,
+			},
+			// No rlimits: PID 1 inherits the daemon's (set them on its
+			// service). runc applies rlimits after dropping to the
+			// container's capabilities, so it cannot raise one above
+			// the daemon's hard limit anyway.
+			// The agent must change its uid to run commands as the sandbox
+			// user; NoNewPrivileges does not stop that (it only ignores
+			// setuid bits), but it would also apply to every command, so
+			// it is left to the agent.
+			NoNewPrivileges: false,
+		},
+		Mounts: mounts(spec.AgentPath, socketDir),
+		Linux: &specs.Linux{
+			CgroupsPath: cgroupsPath(cgroupParent, spec.ID),
+			Resources:   resources(runtime, spec),
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				// A new, empty network namespace: only loopback, which
+				// runc and crun bring up; runsc gets --network=none.
+				{Type: specs.NetworkNamespace},
+			},
+			MaskedPaths:   maskedPaths,
+			ReadonlyPaths: readonlyPaths,
+		},
+	}
+}
+
+// agentArgs is PID 1's command line. Under runsc the agent also gets the
+// per-command rlimits that stand in for the cgroup limits gVisor does not
+// enforce inside (its memory cgroup only reports, and a fork bomb that
+// reaches the host pids limit would take the whole sandbox with it). Under
+// runc and crun RLIMIT_NPROC would count the uid across the host, shared
+// with every other sandbox, so the cgroup alone limits them.
+func agentArgs(runtime string, spec driver.Spec) []string {
+	args := []string{
+		AgentMount,
+		"--socket", SocketDir + "/" + SocketName,
+		"--uid", strconv.Itoa(spec.UID),
+		"--gid", strconv.Itoa(spec.GID),
+	}
+	if spec.Home != "" {
+		args = append(args, "--home", spec.Home)
+	}
+	if runtime == RuntimeRunsc {
+		if n := spec.Resources.Pids; n > 0 {
+			args = append(args, "--nproc", strconv.FormatInt(n, 10))
+		}
+		if n := spec.Resources.MemoryBytes; n > 0 {
+			args = append(args, "--address-space", strconv.FormatInt(n, 10))
+		}
+	}
+	return args
+}
+
+// processEnv is spec's environment, with a default PATH when it has none.
+func processEnv(env []string) []string {
+	out := append([]string(nil), env...)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			return out
+		}
+	}
+	return append(out, defaultPath)
+}
+
+// mounts are runc's default mounts plus the agent and its socket directory.
+// /tmp stays the root's own directory, so it persists with the sandbox.
+func mounts(agentPath, socketDir string) []specs.Mount {
+	return []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts",
+			Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
+			Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue",
+			Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs",
+			Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup",
+			Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		{Destination: AgentMount, Type: "bind", Source: agentPath,
+			Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		{Destination: SocketDir, Type: "bind", Source: socketDir,
+			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+	}
+}
+
+// cgroupsPath is the sandbox's cgroup relative to every hierarchy's root:
+// parent/id. An absolute path makes runc, crun and runsc create it under the
+// root of each v1 controller (and of the unified hierarchy), outside the
+// daemon's own cgroup, so the sandbox's limits and lifetime do not depend on
+// the daemon's.
+func cgroupsPath(parent, id string) string {
+	return "/" + strings.Trim(parent, "/") + "/" + id
+}
+
+// resources are the host cgroup limits for spec under runtime: the sandbox's
+// own under runc and crun, with headroom for gVisor itself under runsc (see
+// agentTasks and gvisorMemory). A zero Resources field means no limit.
+func resources(runtime string, spec driver.Spec) *specs.LinuxResources {
+	r := &specs.LinuxResources{
+		// Deny every device node but the ones the runtime adds itself
+		// (null, zero, full, random, urandom, tty, ptmx).
+		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+	}
+	res := spec.Resources
+	if res.MilliCPU > 0 {
+		quota := res.MilliCPU * cpuPeriod / 1000
+		period := uint64(cpuPeriod)
+		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if res.MemoryBytes > 0 {
+		limit := res.MemoryBytes
+		if runtime == RuntimeRunsc {
+			limit += res.MemoryBytes/4 + gvisorMemory
+		}
+		r.Memory = &specs.LinuxMemory{Limit: &limit}
+	}
+	if res.Pids > 0 {
+		limit := res.Pids + agentTasks
+		if runtime == RuntimeRunsc {
+			limit = res.Pids*gvisorTasksFactor + gvisorTasks
+		}
+		r.Pids = &specs.LinuxPids{Limit: limit}
+	}
+	return r
+}
+
+// validID reports whether id is a valid sandbox id for the runtimes and for
+// a path component: lowercase letters and digits, as driver.Spec says, and
+// short enough for every runtime.
+func validID(id string) error {
+	if id == "" || len(id) > 64 {
+		return fmt.Errorf("oci: sandbox id %q: want 1 to 64 characters", id)
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return fmt.Errorf("oci: sandbox id %q: want lowercase letters and digits only", id)
+		}
+	}
+	return nil
+}

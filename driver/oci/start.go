@@ -1,0 +1,206 @@
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+)
+
+// Start creates and starts the sandbox and returns once its agent answers a
+// ping, bounded by ctx (or Options.StartTimeout when ctx has no deadline).
+//
+// A new id gets a directory, a bundle and a runtime container; an id whose
+// sandbox is stopped gets a fresh container on the same directory and root
+// (a wake). Starting a running sandbox is an error. On any error the
+// runtime's container, its processes and cgroups are removed again, and for
+// a new id so is its directory (unless a cgroup could not be removed: then
+// the sandbox stays known, stopped, for Delete to finish); the error names
+// the step that failed and ends with the tail of the sandbox's logs.
+func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
+	if err := d.checkSpec(spec); err != nil {
+		return err
+	}
+	id := spec.ID
+	defer d.lock(id)()
+	log := d.log.With("sandbox", id)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.startTimeout)
+		defer cancel()
+	}
+	began := time.Now()
+
+	existed, err := d.known(id)
+	if err != nil {
+		return fmt.Errorf("oci: start %s: %w", id, err)
+	}
+	if existed && !d.stopped(id) {
+		st, err := d.runtimeState(ctx, id)
+		if err != nil {
+			return fmt.Errorf("oci: start %s: %w", id, err)
+		}
+		if st != nil && (st.Status == "running" || st.Status == "paused") {
+			return fmt.Errorf("oci: start %s: already running", id)
+		}
+		// A stopped sandbox whose container was not deleted (it died on
+		// its own): clear it, keeping what the cgroup knows about an OOM.
+		if err := d.teardownState(ctx, id, st, true); err != nil {
+			return fmt.Errorf("oci: start %s: clear the old container: %w", id, err)
+		}
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// Undo with a context of its own: ctx may be what ended.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if terr := d.teardown(cctx, id, false); terr != nil {
+			// Keep the directory: the sandbox stays known, so that a
+			// Delete can finish the job.
+			log.Error("cleanup after a failed start", "err", terr)
+			err = fmt.Errorf("%w (and cleanup: %v)", err, terr)
+			return
+		}
+		if existed {
+			if err2 := d.markStopped(id); err2 != nil {
+				log.Error("cleanup after a failed start", "err", err2)
+			}
+			return
+		}
+		if err2 := os.RemoveAll(d.sandboxDir(id)); err2 != nil {
+			log.Error("cleanup after a failed start", "err", err2)
+		}
+	}()
+
+	if err := d.writeBundle(spec); err != nil {
+		return fmt.Errorf("oci: start %s: %w", id, err)
+	}
+	if err := d.createFirst(ctx, id); err != nil {
+		return d.startError(id, "create", err)
+	}
+	if _, err := d.run(ctx, id, "start", id); err != nil {
+		return d.startError(id, "start", err)
+	}
+	if err := d.waitAgent(ctx, id); err != nil {
+		return d.startError(id, "wait for the agent", err)
+	}
+	log.Info("sandbox started", "wake", existed, "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// checkSpec rejects a spec the runtime would fail on later, before anything
+// is made.
+func (d *Driver) checkSpec(spec driver.Spec) error {
+	if err := validID(spec.ID); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(spec.RootFS); err != nil || !fi.IsDir() || !filepath.IsAbs(spec.RootFS) {
+		return fmt.Errorf("oci: start %s: root filesystem %q is not an absolute path to a directory", spec.ID, spec.RootFS)
+	}
+	if fi, err := os.Stat(spec.AgentPath); err != nil || !fi.Mode().IsRegular() || !filepath.IsAbs(spec.AgentPath) {
+		return fmt.Errorf("oci: start %s: agent %q is not an absolute path to a file", spec.ID, spec.AgentPath)
+	}
+	return nil
+}
+
+// writeBundle makes the sandbox's directory and writes its config.json; it
+// also forgets the previous run's stopped marker, OOM and socket, and keeps
+// its console log as console.log.1.
+func (d *Driver) writeBundle(spec driver.Spec) error {
+	id := spec.ID
+	if err := os.MkdirAll(d.socketDir(id), 0o700); err != nil {
+		return err
+	}
+	for _, p := range []string{d.stoppedMarker(id), d.socketPath(id), d.oomMarker(id)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Rename(d.consoleLog(id), d.consoleLog(id)+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	cfg := bundleSpec(d.runtime, spec, d.socketDir(id), d.cgroupParent)
+	b, err := json.MarshalIndent(cfg, "", "\t")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(d.sandboxDir(id), "config.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(d.sandboxDir(id), "config.json"))
+}
+
+// createFirst is create, except that under runsc the creates that find no
+// <root>/null-netns yet run one at a time: each runsc gofer joins an empty
+// network namespace that the first one bind-mounts there, and two first
+// creates at once would both mount one (a mount leaked per race).
+func (d *Driver) createFirst(ctx context.Context, id string) error {
+	if d.runtime == RuntimeRunsc {
+		if _, err := os.Stat(filepath.Join(d.root, "null-netns")); err != nil {
+			d.nullNetns.Lock()
+			defer d.nullNetns.Unlock()
+		}
+	}
+	return d.create(ctx, id)
+}
+
+// startError wraps a failed start step with the tail of the sandbox's logs.
+func (d *Driver) startError(id, step string, err error) error {
+	tail := d.logTail(id)
+	if tail != "" {
+		tail = "\n" + tail
+	}
+	return fmt.Errorf("oci: start %s: %s: %w%s", id, step, err, tail)
+}
+
+// waitAgent pings the agent until it answers, the container stops, or ctx
+// ends.
+func (d *Driver) waitAgent(ctx context.Context, id string) error {
+	var lastDial error
+	client := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+		c, err := dialUnix(ctx, d.socketPath(id))
+		if err != nil {
+			lastDial = err
+		}
+		return c, err
+	})
+	delay := time.Millisecond
+	lastCheck := time.Now()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := client.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			lastCheck = time.Now()
+			st, serr := d.runtimeState(ctx, id)
+			if serr == nil && (st == nil || st.Status != "running") {
+				return errors.New("the sandbox stopped before its agent answered")
+			}
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if lastDial != nil {
+				return fmt.Errorf("agent did not answer: %w (last dial: %v)", ctx.Err(), lastDial)
+			}
+			return fmt.Errorf("agent did not answer: %w (last ping: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(2*delay, 10*time.Millisecond)
+	}
+}

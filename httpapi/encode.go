@@ -1,0 +1,226 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// errorBody is the body of every error response:
+// {"error": {"code", "message", "hint", "details"}}.
+type errorBody struct {
+	Error wireError `json:"error"`
+}
+
+// wireError is a sandbox.Error with every key present, so that scripts can
+// index hint and details without guarding against their absence.
+type wireError struct {
+	Code    sandbox.Code   `json:"code"`
+	Message string         `json:"message"`
+	Hint    string         `json:"hint"`
+	Details map[string]any `json:"details"`
+}
+
+func toWire(e *sandbox.Error) wireError {
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	return wireError{Code: e.Code, Message: e.Message, Hint: e.Hint, Details: details}
+}
+
+// publicError returns the *sandbox.Error to show for err. An error that is
+// not one becomes the opaque internal error and its cause is logged here,
+// never sent. When ctx has ended the error is most likely the caller going
+// away, and is only noted.
+func (s *server) publicError(ctx context.Context, op string, err error) *sandbox.Error {
+	var e *sandbox.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if ctx.Err() != nil {
+		s.log.Debug("caller went away", "op", op, "err", err)
+	} else {
+		s.log.Error("internal error", "op", op, "err", err)
+	}
+	return sandbox.AsError(err)
+}
+
+// writeError answers err as the error body with the status of its code
+// (401 also carries `WWW-Authenticate: Bearer`, RFC 6750 §3).
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.publicError(r.Context(), r.Method+" "+r.URL.Path, err)
+	status := e.Code.HTTPStatus()
+	var se *statusError
+	if errors.As(err, &se) {
+		status = se.status
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	s.encode(w, status, errorBody{Error: toWire(e)})
+}
+
+// encode answers v as JSON with status; a nil v sends no body (204).
+func (s *server) encode(w http.ResponseWriter, status int, v any) {
+	if v == nil {
+		w.WriteHeader(status)
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("internal error", "op", "encode response", "err", err)
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody{Error: toWire(sandbox.AsError(err))})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads r's JSON body into v, strictly (see decodeJSON), reading at
+// most Options.MaxBodyBytes: a larger body is too_large. An empty body
+// leaves v as it is, the zero request.
+func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+	err := decodeJSON(body, v, true)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than %d bytes", tooBig.Limit).
+			WithHint("JSON requests are small; file content goes to PUT .../fs/file").
+			With("max_bytes", tooBig.Limit)
+	}
+	return err
+}
+
+// decodeJSON decodes exactly one JSON value from r into v. Unknown fields,
+// wrong types, bad syntax and trailing data are invalid_argument errors that
+// name what is wrong; errors from the value's own UnmarshalJSON (a bad
+// duration) pass through, and read errors come back unchanged. An empty
+// input is an error unless emptyOK.
+func decodeJSON(r io.Reader, v any, emptyOK bool) error {
+	src := &readErrReader{r: r}
+	dec := json.NewDecoder(src)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		_, err = dec.Token()
+		switch {
+		case src.err != nil:
+			return src.err
+		case err != io.EOF:
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "unexpected data after the JSON value").
+				WithHint("send exactly one JSON object")
+		}
+		return nil
+	}
+	var (
+		e      *sandbox.Error
+		syntax *json.SyntaxError
+		typ    *json.UnmarshalTypeError
+	)
+	switch {
+	case src.err != nil:
+		return src.err
+	case errors.As(err, &e):
+		return e
+	case err == io.EOF && emptyOK:
+		return nil
+	case err == io.EOF:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "empty request").WithHint("send a JSON object")
+	case errors.As(err, &syntax), err == io.ErrUnexpectedEOF:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "malformed JSON: %v", err).WithHint("send one JSON object")
+	case errors.As(err, &typ) && typ.Field != "":
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "field %q cannot be a JSON %s", typ.Field, typ.Value).
+			WithHint("%q takes a %s", typ.Field, jsonKind(typ.Type))
+	case errors.As(err, &typ):
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "expected a JSON object, got a JSON %s", typ.Value).
+			WithHint("send one JSON object")
+	}
+	// encoding/json reports unknown fields with a plain error.
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown field %s", field).
+			WithHint("the fields are: %s", strings.Join(jsonFields(v), ", "))
+	}
+	return sandbox.Errorf(sandbox.CodeInvalidArgument, "invalid JSON: %v", err)
+}
+
+// readErrReader remembers the error of its reader other than io.EOF, so
+// that a broken or oversized body is told apart from bad JSON.
+type readErrReader struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}
+
+// jsonKind names the JSON kind that decodes into t.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	}
+	return "value"
+}
+
+// jsonFields lists the JSON field names of the struct v points to, for the
+// hint of an unknown-field error.
+func jsonFields(v any) []string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil
+	}
+	var names []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// decodeBytes is decodeJSON over a message already in memory.
+func decodeBytes(b []byte, v any) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "empty message").WithHint("send a JSON object")
+	}
+	return decodeJSON(bytes.NewReader(b), v, false)
+}

@@ -1,0 +1,269 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+func TestExec(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(t, "ex")
+	c := e.client()
+	ctx := t.Context()
+	script := "x=0\n" + strings.Repeat("x=$((x+1))\n", 40_000) + "echo $x\n" // ~480 KB, over any default frame limit
+
+	tests := []struct {
+		name     string
+		req      sandbox.ExecRequest
+		stdin    string
+		useStdin bool
+		wantOut  string
+		wantErr  string
+		wantExit int
+	}{
+		{name: "argv", req: sandbox.ExecRequest{Argv: []string{"echo", "hello", "world"}}, wantOut: "hello world\n"},
+		{name: "shell, stderr and exit code", req: sandbox.ExecRequest{Shell: "echo out; echo err >&2; exit 3"}, wantOut: "out\n", wantErr: "err\n", wantExit: 3},
+		{name: "stdin", req: sandbox.ExecRequest{Argv: []string{"cat"}}, stdin: strings.Repeat("bytes\x00\xff\n", 200_000), useStdin: true,
+			wantOut: strings.Repeat("bytes\x00\xff\n", 200_000)},
+		{name: "empty stdin", req: sandbox.ExecRequest{Argv: []string{"wc", "-c"}}, useStdin: true, wantOut: "0\n"},
+		{name: "no stdin", req: sandbox.ExecRequest{Shell: "cat; echo done"}, wantOut: "done\n"},
+		{name: "env and cwd", req: sandbox.ExecRequest{Shell: "echo $FOO; pwd", Env: map[string]string{"FOO": "bar"}, Cwd: "/"}, wantOut: "bar\n/\n"},
+		{name: "large script", req: sandbox.ExecRequest{Shell: script}, wantOut: "40000\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			var res sandbox.ExecResult
+			var err error
+			if tt.useStdin {
+				res, err = c.Exec(ctx, "ex", tt.req, strings.NewReader(tt.stdin), &out, &errb)
+			} else {
+				res, err = c.Exec(ctx, "ex", tt.req, nil, &out, &errb)
+			}
+			if err != nil {
+				t.Fatalf("Exec = %v", err)
+			}
+			if res.ExitCode != tt.wantExit || out.String() != tt.wantOut || errb.String() != tt.wantErr {
+				t.Fatalf("Exec = %+v, stdout %d bytes %.60q, stderr %q; want exit %d, %d bytes, %q",
+					res, out.Len(), out.String(), errb.String(), tt.wantExit, len(tt.wantOut), tt.wantErr)
+			}
+		})
+	}
+
+	t.Run("unknown sandbox", func(t *testing.T) {
+		_, err := c.Exec(ctx, "nosuch", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+		if !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			t.Fatalf("Exec(nosuch) = %v; want not_found", err)
+		}
+	})
+	t.Run("program not found", func(t *testing.T) {
+		res, err := c.Exec(ctx, "ex", sandbox.ExecRequest{Argv: []string{"no-such-program-here"}}, nil, nil, nil)
+		if err == nil && res.ExitCode == 0 {
+			t.Fatalf("Exec(no-such-program) = %+v; want an error or a failing exit", res)
+		}
+	})
+}
+
+// TestExecCallerGoes: a client that disconnects cancels the command's
+// context; the command then lives for its grace period and is killed.
+func TestExecCallerGoes(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(t, "ex")
+	c := e.client()
+	pidFile := filepath.Join(e.home, "pid")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, "ex", sandbox.ExecRequest{Shell: "echo $$ > " + pidFile + "; echo started; exec sleep 300", Grace: sandbox.Duration(2 * time.Second)},
+			nil, writerFunc(func(p []byte) { close(started) }), nil)
+		done <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not start")
+	}
+	pid := readPID(t, pidFile)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec after cancel = %v; want context.Canceled", err)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatalf("the command died at once; want it alive for its grace period")
+	}
+	waitGone(t, pid)
+}
+
+// waitGone waits for process pid to end, and fails the test when it is
+// still there after 10s.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatal("the command outlived its grace period")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readPID waits for the command to write its pid to file.
+func readPID(t *testing.T, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(file)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command wrote no pid to %s", file)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// endMessage is the exec stream's last message, as a client decodes it.
+type endMessage struct {
+	Type   string
+	Result *sandbox.ExecResult
+	Error  *sandbox.Error
+}
+
+// wsMsg is one message a test sends.
+type wsMsg struct {
+	typ  websocket.MessageType
+	data []byte
+}
+
+func text(s string) wsMsg    { return wsMsg{websocket.MessageText, []byte(s)} }
+func binary(b ...byte) wsMsg { return wsMsg{websocket.MessageBinary, b} }
+
+// rawExec opens the exec WebSocket of sandbox ex, sends msgs and returns
+// the end message, the close status and what came on stdout.
+func rawExec(t *testing.T, e *env, msgs ...wsMsg) (endMessage, websocket.StatusCode, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tokenA1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	for _, m := range msgs {
+		if err := conn.Write(ctx, m.typ, m.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		end    endMessage
+		stdout bytes.Buffer
+	)
+	for {
+		typ, data, err := conn.Read(ctx)
+		if err != nil {
+			if end.Type == "" {
+				t.Fatalf("stream ended without an end message: %v", err)
+			}
+			return end, websocket.CloseStatus(err), stdout.String()
+		}
+		switch {
+		case end.Type != "":
+			t.Fatalf("message %q after the end message", data)
+		case typ == websocket.MessageText:
+			if err := json.Unmarshal(data, &end); err != nil {
+				t.Fatalf("bad end message %q: %v", data, err)
+			}
+		case len(data) > 0 && data[0] == 1:
+			stdout.Write(data[1:])
+		}
+	}
+}
+
+func TestExecProtocolErrors(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(t, "ex")
+	for _, msg := range []string{`{`, `{"argv":[]}`, `{"argv":["true"],"shell":"true"}`, `{"nope":1}`, `[]`, `{"argv":["a\u0000b"]}`, `{"timeout":"-1s","argv":["true"]}`} {
+		end, status, _ := rawExec(t, e, text(msg))
+		if end.Type != "error" || end.Error == nil || end.Error.Code != sandbox.CodeInvalidArgument || end.Error.Message == "" {
+			t.Errorf("first message %s answered %+v; want an invalid_argument error", msg, end)
+		}
+		if status != websocket.StatusNormalClosure {
+			t.Errorf("first message %s: close status %d, want 1000", msg, status)
+		}
+	}
+	withStdin := text(`{"shell":"cat","stdin":true}`)
+	violations := map[string][]wsMsg{
+		"binary first message":       {binary(1, 2, 3)},
+		"stdin not asked for":        {text(`{"shell":"sleep 5"}`), binary(0, 'x')},
+		"unknown stream":             {withStdin, binary(7, 'x')},
+		"empty message":              {withStdin, binary()},
+		"text after the request":     {withStdin, text("{}")},
+		"stdin after its end":        {withStdin, binary(4), binary(0, 'x')},
+		"end of stdin carrying data": {withStdin, binary(4, 'x')},
+	}
+	for name, msgs := range violations {
+		end, status, _ := rawExec(t, e, msgs...)
+		if end.Type != "error" || end.Error == nil || end.Error.Code != sandbox.CodeInvalidArgument || end.Error.Hint == "" {
+			t.Errorf("%s answered %+v; want an invalid_argument error with a hint", name, end)
+		}
+		if status != websocket.StatusPolicyViolation {
+			t.Errorf("%s: close status %d, want 1008", name, status)
+		}
+	}
+	// The protocol, by hand: stdin, its end, output, the exit message.
+	end, status, stdout := rawExec(t, e, text(`{"argv":["cat"],"stdin":true}`), binary(0, 'a', 'b'), binary(0, 'c'), binary(4))
+	if end.Type != "exit" || end.Result == nil || end.Result.ExitCode != 0 || status != websocket.StatusNormalClosure || stdout != "abc" {
+		t.Fatalf("cat over the raw protocol = %+v, close %d, stdout %q; want exit 0, 1000, \"abc\"", end, status, stdout)
+	}
+}
+
+func TestExecHandshake(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(t, "ex")
+	ctx := t.Context()
+	t.Run("no token", func(t *testing.T) {
+		_, resp, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != "Bearer" {
+			t.Fatalf("dial without a token = %v, %+v; want 401 with WWW-Authenticate", err, resp)
+		}
+	})
+	t.Run("cross-origin", func(t *testing.T) {
+		_, resp, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", &websocket.DialOptions{HTTPHeader: http.Header{
+			"Authorization": {"Bearer " + tokenA1}, "Origin": {"https://evil.example"},
+		}})
+		if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("dial from another origin = %v, %+v; want 403", err, resp)
+		}
+	})
+	t.Run("same origin", func(t *testing.T) {
+		conn, _, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", &websocket.DialOptions{HTTPHeader: http.Header{
+			"Authorization": {"Bearer " + tokenA1}, "Origin": {e.url},
+		}})
+		if err != nil {
+			t.Fatalf("dial from the daemon's own origin = %v", err)
+		}
+		conn.CloseNow()
+	})
+}

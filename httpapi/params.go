@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// params decodes one route's query parameters strictly: a parameter the
+// route does not take, or one given twice, is invalid_argument, so that a
+// typo (?recursve=true) fails loudly instead of being ignored. The first
+// error sticks in err; the getters then return zero values.
+type params struct {
+	q   url.Values
+	err error
+}
+
+// queryParams parses r's query, allowing only the names in allowed.
+func queryParams(r *http.Request, allowed ...string) *params {
+	p := &params{}
+	p.q, p.err = url.ParseQuery(r.URL.RawQuery)
+	if p.err != nil {
+		p.err = sandbox.Errorf(sandbox.CodeInvalidArgument, "malformed query string: %v", p.err).
+			WithHint("escape the values, e.g. with encodeURIComponent or url.QueryEscape")
+		return p
+	}
+	names := make([]string, 0, len(p.q))
+	for name := range p.q {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		switch {
+		case !slices.Contains(allowed, name):
+			p.err = sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown query parameter %q", name).
+				WithHint("%s %s takes: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))
+		case len(p.q[name]) > 1:
+			p.err = sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %q is given %d times", name, len(p.q[name])).
+				WithHint("give it once")
+		default:
+			continue
+		}
+		return p
+	}
+	return p
+}
+
+// fail records err unless an earlier error is already recorded.
+func (p *params) fail(err error) {
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// path returns the required, non-empty file path parameter name. Relative
+// paths are relative to the sandbox user's home; resolving them is the
+// sandbox's business.
+func (p *params) path(name string) string {
+	v := p.q.Get(name)
+	if v == "" && p.err == nil {
+		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "missing query parameter %q", name).
+			WithHint("add ?%s=<path in the sandbox>, e.g. ?%s=/home/sandbox/notes.txt (relative paths start at the sandbox user's home)", name, name))
+	}
+	return v
+}
+
+// bool returns the optional boolean parameter name (false when absent);
+// it accepts what strconv.ParseBool does, and an empty value as true
+// (?recursive).
+func (p *params) bool(name string) bool {
+	if !p.q.Has(name) {
+		return false
+	}
+	v := p.q.Get(name)
+	if v == "" {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is not a boolean", name, v).
+			WithHint("use %s=true or %s=false", name, name))
+	}
+	return b
+}
+
+// int64 returns the optional non-negative integer parameter name (0 when
+// absent).
+func (p *params) int64(name string) int64 {
+	v := p.q.Get(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is not a non-negative integer", name, v).
+			WithHint("give a number of bytes, e.g. %s=1048576", name))
+		return 0
+	}
+	return n
+}
+
+// mode returns the optional parameter name as a file mode, and whether it
+// was given. The value is octal in the Unix notation ("0755", "755",
+// "0o4755"); the setuid, setgid and sticky bits (04000, 02000, 01000)
+// become fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky.
+func (p *params) mode(name string) (fs.FileMode, bool) {
+	v := p.q.Get(name)
+	if !p.q.Has(name) {
+		return 0, false
+	}
+	m, err := parseMode(v)
+	if err != nil {
+		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is not an octal file mode", name, v).
+			WithHint("use octal permission bits such as %s=0644 or %s=0755 (at most 07777)", name, name))
+	}
+	return m, true
+}
+
+// parseMode parses a Unix octal mode of at most 07777.
+func parseMode(s string) (fs.FileMode, error) {
+	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
+	if digits == "" {
+		return 0, fmt.Errorf("empty mode")
+	}
+	n, err := strconv.ParseUint(digits, 8, 32)
+	if err != nil {
+		return 0, err
+	}
+	if n > 0o7777 {
+		return 0, fmt.Errorf("mode %o has bits beyond 07777", n)
+	}
+	m := fs.FileMode(n & 0o777)
+	if n&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if n&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if n&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m, nil
+}

@@ -1,0 +1,24 @@
+package httpapi
+
+// routes lists every route of the API. GET patterns also answer HEAD.
+// Paths name the sandbox; file paths travel in the query (?path=), never in
+// the URL path, so that they need no escaping rules of their own.
+func (s *server) routes() {
+	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+
+	s.mux.Handle("POST /v1/sandboxes", s.authed(s.handleCreate))
+	s.mux.Handle("GET /v1/sandboxes", s.authed(s.handleList))
+	s.mux.Handle("GET /v1/sandboxes/{name}", s.authed(s.handleGet))
+	s.mux.Handle("DELETE /v1/sandboxes/{name}", s.authed(s.handleDestroy))
+
+	s.mux.Handle("GET /v1/sandboxes/{name}/exec", s.authed(s.handleExec))
+
+	s.mux.Handle("GET /v1/sandboxes/{name}/fs/file", s.authed(s.handleReadFile))
+	s.mux.Handle("PUT /v1/sandboxes/{name}/fs/file", s.authed(s.handleWriteFile))
+	s.mux.Handle("DELETE /v1/sandboxes/{name}/fs/file", s.authed(s.handleRemove))
+	s.mux.Handle("GET /v1/sandboxes/{name}/fs/list", s.authed(s.handleListDir))
+	s.mux.Handle("GET /v1/sandboxes/{name}/fs/stat", s.authed(s.handleStat))
+	s.mux.Handle("POST /v1/sandboxes/{name}/fs/mkdir", s.authed(s.handleMkdir))
+	s.mux.Handle("POST /v1/sandboxes/{name}/fs/rename", s.authed(s.handleRename))
+	s.mux.Handle("POST /v1/sandboxes/{name}/fs/chmod", s.authed(s.handleChmod))
+}

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// health is the body of GET /v1/health.
+type health struct {
+	Status  string `json:"status"`
+	Runtime string `json:"runtime"`
+}
+
+// handleHealth answers without authentication, so that load balancers and
+// `hearth doctor` can probe the daemon; it reveals only the runtime.
+func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Runtime()})
+}
+
+// handleCreate answers 201 with the new sandbox, or 200 with the caller's
+// existing sandbox of that name (create is idempotent by name).
+func (s *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var req sandbox.CreateRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, created, err := s.svc.Create(r.Context(), p, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	s.encode(w, status, sb)
+}
+
+// sandboxList is the body of GET /v1/sandboxes.
+type sandboxList struct {
+	Sandboxes []sandbox.Sandbox `json:"sandboxes"`
+}
+
+func (s *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	list, err := s.svc.List(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []sandbox.Sandbox{}
+	}
+	s.encode(w, http.StatusOK, sandboxList{Sandboxes: list})
+}
+
+func (s *server) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	sb, err := s.svc.Get(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusOK, sb)
+}
+
+func (s *server) handleDestroy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	if err := s.svc.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusNoContent, nil)
+}

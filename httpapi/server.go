@@ -1,0 +1,164 @@
+// Package httpapi is hearth's native HTTP and WebSocket API, /v1/sandboxes…
+// (docs/API.md is the reference). It is a door and nothing more: each
+// handler authenticates the caller, decodes the request, calls one
+// lifecycle.Service method with the caller's Principal, and encodes the
+// result or the error. Decisions (names, limits, ownership, what a caller
+// may see) belong to lifecycle; routes.go lists every route.
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Options configure the handler New returns. The zero value works.
+type Options struct {
+	// Logger receives internal errors (whose text never reaches the caller)
+	// and exec stream failures; nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds a JSON request body (1 MiB).
+	MaxBodyBytes int64
+	// MaxExecMessage bounds the first message of an exec WebSocket, the JSON
+	// ExecRequest, which carries whole shell scripts (64 MiB).
+	MaxExecMessage int64
+	// ExecStartTimeout is how long an exec WebSocket may stay open without
+	// its first message (30s).
+	ExecStartTimeout time.Duration
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxExecMessage   = 64 << 20
+	DefaultExecStartTimeout = 30 * time.Second
+)
+
+// server holds what every handler needs: the service and the options.
+type server struct {
+	svc  *lifecycle.Service
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New returns the API handler over svc. Every route but GET /v1/health
+// needs `Authorization: Bearer <token>`; every error, unknown routes and
+// wrong methods included, is the JSON body {"error": {...}} with the status
+// of its code.
+func New(svc *lifecycle.Service, opts Options) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxExecMessage <= 0 {
+		opts.MaxExecMessage = DefaultMaxExecMessage
+	}
+	if opts.ExecStartTimeout <= 0 {
+		opts.ExecStartTimeout = DefaultExecStartTimeout
+	}
+	s := &server{svc: svc, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.routes()
+	return s
+}
+
+// ServeHTTP dispatches to the route, turning the mux's own plain-text 404
+// and 405 answers into JSON errors and a handler's panic into an internal
+// error.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.writeError(w, r, fmt.Errorf("handler panic: %v\n%s", v, debug.Stack()))
+		}
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no route takes: 405 with Allow when the path
+// exists under another method, 404 otherwise. The mux alone knows which,
+// so its answer is recorded and re-rendered.
+func (s *server) noRoute(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	rec := &statusRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.status == http.StatusMethodNotAllowed {
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, &statusError{status: http.StatusMethodNotAllowed,
+			err: sandbox.Errorf(sandbox.CodeInvalidArgument, "method %s is not allowed on %s", r.Method, r.URL.Path).
+				WithHint("use %s", strings.ReplaceAll(allow, ", ", " or ")).
+				With("allow", strings.Split(allow, ", "))})
+		return
+	}
+	s.writeError(w, r, sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", r.Method, r.URL.Path).
+		WithHint("the API lives under /v1/sandboxes; docs/API.md lists every route"))
+}
+
+// statusError answers err with a status other than its code's: 405 has no
+// code of its own.
+type statusError struct {
+	status int
+	err    *sandbox.Error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// statusRecorder captures the status and headers a fallback handler writes.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header         { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
+
+// authedHandler is a handler that runs for an authenticated caller.
+type authedHandler func(w http.ResponseWriter, r *http.Request, p sandbox.Principal)
+
+// authed authenticates the bearer token of the request before h runs; a
+// missing or bad token is 401 with `WWW-Authenticate: Bearer`.
+func (s *server) authed(h authedHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.svc.Authenticate(r.Context(), bearerToken(r))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		h(w, r, p)
+	})
+}
+
+// bearerToken returns the token of an `Authorization: Bearer <token>`
+// header (the scheme is case-insensitive, RFC 7235 §2.1), or "" when there
+// is none; lifecycle refuses "" like any other bad token.
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// detached returns a context for work that must finish after the request's
+// own context ended (the last message of an exec stream).
+func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}

@@ -1,0 +1,161 @@
+package image_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/image"
+	"github.com/hearth/hearth/layers"
+)
+
+// TestDebootstrap builds the real image (about 75 s, network to the Debian
+// mirror) and imports it into a btrfs store. It runs only with
+// HEARTH_TEST_DEBOOTSTRAP=1; HEARTH_TEST_IMAGE_DIR, if set, keeps the image
+// there between runs instead of in a temporary directory.
+func TestDebootstrap(t *testing.T) {
+	if os.Getenv("HEARTH_TEST_DEBOOTSTRAP") != "1" {
+		t.Skip("set HEARTH_TEST_DEBOOTSTRAP=1 to bootstrap a real image (75 s, needs the Debian mirror)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ctx := context.Background()
+	dir := os.Getenv("HEARTH_TEST_IMAGE_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	var progress lockedBuffer
+	start := time.Now()
+	rootfs, err := image.Build(ctx, image.Options{Dir: dir, Progress: &progress})
+	t.Logf("Build: %s", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("Build = %v\n%s", err, progress.String())
+	}
+	if out := progress.String(); out != "" && !strings.HasPrefix(out, "image: ") {
+		t.Errorf("progress does not start with %q: %.200s", "image: ", out)
+	}
+	t.Logf("progress: %d lines, last: %s", strings.Count(progress.String(), "\n"), lastLine(progress.String()))
+	out, err := exec.Command("du", "-sh", rootfs).CombinedOutput()
+	t.Logf("du -sh: %s %v", bytes.TrimSpace(out), err)
+	checkImage(t, rootfs)
+	for _, cmd := range [][]string{
+		{"/usr/bin/python3", "-c", "import ssl, json; print(ssl.OPENSSL_VERSION)"},
+		{"/bin/sh", "-c", "id sandbox && ls -ld /home/sandbox"},
+	} {
+		out, err := exec.Command("chroot", append([]string{rootfs}, cmd...)...).CombinedOutput()
+		if err != nil {
+			t.Errorf("chroot %v: %v: %s", cmd, err, out)
+		}
+		t.Logf("chroot %v: %s", cmd, bytes.TrimSpace(out))
+	}
+
+	// A second Build reuses the image.
+	start = time.Now()
+	if _, err := image.Build(ctx, image.Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("second Build took %s, want a reuse", d)
+	}
+
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("no mkfs.btrfs: not importing")
+	}
+	storeDir := filepath.Join(t.TempDir(), "layers")
+	s, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: storeDir, ImageSize: 8 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Destroy(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	start = time.Now()
+	if err := image.Import(ctx, s, "default", rootfs); err != nil {
+		t.Fatalf("Import = %v", err)
+	}
+	t.Logf("Import: %s", time.Since(start).Round(time.Millisecond))
+	info, err := s.Stat(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkImage(t, info.Path)
+	// Same contents (diff cannot compare device nodes: skip /dev) and
+	// same metadata everywhere.
+	if out, err := exec.Command("diff", "-r", "--no-dereference", "-x", "dev", rootfs, info.Path).CombinedOutput(); err != nil {
+		t.Errorf("diff -r rootfs snapshot: %v: %.2000s", err, out)
+	}
+	if a, b := listing(t, rootfs), listing(t, info.Path); a != b {
+		t.Errorf("metadata differs between rootfs and snapshot:\n%.2000s", lineDiff(a, b))
+	}
+	n, err := s.Usage(ctx, "default")
+	t.Logf("Usage(default) = %d MB, %v", n>>20, err)
+	start = time.Now()
+	p, err := s.Prepare(ctx, "sb1", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Prepare(sb1, default): %s", time.Since(start).Round(time.Microsecond))
+	if out, err := exec.Command("chroot", p, "/usr/bin/python3", "-c", "print('hello from the snapshot')").CombinedOutput(); err != nil {
+		t.Errorf("python3 in the snapshot: %v: %s", err, out)
+	}
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+// listing is find's view of every file's type, mode, owner, size, link
+// count, link target and modification time.
+func listing(t *testing.T, root string) string {
+	t.Helper()
+	// Directories' sizes and link counts are the filesystem's own
+	// (btrfs counts no links to a directory), so only files have them.
+	cmd := exec.Command("sh", "-c", `find . -type d -printf '%p %y %m %U:%G %T@\n' -o -printf '%p %y %m %U:%G %T@ %s %n %l\n' | LC_ALL=C sort`)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("find in %s: %v", root, err)
+	}
+	return string(out)
+}
+
+func lineDiff(a, b string) string {
+	in := map[string]bool{}
+	for _, l := range strings.Split(b, "\n") {
+		in[l] = true
+	}
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !in[l] {
+			out = append(out, "only in rootfs: "+l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

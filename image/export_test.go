@@ -1,0 +1,4 @@
+package image
+
+// ImportKey is importKey, for tests that fake a killed Import.
+var ImportKey = importKey

@@ -1,0 +1,374 @@
+// Package image builds hearth's default sandbox root filesystem, a Debian
+// minbase with python3 and a sandbox user, and imports a root filesystem
+// into a layers.Store as the committed snapshot sandboxes are prepared from.
+//
+// Build is slow (debootstrap: about 75 s and 270 MB) and runs once per
+// recipe: the result stays in Options.Dir, marked complete by a file
+// written last. Import is a copy into a snapshot and runs once per store.
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for Options.
+const (
+	DefaultSuite  = "bookworm"
+	DefaultMirror = "http://deb.debian.org/debian"
+)
+
+// recipe is the part of the marker that is about this code: bump it when
+// the root filesystem Build makes changes, and every host rebuilds.
+const recipe = "hearth-image/1 minbase include=python3,ca-certificates"
+
+// Layout of Options.Dir.
+const (
+	rootfsName = "rootfs"    // the finished root filesystem
+	markerName = ".complete" // the version of rootfs, written last
+	lockName   = ".lock"     // flock'ed by the Build in progress
+	tmpName    = ".tmp-rootfs"
+	oldName    = ".old-rootfs"
+)
+
+// ErrNoDebootstrap is returned by Build when it must bootstrap and the
+// debootstrap command is missing.
+var ErrNoDebootstrap = errors.New("image: debootstrap not found (apt-get install debootstrap)")
+
+// Bootstrapper fills the empty directory rootfs with a root filesystem for
+// suite from mirror, writing human-readable progress lines to progress.
+// Build customizes the result afterwards.
+type Bootstrapper func(ctx context.Context, rootfs, suite, mirror string, progress io.Writer) error
+
+// Options configures Build. Only Dir is required.
+type Options struct {
+	// Dir holds the image: Dir/rootfs, its marker and a lock file.
+	Dir string
+	// Suite is the Debian release (default DefaultSuite). Changing it
+	// rebuilds the image.
+	Suite string
+	// Mirror is the Debian mirror (default DefaultMirror).
+	Mirror string
+	// Progress receives the bootstrap's progress, one line at a time,
+	// each prefixed "image: "; nil discards it.
+	Progress io.Writer
+	// Logger receives build events; nil discards them.
+	Logger *slog.Logger
+	// Bootstrap makes the bare root filesystem; nil runs Debootstrap.
+	// Tests inject a fake.
+	Bootstrap Bootstrapper
+}
+
+// Version is the marker Build writes for opts: the recipe and the suite.
+// The mirror is not part of it: any mirror gives the same image.
+func Version(opts Options) string {
+	suite := opts.Suite
+	if suite == "" {
+		suite = DefaultSuite
+	}
+	return recipe + " suite=" + suite
+}
+
+// Build makes the default root filesystem in opts.Dir unless it is there
+// already, and returns its path (Dir/rootfs).
+//
+// The image is reused when its marker holds Version(opts); otherwise it is
+// bootstrapped into a temporary directory, customized (see customize), and
+// swapped in, and the marker is written last, so a build that is killed
+// half-way leaves no marker and is redone from scratch by the next Build.
+// A lock file serializes builds of one Dir across processes: a second
+// Build waits for the first and then reuses its result. Build returns
+// ctx's error if ctx ends while it waits or builds, and ErrNoDebootstrap
+// if debootstrap is needed and missing.
+func Build(ctx context.Context, opts Options) (string, error) {
+	if opts.Dir == "" {
+		return "", errors.New("image: Options.Dir is empty")
+	}
+	if opts.Suite == "" {
+		opts.Suite = DefaultSuite
+	}
+	if opts.Mirror == "" {
+		opts.Mirror = DefaultMirror
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("image", opts.Dir)
+	bootstrap := opts.Bootstrap
+	if bootstrap == nil {
+		bootstrap = Debootstrap
+	}
+	progress := newPrefixWriter(opts.Progress, "image: ")
+	defer progress.Flush()
+
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	unlock, err := lock(ctx, filepath.Join(opts.Dir, lockName), func() {
+		log.Info("image: waiting for another build of this image")
+		fmt.Fprintln(progress, "waiting for another build of this image")
+	})
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+
+	rootfs := filepath.Join(opts.Dir, rootfsName)
+	version := Version(opts)
+	if current(opts.Dir) == version {
+		return rootfs, nil
+	}
+	start := time.Now()
+	log.Info("image: building", "version", version, "mirror", opts.Mirror)
+	// Leftovers of a build that was killed: ours now, as we hold the lock.
+	tmp := filepath.Join(opts.Dir, tmpName)
+	old := filepath.Join(opts.Dir, oldName)
+	for _, p := range []string{tmp, old} {
+		if err := removeAll(p); err != nil {
+			return "", fmt.Errorf("image: removing leftover %s: %w", p, err)
+		}
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	if err := bootstrap(ctx, tmp, opts.Suite, opts.Mirror, progress); err != nil {
+		removeAll(tmp)
+		return "", fmt.Errorf("image: bootstrap %s: %w", opts.Suite, err)
+	}
+	if err := ctx.Err(); err != nil {
+		removeAll(tmp)
+		return "", err
+	}
+	fmt.Fprintln(progress, "customizing")
+	if err := customize(tmp); err != nil {
+		removeAll(tmp)
+		return "", fmt.Errorf("image: customize: %w", err)
+	}
+	// Swap: the marker goes first, so a crash from here on rebuilds.
+	if err := os.Remove(filepath.Join(opts.Dir, markerName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	if err := os.Rename(rootfs, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	if err := os.Rename(tmp, rootfs); err != nil {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	if err := removeAll(old); err != nil {
+		log.Warn("image: removing the previous image", "err", err)
+	}
+	if err := writeMarker(opts.Dir, version); err != nil {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	log.Info("image: built", "version", version, "elapsed", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(progress, "built in %s\n", time.Since(start).Round(time.Second))
+	return rootfs, nil
+}
+
+// current returns the version in dir's marker, or "" if there is none or
+// the root filesystem is missing.
+func current(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, markerName))
+	if err != nil {
+		return ""
+	}
+	if fi, err := os.Stat(filepath.Join(dir, rootfsName)); err != nil || !fi.IsDir() {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// writeMarker writes the marker durably: the root filesystem it vouches
+// for is synced first, then the marker is written, synced and renamed.
+func writeMarker(dir, version string) error {
+	if err := syncFS(filepath.Join(dir, rootfsName)); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, markerName+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(version + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, markerName))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncFS(dir)
+}
+
+// syncFS syncs the filesystem holding path (one syncfs, cheaper than an
+// fsync per file of a root filesystem).
+func syncFS(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return &os.PathError{Op: "syncfs", Path: path, Err: err}
+	}
+	return nil
+}
+
+// lock takes an exclusive flock on path, waiting (and calling waiting
+// once) while another process or Build holds it, until ctx ends.
+func lock(ctx context.Context, path string, waiting func()) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	for told := false; ; {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("image: lock %s: %w", path, err)
+		}
+		if !told {
+			waiting()
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Debootstrap is the default Bootstrapper: debootstrap --variant=minbase
+// with python3 and ca-certificates. Its output goes to progress. When ctx
+// ends, debootstrap gets SIGTERM (so that it unmounts what it mounted in
+// rootfs) and, 30 s later, SIGKILL.
+func Debootstrap(ctx context.Context, rootfs, suite, mirror string, progress io.Writer) error {
+	bin, err := exec.LookPath("debootstrap")
+	if err != nil {
+		return ErrNoDebootstrap
+	}
+	cmd := exec.CommandContext(ctx, bin,
+		"--variant=minbase", "--include=python3,ca-certificates", "--components=main",
+		suite, rootfs, mirror)
+	cmd.Stdout = progress
+	cmd.Stderr = progress
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive")
+	// Its own process group, so that the dpkg and chroot children are
+	// signalled too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("debootstrap: %w (the log is in %s/debootstrap/debootstrap.log)", err, rootfs)
+	}
+	return nil
+}
+
+// removeAll removes path like os.RemoveAll, after unmounting whatever is
+// mounted below it: a killed debootstrap can leave /proc, /sys and even
+// bind mounts of the host's /dev nodes in its target, which a plain
+// recursive removal would descend into.
+func removeAll(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	mounts, err := mountsUnder(abs)
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts { // deepest first
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return &os.PathError{Op: "umount", Path: m, Err: err}
+		}
+	}
+	if mounts, _ := mountsUnder(abs); len(mounts) > 0 {
+		return fmt.Errorf("still mounted under %s: %v", abs, mounts)
+	}
+	return os.RemoveAll(abs)
+}
+
+// mountsUnder lists the mount points at or below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescape(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	// Longer paths are deeper; mounted twice at one point is unmounted
+	// twice, as listed.
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out, nil
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			n := 0
+			ok := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				n = n*8 + int(c-'0')
+			}
+			if ok {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

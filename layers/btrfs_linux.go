@@ -1,0 +1,568 @@
+package layers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultImageSize is the size of the sparse backing file when the data dir
+// is not on btrfs. It is sparse, so this is a ceiling, not an allocation.
+const DefaultImageSize = 64 << 30
+
+// BtrfsOptions configures OpenBtrfs. Only Dir is required.
+type BtrfsOptions struct {
+	// Dir is the store's root, e.g. <data>/layers. It is created if missing.
+	// If it is on btrfs it is used as it is; otherwise the store lives in a
+	// backing file beside it (Dir + ".btrfs") loop-mounted at Dir.
+	Dir string
+	// ImageSize is the size in bytes of a new backing file (default
+	// DefaultImageSize). It does not resize an existing one.
+	ImageSize int64
+	// Logger receives recovery and mount events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Btrfs is the btrfs snapshot store: every snapshot is a subvolume,
+// committed ones read-only, and Prepare is one snapshot ioctl, O(1) in the
+// size of the parent.
+//
+// On disk, under Dir:
+//
+//	snapshots/<id>  one subvolume per snapshot; id is random and never
+//	                changes, so Commit does not move an active snapshot
+//	meta/<key>      its record: a symlink to {"id":…,"kind":…,"parent":…}
+//	lock            flock'ed while a Btrfs has the store open
+//
+// Each call's commit point is an ioctl that commits a btrfs transaction:
+// Prepare writes the record, then snapshots (or creates) the subvolume;
+// Commit writes the new record, then sets the read-only flag, then drops
+// the old record; Remove deletes the subvolume, then the record. So Prepare
+// and Commit are durable when they return, with no fsync, and OpenBtrfs
+// repairs whatever a crash between two steps left (see load). Remove is
+// durable at the next transaction commit (at most 30 s by default).
+//
+// Dir, snapshots/ and meta/ are mode 0700: a sandbox's root holds setuid
+// files that no host user may reach.
+//
+// A Btrfs is safe for concurrent use. Calls on different keys run in
+// parallel; a call on a key that another call is changing fails with
+// ErrInUse rather than waiting. Only one Btrfs may have a Dir open at a
+// time, in any process.
+type Btrfs struct {
+	dir, snapDir, metaDir string
+	backing               string // "" when Dir is natively on btrfs
+	log                   *slog.Logger
+	lock                  *os.File
+	qgroups               string // sysfs qgroups dir when quotas are on, else ""
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	closed  bool
+}
+
+var _ Store = (*Btrfs)(nil)
+
+// entry is a snapshot in the index. A Prepare or Commit inserts the new key
+// before it touches the disk (invisible, busy) so that the name is reserved
+// and a concurrent Remove of its parent sees the child.
+type entry struct {
+	record
+	visible bool // the call that creates it has succeeded
+	busy    bool // a call is changing it
+}
+
+var errClosed = errors.New("layers: store closed")
+
+// OpenBtrfs opens (creating if needed) the btrfs store at opts.Dir, mounting
+// its backing file first if Dir is not on btrfs and not mounted yet. A
+// mount that is already there is reused: the daemon restarts while
+// sandboxes keep running on subvolumes inside it. A backing file that
+// exists is mounted as it is, never reformatted. OpenBtrfs never unmounts;
+// see Unmount and Destroy.
+//
+// OpenBtrfs then repairs what a crash in the middle of a call left behind
+// (see Btrfs) and loads the index. It fails with ErrInUse if another Btrfs
+// has Dir open.
+func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("%w: BtrfsOptions.Dir is empty", ErrInvalid)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("store", dir)
+	size := opts.ImageSize
+	if size <= 0 {
+		size = DefaultImageSize
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
+	}
+	// Mount points are listed with symlinks resolved.
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
+	}
+	s := &Btrfs{
+		dir:     dir,
+		snapDir: filepath.Join(dir, "snapshots"),
+		metaDir: filepath.Join(dir, "meta"),
+		log:     log,
+		entries: make(map[string]*entry),
+	}
+	native, err := isBtrfs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
+	}
+	backing := dir + ".btrfs"
+	if _, err := os.Stat(backing); err == nil && native && mountSource(dir) != "" {
+		s.backing = backing // mounted by an earlier OpenBtrfs
+	}
+	if !native {
+		// Never mount over files: a Dir that is not btrfs yet must be
+		// empty (or hold only what a failed mount left: nothing).
+		if des, err := os.ReadDir(dir); err != nil {
+			return nil, fmt.Errorf("layers: %w", err)
+		} else if len(des) > 0 {
+			return nil, fmt.Errorf("layers: %s is not on btrfs and not empty: refusing to mount %s over it: %w", dir, backing, ErrInvalid)
+		}
+		s.backing = backing
+		created := false
+		if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
+			log.Info("layers: formatting backing file", "file", backing, "size", size)
+			if err := formatBacking(ctx, backing, size); err != nil {
+				return nil, fmt.Errorf("layers: format %s: %w", backing, err)
+			}
+			created = true
+		}
+		log.Info("layers: mounting backing file", "file", backing)
+		if err := mountBacking(backing, dir); err != nil {
+			return nil, fmt.Errorf("layers: %w", err)
+		}
+		if ok, err := isBtrfs(dir); err != nil || !ok {
+			return nil, fmt.Errorf("layers: %s after mounting %s: %w", dir, backing, errNotBtrfs)
+		}
+		if created {
+			// Simple quotas cost nothing at snapshot time and give
+			// Usage (and later per-sandbox limits) an exact number.
+			// They are only turned on for a filesystem hearth made:
+			// on a host's own btrfs that is the admin's decision.
+			if err := enableQuota(dir); err != nil {
+				log.Warn("layers: simple quotas unavailable; Usage walks the files", "err", err)
+			}
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
+	}
+	for _, d := range []string{s.snapDir, s.metaDir} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("layers: %w", err)
+		}
+	}
+	if id, err := fsid(dir); err == nil {
+		q := filepath.Join("/sys/fs/btrfs", id, "qgroups")
+		if _, err := os.Stat(q); err == nil {
+			s.qgroups = q
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("layers: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("layers: %s is open elsewhere: %w", dir, ErrInUse)
+	}
+	s.lock = lock
+	if err := s.load(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dir is the store's root directory.
+func (s *Btrfs) Dir() string { return s.dir }
+
+// Prepare creates the active snapshot key as a writable snapshot of the
+// committed snapshot parent, or as an empty subvolume if parent is "", and
+// returns its path. It fails with ErrInvalid (bad key, or parent not
+// committed), ErrExists (key taken) or ErrNotFound (no parent).
+func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error) {
+	if err := checkArgs(ctx, key, parent); err != nil {
+		return "", err
+	}
+	id, err := newID()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return "", errClosed
+	}
+	if _, ok := s.entries[key]; ok {
+		s.mu.Unlock()
+		return "", fmt.Errorf("prepare %q: %w", key, ErrExists)
+	}
+	var parentID string
+	if parent != "" {
+		p := s.entries[parent]
+		switch {
+		case p == nil || !p.visible || p.busy:
+			s.mu.Unlock()
+			return "", fmt.Errorf("prepare %q: parent %q: %w", key, parent, ErrNotFound)
+		case p.Kind != KindCommitted:
+			s.mu.Unlock()
+			return "", fmt.Errorf("prepare %q: parent %q is not committed: %w", key, parent, ErrInvalid)
+		}
+		parentID = p.ID
+	}
+	e := &entry{record: record{ID: id, Kind: KindActive, Parent: parent}, busy: true}
+	s.entries[key] = e
+	s.mu.Unlock()
+
+	err = s.prepare(key, e.record, parentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		delete(s.entries, key)
+		return "", fmt.Errorf("prepare %q: %w", key, err)
+	}
+	e.visible, e.busy = true, false
+	return s.path(id), nil
+}
+
+func (s *Btrfs) prepare(key string, r record, parentID string) error {
+	if err := s.writeRecord(key, r); err != nil {
+		return err
+	}
+	var err error
+	if parentID == "" {
+		err = subvolCreate(s.snapDir, r.ID)
+	} else {
+		err = snapshot(s.path(parentID), s.snapDir, r.ID, false)
+	}
+	if err != nil {
+		if rerr := s.removeRecord(key); rerr != nil {
+			s.log.Error("layers: cleaning up failed prepare", "key", key, "err", rerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// Commit turns the active snapshot key into the committed snapshot name by
+// making its subvolume read-only in place: O(1), and the path does not
+// change. Commit is meant for a snapshot nothing writes to any more; a
+// process that still holds a file open for writing can change it. It fails
+// with ErrNotFound (no key), ErrInvalid (key is committed, or a bad name),
+// ErrExists (name taken) or ErrInUse (key busy).
+func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	if err := ValidateKey(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	e := s.entries[key]
+	switch {
+	case e == nil || !e.visible:
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q: %w", key, ErrNotFound)
+	case e.busy:
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q: %w", key, ErrInUse)
+	case e.Kind != KindActive:
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q: already committed: %w", key, ErrInvalid)
+	}
+	if _, ok := s.entries[name]; ok {
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q as %q: %w", key, name, ErrExists)
+	}
+	n := &entry{record: record{ID: e.ID, Kind: KindCommitted, Parent: e.Parent}, busy: true}
+	s.entries[name] = n
+	e.busy = true
+	s.mu.Unlock()
+
+	err := s.commit(name, key, n.record)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		delete(s.entries, name)
+		e.busy = false
+		return fmt.Errorf("commit %q as %q: %w", key, name, err)
+	}
+	delete(s.entries, key)
+	n.visible, n.busy = true, false
+	return nil
+}
+
+func (s *Btrfs) commit(name, key string, r record) error {
+	if err := s.writeRecord(name, r); err != nil {
+		return err
+	}
+	// The commit point: the flag change commits the transaction that
+	// holds name's record too.
+	if err := setReadonly(s.path(r.ID), true); err != nil {
+		if rerr := s.removeRecord(name); rerr != nil {
+			s.log.Error("layers: undoing failed commit", "key", key, "err", rerr)
+		}
+		return err
+	}
+	if err := s.removeRecord(key); err != nil {
+		// OpenBtrfs drops it: the subvolume is read-only.
+		s.log.Warn("layers: removing committed key's record", "key", key, "err", err)
+	}
+	return nil
+}
+
+// Stat describes the snapshot key, or fails with ErrNotFound or ErrInvalid.
+func (s *Btrfs) Stat(ctx context.Context, key string) (Info, error) {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[key]
+	if e == nil || !e.visible {
+		return Info{}, fmt.Errorf("stat %q: %w", key, ErrNotFound)
+	}
+	return Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}, nil
+}
+
+// Walk calls fn for every snapshot, in no particular order, for Recover and
+// garbage collection. fn must not call back into the store.
+func (s *Btrfs) Walk(ctx context.Context, fn func(Info) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	infos := make([]Info, 0, len(s.entries))
+	for k, e := range s.entries {
+		if e.visible {
+			infos = append(infos, Info{Key: k, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)})
+		}
+	}
+	s.mu.Unlock()
+	for _, info := range infos {
+		if err := fn(info); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove deletes the snapshot key, including any subvolumes a sandbox
+// created inside it. btrfs frees the blocks in the background. It fails
+// with ErrNotFound, ErrInvalid, or ErrInUse if key has children (they do
+// not need it, but the checkpoint tree does) or another call is changing
+// it.
+func (s *Btrfs) Remove(ctx context.Context, key string) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	e := s.entries[key]
+	switch {
+	case e == nil || !e.visible:
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, ErrNotFound)
+	case e.busy:
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, ErrInUse)
+	}
+	for k, c := range s.entries {
+		if c.Parent == key {
+			s.mu.Unlock()
+			return fmt.Errorf("remove %q: snapshot %q is its child: %w", key, k, ErrInUse)
+		}
+	}
+	e.busy = true
+	s.mu.Unlock()
+
+	err := s.destroy(e.ID)
+	if err == nil {
+		if rerr := s.removeRecord(key); rerr != nil {
+			// The subvolume is gone, so the key is; OpenBtrfs drops
+			// the stale record.
+			s.log.Warn("layers: removing record", "key", key, "err", rerr)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		e.busy = false
+		return fmt.Errorf("remove %q: %w", key, err)
+	}
+	delete(s.entries, key)
+	return nil
+}
+
+// Usage returns the bytes charged to the snapshot key beyond what it shares
+// with its parent. With quotas on (hearth turns simple quotas on in a
+// backing file it formats) it is the subvolume's exclusive qgroup count,
+// after a sync of the filesystem so recent writes are included (one
+// transaction commit). Without quotas it walks the snapshot and adds up
+// the extents no other snapshot shares (FIEMAP), which costs time in the
+// number of files. It fails with ErrNotFound or ErrInvalid.
+func (s *Btrfs) Usage(ctx context.Context, key string) (int64, error) {
+	info, err := s.Stat(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	if s.qgroups != "" {
+		n, err = qgroupUsage(s.qgroups, info.Path)
+	} else {
+		n, err = walkUsage(ctx, info.Path)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("usage %q: %w", key, err)
+	}
+	return n, nil
+}
+
+// Close releases the store's lock. It does not unmount anything: sandboxes
+// keep running on the snapshots. Calls after Close fail.
+func (s *Btrfs) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.lock.Close()
+}
+
+// Unmount closes the store and, if it lives in a backing file, unmounts it,
+// which also detaches its loop device. The data stays; OpenBtrfs mounts it
+// again. It is for tests and for taking a host out of service: any sandbox
+// still running on a snapshot keeps the mount busy and Unmount fails.
+func (s *Btrfs) Unmount(ctx context.Context) error {
+	if err := s.Close(); err != nil {
+		return err
+	}
+	if s.backing == "" {
+		return nil
+	}
+	if err := unmount(s.dir); err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	return nil
+}
+
+// Destroy deletes every snapshot and the store itself (its backing file
+// too), leaving nothing behind.
+func (s *Btrfs) Destroy(ctx context.Context) error {
+	if s.backing == "" {
+		s.mu.Lock()
+		ids := make([]string, 0, len(s.entries))
+		for _, e := range s.entries {
+			ids = append(ids, e.ID)
+		}
+		s.mu.Unlock()
+		for _, id := range ids {
+			if err := s.destroy(id); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("layers: destroy: %w", err)
+			}
+		}
+	}
+	if err := s.Unmount(ctx); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		return fmt.Errorf("layers: destroy: %w", err)
+	}
+	if s.backing != "" {
+		if err := os.Remove(s.backing); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("layers: destroy: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Btrfs) path(id string) string { return filepath.Join(s.snapDir, id) }
+
+// destroy deletes the subvolume id and every subvolume nested in it.
+func (s *Btrfs) destroy(id string) error {
+	return destroyTree(s.snapDir, id)
+}
+
+// destroyTree deletes the subvolume dir/name. A subvolume that holds
+// others (a sandbox can make them, e.g. Docker's btrfs driver) cannot be
+// deleted until they are, so on ENOTEMPTY it deletes the nested ones
+// depth first, making each writable so that its children can be unlinked.
+func destroyTree(dir, name string) error {
+	err := subvolDestroy(dir, name)
+	if !errors.Is(err, unix.ENOTEMPTY) {
+		return err
+	}
+	root := filepath.Join(dir, name)
+	if err := setReadonly(root, false); err != nil {
+		return err
+	}
+	werr := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root || !d.IsDir() {
+			return err
+		}
+		if ok, err := isSubvolume(p); err != nil || !ok {
+			return err
+		}
+		if err := destroyTree(filepath.Dir(p), filepath.Base(p)); err != nil {
+			return err
+		}
+		return filepath.SkipDir
+	})
+	if werr != nil {
+		return werr
+	}
+	return subvolDestroy(dir, name)
+}
+
+// checkArgs checks ctx, key, and parent unless it is "".
+func checkArgs(ctx context.Context, key, parent string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if parent != "" {
+		return ValidateKey(parent)
+	}
+	return nil
+}
+
+func newID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,333 @@
+//go:build linux
+
+package layers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/layerstest"
+)
+
+// requireBtrfs skips unless the test can format and loop-mount btrfs.
+func requireBtrfs(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to loop-mount btrfs")
+	}
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		t.Skip("needs mkfs.btrfs (btrfs-progs)")
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skip("needs loop devices")
+	}
+}
+
+// openStore opens a store in a fresh temporary directory (loop-mounted, as
+// t.TempDir is not on btrfs here) and destroys it, checking that no loop
+// device is left attached, when the test ends.
+func openStore(t testing.TB) *layers.Btrfs {
+	t.Helper()
+	requireBtrfs(t)
+	dir := filepath.Join(t.TempDir(), "layers")
+	s, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir, ImageSize: 2 << 30})
+	if err != nil {
+		t.Fatalf("OpenBtrfs(%s) = %v", dir, err)
+	}
+	t.Cleanup(func() {
+		// The store the test ends with may be another Btrfs on the
+		// same Dir (after a reopen); a fresh one destroys it all.
+		s.Close()
+		last, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir})
+		if err != nil {
+			t.Errorf("OpenBtrfs(%s) for cleanup = %v", dir, err)
+			return
+		}
+		if err := last.Destroy(context.Background()); err != nil {
+			t.Errorf("Destroy() = %v", err)
+		}
+		checkNoLoop(t, dir+".btrfs")
+	})
+	return s
+}
+
+// checkNoLoop fails if a loop device still has backing attached.
+func checkNoLoop(t testing.TB, backing string) {
+	t.Helper()
+	out, err := exec.Command("losetup", "-a").CombinedOutput()
+	if err != nil {
+		t.Errorf("losetup -a: %v: %s", err, out)
+		return
+	}
+	if strings.Contains(string(out), backing) {
+		t.Errorf("loop device leaked: losetup -a =\n%s", out)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	requireBtrfs(t)
+	layerstest.Run(t, func(t *testing.T) layers.Store { return openStore(t) }, layerstest.Options{
+		Reopen: func(t *testing.T, s layers.Store) layers.Store {
+			b := s.(*layers.Btrfs)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: b.Dir()})
+			if err != nil {
+				t.Fatalf("OpenBtrfs again = %v", err)
+			}
+			t.Cleanup(func() { r.Close() })
+			return r
+		},
+	})
+}
+
+// TestConformanceWalkUsage runs the suite with Usage walking files, as on a
+// host's own btrfs without quotas.
+func TestConformanceWalkUsage(t *testing.T) {
+	requireBtrfs(t)
+	layerstest.Run(t, func(t *testing.T) layers.Store {
+		s := openStore(t)
+		layers.ForceWalkUsage(s)
+		return s
+	}, layerstest.Options{})
+}
+
+// TestConformanceNative runs the suite on a Dir that is already on btrfs
+// (a directory inside another store's filesystem), used as it is.
+func TestConformanceNative(t *testing.T) {
+	outer := openStore(t)
+	open := func(t *testing.T, dir string) *layers.Btrfs {
+		s, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir})
+		if err != nil {
+			t.Fatalf("OpenBtrfs(%s) = %v", dir, err)
+		}
+		if _, err := os.Stat(dir + ".btrfs"); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("OpenBtrfs on btrfs made a backing file: %v", err)
+		}
+		return s
+	}
+	layerstest.Run(t, func(t *testing.T) layers.Store {
+		parent, err := os.MkdirTemp(outer.Dir(), "native-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(parent, "layers")
+		s := open(t, dir)
+		t.Cleanup(func() {
+			s.Close()
+			if err := open(t, dir).Destroy(context.Background()); err != nil {
+				t.Errorf("Destroy() = %v", err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Stat(%s) after Destroy = %v, want not exist", dir, err)
+			}
+		})
+		return s
+	}, layerstest.Options{
+		Reopen: func(t *testing.T, s layers.Store) layers.Store {
+			b := s.(*layers.Btrfs)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r := open(t, b.Dir())
+			t.Cleanup(func() { r.Close() })
+			return r
+		},
+	})
+}
+
+// TestRemount is a host reboot: the mount is gone, the backing file stays,
+// and OpenBtrfs mounts it again without reformatting.
+func TestRemount(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	p, err := s.Prepare(ctx, "img-build", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, "f"), []byte("survives"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, "img", "img-build"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Unmount(ctx); err != nil {
+		t.Fatalf("Unmount() = %v", err)
+	}
+	checkNoLoop(t, s.Dir()+".btrfs")
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Stat(%s) after Unmount = %v, want not exist", p, err)
+	}
+
+	s, err = layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: s.Dir()})
+	if err != nil {
+		t.Fatalf("OpenBtrfs after Unmount = %v", err)
+	}
+	defer s.Close()
+	info, err := s.Stat(ctx, "img")
+	if err != nil || info.Kind != layers.KindCommitted {
+		t.Fatalf("Stat(img) after remount = %+v, %v", info, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(info.Path, "f")); err != nil || string(got) != "survives" {
+		t.Errorf("ReadFile after remount = %q, %v, want %q", got, err, "survives")
+	}
+}
+
+func TestOpenTwice(t *testing.T) {
+	s := openStore(t)
+	if _, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: s.Dir()}); !errors.Is(err, layers.ErrInUse) {
+		t.Errorf("OpenBtrfs of an open store = %v, want ErrInUse", err)
+	}
+}
+
+func TestOpenNotEmpty(t *testing.T) {
+	requireBtrfs(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir}); !errors.Is(err, layers.ErrInvalid) {
+		t.Errorf("OpenBtrfs of a non-empty, non-btrfs dir = %v, want ErrInvalid", err)
+	}
+	if _, err := os.Stat(dir + ".btrfs"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenBtrfs made a backing file for a dir it refused: %v", err)
+	}
+}
+
+func TestOpenNoDir(t *testing.T) {
+	if _, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{}); !errors.Is(err, layers.ErrInvalid) {
+		t.Errorf("OpenBtrfs(no Dir) = %v, want ErrInvalid", err)
+	}
+}
+
+// TestRemoveNested removes snapshots in which a sandbox made subvolumes of
+// its own (Docker's btrfs driver does), in an active and a committed
+// snapshot.
+func TestRemoveNested(t *testing.T) {
+	if _, err := exec.LookPath("btrfs"); err != nil {
+		t.Skip("needs the btrfs tool")
+	}
+	ctx := context.Background()
+	s := openStore(t)
+	for _, commit := range []bool{false, true} {
+		key := fmt.Sprintf("nested-%v", commit)
+		p, err := s.Prepare(ctx, key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"a", "a/b", "c"} {
+			if out, err := exec.Command("btrfs", "subvolume", "create", filepath.Join(p, sub)).CombinedOutput(); err != nil {
+				t.Fatalf("btrfs subvolume create: %v: %s", err, out)
+			}
+		}
+		if out, err := exec.Command("btrfs", "property", "set", filepath.Join(p, "c"), "ro", "true").CombinedOutput(); err != nil {
+			t.Fatalf("btrfs property set ro: %v: %s", err, out)
+		}
+		if commit {
+			if err := s.Commit(ctx, key+"-c", key); err != nil {
+				t.Fatal(err)
+			}
+			key += "-c"
+		}
+		if err := s.Remove(ctx, key); err != nil {
+			t.Fatalf("Remove(%s) with nested subvolumes = %v", key, err)
+		}
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("Stat(%s) after Remove = %v, want not exist", p, err)
+		}
+	}
+}
+
+// BenchmarkPrepare measures a sandbox root: a writable snapshot of a
+// committed image of a few thousand files.
+func BenchmarkPrepare(b *testing.B) {
+	ctx := context.Background()
+	s := benchImage(b)
+	i := 0
+	for b.Loop() {
+		i++
+		if _, err := s.Prepare(ctx, fmt.Sprintf("sb%d", i), "img"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCommit measures committing a sandbox root that wrote a file.
+func BenchmarkCommit(b *testing.B) {
+	ctx := context.Background()
+	s := benchImage(b)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		key := fmt.Sprintf("sb%d", i)
+		p, err := s.Prepare(ctx, key, "img")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "etc", "note"), []byte(key), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := s.Commit(ctx, "ck"+key, key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRemove measures removing a sandbox root (the kernel frees its
+// blocks afterwards, in the background).
+func BenchmarkRemove(b *testing.B) {
+	ctx := context.Background()
+	s := benchImage(b)
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		key := fmt.Sprintf("sb%d", i)
+		p, err := s.Prepare(ctx, key, "img")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "etc", "note"), []byte(key), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := s.Remove(ctx, key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchImage makes a store holding the committed image "img" of 3000 small
+// files in 30 directories.
+func benchImage(b *testing.B) *layers.Btrfs {
+	b.Helper()
+	s := openStore(b)
+	p, err := s.Prepare(context.Background(), "img-build", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for d := range 30 {
+		dir := filepath.Join(p, "usr", fmt.Sprintf("d%02d", d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 100 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", f)), []byte(strings.Repeat("x", 4096+f)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(p, "etc"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Commit(context.Background(), "img", "img-build"); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,205 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// sandboxColumns are selected and bound in this order; sandboxArgs and
+// scanSandbox follow it, and UPDATE refers to them as ?1…?16.
+const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
+	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids`
+
+// CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
+// is taken, and an error if either is empty.
+func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, err)
+	}
+	_, err = db.w.ExecContext(ctx,
+		`INSERT INTO sandboxes (`+sandboxColumns+`)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`,
+		args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
+	}
+	return nil
+}
+
+// UpdateSandbox replaces every field of the sandbox with sb.ID by sb's. It
+// returns store.ErrNotFound if there is none, and store.ErrExists if sb.Name
+// belongs to another sandbox.
+func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return fmt.Errorf("sqlite: update sandbox %q: %w", sb.ID, err)
+	}
+	res, err := db.w.ExecContext(ctx,
+		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
+			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
+			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16
+		WHERE id = ?1`,
+		args...)
+	if err != nil {
+		return fmt.Errorf("sqlite: update sandbox %q: %w", sb.ID, writeErr(err))
+	}
+	return affectedOne(res, "update sandbox", sb.ID)
+}
+
+// GetSandbox returns the sandbox called name, or store.ErrNotFound.
+func (db *DB) GetSandbox(ctx context.Context, name string) (sandbox.Sandbox, error) {
+	row := db.r.QueryRowContext(ctx,
+		`SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Sandbox{}, fmt.Errorf("sqlite: sandbox %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sqlite: get sandbox %q: %w", name, err)
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns the sandboxes matching f, oldest CreatedAt first and
+// insertion order among equals. No match is an empty slice and no error.
+func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sandbox, error) {
+	// Conditions are added only when set, rather than "? = '' OR tenant = ?",
+	// so that SQLite can use the (tenant, owner, created_at) and (owner,
+	// created_at) indexes.
+	var where []string
+	var args []any
+	if f.Tenant != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, f.Tenant)
+	}
+	if f.Owner != "" {
+		where = append(where, "owner = ?")
+		args = append(args, f.Owner)
+	}
+	q := `SELECT ` + sandboxColumns + ` FROM sandboxes`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at, rowid`
+
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	out := []sandbox.Sandbox{}
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list sandboxes: %w", err)
+		}
+		out = append(out, sb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteSandbox removes the sandbox with that id, or returns
+// store.ErrNotFound.
+func (db *DB) DeleteSandbox(ctx context.Context, id string) error {
+	res, err := db.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete sandbox %q: %w", id, err)
+	}
+	return affectedOne(res, "delete sandbox", id)
+}
+
+// sandboxArgs binds sb in sandboxColumns order.
+func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
+	if sb.ID == "" || sb.Name == "" {
+		return nil, errors.New("sandbox id and name must not be empty")
+	}
+	created, err := formatTime(sb.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("created_at: %w", err)
+	}
+	updated, err := formatTime(sb.UpdatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("updated_at: %w", err)
+	}
+	expires, err := formatNullTime(sb.ExpiresAt)
+	if err != nil {
+		return nil, fmt.Errorf("expires_at: %w", err)
+	}
+	caps := sb.Capabilities
+	if caps == nil {
+		caps = []string{} // a JSON array, never null
+	}
+	capsJSON, err := json.Marshal(caps)
+	if err != nil {
+		return nil, fmt.Errorf("capabilities: %w", err)
+	}
+	return []any{
+		sb.ID, sb.Name, sb.Tenant, sb.Owner, sb.Image, sb.Size, sb.Runtime,
+		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
+		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids,
+	}, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// scanSandbox reads one row selected with sandboxColumns. Capabilities come
+// back non-nil, so that doors render [] rather than null.
+func scanSandbox(s scanner) (sandbox.Sandbox, error) {
+	var (
+		sb               sandbox.Sandbox
+		status           string
+		created, updated string
+		expires          sql.NullString
+		capsJSON         string
+		milli, mem, pids int64
+	)
+	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
+		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
+		&milli, &mem, &pids); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb.Status = sandbox.Status(status)
+	sb.Resources = sandbox.Resources{MilliCPU: milli, MemoryBytes: mem, Pids: pids}
+	var err error
+	if sb.CreatedAt, err = parseTime(created); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q created_at: %w", sb.ID, err)
+	}
+	if sb.UpdatedAt, err = parseTime(updated); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q updated_at: %w", sb.ID, err)
+	}
+	if sb.ExpiresAt, err = parseNullTime(expires); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q expires_at: %w", sb.ID, err)
+	}
+	sb.Capabilities = []string{}
+	if err := json.Unmarshal([]byte(capsJSON), &sb.Capabilities); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q capabilities: %w", sb.ID, err)
+	}
+	return sb, nil
+}
+
+// affectedOne turns an UPDATE or DELETE that matched no row into
+// store.ErrNotFound.
+func affectedOne(res sql.Result, op, id string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlite: %s %q: %w", op, id, store.ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+// Package sqlite is the embedded default store.Store: one SQLite database
+// file in the daemon's data directory, opened with modernc.org/sqlite (pure
+// Go, no cgo).
+//
+// # Concurrency
+//
+// A DB holds two connection pools over the same file. Every write goes
+// through a pool of exactly one connection, so writers inside the process
+// queue in Go (honouring their contexts) instead of racing for SQLite's
+// write lock; they never see SQLITE_BUSY from each other. Reads go through a
+// pool of query_only connections and, in WAL mode, neither block the writer
+// nor are blocked by it. A busy timeout covers the remaining contention:
+// another process on the same file (the sqlite3 shell, a backup) and WAL
+// checkpoints.
+//
+// # Durability
+//
+// The journal is a write-ahead log (journal_mode=WAL) and synchronous=FULL:
+// a call that returned nil has its change in the WAL and the WAL fsynced. A
+// kill -9 of the daemon loses nothing that was acknowledged (with WAL,
+// synchronous=NORMAL would already guarantee that, since the WAL write
+// reaches the kernel before commit returns); FULL also keeps acknowledged
+// rows across a power cut or kernel panic, where NORMAL may roll back the
+// last transactions. Losing a sandbox row after its container and root
+// filesystem were created would orphan them, and the control plane writes a
+// few rows a minute, so one fsync per commit is cheap insurance.
+//
+// # Schema
+//
+// The schema is an ordered list of SQL migrations embedded in the binary
+// (migrations/NNNN_*.sql); PRAGMA user_version records how many are applied.
+// Open applies the missing ones in one transaction, and refuses, with
+// ErrSchemaTooNew, a database written by a newer binary.
+//
+// # Times
+//
+// Times are stored as TEXT in UTC, in the fixed-width layout
+// 2006-01-02T15:04:05.000000000Z, so they sort as text, read plainly in the
+// sqlite3 shell, and round-trip exactly to the nanosecond. They come back in
+// UTC without a monotonic reading. Times outside years 0000–9999 are
+// refused.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/hearth/hearth/store"
+)
+
+// ErrSchemaTooNew is returned by Open for a database whose schema version is
+// newer than this binary knows: a newer hearth wrote it, and an older one
+// must not guess at its meaning. Upgrade hearth, or restore a backup taken
+// before the upgrade.
+var ErrSchemaTooNew = errors.New("sqlite: database schema is newer than this binary")
+
+// Defaults for the zero Options.
+const (
+	DefaultBusyTimeout = 5 * time.Second
+	DefaultReaders     = 4
+)
+
+// Options tune Open. The zero value (or a nil *Options) is what the daemon
+// uses.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// process, or by a WAL checkpoint, before failing. Writes from this DB
+	// never wait on each other this way: they queue for its one writer
+	// connection. Zero means DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// Readers is the number of read-only connections. Zero means
+	// DefaultReaders.
+	Readers int
+	// Logger receives a line for each schema migration Open applies. Nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// DB is a store.Store in one SQLite file. It is safe for concurrent use.
+type DB struct {
+	path string
+	w    *sql.DB // exactly one connection: every write is serialized here
+	r    *sql.DB // query_only connections
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open opens the database at path, creating the file with mode 0600 if it is
+// missing (an existing file keeps its mode; the -wal and -shm files SQLite
+// creates beside it take the same mode), switches it to WAL and applies any
+// missing schema migrations. The parent directory must exist. path is a file
+// name, never a URI or ":memory:". It returns ErrSchemaTooNew if a newer
+// binary has migrated the file. ctx bounds the migrations only.
+func Open(ctx context.Context, path string, opts *Options) (*DB, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	readers := opts.Readers
+	if readers <= 0 {
+		readers = DefaultReaders
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: open %q: want a file path", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// Create the file ourselves so it is never world-readable: SQLite would
+	// create it 0644, and it holds every tenant's token hashes.
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+
+	migs, err := loadMigrations()
+	if err != nil {
+		return nil, err
+	}
+
+	db := &DB{path: abs}
+	ms := strconv.FormatInt(busy.Milliseconds(), 10)
+	db.w, err = sql.Open("sqlite", dsn(abs, url.Values{
+		"_busy_timeout": {ms},
+		"_foreign_keys": {"on"},
+		"_synchronous":  {"FULL"},
+		// The one writer may share the file with another process; taking
+		// the write lock at BEGIN means a busy wait, never a deadlock on
+		// upgrading a read lock.
+		"_txlock": {"immediate"},
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	db.w.SetMaxOpenConns(1)
+	db.w.SetMaxIdleConns(1)
+	db.w.SetConnMaxLifetime(0)
+	db.w.SetConnMaxIdleTime(0)
+
+	fail := func(err error) (*DB, error) {
+		db.w.Close()
+		if db.r != nil {
+			db.r.Close()
+		}
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+
+	var mode string
+	if err := db.w.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return fail(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fail(fmt.Errorf("journal_mode is %q, want wal (is the file on a filesystem without shared memory?)", mode))
+	}
+	if err := migrate(ctx, db.w, migs, logger); err != nil {
+		return fail(err)
+	}
+
+	db.r, err = sql.Open("sqlite", dsn(abs, url.Values{
+		"_busy_timeout": {ms},
+		"_foreign_keys": {"on"},
+		"_synchronous":  {"FULL"},
+		"_query_only":   {"on"},
+	}))
+	if err != nil {
+		return fail(err)
+	}
+	db.r.SetMaxOpenConns(readers)
+	db.r.SetMaxIdleConns(readers)
+	db.r.SetConnMaxLifetime(0)
+	db.r.SetConnMaxIdleTime(0)
+	if err := db.r.PingContext(ctx); err != nil {
+		return fail(err)
+	}
+	return db, nil
+}
+
+// dsn builds a "file:" URI so that any character in path (a '?', a '%')
+// reaches SQLite intact.
+func dsn(path string, q url.Values) string {
+	u := url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Path is the absolute path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// Close closes both connection pools; the last connection to go checkpoints
+// the WAL into the main file. Closing a closed DB does nothing and returns
+// nil. Other methods return an error after Close.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	// Readers first, so that the writer is the last connection and the one
+	// that checkpoints.
+	rerr := db.r.Close()
+	werr := db.w.Close()
+	if err := errors.Join(rerr, werr); err != nil {
+		return fmt.Errorf("sqlite: close %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// isConstraint reports whether err is a UNIQUE or PRIMARY KEY violation.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() {
+	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+		return true
+	}
+	return false
+}
+
+// writeErr maps a failed write's error: key conflicts become store.ErrExists,
+// with SQLite's text (which names the column) kept for the log.
+func writeErr(err error) error {
+	if isConstraint(err) {
+		return fmt.Errorf("%w (%v)", store.ErrExists, err)
+	}
+	return err
+}

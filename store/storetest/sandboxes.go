@@ -1,0 +1,262 @@
+package storetest
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
+	full := newSandbox("sb-full", "full", "acme", "alice", t0)
+	// Sub-microsecond digits are not promised, so the suite never uses them,
+	// but a precise time in a far zone catches implementations that keep
+	// only seconds or milliseconds, or drop the offset.
+	full.UpdatedAt = time.Date(2025, time.March, 14, 3, 4, 5, 999_999_000, time.FixedZone("UTC-9:30", -(9*3600+1800)))
+
+	minimal := sandbox.Sandbox{
+		ID:        "sb-min",
+		Name:      "minimal",
+		Status:    sandbox.StatusCreating,
+		CreatedAt: at(time.Second),
+		UpdatedAt: at(time.Second),
+		// ExpiresAt zero: never. Capabilities nil. Resources zero.
+	}
+	empty := newSandbox("sb-empty", "empty-caps", "acme", "bob", at(2*time.Second))
+	empty.Capabilities = []string{}
+	utc := newSandbox("sb-utc", "utc", "acme", "bob", time.Date(2030, time.January, 1, 0, 0, 0, 1000, time.UTC))
+
+	tests := []struct {
+		name string
+		sb   sandbox.Sandbox
+	}{
+		{"every field", full},
+		{"zero values", minimal},
+		{"empty capabilities", empty},
+		{"utc one microsecond", utc},
+	}
+	s := openStore(t, open)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mustCreate(t, s, tt.sb)
+			got := mustGet(t, s, tt.sb.Name)
+			checkSandbox(t, "GetSandbox("+tt.sb.Name+")", got, tt.sb)
+			if tt.sb.ExpiresAt.IsZero() && !got.ExpiresAt.IsZero() {
+				t.Errorf("ExpiresAt = %v, want zero (never)", got.ExpiresAt)
+			}
+		})
+	}
+}
+
+func testSandboxEmptyKey(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	noID := newSandbox("", "no-id", "acme", "alice", t0)
+	noName := newSandbox("sb-1", "", "acme", "alice", t0)
+	for _, sb := range []sandbox.Sandbox{noID, noName} {
+		if err := s.CreateSandbox(t.Context(), sb); err == nil {
+			t.Errorf("CreateSandbox(id %q, name %q) = nil, want an error", sb.ID, sb.Name)
+		}
+	}
+	list, err := s.ListSandboxes(t.Context(), store.Filter{})
+	if err != nil || len(list) != 0 {
+		t.Errorf("ListSandboxes after refused creates = %q, %v; want none, nil", names(list), err)
+	}
+}
+
+func testSandboxConflict(t *testing.T, open OpenFunc) {
+	tests := []struct {
+		name string
+		sb   sandbox.Sandbox
+	}{
+		{"same name", newSandbox("sb-2", "taken", "other", "mallory", at(time.Second))},
+		{"same id", newSandbox("sb-1", "fresh", "other", "mallory", at(time.Second))},
+		{"same both", newSandbox("sb-1", "taken", "acme", "alice", t0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t, open)
+			orig := newSandbox("sb-1", "taken", "acme", "alice", t0)
+			mustCreate(t, s, orig)
+			err := s.CreateSandbox(t.Context(), tt.sb)
+			if !errors.Is(err, store.ErrExists) {
+				t.Fatalf("CreateSandbox(id %q, name %q) = %v, want ErrExists", tt.sb.ID, tt.sb.Name, err)
+			}
+			checkSandbox(t, "original after conflict", mustGet(t, s, orig.Name), orig)
+			list, err := s.ListSandboxes(t.Context(), store.Filter{})
+			if err != nil || len(list) != 1 {
+				t.Errorf("ListSandboxes after conflict = %q, %v; want [taken], nil", names(list), err)
+			}
+		})
+	}
+}
+
+func testSandboxGetMissing(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	mustCreate(t, s, newSandbox("sb-1", "present", "acme", "alice", t0))
+	for _, name := range []string{"absent", "", "sb-1", "PRESENT"} {
+		_, err := s.GetSandbox(t.Context(), name)
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetSandbox(%q) = %v, want ErrNotFound", name, err)
+		}
+	}
+}
+
+func testSandboxUpdate(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	orig := newSandbox("sb-1", "before", "acme", "alice", t0)
+	mustCreate(t, s, orig)
+
+	changed := sandbox.Sandbox{
+		ID:           orig.ID,
+		Name:         "after",
+		Tenant:       "acme-2",
+		Owner:        "bob",
+		Image:        "ghcr.io/hearth/base:2",
+		Size:         "large",
+		Runtime:      "runc",
+		Status:       sandbox.StatusStopped,
+		Reason:       "oom",
+		CreatedAt:    at(-time.Hour),
+		UpdatedAt:    at(time.Hour + 7*time.Microsecond),
+		ExpiresAt:    time.Time{}, // cleared: never
+		Capabilities: []string{sandbox.CapExec},
+		Resources:    sandbox.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30, Pids: 4096},
+	}
+	if err := s.UpdateSandbox(ctx, changed); err != nil {
+		t.Fatalf("UpdateSandbox(%q) = %v, want nil", changed.ID, err)
+	}
+	checkSandbox(t, "GetSandbox(after)", mustGet(t, s, "after"), changed)
+	if _, err := s.GetSandbox(ctx, "before"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox(old name) = %v, want ErrNotFound", err)
+	}
+
+	// And back again, expiry and all, to catch an update that skips NULLs.
+	if err := s.UpdateSandbox(ctx, orig); err != nil {
+		t.Fatalf("UpdateSandbox(%q) back = %v, want nil", orig.ID, err)
+	}
+	checkSandbox(t, "GetSandbox(before)", mustGet(t, s, "before"), orig)
+
+	missing := newSandbox("sb-missing", "missing", "acme", "alice", t0)
+	if err := s.UpdateSandbox(ctx, missing); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateSandbox(missing id) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetSandbox(ctx, missing.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox after UpdateSandbox(missing id) = %v, want ErrNotFound (no upsert)", err)
+	}
+}
+
+func testSandboxUpdateConflict(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	a := newSandbox("sb-a", "a", "acme", "alice", t0)
+	b := newSandbox("sb-b", "b", "acme", "alice", at(time.Second))
+	mustCreate(t, s, a)
+	mustCreate(t, s, b)
+	rename := b
+	rename.Name = a.Name
+	rename.Status = sandbox.StatusStopped
+	if err := s.UpdateSandbox(t.Context(), rename); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("UpdateSandbox(rename onto a taken name) = %v, want ErrExists", err)
+	}
+	checkSandbox(t, "a after conflict", mustGet(t, s, "a"), a)
+	checkSandbox(t, "b after conflict", mustGet(t, s, "b"), b)
+}
+
+func testSandboxList(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	// Inserted out of time order, so that "oldest first" cannot be met by
+	// returning insertion order.
+	fixtures := []sandbox.Sandbox{
+		newSandbox("sb-3", "acme-alice-3", "acme", "alice", at(3*time.Minute)),
+		newSandbox("sb-1", "acme-alice-1", "acme", "alice", at(1*time.Minute)),
+		newSandbox("sb-2", "acme-bob-2", "acme", "bob", at(2*time.Minute)),
+		newSandbox("sb-5", "globex-alice-5", "globex", "alice", at(5*time.Minute)),
+		newSandbox("sb-4", "globex-carol-4", "globex", "carol", at(4*time.Minute)),
+		// One microsecond older than acme-alice-1.
+		newSandbox("sb-0", "acme-bob-0", "acme", "bob", at(time.Minute-time.Microsecond)),
+	}
+	for _, sb := range fixtures {
+		mustCreate(t, s, sb)
+	}
+	tests := []struct {
+		name   string
+		filter store.Filter
+		want   []string
+	}{
+		{"everything", store.Filter{},
+			[]string{"acme-bob-0", "acme-alice-1", "acme-bob-2", "acme-alice-3", "globex-carol-4", "globex-alice-5"}},
+		{"tenant", store.Filter{Tenant: "acme"},
+			[]string{"acme-bob-0", "acme-alice-1", "acme-bob-2", "acme-alice-3"}},
+		{"owner across tenants", store.Filter{Owner: "alice"},
+			[]string{"acme-alice-1", "acme-alice-3", "globex-alice-5"}},
+		{"tenant and owner", store.Filter{Tenant: "acme", Owner: "alice"},
+			[]string{"acme-alice-1", "acme-alice-3"}},
+		{"tenant and owner of another tenant", store.Filter{Tenant: "globex", Owner: "bob"}, []string{}},
+		{"unknown tenant", store.Filter{Tenant: "initech"}, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.ListSandboxes(t.Context(), tt.filter)
+			if err != nil {
+				t.Fatalf("ListSandboxes(%+v) = %v, want nil", tt.filter, err)
+			}
+			if !reflect.DeepEqual(names(got), tt.want) {
+				t.Errorf("ListSandboxes(%+v) = %q, want %q", tt.filter, names(got), tt.want)
+			}
+		})
+	}
+	// Listed sandboxes carry every field, not just names.
+	got, err := s.ListSandboxes(t.Context(), store.Filter{Tenant: "globex", Owner: "carol"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("ListSandboxes(globex, carol) = %q, %v; want one", names(got), err)
+	}
+	checkSandbox(t, "listed globex-carol-4", got[0], fixtures[4])
+}
+
+func testSandboxListTies(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	// Equal CreatedAt: insertion order. IDs and names sort the other way, so
+	// a tie broken by either shows.
+	want := []string{"z", "m", "a"}
+	for i, name := range want {
+		mustCreate(t, s, newSandbox("sb-"+string(rune('9'-i)), name, "acme", "alice", t0))
+	}
+	got, err := s.ListSandboxes(t.Context(), store.Filter{})
+	if err != nil {
+		t.Fatalf("ListSandboxes = %v", err)
+	}
+	if !reflect.DeepEqual(names(got), want) {
+		t.Errorf("ListSandboxes with equal CreatedAt = %q, want insertion order %q", names(got), want)
+	}
+}
+
+func testSandboxDelete(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	victim := newSandbox("sb-1", "victim", "acme", "alice", t0)
+	bystander := newSandbox("sb-2", "bystander", "acme", "alice", at(time.Second))
+	mustCreate(t, s, victim)
+	mustCreate(t, s, bystander)
+
+	if err := s.DeleteSandbox(ctx, victim.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteSandbox(by name, not id) = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteSandbox(ctx, victim.ID); err != nil {
+		t.Fatalf("DeleteSandbox(%q) = %v, want nil", victim.ID, err)
+	}
+	if _, err := s.GetSandbox(ctx, victim.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox(deleted) = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteSandbox(ctx, victim.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteSandbox(deleted) again = %v, want ErrNotFound", err)
+	}
+	checkSandbox(t, "bystander", mustGet(t, s, bystander.Name), bystander)
+
+	// The name is free again (a new sandbox, a new id).
+	again := newSandbox("sb-3", victim.Name, "acme", "alice", at(time.Minute))
+	mustCreate(t, s, again)
+	checkSandbox(t, "recreated", mustGet(t, s, again.Name), again)
+}

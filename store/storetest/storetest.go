@@ -1,0 +1,271 @@
+// Package storetest is the conformance suite for store.Store. Every
+// implementation runs it from its own tests:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return openEmpty(t) })
+//		storetest.RunReopen(t, func(t *testing.T) (store.Store, func() store.Store) {
+//			… return a store and a function that opens the same state again
+//		})
+//	}
+//
+// The suite checks the promises in store.Store's documentation, including
+// the ones a single-threaded test would miss: concurrent creates of one name
+// have exactly one winner and no transient "busy" errors, and state survives
+// Close.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// OpenFunc returns a new store over empty state, isolated from every other
+// store it returns (subtests may run in any order). It reports its own
+// failures through t. The suite closes every store it opens; open may also
+// register Close with t.Cleanup, since Close is idempotent.
+type OpenFunc func(t *testing.T) store.Store
+
+// ReopenFunc is like OpenFunc, and also returns reopen, which opens the same
+// state again. RunReopen closes the first store before it calls reopen.
+type ReopenFunc func(t *testing.T) (s store.Store, reopen func() store.Store)
+
+// Run runs the conformance suite as subtests of t.
+func Run(t *testing.T, open OpenFunc) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, OpenFunc)
+	}{
+		{"Sandbox/RoundTrip", testSandboxRoundTrip},
+		{"Sandbox/EmptyKey", testSandboxEmptyKey},
+		{"Sandbox/Conflict", testSandboxConflict},
+		{"Sandbox/GetMissing", testSandboxGetMissing},
+		{"Sandbox/Update", testSandboxUpdate},
+		{"Sandbox/UpdateConflict", testSandboxUpdateConflict},
+		{"Sandbox/List", testSandboxList},
+		{"Sandbox/ListTies", testSandboxListTies},
+		{"Sandbox/Delete", testSandboxDelete},
+		{"Token/RoundTrip", testTokenRoundTrip},
+		{"Token/Conflict", testTokenConflict},
+		{"Token/EmptyKey", testTokenEmptyKey},
+		{"Token/List", testTokenList},
+		{"Token/Revoke", testTokenRevoke},
+		{"Concurrent/Creates", testConcurrentCreates},
+		{"Context/Cancelled", testCancelled},
+		{"Close/Idempotent", testCloseIdempotent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
+	}
+}
+
+// RunReopen checks that everything written before Close is there after a
+// reopen, and that the reopened store takes new writes.
+func RunReopen(t *testing.T, open ReopenFunc) {
+	t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
+}
+
+// openStore opens a store and closes it when the test ends.
+func openStore(t *testing.T, open OpenFunc) store.Store {
+	t.Helper()
+	s := open(t)
+	if s == nil {
+		t.Fatal("open returned a nil store")
+	}
+	closeAtEnd(t, s)
+	return s
+}
+
+// closeAtEnd closes s when t ends, reporting a failure.
+func closeAtEnd(t *testing.T, s store.Store) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close() = %v, want nil", err)
+		}
+	})
+}
+
+// t0 is the suite's epoch: microsecond precision (the contract's minimum)
+// and not in UTC, so that an implementation must convert.
+var t0 = time.Date(2025, time.March, 14, 15, 9, 26, 535_897_000, time.FixedZone("UTC+1", 3600))
+
+// at returns t0 plus d.
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// newSandbox returns a sandbox with every field set, created at created.
+func newSandbox(id, name, tenant, owner string, created time.Time) sandbox.Sandbox {
+	return sandbox.Sandbox{
+		ID:        id,
+		Name:      name,
+		Tenant:    tenant,
+		Owner:     owner,
+		Image:     "docker.io/library/debian:12",
+		Size:      "medium",
+		Runtime:   "runsc",
+		Status:    sandbox.StatusRunning,
+		Reason:    "created",
+		CreatedAt: created,
+		UpdatedAt: created.Add(1500 * time.Microsecond),
+		ExpiresAt: created.Add(24 * time.Hour),
+		Capabilities: []string{
+			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapFiles,
+			sandbox.CapIsolation + "gvisor", sandbox.CapRuntime + "runsc",
+		},
+		Resources: sandbox.Resources{MilliCPU: 2000, MemoryBytes: 2 << 30, Pids: 1024},
+	}
+}
+
+// mustCreate creates sb or fails the test.
+func mustCreate(t *testing.T, s store.Store, sb sandbox.Sandbox) {
+	t.Helper()
+	if err := s.CreateSandbox(t.Context(), sb); err != nil {
+		t.Fatalf("CreateSandbox(%q) = %v, want nil", sb.Name, err)
+	}
+}
+
+// mustGet gets the sandbox called name or fails the test.
+func mustGet(t *testing.T, s store.Store, name string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := s.GetSandbox(t.Context(), name)
+	if err != nil {
+		t.Fatalf("GetSandbox(%q) = %v, want nil", name, err)
+	}
+	return sb
+}
+
+// checkTime reports got unless it is the same instant as want, in UTC.
+func checkTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+	if got.Location() != time.UTC {
+		t.Errorf("%s location = %v, want UTC", what, got.Location())
+	}
+}
+
+// checkSandbox reports every way got differs from want, as stored: times
+// the same instants in UTC, nil Capabilities read back as empty.
+func checkSandbox(t *testing.T, what string, got, want sandbox.Sandbox) {
+	t.Helper()
+	checkTime(t, what+".CreatedAt", got.CreatedAt, want.CreatedAt)
+	checkTime(t, what+".UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+	checkTime(t, what+".ExpiresAt", got.ExpiresAt, want.ExpiresAt)
+	if got.Capabilities == nil {
+		t.Errorf("%s.Capabilities = nil, want non-nil", what)
+	}
+	if want.Capabilities == nil {
+		want.Capabilities = []string{}
+	}
+	got.CreatedAt, got.UpdatedAt, got.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
+	want.CreatedAt, want.UpdatedAt, want.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
+	if got.Capabilities == nil {
+		got.Capabilities = []string{}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s (times aside) =\n\t%+v\nwant\n\t%+v", what, got, want)
+	}
+}
+
+// names returns the names of sbs, in order.
+func names(sbs []sandbox.Sandbox) []string {
+	out := []string{}
+	for _, sb := range sbs {
+		out = append(out, sb.Name)
+	}
+	return out
+}
+
+func testCancelled(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	sb := newSandbox("sb-1", "cancelled", "acme", "alice", t0)
+	err := s.CreateSandbox(ctx, sb)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("CreateSandbox(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.GetSandbox(t.Context(), sb.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox after cancelled create = %v, want ErrNotFound", err)
+	}
+	if _, err := s.ListSandboxes(ctx, store.Filter{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("ListSandboxes(cancelled ctx) = %v, want context.Canceled", err)
+	}
+}
+
+func testCloseIdempotent(t *testing.T, open OpenFunc) {
+	s := open(t)
+	mustCreate(t, s, newSandbox("sb-1", "before-close", "acme", "alice", t0))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close() = %v, want nil", err)
+	}
+	if err := s.CreateSandbox(t.Context(), newSandbox("sb-2", "after-close", "acme", "alice", t0)); err == nil {
+		t.Errorf("CreateSandbox after Close = nil, want an error")
+	}
+}
+
+func testReopen(t *testing.T, open ReopenFunc) {
+	s, reopen := open(t)
+	if s == nil || reopen == nil {
+		t.Fatal("open returned a nil store or reopen")
+	}
+	ctx := t.Context()
+	keep := newSandbox("sb-keep", "keep", "acme", "alice", t0)
+	keep.ExpiresAt = time.Time{}
+	mustCreate(t, s, keep)
+	updated := newSandbox("sb-upd", "updated", "acme", "bob", at(time.Second))
+	mustCreate(t, s, updated)
+	updated.Status, updated.Reason, updated.UpdatedAt = sandbox.StatusStopped, "oom", at(time.Minute)
+	if err := s.UpdateSandbox(ctx, updated); err != nil {
+		t.Fatalf("UpdateSandbox(%q) = %v, want nil", updated.ID, err)
+	}
+	gone := newSandbox("sb-gone", "gone", "acme", "alice", at(2*time.Second))
+	mustCreate(t, s, gone)
+	if err := s.DeleteSandbox(ctx, gone.ID); err != nil {
+		t.Fatalf("DeleteSandbox(%q) = %v, want nil", gone.ID, err)
+	}
+	tok := newToken("tok-1", "hash-1", at(3*time.Second))
+	if err := s.CreateToken(ctx, tok); err != nil {
+		t.Fatalf("CreateToken = %v, want nil", err)
+	}
+	if err := s.RevokeToken(ctx, tok.ID, at(time.Hour)); err != nil {
+		t.Fatalf("RevokeToken = %v, want nil", err)
+	}
+	tok.RevokedAt = at(time.Hour)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v, want nil", err)
+	}
+
+	s = reopen()
+	if s == nil {
+		t.Fatal("reopen returned a nil store")
+	}
+	closeAtEnd(t, s)
+	checkSandbox(t, "reopened keep", mustGet(t, s, keep.Name), keep)
+	checkSandbox(t, "reopened updated", mustGet(t, s, updated.Name), updated)
+	if _, err := s.GetSandbox(ctx, gone.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox(deleted %q) after reopen = %v, want ErrNotFound", gone.Name, err)
+	}
+	got, err := s.TokenByHash(ctx, tok.Hash)
+	if err != nil {
+		t.Fatalf("TokenByHash after reopen = %v, want nil", err)
+	}
+	checkToken(t, "reopened token", got, tok)
+	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
+	list, err := s.ListSandboxes(ctx, store.Filter{})
+	if err != nil {
+		t.Fatalf("ListSandboxes after reopen = %v", err)
+	}
+	if got, want := names(list), []string{"keep", "updated", "after-reopen"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ListSandboxes after reopen = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,189 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Benchmarks of the whole path a caller sees: HTTP and WebSocket, the
+// daemon, the runtime and the agent. Run them with the runtimes' own
+// baselines (driver/oci) in the same invocation; docs/BENCHMARKS.md has the
+// command and the figures.
+
+// latencies collects one duration per iteration and reports p50 and p99.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B) {
+	if len(l) == 0 {
+		return
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	pct := func(p float64) float64 {
+		i := int(p * float64(len(s)-1))
+		return float64(s[i].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// firstByte is a writer that records when its first byte arrives.
+type firstByte struct {
+	at  time.Time
+	buf bytes.Buffer
+}
+
+func (f *firstByte) Write(p []byte) (int, error) {
+	if f.at.IsZero() && len(p) > 0 {
+		f.at = time.Now()
+	}
+	return f.buf.Write(p)
+}
+
+// BenchmarkCreateToFirstOutput is create → the first byte of `echo hi` from
+// the new sandbox, per runtime. Destroy runs outside the timer.
+func BenchmarkCreateToFirstOutput(b *testing.B) {
+	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
+		ctx := context.Background()
+		c := d.client()
+		var lat latencies
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			name := fmt.Sprintf("bench-%d", i)
+			start := time.Now()
+			if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name}); err != nil {
+				b.Fatal(err)
+			}
+			var out firstByte
+			if _, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"echo", "hi"}}, nil, &out, io.Discard); err != nil || out.buf.String() != "hi\n" {
+				b.Fatalf("echo hi = %q, %v", out.buf.String(), err)
+			}
+			lat = append(lat, out.at.Sub(start))
+			b.StopTimer()
+			if err := c.Destroy(ctx, name); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		lat.report(b)
+	})
+}
+
+// BenchmarkExecTrue is the round trip of `true` in a running sandbox through
+// the API, per runtime; BenchmarkHostForkExec is the host's own fork/exec of
+// the same command, the floor.
+func BenchmarkExecTrue(b *testing.B) {
+	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
+		ctx := context.Background()
+		c := d.client()
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "exec-bench"}); err != nil {
+			b.Fatal(err)
+		}
+		var lat latencies
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			res, err := c.Exec(ctx, "exec-bench", sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard)
+			if err != nil || res.ExitCode != 0 {
+				b.Fatalf("true = %+v, %v", res, err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		lat.report(b)
+	})
+}
+
+func BenchmarkHostForkExec(b *testing.B) {
+	var lat latencies
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := exec.Command("true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	lat.report(b)
+}
+
+// BenchmarkMemory reports the daemon's resident memory and the memory an
+// idle sandbox costs the host (proportional set size of every process in
+// its cgroup), per runtime. Its time per op is meaningless.
+func BenchmarkMemory(b *testing.B) {
+	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
+		ctx := context.Background()
+		c := d.client()
+		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "idle"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Exec(ctx, "idle", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Second) // let the exec's process be reaped
+		b.ReportMetric(float64(pssKiB(d.cmd.Process.Pid))/1024, "daemon-MiB")
+		b.ReportMetric(float64(sandboxPSSKiB(b, sb.ID))/1024, "idle-sandbox-MiB")
+	})
+}
+
+// forEachRuntimeB runs f per installed runtime with one daemon each.
+func forEachRuntimeB(b *testing.B, f func(b *testing.B, d *daemon)) {
+	requireDaemon(b)
+	for _, rt := range bins.runtimes {
+		b.Run(rt, func(b *testing.B) {
+			d := newDaemon(b, rt)
+			f(b, d)
+		})
+	}
+}
+
+// sandboxPSSKiB sums the PSS of every process in the sandbox's memory cgroup.
+func sandboxPSSKiB(b *testing.B, id string) int64 {
+	var procs string
+	filepath.WalkDir("/sys/fs/cgroup/memory", func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.IsDir() && strings.Contains(e.Name(), id) {
+			procs = filepath.Join(p, "cgroup.procs")
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	data, err := os.ReadFile(procs)
+	if err != nil {
+		b.Fatalf("no memory cgroup for %s: %v", id, err)
+	}
+	var total int64
+	for _, f := range strings.Fields(string(data)) {
+		pid, _ := strconv.Atoi(f)
+		total += pssKiB(pid)
+	}
+	return total
+}
+
+// pssKiB is a process's proportional set size in KiB.
+func pssKiB(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb
+		}
+	}
+	return 0
+}
