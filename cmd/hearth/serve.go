@@ -19,9 +19,9 @@ import (
 
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/store/sqlite"
 )
 
@@ -183,11 +183,11 @@ func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progr
 	}
 	dir := filepath.Join(cfg.imageCache, name)
 	fmt.Fprintf(progress, "hearth: preparing the default image in %s (first start only)\n", dir)
-	rootfs, err := image.Build(ctx, image.Options{Dir: dir, Progress: progress, Logger: log.With("component", "image")})
+	rootDir, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Progress: progress, Logger: log.With("component", "image")})
 	if err != nil {
 		return fmt.Errorf("build the default image: %w", err)
 	}
-	return image.Import(ctx, snaps, name, rootfs)
+	return rootfs.Import(ctx, snaps, name, rootDir)
 }
 
 // ensureOperatorToken keeps the operator token file valid: it creates a

@@ -1,4 +1,4 @@
-package image_test
+package rootfs_test
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/rootfs"
 )
 
 // TestDebootstrap builds the real image (about 75 s, network to the Debian
@@ -33,7 +33,7 @@ func TestDebootstrap(t *testing.T) {
 	}
 	var progress lockedBuffer
 	start := time.Now()
-	rootfs, err := image.Build(ctx, image.Options{Dir: dir, Progress: &progress})
+	rootDir, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Progress: &progress})
 	t.Logf("Build: %s", time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("Build = %v\n%s", err, progress.String())
@@ -42,14 +42,14 @@ func TestDebootstrap(t *testing.T) {
 		t.Errorf("progress does not start with %q: %.200s", "image: ", out)
 	}
 	t.Logf("progress: %d lines, last: %s", strings.Count(progress.String(), "\n"), lastLine(progress.String()))
-	out, err := exec.Command("du", "-sh", rootfs).CombinedOutput()
+	out, err := exec.Command("du", "-sh", rootDir).CombinedOutput()
 	t.Logf("du -sh: %s %v", bytes.TrimSpace(out), err)
-	checkImage(t, rootfs)
+	checkImage(t, rootDir)
 	for _, cmd := range [][]string{
 		{"/usr/bin/python3", "-c", "import ssl, json; print(ssl.OPENSSL_VERSION)"},
 		{"/bin/sh", "-c", "id sandbox && ls -ld /home/sandbox"},
 	} {
-		out, err := exec.Command("chroot", append([]string{rootfs}, cmd...)...).CombinedOutput()
+		out, err := exec.Command("chroot", append([]string{rootDir}, cmd...)...).CombinedOutput()
 		if err != nil {
 			t.Errorf("chroot %v: %v: %s", cmd, err, out)
 		}
@@ -58,7 +58,7 @@ func TestDebootstrap(t *testing.T) {
 
 	// A second Build reuses the image.
 	start = time.Now()
-	if _, err := image.Build(ctx, image.Options{Dir: dir}); err != nil {
+	if _, err := rootfs.Build(ctx, rootfs.Options{Dir: dir}); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > time.Second {
@@ -79,7 +79,7 @@ func TestDebootstrap(t *testing.T) {
 		}
 	})
 	start = time.Now()
-	if err := image.Import(ctx, s, "default", rootfs); err != nil {
+	if err := rootfs.Import(ctx, s, "default", rootDir); err != nil {
 		t.Fatalf("Import = %v", err)
 	}
 	t.Logf("Import: %s", time.Since(start).Round(time.Millisecond))
@@ -90,10 +90,10 @@ func TestDebootstrap(t *testing.T) {
 	checkImage(t, info.Path)
 	// Same contents (diff cannot compare device nodes: skip /dev) and
 	// same metadata everywhere.
-	if out, err := exec.Command("diff", "-r", "--no-dereference", "-x", "dev", rootfs, info.Path).CombinedOutput(); err != nil {
+	if out, err := exec.Command("diff", "-r", "--no-dereference", "-x", "dev", rootDir, info.Path).CombinedOutput(); err != nil {
 		t.Errorf("diff -r rootfs snapshot: %v: %.2000s", err, out)
 	}
-	if a, b := listing(t, rootfs), listing(t, info.Path); a != b {
+	if a, b := listing(t, rootDir), listing(t, info.Path); a != b {
 		t.Errorf("metadata differs between rootfs and snapshot:\n%.2000s", lineDiff(a, b))
 	}
 	n, err := s.Usage(ctx, "default")

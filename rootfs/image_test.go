@@ -1,4 +1,4 @@
-package image_test
+package rootfs_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/image"
+	"github.com/hearth/hearth/rootfs"
 )
 
 // fakeBootstrap writes a tiny Debian-like tree and counts its calls.
@@ -25,7 +25,7 @@ type fakeBootstrap struct {
 	fail  error // returned after writing half the tree
 }
 
-func (f *fakeBootstrap) run(ctx context.Context, rootfs, suite, mirror string, progress io.Writer) error {
+func (f *fakeBootstrap) run(ctx context.Context, rootDir, suite, mirror string, progress io.Writer) error {
 	f.calls.Add(1)
 	fmt.Fprintf(progress, "I: Retrieving %s from %s\nI: Validating", suite, mirror)
 	fmt.Fprintf(progress, " Packages\r\n")
@@ -53,7 +53,7 @@ func (f *fakeBootstrap) run(ctx context.Context, rootfs, suite, mirror string, p
 			return f.fail
 		}
 		i++
-		p := filepath.Join(rootfs, name)
+		p := filepath.Join(rootDir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
@@ -82,27 +82,27 @@ func TestBuild(t *testing.T) {
 	dir := t.TempDir()
 	fake := &fakeBootstrap{}
 	var progress strings.Builder
-	opts := image.Options{Dir: dir, Bootstrap: fake.run, Progress: &progress}
-	rootfs, err := image.Build(ctx, opts)
+	opts := rootfs.Options{Dir: dir, Bootstrap: fake.run, Progress: &progress}
+	rootDir, err := rootfs.Build(ctx, opts)
 	if err != nil {
 		t.Fatalf("Build = %v", err)
 	}
-	if want := filepath.Join(dir, "rootfs"); rootfs != want {
-		t.Errorf("Build = %s, want %s", rootfs, want)
+	if want := filepath.Join(dir, "rootfs"); rootDir != want {
+		t.Errorf("Build = %s, want %s", rootDir, want)
 	}
-	checkImage(t, rootfs)
-	if got, err := os.ReadFile(filepath.Join(rootfs, "etc/machine-id")); err != nil || len(got) != 0 {
+	checkImage(t, rootDir)
+	if got, err := os.ReadFile(filepath.Join(rootDir, "etc/machine-id")); err != nil || len(got) != 0 {
 		t.Errorf("machine-id = %q, %v, want empty", got, err)
 	}
-	if got, _ := os.ReadFile(filepath.Join(rootfs, "home/sandbox/.bashrc")); string(got) != "# bashrc\n" {
+	if got, _ := os.ReadFile(filepath.Join(rootDir, "home/sandbox/.bashrc")); string(got) != "# bashrc\n" {
 		t.Errorf("home/sandbox/.bashrc = %q, want a copy of /etc/skel's", got)
 	}
-	if !exists(filepath.Join(rootfs, "usr/share/doc/python3/copyright")) {
+	if !exists(filepath.Join(rootDir, "usr/share/doc/python3/copyright")) {
 		t.Error("customize removed a file it should keep")
 	}
 	marker, err := os.ReadFile(filepath.Join(dir, ".complete"))
-	if err != nil || strings.TrimSpace(string(marker)) != image.Version(opts) {
-		t.Errorf("marker = %q, %v, want %q", marker, err, image.Version(opts))
+	if err != nil || strings.TrimSpace(string(marker)) != rootfs.Version(opts) {
+		t.Errorf("marker = %q, %v, want %q", marker, err, rootfs.Version(opts))
 	}
 	wantProgress := "image: I: Retrieving bookworm from http://deb.debian.org/debian\nimage: I: Validating Packages\nimage: customizing\n"
 	if got := progress.String(); !strings.HasPrefix(got, wantProgress) || !strings.Contains(got, "image: built in ") {
@@ -110,7 +110,7 @@ func TestBuild(t *testing.T) {
 	}
 
 	// Built once.
-	if _, err := image.Build(ctx, opts); err != nil {
+	if _, err := rootfs.Build(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
 	if n := fake.calls.Load(); n != 1 {
@@ -120,11 +120,11 @@ func TestBuild(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".complete"), []byte("hearth-image/0 old\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := image.Build(ctx, opts); err != nil {
+	if _, err := rootfs.Build(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
 	opts.Suite = "trixie"
-	if _, err := image.Build(ctx, opts); err != nil {
+	if _, err := rootfs.Build(ctx, opts); err != nil {
 		t.Fatal(err)
 	}
 	if n := fake.calls.Load(); n != 3 {
@@ -139,8 +139,8 @@ func TestBuildInterrupted(t *testing.T) {
 	dir := t.TempDir()
 	boom := errors.New("boom")
 	fake := &fakeBootstrap{fail: boom}
-	opts := image.Options{Dir: dir, Bootstrap: fake.run}
-	if _, err := image.Build(ctx, opts); !errors.Is(err, boom) {
+	opts := rootfs.Options{Dir: dir, Bootstrap: fake.run}
+	if _, err := rootfs.Build(ctx, opts); !errors.Is(err, boom) {
 		t.Fatalf("Build with a failing bootstrap = %v, want %v", err, boom)
 	}
 	if exists(filepath.Join(dir, "rootfs")) || exists(filepath.Join(dir, ".complete")) {
@@ -157,12 +157,12 @@ func TestBuildInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.fail = nil
-	rootfs, err := image.Build(ctx, opts)
+	rootDir, err := rootfs.Build(ctx, opts)
 	if err != nil {
 		t.Fatalf("Build after an interrupted one = %v", err)
 	}
-	checkImage(t, rootfs)
-	if exists(filepath.Join(rootfs, "stale")) {
+	checkImage(t, rootDir)
+	if exists(filepath.Join(rootDir, "stale")) {
 		t.Error("the rebuilt image kept the unmarked old one's files")
 	}
 	checkNoLeftovers(t, dir)
@@ -174,7 +174,7 @@ func TestBuildCancel(t *testing.T) {
 	dir := t.TempDir()
 	fake := &fakeBootstrap{delay: time.Hour}
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
-	if _, err := image.Build(ctx, image.Options{Dir: dir, Bootstrap: fake.run}); !errors.Is(err, context.Canceled) {
+	if _, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Bootstrap: fake.run}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Build = %v, want context.Canceled", err)
 	}
 	checkNoLeftovers(t, dir)
@@ -195,7 +195,7 @@ func TestBuildConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := image.Build(ctx, image.Options{Dir: dir, Bootstrap: fake.run, Progress: &progress[i]}); err != nil {
+			if _, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Bootstrap: fake.run, Progress: &progress[i]}); err != nil {
 				t.Errorf("Build = %v", err)
 			}
 		}()
@@ -230,7 +230,7 @@ func TestBuildWaitCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	fake := &fakeBootstrap{}
-	if _, err := image.Build(ctx, image.Options{Dir: dir, Bootstrap: fake.run}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Bootstrap: fake.run}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Build while locked = %v, want context.DeadlineExceeded", err)
 	}
 	if fake.calls.Load() != 0 {
@@ -239,7 +239,7 @@ func TestBuildWaitCancel(t *testing.T) {
 }
 
 func TestBuildNoDir(t *testing.T) {
-	if _, err := image.Build(context.Background(), image.Options{}); err == nil {
+	if _, err := rootfs.Build(context.Background(), rootfs.Options{}); err == nil {
 		t.Error("Build with no Dir succeeded")
 	}
 }

@@ -1,4 +1,4 @@
-package image_test
+package rootfs_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/rootfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,7 +66,7 @@ func TestImport(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
 	root := fakeRootfs(t)
-	if err := image.Import(ctx, s, "default", root); err != nil {
+	if err := rootfs.Import(ctx, s, "default", root); err != nil {
 		t.Fatalf("Import = %v", err)
 	}
 	info, err := s.Stat(ctx, "default")
@@ -117,7 +117,7 @@ func TestImport(t *testing.T) {
 		}
 	}
 	// Idempotent.
-	if err := image.Import(ctx, s, "default", root); err != nil {
+	if err := rootfs.Import(ctx, s, "default", root); err != nil {
 		t.Errorf("Import again = %v, want nil", err)
 	}
 	// Sandboxes prepare from it.
@@ -175,7 +175,7 @@ func TestImportFails(t *testing.T) {
 		{"copy fails", failingStore{Store: s, badPath: true}, ctx, "default", root, nil},
 		{"commit fails", failingStore{Store: s, commitErr: boom}, ctx, "default", root, boom},
 	} {
-		err := image.Import(c.ctx, c.store, c.key, c.root)
+		err := rootfs.Import(c.ctx, c.store, c.key, c.root)
 		if err == nil || (c.want != nil && !errors.Is(err, c.want)) {
 			t.Errorf("%s: Import = %v, want %v", c.name, err, c.want)
 		}
@@ -189,14 +189,14 @@ func TestImportLeftover(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
 	root := fakeRootfs(t)
-	p, err := s.Prepare(ctx, image.ImportKey("default"), "")
+	p, err := s.Prepare(ctx, rootfs.ImportKey("default"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(p, "half"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := image.Import(ctx, s, "default", root); err != nil {
+	if err := rootfs.Import(ctx, s, "default", root); err != nil {
 		t.Fatalf("Import after a killed one = %v", err)
 	}
 	info, err := s.Stat(ctx, "default")

@@ -1,11 +1,11 @@
-// Package image builds hearth's default sandbox root filesystem, a Debian
+// Package rootfs builds hearth's default sandbox root filesystem, a Debian
 // minbase with python3 and a sandbox user, and imports a root filesystem
 // into a layers.Store as the committed snapshot sandboxes are prepared from.
 //
 // Build is slow (debootstrap: about 75 s and 270 MB) and runs once per
 // recipe: the result stays in Options.Dir, marked complete by a file
 // written last. Import is a copy into a snapshot and runs once per store.
-package image
+package rootfs
 
 import (
 	"context"
