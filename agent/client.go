@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"net"
 
 	"github.com/hearth/hearth/sandbox"
@@ -31,7 +33,19 @@ func (c *Client) call(ctx context.Context, req Request) (net.Conn, func(), error
 			WithHint("the sandbox may be stopped or starting; retry")
 	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	if err := WriteJSON(conn, FrameRequest, req); err != nil {
+	b, err := json.Marshal(req)
+	if err != nil {
+		stop()
+		conn.Close()
+		return nil, nil, err
+	}
+	if len(b) > MaxFrame {
+		stop()
+		conn.Close()
+		return nil, nil, sandbox.Errorf(sandbox.CodeTooLarge, "request of %d bytes exceeds the agent's %d", len(b), MaxFrame).
+			With("max_bytes", MaxFrame).WithHint("pass large data through stdin or a file")
+	}
+	if err := WriteFrame(conn, FrameRequest, b); err != nil {
 		stop()
 		conn.Close()
 		return nil, nil, c.broken(ctx, err)
@@ -89,4 +103,270 @@ func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 	var res PingResult
 	err := c.simple(ctx, Request{Op: OpPing}, &res)
 	return res, err
+}
+
+// Exec runs a command and streams it: stdin (when not nil) is sent as the
+// command's stdin and closed at its EOF, stdout and stderr receive the
+// command's output as it comes, byte-exact (nil discards). It returns when
+// the command has ended and its output was delivered; the result then tells
+// how it ended (exit code or signal, timed_out, oom_killed). A command that
+// exits non-zero is not an error: errors mean it could not run (not_found,
+// permission_denied, invalid_argument …) or the connection broke.
+//
+// When ctx ends the connection is closed: the command runs on unheard for
+// req.Grace (sandbox.DefaultGrace when zero) and is then killed, and Exec
+// returns ctx's error. A failing stdout or stderr write ends Exec the same
+// way, with that error. Exec does not wait for a Read of stdin that blocks:
+// the copy stops at the next Read that returns.
+func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	if stdin != nil {
+		req.Stdin = true
+	}
+	if err := req.Validate(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	r := Request{Op: OpExec, Exec: &req}
+	script := req.Shell
+	if len(script) > maxArgScript { // the script follows the request
+		req.Shell = ""
+		r.ShellSize = int64(len(script))
+	}
+	conn, done, err := c.call(ctx, r)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	defer done()
+	if r.ShellSize > 0 {
+		// On a write error the agent has answered (and closed) or the
+		// connection broke: the frames read below say which.
+		for rest := script; len(rest) > 0; {
+			n := min(len(rest), dataChunk)
+			if WriteFrame(conn, FrameData, []byte(rest[:n])) != nil {
+				break
+			}
+			rest = rest[n:]
+		}
+	}
+	if req.Stdin {
+		go sendStdin(conn, stdin)
+	}
+	var buf []byte
+	for {
+		kind, payload, err := ReadFrame(conn, buf)
+		if err != nil {
+			return sandbox.ExecResult{}, c.broken(ctx, err)
+		}
+		buf = payload
+		var w io.Writer
+		switch kind {
+		case FrameStdout:
+			w = stdout
+		case FrameStderr:
+			w = stderr
+		default:
+			var res sandbox.ExecResult
+			err := final(kind, payload, &res)
+			return res, err
+		}
+		if w != nil {
+			if _, err := w.Write(payload); err != nil {
+				return sandbox.ExecResult{}, fmt.Errorf("agent: writing the command's output: %w", err)
+			}
+		}
+	}
+}
+
+// sendStdin copies r to conn as stdin frames, then FrameEOF. A read error
+// other than EOF closes the connection: the command must not take a
+// truncated input for a whole one.
+func sendStdin(conn net.Conn, r io.Reader) {
+	if r == nil {
+		WriteFrame(conn, FrameEOF, nil)
+		return
+	}
+	buf := make([]byte, headerLen+stdinChunk)
+	for {
+		n, err := r.Read(buf[headerLen:])
+		if n > 0 {
+			if werr := writeFramed(conn, FrameStdin, buf[:headerLen+n]); werr != nil {
+				return // the exec ended or the connection broke
+			}
+		}
+		if err == io.EOF {
+			WriteFrame(conn, FrameEOF, nil)
+			return
+		}
+		if err != nil {
+			conn.Close()
+			return
+		}
+	}
+}
+
+// stdinChunk and dataChunk are the payload sizes of the client's input
+// frames.
+const (
+	stdinChunk = 64 << 10
+	dataChunk  = 256 << 10
+)
+
+// ReadFile streams the file at path (relative paths are relative to the
+// sandbox user's home) to w. Errors about the file (not_found,
+// invalid_argument for a directory, permission_denied) come before any
+// byte is written to w. An error after some bytes means w holds a
+// truncated file.
+func (c *Client) ReadFile(ctx context.Context, path string, w io.Writer) error {
+	conn, done, err := c.call(ctx, Request{Op: OpRead, Path: path})
+	if err != nil {
+		return err
+	}
+	defer done()
+	var buf []byte
+	for {
+		kind, payload, err := ReadFrame(conn, buf)
+		if err != nil {
+			return c.broken(ctx, err)
+		}
+		buf = payload
+		if kind != FrameData {
+			return final(kind, payload, nil)
+		}
+		if _, err := w.Write(payload); err != nil {
+			return fmt.Errorf("agent: writing the file's content: %w", err)
+		}
+	}
+}
+
+// WriteFile stores r's content in the file req.Path, atomically: on any
+// error (too_large beyond req.MaxBytes, a read error of r, ctx ending, the
+// connection breaking) the file is left as it was. See sandbox.WriteRequest
+// for modes, owners and parents. It returns the written file's info (the
+// symlink's target when req.Path is a symlink).
+func (c *Client) WriteFile(ctx context.Context, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error) {
+	conn, done, err := c.call(ctx, Request{Op: OpWrite, Write: &req})
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	defer done()
+	type answer struct {
+		kind    FrameKind
+		payload []byte
+		err     error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		kind, payload, err := ReadFrame(conn, nil)
+		answered <- answer{kind, payload, err}
+	}()
+	result := func(a answer) (sandbox.FileInfo, error) {
+		if a.err != nil {
+			return sandbox.FileInfo{}, c.broken(ctx, a.err)
+		}
+		var info sandbox.FileInfo
+		err := final(a.kind, a.payload, &info)
+		return info, err
+	}
+
+	buf := make([]byte, headerLen+dataChunk)
+	for {
+		select {
+		case a := <-answered: // an early answer is an error, such as too_large
+			return result(a)
+		default:
+		}
+		n, rerr := r.Read(buf[headerLen:])
+		if n > 0 {
+			if err := writeFramed(conn, FrameData, buf[:headerLen+n]); err != nil {
+				return result(<-answered) // the agent answered and closed, or the connection broke
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return sandbox.FileInfo{}, ctx.Err()
+			}
+			return sandbox.FileInfo{}, fmt.Errorf("agent: reading the content to write: %w", rerr)
+		}
+	}
+	WriteFrame(conn, FrameEOF, nil) // on error, the answer says why
+	return result(<-answered)
+}
+
+// List returns the entries of the directory at path, sorted by name
+// (symlinks described, not followed). A path that is not a directory is
+// invalid_argument.
+func (c *Client) List(ctx context.Context, path string) ([]sandbox.FileInfo, error) {
+	conn, done, err := c.call(ctx, Request{Op: OpList, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	out := []sandbox.FileInfo{}
+	var buf []byte
+	for {
+		kind, payload, err := ReadFrame(conn, buf)
+		if err != nil {
+			return nil, c.broken(ctx, err)
+		}
+		buf = payload
+		if kind != FrameData {
+			var res ListResult
+			if err := final(kind, payload, &res); err != nil {
+				return nil, err
+			}
+			if res.Count != len(out) {
+				return nil, fmt.Errorf("agent: list sent %d entries but counted %d", len(out), res.Count)
+			}
+			return out, nil
+		}
+		var batch []sandbox.FileInfo
+		if err := json.Unmarshal(payload, &batch); err != nil {
+			return nil, fmt.Errorf("agent: bad list frame: %w", err)
+		}
+		out = append(out, batch...)
+	}
+}
+
+// Stat describes the file at path; a symlink is described, not followed
+// (Target says where it points).
+func (c *Client) Stat(ctx context.Context, path string) (sandbox.FileInfo, error) {
+	var info sandbox.FileInfo
+	err := c.simple(ctx, Request{Op: OpStat, Path: path}, &info)
+	return info, err
+}
+
+// Mkdir creates the directory at path and any missing parent (mkdir -p),
+// mode 0755 and owned by the sandbox user. An existing directory is not an
+// error; an existing file is already_exists.
+func (c *Client) Mkdir(ctx context.Context, path string) (sandbox.FileInfo, error) {
+	var info sandbox.FileInfo
+	err := c.simple(ctx, Request{Op: OpMkdir, Path: path}, &info)
+	return info, err
+}
+
+// Remove deletes the file, symlink or empty directory at path; with
+// recursive, also a directory and everything below it. A missing path is
+// not_found, a non-empty directory without recursive and "/" are
+// invalid_argument.
+func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
+	return c.simple(ctx, Request{Op: OpRemove, Path: path, Recursive: recursive}, nil)
+}
+
+// Rename moves from to to, replacing a file at to; an existing directory
+// at to is already_exists. It returns the info of to.
+func (c *Client) Rename(ctx context.Context, from, to string) (sandbox.FileInfo, error) {
+	var info sandbox.FileInfo
+	err := c.simple(ctx, Request{Op: OpRename, Path: from, To: to}, &info)
+	return info, err
+}
+
+// Chmod sets the mode of the file at path, following a symlink: permission
+// bits plus fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky; other bits are
+// invalid_argument.
+func (c *Client) Chmod(ctx context.Context, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
+	var info sandbox.FileInfo
+	err := c.simple(ctx, Request{Op: OpChmod, Path: path, Mode: uint32(mode)}, &info)
+	return info, err
 }

@@ -3,12 +3,15 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 
 	"github.com/hearth/hearth/sandbox"
 )
 
 // DecodeRequest parses a request frame strictly: unknown fields, trailing
-// data and an op without its operand are invalid_argument.
+// data, an unknown op, an op without its operand and a mode with bits other
+// than permissions, setuid, setgid and sticky are invalid_argument. Paths
+// are checked (NUL bytes, "/" for remove and rename) when they are resolved.
 func DecodeRequest(payload []byte) (Request, error) {
 	var req Request
 	dec := json.NewDecoder(bytes.NewReader(payload))
@@ -19,19 +22,47 @@ func DecodeRequest(payload []byte) (Request, error) {
 	if dec.More() {
 		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: trailing data after request")
 	}
+	if req.ShellSize != 0 && req.Op != OpExec {
+		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: shell_size is only for exec")
+	}
 	switch req.Op {
 	case OpExec:
 		if req.Exec == nil {
 			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: exec request without exec")
 		}
-		if err := req.Exec.Validate(); err != nil {
+		v := *req.Exec
+		switch {
+		case req.ShellSize < 0:
+			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: negative shell_size")
+		case req.ShellSize > maxScript:
+			return Request{}, sandbox.Errorf(sandbox.CodeTooLarge, "shell script of %d bytes exceeds %d", req.ShellSize, maxScript).
+				With("max_bytes", maxScript).WithHint("put the data in a file and keep the script short")
+		case req.ShellSize > 0 && (v.Shell != "" || len(v.Argv) > 0):
+			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: exec with shell_size has a shell or argv")
+		case req.ShellSize > 0:
+			v.Shell = ":" // the script follows; check the rest
+		}
+		if err := v.Validate(); err != nil {
 			return Request{}, err
 		}
 	case OpWrite:
 		if req.Write == nil || req.Write.Path == "" {
 			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: write request without a path")
 		}
-	case OpRead, OpList, OpStat, OpMkdir, OpRemove, OpChmod:
+		if err := checkMode(req.Write.Mode); err != nil {
+			return Request{}, err
+		}
+		if req.Write.MaxBytes < 0 {
+			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: write max_bytes must not be negative")
+		}
+	case OpChmod:
+		if req.Path == "" {
+			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: %s needs a path", req.Op)
+		}
+		if err := checkMode(fs.FileMode(req.Mode)); err != nil {
+			return Request{}, err
+		}
+	case OpRead, OpList, OpStat, OpMkdir, OpRemove:
 		if req.Path == "" {
 			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: %s needs a path", req.Op)
 		}
@@ -39,6 +70,21 @@ func DecodeRequest(payload []byte) (Request, error) {
 		if req.Path == "" || req.To == "" {
 			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: rename needs a path and a destination")
 		}
+	case OpPing:
+	default:
+		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unknown op %q", req.Op).
+			WithHint("the daemon and the agent may be of different versions")
 	}
 	return req, nil
+}
+
+// modeBits are the bits a mode in a request may carry.
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+func checkMode(m fs.FileMode) error {
+	if m&^modeBits != 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "mode %#o has bits other than permissions, setuid, setgid and sticky", uint32(m)).
+			WithHint("use permission bits such as 0644 or 0755")
+	}
+	return nil
 }

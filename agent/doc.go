@@ -9,5 +9,43 @@
 // a JSON Request, then, for exec and write, input frames (FrameStdin,
 // FrameData) closed by FrameEOF. The agent answers with output frames
 // (FrameStdout, FrameStderr, FrameData) and ends with exactly one FrameResult
-// (the op's JSON result) or FrameError (a JSON sandbox.Error).
+// (the op's JSON result) or FrameError (a JSON sandbox.Error). An error that
+// the agent finds before it starts a command or sends a file's first byte is
+// the only frame it sends, so the daemon can still answer with an HTTP error.
+//
+// # Exec
+//
+// Each command runs as the sandbox user (Options.UID and GID, no
+// supplementary groups) in a session and process group of its own, with the
+// sandbox's environment merged under the request's and the request's
+// working directory (relative to the home). Shell scripts run as `sh -c`, or,
+// over 64 KiB, from a sealed memfd at fd 3 (`sh /proc/self/fd/3`), so no
+// argument limit applies; Client.Exec sends such scripts after the request
+// (Request.ShellSize) so no frame limit applies either.
+//
+// Output is streamed as it is read. The result comes only after the command
+// has exited and its pipes are drained: a process it left in the background
+// may keep them open, so after the exit each read may wait 200ms at most,
+// and the background process's later output is dropped (never SIGPIPE'd).
+//
+// At the deadline, the command's whole tree is killed: its session, its
+// process group, and every descendant found by walking /proc, including
+// those that left with setsid; they are stopped first so that none forks or
+// is reparented during the kill, then SIGKILLed until none is left. When
+// the caller goes away (the connection breaks, even while the agent is
+// blocked feeding a stdin the command does not read) the command runs on,
+// unheard, for its grace period and is then killed the same way. A process
+// that both left the session and lost its parent is out of reach: only a
+// cgroup per command could find it.
+//
+// Options.NProc and Options.AddressSpace become the command's RLIMIT_NPROC
+// and RLIMIT_AS through a trampoline, the agent's own binary re-executed
+// with TrampolineArg (see Trampoline), which costs one more exec.
+//
+// # Files
+//
+// File operations run as the agent (root in the sandbox, with
+// CAP_DAC_OVERRIDE, CAP_FOWNER and CAP_CHOWN), and give what they create to
+// the sandbox user. Writes are atomic (a temporary file renamed over the
+// target after fsync); nothing is kept on any error.
 package agent

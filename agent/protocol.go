@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -31,22 +32,35 @@ const MaxFrame = 1 << 20
 // headerLen is the frame header: one kind byte and a big-endian uint32 length.
 const headerLen = 5
 
-// WriteFrame writes one frame. It is not safe for concurrent use on one writer.
+// WriteFrame writes one frame. It is not safe for concurrent use on one
+// writer. On a net.Conn the header and payload go out in one writev.
 func WriteFrame(w io.Writer, kind FrameKind, payload []byte) error {
 	if len(payload) > MaxFrame {
 		return fmt.Errorf("agent: frame of %d bytes exceeds %d", len(payload), MaxFrame)
 	}
-	var hdr [headerLen]byte
-	hdr[0] = byte(kind)
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
-	if _, err := w.Write(hdr[:]); err != nil {
+	hdr := make([]byte, headerLen)
+	putHeader(hdr, kind, len(payload))
+	if len(payload) == 0 {
+		_, err := w.Write(hdr)
 		return err
 	}
-	if len(payload) == 0 {
-		return nil
-	}
-	_, err := w.Write(payload)
+	bufs := net.Buffers{hdr, payload}
+	_, err := bufs.WriteTo(w)
 	return err
+}
+
+// writeFramed writes buf as one frame in one write: buf[:headerLen] is space
+// reserved for the header and buf[headerLen:] is the payload. Readers that
+// fill a buffer at an offset use it to avoid a copy and a second syscall.
+func writeFramed(w io.Writer, kind FrameKind, buf []byte) error {
+	putHeader(buf, kind, len(buf)-headerLen)
+	_, err := w.Write(buf)
+	return err
+}
+
+func putHeader(hdr []byte, kind FrameKind, n int) {
+	hdr[0] = byte(kind)
+	binary.BigEndian.PutUint32(hdr[1:headerLen], uint32(n))
 }
 
 // WriteJSON writes v as the JSON payload of one frame.
@@ -95,7 +109,7 @@ const (
 	OpExec   Op = "exec"   // input: stdin frames; output: stdout/stderr; result: sandbox.ExecResult
 	OpRead   Op = "read"   // output: data frames; result: sandbox.FileInfo (an error comes before any data)
 	OpWrite  Op = "write"  // input: data frames then EOF; result: sandbox.FileInfo
-	OpList   Op = "list"   // result: []sandbox.FileInfo
+	OpList   Op = "list"   // output: data frames, each a JSON array of sandbox.FileInfo; result: ListResult
 	OpStat   Op = "stat"   // result: sandbox.FileInfo
 	OpMkdir  Op = "mkdir"  // result: sandbox.FileInfo (mkdir -p)
 	OpRemove Op = "remove" // result: empty object
@@ -118,8 +132,23 @@ type Request struct {
 	To string `json:"to,omitempty"`
 	// Recursive makes remove delete a directory and everything below it.
 	Recursive bool `json:"recursive,omitempty"`
-	// Mode is chmod's new mode (permission bits).
+	// ShellSize, for OpExec, says that the shell script is not in
+	// Exec.Shell but follows this frame as FrameData frames of ShellSize
+	// bytes in all (before any stdin frame), so that a script of any size
+	// fits in frames of MaxFrame. Client.Exec sends scripts over
+	// maxArgScript this way.
+	ShellSize int64 `json:"shell_size,omitempty"`
+	// Mode is chmod's new mode: permission bits plus fs.ModeSetuid,
+	// fs.ModeSetgid and fs.ModeSticky, in fs.FileMode's encoding (the same
+	// as sandbox.FileInfo.Mode and sandbox.WriteRequest.Mode).
 	Mode uint32 `json:"mode,omitempty"`
+}
+
+// ListResult ends OpList. The entries themselves come before it in data
+// frames, so that a directory of any size fits in frames of MaxFrame.
+type ListResult struct {
+	// Count is the number of entries sent.
+	Count int `json:"count"`
 }
 
 // PingResult is the answer to OpPing.

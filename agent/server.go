@@ -1,22 +1,30 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Options configure a Server. The zero value runs commands as the agent's
-// own user with no extra limits.
+// Options configure a Server. The zero value serves an agent that runs as
+// root: commands run as root with no extra limits, relative paths resolve
+// against "/".
 type Options struct {
-	// UID and GID are the sandbox user's ids: commands run as this user and
-	// files written through the agent belong to it.
+	// UID and GID are the sandbox user's ids: commands run as this user
+	// (with no supplementary groups) and files and directories created
+	// through the agent belong to it.
 	UID, GID int
-	// Home is the sandbox user's home and the default working directory.
+	// Home is the sandbox user's home: the default working directory and the
+	// base of relative paths. Empty means "/"; a relative home is taken
+	// from "/".
 	Home string
 	// Env is the default environment of every command ("K=V"), under the
 	// request's own env.
@@ -25,32 +33,83 @@ type Options struct {
 	// gVisor it keeps a fork bomb from reaching the host's pids limit and
 	// killing the whole sandbox.
 	NProc uint64
-	// AddressSpace, when positive, is the RLIMIT_AS of every command: under
-	// gVisor, whose memory cgroup only reports, it is the memory limit.
+	// AddressSpace, when positive, is the RLIMIT_AS of every command in
+	// bytes: under gVisor, whose memory cgroup only reports, it is the
+	// memory limit.
+	//
+	// NProc and AddressSpace are set by a trampoline: the command starts as
+	// the agent's own binary (/proc/self/exe), which lowers the limits and
+	// then execs the program, so the limits hold from the program's first
+	// instruction and never apply to the agent. A binary embedding a Server
+	// with limits must call Trampoline from main (see TrampolineArg).
 	AddressSpace uint64
+	// ReapOrphans makes the server the reaper of every child of this
+	// process: it waits for any child on SIGCHLD, hands the statuses of its
+	// commands to them and discards the others. Set it when the agent is PID
+	// 1 (orphaned processes are reparented to it and would stay zombies);
+	// leave it off when the server shares its process with other code that
+	// waits for its own children, such as tests.
+	ReapOrphans bool
 	// Logger receives the agent's own log; nil discards.
 	Logger *slog.Logger
 }
 
+// requestTimeout bounds how long a new connection may take to send its
+// request frame.
+const requestTimeout = 30 * time.Second
+
 // Server serves the agent protocol inside a sandbox.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	wg   sync.WaitGroup
+	opts   Options
+	log    *slog.Logger
+	reaper *reaper // nil unless Options.ReapOrphans
+
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	execs     map[*execution]struct{}
+	wg        sync.WaitGroup // one per connection being handled
 }
 
-// NewServer returns a server with the given options.
+// NewServer returns a server with the given options. With ReapOrphans it
+// starts reaping children at once, until Shutdown.
 func NewServer(opts Options) *Server {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts, log: log}
+	opts.Home = filepath.Join("/", opts.Home)
+	s := &Server{
+		opts:      opts,
+		log:       log,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[net.Conn]struct{}{},
+		execs:     map[*execution]struct{}{},
+	}
+	if opts.ReapOrphans {
+		s.reaper = newReaper()
+	}
+	return s
 }
 
-// Serve accepts connections on ln, one operation each, until ln is closed.
-// It returns nil when ln was closed, and the accept error otherwise.
+// Serve accepts connections on ln, one operation each, until ln is closed
+// (by the caller or by Shutdown). It then waits for the operations in
+// flight and returns nil; any other accept error is returned as is.
 func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -60,23 +119,90 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			conn.Close()
+			continue
+		}
+		s.conns[conn] = struct{}{}
 		s.wg.Add(1)
+		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			defer conn.Close()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, conn)
+				s.mu.Unlock()
+				conn.Close()
+			}()
 			s.handle(conn)
 		}()
 	}
+}
+
+// Shutdown stops the server: it closes the listeners, sends SIGTERM to the
+// process group of every running command and waits for the operations in
+// flight. When ctx ends first it kills the commands' process trees, closes
+// the remaining connections (a write in progress keeps nothing) and waits
+// for the handlers to return; it then returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	execs := s.runningLocked()
+	s.mu.Unlock()
+	for _, e := range execs {
+		e.signalGroup(syscall.SIGTERM)
+	}
+
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.mu.Lock()
+		execs = s.runningLocked()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		for _, e := range execs {
+			e.kill()
+		}
+		<-done
+	}
+	if s.reaper != nil {
+		s.reaper.stop()
+	}
+	return err
+}
+
+func (s *Server) runningLocked() []*execution {
+	out := make([]*execution, 0, len(s.execs))
+	for e := range s.execs {
+		out = append(out, e)
+	}
+	return out
 }
 
 // handle reads the request frame and runs the op. Every path ends the
 // connection with exactly one FrameResult or FrameError, unless the
 // connection itself broke.
 func (s *Server) handle(conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(requestTimeout))
 	kind, payload, err := ReadFrame(conn, nil)
 	if err != nil {
 		return
 	}
+	conn.SetReadDeadline(time.Time{})
 	if kind != FrameRequest {
 		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: first frame must be a request, got %q", kind))
 		return
@@ -86,15 +212,53 @@ func (s *Server) handle(conn net.Conn) {
 		s.fail(conn, err)
 		return
 	}
+	log := s.log.With("op", string(req.Op))
 	switch req.Op {
 	case OpPing:
 		WriteJSON(conn, FrameResult, PingResult{Version: ProtocolVersion, PID: os.Getpid()})
+	case OpExec:
+		s.exec(conn, req, log)
+	case OpRead:
+		s.readFile(conn, req.Path, log)
+	case OpWrite:
+		s.writeFile(conn, *req.Write, log)
+	case OpList:
+		s.list(conn, req.Path, log)
+	case OpStat:
+		s.answer(conn, log, func() (any, error) { return s.stat(req.Path) })
+	case OpMkdir:
+		s.answer(conn, log, func() (any, error) { return s.mkdir(req.Path) })
+	case OpRemove:
+		s.answer(conn, log, func() (any, error) { return struct{}{}, s.remove(req.Path, req.Recursive) })
+	case OpRename:
+		s.answer(conn, log, func() (any, error) { return s.rename(req.Path, req.To) })
+	case OpChmod:
+		s.answer(conn, log, func() (any, error) { return s.chmod(req.Path, req.Mode) })
 	default:
 		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unknown op %q", req.Op))
 	}
 }
 
+// answer runs an op whose only output is its final frame.
+func (s *Server) answer(conn net.Conn, log *slog.Logger, op func() (any, error)) {
+	v, err := op()
+	if err != nil {
+		s.failLogged(conn, log, err)
+		return
+	}
+	WriteJSON(conn, FrameResult, v)
+}
+
 // fail sends err as the final FrameError.
 func (s *Server) fail(conn net.Conn, err error) {
 	WriteJSON(conn, FrameError, sandbox.AsError(err))
+}
+
+// failLogged sends err as the final FrameError and logs the cause of the
+// errors that become internal, whose text never leaves the agent.
+func (s *Server) failLogged(conn net.Conn, log *slog.Logger, err error) {
+	if sandbox.ErrorCode(err) == sandbox.CodeInternal {
+		log.Error("operation failed", "err", err)
+	}
+	s.fail(conn, err)
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hearth/hearth/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,13 +21,13 @@ import (
 func requireBtrfs(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to loop-mount btrfs")
+		testenv.Skip(t, "needs root to loop-mount btrfs")
 	}
 	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("needs mkfs.btrfs (btrfs-progs)")
+		testenv.Skip(t, "needs mkfs.btrfs (btrfs-progs)")
 	}
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skip("needs loop devices")
+		testenv.Skip(t, "needs loop devices")
 	}
 }
 
@@ -213,7 +214,7 @@ func TestOpenNoDir(t *testing.T) {
 // snapshot.
 func TestRemoveNested(t *testing.T) {
 	if _, err := exec.LookPath("btrfs"); err != nil {
-		t.Skip("needs the btrfs tool")
+		testenv.Skip(t, "needs the btrfs tool")
 	}
 	ctx := context.Background()
 	s := openStore(t)

@@ -5,6 +5,7 @@ package layers
 import (
 	"context"
 	"errors"
+	"github.com/hearth/hearth/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,10 +16,10 @@ import (
 // call can leave, and checks what OpenBtrfs makes of it.
 func TestRecover(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to loop-mount btrfs")
+		testenv.Skip(t, "needs root to loop-mount btrfs")
 	}
 	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("needs mkfs.btrfs")
+		testenv.Skip(t, "needs mkfs.btrfs")
 	}
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "layers")

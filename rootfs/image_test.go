@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hearth/hearth/internal/testenv"
 	"io"
 	"io/fs"
 	"os"
@@ -72,7 +73,7 @@ func (f *fakeBootstrap) run(ctx context.Context, rootDir, suite, mirror string, 
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the image's home is chowned to 1000")
+		testenv.Skip(t, "needs root: the image's home is chowned to 1000")
 	}
 }
 

@@ -3,6 +3,7 @@ package rootfs_test
 import (
 	"context"
 	"errors"
+	"github.com/hearth/hearth/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,7 @@ func openStore(t *testing.T) *layers.Btrfs {
 	t.Helper()
 	requireRoot(t)
 	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
-		t.Skip("needs mkfs.btrfs")
+		testenv.Skip(t, "needs mkfs.btrfs")
 	}
 	ctx := context.Background()
 	s, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: filepath.Join(t.TempDir(), "layers"), ImageSize: 1 << 30})

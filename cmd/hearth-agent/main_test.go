@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/hearth/hearth/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 func startAgent(t *testing.T, args ...string) (*agent.Client, *exec.Cmd, <-chan error) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the agent switches to the sandbox user")
+		testenv.Skip(t, "needs root: the agent switches to the sandbox user")
 	}
 	dir, err := os.MkdirTemp("", "ha")
 	if err != nil {

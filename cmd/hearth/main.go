@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		// serve parses its own flags; --json there is a request for JSON errors too.
 		c.json = wantsJSON(rest)
 		return c.report(ctx, serveError(runServe(ctx, rest, getenv, stdout, stderr)))
+	case "image":
+		return c.report(ctx, serveError(runImage(ctx, rest, getenv, stderr)))
 	}
 	v, ok := findVerb(name)
 	if !ok {
@@ -66,7 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // flag, a data dir it cannot open, a port in use) a hint that fits it.
 func serveError(err error) error {
 	var e *sandbox.Error
-	if err == nil || errors.Is(err, flag.ErrHelp) || errors.As(err, &e) || errors.Is(err, context.Canceled) {
+	var u *usageError
+	if err == nil || errors.Is(err, flag.ErrHelp) || errors.As(err, &e) || errors.As(err, &u) || errors.Is(err, context.Canceled) {
 		return err
 	}
 	return &sandbox.Error{Code: sandbox.CodeInternal, Message: "serve: " + err.Error(),
@@ -107,6 +110,7 @@ func findVerb(name string) (verb, bool) {
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: hearth <verb> [flags] [args]\n\nVerbs:\n")
 	fmt.Fprintf(w, "  %-8s %s\n", "serve", "run the hearth daemon")
+	fmt.Fprintf(w, "  %-8s %s\n", "image", "build the default image ahead of the first start (image build)")
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
 	}

@@ -144,10 +144,13 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	if err := fl.Parse(args); err != nil {
-		return cfg, err
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, &usageError{verb: "serve", msg: err.Error()}
 	}
 	if fl.NArg() > 0 {
-		return cfg, fmt.Errorf("hearth serve takes no arguments, got %q", fl.Args())
+		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
 	}
 	if cfg.imageCache == "" {
 		cfg.imageCache = filepath.Join(cfg.dataDir, "images")
@@ -175,19 +178,20 @@ func findAgent() (string, error) {
 	return "", errors.New("hearth-agent not found beside hearth or in PATH; build it with `CGO_ENABLED=0 go build ./cmd/hearth-agent` or pass --agent")
 }
 
+// defaultImage is the name of the image create uses when none is named.
+const defaultImage = "default"
+
 // ensureImage builds (once, cached) and imports the default image.
 func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progress io.Writer, log *slog.Logger) error {
-	const name = "default"
-	if _, err := snaps.Stat(ctx, name); err == nil {
+	if _, err := snaps.Stat(ctx, defaultImage); err == nil {
 		return nil
 	}
-	dir := filepath.Join(cfg.imageCache, name)
-	fmt.Fprintf(progress, "hearth: preparing the default image in %s (first start only)\n", dir)
-	rootDir, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Progress: progress, Logger: log.With("component", "image")})
+	fmt.Fprintf(progress, "hearth: preparing the default image in %s (first start only)\n", cfg.imageCache)
+	rootDir, err := buildDefaultImage(ctx, cfg.imageCache, progress, log)
 	if err != nil {
 		return fmt.Errorf("build the default image: %w", err)
 	}
-	return rootfs.Import(ctx, snaps, name, rootDir)
+	return rootfs.Import(ctx, snaps, defaultImage, rootDir)
 }
 
 // ensureOperatorToken keeps the operator token file valid: it creates a

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"bufio"
+	"github.com/hearth/hearth/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,7 @@ const DefaultRootFS = "/var/cache/hearth/images/default/rootfs"
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (OCI runtimes, cgroups and overlay mounts); run `sudo go test`")
+		testenv.Skip(t, "needs root (OCI runtimes, cgroups and overlay mounts); run `sudo go test`")
 	}
 }
 
@@ -38,7 +39,7 @@ func BaseRootFS(t testing.TB) string {
 		dir = DefaultRootFS
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "bin", "sh")); err != nil || fi.IsDir() {
-		t.Skipf("no test root filesystem at %s (set HEARTH_TEST_ROOTFS to a Debian root with /bin/sh, python3 and user sandbox)", dir)
+		testenv.Skip(t, "no test root filesystem at %s (set HEARTH_TEST_ROOTFS to a Debian root with /bin/sh, python3 and user sandbox)", dir)
 	}
 	return dir
 }

@@ -3,6 +3,7 @@ package oci_test
 import (
 	"context"
 	"errors"
+	"github.com/hearth/hearth/internal/testenv"
 	"log/slog"
 	"net"
 	"os"
@@ -44,9 +45,9 @@ func findRuntime(t testing.TB, rt string) string {
 	case oci.RuntimeCrun:
 		t.Skip("crun is not in PATH: skipping crun (Debian's crun 1.8.1 also refuses hybrid cgroup v1/v2 hosts; crun >= 1.9 on a cgroup v2 host runs these tests)")
 	case oci.RuntimeRunsc:
-		t.Skipf("runsc is not in PATH nor at %s: skipping runsc", cachedRunsc)
+		testenv.Skip(t, "runsc is not in PATH nor at %s: skipping runsc", cachedRunsc)
 	default:
-		t.Skipf("%s is not in PATH: skipping %s", rt, rt)
+		testenv.Skip(t, "%s is not in PATH: skipping %s", rt, rt)
 	}
 	return ""
 }

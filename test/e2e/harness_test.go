@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/hearth/hearth/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/driver/drivertest"
 )
 
 // bins holds the hearth and hearth-agent binaries built once for the package.
@@ -44,7 +46,7 @@ func TestMain(m *testing.M) {
 func requireDaemon(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("end-to-end tests need root (mounts, cgroups, runtimes); run ./scripts/test.sh")
+		testenv.Skip(t, "end-to-end tests need root (mounts, cgroups, runtimes); run ./scripts/test.sh")
 	}
 	bins.once.Do(func() {
 		bins.dir, bins.err = os.MkdirTemp("", "hearth-e2e-bin")
@@ -74,7 +76,7 @@ func requireDaemon(t testing.TB) string {
 		t.Fatal(bins.err)
 	}
 	if len(bins.runtimes) == 0 {
-		t.Skip("no OCI runtime (runsc, runc, crun) in PATH; ./scripts/install.sh installs them")
+		testenv.Skip(t, "no OCI runtime (runsc, runc, crun) in PATH; ./scripts/install.sh installs them")
 	}
 	return bins.hearth
 }
@@ -143,8 +145,12 @@ func newDaemon(t testing.TB, runtime string) *daemon {
 		if t.Failed() {
 			t.Logf("daemon output:\n%s", d.out.String())
 		}
-		exec.Command("umount", "-l", filepath.Join(dir, "layers")).Run()
-		os.RemoveAll(dir)
+		// The layer store's loop mount and runsc's shared null netns stay
+		// mounted for a daemon's next start; a test removes them.
+		drivertest.UnmountUnder(t, dir)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("remove the data dir: %v", err)
+		}
 	})
 	return d
 }

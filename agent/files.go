@@ -1,0 +1,453 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// File operations run as the agent (root, with CAP_DAC_OVERRIDE and
+// CAP_FOWNER in the sandbox), never as the sandbox user: the sandbox is the
+// user's own, so the agent refuses nothing the user could do, and it gives
+// what it creates to the user (CAP_CHOWN) so that the user can edit it.
+
+const (
+	// readChunk is the payload size of the data frames of a read.
+	readChunk = 256 << 10
+	// listBatch is the size above which a list's data frame is sent.
+	listBatch = 256 << 10
+	// drainTimeout bounds how long a failed write reads the rest of its
+	// input, so that the caller, still sending, sees the error frame rather
+	// than a reset connection.
+	drainTimeout = 5 * time.Second
+	// maxLinks is how many symlinks a write follows, as the kernel's
+	// MAXSYMLINKS.
+	maxLinks = 40
+)
+
+// readFile streams the file at path as data frames, then its FileInfo. An
+// error found before the first byte (not found, a directory) is the only
+// frame, so the daemon can still answer with an HTTP error.
+func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
+	p, err := s.resolve(path)
+	if err != nil {
+		s.fail(conn, err)
+		return
+	}
+	// O_NONBLOCK so that opening a FIFO does not wait for a writer; it has
+	// no effect on the regular files read below.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		s.failLogged(conn, log, fsError(err, p))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		s.failLogged(conn, log, fsError(err, p))
+		return
+	}
+	switch {
+	case fi.IsDir():
+		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("list it instead"))
+		return
+	case !fi.Mode().IsRegular():
+		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is not a regular file", p).
+			WithHint("only regular files can be read; run a command to read devices or pipes"))
+		return
+	}
+	var o owners
+	info := o.describe(p, fi)
+	buf := make([]byte, headerLen+readChunk)
+	for {
+		n, err := f.Read(buf[headerLen:])
+		if n > 0 {
+			if werr := writeFramed(conn, FrameData, buf[:headerLen+n]); werr != nil {
+				return // the caller went away
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// After data was sent the error still ends the stream, so the
+			// daemon can abort rather than deliver a short file as whole.
+			s.failLogged(conn, log, fsError(err, p))
+			return
+		}
+	}
+	WriteJSON(conn, FrameResult, info)
+}
+
+// writeFile stores the data frames that follow the request into the file,
+// atomically: the content goes to a temporary file in the target's
+// directory, which replaces the target only after FrameEOF, fsync and a
+// size within MaxBytes. Any failure (too large, the connection breaking,
+// a full disk) removes the temporary file and leaves the target untouched.
+// Writing through a symlink writes its target; an existing file keeps its
+// mode and owner unless SetMode; a new one gets Mode (0644 when zero) and
+// belongs to the sandbox user.
+func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Logger) {
+	fail := func(err error) {
+		s.failLogged(conn, log, err)
+		drainInput(conn)
+	}
+	p, err := s.resolve(req.Path)
+	if err != nil {
+		fail(err)
+		return
+	}
+	target, err := followLinks(p)
+	if err != nil {
+		fail(err)
+		return
+	}
+	mode := req.Mode & modeBits
+	if mode == 0 {
+		mode = 0o644
+	}
+	uid, gid := s.opts.UID, s.opts.GID
+	switch fi, err := os.Lstat(target); {
+	case err == nil && fi.IsDir():
+		fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("write to a file path inside it"))
+		return
+	case err == nil && !fi.Mode().IsRegular():
+		fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is not a regular file", p))
+		return
+	case err == nil:
+		if !req.SetMode {
+			mode = fi.Mode() & modeBits
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(st.Uid), int(st.Gid)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		fail(fsError(err, p))
+		return
+	}
+
+	dir := filepath.Dir(target)
+	if req.Parents {
+		if err := s.mkdirAll(dir); err != nil {
+			fail(err)
+			return
+		}
+	}
+	tmp, err := os.CreateTemp(dir, ".hearth-write-*")
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = sandbox.Errorf(sandbox.CodeNotFound, "no such directory: %s", dir).
+				WithHint("create it first, or write with parents")
+		}
+		fail(fsError(err, p))
+		return
+	}
+	// discard removes the temporary file; every failure below calls it
+	// before answering, so that an error means nothing was kept.
+	discard := func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+
+	var written int64
+	buf := make([]byte, 64<<10)
+	for done := false; !done; {
+		kind, payload, err := ReadFrame(conn, buf)
+		if err != nil {
+			discard()
+			log.Info("write abandoned: the connection broke before the end of the content", "path", p)
+			return
+		}
+		buf = payload
+		switch kind {
+		case FrameData:
+			written += int64(len(payload))
+			if req.MaxBytes > 0 && written > req.MaxBytes {
+				discard()
+				fail(sandbox.Errorf(sandbox.CodeTooLarge, "content for %s exceeds the limit of %d bytes", p, req.MaxBytes).
+					WithHint("write a smaller file").With("max_bytes", req.MaxBytes))
+				return
+			}
+			if _, err := tmp.Write(payload); err != nil {
+				discard()
+				fail(fsError(err, p))
+				return
+			}
+		case FrameEOF:
+			done = true
+		default:
+			discard()
+			fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unexpected frame %q in a write", kind))
+			return
+		}
+	}
+
+	if err := s.finishTemp(tmp, mode, uid, gid); err != nil {
+		discard()
+		fail(fsError(err, p))
+		return
+	}
+	if err := os.Rename(tmp.Name(), target); err != nil {
+		discard()
+		fail(fsError(err, p))
+		return
+	}
+	var o owners
+	info, err := o.fileInfo(target, false)
+	if err != nil {
+		s.failLogged(conn, log, err)
+		return
+	}
+	WriteJSON(conn, FrameResult, info)
+}
+
+// finishTemp gives the temporary file its owner and mode (in that order:
+// chown clears setuid and setgid), flushes it to disk and closes it.
+func (s *Server) finishTemp(tmp *os.File, mode fs.FileMode, uid, gid int) error {
+	if uid != os.Geteuid() || gid != os.Getegid() {
+		if err := tmp.Chown(uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	return tmp.Close()
+}
+
+// drainInput reads and discards what the caller still sends after a failed
+// write, up to its FrameEOF, the connection's end or drainTimeout.
+func drainInput(conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(drainTimeout))
+	buf := make([]byte, 64<<10)
+	for {
+		kind, payload, err := ReadFrame(conn, buf)
+		if err != nil || kind == FrameEOF {
+			return
+		}
+		buf = payload
+	}
+}
+
+// followLinks resolves p while it is a symlink, so that a write replaces
+// the link's target rather than the link. A dangling link resolves to the
+// path it names, which the write creates. Relative targets are joined to
+// the link's directory lexically.
+func followLinks(p string) (string, error) {
+	orig := p
+	for range maxLinks {
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			return p, nil
+		}
+		t, err := os.Readlink(p)
+		if err != nil {
+			return "", fsError(err, orig)
+		}
+		if !filepath.IsAbs(t) {
+			t = filepath.Join(filepath.Dir(p), t)
+		}
+		p = filepath.Clean(t)
+	}
+	return "", fsError(syscall.ELOOP, orig)
+}
+
+// mkdirAll creates p and its missing parents, each with mode 0755 and
+// owned by the sandbox user; existing directories are left as they are.
+func (s *Server) mkdirAll(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return sandbox.Errorf(sandbox.CodeAlreadyExists, "%s exists and is not a directory", p)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fsError(err, p)
+	}
+	if parent := filepath.Dir(p); parent != p {
+		if err := s.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(p, 0o755); err != nil {
+		if fi, serr := os.Stat(p); serr == nil && fi.IsDir() {
+			return nil // made meanwhile by someone else
+		}
+		return fsError(err, p)
+	}
+	// Mkdir's mode passed through the agent's umask; set it exactly.
+	if err := os.Chmod(p, 0o755); err != nil {
+		return fsError(err, p)
+	}
+	if s.opts.UID != os.Geteuid() || s.opts.GID != os.Getegid() {
+		if err := os.Lchown(p, s.opts.UID, s.opts.GID); err != nil {
+			return fsError(err, p)
+		}
+	}
+	return nil
+}
+
+// list sends the entries of the directory at path, sorted by name, in data
+// frames of JSON arrays, then a ListResult.
+func (s *Server) list(conn net.Conn, path string, log *slog.Logger) {
+	p, err := s.resolve(path)
+	if err != nil {
+		s.fail(conn, err)
+		return
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			err = sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is not a directory", p).WithHint("stat it instead")
+		}
+		s.failLogged(conn, log, fsError(err, p))
+		return
+	}
+	var o owners
+	batch := []byte{'['}
+	count := 0
+	flush := func() error {
+		if len(batch) == 1 {
+			return nil
+		}
+		batch[len(batch)-1] = ']' // the trailing comma
+		err := WriteFrame(conn, FrameData, batch)
+		batch = append(batch[:0], '[')
+		return err
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed since the directory was read
+		}
+		b, err := json.Marshal(o.describe(filepath.Join(p, e.Name()), fi))
+		if err != nil {
+			continue
+		}
+		batch = append(append(batch, b...), ',')
+		count++
+		if len(batch) >= listBatch {
+			if err := flush(); err != nil {
+				return
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return
+	}
+	WriteJSON(conn, FrameResult, ListResult{Count: count})
+}
+
+// stat describes the file at path without following a final symlink.
+func (s *Server) stat(path string) (sandbox.FileInfo, error) {
+	p, err := s.resolve(path)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	var o owners
+	return o.fileInfo(p, false)
+}
+
+// mkdir creates the directory at path and its missing parents (mkdir -p),
+// owned by the sandbox user. An existing directory is not an error.
+func (s *Server) mkdir(path string) (sandbox.FileInfo, error) {
+	p, err := s.resolve(path)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if err := s.mkdirAll(p); err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	var o owners
+	return o.fileInfo(p, true)
+}
+
+// remove deletes the file, symlink or empty directory at path; with
+// recursive, a directory and everything below it. A missing path is
+// not_found; "/" is refused.
+func (s *Server) remove(path string, recursive bool) error {
+	p, err := s.resolve(path)
+	if err != nil {
+		return err
+	}
+	if err := refuseRoot("remove", p); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fsError(err, p)
+	}
+	switch {
+	case !fi.IsDir():
+		err = syscall.Unlink(p)
+	case recursive:
+		err = os.RemoveAll(p)
+	default:
+		err = syscall.Rmdir(p)
+		if errors.Is(err, syscall.EEXIST) { // some file systems say so for a non-empty directory
+			err = syscall.ENOTEMPTY
+		}
+	}
+	return fsError(err, p)
+}
+
+// rename moves from to to, replacing a file at to but never a directory
+// (already_exists). Neither may be "/".
+func (s *Server) rename(from, to string) (sandbox.FileInfo, error) {
+	src, err := s.resolve(from)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	dst, err := s.resolve(to)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if err := refuseRoot("rename", src); err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if err := refuseRoot("rename onto", dst); err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if _, err := os.Lstat(src); err != nil {
+		return sandbox.FileInfo{}, fsError(err, src)
+	}
+	if err := os.Rename(src, dst); err != nil {
+		switch {
+		case errors.Is(err, syscall.ENOENT):
+			return sandbox.FileInfo{}, sandbox.Errorf(sandbox.CodeNotFound, "no such directory: %s", filepath.Dir(dst)).
+				WithHint("create the destination's directory first")
+		case errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EISDIR):
+			return sandbox.FileInfo{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "%s already exists and is a directory", dst).
+				WithHint("remove it first, or rename to a path inside it")
+		}
+		return sandbox.FileInfo{}, fsError(err, src)
+	}
+	var o owners
+	return o.fileInfo(dst, false)
+}
+
+// chmod sets the mode of the file at path (following a symlink): permission
+// bits plus setuid, setgid and sticky, in fs.FileMode's encoding.
+func (s *Server) chmod(path string, mode uint32) (sandbox.FileInfo, error) {
+	p, err := s.resolve(path)
+	if err != nil {
+		return sandbox.FileInfo{}, err
+	}
+	if err := os.Chmod(p, fs.FileMode(mode)&modeBits); err != nil {
+		return sandbox.FileInfo{}, fsError(err, p)
+	}
+	var o owners
+	return o.fileInfo(p, true)
+}

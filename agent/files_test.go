@@ -1,0 +1,441 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/sandbox"
+)
+
+func owner(t testing.TB, path string) (uid, gid uint32) {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	return st.Uid, st.Gid
+}
+
+// tempFiles lists the agent's temporary files left in dir.
+func tempFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, ".hearth-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	data := randomBytes(t, 1<<20)
+	info, err := c.WriteFile(ctxT(t, 20*time.Second), sandbox.WriteRequest{Path: "a/b/c/data.bin", Parents: true}, bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("WriteFile = %v", err)
+	}
+	path := filepath.Join(home, "a/b/c/data.bin")
+	want := sandbox.FileInfo{Name: "data.bin", Path: path, Type: sandbox.FileRegular, Size: 1 << 20, Mode: 0o644,
+		Owner: "nobody", Group: "nogroup", ModTime: info.ModTime}
+	if info != want {
+		t.Errorf("WriteFile = %+v, want %+v", info, want)
+	}
+	for _, p := range []string{"a", "a/b", "a/b/c", "a/b/c/data.bin"} {
+		if uid, gid := owner(t, filepath.Join(home, p)); uid != nobody || gid != nobody {
+			t.Errorf("%s belongs to %d:%d, want the sandbox user", p, uid, gid)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(home, "a/b")); fi.Mode().Perm() != 0o755 {
+		t.Errorf("created parent mode %v, want 0755", fi.Mode().Perm())
+	}
+	var got bytes.Buffer
+	if err := c.ReadFile(ctxT(t, 20*time.Second), path, &got); err != nil {
+		t.Fatalf("ReadFile = %v", err)
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Errorf("ReadFile returned %d bytes, want the %d written", got.Len(), len(data))
+	}
+	if left := tempFiles(t, filepath.Dir(path)); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestWriteModes(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	script := filepath.Join(home, "run.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho old\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(script, 0o755) // owned by root: an overwrite keeps that too
+	tests := []struct {
+		name      string
+		req       sandbox.WriteRequest
+		wantMode  fs.FileMode
+		wantOwner uint32
+	}{
+		{"overwrite keeps mode and owner", sandbox.WriteRequest{Path: "run.sh", Mode: 0o600}, 0o755, 0},
+		{"set mode on overwrite", sandbox.WriteRequest{Path: "run.sh", Mode: 0o700, SetMode: true}, 0o700, 0},
+		{"new file default mode", sandbox.WriteRequest{Path: "new.txt"}, 0o644, nobody},
+		{"new file with mode", sandbox.WriteRequest{Path: "secret.txt", Mode: 0o600}, 0o600, nobody},
+		{"new file setuid", sandbox.WriteRequest{Path: "suid", Mode: 0o755 | fs.ModeSetuid}, 0o755 | fs.ModeSetuid, nobody},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			info, err := c.WriteFile(ctxT(t, 10*time.Second), tc.req, strings.NewReader("#!/bin/sh\necho new\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Mode != tc.wantMode {
+				t.Errorf("WriteFile(%+v).Mode = %v, want %v", tc.req, info.Mode, tc.wantMode)
+			}
+			p := filepath.Join(home, tc.req.Path)
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode() & (fs.ModePerm | fs.ModeSetuid); got != tc.wantMode {
+				t.Errorf("mode on disk = %v, want %v", got, tc.wantMode)
+			}
+			if uid, _ := owner(t, p); uid != tc.wantOwner {
+				t.Errorf("owner on disk = %d, want %d", uid, tc.wantOwner)
+			}
+		})
+	}
+	t.Run("an edited script still runs", func(t *testing.T) {
+		writeFile(t, filepath.Join(home, "tool.sh"), []byte("#!/bin/sh\necho old\n"), 0o755)
+		if _, err := c.WriteFile(ctxT(t, 10*time.Second), sandbox.WriteRequest{Path: "tool.sh"}, strings.NewReader("#!/bin/sh\necho new\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		res, err := c.Exec(ctxT(t, 10*time.Second), sandbox.ExecRequest{Argv: []string{"./tool.sh"}}, nil, &out, nil)
+		if err != nil || res.ExitCode != 0 || out.String() != "new\n" {
+			t.Errorf("Exec(./run.sh) = %+v, %q, %v", res, out.String(), err)
+		}
+	})
+}
+
+func TestWriteThroughSymlink(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	writeFile(t, filepath.Join(home, "real.txt"), []byte("old"), 0o640)
+	if err := os.Symlink("real.txt", filepath.Join(home, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.WriteFile(ctxT(t, 10*time.Second), sandbox.WriteRequest{Path: "link.txt"}, strings.NewReader("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != filepath.Join(home, "real.txt") || info.Mode != 0o640 {
+		t.Errorf("WriteFile(link) = %+v, want the target's info", info)
+	}
+	if fi, _ := os.Lstat(filepath.Join(home, "link.txt")); fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("link.txt is no longer a symlink")
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, "real.txt")); string(b) != "new" {
+		t.Errorf("target holds %q, want new", b)
+	}
+}
+
+func TestWriteTooLargeKeepsNothing(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	path := filepath.Join(home, "keep.txt")
+	writeFile(t, path, []byte("original"), 0o644)
+	for _, size := range []int{1001, 4 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			_, err := c.WriteFile(ctxT(t, 20*time.Second), sandbox.WriteRequest{Path: "keep.txt", MaxBytes: 1000},
+				bytes.NewReader(randomBytes(t, size)))
+			wantCode(t, err, sandbox.CodeTooLarge)
+			if e := sandbox.AsError(err); fmt.Sprint(e.Details["max_bytes"]) != "1000" {
+				t.Errorf("details = %v, want max_bytes 1000", e.Details)
+			}
+			if b, _ := os.ReadFile(path); string(b) != "original" {
+				t.Errorf("file holds %d bytes after too_large, want the original", len(b))
+			}
+			if left := tempFiles(t, home); len(left) != 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+		})
+	}
+	t.Run("exactly the limit", func(t *testing.T) {
+		if _, err := c.WriteFile(ctxT(t, 10*time.Second), sandbox.WriteRequest{Path: "keep.txt", MaxBytes: 8}, strings.NewReader("12345678")); err != nil {
+			t.Errorf("WriteFile of MaxBytes bytes = %v", err)
+		}
+	})
+}
+
+func TestWriteBrokenConnectionKeepsNothing(t *testing.T) {
+	c, home, sock := startServerSock(t, agent.Options{})
+	path := filepath.Join(home, "keep.txt")
+	writeFile(t, path, []byte("original"), 0o644)
+
+	t.Run("raw connection closed before EOF", func(t *testing.T) {
+		conn := rawCall(t, sock, agent.Request{Op: agent.OpWrite, Write: &sandbox.WriteRequest{Path: "keep.txt"}})
+		if err := agent.WriteFrame(conn, agent.FrameData, randomBytes(t, 100<<10)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "no temporary file appeared", func() bool { return len(tempFiles(t, home)) == 1 })
+		conn.Close()
+		waitFor(t, 5*time.Second, "temporary file left after the connection broke", func() bool { return len(tempFiles(t, home)) == 0 })
+		if b, _ := os.ReadFile(path); string(b) != "original" {
+			t.Errorf("file holds %d bytes, want the original", len(b))
+		}
+	})
+	t.Run("client context cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := &stallingReader{data: randomBytes(t, 100<<10), stalled: make(chan struct{}), release: ctx.Done()}
+		go func() {
+			<-r.stalled
+			waitFor(t, 5*time.Second, "no temporary file appeared", func() bool { return len(tempFiles(t, home)) == 1 })
+			cancel()
+		}()
+		_, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "keep.txt"}, r)
+		if err != context.Canceled {
+			t.Errorf("WriteFile after cancel = %v, want context.Canceled", err)
+		}
+		waitFor(t, 5*time.Second, "temporary file left after cancel", func() bool { return len(tempFiles(t, home)) == 0 })
+		if b, _ := os.ReadFile(path); string(b) != "original" {
+			t.Errorf("file holds %d bytes, want the original", len(b))
+		}
+	})
+}
+
+// stallingReader returns data, then blocks until release.
+type stallingReader struct {
+	data    []byte
+	stalled chan struct{}
+	release <-chan struct{}
+}
+
+func (r *stallingReader) Read(p []byte) (int, error) {
+	if len(r.data) > 0 {
+		n := copy(p, r.data)
+		r.data = r.data[n:]
+		return n, nil
+	}
+	close(r.stalled)
+	<-r.release
+	return 0, io.ErrUnexpectedEOF
+}
+
+// rawCall dials the agent at sock and sends req, for tests of the protocol
+// itself.
+func rawCall(t testing.TB, sock string, req agent.Request) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := agent.WriteJSON(conn, agent.FrameRequest, req); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+func TestFileErrors(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	writeFile(t, filepath.Join(home, "file"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(home, "full/sub"), 0o755)
+	os.Mkdir(filepath.Join(home, "dir"), 0o755)
+	ctx := ctxT(t, 30*time.Second)
+	read := func(p string) error { return c.ReadFile(ctx, p, io.Discard) }
+	tests := []struct {
+		name string
+		err  error
+		code sandbox.Code
+	}{
+		{"stat missing", second(c.Stat(ctx, "missing")), sandbox.CodeNotFound},
+		{"read missing", read("missing"), sandbox.CodeNotFound},
+		{"read directory", read("dir"), sandbox.CodeInvalidArgument},
+		{"read NUL path", read("a\x00b"), sandbox.CodeInvalidArgument},
+		{"read below a file", read("file/x"), sandbox.CodeInvalidArgument},
+		{"list missing", second(c.List(ctx, "missing")), sandbox.CodeNotFound},
+		{"list a file", second(c.List(ctx, "file")), sandbox.CodeInvalidArgument},
+		{"write missing parent", second(c.WriteFile(ctx, sandbox.WriteRequest{Path: "no/such/f"}, strings.NewReader("x"))), sandbox.CodeNotFound},
+		{"write onto a directory", second(c.WriteFile(ctx, sandbox.WriteRequest{Path: "dir"}, strings.NewReader("x"))), sandbox.CodeInvalidArgument},
+		{"write NUL path", second(c.WriteFile(ctx, sandbox.WriteRequest{Path: "a\x00"}, strings.NewReader("x"))), sandbox.CodeInvalidArgument},
+		{"write bad mode", second(c.WriteFile(ctx, sandbox.WriteRequest{Path: "m", Mode: fs.ModeDir | 0o755}, strings.NewReader("x"))), sandbox.CodeInvalidArgument},
+		{"mkdir over a file", second(c.Mkdir(ctx, "file")), sandbox.CodeAlreadyExists},
+		{"mkdir below a file", second(c.Mkdir(ctx, "file/sub")), sandbox.CodeInvalidArgument},
+		{"remove missing", c.Remove(ctx, "missing", false), sandbox.CodeNotFound},
+		{"remove missing recursive", c.Remove(ctx, "missing", true), sandbox.CodeNotFound},
+		{"remove non-empty dir", c.Remove(ctx, "full", false), sandbox.CodeInvalidArgument},
+		{"remove /", c.Remove(ctx, "/", true), sandbox.CodeInvalidArgument},
+		{"remove / by dots", c.Remove(ctx, "/tmp/../", true), sandbox.CodeInvalidArgument},
+		{"rename /", second(c.Rename(ctx, "/", "x")), sandbox.CodeInvalidArgument},
+		{"rename onto /", second(c.Rename(ctx, "file", "/")), sandbox.CodeInvalidArgument},
+		{"rename missing", second(c.Rename(ctx, "missing", "x")), sandbox.CodeNotFound},
+		{"rename into missing dir", second(c.Rename(ctx, "file", "no/such/x")), sandbox.CodeNotFound},
+		{"rename onto a directory", second(c.Rename(ctx, "file", "dir")), sandbox.CodeAlreadyExists},
+		{"chmod missing", second(c.Chmod(ctx, "missing", 0o644)), sandbox.CodeNotFound},
+		{"chmod bad mode", second(c.Chmod(ctx, "file", fs.ModeDir|0o644)), sandbox.CodeInvalidArgument},
+		{"empty path", second(c.Stat(ctx, "")), sandbox.CodeInvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantCode(t, tc.err, tc.code)
+			if e := sandbox.AsError(tc.err); strings.Contains(e.Message, ".hearth-") {
+				t.Errorf("message %q names the agent's temporary file", e.Message)
+			}
+		})
+	}
+	t.Run("not_found message names the path", func(t *testing.T) {
+		err := read("missing")
+		if want := "no such file: " + filepath.Join(home, "missing"); sandbox.AsError(err).Message != want {
+			t.Errorf("message = %q, want %q", sandbox.AsError(err).Message, want)
+		}
+	})
+	t.Run("error comes before any data", func(t *testing.T) {
+		var w bytes.Buffer
+		if err := c.ReadFile(ctx, "missing", &w); err == nil || w.Len() != 0 {
+			t.Errorf("ReadFile(missing) = %v after writing %d bytes", err, w.Len())
+		}
+	})
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func TestListAndStat(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	writeFile(t, filepath.Join(home, "b.txt"), []byte("hello"), 0o640)
+	if err := os.Mkdir(filepath.Join(home, "a-dir"), 0o750|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(home, "a-dir"), 0o750|fs.ModeSticky)
+	if err := os.Symlink("b.txt", filepath.Join(home, "c-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(home, "d-fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	got, err := c.List(ctx, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sandbox.FileInfo{
+		{Name: "a-dir", Type: sandbox.FileDir, Mode: 0o750 | fs.ModeSticky, Owner: "root", Group: "root"},
+		{Name: "b.txt", Type: sandbox.FileRegular, Size: 5, Mode: 0o640, Owner: "nobody", Group: "nogroup"},
+		{Name: "c-link", Type: sandbox.FileSymlink, Size: 5, Mode: 0o777, Owner: "root", Group: "root", Target: "b.txt"},
+		{Name: "d-fifo", Type: sandbox.FileOther, Mode: 0o600, Owner: "root", Group: "root"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("List = %+v, want %d entries", got, len(want))
+	}
+	for i := range want {
+		want[i].Path = filepath.Join(home, want[i].Name)
+		g := got[i]
+		if want[i].Type == sandbox.FileDir {
+			g.Size = 0
+		}
+		if g.ModTime.IsZero() || time.Since(g.ModTime) > time.Hour {
+			t.Errorf("entry %d mtime %v", i, g.ModTime)
+		}
+		g.ModTime = time.Time{}
+		if g != want[i] {
+			t.Errorf("List[%d] = %+v, want %+v", i, g, want[i])
+		}
+	}
+
+	info, err := c.Stat(ctx, filepath.Join(home, "c-link"))
+	if err != nil || info.Type != sandbox.FileSymlink || info.Target != "b.txt" {
+		t.Errorf("Stat(c-link) = %+v, %v; want the link itself", info, err)
+	}
+	info, err = c.Stat(ctx, "/")
+	if err != nil || info.Name != "/" || info.Path != "/" || info.Type != sandbox.FileDir {
+		t.Errorf("Stat(/) = %+v, %v", info, err)
+	}
+	t.Run("reading a fifo is refused, not blocked", func(t *testing.T) {
+		wantCode(t, c.ReadFile(ctx, "d-fifo", io.Discard), sandbox.CodeInvalidArgument)
+	})
+}
+
+func TestListLargeDirectory(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	dir := filepath.Join(home, "many")
+	os.Mkdir(dir, 0o755)
+	const n = 3000 // with long names, several data frames
+	for i := range n {
+		name := fmt.Sprintf("%04d-%s", i, strings.Repeat("n", 200))
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.List(ctxT(t, 30*time.Second), "many")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("List returned %d entries, want %d", len(got), n)
+	}
+	for i, e := range got {
+		if !strings.HasPrefix(e.Name, fmt.Sprintf("%04d-", i)) {
+			t.Fatalf("List[%d] = %s, want sorted by name", i, e.Name)
+		}
+	}
+}
+
+func TestMkdirRenameChmodRemove(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	ctx := ctxT(t, 20*time.Second)
+
+	info, err := c.Mkdir(ctx, "x/y/z")
+	if err != nil || info.Type != sandbox.FileDir || info.Mode != 0o755 || info.Owner != "nobody" {
+		t.Fatalf("Mkdir(x/y/z) = %+v, %v", info, err)
+	}
+	if uid, _ := owner(t, filepath.Join(home, "x")); uid != nobody {
+		t.Errorf("parent x belongs to %d, want the sandbox user", uid)
+	}
+	if _, err := c.Mkdir(ctx, "x/y/z"); err != nil {
+		t.Errorf("Mkdir of an existing directory = %v, want nil (mkdir -p)", err)
+	}
+	if _, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "x/y/z/f.txt"}, strings.NewReader("content")); err != nil {
+		t.Fatal(err)
+	}
+
+	info, err = c.Rename(ctx, "x/y/z/f.txt", "x/g.txt")
+	if err != nil || info.Path != filepath.Join(home, "x/g.txt") || info.Size != 7 {
+		t.Fatalf("Rename = %+v, %v", info, err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "x/y/z/f.txt")); !os.IsNotExist(err) {
+		t.Errorf("the source still exists after rename: %v", err)
+	}
+	if _, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "x/h.txt"}, strings.NewReader("other")); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Rename(ctx, "x/h.txt", "x/g.txt"); err != nil || info.Size != 5 {
+		t.Errorf("Rename over a file = %+v, %v; want it replaced", info, err)
+	}
+
+	info, err = c.Chmod(ctx, "x/g.txt", 0o750|fs.ModeSetgid)
+	if err != nil || info.Mode != 0o750|fs.ModeSetgid {
+		t.Errorf("Chmod = %+v, %v", info, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(home, "x/g.txt")); fi.Mode()&(fs.ModePerm|fs.ModeSetgid) != 0o750|fs.ModeSetgid {
+		t.Errorf("mode on disk = %v", fi.Mode())
+	}
+
+	if err := c.Remove(ctx, "x/g.txt", false); err != nil {
+		t.Errorf("Remove(file) = %v", err)
+	}
+	if err := c.Remove(ctx, "x", true); err != nil {
+		t.Errorf("Remove(x, recursive) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "x")); !os.IsNotExist(err) {
+		t.Errorf("x still exists after a recursive remove: %v", err)
+	}
+	os.Mkdir(filepath.Join(home, "empty"), 0o755)
+	if err := c.Remove(ctx, "empty", false); err != nil {
+		t.Errorf("Remove(empty dir) = %v", err)
+	}
+}

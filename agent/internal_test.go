@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Internal tests for the parsers and pure helpers that have no exported
+// surface of their own.
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want proc
+		ok   bool
+	}{
+		{"plain", "42 (sleep) S 1 40 39 0 -1", proc{pid: 42, ppid: 1, pgrp: 40, sid: 39, state: 'S'}, true},
+		{"comm with spaces and parens", "7 (a) b (c)) Z 3 7 7 0", proc{pid: 7, ppid: 3, pgrp: 7, sid: 7, state: 'Z'}, true},
+		{"truncated", "7 (a) S 3", proc{}, false},
+		{"no comm", "7 S 3 4 5", proc{}, false},
+		{"bad pid", "x (a) S 1 2 3", proc{}, false},
+		{"bad field", "7 (a) S 1 two 3", proc{}, false},
+		{"empty", "", proc{}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseStat([]byte(tc.in))
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("parseStat(%q) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("42 (sleep) S 1 40 39 0 -1"))
+	f.Add([]byte("1 ()) R 0 0 0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseStat(b) // never panics
+	})
+}
+
+func TestMembers(t *testing.T) {
+	procs := []proc{
+		{pid: 10, ppid: 1, pgrp: 10, sid: 10},  // the command
+		{pid: 11, ppid: 10, pgrp: 10, sid: 10}, // its child
+		{pid: 12, ppid: 11, pgrp: 12, sid: 12}, // a grandchild that called setsid
+		{pid: 13, ppid: 12, pgrp: 12, sid: 12}, // and its child
+		{pid: 14, ppid: 1, pgrp: 14, sid: 10},  // an orphan still in the session
+		{pid: 15, ppid: 14, pgrp: 15, sid: 15}, // its child that left
+		{pid: 20, ppid: 1, pgrp: 20, sid: 20},  // a stranger
+		{pid: 21, ppid: 20, pgrp: 20, sid: 20}, // and its child
+		{pid: 1, ppid: 0, pgrp: 1, sid: 1},     // init
+	}
+	got := members(procs, 10)
+	var pids []int
+	for pid := range got {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	if want := []int{10, 11, 12, 13, 14, 15}; !slices.Equal(pids, want) {
+		t.Errorf("members = %v, want %v", pids, want)
+	}
+}
+
+func TestParseOOMKill(t *testing.T) {
+	tests := []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n", 2, true},
+		{"oom_kill_disable 0\nunder_oom 0\noom_kill 17\n", 17, true},
+		{"oom_kill_disable 0\n", 0, false},
+		{"oom_kill x\n", 0, false},
+		{"", 0, false},
+	}
+	for _, tc := range tests {
+		got, ok := parseOOMKill([]byte(tc.in))
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseOOMKill(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestMergeEnv(t *testing.T) {
+	got := mergeEnv([]string{"A=1", "B=2", "A=3", "bad", "=x", "C=4"}, map[string]string{"B": "b", "Z": "z", "D": "d"})
+	want := []string{"A=3", "C=4", "B=b", "D=d", "Z=z"}
+	if !slices.Equal(got, want) {
+		t.Errorf("mergeEnv = %q, want %q", got, want)
+	}
+	if v := envValue(got, "B"); v != "b" {
+		t.Errorf("envValue(B) = %q, want b", v)
+	}
+}
+
+func FuzzResolve(f *testing.F) {
+	s := NewServer(Options{Home: "/home/sandbox"})
+	for _, p := range []string{"a", "/x/../y", "../../..", "a\x00b", "", ".", "//"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		got, err := s.resolve(p)
+		if err != nil {
+			if p != "" && !strings.Contains(p, "\x00") {
+				t.Fatalf("resolve(%q) = %v", p, err)
+			}
+			return
+		}
+		if !filepath.IsAbs(got) || filepath.Clean(got) != got || strings.Contains(got, "\x00") {
+			t.Fatalf("resolve(%q) = %q, want an absolute clean path", p, got)
+		}
+	})
+}

@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// resolve turns a path from a request into the absolute, cleaned path it
+// names: relative paths are relative to the sandbox user's home. The agent
+// runs inside the sandbox's own root, so every result is inside the
+// sandbox; resolve only rejects what the kernel cannot take.
+func (s *Server) resolve(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "empty path").WithHint("name a file, absolute or relative to the home directory")
+	case strings.IndexByte(p, 0) >= 0:
+		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "path contains a NUL byte").WithHint("paths cannot contain NUL")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.opts.Home, p)
+	}
+	return filepath.Clean(p), nil
+}
+
+// fsError maps a file system error about path to the sandbox.Error a caller
+// sees. Messages name only the caller's path, never the agent's temporary
+// files; errors with no mapping become internal (and are logged by the
+// caller of fail).
+func fsError(err error, path string) error {
+	if err == nil {
+		return nil
+	}
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	switch errno {
+	case syscall.ENOENT:
+		return sandbox.Errorf(sandbox.CodeNotFound, "no such file: %s", path).
+			WithHint("check the path; relative paths start at the home directory")
+	case syscall.EEXIST:
+		return sandbox.Errorf(sandbox.CodeAlreadyExists, "%s already exists", path)
+	case syscall.EACCES, syscall.EPERM:
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "permission denied: %s", path).
+			WithHint("the file's mode, owner or attributes forbid this")
+	case syscall.EROFS:
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "read-only file system: %s", path).
+			WithHint("write under the home directory or /tmp")
+	case syscall.ENOTDIR:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "not a directory: %s (or one of its parents)", path)
+	case syscall.EISDIR:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is a directory", path)
+	case syscall.ENOTEMPTY:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "directory %s is not empty", path).
+			WithHint("remove it recursively to delete everything below it")
+	case syscall.ELOOP:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "too many levels of symbolic links: %s", path)
+	case syscall.ENAMETOOLONG:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "path too long: %s", path)
+	case syscall.EXDEV:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "cannot rename %s across file systems", path).
+			WithHint("copy the file and remove the original instead")
+	case syscall.EINVAL:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "invalid operation on %s", path).
+			WithHint("a directory cannot be moved into itself")
+	case syscall.EBUSY:
+		return sandbox.Errorf(sandbox.CodeUnavailable, "%s is busy (a mount point or in use)", path)
+	case syscall.ENOSPC:
+		return sandbox.Errorf(sandbox.CodeUnavailable, "no space left on the sandbox's disk writing %s", path).
+			WithHint("free space in the sandbox, or give it a larger disk")
+	case syscall.EDQUOT:
+		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "disk quota exceeded writing %s", path).
+			WithHint("free space in the sandbox, or ask for a larger quota")
+	case syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM:
+		return sandbox.Errorf(sandbox.CodeUnavailable, "the sandbox is out of resources (%s)", errno.Error()).
+			WithHint("retry later")
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// refuseRoot is the error for remove and rename of "/" (p is resolved),
+// which the agent refuses; nil for any other path.
+func refuseRoot(op, p string) error {
+	if p == "/" {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "refusing to %s /", op).
+			WithHint("name a file or directory below /")
+	}
+	return nil
+}
