@@ -96,7 +96,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, req sandbox.WriteRe
 	}
 	q := url.Values{"path": {req.Path}}
 	if req.Mode != 0 || req.SetMode {
-		q.Set("mode", formatMode(req.Mode))
+		q.Set("mode", sandbox.FormatMode(req.Mode))
 		if !req.SetMode {
 			q.Set("set_mode", "false")
 		}
@@ -165,22 +165,6 @@ func contentLength(r io.Reader) int64 {
 	return -1
 }
 
-// formatMode renders m in the octal Unix notation the API takes, with
-// fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky as 04000, 02000, 01000.
-func formatMode(m fs.FileMode) string {
-	n := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		n |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		n |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		n |= 0o1000
-	}
-	return fmt.Sprintf("%04o", n)
-}
-
 // ListDir lists the directory at path in sandbox name.
 func (c *Client) ListDir(ctx context.Context, name, path string) ([]sandbox.FileInfo, error) {
 	var out struct {
@@ -225,7 +209,7 @@ func (c *Client) Rename(ctx context.Context, name, from, to string) (sandbox.Fil
 // at path.
 func (c *Client) Chmod(ctx context.Context, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
 	var info sandbox.FileInfo
-	err := c.fileOp(ctx, http.MethodPost, name, "/fs/chmod", url.Values{"path": {path}, "mode": {formatMode(mode)}}, &info)
+	err := c.fileOp(ctx, http.MethodPost, name, "/fs/chmod", url.Values{"path": {path}, "mode": {sandbox.FormatMode(mode)}}, &info)
 	return info, err
 }
 

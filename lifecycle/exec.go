@@ -2,8 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -17,11 +19,27 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	return ag.Exec(ctx, req, stdin, stdout, stderr)
+	res, err := ag.Exec(ctx, req, stdin, stdout, stderr)
+	if err == nil && res.OOMKilled {
+		s.noteOOM(ctx, sb)
+	}
+	return res, err
+}
+
+// noteOOM records in the sandbox's status that its memory limit killed a
+// command, so that the status, not only that exec's result, tells it.
+func (s *Service) noteOOM(ctx context.Context, sb sandbox.Sandbox) {
+	unlock := s.locks.lock(sb.Name)
+	defer unlock()
+	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
+	if err != nil || cur.ID != sb.ID {
+		return
+	}
+	s.setStatus(ctx, cur, cur.Status, fmt.Sprintf("oom: the memory limit (%d MiB) killed a command at %s", cur.Resources.MemoryBytes>>20, s.now().UTC().Format(time.RFC3339)))
 }
 
 // ReadFile streams the file at path in p's sandbox to w. Errors (not_found,

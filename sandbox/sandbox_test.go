@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"encoding/json"
+	"io/fs"
 	"net/http"
 	"strings"
 	"testing"
@@ -182,4 +183,50 @@ func TestLookupSize(t *testing.T) {
 	if !sandbox.IsCode(err, sandbox.CodeInvalidArgument) || !strings.Contains(sandbox.AsError(err).Hint, "small") {
 		t.Fatalf("LookupSize(huge) = %v; want invalid_argument listing the sizes", err)
 	}
+}
+
+func TestParseMode(t *testing.T) {
+	tests := []struct {
+		in   string
+		want fs.FileMode
+		ok   bool
+	}{
+		{"755", 0o755, true},
+		{"0644", 0o644, true},
+		{"0o750", 0o750, true},
+		{"4755", fs.ModeSetuid | 0o755, true},
+		{"2775", fs.ModeSetgid | 0o775, true},
+		{"1777", fs.ModeSticky | 0o777, true},
+		{"", 0, false},
+		{"0o", 0, false},
+		{"888", 0, false},
+		{"17777", 0, false},
+		{"-1", 0, false},
+		{"rwx", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := sandbox.ParseMode(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseMode(%q) = %v, %v, want %v ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+			t.Errorf("ParseMode(%q) = %v, want invalid_argument", tt.in, err)
+		}
+	}
+}
+
+func FuzzParseMode(f *testing.F) {
+	for _, s := range []string{"755", "4755", "0o1777", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := sandbox.ParseMode(s)
+		if err != nil {
+			return
+		}
+		back, err := sandbox.ParseMode(sandbox.FormatMode(m))
+		if err != nil || back != m {
+			t.Fatalf("ParseMode(FormatMode(%v)) = %v, %v, want %v", m, back, err, m)
+		}
+	})
 }

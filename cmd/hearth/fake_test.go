@@ -364,7 +364,7 @@ func (d *fakeDaemon) writeFile(w http.ResponseWriter, r *http.Request, s *fakeSa
 		s.files[p] = f
 	}
 	if m := q.Get("mode"); m != "" && q.Get("set_mode") != "false" {
-		mode, err := parseMode(m)
+		mode, err := sandbox.ParseMode(m)
 		if err != nil {
 			writeFakeError(w, sandbox.Errorf(sandbox.CodeInvalidArgument, "invalid mode %q", m))
 			return
@@ -471,7 +471,7 @@ func (d *fakeDaemon) chmod(w http.ResponseWriter, r *http.Request, s *fakeSandbo
 	if !ok {
 		return
 	}
-	mode, err := parseMode(q.Get("mode"))
+	mode, err := sandbox.ParseMode(q.Get("mode"))
 	if err != nil {
 		writeFakeError(w, sandbox.Errorf(sandbox.CodeInvalidArgument, "invalid mode %q", q.Get("mode")))
 		return

@@ -98,7 +98,7 @@ func runFSWrite(ctx context.Context, c *cli, args []string) error {
 	}
 	req := sandbox.WriteRequest{Path: pos[1], Parents: *parents}
 	if *mode != "" {
-		m, err := parseMode(*mode)
+		m, err := sandbox.ParseMode(*mode)
 		if err != nil {
 			return &usageError{verb: "fs write", msg: err.Error()}
 		}
@@ -112,7 +112,7 @@ func runFSWrite(ctx context.Context, c *cli, args []string) error {
 	if c.json {
 		return c.printJSON(fi)
 	}
-	fmt.Fprintf(c.stdout, "wrote %s (%d bytes, %s)\n", fi.Path, fi.Size, formatOctal(fi.Mode))
+	fmt.Fprintf(c.stdout, "wrote %s (%d bytes, %s)\n", fi.Path, fi.Size, sandbox.FormatMode(fi.Mode))
 	return nil
 }
 
@@ -231,7 +231,7 @@ func runFSChmod(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("fs chmod", pos, "NAME", "MODE", "PATH"); err != nil {
 		return err
 	}
-	mode, err := parseMode(pos[1])
+	mode, err := sandbox.ParseMode(pos[1])
 	if err != nil {
 		return &usageError{verb: "fs chmod", msg: err.Error()}
 	}

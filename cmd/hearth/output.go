@@ -66,7 +66,7 @@ func printFileInfo(w io.Writer, fi sandbox.FileInfo) error {
 		{"path", fi.Path},
 		{"type", string(fi.Type)},
 		{"size", strconv.FormatInt(fi.Size, 10)},
-		{"mode", formatMode(fi.Type, fi.Mode) + " (" + formatOctal(fi.Mode) + ")"},
+		{"mode", formatMode(fi.Type, fi.Mode) + " (" + sandbox.FormatMode(fi.Mode) + ")"},
 		{"owner", fi.Owner + ":" + fi.Group},
 		{"mtime", formatTime(fi.ModTime)},
 	}
@@ -130,42 +130,6 @@ func formatMode(t sandbox.FileType, m fs.FileMode) string {
 	special(6, m&fs.ModeSetgid != 0, 's')
 	special(9, m&fs.ModeSticky != 0, 't')
 	return string(b[:])
-}
-
-// formatOctal renders permission bits as chmod spells them: "0755", "4755".
-func formatOctal(m fs.FileMode) string {
-	v := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		v |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		v |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		v |= 0o1000
-	}
-	return fmt.Sprintf("%04o", v)
-}
-
-// parseMode parses a chmod-style octal mode ("755", "0644", "4755") into
-// the fs.FileMode the API carries, where setuid, setgid and sticky are
-// fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky rather than octal bits.
-func parseMode(s string) (fs.FileMode, error) {
-	v, err := strconv.ParseUint(strings.TrimPrefix(s, "0o"), 8, 32)
-	if err != nil || v > 0o7777 {
-		return 0, fmt.Errorf("invalid mode %q: want octal permission bits such as 0644 or 0755", s)
-	}
-	m := fs.FileMode(v & 0o777)
-	if v&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if v&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if v&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m, nil
 }
 
 // formatAge renders a duration as its largest unit, as kubectl does: "45s",

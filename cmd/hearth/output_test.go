@@ -47,17 +47,17 @@ func TestParseMode(t *testing.T) {
 		{"0", 0, "0000"},
 	}
 	for _, tt := range tests {
-		got, err := parseMode(tt.in)
+		got, err := sandbox.ParseMode(tt.in)
 		if err != nil || got != tt.want {
-			t.Errorf("parseMode(%q) = %v, %v, want %v", tt.in, got, err, tt.want)
+			t.Errorf("sandbox.ParseMode(%q) = %v, %v, want %v", tt.in, got, err, tt.want)
 		}
-		if o := formatOctal(got); o != tt.octal {
-			t.Errorf("formatOctal(parseMode(%q)) = %q, want %q", tt.in, o, tt.octal)
+		if o := sandbox.FormatMode(got); o != tt.octal {
+			t.Errorf("sandbox.FormatMode(sandbox.ParseMode(%q)) = %q, want %q", tt.in, o, tt.octal)
 		}
 	}
 	for _, bad := range []string{"", "rwx", "888", "17777", "-1", "u+x"} {
-		if _, err := parseMode(bad); err == nil {
-			t.Errorf("parseMode(%q) = nil error, want one", bad)
+		if _, err := sandbox.ParseMode(bad); err == nil {
+			t.Errorf("sandbox.ParseMode(%q) = nil error, want one", bad)
 		}
 	}
 }
@@ -175,13 +175,13 @@ func FuzzParseMode(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := parseMode(s)
+		m, err := sandbox.ParseMode(s)
 		if err != nil {
 			return
 		}
-		back, err := parseMode(formatOctal(m))
+		back, err := sandbox.ParseMode(sandbox.FormatMode(m))
 		if err != nil || back != m {
-			t.Errorf("parseMode(formatOctal(parseMode(%q))) = %v, %v, want %v", s, back, err, m)
+			t.Errorf("sandbox.ParseMode(sandbox.FormatMode(sandbox.ParseMode(%q))) = %v, %v, want %v", s, back, err, m)
 		}
 		if got := formatMode(sandbox.FileRegular, m); len(got) != 10 {
 			t.Errorf("formatMode(%v) = %q, want 10 characters", m, got)

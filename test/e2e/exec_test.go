@@ -78,6 +78,9 @@ func TestExecSemantics(t *testing.T) {
 			// MemoryError instead; on the host kernel the cgroup OOM-kills it.
 			t.Fatalf("memory hog under runc = %+v; want oom_killed", res)
 		}
+		if sb, err := c.Get(ctx, "ex"); runtime == "runc" && (err != nil || !strings.HasPrefix(sb.Reason, "oom")) {
+			t.Fatalf("status after an OOM kill = %+v, %v; want the reason to say oom", sb, err)
+		}
 		// A fork bomb is contained by the pids limit and the deadline.
 		res, _, _ = run(sandbox.ExecRequest{Shell: "bomb() { bomb | bomb & }; bomb; sleep 5", Timeout: sandbox.Duration(5 * time.Second)}, "")
 		if res, out, _ = run(sandbox.ExecRequest{Shell: "echo still here"}, ""); res.ExitCode != 0 || out != "still here\n" {
