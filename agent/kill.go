@@ -46,9 +46,9 @@ func parseStat(b []byte) (proc, bool) {
 	return p, true
 }
 
-// scanProcs reads every live process (zombies excluded: they are dead, and
-// only waiting removes them).
-func scanProcs() []proc {
+// scanProcs reads every process; zombies (state Z or X) are included only
+// with zombies set: they are dead, and only waiting removes them.
+func scanProcs(zombies bool) []proc {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -64,7 +64,7 @@ func scanProcs() []proc {
 		if err != nil {
 			continue // exited meanwhile
 		}
-		if p, ok := parseStat(b); ok && p.state != 'Z' && p.state != 'X' {
+		if p, ok := parseStat(b); ok && (zombies || p.state != 'Z' && p.state != 'X') {
 			out = append(out, p)
 		}
 	}
@@ -113,7 +113,10 @@ func members(procs []proc, root int) map[int]bool {
 // reparented as their parents die. So it first freezes: SIGSTOP to every
 // member found, and rescans until a scan finds no new member (a stopped
 // process cannot fork, and while nothing dies, parent links stay intact).
-// Then SIGKILL to all, and again until a scan finds none alive.
+// Then SIGKILL to all, and again until a scan finds none alive. Last it
+// waits, within the same patience, until the dead are reaped too: a zombie
+// still counts against the user's RLIMIT_NPROC, so returning earlier would
+// let the next command fail to fork (seen under gVisor after a fork bomb).
 func killTree(root int) {
 	deadline := time.Now().Add(killPatience)
 	delay := time.Millisecond
@@ -122,7 +125,7 @@ func killTree(root int) {
 		seen := map[int]bool{}
 		for range 20 {
 			fresh := 0
-			for pid := range members(scanProcs(), root) {
+			for pid := range members(scanProcs(false), root) {
 				if !seen[pid] {
 					seen[pid] = true
 					syscall.Kill(pid, syscall.SIGSTOP)
@@ -134,6 +137,7 @@ func killTree(root int) {
 			}
 		}
 		if len(seen) == 0 {
+			waitReaped(root, deadline)
 			return
 		}
 		syscall.Kill(-root, syscall.SIGKILL)
@@ -145,5 +149,13 @@ func killTree(root int) {
 		}
 		time.Sleep(delay)
 		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// waitReaped returns once no process of the command started as root is
+// left, zombies included, or at deadline.
+func waitReaped(root int, deadline time.Time) {
+	for delay := time.Millisecond; len(members(scanProcs(true), root)) > 0 && time.Now().Before(deadline); delay = min(2*delay, 50*time.Millisecond) {
+		time.Sleep(delay)
 	}
 }

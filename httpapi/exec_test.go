@@ -84,7 +84,7 @@ func TestExecCallerGoes(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.create(t, "ex")
 	c := e.client()
-	pidFile := filepath.Join(e.home, "pid")
+	pidFile := filepath.Join(e.home(t, "ex"), "pid")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	started := make(chan struct{})

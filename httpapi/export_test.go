@@ -4,5 +4,4 @@ package httpapi
 // package like any other caller.
 var (
 	DecodeExecMessage = decodeExecMessage
-	ParseMode         = parseMode
 )

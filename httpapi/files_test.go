@@ -28,7 +28,7 @@ func TestFiles(t *testing.T) {
 	if err != nil || info.Size != int64(len(content)) || info.Mode.Perm() != 0o600 {
 		t.Fatalf("WriteFile = %+v, %v", info, err)
 	}
-	if got, err := os.ReadFile(filepath.Join(e.home, "deep/dir/blob.bin")); err != nil || !bytes.Equal(got, content) {
+	if got, err := os.ReadFile(filepath.Join(e.home(t, "files"), "deep/dir/blob.bin")); err != nil || !bytes.Equal(got, content) {
 		t.Fatalf("the agent stored %d bytes, %v; want %d", len(got), err, len(content))
 	}
 	var back bytes.Buffer
@@ -82,7 +82,7 @@ func TestFiles(t *testing.T) {
 func TestFileErrors(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.create(t, "files")
-	os.WriteFile(filepath.Join(e.home, "f"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(e.home(t, "files"), "f"), []byte("x"), 0o644)
 	base := e.url + "/v1/sandboxes/files/fs/"
 	tests := []struct {
 		method, url string
@@ -143,7 +143,7 @@ func TestWriteTooLargeBeforeReading(t *testing.T) {
 		body.Error.Details["max_bytes"] != 1000.0 || body.Error.Details["size"] != 5e6 {
 		t.Fatalf("= %d %+v; want 413 too_large with max_bytes 1000 and size 5000000", resp.StatusCode, body.Error)
 	}
-	if _, err := os.Stat(filepath.Join(e.home, "big")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.home(t, "files"), "big")); !os.IsNotExist(err) {
 		t.Errorf("a refused write left a file: %v", err)
 	}
 }
@@ -170,7 +170,7 @@ func TestWriteTooLarge(t *testing.T) {
 	if !sandbox.IsCode(err, sandbox.CodeTooLarge) {
 		t.Errorf("WriteFile(11 bytes, MaxBytes 10) = %v; want too_large", err)
 	}
-	if got, _ := os.ReadFile(filepath.Join(e.home, "keep")); string(got) != "original" {
+	if got, _ := os.ReadFile(filepath.Join(e.home(t, "files"), "keep")); string(got) != "original" {
 		t.Fatalf("after refused writes the file holds %q; want it untouched", got)
 	}
 }

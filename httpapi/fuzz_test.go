@@ -1,8 +1,6 @@
 package httpapi_test
 
 import (
-	"io/fs"
-	"strconv"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -42,37 +40,6 @@ func FuzzDecodeExecMessage(f *testing.F) {
 		}
 		if err := req.Validate(); err != nil {
 			t.Fatalf("DecodeExecMessage(%q) = %+v, which fails Validate: %v", msg, req, err)
-		}
-	})
-}
-
-// FuzzParseMode: a mode is at most 07777, and what it accepts round-trips
-// through the Unix octal notation.
-func FuzzParseMode(f *testing.F) {
-	for _, seed := range []string{"0755", "755", "0o4755", "07777", "0", "10000", "-1", "0x1ff", "", "0o", "8", "0755 "} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		m, err := httpapi.ParseMode(s)
-		if err != nil {
-			return
-		}
-		if m&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
-			t.Fatalf("ParseMode(%q) = %v; has bits beyond permissions, setuid, setgid, sticky", s, m)
-		}
-		unix := uint64(m.Perm())
-		if m&fs.ModeSetuid != 0 {
-			unix |= 0o4000
-		}
-		if m&fs.ModeSetgid != 0 {
-			unix |= 0o2000
-		}
-		if m&fs.ModeSticky != 0 {
-			unix |= 0o1000
-		}
-		again, err := httpapi.ParseMode(strconv.FormatUint(unix, 8))
-		if err != nil || again != m {
-			t.Fatalf("ParseMode(%q) = %v, but its octal form %o parses to %v, %v", s, m, unix, again, err)
 		}
 	})
 }

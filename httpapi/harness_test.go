@@ -1,23 +1,19 @@
 package httpapi_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"net"
+	"io/fs"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
-	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/driver"
+	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/layers"
+	layersfake "github.com/hearth/hearth/layers/fake"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
@@ -25,15 +21,16 @@ import (
 )
 
 // env is a daemon in miniature: the API over a real lifecycle.Service with
-// a SQLite store in t.TempDir(), in-memory layers, and a driver whose every
-// sandbox is one hearth-agent served in this process (commands run as the
-// test's own user, in home).
+// a SQLite store in t.TempDir(), the directory-backed layers/fake holding
+// the image "default", and driver/fake, whose every sandbox is a real
+// hearth-agent served in this process (commands run as the test's own
+// user, in the sandbox's home inside its root; see env.home).
 type env struct {
-	url   string
-	svc   *lifecycle.Service
-	db    store.Store
-	home  string
-	token string // an agent principal's token: tenant t1, agent a1
+	url    string
+	svc    *lifecycle.Service
+	db     store.Store
+	driver *driverfake.Driver
+	token  string // an agent principal's token: tenant t1, agent a1
 }
 
 // Principals of the tokens newEnv makes.
@@ -69,36 +66,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 		}
 	}
 
-	home := filepath.Join(dir, "home")
-	if err := os.Mkdir(home, 0o755); err != nil {
+	lay := layersfake.New(t)
+	if err := lay.Import(ctx, "default", fstest.MapFS{"home/sandbox": {Mode: fs.ModeDir | 0o755}}); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(dir, "a.sock")
-	if len(sock) > 100 {
-		sock = filepath.Join(os.TempDir(), filepath.Base(dir)+".sock")
-	}
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentSrv := agent.NewServer(agent.Options{
-		UID: os.Geteuid(), GID: os.Getegid(), Home: home,
-		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8"},
-	})
-	served := make(chan error, 1)
-	go func() { served <- agentSrv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		agentSrv.Shutdown(ctx)
-		<-served
-		os.Remove(sock)
-	})
+	drv := driverfake.New(driverfake.Options{})
+	t.Cleanup(func() { drv.Close() }) // before the roots go
 
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,
-		Driver:        &fakeDriver{sock: sock, running: map[string]bool{}},
-		Layers:        &fakeLayers{snaps: map[string]layers.Info{"default": {Key: "default", Kind: layers.KindCommitted}}},
+		Driver:        drv,
+		Layers:        lay,
 		AgentPath:     "/nonexistent/hearth-agent",
 		MaxWriteBytes: o.maxWrite,
 	})
@@ -107,7 +85,22 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	srv := httptest.NewServer(httpapi.New(svc, o.api))
 	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, svc: svc, db: db, home: home, token: tokenA1}
+	return &env{url: srv.URL, svc: svc, db: db, driver: drv, token: tokenA1}
+}
+
+// home returns the host directory that is sandbox name's home: where its
+// commands start and its relative paths resolve.
+func (e *env) home(t *testing.T, name string) string {
+	t.Helper()
+	sb, err := e.db.GetSandbox(t.Context(), name)
+	if err != nil {
+		t.Fatalf("GetSandbox(%s) = %v", name, err)
+	}
+	home := e.driver.Home(sb.ID)
+	if home == "" {
+		t.Fatalf("the driver does not know sandbox %s (%s)", name, sb.ID)
+	}
+	return home
 }
 
 // client returns a client with agent a1's token.
@@ -120,103 +113,3 @@ func (e *env) create(t *testing.T, name string) {
 		t.Fatalf("Create(%s) = %v", name, err)
 	}
 }
-
-// fakeDriver runs nothing: every sandbox it starts is the one in-process
-// agent listening on sock.
-type fakeDriver struct {
-	sock    string
-	mu      sync.Mutex
-	running map[string]bool
-}
-
-var _ driver.Driver = (*fakeDriver)(nil)
-
-func (d *fakeDriver) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Runtime: "fake", Isolation: "container"}
-}
-
-func (d *fakeDriver) Start(ctx context.Context, spec driver.Spec) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.running[spec.ID] = true
-	return nil
-}
-
-func (d *fakeDriver) Dial(ctx context.Context, id string) (net.Conn, error) {
-	d.mu.Lock()
-	running := d.running[id]
-	d.mu.Unlock()
-	if !running {
-		return nil, driver.ErrNotFound
-	}
-	var dialer net.Dialer
-	return dialer.DialContext(ctx, "unix", d.sock)
-}
-
-func (d *fakeDriver) State(ctx context.Context, id string) (driver.State, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.running[id] {
-		return driver.State{}, driver.ErrNotFound
-	}
-	return driver.State{ID: id, Status: driver.StatusRunning, PID: 1}, nil
-}
-
-func (d *fakeDriver) Stop(ctx context.Context, id string) error { return nil }
-
-func (d *fakeDriver) Delete(ctx context.Context, id string) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.running[id] {
-		return driver.ErrNotFound
-	}
-	delete(d.running, id)
-	return nil
-}
-
-func (d *fakeDriver) Recover(ctx context.Context) ([]driver.State, error) { return nil, nil }
-
-// fakeLayers keeps snapshot metadata only.
-type fakeLayers struct {
-	mu    sync.Mutex
-	snaps map[string]layers.Info
-}
-
-var _ layers.Store = (*fakeLayers)(nil)
-
-func (l *fakeLayers) Prepare(ctx context.Context, key, parent string) (string, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.snaps[key]; ok {
-		return "", layers.ErrExists
-	}
-	path := "/nonexistent/layers/" + key
-	l.snaps[key] = layers.Info{Key: key, Kind: layers.KindActive, Parent: parent, Path: path}
-	return path, nil
-}
-
-func (l *fakeLayers) Commit(ctx context.Context, name, key string) error {
-	return errors.New("fakeLayers: Commit is not used by these tests")
-}
-
-func (l *fakeLayers) Stat(ctx context.Context, key string) (layers.Info, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	info, ok := l.snaps[key]
-	if !ok {
-		return layers.Info{}, layers.ErrNotFound
-	}
-	return info, nil
-}
-
-func (l *fakeLayers) Remove(ctx context.Context, key string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.snaps[key]; !ok {
-		return layers.ErrNotFound
-	}
-	delete(l.snaps, key)
-	return nil
-}
-
-func (l *fakeLayers) Usage(ctx context.Context, key string) (int64, error) { return 0, nil }

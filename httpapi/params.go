@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -114,36 +113,10 @@ func (p *params) mode(name string) (fs.FileMode, bool) {
 	if !p.q.Has(name) {
 		return 0, false
 	}
-	m, err := parseMode(v)
+	m, err := sandbox.ParseMode(v)
 	if err != nil {
 		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is not an octal file mode", name, v).
 			WithHint("use octal permission bits such as %s=0644 or %s=0755 (at most 07777)", name, name))
 	}
 	return m, true
-}
-
-// parseMode parses a Unix octal mode of at most 07777.
-func parseMode(s string) (fs.FileMode, error) {
-	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
-	if digits == "" {
-		return 0, fmt.Errorf("empty mode")
-	}
-	n, err := strconv.ParseUint(digits, 8, 32)
-	if err != nil {
-		return 0, err
-	}
-	if n > 0o7777 {
-		return 0, fmt.Errorf("mode %o has bits beyond 07777", n)
-	}
-	m := fs.FileMode(n & 0o777)
-	if n&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if n&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if n&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	return m, nil
 }

@@ -44,11 +44,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		case inRuntime && st.Status == driver.StatusRunning:
 			s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
 		case inRuntime:
-			reason := "exited"
-			if st.OOMKilled {
-				reason = "oom"
-			}
-			s.setStatus(ctx, sb, sandbox.StatusStopped, reason)
+			s.setStatus(ctx, sb, sandbox.StatusStopped, stoppedReason(st))
 		default:
 			s.setStatus(ctx, sb, sandbox.StatusStopped, "vanished from the runtime (host restart?)")
 		}
@@ -76,7 +72,7 @@ func (s *Service) removeOrphanRoots(ctx context.Context, known map[string]bool) 
 	}
 	var orphans []string
 	if err := walker.Walk(ctx, func(info layers.Info) error {
-		if id, isRoot := strings.CutPrefix(info.Key, "sb-"); isRoot && !known[id] {
+		if id, isRoot := strings.CutPrefix(info.Key, "sb-"); isRoot && info.Kind == layers.KindActive && !known[id] {
 			orphans = append(orphans, info.Key)
 		}
 		return nil
@@ -145,11 +141,7 @@ func (s *Service) sweep(ctx context.Context) {
 		case errors.Is(err, driver.ErrNotFound):
 			s.markStopped(ctx, sb, "vanished from the runtime")
 		case err == nil && st.Status != driver.StatusRunning:
-			reason := "exited"
-			if st.OOMKilled {
-				reason = "oom"
-			}
-			s.markStopped(ctx, sb, reason)
+			s.markStopped(ctx, sb, stoppedReason(st))
 		}
 	}
 }
@@ -164,4 +156,12 @@ func (s *Service) markStopped(ctx context.Context, sb sandbox.Sandbox, reason st
 		return
 	}
 	s.setStatus(ctx, cur, sandbox.StatusStopped, reason)
+}
+
+// stoppedReason says why the runtime reports a sandbox stopped.
+func stoppedReason(st driver.State) string {
+	if st.OOMKilled {
+		return "oom"
+	}
+	return "exited"
 }

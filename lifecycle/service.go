@@ -347,10 +347,35 @@ func (s *Service) running(ctx context.Context, p sandbox.Principal, name string)
 			return sandbox.Sandbox{}, nil, err
 		}
 	}
-	id := sb.ID
 	return sb, agent.NewClient(func(ctx context.Context) (net.Conn, error) {
-		return s.opts.Driver.Dial(ctx, id)
+		return s.dial(ctx, sb)
 	}), nil
+}
+
+// dial connects to the sandbox's agent. When that fails because the runtime
+// lost the sandbox since its row said running (a host OOM under gVisor, a
+// host reboot), it records why and wakes it instead of failing until the
+// next sweep notices.
+func (s *Service) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error) {
+	conn, err := s.opts.Driver.Dial(ctx, sb.ID)
+	if err == nil {
+		return conn, nil
+	}
+	st, serr := s.opts.Driver.State(ctx, sb.ID)
+	switch {
+	case serr == nil && st.Status == driver.StatusRunning:
+		return nil, err // alive but not answering: not ours to restart
+	case errors.Is(serr, driver.ErrNotFound):
+		s.markStopped(ctx, sb, "vanished from the runtime")
+	case serr == nil:
+		s.markStopped(ctx, sb, stoppedReason(st))
+	default:
+		return nil, err
+	}
+	if _, err := s.wake(ctx, sb); err != nil {
+		return nil, err
+	}
+	return s.opts.Driver.Dial(ctx, sb.ID)
 }
 
 // wake starts a stopped sandbox again on its root.
@@ -367,12 +392,17 @@ func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox
 	if cur.Status == sandbox.StatusCreating {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", sb.Name).WithHint("retry in a moment")
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	// A caller that goes away mid-wake must not leave the runtime running
+	// under a row that says stopped: both steps outlive the caller.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	if err := s.start(sctx, cur); err != nil {
+	reason := "woken by a call after: " + cur.Reason
+	if st, err := s.opts.Driver.State(ctx, cur.ID); err == nil && st.Status == driver.StatusRunning {
+		reason = "found running after: " + cur.Reason
+	} else if err := s.start(ctx, cur); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusRunning, "woken by a call after: "+cur.Reason, s.now().UTC()
+	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, cur); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}

@@ -1,0 +1,439 @@
+// Package fake is a driver.Driver for tests that runs no runtime: every
+// sandbox it starts is a real agent.Server (the one hearth-agent runs)
+// served inside the test process, reached through Dial over a socket pair.
+// The host code above it (lifecycle, the doors) therefore talks the real
+// agent protocol to a real agent, and tests can break the runtime on
+// purpose: make a sandbox die (FailStart, Die, Vanish), report an OOM kill
+// (OOMNextExec), restart the daemon (Reopen), and check what the host asked
+// for (Calls).
+//
+// What it emulates: the driver contract's states and errors (Start, wake
+// on the same root, Stop, Delete, Recover, ErrNotFound for unknown ids, a
+// failed Start leaving nothing), sandboxes that outlive the Driver value
+// that started them, and an agent whose home is Spec.Home inside
+// Spec.RootFS, so that files written through the agent land in the root
+// the layer store prepared and survive a stop and a wake.
+//
+// What it does not: isolation and limits. Commands run on the host, as the
+// test's own user (Spec.UID and GID are ignored), with the host's root as
+// "/" (an absolute path is a host path) and no cgroup, namespace or
+// Resources limit; the agent's ping reports the test's pid, not 1. Start
+// never runs Spec.AgentPath, so an agent binary that is missing or broken
+// is not noticed; it only needs Spec.RootFS to be a directory, and creates
+// the home directory in it when missing. PIDs in State are made up, above
+// any real pid_max, so they never name a host process. Because of all
+// this, driver/drivertest, which checks pid 1, broken agents and host
+// leftovers, is not run against this driver; its tests check the contract
+// that a fake can keep.
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+)
+
+// Options configure a Driver. The zero value works.
+type Options struct {
+	// Runtime and Isolation are what Capabilities reports ("fake" and
+	// "none" when empty).
+	Runtime, Isolation string
+	// Logger receives the agents' logs; nil discards.
+	Logger *slog.Logger
+}
+
+// Driver is the fake driver.Driver. It is safe for concurrent use. A
+// Driver is a handle on a set of sandboxes; Reopen makes another handle on
+// the same set, as a restarted daemon would.
+type Driver struct {
+	w *world
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// Op names a driver.Driver method, in Calls.
+type Op string
+
+// The recorded methods (Capabilities is not recorded).
+const (
+	OpStart   Op = "Start"
+	OpDial    Op = "Dial"
+	OpState   Op = "State"
+	OpStop    Op = "Stop"
+	OpDelete  Op = "Delete"
+	OpRecover Op = "Recover"
+)
+
+// Call is one recorded call of a driver.Driver method.
+type Call struct {
+	Op Op
+	// ID is the sandbox id the call named; empty for Recover.
+	ID string
+}
+
+func (c Call) String() string { return string(c.Op) + "(" + c.ID + ")" }
+
+// firstPID is the first made-up pid: Linux's pid_max is at most 1<<22, so
+// no host process has this pid or any above it.
+const firstPID = 1 << 22
+
+// world is the state that every handle from Reopen shares: what a host
+// keeps for its runtime.
+type world struct {
+	caps driver.Capabilities
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	sandboxes map[string]*box
+	calls     []Call
+	startHook func(context.Context, driver.Spec) error
+	nextPID   int
+	closed    bool
+}
+
+// box is one sandbox.
+type box struct {
+	spec      driver.Spec
+	status    driver.Status
+	pid       int
+	oomKilled bool
+	oomExecs  int   // results of exec to report as OOM killed
+	agent     *live // nil unless running
+}
+
+// live is a running sandbox's agent.
+type live struct {
+	srv    *agent.Server
+	ln     *pairListener
+	served chan struct{} // closed when Serve returns
+}
+
+// New returns a Driver with no sandboxes. Close it when done, to stop the
+// agents.
+func New(opts Options) *Driver {
+	caps := driver.Capabilities{Runtime: opts.Runtime, Isolation: opts.Isolation}
+	if caps.Runtime == "" {
+		caps.Runtime = "fake"
+	}
+	if caps.Isolation == "" {
+		caps.Isolation = "none"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{w: &world{caps: caps, log: log, sandboxes: map[string]*box{}, nextPID: firstPID}}
+}
+
+// Reopen returns another Driver over the same sandboxes, as a daemon
+// restarted on the same host would build it: running sandboxes keep
+// running and Recover lists them. d keeps working too (a killed daemon's
+// driver is simply dropped), and the two share Calls.
+func (d *Driver) Reopen() *Driver { return &Driver{w: d.w} }
+
+// Close stops every sandbox's agent, killing its commands, as a host
+// shutdown would; Start fails afterwards. It returns nil.
+func (d *Driver) Close() error {
+	d.w.mu.Lock()
+	d.w.closed = true
+	var agents []*live
+	for _, b := range d.w.sandboxes {
+		if b.agent != nil {
+			agents = append(agents, b.agent)
+			b.agent, b.status, b.pid = nil, driver.StatusStopped, 0
+		}
+	}
+	d.w.mu.Unlock()
+	for _, a := range agents {
+		a.stop()
+	}
+	return nil
+}
+
+func (d *Driver) record(op Op, id string) {
+	d.w.mu.Lock()
+	d.w.calls = append(d.w.calls, Call{Op: op, ID: id})
+	d.w.mu.Unlock()
+}
+
+// Capabilities reports Options.Runtime and Options.Isolation.
+func (d *Driver) Capabilities() driver.Capabilities { return d.w.caps }
+
+// Start starts the sandbox's agent, or wakes a stopped sandbox with the
+// new spec. It fails, changing nothing, when the start hook (FailStart,
+// SetStartHook) says so, when ctx has ended, when spec.RootFS is not a
+// directory, or when the sandbox is running. See driver.Driver.
+func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
+	d.record(OpStart, spec.ID)
+	d.w.mu.Lock()
+	hook := d.w.startHook
+	d.w.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, spec); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if spec.ID == "" {
+		return errors.New("fake: Start: empty id")
+	}
+	if fi, err := os.Stat(spec.RootFS); err != nil || !fi.IsDir() {
+		return fmt.Errorf("fake: Start(%s): root filesystem %q is not a directory", spec.ID, spec.RootFS)
+	}
+	home := filepath.Join(spec.RootFS, filepath.Join("/", spec.Home))
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return fmt.Errorf("fake: Start(%s): %w", spec.ID, err)
+	}
+
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	if d.w.closed {
+		return fmt.Errorf("fake: Start(%s): driver closed", spec.ID)
+	}
+	b := d.w.sandboxes[spec.ID]
+	if b != nil && b.status == driver.StatusRunning {
+		return fmt.Errorf("fake: Start(%s): sandbox is running", spec.ID)
+	}
+	if b == nil {
+		b = &box{}
+		d.w.sandboxes[spec.ID] = b
+	}
+	srv := agent.NewServer(agent.Options{
+		UID:    os.Geteuid(),
+		GID:    os.Getegid(),
+		Home:   home,
+		Env:    append(slices.Clip(spec.Env), "HOME="+home),
+		Logger: d.w.log.With("sandbox", spec.ID),
+	})
+	a := &live{srv: srv, ln: newPairListener(), served: make(chan struct{})}
+	go func() {
+		defer close(a.served)
+		srv.Serve(a.ln)
+	}()
+	b.spec, b.status, b.pid, b.oomKilled, b.agent = spec, driver.StatusRunning, d.w.nextPID, false, a
+	d.w.nextPID++
+	return nil
+}
+
+// Dial connects to the agent of a running sandbox; a stopped one refuses
+// the connection. See driver.Driver.
+func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
+	d.record(OpDial, id)
+	d.w.mu.Lock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		d.w.mu.Unlock()
+		return nil, fmt.Errorf("fake: Dial(%s): %w", id, driver.ErrNotFound)
+	}
+	a, oom := b.agent, b.oomExecs > 0
+	d.w.mu.Unlock()
+	if a == nil {
+		return nil, fmt.Errorf("fake: Dial(%s): sandbox is stopped: %w", id, syscall.ECONNREFUSED)
+	}
+	c, err := a.ln.dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fake: Dial(%s): %w", id, err)
+	}
+	if oom {
+		c = &oomConn{Conn: c, report: func() bool { return d.w.takeOOMExec(id) }}
+	}
+	return c, nil
+}
+
+// State reports the sandbox's state. See driver.Driver.
+func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
+	d.record(OpState, id)
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		return driver.State{}, fmt.Errorf("fake: State(%s): %w", id, driver.ErrNotFound)
+	}
+	return b.state(id), nil
+}
+
+func (b *box) state(id string) driver.State {
+	return driver.State{ID: id, Status: b.status, PID: b.pid, OOMKilled: b.oomKilled}
+}
+
+// Stop stops the sandbox's agent, killing its commands, and waits for
+// them. See driver.Driver.
+func (d *Driver) Stop(ctx context.Context, id string) error {
+	d.record(OpStop, id)
+	return d.w.kill(id, false, false, "Stop")
+}
+
+// Delete stops the sandbox and forgets it. See driver.Driver.
+func (d *Driver) Delete(ctx context.Context, id string) error {
+	d.record(OpDelete, id)
+	return d.w.kill(id, false, true, "Delete")
+}
+
+// Recover lists every sandbox, running or stopped, by id. See
+// driver.Driver.
+func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
+	d.record(OpRecover, "")
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	states := make([]driver.State, 0, len(d.w.sandboxes))
+	for id, b := range d.w.sandboxes {
+		states = append(states, b.state(id))
+	}
+	slices.SortFunc(states, func(a, b driver.State) int { return strings.Compare(a.ID, b.ID) })
+	return states, nil
+}
+
+// Die makes the sandbox's processes die, as a crash or the memory limit
+// would: its agent stops, its commands are killed, and State reports it
+// stopped, with oomKilled. The sandbox stays known, so Start wakes it. It
+// returns driver.ErrNotFound for an unknown id.
+func (d *Driver) Die(id string, oomKilled bool) error {
+	return d.w.kill(id, oomKilled, false, "Die")
+}
+
+// Vanish makes the runtime lose the sandbox without a Delete, as a host
+// reboot that wiped the runtime's state would: its agent stops and State,
+// Dial and Recover no longer know it. Its root is untouched. It returns
+// driver.ErrNotFound for an unknown id.
+func (d *Driver) Vanish(id string) error {
+	return d.w.kill(id, false, true, "Vanish")
+}
+
+// OOMNextExec makes the result of the next command run in sandbox id
+// (through a connection Dial opens from now on) report OOMKilled, as if the
+// sandbox's memory limit had killed it; the command itself runs as usual,
+// so give it one that kills itself (kill -9 $$) for a faithful result. It
+// returns driver.ErrNotFound for an unknown id.
+func (d *Driver) OOMNextExec(id string) error {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		return fmt.Errorf("fake: OOMNextExec(%s): %w", id, driver.ErrNotFound)
+	}
+	b.oomExecs++
+	return nil
+}
+
+func (w *world) takeOOMExec(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.sandboxes[id]
+	if b == nil || b.oomExecs == 0 {
+		return false
+	}
+	b.oomExecs--
+	return true
+}
+
+// FailStart makes every later Start fail with err, changing nothing, until
+// FailStart(nil).
+func (d *Driver) FailStart(err error) {
+	if err == nil {
+		d.SetStartHook(nil)
+		return
+	}
+	d.SetStartHook(func(context.Context, driver.Spec) error { return err })
+}
+
+// SetStartHook makes every later Start call fn first, with Start's
+// arguments; when fn returns an error, Start returns it and changes
+// nothing. fn may call the Driver. A nil fn removes the hook.
+func (d *Driver) SetStartHook(fn func(ctx context.Context, spec driver.Spec) error) {
+	d.w.mu.Lock()
+	d.w.startHook = fn
+	d.w.mu.Unlock()
+}
+
+// Calls returns the driver.Driver calls made so far, through d or any
+// handle Reopen made, in order.
+func (d *Driver) Calls() []Call {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	return slices.Clone(d.w.calls)
+}
+
+// Count returns how many calls of op named id (any id when id is "").
+func (d *Driver) Count(op Op, id string) int {
+	n := 0
+	for _, c := range d.Calls() {
+		if c.Op == op && (id == "" || c.ID == id) {
+			n++
+		}
+	}
+	return n
+}
+
+// Spec returns the spec the sandbox was last started with, and whether
+// the driver knows the sandbox.
+func (d *Driver) Spec(id string) (driver.Spec, bool) {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		return driver.Spec{}, false
+	}
+	return b.spec, true
+}
+
+// Home returns the host directory that is the sandbox user's home, where
+// commands start and relative paths resolve: Spec.Home inside Spec.RootFS.
+// It is "" for an unknown id.
+func (d *Driver) Home(id string) string {
+	spec, ok := d.Spec(id)
+	if !ok {
+		return ""
+	}
+	return filepath.Join(spec.RootFS, filepath.Join("/", spec.Home))
+}
+
+// kill stops id's agent and marks it stopped (oomKilled says how), or
+// forgets it when forget is set.
+func (w *world) kill(id string, oomKilled, forget bool, what string) error {
+	w.mu.Lock()
+	b := w.sandboxes[id]
+	if b == nil {
+		w.mu.Unlock()
+		return fmt.Errorf("fake: %s(%s): %w", what, id, driver.ErrNotFound)
+	}
+	a := b.agent
+	b.agent, b.status, b.pid, b.oomExecs = nil, driver.StatusStopped, 0, 0
+	if a != nil {
+		// Stopping a stopped sandbox keeps how it stopped.
+		b.oomKilled = oomKilled
+	}
+	if forget {
+		delete(w.sandboxes, id)
+	}
+	w.mu.Unlock()
+	if a != nil {
+		a.stop()
+	}
+	return nil
+}
+
+// stop shuts the agent down at once: its commands are killed and its
+// connections closed. It returns when they are gone.
+func (a *live) stop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a.srv.Shutdown(ctx)
+	a.ln.Close()
+	<-a.served
+}

@@ -1,0 +1,224 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"testing/synctest"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// halfMade leaves what a daemon killed during Create leaves: the creating
+// row of a sandbox named name, made from template, and, as far as the
+// create had gone, its root and its runtime sandbox.
+func (e *env) halfMade(t *testing.T, template sandbox.Sandbox, name, id string, root, runtime bool) {
+	t.Helper()
+	ctx := t.Context()
+	sb := template
+	sb.ID, sb.Name, sb.Status, sb.Reason = id, name, sandbox.StatusCreating, "create requested"
+	if err := e.db.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if !root {
+		return
+	}
+	path, err := e.lay.Prepare(ctx, "sb-"+id, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime {
+		if err := e.drv.Start(ctx, driver.Spec{ID: id, RootFS: path, Home: "/home/sandbox"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRecover: a restarted daemon adopts what still runs, records what
+// died or vanished, undoes interrupted creates and removes what no row
+// owns, and kills nothing a row owns.
+func TestRecover(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	adopt := e.create(t, a1, "adopt")
+	e.exec(t, a1, "adopt", "echo before > kept")
+	exited := e.create(t, a1, "exited")
+	oomed := e.create(t, a1, "oomed")
+	vanished := e.create(t, a1, "vanished")
+	asleep := e.stop(t, e.create(t, a1, "asleep"))
+	for _, err := range []error{e.drv.Die(exited.ID, false), e.drv.Die(oomed.ID, true), e.drv.Vanish(vanished.ID)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Creates a killed daemon left at each step.
+	e.halfMade(t, adopt, "half-row", "xhalfrow00000000", false, false)
+	e.halfMade(t, adopt, "half-root", "xhalfroot0000000", true, false)
+	e.halfMade(t, adopt, "half-runtime", "xhalfruntime0000", true, true)
+	// What no row owns.
+	if err := e.drv.Start(ctx, driver.Spec{ID: "xorphanruntime00", RootFS: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.lay.Prepare(ctx, "sb-xorphanroot0000", "default"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	startsBefore := e.started(adopt.ID)
+
+	svc := e.restart(t)
+	if err := svc.Recover(ctx); err != nil {
+		t.Fatalf("Recover() = %v", err)
+	}
+
+	restarted := epoch.Add(time.Hour)
+	tests := []struct {
+		name    string
+		status  sandbox.Status
+		reason  string
+		updated time.Time
+	}{
+		{"adopt", sandbox.StatusRunning, "adopted after daemon restart", restarted},
+		{"exited", sandbox.StatusStopped, "exited", restarted},
+		{"oomed", sandbox.StatusStopped, "oom", restarted},
+		{"vanished", sandbox.StatusStopped, "vanished", restarted},
+		{"asleep", sandbox.StatusStopped, "exited", asleep.UpdatedAt},
+	}
+	for _, tt := range tests {
+		row := e.row(t, tt.name)
+		if row.Status != tt.status || !strings.Contains(row.Reason, tt.reason) || !row.UpdatedAt.Equal(tt.updated) {
+			t.Errorf("after Recover, %s = %s %q updated %v; want %s, %q, updated %v", tt.name, row.Status, row.Reason, row.UpdatedAt, tt.status, tt.reason, tt.updated)
+		}
+		if e.killed(row.ID) {
+			t.Errorf("Recover stopped or deleted %s (%s), which a row owns", tt.name, row.ID)
+		}
+	}
+	for _, name := range []string{"half-row", "half-root", "half-runtime"} {
+		if _, err := e.db.GetSandbox(ctx, name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetSandbox(%s) after Recover = %v, want the interrupted create undone", name, err)
+		}
+	}
+	e.wantHoldings(t, ids(adopt, exited, oomed, vanished, asleep), ids(adopt, exited, oomed, asleep))
+	if _, err := e.lay.Stat(ctx, "default"); err != nil {
+		t.Errorf("Stat(default) after Recover = %v, want the image kept", err)
+	}
+
+	// The adopted sandbox answers without a new start; the dead ones wake.
+	e.svc = svc
+	if out, _ := e.exec(t, a1, "adopt", "cat kept"); out != "before\n" || e.started(adopt.ID) != startsBefore {
+		t.Errorf("Exec(adopt) after Recover = %q with %d starts; want its file, and no new start", out, e.started(adopt.ID)-startsBefore)
+	}
+	for _, sb := range []sandbox.Sandbox{exited, oomed, vanished} {
+		e.exec(t, a1, sb.Name, "true")
+		if row := e.row(t, sb.Name); row.Status != sandbox.StatusRunning || !strings.Contains(row.Reason, "woken") {
+			t.Errorf("after Exec, %s = %s %q; want running, woken", sb.Name, row.Status, row.Reason)
+		}
+	}
+
+	// A second Recover changes nothing.
+	before := e.holdings(t)
+	if err := e.restart(t).Recover(ctx); err != nil {
+		t.Fatalf("second Recover() = %v", err)
+	}
+	if after := e.holdings(t); !slices.Equal(after.rows, before.rows) || !slices.Equal(after.roots, before.roots) || !slices.Equal(after.runtime, before.runtime) {
+		t.Errorf("second Recover changed the host from %+v to %+v", before, after)
+	}
+}
+
+// TestRecoverKeepsImages: only sandbox roots are garbage; an image is
+// never one, whatever its name.
+func TestRecoverKeepsImages(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	if err := e.lay.Import(ctx, "sb-base", fstest.MapFS{"home/sandbox/.keep": {}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.restart(t).Recover(ctx); err != nil {
+		t.Fatalf("Recover() = %v", err)
+	}
+	if info, err := e.lay.Stat(ctx, "sb-base"); err != nil || info.Kind != layers.KindCommitted {
+		t.Fatalf("Stat(sb-base) after Recover = %+v, %v; want the image kept", info, err)
+	}
+}
+
+// TestSweep: Run destroys what expired and records what died, on its
+// ticker, and leaves the rest alone. The fake clock says what expired;
+// synctest's fake time drives the ticker.
+func TestSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(o *lifecycle.Options) {
+			o.SweepInterval = time.Minute
+			o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour
+		})
+		ctx := t.Context()
+		long := func(name string) sandbox.Sandbox {
+			sb, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: name, TTL: sandbox.Duration(2 * time.Hour)})
+			if err != nil {
+				t.Fatalf("Create(%s) = %v", name, err)
+			}
+			return sb
+		}
+		expired := e.create(t, a1, "expired") // 1h
+		expiredAsleep := e.stop(t, e.create(t, a1, "expired-asleep"))
+		edge, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "edge", TTL: sandbox.Duration(90 * time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alive := long("alive")
+		asleep := e.stop(t, long("asleep"))
+		dead, oomed, lost := long("dead"), long("oomed"), long("lost")
+		for _, err := range []error{e.drv.Die(dead.ID, false), e.drv.Die(oomed.ID, true), e.drv.Vanish(lost.ID)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.clock.Advance(90 * time.Minute)
+
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			e.svc.Run(runCtx)
+			close(done)
+		}()
+		time.Sleep(time.Minute) // one tick
+		synctest.Wait()
+		cancel()
+		<-done
+
+		for _, sb := range []sandbox.Sandbox{expired, expiredAsleep, edge} {
+			if _, err := e.db.GetSandbox(ctx, sb.Name); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("GetSandbox(%s) after the sweep = %v, want it destroyed (expired at %v, now %v)", sb.Name, err, sb.ExpiresAt, e.clock.Now())
+			}
+		}
+		swept := epoch.Add(90 * time.Minute)
+		tests := []struct {
+			sb      sandbox.Sandbox
+			status  sandbox.Status
+			reason  string
+			updated time.Time
+		}{
+			{alive, sandbox.StatusRunning, "created", alive.UpdatedAt},
+			{asleep, sandbox.StatusStopped, "exited", asleep.UpdatedAt},
+			{dead, sandbox.StatusStopped, "exited", swept},
+			{oomed, sandbox.StatusStopped, "oom", swept},
+			{lost, sandbox.StatusStopped, "vanished", swept},
+		}
+		for _, tt := range tests {
+			row := e.row(t, tt.sb.Name)
+			if row.Status != tt.status || !strings.Contains(row.Reason, tt.reason) || !row.UpdatedAt.Equal(tt.updated) {
+				t.Errorf("after the sweep, %s = %s %q updated %v; want %s, %q, updated %v", tt.sb.Name, row.Status, row.Reason, row.UpdatedAt, tt.status, tt.reason, tt.updated)
+			}
+		}
+		if e.killed(alive.ID) {
+			t.Errorf("the sweep stopped or deleted %s, which is alive and not expired", alive.Name)
+		}
+		e.wantHoldings(t, ids(alive, asleep, dead, oomed, lost), ids(alive, asleep, dead, oomed))
+	})
+}
