@@ -1,14 +1,13 @@
 package drivertest
 
 import (
-	"bufio"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"github.com/hearth/hearth/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -114,40 +113,17 @@ func UnmountUnder(t testing.TB, dir string) {
 
 // mountsUnder lists the mount points at or below dir, deepest first.
 func mountsUnder(t testing.TB, dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read("/proc/self/mountinfo")
 	if err != nil {
 		t.Errorf("mounts under %s: %v", dir, err)
 		return nil
 	}
-	defer f.Close()
 	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		p := unescape(fields[4])
-		if p == dir || strings.HasPrefix(p, dir+"/") {
-			points = append(points, p)
+	for _, m := range mounts {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			points = append(points, m.Point)
 		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
 	return points
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -1,10 +1,10 @@
 package oci
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,38 +30,28 @@ type cgroupMounts struct {
 
 // readCgroupMounts parses mountinfo (proc(5)) for cgroup and cgroup2
 // mounts whose root is the hierarchy's root.
-func readCgroupMounts(mountinfo string) (cgroupMounts, error) {
-	f, err := os.Open(mountinfo)
+func readCgroupMounts(path string) (cgroupMounts, error) {
+	mounts, err := mountinfo.Read(path)
 	if err != nil {
 		return cgroupMounts{}, fmt.Errorf("oci: cgroup mounts: %w", err)
 	}
-	defer f.Close()
 	var m cgroupMounts
 	seen := map[string]bool{} // hierarchies by their super options
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		// 36 35 98:0 /root /mountpoint opts optional... - fstype source superopts
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
+	for _, mnt := range mounts {
+		if mnt.Root != "/" {
 			continue
 		}
-		fields, after := strings.Fields(pre), strings.Fields(post)
-		if len(fields) < 5 || len(after) < 3 || fields[3] != "/" {
-			continue
-		}
-		fstype, point, super := after[0], unescapeMount(fields[4]), after[2]
-		switch fstype {
+		switch mnt.FSType {
 		case "cgroup2":
 			if seen["cgroup2"] {
 				continue
 			}
 			seen["cgroup2"] = true
-			m.v2 = point
-			m.all = append(m.all, point)
+			m.v2 = mnt.Point
+			m.all = append(m.all, mnt.Point)
 		case "cgroup":
 			var ctrls []string
-			for _, o := range strings.Split(super, ",") {
+			for _, o := range strings.Split(mnt.SuperOptions, ",") {
 				if o != "rw" && o != "ro" && !strings.HasPrefix(o, "release_agent=") && o != "clone_children" && o != "noprefix" && o != "xattr" && o != "cpuset_v2_mode" {
 					ctrls = append(ctrls, o)
 				}
@@ -72,35 +62,13 @@ func readCgroupMounts(mountinfo string) (cgroupMounts, error) {
 				continue
 			}
 			seen[key] = true
-			m.all = append(m.all, point)
+			m.all = append(m.all, mnt.Point)
 			if slices.Contains(ctrls, "memory") {
-				m.memory = point
+				m.memory = mnt.Point
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return cgroupMounts{}, fmt.Errorf("oci: cgroup mounts: %w", err)
 	}
 	return m, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // cgroupRel is the sandbox's cgroup relative to a hierarchy's root.
