@@ -55,6 +55,24 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("the write did not land in the sandbox's /tmp: %v", err)
 		}
 	})
+	t.Run("the image stays untouched", func(t *testing.T) {
+		if _, err := c.WriteFile(ctx, "bad", sandbox.WriteRequest{Path: "/etc/hearth-marker"}, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Remove(ctx, "bad", "/usr/bin/python3", false); err != nil {
+			t.Fatalf("Remove(/usr/bin/python3) = %v", err)
+		}
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "fresh"}); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Destroy(ctx, "fresh")
+		if _, err := c.Stat(ctx, "fresh", "/etc/hearth-marker"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			t.Fatalf("a new sandbox sees another's /etc/hearth-marker: %v", err)
+		}
+		if _, err := c.Stat(ctx, "fresh", "/usr/bin/python3"); err != nil {
+			t.Fatalf("a new sandbox lacks /usr/bin/python3: %v", err)
+		}
+	})
 	t.Run("invalid names", func(t *testing.T) {
 		for _, name := range []string{"UPPER", "-lead", "trail-", "under_score", "dot.ted", strings.Repeat("a", 64), "sp ace"} {
 			_, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name})
