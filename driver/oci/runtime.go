@@ -65,13 +65,13 @@ func (d *Driver) create(ctx context.Context, id string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := d.command(ctx, id, "create", "--bundle", d.sandboxDir(id), id)
+	cmd := d.command(ctx, id, "run", "--detach", "--bundle", d.sandboxDir(id), id)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	began := time.Now()
 	err = cmd.Run()
-	d.log.Debug("runtime command", "args", []string{"create", id}, "took", time.Since(began).Round(time.Microsecond), "err", err)
+	d.log.Debug("runtime command", "args", []string{"run", "--detach", id}, "took", time.Since(began).Round(time.Microsecond), "err", err)
 	if err != nil {
-		return fmt.Errorf("%s create: %w", d.runtime, err)
+		return fmt.Errorf("%s run: %w", d.runtime, err)
 	}
 	return nil
 }

@@ -86,10 +86,7 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
 	if err := d.createFirst(ctx, id); err != nil {
-		return d.startError(id, "create", err)
-	}
-	if _, err := d.run(ctx, id, "start", id); err != nil {
-		return d.startError(id, "start", err)
+		return d.startError(id, "run", err)
 	}
 	if err := d.waitAgent(ctx, id); err != nil {
 		return d.startError(id, "wait for the agent", err)
