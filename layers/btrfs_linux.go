@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,31 +34,39 @@ type BtrfsOptions struct {
 }
 
 // Btrfs is the btrfs snapshot store: every snapshot is a subvolume,
-// committed ones read-only, and Prepare is one snapshot ioctl, O(1) in the
-// size of the parent.
+// committed ones read-only, and Prepare and Snapshot are one snapshot ioctl
+// each, O(1) in the size of the source. A snapshot's extents are reference
+// counted, so every subvolume owns its content and any of them can be
+// deleted at any time; the blocks go when the last one using them does.
 //
 // On disk, under Dir:
 //
 //	snapshots/<id>  one subvolume per snapshot; id is random and never
 //	                changes, so Commit does not move an active snapshot
-//	meta/<key>      its record: a symlink to {"id":…,"kind":…,"parent":…}
+//	meta/<key>      its record: a symlink to {"id":…,"kind":…,"parent":…,
+//	                "parent_id":…}
 //	lock            flock'ed while a Btrfs has the store open
 //
 // Each call's commit point is an ioctl that commits a btrfs transaction:
 // Prepare writes the record, then snapshots (or creates) the subvolume;
-// Commit writes the new record, then sets the read-only flag, then drops
-// the old record; Remove deletes the subvolume, then the record. So Prepare
-// and Commit are durable when they return, with no fsync, and OpenBtrfs
-// repairs whatever a crash between two steps left (see load). Remove is
-// durable at the next transaction commit (at most 30 s by default).
+// Snapshot writes the new record, then snapshots the active subvolume
+// read-only; Commit writes the new record, then sets the read-only flag,
+// then drops the old record; Remove deletes the subvolume, then the record.
+// So Prepare, Snapshot and Commit are durable when they return, with no
+// fsync, and OpenBtrfs repairs whatever a crash between two steps left (see
+// load). Remove is durable at the next transaction commit (at most 30 s by
+// default).
 //
 // Dir, snapshots/ and meta/ are mode 0700: a sandbox's root holds setuid
 // files that no host user may reach.
 //
 // A Btrfs is safe for concurrent use. Calls on different keys run in
-// parallel; a call on a key that another call is changing fails with
-// ErrInUse rather than waiting. Only one Btrfs may have a Dir open at a
-// time, in any process.
+// parallel, and so do any number of Prepares from one parent and Snapshots
+// of one key (they read it). A call that would change or read a key that
+// another call is changing (committing, removing) fails with ErrInUse
+// rather than wait; a Commit or Remove of a key that calls are reading
+// turns new readers away and waits for those in flight, one ioctl each.
+// Only one Btrfs may have a Dir open at a time, in any process.
 type Btrfs struct {
 	dir, snapDir, metaDir string
 	backing               string // "" when Dir is natively on btrfs
@@ -72,13 +81,51 @@ type Btrfs struct {
 
 var _ Store = (*Btrfs)(nil)
 
-// entry is a snapshot in the index. A Prepare or Commit inserts the new key
-// before it touches the disk (invisible, busy) so that the name is reserved
-// and a concurrent Remove of its parent sees the child.
+// entry is a snapshot in the index. A Prepare, Commit or Snapshot inserts
+// the new key before it touches the disk (invisible, busy) so that the name
+// is reserved; Prepare and Snapshot also count themselves in the source's
+// readers so that its subvolume stays while the ioctl reads it (see claim).
 type entry struct {
 	record
-	visible bool // the call that creates it has succeeded
-	busy    bool // a call is changing it
+	visible bool          // the call that creates it has succeeded
+	busy    bool          // a call is changing (committing, removing) it
+	readers int           // calls snapshotting it: Prepares from it, Snapshots of it
+	drained chan struct{} // closed when readers drops to 0, if claim waits
+}
+
+// claim marks e busy for a call that changes it (Commit, Remove) and waits
+// until no call reads it; being busy, e gets no new readers meanwhile. The
+// caller holds s.mu, and has checked that e is visible and not busy; claim
+// returns with s.mu held. If ctx ends first, e is left as it was.
+func (s *Btrfs) claim(ctx context.Context, e *entry) error {
+	e.busy = true
+	for e.readers > 0 {
+		if e.drained == nil {
+			e.drained = make(chan struct{})
+		}
+		drained := e.drained
+		s.mu.Unlock()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		if err := ctx.Err(); err != nil && e.readers > 0 {
+			e.busy = false
+			return err
+		}
+	}
+	return nil
+}
+
+// release ends a read of e (a Prepare from it, a Snapshot of it) and wakes
+// a claim waiting for the last one. The caller holds s.mu.
+func (e *entry) release() {
+	e.readers--
+	if e.readers == 0 && e.drained != nil {
+		close(e.drained)
+		e.drained = nil
+	}
 }
 
 var errClosed = errors.New("layers: store closed")
@@ -220,9 +267,9 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 		s.mu.Unlock()
 		return "", fmt.Errorf("prepare %q: %w", key, ErrExists)
 	}
-	var parentID string
+	var p *entry
 	if parent != "" {
-		p := s.entries[parent]
+		p = s.entries[parent]
 		switch {
 		case p == nil || !p.visible || p.busy:
 			s.mu.Unlock()
@@ -231,15 +278,21 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 			s.mu.Unlock()
 			return "", fmt.Errorf("prepare %q: parent %q is not committed: %w", key, parent, ErrInvalid)
 		}
-		parentID = p.ID
+		p.readers++
 	}
-	e := &entry{record: record{ID: id, Kind: KindActive, Parent: parent}, busy: true}
+	e := &entry{record: record{ID: id, Kind: KindActive}, busy: true}
+	if p != nil {
+		e.Parent, e.ParentID = parent, p.ID
+	}
 	s.entries[key] = e
 	s.mu.Unlock()
 
-	err = s.prepare(key, e.record, parentID)
+	err = s.prepare(key, e.record)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if p != nil {
+		p.release()
+	}
 	if err != nil {
 		delete(s.entries, key)
 		return "", fmt.Errorf("prepare %q: %w", key, err)
@@ -248,15 +301,33 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 	return s.path(id), nil
 }
 
-func (s *Btrfs) prepare(key string, r record, parentID string) error {
+// active returns the entry of key for op when it is an active snapshot no
+// call is changing. The caller holds s.mu.
+func (s *Btrfs) active(op, key string) (*entry, error) {
+	if s.closed {
+		return nil, errClosed
+	}
+	e := s.entries[key]
+	switch {
+	case e == nil || !e.visible:
+		return nil, fmt.Errorf("%s %q: %w", op, key, ErrNotFound)
+	case e.busy:
+		return nil, fmt.Errorf("%s %q: %w", op, key, ErrInUse)
+	case e.Kind != KindActive:
+		return nil, fmt.Errorf("%s %q: not active: %w", op, key, ErrInvalid)
+	}
+	return e, nil
+}
+
+func (s *Btrfs) prepare(key string, r record) error {
 	if err := s.writeRecord(key, r); err != nil {
 		return err
 	}
 	var err error
-	if parentID == "" {
+	if r.ParentID == "" {
 		err = subvolCreate(s.snapDir, r.ID)
 	} else {
-		err = snapshot(s.path(parentID), s.snapDir, r.ID, false)
+		err = snapshot(s.path(r.ParentID), s.snapDir, r.ID, false)
 	}
 	if err != nil {
 		if rerr := s.removeRecord(key); rerr != nil {
@@ -272,7 +343,8 @@ func (s *Btrfs) prepare(key string, r record, parentID string) error {
 // change. Commit is meant for a snapshot nothing writes to any more; a
 // process that still holds a file open for writing can change it. It fails
 // with ErrNotFound (no key), ErrInvalid (key is committed, or a bad name),
-// ErrExists (name taken) or ErrInUse (key busy).
+// ErrExists (name taken) or ErrInUse (another call is changing key). If
+// Snapshots of key are in flight, Commit waits for them.
 func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 	if err := checkArgs(ctx, key, ""); err != nil {
 		return err
@@ -281,32 +353,27 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 		return err
 	}
 	s.mu.Lock()
-	if s.closed {
+	e, err := s.active("commit", key)
+	if err != nil {
 		s.mu.Unlock()
-		return errClosed
-	}
-	e := s.entries[key]
-	switch {
-	case e == nil || !e.visible:
-		s.mu.Unlock()
-		return fmt.Errorf("commit %q: %w", key, ErrNotFound)
-	case e.busy:
-		s.mu.Unlock()
-		return fmt.Errorf("commit %q: %w", key, ErrInUse)
-	case e.Kind != KindActive:
-		s.mu.Unlock()
-		return fmt.Errorf("commit %q: already committed: %w", key, ErrInvalid)
+		return err
 	}
 	if _, ok := s.entries[name]; ok {
 		s.mu.Unlock()
 		return fmt.Errorf("commit %q as %q: %w", key, name, ErrExists)
 	}
-	n := &entry{record: record{ID: e.ID, Kind: KindCommitted, Parent: e.Parent}, busy: true}
+	n := &entry{record: record{ID: e.ID, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, busy: true}
 	s.entries[name] = n
-	e.busy = true
+	if err := s.claim(ctx, e); err != nil {
+		delete(s.entries, name)
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q as %q: %w", key, name, err)
+	}
+	// Parent may have been removed while claim waited.
+	n.Parent, n.ParentID = e.Parent, e.ParentID
 	s.mu.Unlock()
 
-	err := s.commit(name, key, n.record)
+	err = s.commit(name, key, n.record)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -334,6 +401,164 @@ func (s *Btrfs) commit(name, key string, r record) error {
 	if err := s.removeRecord(key); err != nil {
 		// OpenBtrfs drops it: the subvolume is read-only.
 		s.log.Warn("layers: removing committed key's record", "key", key, "err", err)
+	}
+	return nil
+}
+
+// Snapshot makes the committed snapshot name, a read-only snapshot of the
+// active snapshot key, which stays active and writable at the same path.
+// It is one BTRFS_IOC_SNAP_CREATE_V2 with the read-only flag: O(1) in the
+// data key holds, except that the kernel first writes out key's dirty
+// pages (so a caller that freezes a sandbox around Snapshot keeps the
+// freeze short by syncing the sandbox's files before freezing it). The
+// ioctl commits a transaction, which makes name's record (written just
+// before) and its subvolume durable together when Snapshot returns; a
+// crash in between leaves a record without a subvolume, which OpenBtrfs
+// drops.
+//
+// name's Parent is key's; the two subvolumes share extents but not
+// lifetimes: either may be removed first, and the blocks go with the last
+// subvolume that uses them.
+//
+// It fails with ErrNotFound (no key), ErrExists (name taken), ErrInvalid
+// (key is committed, or a bad name) or ErrInUse (another call is changing
+// key).
+func (s *Btrfs) Snapshot(ctx context.Context, name, key string) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	if err := ValidateKey(name); err != nil {
+		return err
+	}
+	id, err := newID()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	e, err := s.active("snapshot", key)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if _, ok := s.entries[name]; ok {
+		s.mu.Unlock()
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, ErrExists)
+	}
+	n := &entry{record: record{ID: id, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, busy: true}
+	s.entries[name] = n
+	e.readers++
+	s.mu.Unlock()
+
+	err = s.snapshot(name, e.ID, n.record)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.release()
+	if err != nil {
+		delete(s.entries, name)
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, err)
+	}
+	n.visible, n.busy = true, false
+	return nil
+}
+
+func (s *Btrfs) snapshot(name, srcID string, r record) error {
+	if err := s.writeRecord(name, r); err != nil {
+		return err
+	}
+	// The commit point: creating a snapshot commits the transaction
+	// that holds name's record too.
+	if err := snapshot(s.path(srcID), s.snapDir, r.ID, true); err != nil {
+		if rerr := s.removeRecord(name); rerr != nil {
+			s.log.Error("layers: cleaning up failed snapshot", "key", name, "err", rerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// Reset replaces the content of the active snapshot key with a new
+// writable snapshot of the committed snapshot parent and returns key's new
+// path; the old content is deleted. It is atomic across a crash: the new
+// subvolume is made first (the snapshot ioctl commits it), key's record is
+// then swapped to name it with one rename, and only then is the old
+// subvolume deleted, so load finds either the old record (and deletes the
+// new subvolume, which no record names) or the new one (and deletes the
+// old). Like Remove, the swap is durable at the next transaction commit.
+// It fails with ErrNotFound (no key or parent), ErrInvalid (key is not
+// active, or parent not committed) or ErrInUse (another call is changing
+// either); Snapshots of key in flight are waited for.
+func (s *Btrfs) Reset(ctx context.Context, key, parent string) (string, error) {
+	if err := checkArgs(ctx, key, parent); err != nil {
+		return "", err
+	}
+	if parent == "" {
+		return "", fmt.Errorf("reset %q: no parent: %w", key, ErrInvalid)
+	}
+	id, err := newID()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	e, err := s.active("reset", key)
+	if err != nil {
+		s.mu.Unlock()
+		return "", err
+	}
+	p := s.entries[parent]
+	switch {
+	case p == nil || !p.visible || p.busy:
+		s.mu.Unlock()
+		return "", fmt.Errorf("reset %q: parent %q: %w", key, parent, ErrNotFound)
+	case p.Kind != KindCommitted:
+		s.mu.Unlock()
+		return "", fmt.Errorf("reset %q: parent %q is not committed: %w", key, parent, ErrInvalid)
+	}
+	if err := s.claim(ctx, e); err != nil {
+		s.mu.Unlock()
+		return "", fmt.Errorf("reset %q: %w", key, err)
+	}
+	p.readers++
+	old, r := e.record, record{ID: id, Kind: KindActive, Parent: parent, ParentID: p.ID}
+	s.mu.Unlock()
+
+	err = s.reset(key, old, r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p.release()
+	e.busy = false
+	if err != nil {
+		return "", fmt.Errorf("reset %q to %q: %w", key, parent, err)
+	}
+	e.record = r
+	return s.path(id), nil
+}
+
+func (s *Btrfs) reset(key string, old, r record) error {
+	if err := snapshot(s.path(r.ParentID), s.snapDir, r.ID, false); err != nil {
+		return err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	// The temporary name is not a valid key, so load never takes it for a
+	// record; a stale one from a crash is replaced here.
+	tmp := filepath.Join(s.metaDir, ".reset-"+key)
+	os.Remove(tmp)
+	if err := os.Symlink(string(data), tmp); err == nil {
+		err = os.Rename(tmp, s.recordPath(key))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		if derr := s.destroy(r.ID); derr != nil {
+			s.log.Error("layers: cleaning up failed reset", "key", key, "err", derr)
+		}
+		return err
+	}
+	if err := s.destroy(old.ID); err != nil {
+		// The swap happened; the old subvolume, which no record names
+		// any more, is deleted by the next load.
+		s.log.Error("layers: deleting the old content after a reset", "key", key, "id", old.ID, "err", err)
 	}
 	return nil
 }
@@ -375,10 +600,12 @@ func (s *Btrfs) Walk(ctx context.Context, fn func(Info) error) error {
 }
 
 // Remove deletes the snapshot key, including any subvolumes a sandbox
-// created inside it. btrfs frees the blocks in the background. It fails
-// with ErrNotFound, ErrInvalid, or ErrInUse if key has children (they do
-// not need it, but the checkpoint tree does) or another call is changing
-// it.
+// created inside it. Its children, if it is committed, are subvolumes of
+// their own and keep their content; their Parent becomes "". btrfs frees
+// the blocks no other subvolume uses in the background. Prepares from key
+// and Snapshots of it that are in flight finish first (Remove waits for
+// them; later ones fail with ErrNotFound and ErrInUse). It fails with
+// ErrNotFound, ErrInvalid, or ErrInUse if another call is changing key.
 func (s *Btrfs) Remove(ctx context.Context, key string) error {
 	if err := checkArgs(ctx, key, ""); err != nil {
 		return err
@@ -397,13 +624,10 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("remove %q: %w", key, ErrInUse)
 	}
-	for k, c := range s.entries {
-		if c.Parent == key {
-			s.mu.Unlock()
-			return fmt.Errorf("remove %q: snapshot %q is its child: %w", key, k, ErrInUse)
-		}
+	if err := s.claim(ctx, e); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, err)
 	}
-	e.busy = true
 	s.mu.Unlock()
 
 	err := s.destroy(e.ID)
@@ -421,6 +645,15 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
 	delete(s.entries, key)
+	// Children in the making too (a Commit or Snapshot of a child copies
+	// its Parent into an entry not yet visible): none may name key once
+	// it is gone. Their records keep key's id, so load drops the Parent
+	// again, even if the name has been reused by then.
+	for _, c := range s.entries {
+		if c.Parent == key {
+			c.Parent, c.ParentID = "", ""
+		}
+	}
 	return nil
 }
 
@@ -428,9 +661,13 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 // with its parent. With quotas on (hearth turns simple quotas on in a
 // backing file it formats) it is the subvolume's exclusive qgroup count,
 // after a sync of the filesystem so recent writes are included (one
-// transaction commit). Without quotas it walks the snapshot and adds up
-// the extents no other snapshot shares (FIEMAP), which costs time in the
-// number of files. It fails with ErrNotFound or ErrInvalid.
+// transaction commit): simple quotas charge an extent to the subvolume
+// that wrote it, for as long as the extent lives, so a snapshot made by
+// Snapshot stays at its own metadata (≈16 KiB) and key keeps the charge.
+// Without quotas it walks the snapshot and adds up the extents no other
+// snapshot shares (FIEMAP): what removing it would free, 0 for a new
+// Snapshot, growing as key rewrites what they share. That costs time in
+// the number of files. It fails with ErrNotFound or ErrInvalid.
 func (s *Btrfs) Usage(ctx context.Context, key string) (int64, error) {
 	info, err := s.Stat(ctx, key)
 	if err != nil {

@@ -1,13 +1,22 @@
-// Package layers keeps images, sandbox roots and (later) checkpoints as
+// Package layers keeps images, sandbox roots and checkpoints as
 // copy-on-write snapshots, following containerd's snapshotter model:
 //
 //   - a committed snapshot is immutable and has a name (an image, a
 //     checkpoint); it may be the parent of any number of snapshots;
 //   - an active snapshot has a key, is writable, and is what a sandbox's
 //     root filesystem is; Prepare makes one from a committed parent (or
-//     empty), Commit turns one into a committed snapshot;
-//   - Remove deletes either kind; a committed snapshot whose children are
-//     still there may be refused (ErrInUse) or kept alive by the backend.
+//     empty), Commit turns one into a committed snapshot, and Snapshot
+//     makes a committed copy of one that stays active (a checkpoint of a
+//     running sandbox);
+//   - every snapshot owns its content: Remove deletes either kind at any
+//     time, a committed snapshot with children included, and the children
+//     keep their files. Parent is lineage, not a dependency.
+//
+// Restoring a checkpoint is Remove of the sandbox's active root and Prepare
+// of a new one from the checkpoint; forking is Prepare under another key.
+// The tree of a sandbox's checkpoints is the caller's to keep (in its
+// database): to layers each checkpoint is a committed snapshot whose parent
+// is the image the sandbox was prepared from.
 //
 // The default backend is btrfs (subvolume snapshots: O(1) in the data
 // written), on the data dir itself when it is btrfs, else on a sparse image
@@ -26,12 +35,14 @@ var (
 	ErrNotFound = errors.New("layers: snapshot not found")
 	// ErrExists: a snapshot with that key or name already exists.
 	ErrExists = errors.New("layers: snapshot exists")
-	// ErrInUse: a committed snapshot still has children, or another call
-	// is changing the snapshot right now.
+	// ErrInUse: another call is changing the snapshot (committing or
+	// removing it) right now. It is transient. Children never make a
+	// snapshot in use, nor do calls that only read it (Prepare from it,
+	// Snapshot of it).
 	ErrInUse = errors.New("layers: snapshot in use")
 	// ErrInvalid: a key or name breaks the naming rule, or the snapshot is
 	// of the wrong kind for the call (a parent that is not committed, a
-	// Commit of a committed snapshot).
+	// Commit or Snapshot of a committed snapshot).
 	ErrInvalid = errors.New("layers: invalid argument")
 )
 
@@ -69,8 +80,13 @@ const (
 
 // Info describes one snapshot.
 type Info struct {
-	Key    string
-	Kind   Kind
+	Key  string
+	Kind Kind
+	// Parent is the committed snapshot this one descends from: the parent
+	// it was prepared from, kept by Commit and Snapshot. It is "" for a
+	// snapshot prepared empty, and becomes "" when that parent is removed
+	// (a later snapshot that reuses the name is not the parent), so a
+	// non-empty Parent always names a committed snapshot that exists.
 	Parent string
 	// Path is the host directory holding the snapshot's files.
 	Path string
@@ -90,15 +106,41 @@ type Store interface {
 	// Commit turns the active snapshot key into the committed snapshot
 	// name, read-only from then on; key no longer exists afterwards. It
 	// fails with ErrNotFound if key is missing, ErrExists if name is
-	// taken, and ErrInvalid if key is already committed.
+	// taken, ErrInvalid if key is already committed, and ErrInUse if
+	// another call is changing key.
 	Commit(ctx context.Context, name, key string) error
+	// Snapshot makes the committed snapshot name, read-only, holding the
+	// content of the active snapshot key at the time of the call; key
+	// stays active and writable, at the same path, and later writes to it
+	// do not show in name. Writes that completed before the call are in
+	// name (durable or not); for a consistent image of a running
+	// sandbox, the caller stops its writers around the call (freezes its
+	// cgroup). name's Parent is key's Parent; name and key are
+	// independent from then on: either may be removed first. It costs
+	// O(1) in the data key holds (btrfs: one snapshot ioctl, after the
+	// kernel writes out key's dirty pages) and is durable when it
+	// returns. It fails with ErrNotFound if key is missing, ErrExists if
+	// name is taken, ErrInvalid if key is committed, and ErrInUse if
+	// another call is changing key.
+	Snapshot(ctx context.Context, name, key string) error
+	// Reset replaces the content of the active snapshot key with a new
+	// writable snapshot of the committed snapshot parent (a restore) and
+	// returns key's path, which may change. It is atomic: after a crash,
+	// key holds the old content or the new, never neither.
+	Reset(ctx context.Context, key, parent string) (string, error)
 	// Stat describes a snapshot, or returns ErrNotFound.
 	Stat(ctx context.Context, key string) (Info, error)
-	// Remove deletes a snapshot and reclaims its space once nothing else
-	// shares it. Removing a missing key returns ErrNotFound; a committed
-	// snapshot with children may be refused with ErrInUse.
+	// Remove deletes a snapshot of either kind and reclaims the space
+	// nothing else shares. A committed snapshot with children may be
+	// removed: they keep their content, and their Parent becomes "".
+	// Removing a missing key returns ErrNotFound, and a key another call
+	// is changing ErrInUse.
 	Remove(ctx context.Context, key string) error
-	// Usage is the number of bytes the snapshot holds beyond its parent's,
-	// or ErrNotFound.
+	// Usage is the number of bytes charged to the snapshot: those written
+	// into it beyond the content it was made with (its parent's, for one
+	// made by Prepare; Commit keeps the count). A snapshot made by
+	// Snapshot has nothing written into it: its content stays charged to
+	// the active snapshot that wrote it, so its Usage is about 0 when it
+	// is made. Usage fails with ErrNotFound.
 	Usage(ctx context.Context, key string) (int64, error)
 }

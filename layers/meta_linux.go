@@ -10,8 +10,8 @@ import (
 )
 
 // record is the metadata of one snapshot, kept at meta/<key> as a symbolic
-// link whose target is the record in JSON ({"id":…,"kind":…,"parent":…};
-// keys and ids hold no '/').
+// link whose target is the record in JSON ({"id":…,"kind":…,"parent":…,
+// "parent_id":…}; keys and ids hold no '/').
 //
 // A symlink, not a file: creating one is a single metadata operation that
 // joins the running btrfs transaction, so the snapshot or set-flags ioctl
@@ -19,10 +19,16 @@ import (
 // the subvolume durable together. A regular file would need an fsync of the
 // file and of the directory (≈6 ms on a loop device, more than the snapshot
 // itself) to be as safe.
+//
+// Records are never rewritten, so Parent is the parent at the time the
+// record was made; ParentID, the parent's subvolume id, tells load whether
+// the snapshot now called Parent is still that one (see resolveParents).
+// Records from before ParentID have none and trust the name.
 type record struct {
-	ID     string `json:"id"`
-	Kind   Kind   `json:"kind"`
-	Parent string `json:"parent,omitempty"`
+	ID       string `json:"id"`
+	Kind     Kind   `json:"kind"`
+	Parent   string `json:"parent,omitempty"`
+	ParentID string `json:"parent_id,omitempty"`
 }
 
 func (s *Btrfs) recordPath(key string) string {
@@ -60,14 +66,17 @@ func (s *Btrfs) removeRecord(key string) error {
 // ioctl that commits a btrfs transaction is the call's commit point (see
 // Btrfs), which leaves these cases:
 //
-//   - a record whose subvolume is missing: a Prepare that did not get to
-//     its snapshot, or a Remove that did not get to remove the record; the
-//     record goes;
+//   - a record whose subvolume is missing: a Prepare or a Snapshot that did
+//     not get to its snapshot ioctl, or a Remove that did not get to remove
+//     the record; the record goes, and with it the name, which is free for
+//     the next call (a Snapshot's source is untouched: it never changes the
+//     active snapshot's record or subvolume);
 //   - an active and a committed record naming one subvolume: a Commit; it
 //     happened if the subvolume is read-only, so the committed record
 //     stays, else the active one does;
 //   - a subvolume no record names (only from older layouts or by hand): it
-//     is deleted.
+//     is deleted;
+//   - a Parent that is gone (see resolveParents).
 func (s *Btrfs) load() error {
 	des, err := os.ReadDir(s.metaDir)
 	if err != nil {
@@ -151,5 +160,26 @@ func (s *Btrfs) load() error {
 			return fmt.Errorf("layers: removing orphan: %w", err)
 		}
 	}
+	s.resolveParents()
 	return nil
+}
+
+// resolveParents clears, in the index, the Parent of every snapshot whose
+// parent has been removed (Remove cleared it in the index then, but records
+// are never rewritten): the key is missing, or names another snapshot than
+// the one the record was made from (a different id), or one that is not
+// committed. A record without ParentID (older layout) gets its parent's id.
+func (s *Btrfs) resolveParents() {
+	for _, e := range s.entries {
+		if e.Parent == "" {
+			continue
+		}
+		p := s.entries[e.Parent]
+		switch {
+		case p == nil || p.Kind != KindCommitted || (e.ParentID != "" && e.ParentID != p.ID):
+			e.Parent, e.ParentID = "", ""
+		case e.ParentID == "":
+			e.ParentID = p.ID
+		}
+	}
 }

@@ -7,18 +7,21 @@
 // keys, names, parents, the errors of every call), snapshots that survive a
 // reopen on the same directory, committed snapshots that cannot be
 // written, and Usage as the bytes of the regular files that differ from
-// the parent's.
+// the parent's (0 for a snapshot made by Snapshot).
 //
-// What it does not: copy-on-write. Prepare copies the parent's files, so it
-// costs O(size of parent), not O(1); keep test images small. Only
-// directories, regular files and symlinks are copied (Prepare fails on any
-// other kind of file), and ownership is kept only when the test runs as
-// root. A committed snapshot is made read-only with the immutable
-// attribute (chattr +i) when the test runs as root, since root ignores
-// permission bits, and by clearing its write bits otherwise; Destroy (or
-// Remove) undoes either, but a tree left behind by a killed test run as
-// root needs `chattr -R -i` before `rm -rf`. Calls are serialised by one
-// mutex, so this store never returns ErrInUse for a snapshot being changed.
+// What it does not: copy-on-write. Prepare copies the parent's files and
+// Snapshot the active snapshot's, so they cost O(size of the source), not
+// O(1); keep test images small. Copies are what make every snapshot
+// independent of its parent, as on btrfs: Remove of a parent never touches
+// its children. Only directories, regular files and symlinks are copied
+// (Prepare and Snapshot fail on any other kind of file), and ownership is
+// kept only when the test runs as root. A committed snapshot is made
+// read-only with the immutable attribute (chattr +i) when the test runs as
+// root, since root ignores permission bits, and by clearing its write bits
+// otherwise; Destroy (or Remove) undoes either, but a tree left behind by a
+// killed test run as root needs `chattr -R -i` before `rm -rf`. Calls are
+// serialised by one mutex, so this store never returns ErrInUse for a
+// snapshot being changed.
 package fake
 
 import (
@@ -61,6 +64,9 @@ type record struct {
 	// Commit cleared to make it read-only (when it could not set the
 	// immutable attribute); Prepare gives children the original modes.
 	Modes map[string]fs.FileMode `json:"modes,omitempty"`
+	// Snapshot is set on a snapshot made by Snapshot: nothing was written
+	// into it, so its Usage is 0, as on btrfs.
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
 // errClosed is returned by every call on a closed Store.
@@ -68,7 +74,8 @@ var errClosed = errors.New("layers/fake: store is closed")
 
 // Open opens the store kept in dir, creating dir if needed, with every
 // snapshot a previous Store on dir left. A snapshot whose files or record
-// a killed process left half made is dropped.
+// a killed process left half made is dropped, and a Parent that a killed
+// Remove left naming a missing snapshot is cleared.
 func Open(dir string) (*Store, error) {
 	s := &Store{dir: dir, snaps: map[string]*record{}}
 	for _, d := range []string{s.fsDir(), s.metaDir()} {
@@ -99,6 +106,13 @@ func Open(dir string) (*Store, error) {
 			continue
 		}
 		s.snaps[key] = r
+	}
+	for key, r := range s.snaps {
+		if p := s.snaps[r.Parent]; r.Parent != "" && (p == nil || p.Kind != layers.KindCommitted) {
+			if err := s.orphan(key, r); err != nil {
+				return nil, fmt.Errorf("layers/fake: %w", err)
+			}
+		}
 	}
 	trees, err := os.ReadDir(s.fsDir())
 	if err != nil {
@@ -233,6 +247,81 @@ func (s *Store) Commit(ctx context.Context, name, key string) error {
 	return nil
 }
 
+// Snapshot copies the active snapshot key into the new committed snapshot
+// name, with key's Parent, and makes the copy read-only; key stays as it
+// is. See layers.Store.
+func (s *Store) Snapshot(ctx context.Context, name, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx, name, key); err != nil {
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, err)
+	}
+	r := s.snaps[key]
+	switch {
+	case r == nil:
+		return fmt.Errorf("snapshot %q: %w", key, layers.ErrNotFound)
+	case r.Kind != layers.KindActive:
+		return fmt.Errorf("snapshot %q: not active: %w", key, layers.ErrInvalid)
+	case s.snaps[name] != nil:
+		return fmt.Errorf("snapshot %q: name %q: %w", key, name, layers.ErrExists)
+	}
+	dst := s.path(name)
+	if err := copyTree(dst, s.path(key), nil); err != nil {
+		removeTree(dst)
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, err)
+	}
+	c := &record{Kind: layers.KindCommitted, Parent: r.Parent, Snapshot: true}
+	modes, err := freeze(dst)
+	if err == nil {
+		c.Modes = modes
+		err = s.writeRecord(name, c)
+	}
+	if err != nil {
+		removeTree(dst)
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, err)
+	}
+	s.snaps[name] = c
+	return nil
+}
+
+// Reset replaces the files of the active snapshot key with a copy of the
+// committed snapshot parent, swapped in with one rename. See layers.Store.
+func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx, key, parent); err != nil {
+		return "", fmt.Errorf("reset %q: %w", key, err)
+	}
+	r, p := s.snaps[key], s.snaps[parent]
+	switch {
+	case r == nil:
+		return "", fmt.Errorf("reset %q: %w", key, layers.ErrNotFound)
+	case r.Kind != layers.KindActive:
+		return "", fmt.Errorf("reset %q: not active: %w", key, layers.ErrInvalid)
+	case p == nil:
+		return "", fmt.Errorf("reset %q: parent %q: %w", key, parent, layers.ErrNotFound)
+	case p.Kind != layers.KindCommitted:
+		return "", fmt.Errorf("reset %q: parent %q is not committed: %w", key, parent, layers.ErrInvalid)
+	}
+	dst := s.path(key)
+	tmp, old := dst+".reset", dst+".old"
+	if err := copyTree(tmp, s.path(parent), p.Modes); err != nil {
+		removeTree(tmp)
+		return "", fmt.Errorf("reset %q to %q: %w", key, parent, err)
+	}
+	if err := os.Rename(dst, old); err != nil {
+		removeTree(tmp)
+		return "", fmt.Errorf("reset %q: %w", key, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Rename(old, dst)
+		removeTree(tmp)
+		return "", fmt.Errorf("reset %q: %w", key, err)
+	}
+	removeTree(old)
+	return dst, nil
+}
+
 // Stat describes the snapshot key. See layers.Store.
 func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
 	s.mu.Lock()
@@ -272,8 +361,8 @@ func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
 	return nil
 }
 
-// Remove deletes the snapshot key; like the btrfs backend it refuses, with
-// ErrInUse, a snapshot that is the parent of another. See layers.Store.
+// Remove deletes the snapshot key. Its children hold copies of its files,
+// so they stay as they are; their Parent becomes "". See layers.Store.
 func (s *Store) Remove(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,11 +372,6 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 	if s.snaps[key] == nil {
 		return fmt.Errorf("remove %q: %w", key, layers.ErrNotFound)
 	}
-	for k, c := range s.snaps {
-		if c.Parent == key {
-			return fmt.Errorf("remove %q: snapshot %q is its child: %w", key, k, layers.ErrInUse)
-		}
-	}
 	if err := removeTree(s.path(key)); err != nil {
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
@@ -295,11 +379,33 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 	if err := os.Remove(s.recPath(key)); err != nil {
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
+	// Last, so that a crash before leaves Parents that Open clears.
+	for k, c := range s.snaps {
+		if c.Parent == key {
+			if err := s.orphan(k, c); err != nil {
+				return fmt.Errorf("remove %q: child %q: %w", key, k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// orphan clears the Parent of key, whose parent is gone, in its record too
+// (so that a snapshot that later takes the parent's name is not taken for
+// it).
+func (s *Store) orphan(key string, r *record) error {
+	c := *r
+	c.Parent = ""
+	if err := s.writeRecord(key, &c); err != nil {
+		return err
+	}
+	*r = c
 	return nil
 }
 
 // Usage is the size of the regular files of key that its parent does not
-// hold with the same content. See layers.Store.
+// hold with the same content, or 0 for a snapshot made by Snapshot. See
+// layers.Store.
 func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -309,6 +415,9 @@ func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 	r := s.snaps[key]
 	if r == nil {
 		return 0, fmt.Errorf("usage %q: %w", key, layers.ErrNotFound)
+	}
+	if r.Snapshot {
+		return 0, nil
 	}
 	root := s.path(key)
 	var n int64

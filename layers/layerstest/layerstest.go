@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,9 @@ func Run(t *testing.T, newStore func(t *testing.T) layers.Store, opts Options) {
 		{"CommittedIsReadOnly", testCommittedIsReadOnly},
 		{"Remove", testRemove},
 		{"RemoveParent", testRemoveParent},
+		{"Snapshot", testSnapshot},
+		{"SnapshotTree", testSnapshotTree},
+		{"Reset", testReset},
 		{"Errors", testErrors},
 		{"InvalidKeys", testInvalidKeys},
 		{"Usage", testUsage},
@@ -162,19 +166,26 @@ func testCommitAndChildren(t *testing.T, s layers.Store) {
 
 func testCommittedIsReadOnly(t *testing.T, s layers.Store) {
 	imgPath := base(t, s)
-	if err := os.WriteFile(filepath.Join(imgPath, "shared"), []byte("overwrite"), 0o644); err == nil {
-		t.Error("overwriting a file in a committed snapshot succeeded, want an error")
-	}
-	if err := os.WriteFile(filepath.Join(imgPath, "new"), []byte("x"), 0o644); err == nil {
-		t.Error("creating a file in a committed snapshot succeeded, want an error")
-	}
-	if err := os.Remove(filepath.Join(imgPath, "doomed")); err == nil {
-		t.Error("removing a file from a committed snapshot succeeded, want an error")
-	}
-	if err := os.Mkdir(filepath.Join(imgPath, "d"), 0o755); err == nil {
-		t.Error("mkdir in a committed snapshot succeeded, want an error")
-	}
+	checkReadOnly(t, imgPath, "shared", "doomed")
 	checkFile(t, filepath.Join(imgPath, "shared"), "parent\n")
+}
+
+// checkReadOnly checks that nothing can be written in the committed
+// snapshot at path, which holds the regular files f1 and f2.
+func checkReadOnly(t *testing.T, path, f1, f2 string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(path, f1), []byte("overwrite"), 0o644); err == nil {
+		t.Errorf("overwriting %s in the committed snapshot %s succeeded, want an error", f1, path)
+	}
+	if err := os.WriteFile(filepath.Join(path, "new"), []byte("x"), 0o644); err == nil {
+		t.Errorf("creating a file in the committed snapshot %s succeeded, want an error", path)
+	}
+	if err := os.Remove(filepath.Join(path, f2)); err == nil {
+		t.Errorf("removing %s from the committed snapshot %s succeeded, want an error", f2, path)
+	}
+	if err := os.Mkdir(filepath.Join(path, "d"), 0o755); err == nil {
+		t.Errorf("mkdir in the committed snapshot %s succeeded, want an error", path)
+	}
 }
 
 func testRemove(t *testing.T, s layers.Store) {
@@ -208,26 +219,288 @@ func testRemove(t *testing.T, s layers.Store) {
 	}
 }
 
+// testRemoveParent removes a committed snapshot that has children, active
+// and committed: every snapshot owns its content, so the children keep
+// theirs, lose their Parent, and what is made from them later works.
 func testRemoveParent(t *testing.T, s layers.Store) {
 	ctx := context.Background()
 	base(t, s)
 	child := prepare(t, s, "child", "img")
-	err := s.Remove(ctx, "img")
-	switch {
-	case errors.Is(err, layers.ErrInUse):
-		if _, err := s.Stat(ctx, "img"); err != nil {
-			t.Errorf("Stat(img) after a refused Remove = %v", err)
+	sib := prepare(t, s, "sib", "img")
+	writeFile(t, filepath.Join(sib, "shared"), "sib\n")
+	kept := prepare(t, s, "kept-build", "img")
+	writeFile(t, filepath.Join(kept, "note"), "kept\n")
+	if err := s.Commit(ctx, "kept", "kept-build"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "img"); err != nil {
+		t.Fatalf("Remove(img) with children = %v, want nil", err)
+	}
+	if _, err := s.Stat(ctx, "img"); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("Stat(img) after Remove = %v, want ErrNotFound", err)
+	}
+	checkFile(t, filepath.Join(child, "shared"), "parent\n")
+	checkFile(t, filepath.Join(child, "etc", "hostname"), "base\n")
+	checkFile(t, filepath.Join(child, "link"), "base\n")
+	checkFile(t, filepath.Join(sib, "shared"), "sib\n")
+	checkFile(t, filepath.Join(sib, "doomed"), "delete me in a child\n")
+	writeFile(t, filepath.Join(child, "shared"), "child\n")
+	checkParents(t, s, map[string]string{"child": "", "sib": "", "kept": ""})
+
+	// Made later from an active sibling and from a committed one.
+	if err := s.Snapshot(ctx, "sib-1", "sib"); err != nil {
+		t.Fatalf("Snapshot(sib-1, sib) after its parent went = %v", err)
+	}
+	fork := prepare(t, s, "fork", "sib-1")
+	checkFile(t, filepath.Join(fork, "shared"), "sib\n")
+	checkFile(t, filepath.Join(fork, "etc", "hostname"), "base\n")
+	k := prepare(t, s, "k", "kept")
+	checkFile(t, filepath.Join(k, "note"), "kept\n")
+	checkFile(t, filepath.Join(k, "shared"), "parent\n")
+
+	// A new snapshot under the removed name is not the children's parent.
+	base(t, s)
+	checkParents(t, s, map[string]string{"child": "", "sib": "", "kept": "", "sib-1": "", "fork": "sib-1", "k": "kept"})
+	checkFile(t, filepath.Join(child, "shared"), "child\n")
+}
+
+// checkParents checks the Parent that Stat reports of each key.
+func checkParents(t *testing.T, s layers.Store, want map[string]string) {
+	t.Helper()
+	for k, p := range want {
+		info, err := s.Stat(context.Background(), k)
+		if err != nil {
+			t.Errorf("Stat(%s) = %v", k, err)
+			continue
 		}
-		if err := s.Remove(ctx, "child"); err != nil {
+		if info.Parent != p {
+			t.Errorf("Stat(%s).Parent = %q, want %q", k, info.Parent, p)
+		}
+	}
+}
+
+// testSnapshot checks a checkpoint of a running sandbox: Snapshot of an
+// active snapshot that stays active, then restore and fork from it.
+func testSnapshot(t *testing.T, s layers.Store) {
+	ctx := context.Background()
+	imgPath := base(t, s)
+	a := prepare(t, s, "a", "img")
+	writeFile(t, filepath.Join(a, "note"), "v1\n")
+	if err := os.Remove(filepath.Join(a, "doomed")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(a, "big"), string(pattern(2<<20, 3)))
+	// Not synced: a completed write is in the snapshot, durable or not.
+	if err := os.WriteFile(filepath.Join(a, "cached"), []byte("page cache\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Snapshot(ctx, "a-1", "a"); err != nil {
+		t.Fatalf("Snapshot(a-1, a) = %v", err)
+	}
+	ck, err := s.Stat(ctx, "a-1")
+	if err != nil {
+		t.Fatalf("Stat(a-1) = %v", err)
+	}
+	if ck.Key != "a-1" || ck.Kind != layers.KindCommitted || ck.Parent != "img" || ck.Path == a || ck.Path == imgPath || ck.Path == "" {
+		t.Errorf("Stat(a-1) = %+v, want committed, parent img, a path of its own", ck)
+	}
+	if info, err := s.Stat(ctx, "a"); err != nil || info != (layers.Info{Key: "a", Kind: layers.KindActive, Parent: "img", Path: a}) {
+		t.Errorf("Stat(a) after Snapshot = %+v, %v, want it active at %s as before", info, err, a)
+	}
+
+	// The content of a at the time of the call.
+	checkFile(t, filepath.Join(ck.Path, "note"), "v1\n")
+	checkFile(t, filepath.Join(ck.Path, "cached"), "page cache\n")
+	checkFile(t, filepath.Join(ck.Path, "etc", "hostname"), "base\n")
+	checkFile(t, filepath.Join(ck.Path, "link"), "base\n")
+	checkFile(t, filepath.Join(ck.Path, "shared"), "parent\n")
+	if fi, err := os.Lstat(filepath.Join(ck.Path, "shared")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("Lstat(a-1/shared) = %v, %v, want mode 0640", fi.Mode(), err)
+	}
+	if _, err := os.Lstat(filepath.Join(ck.Path, "doomed")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Lstat(a-1/doomed) = %v, want not exist: a removed it before the Snapshot", err)
+	}
+
+	// a stays writable, and its later writes stay out of a-1.
+	writeFile(t, filepath.Join(a, "note"), "v2\n")
+	writeFile(t, filepath.Join(a, "later"), "after the checkpoint\n")
+	if err := os.Remove(filepath.Join(a, "shared")); err != nil {
+		t.Fatalf("removing a file from a after Snapshot = %v", err)
+	}
+	checkFile(t, filepath.Join(ck.Path, "note"), "v1\n")
+	checkFile(t, filepath.Join(ck.Path, "shared"), "parent\n")
+	if _, err := os.Lstat(filepath.Join(ck.Path, "later")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Lstat(a-1/later) = %v, want not exist: a's write leaked into its checkpoint", err)
+	}
+	checkReadOnly(t, ck.Path, "note", "cached")
+	checkFile(t, filepath.Join(ck.Path, "note"), "v1\n")
+	if n, err := s.Usage(ctx, "a-1"); err != nil || n >= 1<<20 {
+		t.Errorf("Usage(a-1) = %d, %v, want under 1 MiB: a's 2 MiB stays charged to a", n, err)
+	}
+
+	// Fork: a new root from the checkpoint, independent of both.
+	fork := prepare(t, s, "fork", "a-1")
+	checkFile(t, filepath.Join(fork, "note"), "v1\n")
+	checkFile(t, filepath.Join(fork, "shared"), "parent\n")
+	writeFile(t, filepath.Join(fork, "note"), "fork\n")
+	checkFile(t, filepath.Join(ck.Path, "note"), "v1\n")
+	checkFile(t, filepath.Join(a, "note"), "v2\n")
+
+	// Restore: the sandbox's root replaced by a new one from the checkpoint.
+	if err := s.Remove(ctx, "a"); err != nil {
+		t.Fatalf("Remove(a) with a checkpoint of it = %v", err)
+	}
+	a = prepare(t, s, "a", "a-1")
+	checkFile(t, filepath.Join(a, "note"), "v1\n")
+	if _, err := os.Lstat(filepath.Join(a, "later")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Lstat(a/later) after restore = %v, want not exist", err)
+	}
+
+	// A checkpoint of the restored root, then the first one goes while a
+	// child (fork) and a grandchild (a-2, by way of a) of it are there.
+	writeFile(t, filepath.Join(a, "note"), "v3\n")
+	if err := s.Snapshot(ctx, "a-2", "a"); err != nil {
+		t.Fatalf("Snapshot(a-2, a) = %v", err)
+	}
+	checkParents(t, s, map[string]string{"a": "a-1", "a-2": "a-1", "fork": "a-1"})
+	if err := s.Remove(ctx, "a-1"); err != nil {
+		t.Fatalf("Remove(a-1) while fork is prepared from it = %v, want nil", err)
+	}
+	checkFile(t, filepath.Join(fork, "note"), "fork\n")
+	checkFile(t, filepath.Join(fork, "etc", "hostname"), "base\n")
+	checkFile(t, filepath.Join(a, "note"), "v3\n")
+	a2, err := s.Stat(ctx, "a-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(a2.Path, "note"), "v3\n")
+	checkParents(t, s, map[string]string{"a": "", "a-2": "", "fork": ""})
+	writeFile(t, filepath.Join(fork, "note"), "fork 2\n")
+
+	// Snapshot and Commit of one key: two independent committed snapshots.
+	if err := s.Commit(ctx, "a-c", "a"); err != nil {
+		t.Fatalf("Commit(a-c, a) after Snapshot = %v", err)
+	}
+	checkFile(t, filepath.Join(a2.Path, "note"), "v3\n")
+	if err := s.Remove(ctx, "a-c"); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(a2.Path, "note"), "v3\n")
+
+	// An active snapshot prepared empty.
+	e := prepare(t, s, "e", "")
+	writeFile(t, filepath.Join(e, "f"), "e\n")
+	if err := s.Snapshot(ctx, "e-1", "e"); err != nil {
+		t.Fatalf("Snapshot(e-1, e) = %v", err)
+	}
+	if info, err := s.Stat(ctx, "e-1"); err != nil || info.Parent != "" || info.Kind != layers.KindCommitted {
+		t.Errorf("Stat(e-1) = %+v, %v, want committed with no parent", info, err)
+	} else {
+		checkFile(t, filepath.Join(info.Path, "f"), "e\n")
+	}
+}
+
+// testSnapshotTree makes the checkpoint tree of one sandbox, a chain of
+// checkpoints with a fork off the middle, and removes checkpoints in an
+// order that leaves holes: each remaining snapshot keeps its content.
+func testSnapshotTree(t *testing.T, s layers.Store) {
+	ctx := context.Background()
+	base(t, s)
+	root := prepare(t, s, "sb", "img")
+	const n = 5
+	for i := range n {
+		writeFile(t, filepath.Join(root, "gen"), fmt.Sprint(i))
+		writeFile(t, filepath.Join(root, fmt.Sprintf("f%d", i)), fmt.Sprint(i))
+		if err := s.Snapshot(ctx, fmt.Sprintf("ck%d", i), "sb"); err != nil {
+			t.Fatalf("Snapshot(ck%d, sb) = %v", i, err)
+		}
+	}
+	fork := prepare(t, s, "fork", "ck2")
+	writeFile(t, filepath.Join(fork, "gen"), "fork")
+	if err := s.Snapshot(ctx, "fork-ck", "fork"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"ck2", "ck0", "ck4", "img"} {
+		if err := s.Remove(ctx, k); err != nil {
+			t.Fatalf("Remove(%s) = %v", k, err)
+		}
+	}
+	for _, i := range []int{1, 3} {
+		info, err := s.Stat(ctx, fmt.Sprintf("ck%d", i))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Remove(ctx, "img"); err != nil {
-			t.Errorf("Remove(img) without children = %v", err)
+		checkFile(t, filepath.Join(info.Path, "gen"), fmt.Sprint(i))
+		for j := range n {
+			_, err := os.Lstat(filepath.Join(info.Path, fmt.Sprintf("f%d", j)))
+			if (j <= i) != (err == nil) {
+				t.Errorf("Lstat(ck%d/f%d) = %v, want it there iff %d <= %d", i, j, err, j, i)
+			}
 		}
-	case err == nil:
-		checkFile(t, filepath.Join(child, "shared"), "parent\n")
-	default:
-		t.Errorf("Remove(img) with a child = %v, want nil or ErrInUse", err)
+	}
+	info, err := s.Stat(ctx, "fork-ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(info.Path, "gen"), "fork")
+	checkFile(t, filepath.Join(info.Path, "f2"), "2")
+	checkFile(t, filepath.Join(root, "gen"), fmt.Sprint(n-1))
+	checkFile(t, filepath.Join(root, "etc", "hostname"), "base\n")
+	restored := prepare(t, s, "restored", "ck1")
+	checkFile(t, filepath.Join(restored, "gen"), "1")
+}
+
+// testReset: Reset makes an active snapshot's content a checkpoint's again
+// (a restore), repeatably, and leaves the checkpoint itself untouched.
+func testReset(t *testing.T, s layers.Store) {
+	ctx := context.Background()
+	base(t, s)
+	root := prepare(t, s, "root", "img")
+	writeFile(t, filepath.Join(root, "data"), "v1\n")
+	if err := s.Snapshot(ctx, "ck", "root"); err != nil {
+		t.Fatalf("Snapshot(ck, root) = %v", err)
+	}
+	for round := 1; round <= 2; round++ {
+		info, err := s.Stat(ctx, "root")
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(info.Path, "data"), "v2\n")
+		writeFile(t, filepath.Join(info.Path, "extra"), "new\n")
+		path, err := s.Reset(ctx, "root", "ck")
+		if err != nil {
+			t.Fatalf("Reset(root, ck) #%d = %v", round, err)
+		}
+		if info, err := s.Stat(ctx, "root"); err != nil || info.Path != path || info.Kind != layers.KindActive {
+			t.Fatalf("Stat(root) after Reset = %+v, %v; want active at %s", info, err, path)
+		}
+		checkFile(t, filepath.Join(path, "data"), "v1\n")
+		checkFile(t, filepath.Join(path, "shared"), "parent\n")
+		if _, err := os.Stat(filepath.Join(path, "extra")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("after Reset #%d, extra = %v; want gone", round, err)
+		}
+		writeFile(t, filepath.Join(path, "after"), "writable\n")
+	}
+	ck, err := s.Stat(ctx, "ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(ck.Path, "data"), "v1\n")
+	if _, err := os.Stat(filepath.Join(ck.Path, "after")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a write after Reset reached the checkpoint: %v", err)
+	}
+	for _, tc := range []struct {
+		key, parent string
+		want        error
+	}{
+		{"nosuch", "ck", layers.ErrNotFound},
+		{"root", "nosuch", layers.ErrNotFound},
+		{"ck", "img", layers.ErrInvalid},    // not active
+		{"root", "root", layers.ErrInvalid}, // parent not committed
+	} {
+		if _, err := s.Reset(ctx, tc.key, tc.parent); !errors.Is(err, tc.want) {
+			t.Errorf("Reset(%q, %q) = %v, want %v", tc.key, tc.parent, err, tc.want)
+		}
 	}
 }
 
@@ -248,6 +521,10 @@ func testErrors(t *testing.T, s layers.Store) {
 		{"Commit(img, act) to a taken name", s.Commit(ctx, "img", "act"), layers.ErrExists},
 		{"Commit(act, act)", s.Commit(ctx, "act", "act"), layers.ErrExists},
 		{"Commit(n, img) of a committed snapshot", s.Commit(ctx, "n", "img"), layers.ErrInvalid},
+		{"Snapshot(n, missing)", s.Snapshot(ctx, "n", "missing"), layers.ErrNotFound},
+		{"Snapshot(img, act) to a taken name", s.Snapshot(ctx, "img", "act"), layers.ErrExists},
+		{"Snapshot(act, act)", s.Snapshot(ctx, "act", "act"), layers.ErrExists},
+		{"Snapshot(n, img) of a committed snapshot", s.Snapshot(ctx, "n", "img"), layers.ErrInvalid},
 		{"Stat(missing)", statErr(s, "missing"), layers.ErrNotFound},
 		{"Remove(missing)", s.Remove(ctx, "missing"), layers.ErrNotFound},
 		{"Usage(missing)", usageErr(s, "missing"), layers.ErrNotFound},
@@ -262,10 +539,10 @@ func testErrors(t *testing.T, s layers.Store) {
 		t.Errorf("Stat(x) after failed Prepares = %v, want ErrNotFound", err)
 	}
 	if _, err := s.Stat(ctx, "n"); !errors.Is(err, layers.ErrNotFound) {
-		t.Errorf("Stat(n) after failed Commits = %v, want ErrNotFound", err)
+		t.Errorf("Stat(n) after failed Commits and Snapshots = %v, want ErrNotFound", err)
 	}
 	if info, err := s.Stat(ctx, "act"); err != nil || info.Kind != layers.KindActive {
-		t.Errorf("Stat(act) after failed Commits = %+v, %v, want active", info, err)
+		t.Errorf("Stat(act) after failed Commits and Snapshots = %+v, %v, want active", info, err)
 	}
 }
 
@@ -279,6 +556,8 @@ func testInvalidKeys(t *testing.T, s layers.Store) {
 			"Prepare(k, \"\")": prepareErr(s, k, ""),
 			"Commit(k, act)":   s.Commit(ctx, k, "act"),
 			"Commit(img-2, k)": s.Commit(ctx, "img-2", k),
+			"Snapshot(k, act)": s.Snapshot(ctx, k, "act"),
+			"Snapshot(ck, k)":  s.Snapshot(ctx, "ck", k),
 			"Stat(k)":          statErr(s, k),
 			"Remove(k)":        s.Remove(ctx, k),
 			"Usage(k)":         usageErr(s, k),
@@ -394,6 +673,108 @@ func testConcurrent(t *testing.T, s layers.Store) {
 		}
 		checkFile(t, filepath.Join(info.Path, "id"), key)
 	}
+
+	// Snapshots of one key do not get in each other's way (none changes
+	// it); racing Snapshots to one name: exactly one wins.
+	many := make(chan error, n)
+	same := make(chan error, n)
+	for i := range n {
+		won.Add(2)
+		go func() {
+			defer won.Done()
+			many <- s.Snapshot(ctx, fmt.Sprintf("k1-ck%d", i), "k1")
+		}()
+		go func() {
+			defer won.Done()
+			same <- s.Snapshot(ctx, "k3-ck", "k3")
+		}()
+	}
+	won.Wait()
+	close(many)
+	close(same)
+	for err := range many {
+		if err != nil {
+			t.Errorf("concurrent Snapshot(k1-ck*, k1) = %v", err)
+		}
+	}
+	ok = 0
+	for err := range same {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, layers.ErrExists):
+			t.Errorf("racing Snapshot(k3-ck, k3) = %v, want nil or ErrExists", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d racing Snapshot(k3-ck, k3) calls succeeded, want 1", ok)
+	}
+	for i := range n {
+		key := fmt.Sprintf("k1-ck%d", i)
+		if info, err := s.Stat(ctx, key); err != nil {
+			t.Errorf("Stat(%s) = %v", key, err)
+		} else {
+			checkFile(t, filepath.Join(info.Path, "id"), "k1")
+		}
+	}
+
+	// Removing snapshots while calls read them: Prepares from a committed
+	// one and Snapshots of an active one, each in a loop until the source
+	// is gone. No call gets half a copy, and reads never make a Remove
+	// fail.
+	readers := []struct {
+		src  string
+		read func(dst string) error
+		gone error // what a read gets once src is being removed or gone
+	}{
+		{"k1-ck0", func(dst string) error { _, err := s.Prepare(ctx, dst, "k1-ck0"); return err }, layers.ErrNotFound},
+		{"k1", func(dst string) error { return s.Snapshot(ctx, dst, "k1") }, layers.ErrInUse},
+	}
+	for _, r := range readers {
+		made := make(chan string, 1024)
+		started := make(chan struct{}, n)
+		for i := range n {
+			won.Add(1)
+			go func() {
+				defer won.Done()
+				for j := range 100 {
+					dst := fmt.Sprintf("from-%s-%d-%d", r.src, i, j)
+					err := r.read(dst)
+					if err == nil {
+						made <- dst
+					}
+					if j == 0 {
+						started <- struct{}{}
+					}
+					if err != nil {
+						if !errors.Is(err, r.gone) && !errors.Is(err, layers.ErrNotFound) {
+							t.Errorf("reading %s as %s while it is removed = %v, want nil, ErrNotFound or %v", r.src, dst, err, r.gone)
+						}
+						return
+					}
+				}
+			}()
+		}
+		<-started
+		if err := s.Remove(ctx, r.src); err != nil {
+			t.Errorf("Remove(%s) while calls read it = %v, want nil", r.src, err)
+		}
+		won.Wait()
+		close(made)
+		count := 0
+		for key := range made {
+			count++
+			if info, err := s.Stat(ctx, key); err != nil {
+				t.Errorf("Stat(%s) = %v", key, err)
+			} else {
+				checkFile(t, filepath.Join(info.Path, "id"), "k1")
+				checkFile(t, filepath.Join(info.Path, "etc", "hostname"), "base\n")
+			}
+		}
+		if count == 0 {
+			t.Errorf("no read of %s succeeded before Remove", r.src)
+		}
+	}
 }
 
 func testReopen(t *testing.T, s layers.Store, reopen func(*testing.T, layers.Store) layers.Store) {
@@ -406,8 +787,27 @@ func testReopen(t *testing.T, s layers.Store, reopen func(*testing.T, layers.Sto
 	}
 	b := prepare(t, s, "b", "a-1")
 	writeFile(t, filepath.Join(b, "note"), "b\n")
+	if err := s.Snapshot(ctx, "b-1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(b, "note"), "b after b-1\n")
+	// A child whose parent is removed, and the name taken again: it has
+	// no parent, before and after the reopen.
+	x := prepare(t, s, "x-build", "")
+	writeFile(t, filepath.Join(x, "f"), "old x\n")
+	if err := s.Commit(ctx, "x", "x-build"); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, s, "xc", "x")
+	if err := s.Remove(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, s, "x-build", "")
+	if err := s.Commit(ctx, "x", "x-build"); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]layers.Info{}
-	for _, k := range []string{"img", "a-1", "b"} {
+	for _, k := range []string{"img", "a-1", "b", "b-1", "xc", "x"} {
 		info, err := s.Stat(ctx, k)
 		if err != nil {
 			t.Fatal(err)
@@ -424,8 +824,12 @@ func testReopen(t *testing.T, s layers.Store, reopen func(*testing.T, layers.Sto
 	if _, err := s.Stat(ctx, "a"); !errors.Is(err, layers.ErrNotFound) {
 		t.Errorf("Stat(a) after reopen = %v, want ErrNotFound (committed as a-1)", err)
 	}
-	checkFile(t, filepath.Join(want["b"].Path, "note"), "b\n")
+	checkFile(t, filepath.Join(want["b"].Path, "note"), "b after b-1\n")
+	checkFile(t, filepath.Join(want["b-1"].Path, "note"), "b\n")
+	checkFile(t, filepath.Join(want["xc"].Path, "f"), "old x\n")
+	checkParents(t, s, map[string]string{"b-1": "a-1", "xc": ""})
 	checkFile(t, filepath.Join(want["a-1"].Path, "note"), "kept\n")
+	checkReadOnly(t, want["b-1"].Path, "note", "etc/hostname")
 	if err := os.WriteFile(filepath.Join(want["a-1"].Path, "note"), []byte("x"), 0o644); err == nil {
 		t.Error("a committed snapshot is writable after reopen")
 	}
