@@ -8,6 +8,14 @@
 // reach that agent. Everything else (exec, files) goes through the agent, so
 // a new driver only has to get those three things right. driver/drivertest
 // is the conformance suite every driver passes.
+//
+// Optional capabilities are interfaces a driver may also implement; the
+// host discovers them with a type assertion and plans without them when a
+// driver lacks one:
+//
+//   - Freezer: freeze every process of a sandbox in place and thaw it
+//     again, so that the host can take a consistent snapshot of a running
+//     sandbox's root (a live checkpoint) without stopping it.
 package driver
 
 import (
@@ -18,8 +26,9 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// ErrNotFound is returned by State, Dial, Stop and Delete for an id the
-// driver does not know (never created, or already deleted).
+// ErrNotFound is returned by State, Dial, Stop, Delete, and Freezer's
+// Freeze and Thaw, for an id the driver does not know (never created, or
+// already deleted).
 var ErrNotFound = errors.New("driver: sandbox not found")
 
 // Spec is everything a driver needs to start one sandbox.
@@ -44,6 +53,33 @@ type Spec struct {
 	// Resources are the limits, enforced with cgroups (and, where the
 	// runtime needs it, rlimits in the agent).
 	Resources sandbox.Resources
+}
+
+// Freezer is implemented by drivers that can freeze every process of a
+// sandbox in place (no process runs, none is lost) and thaw it again.
+//
+// The host freezes a sandbox for as short a time as it can (a live
+// checkpoint: freeze, snapshot the root, thaw); while it is frozen its
+// agent does not answer, though Dial may still connect. A frozen sandbox
+// is still running to the rest of the contract: State reports
+// StatusRunning, and Stop and Delete work on it (they thaw it or kill it
+// frozen, and return once its processes are gone).
+//
+// A daemon that dies between Freeze and Thaw must not leave the sandbox
+// frozen for ever: Recover thaws every frozen sandbox it finds before it
+// reports it.
+//
+// Both methods return ErrNotFound for an unknown id, and an error saying
+// the sandbox is stopped for a known sandbox that is not running.
+type Freezer interface {
+	// Freeze returns once every process of the sandbox is frozen.
+	// Freezing a frozen sandbox is not an error. When the sandbox cannot
+	// be frozen before ctx ends, Freeze thaws it again and fails: it never
+	// returns an error leaving the sandbox frozen or half frozen.
+	Freeze(ctx context.Context, id string) error
+	// Thaw lets them run again. Thawing a running sandbox is not an
+	// error.
+	Thaw(ctx context.Context, id string) error
 }
 
 // Status is a sandbox's state as the runtime sees it.
@@ -106,6 +142,7 @@ type Driver interface {
 	// State returns ErrNotFound. Deleting an unknown id returns ErrNotFound.
 	Delete(ctx context.Context, id string) error
 	// Recover lists the sandboxes the driver knows after a host restart, so
-	// the host can adopt live ones and mark vanished ones.
+	// the host can adopt live ones and mark vanished ones. A driver that
+	// is a Freezer thaws every frozen sandbox it finds first.
 	Recover(ctx context.Context) ([]State, error)
 }

@@ -63,7 +63,8 @@ type Config struct {
 // Run runs the conformance suite: the lifecycle of one sandbox (start,
 // state, dial, stop, wake, delete), two sandboxes side by side, survival of a
 // driver restart, start failures that leave nothing behind, and errors for
-// unknown ids.
+// unknown ids; and for a driver that implements an optional capability,
+// that capability (Freeze: driver.Freezer).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -75,6 +76,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Concurrent", s.testConcurrent)
 	t.Run("Restart", s.testRestart)
 	t.Run("StartFailure", s.testStartFailure)
+	t.Run("Freeze", s.testFreeze)
 }
 
 type suite struct {

@@ -25,6 +25,15 @@
 // this, driver/drivertest, which checks pid 1, broken agents and host
 // leftovers, is not run against this driver; its tests check the contract
 // that a fake can keep.
+//
+// It is a driver.Freezer too, with the contract's states and errors (Frozen
+// tells a test whether a sandbox is frozen). A frozen real sandbox's agent
+// does not answer until it is thawed; the fake holds calls back the same
+// way, at the door: Dial blocks while the sandbox is frozen, until Thaw
+// (or Stop, Delete, Die, Vanish, Close or Recover, which all thaw it) or
+// the end of its context, so an agent call made during a checkpoint
+// completes after it. It freezes no host process: commands already running,
+// and calls on connections opened before Freeze, go on.
 package fake
 
 import (
@@ -60,12 +69,16 @@ type Driver struct {
 	w *world
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver  = (*Driver)(nil)
+	_ driver.Freezer = (*Driver)(nil)
+)
 
 // Op names a driver.Driver method, in Calls.
 type Op string
 
-// The recorded methods (Capabilities is not recorded).
+// The recorded methods, of driver.Driver and driver.Freezer (Capabilities
+// is not recorded).
 const (
 	OpStart   Op = "Start"
 	OpDial    Op = "Dial"
@@ -73,6 +86,8 @@ const (
 	OpStop    Op = "Stop"
 	OpDelete  Op = "Delete"
 	OpRecover Op = "Recover"
+	OpFreeze  Op = "Freeze"
+	OpThaw    Op = "Thaw"
 )
 
 // Call is one recorded call of a driver.Driver method.
@@ -108,8 +123,17 @@ type box struct {
 	status    driver.Status
 	pid       int
 	oomKilled bool
-	oomExecs  int   // results of exec to report as OOM killed
-	agent     *live // nil unless running
+	oomExecs  int           // results of exec to report as OOM killed
+	agent     *live         // nil unless running
+	thawed    chan struct{} // non-nil while frozen; closed by thaw
+}
+
+// thaw ends a freeze of b, if any, releasing the Dials it holds.
+func (b *box) thaw() {
+	if b.thawed != nil {
+		close(b.thawed)
+		b.thawed = nil
+	}
 }
 
 // live is a running sandbox's agent.
@@ -149,6 +173,7 @@ func (d *Driver) Close() error {
 	d.w.closed = true
 	var agents []*live
 	for _, b := range d.w.sandboxes {
+		b.thaw()
 		if b.agent != nil {
 			agents = append(agents, b.agent)
 			b.agent, b.status, b.pid = nil, driver.StatusStopped, 0
@@ -229,11 +254,24 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 }
 
 // Dial connects to the agent of a running sandbox; a stopped one refuses
-// the connection. See driver.Driver.
+// the connection. While the sandbox is frozen, Dial waits until it is
+// thawed (or stopped, or forgotten), or returns ctx's error. See
+// driver.Driver.
 func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	d.record(OpDial, id)
 	d.w.mu.Lock()
 	b := d.w.sandboxes[id]
+	for b != nil && b.thawed != nil {
+		thawed := b.thawed
+		d.w.mu.Unlock()
+		select {
+		case <-thawed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fake: Dial(%s): sandbox is frozen: %w", id, ctx.Err())
+		}
+		d.w.mu.Lock()
+		b = d.w.sandboxes[id]
+	}
 	if b == nil {
 		d.w.mu.Unlock()
 		return nil, fmt.Errorf("fake: Dial(%s): %w", id, driver.ErrNotFound)
@@ -282,8 +320,8 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	return d.w.kill(id, false, true, "Delete")
 }
 
-// Recover lists every sandbox, running or stopped, by id. See
-// driver.Driver.
+// Recover lists every sandbox, running or stopped, by id, and thaws the
+// frozen ones. See driver.Driver and driver.Freezer.
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	d.record(OpRecover, "")
 	if err := ctx.Err(); err != nil {
@@ -293,10 +331,66 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	defer d.w.mu.Unlock()
 	states := make([]driver.State, 0, len(d.w.sandboxes))
 	for id, b := range d.w.sandboxes {
+		b.thaw()
 		states = append(states, b.state(id))
 	}
 	slices.SortFunc(states, func(a, b driver.State) int { return strings.Compare(a.ID, b.ID) })
 	return states, nil
+}
+
+// Freeze freezes the sandbox: Dial holds every new connection back until
+// Thaw. Freezing a frozen sandbox does nothing. It returns
+// driver.ErrNotFound for an unknown id, and an error saying so for a stopped
+// sandbox. See driver.Freezer.
+func (d *Driver) Freeze(ctx context.Context, id string) error {
+	d.record(OpFreeze, id)
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b, err := d.w.running(id, "Freeze")
+	if err != nil {
+		return err
+	}
+	if b.thawed == nil {
+		b.thawed = make(chan struct{})
+	}
+	return nil
+}
+
+// Thaw thaws the sandbox, releasing the Dials it held. Thawing a sandbox
+// that is not frozen does nothing. It returns driver.ErrNotFound for an
+// unknown id, and an error saying so for a stopped sandbox. See
+// driver.Freezer.
+func (d *Driver) Thaw(ctx context.Context, id string) error {
+	d.record(OpThaw, id)
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b, err := d.w.running(id, "Thaw")
+	if err != nil {
+		return err
+	}
+	b.thaw()
+	return nil
+}
+
+// Frozen reports whether sandbox id is frozen (false for an unknown id).
+func (d *Driver) Frozen(id string) bool {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	return b != nil && b.thawed != nil
+}
+
+// running returns the running sandbox id, for method what. The caller
+// holds w.mu.
+func (w *world) running(id, what string) (*box, error) {
+	b := w.sandboxes[id]
+	if b == nil {
+		return nil, fmt.Errorf("fake: %s(%s): %w", what, id, driver.ErrNotFound)
+	}
+	if b.status != driver.StatusRunning {
+		return nil, fmt.Errorf("fake: %s(%s): sandbox is stopped", what, id)
+	}
+	return b, nil
 }
 
 // Die makes the sandbox's processes die, as a crash or the memory limit
@@ -403,8 +497,8 @@ func (d *Driver) Home(id string) string {
 	return filepath.Join(spec.RootFS, filepath.Join("/", spec.Home))
 }
 
-// kill stops id's agent and marks it stopped (oomKilled says how), or
-// forgets it when forget is set.
+// kill thaws id, stops its agent and marks it stopped (oomKilled says
+// how), or forgets it when forget is set.
 func (w *world) kill(id string, oomKilled, forget bool, what string) error {
 	w.mu.Lock()
 	b := w.sandboxes[id]
@@ -413,6 +507,7 @@ func (w *world) kill(id string, oomKilled, forget bool, what string) error {
 		return fmt.Errorf("fake: %s(%s): %w", what, id, driver.ErrNotFound)
 	}
 	a := b.agent
+	b.thaw()
 	b.agent, b.status, b.pid, b.oomExecs = nil, driver.StatusStopped, 0, 0
 	if a != nil {
 		// Stopping a stopped sandbox keeps how it stopped.

@@ -367,3 +367,125 @@ func TestCalls(t *testing.T) {
 		t.Errorf("Count(Start, other) = %d, want 0", n)
 	}
 }
+
+// TestFreeze: a frozen sandbox is running to State but holds agent calls
+// back until Thaw; Freeze and Thaw twice are fine; Stop works on a frozen
+// sandbox and then both fail, saying so; unknown ids are ErrNotFound.
+func TestFreeze(t *testing.T) {
+	d := newDriver(t)
+	ctx := t.Context()
+	for name, call := range map[string]func(context.Context, string) error{"Freeze": d.Freeze, "Thaw": d.Thaw} {
+		if err := call(ctx, "nosuch"); !errors.Is(err, driver.ErrNotFound) {
+			t.Errorf("%s(nosuch) = %v, want ErrNotFound", name, err)
+		}
+	}
+	start(t, d, spec(t, "sb1"))
+	if d.Frozen("sb1") {
+		t.Fatal("Frozen(sb1) = true before Freeze")
+	}
+	for i := range 2 {
+		if err := d.Freeze(ctx, "sb1"); err != nil {
+			t.Fatalf("Freeze(sb1) #%d = %v", i+1, err)
+		}
+	}
+	if !d.Frozen("sb1") {
+		t.Fatal("Frozen(sb1) = false after Freeze")
+	}
+	wantState(t, d, "sb1", driver.StatusRunning, false)
+
+	pctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if c, err := d.Dial(pctx, "sb1"); !errors.Is(err, context.DeadlineExceeded) {
+		if c != nil {
+			c.Close()
+		}
+		t.Errorf("Dial(sb1) while frozen = %v, want the context's deadline", err)
+	}
+	held := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		client(d, "sb1").Exec(context.Background(), sandbox.ExecRequest{Shell: "echo after"}, nil, &out, nil)
+		held <- out.String()
+	}()
+	select {
+	case out := <-held:
+		t.Fatalf("Exec(sb1) while frozen returned %q, want it held until Thaw", out)
+	case <-time.After(50 * time.Millisecond):
+	}
+
+	for i := range 2 {
+		if err := d.Thaw(ctx, "sb1"); err != nil {
+			t.Fatalf("Thaw(sb1) #%d = %v", i+1, err)
+		}
+	}
+	if d.Frozen("sb1") {
+		t.Error("Frozen(sb1) = true after Thaw")
+	}
+	select {
+	case out := <-held:
+		if out != "after\n" {
+			t.Errorf("Exec(sb1) held by a freeze = %q, want %q", out, "after\n")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec(sb1) held by a freeze still waits 10s after Thaw")
+	}
+
+	// Stop thaws and stops; a Dial it held fails.
+	if err := d.Freeze(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	dialed := make(chan error, 1)
+	go func() {
+		c, err := d.Dial(context.Background(), "sb1")
+		if c != nil {
+			c.Close()
+		}
+		dialed <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := d.Stop(ctx, "sb1"); err != nil {
+		t.Fatalf("Stop(sb1) while frozen = %v", err)
+	}
+	if err := <-dialed; err == nil || errors.Is(err, driver.ErrNotFound) {
+		t.Errorf("Dial(sb1) held by a freeze, then Stop = %v, want a connection error", err)
+	}
+	wantState(t, d, "sb1", driver.StatusStopped, false)
+	if d.Frozen("sb1") {
+		t.Error("Frozen(sb1) = true after Stop")
+	}
+	for name, call := range map[string]func(context.Context, string) error{"Freeze": d.Freeze, "Thaw": d.Thaw} {
+		if err := call(ctx, "sb1"); err == nil || errors.Is(err, driver.ErrNotFound) {
+			t.Errorf("%s(sb1) of a stopped sandbox = %v, want an error saying it is stopped", name, err)
+		}
+	}
+	if n := d.Count(fake.OpFreeze, "sb1"); n != 4 {
+		t.Errorf("Count(Freeze, sb1) = %d, want 4", n)
+	}
+	if n := d.Count(fake.OpThaw, "sb1"); n != 3 {
+		t.Errorf("Count(Thaw, sb1) = %d, want 3", n)
+	}
+}
+
+// TestFreezeRecover: a daemon that dies with a sandbox frozen leaves it
+// frozen; the next one's Recover thaws it.
+func TestFreezeRecover(t *testing.T) {
+	d := newDriver(t)
+	start(t, d, spec(t, "sb1"))
+	if err := d.Freeze(t.Context(), "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	d2 := d.Reopen()
+	if !d2.Frozen("sb1") {
+		t.Fatal("Frozen(sb1) through the reopened driver = false before Recover")
+	}
+	states, err := d2.Recover(t.Context())
+	if err != nil || len(states) != 1 || states[0].Status != driver.StatusRunning {
+		t.Fatalf("Recover() = %+v, %v; want sb1 running", states, err)
+	}
+	if d2.Frozen("sb1") {
+		t.Error("Frozen(sb1) = true after Recover")
+	}
+	if out, _ := run(t, d2, "sb1", "echo hi"); out != "hi\n" {
+		t.Errorf("Exec after Recover = %q, want hi", out)
+	}
+}

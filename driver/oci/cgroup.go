@@ -23,9 +23,10 @@ import (
 // and the driver checks every one of them, so a hierarchy a runtime forgot
 // is caught, not leaked.
 type cgroupMounts struct {
-	all    []string // every hierarchy's mount point, one per hierarchy
-	memory string   // the v1 memory controller's, if mounted
-	v2     string   // the unified hierarchy's, if mounted
+	all     []string // every hierarchy's mount point, one per hierarchy
+	memory  string   // the v1 memory controller's, if mounted
+	freezer string   // the v1 freezer controller's, if mounted
+	v2      string   // the unified hierarchy's, if mounted
 }
 
 // readCgroupMounts parses mountinfo (proc(5)) for cgroup and cgroup2
@@ -65,6 +66,9 @@ func readCgroupMounts(path string) (cgroupMounts, error) {
 			m.all = append(m.all, mnt.Point)
 			if slices.Contains(ctrls, "memory") {
 				m.memory = mnt.Point
+			}
+			if slices.Contains(ctrls, "freezer") {
+				m.freezer = mnt.Point
 			}
 		}
 	}

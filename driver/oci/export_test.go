@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,19 @@ var (
 		m, err := readCgroupMounts(mountinfo)
 		return m.all, m.memory, m.v2, err
 	}
+	// FreezerMounts returns the v1 freezer hierarchy and the unified one.
+	FreezerMounts = func(mountinfo string) (v1, v2 string, err error) {
+		m, err := readCgroupMounts(mountinfo)
+		return m.freezer, m.v2, err
+	}
+	// FreezeCgroup freezes the cgroup dir as Freeze does.
+	FreezeCgroup = func(ctx context.Context, dir string, v2 bool) error {
+		if v2 {
+			return freezeV2(ctx, dir)
+		}
+		return freezeV1(ctx, dir)
+	}
+	ThawCgroup = thaw
 )
 
 // Leftovers describes what the host still holds for sandbox id: its

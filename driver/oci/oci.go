@@ -256,6 +256,7 @@ func (d *Driver) socketPath(id string) string { return filepath.Join(d.socketDir
 func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDir(id), "console.log") }
 func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
 func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
+func (d *Driver) pidFile(id string) string    { return filepath.Join(d.sandboxDir(id), "pid") }
 
 // stoppedMarker exists while the sandbox is stopped by Stop (or by the
 // cleanup of a failed wake): its container is known to be deleted, so State,
@@ -307,7 +308,8 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 // State reports what the runtime says about sandbox id: running with its
 // init's host pid (under runsc, the sandbox process's), or stopped (the
 // runtime's "created" counts as stopped: its agent is not running). A
-// sandbox that Stop stopped is answered from its directory alone.
+// sandbox that Stop stopped is answered from its directory alone, and a
+// frozen one (see Freeze) from its cgroup and pid file: running.
 // OOMKilled is best effort: the memory cgroup's oom_kill counter while the
 // container exists, and what Stop recorded from it after. It returns
 // driver.ErrNotFound for an unknown id.
@@ -346,8 +348,10 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 }
 
 // Recover returns the state of every sandbox in the state directory. It
-// also removes runtime containers that have no directory: they are what an
-// interrupted Start or Delete left, never a sandbox the host knows.
+// thaws every sandbox it finds frozen (see Freeze): only a daemon that
+// died between Freeze and Thaw leaves one, and nothing else would ever thaw
+// it. It also removes runtime containers that have no directory: they are
+// what an interrupted Start or Delete left, never a sandbox the host knows.
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	entries, err := os.ReadDir(filepath.Join(d.stateDir, "sandboxes"))
 	if err != nil {
@@ -360,6 +364,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 			continue
 		}
 		dirs[e.Name()] = true
+		d.thawLeftFrozen(e.Name())
 		st, err := d.State(ctx, e.Name())
 		if errors.Is(err, driver.ErrNotFound) {
 			continue // deleted meanwhile

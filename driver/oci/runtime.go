@@ -65,7 +65,7 @@ func (d *Driver) create(ctx context.Context, id string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := d.command(ctx, id, "run", "--detach", "--bundle", d.sandboxDir(id), id)
+	cmd := d.command(ctx, id, "run", "--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	began := time.Now()
 	err = cmd.Run()
@@ -80,7 +80,15 @@ func (d *Driver) create(ctx context.Context, id string) error {
 // runtime has no such container. A failing `state` is taken as "no such
 // container" only when `list` agrees, so that a runtime error never makes a
 // running sandbox look gone.
+//
+// A frozen sandbox (see Freeze) is not asked about, because `runsc state`
+// signals the container through its sentry and so blocks until it is
+// thawed: it is "paused" (as runc says), with the pid its run wrote to the
+// pid file.
 func (d *Driver) runtimeState(ctx context.Context, id string) (*specs.State, error) {
+	if st := d.frozenState(id); st != nil {
+		return st, nil
+	}
 	out, err := d.run(ctx, "", "state", id)
 	if err == nil {
 		var st specs.State

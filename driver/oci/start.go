@@ -111,14 +111,14 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 }
 
 // writeBundle makes the sandbox's directory and writes its config.json; it
-// also forgets the previous run's stopped marker, OOM and socket, and keeps
-// its console log as console.log.1.
+// also forgets the previous run's stopped marker, OOM, pid and socket, and
+// keeps its console log as console.log.1.
 func (d *Driver) writeBundle(spec driver.Spec) error {
 	id := spec.ID
 	if err := os.MkdirAll(d.socketDir(id), 0o700); err != nil {
 		return err
 	}
-	for _, p := range []string{d.stoppedMarker(id), d.socketPath(id), d.oomMarker(id)} {
+	for _, p := range []string{d.stoppedMarker(id), d.socketPath(id), d.oomMarker(id), d.pidFile(id)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}

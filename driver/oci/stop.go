@@ -92,7 +92,16 @@ func (d *Driver) teardown(ctx context.Context, id string, keepOOM bool) error {
 
 // teardownState is teardown with the runtime's state of id (nil: no
 // container) already known.
+//
+// A frozen sandbox is thawed first: a v1-frozen task does not die of
+// SIGKILL until it is thawed, and runsc kills through its sentry, which
+// must be running to answer.
 func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, keepOOM bool) error {
+	if thawed, err := d.thawFrozen(id); err != nil {
+		d.log.Warn("thaw before teardown", "sandbox", id, "err", err)
+	} else if thawed {
+		d.log.Debug("thawed a frozen sandbox before teardown", "sandbox", id)
+	}
 	if keepOOM && d.cgroupOOM(id) {
 		if err := os.WriteFile(d.oomMarker(id), nil, 0o600); err != nil {
 			return err
