@@ -6,11 +6,14 @@ import "time"
 type Status string
 
 // Statuses. A sandbox is creating until its agent first answers, running
-// while its processes live, and stopped when they are gone but its disk is
-// kept (the runtime lost it, or it died); Reason says why it last changed.
+// while its processes live, sleeping when hearth stopped its processes to
+// free their memory (idle, or asked to) and will wake it on the next call,
+// and stopped when they are gone for another reason but its disk is kept
+// (the runtime lost it, or it died); Reason says why it last changed.
 const (
 	StatusCreating Status = "creating"
 	StatusRunning  Status = "running"
+	StatusSleeping Status = "sleeping"
 	StatusStopped  Status = "stopped"
 )
 
@@ -40,6 +43,10 @@ type Sandbox struct {
 	Capabilities []string `json:"capabilities"`
 	// Resources are the limits the sandbox runs under.
 	Resources Resources `json:"resources"`
+	// Head is the checkpoint the sandbox's root last descended from (the
+	// last one taken or restored); a new checkpoint's parent. Empty before
+	// the first.
+	Head string `json:"head,omitempty"`
 }
 
 // Capabilities a sandbox can report.

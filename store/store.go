@@ -83,6 +83,19 @@ type Store interface {
 	// the audit trail says when access really ended. A zero at is an error.
 	RevokeToken(ctx context.Context, id string, at time.Time) error
 
+	// CreateCheckpoint inserts c; ErrExists if its id is taken, ErrNotFound
+	// if its sandbox (c.SandboxID) does not exist; an empty id is an error.
+	CreateCheckpoint(ctx context.Context, c sandbox.Checkpoint) error
+	// GetCheckpoint finds checkpoint id of the sandbox sandboxID;
+	// ErrNotFound if that sandbox has no such checkpoint. Sandbox (the
+	// name) is the sandbox's current name.
+	GetCheckpoint(ctx context.Context, sandboxID, id string) (sandbox.Checkpoint, error)
+	// ListCheckpoints returns the sandbox's checkpoints, oldest first.
+	ListCheckpoints(ctx context.Context, sandboxID string) ([]sandbox.Checkpoint, error)
+	// DeleteCheckpoint removes checkpoint id; ErrNotFound if missing.
+	// Deleting a sandbox deletes its checkpoints' rows too.
+	DeleteCheckpoint(ctx context.Context, id string) error
+
 	// Close releases the store. Closing a closed store does nothing and
 	// returns nil; other methods fail after Close.
 	Close() error

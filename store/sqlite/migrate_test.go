@@ -3,10 +3,14 @@ package sqlite_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
 	"github.com/hearth/hearth/store/sqlite"
 )
 
@@ -66,7 +70,7 @@ func TestMigrateFresh(t *testing.T) {
 			tables = append(tables, strings.Fields(s)[1])
 		}
 	}
-	if want := []string{"sandboxes:", "tokens:"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"checkpoints:", "sandboxes:", "tokens:"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }
@@ -114,5 +118,79 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	}
 	if after := schema(t, path); !reflect.DeepEqual(after, before) {
 		t.Errorf("refused Open changed the schema")
+	}
+}
+
+// TestMigrateFromV1 opens, with this binary, a database an older hearth
+// left at schema version 1 with rows in it: the rows must survive, with no
+// head, and checkpoints must work on them at once.
+func TestMigrateFromV1(t *testing.T) {
+	path := tempPath(t)
+	// Released migrations are never edited, so 0001 as shipped is exactly
+	// what a version-1 binary ran.
+	v1, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := raw(t, path)
+	for _, q := range []string{
+		string(v1),
+		`INSERT INTO sandboxes VALUES ('sb-1', 'old', 'acme', 'alice', 'debian:12', 'small', 'runsc',
+			'stopped', 'oom', '2025-03-14T14:09:26.535897000Z', '2025-03-14T14:10:00.000000000Z',
+			NULL, '["exec"]', 1000, 1073741824, 512)`,
+		`INSERT INTO tokens VALUES ('tok-1', 'aa01', 'acme', 'alice', 'agent',
+			'2025-03-14T14:09:26.535897000Z', NULL, NULL)`,
+		`PRAGMA user_version = 1`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatalf("building a version-1 database: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := open(t, path)
+	ctx := t.Context()
+	if got, want := userVersion(t, path), latest(t); got != want {
+		t.Errorf("user_version after migrating from 1 = %d, want %d", got, want)
+	}
+	created := time.Date(2025, time.March, 14, 14, 9, 26, 535_897_000, time.UTC)
+	want := sandbox.Sandbox{
+		ID: "sb-1", Name: "old", Tenant: "acme", Owner: "alice", Image: "debian:12",
+		Size: "small", Runtime: "runsc", Status: sandbox.StatusStopped, Reason: "oom",
+		CreatedAt: created, UpdatedAt: time.Date(2025, time.March, 14, 14, 10, 0, 0, time.UTC),
+		Capabilities: []string{sandbox.CapExec},
+		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512},
+		Head:         "",
+	}
+	got, err := db.GetSandbox(ctx, "old")
+	if err != nil {
+		t.Fatalf("GetSandbox(old) after migration = %v, want the row", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GetSandbox(old) after migration =\n\t%+v\nwant\n\t%+v", got, want)
+	}
+	if tok, err := db.TokenByHash(ctx, "aa01"); err != nil || tok.ID != "tok-1" || !tok.CreatedAt.Equal(created) {
+		t.Errorf("TokenByHash(aa01) after migration = %+v, %v; want tok-1 created %v", tok, err, created)
+	}
+
+	// The migrated row takes checkpoints and a head, and cascades.
+	c := sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-1", CreatedAt: created.Add(time.Hour), Memory: true}
+	if err := db.CreateCheckpoint(ctx, c); err != nil {
+		t.Fatalf("CreateCheckpoint on a migrated sandbox = %v, want nil", err)
+	}
+	want.Head = c.ID
+	if err := db.UpdateSandbox(ctx, want); err != nil {
+		t.Fatalf("UpdateSandbox(head) on a migrated sandbox = %v, want nil", err)
+	}
+	if got, err := db.GetSandbox(ctx, "old"); err != nil || got.Head != c.ID {
+		t.Errorf("GetSandbox(old).Head = %q, %v; want %q, nil", got.Head, err, c.ID)
+	}
+	if err := db.DeleteSandbox(ctx, "sb-1"); err != nil {
+		t.Fatalf("DeleteSandbox = %v", err)
+	}
+	if _, err := db.GetCheckpoint(ctx, "sb-1", c.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetCheckpoint after DeleteSandbox on a migrated database = %v, want ErrNotFound", err)
 	}
 }

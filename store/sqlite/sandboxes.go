@@ -13,9 +13,9 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?16.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?17.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
-	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids`
+	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head`
 
 // CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
 // is taken, and an error if either is empty.
@@ -26,7 +26,7 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -45,7 +45,8 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	res, err := db.w.ExecContext(ctx,
 		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
 			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
-			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16
+			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
+			head = ?17
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -109,8 +110,8 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sand
 	return out, nil
 }
 
-// DeleteSandbox removes the sandbox with that id, or returns
-// store.ErrNotFound.
+// DeleteSandbox removes the sandbox with that id, and its checkpoints with
+// it (ON DELETE CASCADE), or returns store.ErrNotFound.
 func (db *DB) DeleteSandbox(ctx context.Context, id string) error {
 	res, err := db.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 	if err != nil {
@@ -147,7 +148,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	return []any{
 		sb.ID, sb.Name, sb.Tenant, sb.Owner, sb.Image, sb.Size, sb.Runtime,
 		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
-		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids,
+		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head,
 	}, nil
 }
 
@@ -169,7 +170,7 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	)
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
-		&milli, &mem, &pids); err != nil {
+		&milli, &mem, &pids, &sb.Head); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)

@@ -247,6 +247,13 @@ func isConstraint(err error) bool {
 	return false
 }
 
+// isForeignKey reports whether err is a FOREIGN KEY violation: a row that
+// refers to a sandbox that is not there.
+func isForeignKey(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
 // writeErr maps a failed write's error: key conflicts become store.ErrExists,
 // with SQLite's text (which names the column) kept for the log.
 func writeErr(err error) error {

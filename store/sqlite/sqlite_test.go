@@ -243,3 +243,51 @@ func TestErrorsWrapContext(t *testing.T) {
 		t.Errorf("GetSandbox(nope) = %v, want ErrNotFound naming the sandbox", err)
 	}
 }
+
+// TestCheckpointCascade looks under the store: the checkpoint rows
+// themselves are gone with their sandbox, not merely hidden by the join.
+func TestCheckpointCascade(t *testing.T) {
+	db := open(t, tempPath(t))
+	ctx := t.Context()
+	now := time.Now()
+	sb := sandbox.Sandbox{ID: "sb-1", Name: "cascade", CreatedAt: now, UpdatedAt: now}
+	if err := db.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ck-1", "ck-2"} {
+		c := sandbox.Checkpoint{ID: id, SandboxID: sb.ID, CreatedAt: now}
+		if err := db.CreateCheckpoint(ctx, c); err != nil {
+			t.Fatalf("CreateCheckpoint(%q) = %v", id, err)
+		}
+	}
+	if err := db.DeleteSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := raw(t, db.Path()).QueryRow(`SELECT count(*) FROM checkpoints`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d checkpoint rows after their sandbox was deleted, want 0", n)
+	}
+}
+
+func TestCheckpointErrors(t *testing.T) {
+	db := open(t, tempPath(t))
+	ctx := t.Context()
+	c := sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-nope", CreatedAt: time.Now()}
+	err := db.CreateCheckpoint(ctx, c)
+	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) ||
+		!strings.Contains(err.Error(), `"ck-1"`) || !strings.Contains(err.Error(), `"sb-nope"`) {
+		t.Errorf("CreateCheckpoint(missing sandbox) = %v, want ErrNotFound naming the checkpoint and the sandbox", err)
+	}
+	_, err = db.GetCheckpoint(ctx, "sb-nope", "ck-1")
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"ck-1"`) {
+		t.Errorf("GetCheckpoint(nope) = %v, want ErrNotFound naming the checkpoint", err)
+	}
+	far := time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+	c.CreatedAt = far
+	if err := db.CreateCheckpoint(ctx, c); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("CreateCheckpoint(year 10000) = %v, want a plain error", err)
+	}
+}

@@ -16,6 +16,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	// but a precise time in a far zone catches implementations that keep
 	// only seconds or milliseconds, or drop the offset.
 	full.UpdatedAt = time.Date(2025, time.March, 14, 3, 4, 5, 999_999_000, time.FixedZone("UTC-9:30", -(9*3600+1800)))
+	full.Head = "ck-head"
 
 	minimal := sandbox.Sandbox{
 		ID:        "sb-min",
@@ -125,6 +126,7 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		ExpiresAt:    time.Time{}, // cleared: never
 		Capabilities: []string{sandbox.CapExec},
 		Resources:    sandbox.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30, Pids: 4096},
+		Head:         "ck-7",
 	}
 	if err := s.UpdateSandbox(ctx, changed); err != nil {
 		t.Fatalf("UpdateSandbox(%q) = %v, want nil", changed.ID, err)
@@ -134,7 +136,8 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		t.Errorf("GetSandbox(old name) = %v, want ErrNotFound", err)
 	}
 
-	// And back again, expiry and all, to catch an update that skips NULLs.
+	// And back again, expiry and empty head and all, to catch an update that
+	// skips NULLs or empty strings.
 	if err := s.UpdateSandbox(ctx, orig); err != nil {
 		t.Fatalf("UpdateSandbox(%q) back = %v, want nil", orig.ID, err)
 	}

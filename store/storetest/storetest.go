@@ -50,6 +50,16 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Sandbox/List", testSandboxList},
 		{"Sandbox/ListTies", testSandboxListTies},
 		{"Sandbox/Delete", testSandboxDelete},
+		{"Sandbox/Head", testSandboxHead},
+		{"Sandbox/Statuses", testSandboxStatuses},
+		{"Checkpoint/RoundTrip", testCheckpointRoundTrip},
+		{"Checkpoint/EmptyKey", testCheckpointEmptyKey},
+		{"Checkpoint/Conflict", testCheckpointConflict},
+		{"Checkpoint/MissingSandbox", testCheckpointMissingSandbox},
+		{"Checkpoint/GetMissing", testCheckpointGetMissing},
+		{"Checkpoint/List", testCheckpointList},
+		{"Checkpoint/Delete", testCheckpointDelete},
+		{"Checkpoint/SandboxDeleted", testCheckpointSandboxDeleted},
 		{"Token/RoundTrip", testTokenRoundTrip},
 		{"Token/Conflict", testTokenConflict},
 		{"Token/EmptyKey", testTokenEmptyKey},
@@ -197,6 +207,14 @@ func testCancelled(t *testing.T, open OpenFunc) {
 	if _, err := s.ListSandboxes(ctx, store.Filter{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("ListSandboxes(cancelled ctx) = %v, want context.Canceled", err)
 	}
+	mustCreate(t, s, sb)
+	c := newCheckpoint("ck-1", sb, "", t0)
+	if err := s.CreateCheckpoint(ctx, c); !errors.Is(err, context.Canceled) {
+		t.Errorf("CreateCheckpoint(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.GetCheckpoint(t.Context(), sb.ID, c.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetCheckpoint after cancelled create = %v, want ErrNotFound", err)
+	}
 }
 
 func testCloseIdempotent(t *testing.T, open OpenFunc) {
@@ -230,9 +248,12 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	}
 	gone := newSandbox("sb-gone", "gone", "acme", "alice", at(2*time.Second))
 	mustCreate(t, s, gone)
+	mustCreateCheckpoint(t, s, newCheckpoint("ck-gone", gone, "", at(2*time.Second)))
 	if err := s.DeleteSandbox(ctx, gone.ID); err != nil {
 		t.Fatalf("DeleteSandbox(%q) = %v, want nil", gone.ID, err)
 	}
+	ck := newCheckpoint("ck-1", updated, "", at(2*time.Second))
+	mustCreateCheckpoint(t, s, ck)
 	tok := newToken("tok-1", "hash-1", at(3*time.Second))
 	if err := s.CreateToken(ctx, tok); err != nil {
 		t.Fatalf("CreateToken = %v, want nil", err)
@@ -254,6 +275,10 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	checkSandbox(t, "reopened updated", mustGet(t, s, updated.Name), updated)
 	if _, err := s.GetSandbox(ctx, gone.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSandbox(deleted %q) after reopen = %v, want ErrNotFound", gone.Name, err)
+	}
+	checkCheckpoint(t, "reopened checkpoint", mustGetCheckpoint(t, s, updated.ID, ck.ID), ck)
+	if got := mustListCheckpoints(t, s, gone.ID); len(got) != 0 {
+		t.Errorf("ListCheckpoints(deleted %q) after reopen = %q, want none", gone.ID, checkpointIDs(got))
 	}
 	got, err := s.TokenByHash(ctx, tok.Hash)
 	if err != nil {

@@ -1,0 +1,41 @@
+package sandbox
+
+import "time"
+
+// Checkpoint is a saved state of a sandbox's root filesystem, taken live.
+// The checkpoints of one sandbox form a tree: Parent is the checkpoint the
+// sandbox's root descended from when this one was taken (its head), empty
+// for one taken from the image.
+type Checkpoint struct {
+	ID string `json:"id"`
+	// SandboxID is the sandbox it belongs to; Sandbox is its name.
+	SandboxID string    `json:"sandbox_id"`
+	Sandbox   string    `json:"sandbox"`
+	Label     string    `json:"label,omitempty"`
+	Parent    string    `json:"parent,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	// SizeBytes is the data the checkpoint holds beyond what it shares.
+	SizeBytes int64 `json:"size_bytes"`
+	// Memory says the checkpoint includes the processes' memory; without
+	// it, restore starts the sandbox's processes afresh on its files.
+	Memory bool `json:"memory"`
+}
+
+// MaxLabelLen is the longest checkpoint label.
+const MaxLabelLen = 200
+
+// ValidateLabel checks a checkpoint label: at most MaxLabelLen bytes of
+// printable text.
+func ValidateLabel(label string) error {
+	if len(label) > MaxLabelLen {
+		return Errorf(CodeInvalidArgument, "checkpoint label is %d bytes, longer than %d", len(label), MaxLabelLen).
+			WithHint("shorten it to at most %d bytes", MaxLabelLen).With("limit", MaxLabelLen).With("used", len(label))
+	}
+	for _, r := range label {
+		if r < 0x20 || r == 0x7f {
+			return Errorf(CodeInvalidArgument, "checkpoint label contains a control character").
+				WithHint("use printable text, e.g. \"before migration\"")
+		}
+	}
+	return nil
+}
