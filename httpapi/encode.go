@@ -102,6 +102,17 @@ func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return err
 }
 
+// required checks that the required body field name is set: decode leaves
+// a missing field at its zero value, which no required field may take.
+// example is a body that would be right, for the hint.
+func required(name, value, example string) error {
+	if value != "" {
+		return nil
+	}
+	return sandbox.Errorf(sandbox.CodeInvalidArgument, "missing field %q", name).
+		WithHint("send %s", example)
+}
+
 // decodeJSON decodes exactly one JSON value from r into v. Unknown fields,
 // wrong types, bad syntax and trailing data are invalid_argument errors that
 // name what is wrong; errors from the value's own UnmarshalJSON (a bad

@@ -11,6 +11,15 @@ func (s *server) routes() {
 	s.mux.Handle("GET /v1/sandboxes/{name}", s.authed(s.handleGet))
 	s.mux.Handle("DELETE /v1/sandboxes/{name}", s.authed(s.handleDestroy))
 
+	s.mux.Handle("POST /v1/sandboxes/{name}/sleep", s.authed(s.handleSleep))
+	s.mux.Handle("POST /v1/sandboxes/{name}/wake", s.authed(s.handleWake))
+
+	s.mux.Handle("POST /v1/sandboxes/{name}/checkpoints", s.authed(s.handleCheckpoint))
+	s.mux.Handle("GET /v1/sandboxes/{name}/checkpoints", s.authed(s.handleListCheckpoints))
+	s.mux.Handle("DELETE /v1/sandboxes/{name}/checkpoints/{id}", s.authed(s.handleDeleteCheckpoint))
+	s.mux.Handle("POST /v1/sandboxes/{name}/restore", s.authed(s.handleRestore))
+	s.mux.Handle("POST /v1/sandboxes/{name}/fork", s.authed(s.handleFork))
+
 	s.mux.Handle("GET /v1/sandboxes/{name}/exec", s.authed(s.handleExec))
 
 	s.mux.Handle("GET /v1/sandboxes/{name}/fs/file", s.authed(s.handleReadFile))

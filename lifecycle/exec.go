@@ -23,7 +23,9 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
+	end := s.leases.begin(sb.ID, s.now)
 	res, err := ag.Exec(ctx, req, stdin, stdout, stderr)
+	end()
 	if err == nil && res.OOMKilled {
 		s.noteOOM(ctx, sb)
 	}

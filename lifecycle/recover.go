@@ -43,6 +43,8 @@ func (s *Service) Recover(ctx context.Context) error {
 			continue
 		case inRuntime && st.Status == driver.StatusRunning:
 			s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
+		case sb.Status == sandbox.StatusSleeping:
+			// Asleep on purpose: nothing runs, and the next call wakes it.
 		case inRuntime:
 			s.setStatus(ctx, sb, sandbox.StatusStopped, stoppedReason(st))
 		default:
@@ -70,9 +72,24 @@ func (s *Service) removeOrphanRoots(ctx context.Context, known map[string]bool) 
 	if !ok {
 		return nil
 	}
+	checkpoints := map[string]bool{}
+	for id := range known {
+		cps, err := s.opts.Store.ListCheckpoints(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, c := range cps {
+			checkpoints[c.ID] = true
+		}
+	}
 	var orphans []string
 	if err := walker.Walk(ctx, func(info layers.Info) error {
 		if id, isRoot := strings.CutPrefix(info.Key, "sb-"); isRoot && info.Kind == layers.KindActive && !known[id] {
+			orphans = append(orphans, info.Key)
+		}
+		// A checkpoint a killed daemon snapshotted but never recorded, or
+		// whose row it deleted but not its snapshot.
+		if id, isCk := isCheckpointKey(info.Key); isCk && info.Kind == layers.KindCommitted && !checkpoints[id] {
 			orphans = append(orphans, info.Key)
 		}
 		return nil
@@ -142,6 +159,8 @@ func (s *Service) sweep(ctx context.Context) {
 			s.markStopped(ctx, sb, "vanished from the runtime")
 		case err == nil && st.Status != driver.StatusRunning:
 			s.markStopped(ctx, sb, stoppedReason(st))
+		case err == nil:
+			s.sleepIdle(ctx, sb)
 		}
 	}
 }

@@ -156,6 +156,7 @@ func TestSweep(t *testing.T) {
 		e := newEnv(t, func(o *lifecycle.Options) {
 			o.SweepInterval = time.Minute
 			o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour
+			o.IdleTimeout = 24 * time.Hour // idle sleep has its own test
 		})
 		ctx := t.Context()
 		long := func(name string) sandbox.Sandbox {

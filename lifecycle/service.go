@@ -40,6 +40,9 @@ type Options struct {
 	// DefaultTTL is a sandbox's lifetime when create names none, and MaxTTL
 	// the longest one may ask for (both 24h).
 	DefaultTTL, MaxTTL time.Duration
+	// IdleTimeout is how long a running sandbox with no command running and
+	// no call from its owner stays awake before it is put to sleep (10m).
+	IdleTimeout time.Duration
 	// SweepInterval is how often Run reaps expired sandboxes and notices
 	// dead ones (30s).
 	SweepInterval time.Duration
@@ -51,16 +54,18 @@ type Options struct {
 
 // Service applies lifecycle operations. It is safe for concurrent use.
 type Service struct {
-	opts  Options
-	log   *slog.Logger
-	now   func() time.Time
-	locks keyedMutex
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	locks  keyedMutex
+	leases leases
 }
 
 // Default option values.
 const (
 	DefaultMaxWriteBytes = 64 << 20
 	DefaultTTL           = 24 * time.Hour
+	DefaultIdleTimeout   = 10 * time.Minute
 	defaultSweep         = 30 * time.Second
 	// startTimeout bounds a sandbox start, including the agent's first answer.
 	startTimeout = 30 * time.Second
@@ -87,8 +92,13 @@ func New(opts Options) (*Service, error) {
 	if opts.DefaultTTL > opts.MaxTTL {
 		opts.DefaultTTL = opts.MaxTTL
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
 	if opts.SweepInterval <= 0 {
-		opts.SweepInterval = defaultSweep
+		// Often enough that a sandbox sleeps within a quarter of its idle
+		// window of going idle.
+		opts.SweepInterval = min(defaultSweep, opts.IdleTimeout/4)
 	}
 	s := &Service{opts: opts, log: opts.Logger, now: opts.Now}
 	if s.log == nil {
@@ -124,6 +134,13 @@ func newID() string {
 // size, image or ttl; unavailable when the runtime fails to start it (and
 // then nothing is left behind).
 func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
+	return s.create(ctx, p, req, "", "created")
+}
+
+// create makes the sandbox of Create, its root a writable snapshot of from
+// (a checkpoint's layer key) or, when from is empty, of its image; reason
+// is the status reason once it runs.
+func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
 	if req.Name == "" {
 		req.Name = "sb-" + newID()[1:9]
 	}
@@ -197,11 +214,18 @@ func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
+	if from != "" {
+		if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
+			s.release(ctx, sb)
+			return sandbox.Sandbox{}, false, s.internal("prepare root from "+from, err)
+		}
+	}
 	if err := s.start(ctx, sb); err != nil {
 		s.release(ctx, sb)
 		return sandbox.Sandbox{}, false, err
 	}
-	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, "created", s.now().UTC()
+	s.leases.touch(sb.ID, s.now())
+	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
 		s.release(ctx, sb)
 		return sandbox.Sandbox{}, false, s.internal("update sandbox row", err)
@@ -266,6 +290,15 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := s.opts.Layers.Remove(ctx, rootKey(sb.ID)); err != nil && !errors.Is(err, layers.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("remove root: %w", err))
 	}
+	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list checkpoints: %w", err))
+	}
+	for _, c := range cps {
+		if err := s.opts.Layers.Remove(ctx, checkpointKey(c.ID)); err != nil && !errors.Is(err, layers.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("remove checkpoint %s: %w", c.ID, err))
+		}
+	}
 	if len(errs) > 0 {
 		// Keep the row so that a retry (or Recover) can finish the job.
 		return errors.Join(errs...)
@@ -273,6 +306,7 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := s.opts.Store.DeleteSandbox(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete row: %w", err)
 	}
+	s.leases.forget(sb.ID)
 	return nil
 }
 
@@ -347,6 +381,7 @@ func (s *Service) running(ctx context.Context, p sandbox.Principal, name string)
 			return sandbox.Sandbox{}, nil, err
 		}
 	}
+	s.leases.touch(sb.ID, s.now())
 	return sb, agent.NewClient(func(ctx context.Context) (net.Conn, error) {
 		return s.dial(ctx, sb)
 	}), nil
@@ -402,6 +437,7 @@ func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox
 	} else if err := s.start(ctx, cur); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	s.leases.touch(cur.ID, s.now())
 	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, cur); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)

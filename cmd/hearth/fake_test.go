@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -36,11 +37,19 @@ type fakeDaemon struct {
 	sandboxes map[string]*fakeSandbox
 	order     []string // creation order, which list keeps
 	seq       int
+	ckSeq     int // the last checkpoint number
 }
 
 type fakeSandbox struct {
-	sb    sandbox.Sandbox
-	files map[string]*fakeFile // absolute, cleaned path → file
+	sb          sandbox.Sandbox
+	files       map[string]*fakeFile // absolute, cleaned path → file
+	checkpoints []fakeCheckpoint     // oldest first
+}
+
+// fakeCheckpoint is a checkpoint and a copy of the files it saved.
+type fakeCheckpoint struct {
+	cp    sandbox.Checkpoint
+	files map[string]*fakeFile
 }
 
 type fakeFile struct {
@@ -73,6 +82,32 @@ func (d *fakeDaemon) routes() {
 		delete(d.sandboxes, s.sb.Name)
 		d.order = slices.DeleteFunc(d.order, func(n string) bool { return n == s.sb.Name })
 		w.WriteHeader(http.StatusNoContent)
+	}))
+	mux.HandleFunc("POST /v1/sandboxes/{name}/checkpoints", d.withSandbox(d.checkpoint))
+	mux.HandleFunc("GET /v1/sandboxes/{name}/checkpoints", d.withSandbox(func(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+		out := []sandbox.Checkpoint{}
+		for _, c := range s.checkpoints {
+			out = append(out, c.cp)
+		}
+		writeFakeJSON(w, http.StatusOK, map[string]any{"checkpoints": out})
+	}))
+	mux.HandleFunc("DELETE /v1/sandboxes/{name}/checkpoints/{id}", d.withSandbox(func(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+		if _, ok := s.checkpoint(w, r.PathValue("id")); ok {
+			s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c fakeCheckpoint) bool { return c.cp.ID == r.PathValue("id") })
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	mux.HandleFunc("POST /v1/sandboxes/{name}/restore", d.withSandbox(d.restore))
+	mux.HandleFunc("POST /v1/sandboxes/{name}/fork", d.withSandbox(d.fork))
+	mux.HandleFunc("POST /v1/sandboxes/{name}/sleep", d.withSandbox(func(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+		s.sb.Status, s.sb.Reason = sandbox.StatusSleeping, "asked to sleep"
+		writeFakeJSON(w, http.StatusOK, s.sb)
+	}))
+	mux.HandleFunc("POST /v1/sandboxes/{name}/wake", d.withSandbox(func(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+		if s.sb.Status != sandbox.StatusRunning {
+			s.sb.Status, s.sb.Reason = sandbox.StatusRunning, "woken"
+		}
+		writeFakeJSON(w, http.StatusOK, s.sb)
 	}))
 	mux.HandleFunc("GET /v1/sandboxes/{name}/exec", d.exec)
 	mux.HandleFunc("GET /v1/sandboxes/{name}/fs/file", d.withSandbox(d.readFile))
@@ -118,11 +153,25 @@ func (d *fakeDaemon) create(w http.ResponseWriter, r *http.Request) {
 		writeFakeJSON(w, http.StatusOK, s.sb)
 		return
 	}
-	if len(d.sandboxes) >= d.maxSandboxes {
-		writeFakeError(w, sandbox.Errorf(sandbox.CodeQuotaExceeded, "agent tester has %d of %d sandboxes", len(d.sandboxes), d.maxSandboxes).
-			WithHint("destroy one you no longer need ('hearth list' shows them)").
-			With("limit", d.maxSandboxes).With("used", len(d.sandboxes)))
+	s, err := d.add(req, "created")
+	if err != nil {
+		writeFakeError(w, err)
 		return
+	}
+	now := s.sb.CreatedAt
+	for _, dir := range []string{"/", "/home", fakeHome, "/tmp"} {
+		s.files[dir] = &fakeFile{dir: true, mode: 0o755, mtime: now}
+	}
+	writeFakeJSON(w, http.StatusCreated, s.sb)
+}
+
+// add makes the running sandbox req asks for, without files, under the
+// quota; d.mu is held.
+func (d *fakeDaemon) add(req sandbox.CreateRequest, reason string) (*fakeSandbox, error) {
+	if len(d.sandboxes) >= d.maxSandboxes {
+		return nil, sandbox.Errorf(sandbox.CodeQuotaExceeded, "agent tester has %d of %d sandboxes", len(d.sandboxes), d.maxSandboxes).
+			WithHint("destroy one you no longer need ('hearth list' shows them)").
+			With("limit", d.maxSandboxes).With("used", len(d.sandboxes))
 	}
 	size := sandbox.DefaultSize
 	if req.Size != "" {
@@ -130,14 +179,13 @@ func (d *fakeDaemon) create(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := sandbox.LookupSize(size)
 	if err != nil {
-		writeFakeError(w, err)
-		return
+		return nil, err
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	sb := sandbox.Sandbox{
 		ID: fmt.Sprintf("01fake%04d", len(d.order)+1), Name: req.Name, Tenant: "test", Owner: "tester",
 		Image: cmp.Or(req.Image, "default"), Size: size, Runtime: "fake", Status: sandbox.StatusRunning,
-		Reason: "created", CreatedAt: now, UpdatedAt: now,
+		Reason: reason, CreatedAt: now, UpdatedAt: now,
 		Capabilities: []string{sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles, "isolation:none", "runtime:fake"},
 		Resources:    res,
 	}
@@ -145,12 +193,117 @@ func (d *fakeDaemon) create(w http.ResponseWriter, r *http.Request) {
 		sb.ExpiresAt = now.Add(time.Duration(req.TTL))
 	}
 	s := &fakeSandbox{sb: sb, files: map[string]*fakeFile{}}
-	for _, dir := range []string{"/", "/home", fakeHome, "/tmp"} {
-		s.files[dir] = &fakeFile{dir: true, mode: 0o755, mtime: now}
-	}
 	d.sandboxes[sb.Name] = s
 	d.order = append(d.order, sb.Name)
-	writeFakeJSON(w, http.StatusCreated, sb)
+	return s, nil
+}
+
+// decodeBody decodes a JSON request body into v; an empty body leaves v
+// as it is.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && err != io.EOF {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "malformed JSON: %v", err)
+	}
+	return nil
+}
+
+// checkpoint takes checkpoint ckNNNN of s: a copy of its files, whose size
+// is the bytes they hold.
+func (d *fakeDaemon) checkpoint(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	var req struct {
+		Label string `json:"label"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeFakeError(w, err)
+		return
+	}
+	if err := sandbox.ValidateLabel(req.Label); err != nil {
+		writeFakeError(w, err)
+		return
+	}
+	d.ckSeq++
+	c := fakeCheckpoint{files: copyFiles(s.files), cp: sandbox.Checkpoint{
+		ID: fmt.Sprintf("ck%04d", d.ckSeq), SandboxID: s.sb.ID, Sandbox: s.sb.Name, Label: req.Label,
+		Parent: s.sb.Head, CreatedAt: time.Now().UTC().Truncate(time.Second),
+	}}
+	for _, f := range c.files {
+		c.cp.SizeBytes += int64(len(f.data))
+	}
+	s.checkpoints = append(s.checkpoints, c)
+	s.sb.Head = c.cp.ID
+	writeFakeJSON(w, http.StatusCreated, c.cp)
+}
+
+// checkpoint returns checkpoint id of s, or answers not_found.
+func (s *fakeSandbox) checkpoint(w http.ResponseWriter, id string) (fakeCheckpoint, bool) {
+	for _, c := range s.checkpoints {
+		if c.cp.ID == id {
+			return c, true
+		}
+	}
+	writeFakeError(w, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q has no checkpoint %q", s.sb.Name, id).
+		WithHint("`hearth checkpoints %s` lists its checkpoints", s.sb.Name))
+	return fakeCheckpoint{}, false
+}
+
+func (d *fakeDaemon) restore(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	var req struct {
+		Checkpoint string `json:"checkpoint"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeFakeError(w, err)
+		return
+	}
+	c, ok := s.checkpoint(w, req.Checkpoint)
+	if !ok {
+		return
+	}
+	s.files, s.sb.Head = copyFiles(c.files), c.cp.ID
+	s.sb.Status, s.sb.Reason = sandbox.StatusRunning, "restored to checkpoint "+c.cp.ID
+	writeFakeJSON(w, http.StatusOK, s.sb)
+}
+
+func (d *fakeDaemon) fork(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	var req struct {
+		Checkpoint string `json:"checkpoint"`
+		Name       string `json:"name"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeFakeError(w, err)
+		return
+	}
+	c, ok := s.checkpoint(w, req.Checkpoint)
+	if !ok {
+		return
+	}
+	if err := sandbox.ValidateName(req.Name); err != nil {
+		writeFakeError(w, err)
+		return
+	}
+	if _, ok := d.sandboxes[req.Name]; ok {
+		writeFakeError(w, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("fork into a new name"))
+		return
+	}
+	f, err := d.add(sandbox.CreateRequest{Name: req.Name, Image: s.sb.Image, Size: s.sb.Size},
+		fmt.Sprintf("forked from %s at checkpoint %s", s.sb.Name, c.cp.ID))
+	if err != nil {
+		writeFakeError(w, err)
+		return
+	}
+	f.files = copyFiles(c.files)
+	writeFakeJSON(w, http.StatusCreated, f.sb)
+}
+
+func copyFiles(files map[string]*fakeFile) map[string]*fakeFile {
+	out := make(map[string]*fakeFile, len(files))
+	for p, f := range files {
+		c := *f
+		c.data = slices.Clone(f.data)
+		out[p] = &c
+	}
+	return out
 }
 
 func (d *fakeDaemon) list(w http.ResponseWriter, r *http.Request) {

@@ -93,6 +93,12 @@ func verbs() []verb {
 		{"destroy", "destroy a sandbox and its disk", runDestroy},
 		{"exec", "run a command in a sandbox", runExec},
 		{"fs", "read, write and manage files in a sandbox", runFS},
+		{"checkpoint", "save a sandbox's disk as a checkpoint, live (or --delete one)", runCheckpoint},
+		{"checkpoints", "list a sandbox's checkpoints", runCheckpoints},
+		{"restore", "put a sandbox's disk back to a checkpoint", runRestore},
+		{"fork", "create a new sandbox from a checkpoint", runFork},
+		{"sleep", "stop a sandbox's processes to free memory, keeping its disk", runSleep},
+		{"wake", "start a sleeping sandbox again", runWake},
 		{"version", "print the client's version", runVersion},
 		{"help", "show help for hearth or one verb", runHelp},
 	}
@@ -109,10 +115,10 @@ func findVerb(name string) (verb, bool) {
 
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: hearth <verb> [flags] [args]\n\nVerbs:\n")
-	fmt.Fprintf(w, "  %-8s %s\n", "serve", "run the hearth daemon")
-	fmt.Fprintf(w, "  %-8s %s\n", "image", "build the default image ahead of the first start (image build)")
+	fmt.Fprintf(w, "  %-11s %s\n", "serve", "run the hearth daemon")
+	fmt.Fprintf(w, "  %-11s %s\n", "image", "build the default image ahead of the first start (image build)")
 	for _, v := range verbs() {
-		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", v.name, v.summary)
 	}
 	fmt.Fprint(w, `
 Every verb takes --json (machine-readable output) and -h (its usage).

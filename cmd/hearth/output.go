@@ -41,6 +41,7 @@ func printSandbox(w io.Writer, sb sandbox.Sandbox, now time.Time) error {
 		{"size", sb.Size + " (" + formatResources(sb.Resources) + ")"},
 		{"created", formatTime(sb.CreatedAt) + " (" + formatAge(now.Sub(sb.CreatedAt)) + " ago)"},
 		{"expires", expires},
+		{"head", dash(sb.Head)},
 	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
@@ -55,6 +56,38 @@ func printSandboxTable(w io.Writer, sbs []sandbox.Sandbox, now time.Time) error 
 	for _, sb := range sbs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.Status, dash(sb.Size), dash(sb.Runtime),
 			formatAge(now.Sub(sb.CreatedAt)), dash(sb.Owner))
+	}
+	return tw.Flush()
+}
+
+// printCheckpoint writes one checkpoint as "key: value" lines.
+func printCheckpoint(w io.Writer, cp sandbox.Checkpoint) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	rows := [][2]string{
+		{"id", cp.ID},
+		{"label", dash(cp.Label)},
+		{"parent", dash(cp.Parent)},
+		{"size", formatBytes(cp.SizeBytes)},
+		{"created", formatTime(cp.CreatedAt)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+// printCheckpointTable writes the table ID LABEL PARENT CREATED SIZE, the
+// head's row marked with a leading "*" as git marks its current branch.
+func printCheckpointTable(w io.Writer, cps []sandbox.Checkpoint, head string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tLABEL\tPARENT\tCREATED\tSIZE")
+	for _, cp := range cps {
+		mark := " "
+		if cp.ID == head {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\n", mark, cp.ID, dash(cp.Label), dash(cp.Parent),
+			formatTime(cp.CreatedAt), formatBytes(cp.SizeBytes))
 	}
 	return tw.Flush()
 }

@@ -126,6 +126,7 @@ image:         default
 size:          small (1 CPU, 512 MiB, 256 pids)
 created:       2025-01-02T10:30:00Z (1h ago)
 expires:       2025-01-03T10:00:00Z (in 22h)
+head:          -
 `
 	if out.String() != want {
 		t.Errorf("printSandbox() =\n%s\nwant\n%s", out.String(), want)
@@ -136,16 +137,71 @@ func TestPrintSandboxTable(t *testing.T) {
 	now := time.Date(2025, 1, 2, 12, 0, 0, 0, time.UTC)
 	other := testSandbox(now)
 	other.Name, other.Status, other.Size, other.Owner, other.CreatedAt = "x", sandbox.StatusStopped, "large", "", now.Add(-3*24*time.Hour)
+	asleep := testSandbox(now)
+	asleep.Name, asleep.Status, asleep.Reason = "y", sandbox.StatusSleeping, "idle for 10m0s"
 	var out bytes.Buffer
-	if err := printSandboxTable(&out, []sandbox.Sandbox{testSandbox(now), other}, now); err != nil {
+	if err := printSandboxTable(&out, []sandbox.Sandbox{testSandbox(now), other, asleep}, now); err != nil {
 		t.Fatal(err)
 	}
-	want := `NAME              STATUS    SIZE    RUNTIME   AGE   OWNER
-agent-bot-build   running   small   runsc     1h    bot
-x                 stopped   large   runsc     3d    -
+	want := `NAME              STATUS     SIZE    RUNTIME   AGE   OWNER
+agent-bot-build   running    small   runsc     1h    bot
+x                 stopped    large   runsc     3d    -
+y                 sleeping   small   runsc     1h    bot
 `
 	if out.String() != want {
 		t.Errorf("printSandboxTable() =\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestPrintCheckpoint(t *testing.T) {
+	cp := sandbox.Checkpoint{ID: "c02", Sandbox: "build", Label: "before migration", Parent: "c01",
+		CreatedAt: time.Date(2025, 1, 2, 12, 0, 0, 0, time.UTC), SizeBytes: 1536}
+	var out bytes.Buffer
+	if err := printCheckpoint(&out, cp); err != nil {
+		t.Fatal(err)
+	}
+	want := `id:       c02
+label:    before migration
+parent:   c01
+size:     1.5 KiB
+created:  2025-01-02T12:00:00Z
+`
+	if out.String() != want {
+		t.Errorf("printCheckpoint() =\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestPrintCheckpointTable(t *testing.T) {
+	at := time.Date(2025, 1, 2, 12, 0, 0, 0, time.UTC)
+	cps := []sandbox.Checkpoint{
+		{ID: "c01", CreatedAt: at, SizeBytes: 4096},
+		{ID: "c02", Label: "before migration", Parent: "c01", CreatedAt: at.Add(time.Hour), SizeBytes: 512 << 20},
+		{ID: "c03", Label: "tried it", Parent: "c02", CreatedAt: at.Add(2 * time.Hour)},
+	}
+	tests := []struct {
+		name, head, want string
+	}{
+		{"head marked", "c02", `  ID    LABEL              PARENT   CREATED                SIZE
+  c01   -                  -        2025-01-02T12:00:00Z   4 KiB
+* c02   before migration   c01      2025-01-02T13:00:00Z   512 MiB
+  c03   tried it           c02      2025-01-02T14:00:00Z   0 B
+`},
+		{"no head", "", `  ID    LABEL              PARENT   CREATED                SIZE
+  c01   -                  -        2025-01-02T12:00:00Z   4 KiB
+  c02   before migration   c01      2025-01-02T13:00:00Z   512 MiB
+  c03   tried it           c02      2025-01-02T14:00:00Z   0 B
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := printCheckpointTable(&out, cps, tt.head); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tt.want {
+				t.Errorf("printCheckpointTable(head %q) =\n%s\nwant\n%s", tt.head, out.String(), tt.want)
+			}
+		})
 	}
 }
 

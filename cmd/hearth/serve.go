@@ -35,6 +35,7 @@ type serveConfig struct {
 	layersSize int64
 	maxWrite   int64
 	defaultTTL time.Duration
+	idle       time.Duration
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -89,6 +90,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		AgentPath:     cfg.agentPath,
 		MaxWriteBytes: cfg.maxWrite,
 		DefaultTTL:    cfg.defaultTTL,
+		IdleTimeout:   cfg.idle,
 		Logger:        log.With("component", "lifecycle"),
 	})
 	if err != nil {
@@ -143,6 +145,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
+	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err

@@ -95,6 +95,7 @@ type daemon struct {
 	t       testing.TB
 	dataDir string
 	runtime string
+	args    []string // extra flags of hearth serve
 	cmd     *exec.Cmd
 	url     string
 	token   string
@@ -121,14 +122,14 @@ func (s *syncBuffer) String() string {
 
 // newDaemon starts hearth serve with its own data dir. Cleanup destroys
 // every sandbox, stops the daemon and unmounts the layer store.
-func newDaemon(t testing.TB, runtime string) *daemon {
+func newDaemon(t testing.TB, runtime string, serveArgs ...string) *daemon {
 	t.Helper()
 	requireDaemon(t)
 	dir, err := os.MkdirTemp("", "hearth-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, dataDir: dir, runtime: runtime}
+	d := &daemon{t: t, dataDir: dir, runtime: runtime, args: serveArgs}
 	d.start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -161,8 +162,9 @@ var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 func (d *daemon) start() {
 	d.t.Helper()
 	d.out = &syncBuffer{}
-	d.cmd = exec.Command(bins.hearth, "serve", "--data-dir", d.dataDir, "--listen", "127.0.0.1:0",
-		"--runtime", d.runtime, "--image-cache", bins.imageCache, "--layers-size", fmt.Sprint(8<<30))
+	args := []string{"serve", "--data-dir", d.dataDir, "--listen", "127.0.0.1:0",
+		"--runtime", d.runtime, "--image-cache", bins.imageCache, "--layers-size", fmt.Sprint(8 << 30)}
+	d.cmd = exec.Command(bins.hearth, append(args, d.args...)...)
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pr, pw := io.Pipe()
 	d.cmd.Stdout = io.MultiWriter(d.out, pw)

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// runCheckpoint takes a checkpoint of a sandbox, live, or with --delete
+// deletes one.
+func runCheckpoint(ctx context.Context, c *cli, args []string) error {
+	fs := c.clientFlagSet("checkpoint", "NAME [--label LABEL] | NAME --delete ID",
+		"Save the current content of a sandbox's disk as a checkpoint, without stopping it;\n"+
+			"'hearth restore' goes back to it and 'hearth fork' starts a new sandbox from it.\n"+
+			"With --delete, delete checkpoint ID instead.")
+	label := fs.String("label", "", "a `LABEL` to recognize the checkpoint by, e.g. \"before migration\"")
+	del := fs.String("delete", "", "delete checkpoint `ID` instead of taking one")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("checkpoint", pos, "NAME"); err != nil {
+		return err
+	}
+	if *del != "" && *label != "" {
+		return &usageError{verb: "checkpoint", msg: "--label and --delete do not go together"}
+	}
+	cl := c.client()
+	if *del != "" {
+		if err := cl.DeleteCheckpoint(ctx, pos[0], *del); err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(map[string]string{"deleted": *del})
+		}
+		fmt.Fprintf(c.stdout, "deleted checkpoint %s of %s\n", *del, pos[0])
+		return nil
+	}
+	cp, err := cl.Checkpoint(ctx, pos[0], *label)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(cp)
+	}
+	fmt.Fprintf(c.stdout, "took checkpoint %s of %s\n", cp.ID, cp.Sandbox)
+	return printCheckpoint(c.stdout, cp)
+}

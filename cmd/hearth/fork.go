@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// runFork creates a new sandbox from a checkpoint of another.
+func runFork(ctx context.Context, c *cli, args []string) error {
+	fs := c.clientFlagSet("fork", "NAME CHECKPOINT NEWNAME",
+		"Create the sandbox NEWNAME whose disk starts as CHECKPOINT of sandbox NAME, with\n"+
+			"the same image and size; the two are independent from then on.")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("fork", pos, "NAME", "CHECKPOINT", "NEWNAME"); err != nil {
+		return err
+	}
+	cl := c.client()
+	sb, err := cl.Fork(ctx, pos[0], pos[1], pos[2])
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(sb)
+	}
+	fmt.Fprintf(c.stdout, "forked %s at checkpoint %s into %s\n", pos[0], pos[1], sb.Name)
+	return printSandbox(c.stdout, sb, time.Now())
+}

@@ -1,0 +1,117 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// checkpointRequest is the body of POST .../checkpoints; an empty body
+// takes a checkpoint without a label.
+type checkpointRequest struct {
+	Label string `json:"label"`
+}
+
+// restoreRequest is the body of POST .../restore.
+type restoreRequest struct {
+	Checkpoint string `json:"checkpoint"`
+}
+
+// forkRequest is the body of POST .../fork.
+type forkRequest struct {
+	Checkpoint string `json:"checkpoint"`
+	Name       string `json:"name"`
+}
+
+// checkpointList is the body of GET .../checkpoints.
+type checkpointList struct {
+	Checkpoints []sandbox.Checkpoint `json:"checkpoints"`
+}
+
+// handleCheckpoint answers 201 with the checkpoint taken of the sandbox.
+func (s *server) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var req checkpointRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.svc.Checkpoint(r.Context(), p, r.PathValue("name"), req.Label)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusCreated, c)
+}
+
+func (s *server) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	list, err := s.svc.ListCheckpoints(r.Context(), p, r.PathValue("name"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []sandbox.Checkpoint{}
+	}
+	s.encode(w, http.StatusOK, checkpointList{Checkpoints: list})
+}
+
+func (s *server) handleDeleteCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	if err := s.svc.DeleteCheckpoint(r.Context(), p, r.PathValue("name"), r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusNoContent, nil)
+}
+
+func (s *server) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var req restoreRequest
+	err := s.decode(w, r, &req)
+	if err == nil {
+		err = required("checkpoint", req.Checkpoint, `{"checkpoint":"<id>"}`)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, err := s.svc.Restore(r.Context(), p, r.PathValue("name"), req.Checkpoint)
+	s.sandboxResult(w, r, http.StatusOK, sb, err)
+}
+
+// handleFork answers 201 with the new sandbox.
+func (s *server) handleFork(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var req forkRequest
+	err := s.decode(w, r, &req)
+	const example = `{"checkpoint":"<id>","name":"<new sandbox name>"}`
+	if err == nil {
+		err = required("checkpoint", req.Checkpoint, example)
+	}
+	if err == nil {
+		err = required("name", req.Name, example)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, err := s.svc.Fork(r.Context(), p, r.PathValue("name"), req.Checkpoint, req.Name)
+	s.sandboxResult(w, r, http.StatusCreated, sb, err)
+}
+
+func (s *server) handleSleep(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	sb, err := s.svc.Sleep(r.Context(), p, r.PathValue("name"))
+	s.sandboxResult(w, r, http.StatusOK, sb, err)
+}
+
+func (s *server) handleWake(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	sb, err := s.svc.Wake(r.Context(), p, r.PathValue("name"))
+	s.sandboxResult(w, r, http.StatusOK, sb, err)
+}
+
+// sandboxResult answers the Sandbox result of an operation with status, or its
+// error.
+func (s *server) sandboxResult(w http.ResponseWriter, r *http.Request, status int, sb sandbox.Sandbox, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, status, sb)
+}

@@ -1,0 +1,182 @@
+package lifecycle_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+)
+
+func TestCheckpointRestore(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	sb := e.create(t, a1, "web")
+	e.exec(t, a1, "web", "echo v1 > data.txt")
+	ck, err := e.svc.Checkpoint(ctx, a1, "web", "before")
+	if err != nil || ck.ID == "" || ck.Label != "before" || ck.SandboxID != sb.ID || ck.Parent != "" {
+		t.Fatalf("Checkpoint = %+v, %v", ck, err)
+	}
+	if row := e.row(t, "web"); row.Head != ck.ID || row.Status != sandbox.StatusRunning {
+		t.Fatalf("row after Checkpoint = head %q %s; want head %s, running", row.Head, row.Status, ck.ID)
+	}
+	for round := 1; round <= 2; round++ {
+		e.exec(t, a1, "web", "echo v2 > data.txt; echo x > extra.txt")
+		got, err := e.svc.Restore(ctx, a1, "web", ck.ID)
+		if err != nil || got.Status != sandbox.StatusRunning || got.Head != ck.ID || !strings.Contains(got.Reason, "restored") {
+			t.Fatalf("Restore #%d = %+v, %v", round, got, err)
+		}
+		if out, _ := e.exec(t, a1, "web", "cat data.txt; test -e extra.txt && echo extra"); out != "v1\n" {
+			t.Fatalf("after Restore #%d = %q, want v1 and no extra.txt", round, out)
+		}
+	}
+	ck2, err := e.svc.Checkpoint(ctx, a1, "web", "")
+	if err != nil || ck2.Parent != ck.ID {
+		t.Fatalf("second Checkpoint = %+v, %v; want parent %s", ck2, err, ck.ID)
+	}
+	list, err := e.svc.ListCheckpoints(ctx, a1, "web")
+	if err != nil || len(list) != 2 || list[0].ID != ck.ID || list[1].ID != ck2.ID {
+		t.Fatalf("ListCheckpoints = %+v, %v", list, err)
+	}
+
+	// Errors: unknown checkpoint, another agent, a bad label.
+	if _, err := e.svc.Restore(ctx, a1, "web", "cnosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Restore(unknown) = %v, want not_found", err)
+	}
+	if _, err := e.svc.Checkpoint(ctx, a2, "web", ""); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Checkpoint by another agent = %v, want not_found", err)
+	}
+	if _, err := e.svc.ListCheckpoints(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("ListCheckpoints by another agent = %v, want not_found", err)
+	}
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", "bad\nlabel"); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+		t.Errorf("Checkpoint(bad label) = %v, want invalid_argument", err)
+	}
+
+	// Delete: gone from the list and the layer store; its child still restores.
+	if err := e.svc.DeleteCheckpoint(ctx, a1, "web", ck.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.lay.Stat(ctx, "ck-"+ck.ID); err == nil {
+		t.Errorf("the deleted checkpoint's snapshot is still there")
+	}
+	if err := e.svc.DeleteCheckpoint(ctx, a1, "web", ck.ID); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("second DeleteCheckpoint = %v, want not_found", err)
+	}
+	if _, err := e.svc.Restore(ctx, a1, "web", ck2.ID); err != nil {
+		t.Fatalf("Restore(child of the deleted) = %v", err)
+	}
+
+	// Destroy removes every checkpoint's snapshot.
+	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.lay.Stat(ctx, "ck-"+ck2.ID); err == nil {
+		t.Errorf("a checkpoint's snapshot outlived its sandbox")
+	}
+}
+
+func TestFork(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	e.create(t, a1, "src")
+	e.exec(t, a1, "src", "echo base > data.txt")
+	ck, err := e.svc.Checkpoint(ctx, a1, "src", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk, err := e.svc.Fork(ctx, a1, "src", ck.ID, "copy")
+	if err != nil || fk.Status != sandbox.StatusRunning || fk.Owner != "a1" || !strings.Contains(fk.Reason, "forked") {
+		t.Fatalf("Fork = %+v, %v", fk, err)
+	}
+	e.exec(t, a1, "copy", "echo changed > data.txt")
+	if out, _ := e.exec(t, a1, "src", "cat data.txt"); out != "base\n" {
+		t.Fatalf("the source after the fork wrote = %q, want base", out)
+	}
+	if out, _ := e.exec(t, a1, "copy", "cat data.txt"); out != "changed\n" {
+		t.Fatalf("the fork = %q, want changed", out)
+	}
+	if _, err := e.svc.Fork(ctx, a1, "src", ck.ID, "copy"); !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+		t.Errorf("Fork onto an existing name = %v, want already_exists", err)
+	}
+	if _, err := e.svc.Fork(ctx, a2, "src", ck.ID, "theirs"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Fork by another agent = %v, want not_found", err)
+	}
+	if _, err := e.svc.Fork(ctx, a1, "src", ck.ID, "Bad_Name"); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+		t.Errorf("Fork to a bad name = %v, want invalid_argument", err)
+	}
+}
+
+func TestSleepWake(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	sb := e.create(t, a1, "web")
+	e.exec(t, a1, "web", "echo kept > data.txt")
+	got, err := e.svc.Sleep(ctx, a1, "web")
+	if err != nil || got.Status != sandbox.StatusSleeping || got.Reason != "asked to sleep" {
+		t.Fatalf("Sleep = %+v, %v", got, err)
+	}
+	if st, err := e.runtimeState(t, sb.ID); err == nil && st.Status == "running" {
+		t.Fatalf("the runtime still runs a sleeping sandbox")
+	}
+	if got, err := e.svc.Sleep(ctx, a1, "web"); err != nil || got.Status != sandbox.StatusSleeping {
+		t.Fatalf("second Sleep = %+v, %v; want a no-op", got, err)
+	}
+	// A checkpoint of a sleeping sandbox does not wake it.
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", "asleep"); err != nil {
+		t.Fatal(err)
+	}
+	if row := e.row(t, "web"); row.Status != sandbox.StatusSleeping {
+		t.Fatalf("after a checkpoint the sleeping sandbox is %s", row.Status)
+	}
+	got, err = e.svc.Wake(ctx, a1, "web")
+	if err != nil || got.Status != sandbox.StatusRunning {
+		t.Fatalf("Wake = %+v, %v", got, err)
+	}
+	if out, _ := e.exec(t, a1, "web", "cat data.txt"); out != "kept\n" {
+		t.Fatalf("after the wake = %q, want kept", out)
+	}
+	if _, err := e.svc.Sleep(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Sleep by another agent = %v, want not_found", err)
+	}
+}
+
+// TestIdleSleep: the sweep puts a sandbox to sleep once nobody called it
+// for the idle window, and reads do not count as calls; a call renews the
+// window. (That a running command keeps a sandbox awake is checked end to
+// end, in test/e2e, with real time.)
+func TestIdleSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(o *lifecycle.Options) {
+			o.Now = time.Now // synctest's fake clock
+			o.IdleTimeout = 10 * time.Minute
+			o.SweepInterval = time.Minute
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		e.create(t, a1, "called")
+		e.create(t, a1, "idle")
+		var wg sync.WaitGroup
+		wg.Go(func() { e.svc.Run(ctx) })
+		for range 15 {
+			time.Sleep(time.Minute)
+			e.svc.Get(ctx, a1, "idle") // reads renew nothing
+			if _, err := e.svc.Stat(ctx, a1, "called", "."); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		if row := e.row(t, "idle"); row.Status != sandbox.StatusSleeping || !strings.Contains(row.Reason, "idle") {
+			t.Errorf("idle after 15m = %s %q; want sleeping because idle", row.Status, row.Reason)
+		}
+		if row := e.row(t, "called"); row.Status != sandbox.StatusRunning {
+			t.Errorf("called every minute, after 15m = %s %q; want running", row.Status, row.Reason)
+		}
+		cancel()
+		wg.Wait()
+	})
+}

@@ -1,0 +1,76 @@
+package lifecycle
+
+import (
+	"sync"
+	"time"
+)
+
+// leases track, per sandbox id, when its owner last called it and how many
+// of its commands are running: the idle clock that puts a sandbox to sleep.
+// Only the owner's calls renew it (exec, files, checkpoint, restore, wake),
+// never traffic inside the sandbox nor reads such as get and list, so a
+// dashboard polling the list keeps nothing awake. They live in memory: a
+// daemon restart gives every adopted sandbox a fresh idle window.
+type leases struct {
+	mu sync.Mutex
+	m  map[string]*lease
+}
+
+type lease struct {
+	last time.Time
+	busy int
+}
+
+func (l *leases) get(id string) *lease {
+	if l.m == nil {
+		l.m = map[string]*lease{}
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &lease{}
+		l.m[id] = e
+	}
+	return e
+}
+
+// touch renews id's idle clock.
+func (l *leases) touch(id string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.get(id).last = now
+}
+
+// begin marks a command of id running until the returned func is called,
+// which renews the clock again: a sandbox never sleeps under a command.
+func (l *leases) begin(id string, now func() time.Time) (end func()) {
+	l.mu.Lock()
+	e := l.get(id)
+	e.busy++
+	e.last = now()
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		e.busy--
+		e.last = now()
+	}
+}
+
+// idle reports whether id has run no command and had no call for at least
+// d before now. A sandbox the daemon has not seen yet starts its window now.
+func (l *leases) idle(id string, now time.Time, d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.get(id)
+	if e.last.IsZero() {
+		e.last = now
+	}
+	return e.busy == 0 && now.Sub(e.last) >= d
+}
+
+// forget drops id's lease once the sandbox is gone.
+func (l *leases) forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.m, id)
+}

@@ -1,0 +1,73 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Sleep stops the processes of p's sandbox called name and frees their
+// memory; its disk stays, and the next call to it (or Wake) starts it again
+// on the same root. Sleeping a sleeping sandbox is a no-op.
+func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, name)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return s.sleep(ctx, sb, "asked to sleep")
+}
+
+// sleep puts sb to sleep with the reason, under its name's lock, unless a
+// concurrent call changed it meanwhile.
+func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) (sandbox.Sandbox, error) {
+	unlock := s.locks.lock(sb.Name)
+	defer unlock()
+	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
+	if err != nil || cur.ID != sb.ID {
+		return sandbox.Sandbox{}, notFound(sb.Name)
+	}
+	switch cur.Status {
+	case sandbox.StatusSleeping:
+		return cur, nil
+	case sandbox.StatusCreating:
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", sb.Name).WithHint("retry in a moment")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return sandbox.Sandbox{}, s.internal("stop "+cur.ID, err)
+	}
+	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusSleeping, reason, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, cur); err != nil {
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	}
+	s.log.Info("sandbox asleep", "sandbox", cur.Name, "reason", reason)
+	return cur, nil
+}
+
+// Wake starts p's sleeping or stopped sandbox called name again on its
+// root; waking a running sandbox is a no-op.
+func (s *Service) Wake(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, name)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if sb.Status == sandbox.StatusRunning {
+		s.leases.touch(sb.ID, s.now())
+		return sb, nil
+	}
+	return s.wake(ctx, sb)
+}
+
+// sleepIdle puts sb to sleep when it is running and idle.
+func (s *Service) sleepIdle(ctx context.Context, sb sandbox.Sandbox) {
+	if sb.Status != sandbox.StatusRunning || !s.leases.idle(sb.ID, s.now(), s.opts.IdleTimeout) {
+		return
+	}
+	if _, err := s.sleep(ctx, sb, fmt.Sprintf("idle for %s", s.opts.IdleTimeout)); err != nil {
+		s.log.Error("sleep idle sandbox", "sandbox", sb.Name, "err", err)
+	}
+}

@@ -1,0 +1,148 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// BenchmarkCheckpoint is a live checkpoint of a running sandbox that has
+// written 1 MB, 100 MB or 1 GB (synced to disk first), and BenchmarkRestore
+// a restore to it until the sandbox answers an exec: both should not grow
+// with the data written.
+func BenchmarkCheckpoint(b *testing.B) { benchCheckpoint(b, false) }
+
+func BenchmarkRestore(b *testing.B) { benchCheckpoint(b, true) }
+
+func benchCheckpoint(b *testing.B, restore bool) {
+	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
+		ctx := context.Background()
+		c := d.client()
+		for _, mb := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) {
+				name := fmt.Sprintf("ck-bench-%d", mb)
+				if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name, Size: "medium"}); err != nil {
+					b.Fatal(err)
+				}
+				defer c.Destroy(ctx, name)
+				script := fmt.Sprintf("head -c %d /dev/urandom > blob && sync", mb<<20)
+				if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: script, Timeout: sandbox.Duration(5 * time.Minute)}, nil, io.Discard, io.Discard); err != nil || res.ExitCode != 0 {
+					b.Fatalf("write %d MB = %+v, %v", mb, res, err)
+				}
+				base, err := c.Checkpoint(ctx, name, "base")
+				if err != nil {
+					b.Fatal(err)
+				}
+				var lat latencies
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					if restore {
+						if _, err := c.Restore(ctx, name, base.ID); err != nil {
+							b.Fatal(err)
+						}
+						if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+							b.Fatalf("true after restore = %+v, %v", res, err)
+						}
+						lat = append(lat, time.Since(start))
+						continue
+					}
+					ck, err := c.Checkpoint(ctx, name, "")
+					if err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(start))
+					b.StopTimer()
+					if err := c.DeleteCheckpoint(ctx, name, ck.ID); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				lat.report(b)
+			})
+		}
+	})
+}
+
+// BenchmarkFork is a fork of a checkpoint until the new sandbox's first
+// output; BenchmarkWake is the first exec on a sleeping sandbox until its
+// first output, which includes the wake; BenchmarkMemory reports what a
+// sleeping sandbox holds.
+func BenchmarkFork(b *testing.B) {
+	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
+		ctx := context.Background()
+		c := d.client()
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "fork-src"}); err != nil {
+			b.Fatal(err)
+		}
+		ck, err := c.Checkpoint(ctx, "fork-src", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var lat latencies
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			name := fmt.Sprintf("fork-%d", i)
+			start := time.Now()
+			if _, err := c.Fork(ctx, "fork-src", ck.ID, name); err != nil {
+				b.Fatal(err)
+			}
+			var out firstByte
+			if _, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"echo", "hi"}}, nil, &out, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, out.at.Sub(start))
+			b.StopTimer()
+			c.Destroy(ctx, name)
+			b.StartTimer()
+		}
+		lat.report(b)
+	})
+}
+
+func BenchmarkWake(b *testing.B) {
+	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
+		ctx := context.Background()
+		c := d.client()
+		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "wake"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var lat latencies
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			if _, err := c.Sleep(ctx, "wake"); err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				b.ReportMetric(float64(sleepingKiB(sb.ID))/1024, "sleeping-sandbox-MiB")
+			}
+			b.StartTimer()
+			start := time.Now()
+			var out firstByte
+			if _, err := c.Exec(ctx, "wake", sandbox.ExecRequest{Argv: []string{"echo", "hi"}}, nil, &out, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, out.at.Sub(start))
+		}
+		lat.report(b)
+	})
+}
+
+// sleepingKiB is what a sleeping sandbox holds in memory: the PSS of its
+// cgroup's processes and of any host process naming it (none, when sleep
+// really freed it).
+func sleepingKiB(id string) int64 {
+	total, _ := cgroupPSSKiB(id)
+	for _, p := range processesMentioning(id) {
+		var pid int
+		fmt.Sscanf(p, "%d:", &pid)
+		total += pssKiB(pid)
+	}
+	return total
+}
