@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,18 +43,19 @@ type BtrfsOptions struct {
 //	snapshots/<id>  one subvolume per snapshot; id is random and never
 //	                changes, so Commit does not move an active snapshot
 //	meta/<key>      its record: a symlink to {"id":…,"kind":…,"parent":…,
-//	                "parent_id":…}
+//	                "parent_id":…,"limit":…}
 //	lock            flock'ed while a Btrfs has the store open
 //
 // Each call's commit point is an ioctl that commits a btrfs transaction:
 // Prepare writes the record, then snapshots (or creates) the subvolume;
 // Snapshot writes the new record, then snapshots the active subvolume
 // read-only; Commit writes the new record, then sets the read-only flag,
-// then drops the old record; Remove deletes the subvolume, then the record.
-// So Prepare, Snapshot and Commit are durable when they return, with no
-// fsync, and OpenBtrfs repairs whatever a crash between two steps left (see
-// load). Remove is durable at the next transaction commit (at most 30 s by
-// default).
+// then drops the old record; Remove deletes the subvolume, then the record;
+// SetLimit sets the kernel's limit, then replaces the record. So Prepare,
+// Snapshot and Commit are durable when they return, with no fsync, and
+// OpenBtrfs repairs whatever a crash between two steps left (see load).
+// Remove and SetLimit are durable at the next transaction commit (at most
+// 30 s by default).
 //
 // Dir, snapshots/ and meta/ are mode 0700: a sandbox's root holds setuid
 // files that no host user may reach.
@@ -73,6 +73,7 @@ type Btrfs struct {
 	log                   *slog.Logger
 	lock                  *os.File
 	qgroups               string // sysfs qgroups dir when quotas are on, else ""
+	inherits              bool   // quotas are full qgroups: snapshots inherit limits
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -225,6 +226,7 @@ func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
 		q := filepath.Join("/sys/fs/btrfs", id, "qgroups")
 		if _, err := os.Stat(q); err == nil {
 			s.qgroups = q
+			s.inherits = inheritsLimits(q)
 		}
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
@@ -328,6 +330,14 @@ func (s *Btrfs) prepare(key string, r record) error {
 		err = subvolCreate(s.snapDir, r.ID)
 	} else {
 		err = snapshot(s.path(r.ParentID), s.snapDir, r.ID, false)
+		if err == nil && s.qgroups != "" && s.inherits {
+			// A new key has no limit, whatever its parent had.
+			if err = s.applyLimit(r.ID, 0); err != nil {
+				if derr := s.destroy(r.ID); derr != nil {
+					s.log.Error("layers: cleaning up failed prepare", "key", key, "err", derr)
+				}
+			}
+		}
 	}
 	if err != nil {
 		if rerr := s.removeRecord(key); rerr != nil {
@@ -371,9 +381,10 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 	}
 	// Parent may have been removed while claim waited.
 	n.Parent, n.ParentID = e.Parent, e.ParentID
+	r, limit := n.record, e.Limit
 	s.mu.Unlock()
 
-	err = s.commit(name, key, n.record)
+	err = s.commit(name, key, r, limit)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -386,13 +397,32 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 	return nil
 }
 
-func (s *Btrfs) commit(name, key string, r record) error {
+// commit makes key, whose limit is limit, the committed snapshot name,
+// whose record is r.
+func (s *Btrfs) commit(name, key string, r record, limit int64) error {
 	if err := s.writeRecord(name, r); err != nil {
 		return err
+	}
+	// A committed snapshot has no limit, and the flag change below
+	// fails with EDQUOT in a subvolume over its limit. Should the commit
+	// not happen, key's record still holds the limit, and load applies it.
+	limited := limit != 0 && s.qgroups != ""
+	if limited {
+		if err := s.applyLimit(r.ID, 0); err != nil {
+			if rerr := s.removeRecord(name); rerr != nil {
+				s.log.Error("layers: undoing failed commit", "key", key, "err", rerr)
+			}
+			return err
+		}
 	}
 	// The commit point: the flag change commits the transaction that
 	// holds name's record too.
 	if err := setReadonly(s.path(r.ID), true); err != nil {
+		if limited {
+			if lerr := s.applyLimit(r.ID, limit); lerr != nil {
+				s.log.Error("layers: restoring the limit after a failed commit", "key", key, "err", lerr)
+			}
+		}
 		if rerr := s.removeRecord(name); rerr != nil {
 			s.log.Error("layers: undoing failed commit", "key", key, "err", rerr)
 		}
@@ -479,11 +509,12 @@ func (s *Btrfs) snapshot(name, srcID string, r record) error {
 // Reset replaces the content of the active snapshot key with a new
 // writable snapshot of the committed snapshot parent and returns key's new
 // path; the old content is deleted. It is atomic across a crash: the new
-// subvolume is made first (the snapshot ioctl commits it), key's record is
-// then swapped to name it with one rename, and only then is the old
-// subvolume deleted, so load finds either the old record (and deletes the
-// new subvolume, which no record names) or the new one (and deletes the
-// old). Like Remove, the swap is durable at the next transaction commit.
+// subvolume is made first (the snapshot ioctl commits it) and given key's
+// limit (see SetLimit), key's record is then swapped to name it with one
+// rename, and only then is the old subvolume deleted, so load finds either
+// the old record (and deletes the new subvolume, which no record names) or
+// the new one (and deletes the old). Like Remove, the swap is durable at
+// the next transaction commit.
 // It fails with ErrNotFound (no key or parent), ErrInvalid (key is not
 // active, or parent not committed) or ErrInUse (another call is changing
 // either); Snapshots of key in flight are waited for.
@@ -518,7 +549,7 @@ func (s *Btrfs) Reset(ctx context.Context, key, parent string) (string, error) {
 		return "", fmt.Errorf("reset %q: %w", key, err)
 	}
 	p.readers++
-	old, r := e.record, record{ID: id, Kind: KindActive, Parent: parent, ParentID: p.ID}
+	old, r := e.record, record{ID: id, Kind: KindActive, Parent: parent, ParentID: p.ID, Limit: e.Limit}
 	s.mu.Unlock()
 
 	err = s.reset(key, old, r)
@@ -537,19 +568,16 @@ func (s *Btrfs) reset(key string, old, r record) error {
 	if err := snapshot(s.path(r.ParentID), s.snapDir, r.ID, false); err != nil {
 		return err
 	}
-	data, err := json.Marshal(r)
-	if err != nil {
-		return err
+	// key's limit, on the new subvolume before it becomes key's (under
+	// full qgroups, also to drop the one it may inherit from parent).
+	var err error
+	if s.qgroups != "" && (r.Limit != 0 || s.inherits) {
+		err = s.applyLimit(r.ID, r.Limit)
 	}
-	// The temporary name is not a valid key, so load never takes it for a
-	// record; a stale one from a crash is replaced here.
-	tmp := filepath.Join(s.metaDir, ".reset-"+key)
-	os.Remove(tmp)
-	if err := os.Symlink(string(data), tmp); err == nil {
-		err = os.Rename(tmp, s.recordPath(key))
+	if err == nil {
+		err = s.replaceRecord(key, r)
 	}
 	if err != nil {
-		os.Remove(tmp)
 		if derr := s.destroy(r.ID); derr != nil {
 			s.log.Error("layers: cleaning up failed reset", "key", key, "err", derr)
 		}

@@ -99,11 +99,22 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { r.Close() })
 			return r
 		},
+		Limit: kernelLimit,
 	})
 }
 
-// TestConformanceWalkUsage runs the suite with Usage walking files, as on a
-// host's own btrfs without quotas.
+// kernelLimit is layerstest's Options.Limit: the kernel's qgroup limit.
+func kernelLimit(t *testing.T, s layers.Store, key string) int64 {
+	t.Helper()
+	n, err := layers.KernelLimit(s.(*layers.Btrfs), key)
+	if err != nil {
+		t.Fatalf("KernelLimit(%s) = %v", key, err)
+	}
+	return n
+}
+
+// TestConformanceWalkUsage runs the suite as on a host's own btrfs without
+// quotas: Usage walks files, and SetLimit is unsupported.
 func TestConformanceWalkUsage(t *testing.T) {
 	requireBtrfs(t)
 	layerstest.Run(t, func(t *testing.T) layers.Store {
@@ -154,6 +165,56 @@ func TestConformanceNative(t *testing.T) {
 			t.Cleanup(func() { r.Close() })
 			return r
 		},
+		Limit: kernelLimit,
+	})
+}
+
+// TestConformanceFullQgroups runs the suite on a Dir that is natively on a
+// btrfs with full qgroups, as an admin's `btrfs quota enable` makes, where
+// a snapshot inherits its source's limits: a checkpoint of a limited root,
+// and what is prepared from it, must not keep the root's limit.
+func TestConformanceFullQgroups(t *testing.T) {
+	if _, err := exec.LookPath("btrfs"); err != nil {
+		testenv.Skip(t, "needs the btrfs tool")
+	}
+	outer := openStore(t)
+	for _, args := range [][]string{{"quota", "disable", outer.Dir()}, {"quota", "enable", outer.Dir()}} {
+		if out, err := exec.Command("btrfs", args...).CombinedOutput(); err != nil {
+			t.Fatalf("btrfs %v: %v: %s", args, err, out)
+		}
+	}
+	open := func(t *testing.T, dir string) *layers.Btrfs {
+		s, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir})
+		if err != nil {
+			t.Fatalf("OpenBtrfs(%s) = %v", dir, err)
+		}
+		return s
+	}
+	layerstest.Run(t, func(t *testing.T) layers.Store {
+		parent, err := os.MkdirTemp(outer.Dir(), "full-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(parent, "layers")
+		s := open(t, dir)
+		t.Cleanup(func() {
+			s.Close()
+			if err := open(t, dir).Destroy(context.Background()); err != nil {
+				t.Errorf("Destroy() = %v", err)
+			}
+		})
+		return s
+	}, layerstest.Options{
+		Reopen: func(t *testing.T, s layers.Store) layers.Store {
+			b := s.(*layers.Btrfs)
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r := open(t, b.Dir())
+			t.Cleanup(func() { r.Close() })
+			return r
+		},
+		Limit: kernelLimit,
 	})
 }
 
@@ -402,7 +463,7 @@ func writeDirect(b *testing.B, path string, n int64) {
 }
 
 // syncfs commits the filesystem that holds path: data and metadata.
-func syncfs(b *testing.B, path string) {
+func syncfs(b testing.TB, path string) {
 	b.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -447,4 +508,155 @@ func benchImageSize(b *testing.B, size int64) *layers.Btrfs {
 		b.Fatal(err)
 	}
 	return s
+}
+
+// TestLimit proves that the kernel enforces SetLimit: a sandbox root
+// prepared from an 8 MiB image, limited to 20 MiB, writes 10 MiB, and
+// writing 40 MiB more fails with EDQUOT or ENOSPC. The limit holds the
+// same way after a Reset to a checkpoint (the new root starts at 0) and
+// after the store is unmounted and opened again (a host reboot). A fork
+// of the checkpoint has no limit, SetLimit(0) lifts it, and a limit set
+// below what the root holds stops every write but not a Commit.
+func TestLimit(t *testing.T) {
+	const limit = 20 << 20
+	ctx := context.Background()
+	s := openStore(t)
+	img, err := s.Prepare(ctx, "img-build", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeData(filepath.Join(img, "base"), 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, "img", "img-build"); err != nil {
+		t.Fatal(err)
+	}
+	root, err := s.Prepare(ctx, "root", "img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLimit(ctx, "root", limit); err != nil {
+		t.Fatalf("SetLimit(root, %d) = %v", limit, err)
+	}
+	// checkEnforced writes 10 MiB, which fits, then 40 MiB, which must
+	// not,
+	// into the root at path, as files fits<round> and too-much<round>.
+	round := 0
+	checkEnforced := func(when, path string) {
+		t.Helper()
+		round++
+		if err := writeData(filepath.Join(path, fmt.Sprint("fits", round)), 10<<20); err != nil {
+			t.Fatalf("writing 10 MiB under a 20 MiB limit %s = %v, want nil", when, err)
+		}
+		werr := writeData(filepath.Join(path, fmt.Sprint("too-much", round)), 40<<20)
+		if !errors.Is(werr, unix.EDQUOT) && !errors.Is(werr, unix.ENOSPC) {
+			t.Fatalf("writing 40 MiB more under a 20 MiB limit %s = %v, want EDQUOT or ENOSPC", when, werr)
+		}
+		n, err := s.Usage(ctx, "root")
+		if err != nil || n < 10<<20 || n > limit {
+			t.Errorf("Usage(root) at the limit %s = %d, %v, want 10-20 MiB", when, n, err)
+		}
+		t.Logf("%s: 10 MiB written; 40 MiB more: %v; Usage(root) = %d", when, werr, n)
+	}
+	checkEnforced("after SetLimit", root)
+
+	if err := s.Snapshot(ctx, "ck", "root"); err != nil {
+		t.Fatalf("Snapshot(ck, root) at the limit = %v", err)
+	}
+	if root, err = s.Reset(ctx, "root", "ck"); err != nil {
+		t.Fatalf("Reset(root, ck) = %v", err)
+	}
+	checkEnforced("after Reset", root)
+
+	// What the root wrote since the Reset is in no checkpoint: deleting
+	// it frees it, at the next transaction commit.
+	for _, f := range []string{"fits2", "too-much2"} {
+		if err := os.Remove(filepath.Join(root, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncfs(t, root)
+	if err := s.Unmount(ctx); err != nil {
+		t.Fatalf("Unmount() = %v", err)
+	}
+	if s, err = layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: s.Dir()}); err != nil {
+		t.Fatalf("OpenBtrfs after Unmount = %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	checkEnforced("after Unmount and OpenBtrfs", root)
+
+	fork, err := s.Prepare(ctx, "fork", "ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeData(filepath.Join(fork, "big"), 40<<20); err != nil {
+		t.Errorf("writing 40 MiB into a fork of a limited root's checkpoint = %v, want nil", err)
+	}
+	if err := s.SetLimit(ctx, "root", 0); err != nil {
+		t.Fatalf("SetLimit(root, 0) = %v", err)
+	}
+	if err := writeData(filepath.Join(root, "unlimited"), 40<<20); err != nil {
+		t.Errorf("writing 40 MiB after SetLimit(root, 0) = %v, want nil", err)
+	}
+
+	// Below what it holds: nothing more fits, and the limit can still
+	// be changed and the root committed.
+	if err := s.SetLimit(ctx, "root", 1<<20); err != nil {
+		t.Fatalf("SetLimit(root, 1 MiB) while it holds more = %v", err)
+	}
+	if err := writeData(filepath.Join(root, "one-more"), 64<<10); !errors.Is(err, unix.EDQUOT) && !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("writing 64 KiB over the limit = %v, want EDQUOT or ENOSPC", err)
+	}
+	if err := s.SetLimit(ctx, "root", 2<<20); err != nil {
+		t.Errorf("SetLimit(root, 2 MiB) while over the limit = %v", err)
+	}
+	if err := s.Commit(ctx, "root-c", "root"); err != nil {
+		t.Errorf("Commit(root-c, root) over its limit = %v", err)
+	}
+}
+
+// TestLimitUnsupported: without quotas, SetLimit fails with ErrUnsupported
+// (which is also errors.ErrUnsupported), except to remove a limit.
+func TestLimitUnsupported(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	layers.ForceWalkUsage(s)
+	if _, err := s.Prepare(ctx, "root", ""); err != nil {
+		t.Fatal(err)
+	}
+	err := s.SetLimit(ctx, "root", 1<<20)
+	if !errors.Is(err, layers.ErrUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("SetLimit(root, 1 MiB) without quotas = %v, want ErrUnsupported", err)
+	}
+	if err := s.SetLimit(ctx, "root", 0); err != nil {
+		t.Errorf("SetLimit(root, 0) without quotas = %v, want nil", err)
+	}
+}
+
+// writeData writes n bytes (a multiple of 1 MiB, or less) that do not
+// compress to the new file path and syncs it, returning the first error:
+// a quota may stop the write, or only the flush of delayed allocation.
+func writeData(path string, n int) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, min(n, 1<<20))
+	x := uint64(len(path)) | 1
+	for off := 0; off < n && err == nil; off += len(buf) {
+		for i := 0; i+8 <= len(buf); i += 8 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			binary.LittleEndian.PutUint64(buf[i:], x)
+		}
+		_, err = f.Write(buf)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

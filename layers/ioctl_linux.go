@@ -25,6 +25,11 @@ const (
 	// with no backref walks, which is what a per-sandbox usage and limit
 	// needs and costs nothing at snapshot time.
 	btrfsQuotaCtlEnableSimple = 4
+	// btrfsQgroupLimitMaxExcl marks max_excl as set in a qgroup limit;
+	// max_excl = btrfsQgroupLimitClear removes it instead (qgroup.c's
+	// CLEAR_VALUE): flags without the bit leave an existing limit alone.
+	btrfsQgroupLimitMaxExcl = 1 << 1
+	btrfsQgroupLimitClear   = ^uint64(0)
 )
 
 // ioc encodes an ioctl request number the way the kernel's _IOC macro does.
@@ -65,6 +70,17 @@ type btrfsQuotaCtlArgs struct {
 	status uint64
 }
 
+// btrfsQgroupLimitArgs is struct btrfs_ioctl_qgroup_limit_args, which
+// holds a struct btrfs_qgroup_limit.
+type btrfsQgroupLimitArgs struct {
+	qgroupid uint64
+	flags    uint64
+	maxRfer  uint64
+	maxExcl  uint64
+	rsvRfer  uint64
+	rsvExcl  uint64
+}
+
 // btrfsFsInfoArgs is struct btrfs_ioctl_fs_info_args.
 type btrfsFsInfoArgs struct {
 	maxID          uint64
@@ -90,6 +106,8 @@ var (
 	iocSubvolSetflags = ioc(iocWrite, btrfsIoctlMagic, 26, 8)
 	iocFsInfo         = ioc(iocRead, btrfsIoctlMagic, 31, unsafe.Sizeof(btrfsFsInfoArgs{}))
 	iocQuotaCtl       = ioc(iocRead|iocWrite, btrfsIoctlMagic, 40, unsafe.Sizeof(btrfsQuotaCtlArgs{}))
+	// _IOR in btrfs.h, although the kernel only reads the argument.
+	iocQgroupLimit = ioc(iocRead, btrfsIoctlMagic, 43, unsafe.Sizeof(btrfsQgroupLimitArgs{}))
 )
 
 func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
@@ -264,6 +282,30 @@ func enableQuota(path string) error {
 	args := btrfsQuotaCtlArgs{cmd: btrfsQuotaCtlEnableSimple}
 	if err := ioctl(fd, iocQuotaCtl, unsafe.Pointer(&args)); err != nil {
 		return &os.PathError{Op: "btrfs quota enable --simple", Path: path, Err: err}
+	}
+	return nil
+}
+
+// limitQgroup sets the exclusive-bytes limit of the level-0 qgroup of the
+// subvolume subvol (0/subvol) to bytes, or removes it if bytes is 0. The
+// ioctl is issued on dir, which must be on the same filesystem but not in
+// subvol: the kernel joins a transaction on the subvolume of the open
+// file, and refuses that with EDQUOT for a subvolume over its limit, which
+// is exactly when a caller wants to raise or remove it. It fails with
+// ENOTCONN when quotas are off. The limit is durable at the next
+// transaction commit.
+func limitQgroup(dir string, subvol uint64, bytes int64) error {
+	fd, err := openDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	args := btrfsQgroupLimitArgs{qgroupid: subvol, flags: btrfsQgroupLimitMaxExcl, maxExcl: uint64(bytes)}
+	if bytes == 0 {
+		args.maxExcl = btrfsQgroupLimitClear
+	}
+	if err := ioctl(fd, iocQgroupLimit, unsafe.Pointer(&args)); err != nil {
+		return &os.PathError{Op: fmt.Sprintf("btrfs qgroup limit 0/%d", subvol), Path: dir, Err: err}
 	}
 	return nil
 }

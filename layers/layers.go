@@ -12,8 +12,9 @@
 //     time, a committed snapshot with children included, and the children
 //     keep their files. Parent is lineage, not a dependency.
 //
-// Restoring a checkpoint is Remove of the sandbox's active root and Prepare
-// of a new one from the checkpoint; forking is Prepare under another key.
+// Restoring a checkpoint is Reset of the sandbox's active root to it (or
+// Remove and Prepare); forking is Prepare under another key. SetLimit caps
+// the disk space an active snapshot (a sandbox's root) may take.
 // The tree of a sandbox's checkpoints is the caller's to keep (in its
 // database): to layers each checkpoint is a committed snapshot whose parent
 // is the image the sandbox was prepared from.
@@ -42,8 +43,13 @@ var (
 	ErrInUse = errors.New("layers: snapshot in use")
 	// ErrInvalid: a key or name breaks the naming rule, or the snapshot is
 	// of the wrong kind for the call (a parent that is not committed, a
-	// Commit or Snapshot of a committed snapshot).
+	// Commit or Snapshot of a committed snapshot), or a number is out of
+	// range (a negative limit).
 	ErrInvalid = errors.New("layers: invalid argument")
+	// ErrUnsupported: the store cannot do this on this host, e.g.
+	// SetLimit on a btrfs without quotas. It also matches
+	// errors.ErrUnsupported.
+	ErrUnsupported = fmt.Errorf("layers: %w", errors.ErrUnsupported)
 )
 
 // MaxKeyLen is the longest key or name, in bytes.
@@ -143,4 +149,19 @@ type Store interface {
 	// the active snapshot that wrote it, so its Usage is about 0 when it
 	// is made. Usage fails with ErrNotFound.
 	Usage(ctx context.Context, key string) (int64, error)
+	// SetLimit caps what the active snapshot key may hold beyond the
+	// content it was made with (what Usage counts) at bytes, or removes
+	// the cap if bytes is 0; a new key has none. Past the cap, writes
+	// inside key fail with EDQUOT ("Disk quota exceeded") or ENOSPC. A
+	// cap below what key holds already is allowed: later writes fail. The
+	// cap belongs to key: Reset keeps it (the new content starts at 0
+	// against it), so does a reopen of the store, and Commit drops it
+	// (committed snapshots take no writes); snapshots made from key start
+	// with none. It fails with ErrNotFound (no key), ErrInvalid (key is
+	// committed, bytes is negative), ErrInUse (another call is changing
+	// key), or ErrUnsupported if the store cannot enforce a cap on this
+	// host; those that can differ in what exactly they count (see each
+	// backend). Removing a cap (bytes 0) on a store that cannot enforce
+	// one succeeds: there is none.
+	SetLimit(ctx context.Context, key string, bytes int64) error
 }

@@ -7,11 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // record is the metadata of one snapshot, kept at meta/<key> as a symbolic
 // link whose target is the record in JSON ({"id":…,"kind":…,"parent":…,
-// "parent_id":…}; keys and ids hold no '/').
+// "parent_id":…,"limit":…}; keys and ids hold no '/').
 //
 // A symlink, not a file: creating one is a single metadata operation that
 // joins the running btrfs transaction, so the snapshot or set-flags ioctl
@@ -20,29 +21,56 @@ import (
 // file and of the directory (≈6 ms on a loop device, more than the snapshot
 // itself) to be as safe.
 //
-// Records are never rewritten, so Parent is the parent at the time the
-// record was made; ParentID, the parent's subvolume id, tells load whether
-// the snapshot now called Parent is still that one (see resolveParents).
-// Records from before ParentID have none and trust the name.
+// Records are not updated when a parent goes, so Parent is the parent at
+// the time the record was made (or replaced, by Reset and SetLimit);
+// ParentID, the parent's subvolume id, tells load whether the snapshot now
+// called Parent is still that one (see resolveParents). Records from
+// before ParentID have none and trust the name.
 type record struct {
 	ID       string `json:"id"`
 	Kind     Kind   `json:"kind"`
 	Parent   string `json:"parent,omitempty"`
 	ParentID string `json:"parent_id,omitempty"`
+	// Limit is the cap SetLimit put on an active snapshot's exclusive
+	// bytes, 0 for none. The kernel keeps it per subvolume; this copy
+	// is what Reset carries to a new subvolume and load applies again.
+	Limit int64 `json:"limit,omitempty"`
 }
 
 func (s *Btrfs) recordPath(key string) string {
 	return filepath.Join(s.metaDir, key)
 }
 
-// writeRecord creates key's record. It fails if one exists: records are
-// never rewritten, only created and removed.
+// writeRecord creates key's record. It fails if one exists (see
+// replaceRecord).
 func (s *Btrfs) writeRecord(key string, r record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	return os.Symlink(string(data), s.recordPath(key))
+}
+
+// replaceRecord replaces key's record with r in one rename, so that a
+// crash leaves the old record or the new one. It is durable at the next
+// transaction commit. The caller has claimed key: two replacements of one
+// record must not run at once.
+func (s *Btrfs) replaceRecord(key string, r record) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	// The temporary name is not a valid key, so load never takes it for a
+	// record; a stale one from a crash is replaced here.
+	tmp := filepath.Join(s.metaDir, ".new-"+key)
+	os.Remove(tmp)
+	if err := os.Symlink(string(data), tmp); err == nil {
+		err = os.Rename(tmp, s.recordPath(key))
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 func (s *Btrfs) readRecord(key string) (record, error) {
@@ -76,7 +104,10 @@ func (s *Btrfs) removeRecord(key string) error {
 //     stays, else the active one does;
 //   - a subvolume no record names (only from older layouts or by hand): it
 //     is deleted;
-//   - a Parent that is gone (see resolveParents).
+//   - a replaced record (Reset, SetLimit) left under its temporary name:
+//     it goes, and the old record stays;
+//   - a Parent that is gone (see resolveParents);
+//   - a limit the kernel lost or a snapshot inherited (see fixLimits).
 func (s *Btrfs) load() error {
 	des, err := os.ReadDir(s.metaDir)
 	if err != nil {
@@ -86,7 +117,16 @@ func (s *Btrfs) load() error {
 	for _, de := range des {
 		key := de.Name()
 		if ValidateKey(key) != nil {
-			s.log.Warn("layers: ignoring stray file", "file", filepath.Join(s.metaDir, key))
+			p := filepath.Join(s.metaDir, key)
+			// replaceRecord's temporary name (".reset-" before SetLimit).
+			if strings.HasPrefix(key, ".new-") || strings.HasPrefix(key, ".reset-") {
+				s.log.Info("layers: removing an unfinished record replacement", "file", p)
+				if err := os.Remove(p); err != nil {
+					return fmt.Errorf("layers: %w", err)
+				}
+				continue
+			}
+			s.log.Warn("layers: ignoring stray file", "file", p)
 			continue
 		}
 		r, err := s.readRecord(key)
@@ -161,6 +201,7 @@ func (s *Btrfs) load() error {
 		}
 	}
 	s.resolveParents()
+	s.fixLimits()
 	return nil
 }
 

@@ -128,6 +128,65 @@ func TestRecover(t *testing.T) {
 	}
 }
 
+// TestRecoverLimits checks that OpenBtrfs makes the kernel's limits what
+// the records say: a limit whose record swap reached the disk but whose
+// qgroup update did not is applied, and one the record does not hold (a
+// limit inherited under full qgroups) is removed; a record replacement
+// left under its temporary name goes.
+func TestRecoverLimits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root to loop-mount btrfs")
+	}
+	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
+		testenv.Skip(t, "needs mkfs.btrfs")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layers")
+	s, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir, ImageSize: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if last, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir}); err == nil {
+			last.Destroy(ctx)
+		}
+	})
+	if s.qgroups == "" {
+		t.Fatal("no quotas on a backing file OpenBtrfs formatted")
+	}
+	for _, k := range []string{"lost", "extra"} {
+		if _, err := s.Prepare(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lost, extra := s.entries["lost"].record, s.entries["extra"].record
+	lost.Limit = 5 << 20
+	if err := s.replaceRecord("lost", lost); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.applyLimit(extra.ID, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(s.metaDir, ".new-extra")
+	if err := os.Symlink(`{"id":"x","kind":"active","limit":1}`, tmp); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	if s, err = OpenBtrfs(ctx, BtrfsOptions{Dir: dir}); err != nil {
+		t.Fatalf("OpenBtrfs = %v", err)
+	}
+	for k, want := range map[string]int64{"lost": 5 << 20, "extra": 0} {
+		if got, err := qgroupLimit(s.qgroups, s.path(s.entries[k].ID)); err != nil || got != want {
+			t.Errorf("kernel limit of %s after OpenBtrfs = %d, %v, want %d", k, got, err, want)
+		}
+	}
+	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Lstat(%s) after OpenBtrfs = %v, want not exist", tmp, err)
+	}
+}
+
 // TestRemoveWaitsForReaders checks that Remove waits for the calls that
 // read a snapshot (here a Prepare from it, held in flight by hand), turns
 // new ones away meanwhile, and gives up when its context ends.

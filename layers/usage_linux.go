@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,11 +28,7 @@ func qgroupUsage(qgroupsDir, path string) (int64, error) {
 	if err != nil {
 		return 0, &os.PathError{Op: "syncfs", Path: path, Err: err}
 	}
-	data, err := os.ReadFile(filepath.Join(qgroupsDir, fmt.Sprintf("0_%d", id), "exclusive"))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return readSysfsInt(filepath.Join(qgroupsDir, fmt.Sprintf("0_%d", id), "exclusive"))
 }
 
 // The FIEMAP ioctl (include/uapi/linux/fiemap.h), also missing from x/sys.

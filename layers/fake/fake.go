@@ -6,14 +6,17 @@
 // What it emulates: the snapshot model (active and committed snapshots,
 // keys, names, parents, the errors of every call), snapshots that survive a
 // reopen on the same directory, committed snapshots that cannot be
-// written, and Usage as the bytes of the regular files that differ from
-// the parent's (0 for a snapshot made by Snapshot).
+// written, Usage as the bytes of the regular files that differ from the
+// parent's (0 for a snapshot made by Snapshot), and SetLimit: it keeps
+// each active snapshot's limit (across Reset and a reopen) for Limit to
+// report, with the errors of the contract.
 //
-// What it does not: copy-on-write. Prepare copies the parent's files and
-// Snapshot the active snapshot's, so they cost O(size of the source), not
-// O(1); keep test images small. Copies are what make every snapshot
-// independent of its parent, as on btrfs: Remove of a parent never touches
-// its children. Only directories, regular files and symlinks are copied
+// What it does not: enforce limits (writes past one succeed; a test that
+// needs EDQUOT runs on the btrfs backend), and copy-on-write. Prepare
+// copies the parent's files and Snapshot the active snapshot's, so they
+// cost O(size of the source), not O(1); keep test images small. Copies
+// are what make every snapshot independent of its parent, as on btrfs:
+// Remove of a parent never touches its children. Only directories, regular files and symlinks are copied
 // (Prepare and Snapshot fail on any other kind of file), and ownership is
 // kept only when the test runs as root. A committed snapshot is made
 // read-only with the immutable attribute (chattr +i) when the test runs as
@@ -67,6 +70,8 @@ type record struct {
 	// Snapshot is set on a snapshot made by Snapshot: nothing was written
 	// into it, so its Usage is 0, as on btrfs.
 	Snapshot bool `json:"snapshot,omitempty"`
+	// Limit is what SetLimit set on an active snapshot, 0 for none.
+	Limit int64 `json:"limit,omitempty"`
 }
 
 // errClosed is returned by every call on a closed Store.
@@ -442,6 +447,45 @@ func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 		return 0, fmt.Errorf("usage %q: %w", key, err)
 	}
 	return n, nil
+}
+
+// SetLimit records bytes as the limit of the active snapshot key (0: none),
+// for Limit to report; nothing enforces it. Reset keeps it and Commit
+// drops it. It fails as layers.Store says, never with ErrUnsupported.
+func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx, key); err != nil {
+		return fmt.Errorf("set limit of %q: %w", key, err)
+	}
+	if bytes < 0 {
+		return fmt.Errorf("set limit of %q to %d: %w", key, bytes, layers.ErrInvalid)
+	}
+	r := s.snaps[key]
+	switch {
+	case r == nil:
+		return fmt.Errorf("set limit of %q: %w", key, layers.ErrNotFound)
+	case r.Kind != layers.KindActive:
+		return fmt.Errorf("set limit of %q: not active: %w", key, layers.ErrInvalid)
+	}
+	c := *r
+	c.Limit = bytes
+	if err := s.writeRecord(key, &c); err != nil {
+		return fmt.Errorf("set limit of %q: %w", key, err)
+	}
+	*r = c
+	return nil
+}
+
+// Limit returns the limit SetLimit set on the active snapshot key, or 0 if
+// it has none or there is no such active snapshot.
+func (s *Store) Limit(key string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.snaps[key]; r != nil && r.Kind == layers.KindActive {
+		return r.Limit
+	}
+	return 0
 }
 
 // Import makes the committed snapshot name holding a copy of fsys (an

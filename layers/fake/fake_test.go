@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 			}
 			return s2
 		},
+		Limit: func(t *testing.T, s layers.Store, key string) int64 { return s.(*fake.Store).Limit(key) },
 	})
 }
 

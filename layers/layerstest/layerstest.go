@@ -26,6 +26,13 @@ type Options struct {
 	// daemon restart would; the suite then checks that every snapshot
 	// survives with its kind, parent, path and files.
 	Reopen func(t *testing.T, s layers.Store) layers.Store
+	// Limit, if set, returns the limit the store applies to the active
+	// snapshot key (0 for none), as the backend sees it: the btrfs
+	// backend's test reads the kernel's qgroup limit. The suite then
+	// checks where SetLimit's limits end up (across Reset, Commit and
+	// Reopen); without it, only what SetLimit returns. Whether writes
+	// past a limit fail is each backend's own test.
+	Limit func(t *testing.T, s layers.Store, key string) int64
 }
 
 // Run runs the suite. newStore returns an empty store, to be cleaned up
@@ -57,6 +64,7 @@ func Run(t *testing.T, newStore func(t *testing.T) layers.Store, opts Options) {
 		}
 		testReopen(t, newStore(t), opts.Reopen)
 	})
+	t.Run("Limit", func(t *testing.T) { testLimit(t, newStore(t), opts) })
 }
 
 func testPrepareEmpty(t *testing.T, s layers.Store) {
@@ -528,6 +536,9 @@ func testErrors(t *testing.T, s layers.Store) {
 		{"Stat(missing)", statErr(s, "missing"), layers.ErrNotFound},
 		{"Remove(missing)", s.Remove(ctx, "missing"), layers.ErrNotFound},
 		{"Usage(missing)", usageErr(s, "missing"), layers.ErrNotFound},
+		{"SetLimit(missing, 1)", s.SetLimit(ctx, "missing", 1), layers.ErrNotFound},
+		{"SetLimit(img, 1) of a committed snapshot", s.SetLimit(ctx, "img", 1), layers.ErrInvalid},
+		{"SetLimit(act, -1)", s.SetLimit(ctx, "act", -1), layers.ErrInvalid},
 	}
 	for _, c := range checks {
 		if !errors.Is(c.err, c.want) {
@@ -561,6 +572,7 @@ func testInvalidKeys(t *testing.T, s layers.Store) {
 			"Stat(k)":          statErr(s, k),
 			"Remove(k)":        s.Remove(ctx, k),
 			"Usage(k)":         usageErr(s, k),
+			"SetLimit(k, 1)":   s.SetLimit(ctx, k, 1),
 		}
 		if k != "" { // "" is the empty parent
 			calls["Prepare(ok, k)"] = prepareErr(s, "ok", k)
@@ -838,6 +850,118 @@ func testReopen(t *testing.T, s layers.Store, reopen func(*testing.T, layers.Sto
 	if err := s.Remove(ctx, "b"); err != nil {
 		t.Errorf("Remove(b) after reopen = %v", err)
 	}
+}
+
+// testLimit checks SetLimit: its errors, the same on every store, and, on
+// a store that can enforce limits, that a limit belongs to its key: it
+// stays across Reset and Reopen, Commit drops it, and snapshots made from
+// the key, or a new key under the name, start without one.
+func testLimit(t *testing.T, s layers.Store, opts Options) {
+	ctx := context.Background()
+	base(t, s)
+	prepare(t, s, "root", "img")
+	const limit = 20 << 20
+	err := s.SetLimit(ctx, "root", limit)
+	if err != nil && !errors.Is(err, layers.ErrUnsupported) {
+		t.Fatalf("SetLimit(root, %d) = %v, want nil or ErrUnsupported", limit, err)
+	}
+	supported := err == nil
+	for _, c := range []struct {
+		key   string
+		bytes int64
+		want  error
+	}{
+		{"missing", limit, layers.ErrNotFound},
+		{"img", limit, layers.ErrInvalid}, // committed
+		{"img", 0, layers.ErrInvalid},
+		{"root", -1, layers.ErrInvalid},
+		{"Root", limit, layers.ErrInvalid},
+	} {
+		if err := s.SetLimit(ctx, c.key, c.bytes); !errors.Is(err, c.want) {
+			t.Errorf("SetLimit(%q, %d) = %v, want %v", c.key, c.bytes, err, c.want)
+		}
+	}
+	if !supported {
+		if err := s.SetLimit(ctx, "root", 0); err != nil {
+			t.Errorf("SetLimit(root, 0) on a store without limits = %v, want nil: there is no limit to remove", err)
+		}
+		t.Logf("SetLimit(root, %d) = %v: the rest needs a store that enforces limits", limit, err)
+		return
+	}
+	// checkLimit checks key's limit where the store can tell.
+	checkLimit := func(when, key string, want int64) {
+		t.Helper()
+		if opts.Limit == nil {
+			return
+		}
+		if got := opts.Limit(t, s, key); got != want {
+			t.Errorf("limit of %s %s = %d, want %d", key, when, got, want)
+		}
+	}
+	checkLimit("after SetLimit", "root", limit)
+	if err := s.SetLimit(ctx, "root", limit); err != nil {
+		t.Errorf("SetLimit(root, %d) again = %v", limit, err)
+	}
+	root := statPath(t, s, "root")
+	writeFile(t, filepath.Join(root, "data"), "v1\n")
+	if err := s.Snapshot(ctx, "ck", "root"); err != nil {
+		t.Fatalf("Snapshot(ck, root) = %v", err)
+	}
+	checkLimit("after Snapshot", "root", limit)
+	reset := func(when string, want int64) {
+		t.Helper()
+		path, err := s.Reset(ctx, "root", "ck")
+		if err != nil {
+			t.Fatalf("Reset(root, ck) %s = %v", when, err)
+		}
+		checkFile(t, filepath.Join(path, "data"), "v1\n")
+		checkLimit("after Reset "+when, "root", want)
+	}
+	reset("with a limit", limit)
+	prepare(t, s, "fork", "ck")
+	checkLimit("prepared from a checkpoint of a limited key", "fork", 0)
+
+	// Commit drops the limit; a new key under a removed one's name has none.
+	for _, k := range []string{"built", "gone"} {
+		prepare(t, s, k, "img")
+		if err := s.SetLimit(ctx, k, 1<<20); err != nil {
+			t.Fatalf("SetLimit(%s, 1 MiB) = %v", k, err)
+		}
+	}
+	if err := s.Commit(ctx, "built-c", "built"); err != nil {
+		t.Fatalf("Commit(built-c, built) of a limited key = %v", err)
+	}
+	prepare(t, s, "from-built", "built-c")
+	checkLimit("prepared from a commit of a limited key", "from-built", 0)
+	if err := s.SetLimit(ctx, "built", 1<<20); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("SetLimit(built) after Commit = %v, want ErrNotFound", err)
+	}
+	if err := s.Remove(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, s, "gone", "img")
+	checkLimit("prepared again after Remove", "gone", 0)
+
+	if opts.Reopen != nil {
+		s = opts.Reopen(t, s)
+		checkLimit("after Reopen", "root", limit)
+		checkLimit("after Reopen", "fork", 0)
+		reset("after Reopen", limit)
+	}
+	if err := s.SetLimit(ctx, "root", 0); err != nil {
+		t.Fatalf("SetLimit(root, 0) = %v", err)
+	}
+	checkLimit("after SetLimit(root, 0)", "root", 0)
+	reset("without a limit", 0)
+}
+
+func statPath(t *testing.T, s layers.Store, key string) string {
+	t.Helper()
+	info, err := s.Stat(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Stat(%s) = %v", key, err)
+	}
+	return info.Path
 }
 
 func prepare(t *testing.T, s layers.Store, key, parent string) string {
