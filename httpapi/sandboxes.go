@@ -56,7 +56,7 @@ func (s *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 }
 
 func (s *server) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	sb, err := s.svc.Get(r.Context(), p, r.PathValue("name"))
+	sb, err := s.svc.Describe(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

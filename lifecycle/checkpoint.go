@@ -15,6 +15,10 @@ import (
 	"github.com/hearth/hearth/store"
 )
 
+// restoringTo, followed by a checkpoint id, is the reason of a stopped
+// sandbox that Restore is restoring: Recover finishes what it finds.
+const restoringTo = "restoring to checkpoint "
+
 // checkpointKey is the layer-store name of a checkpoint.
 func checkpointKey(id string) string { return "ck-" + id }
 
@@ -41,10 +45,11 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", name).WithHint("retry in a moment")
 	}
 	s.leases.touch(sb.ID, s.now())
-	// The snapshot and the row outlive a caller that goes away; Recover
-	// removes a snapshot whose row a killed daemon never wrote.
+	// The rows and the snapshot outlive a caller that goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
+	// SizeBytes stays 0: a snapshot just taken is charged nothing (see
+	// layers.Store.Usage).
 	c := sandbox.Checkpoint{
 		ID:        newCheckpointID(),
 		SandboxID: sb.ID,
@@ -53,19 +58,26 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 		Parent:    sb.Head,
 		CreatedAt: s.now().UTC(),
 	}
-	if err := s.snapshot(ctx, sb, checkpointKey(c.ID)); err != nil {
-		return sandbox.Checkpoint{}, err
-	}
-	if size, err := s.opts.Layers.Usage(ctx, checkpointKey(c.ID)); err == nil {
-		c.SizeBytes = size
-	}
+	// The rows go first and the snapshot last: a checkpoint exists once
+	// its snapshot does. A daemon killed before leaves a row without a
+	// snapshot, which Recover deletes, moving the head back to the row's
+	// parent (see unrecord). Snapshot first, a kill between the row and
+	// the head would leave a checkpoint that is not the head, which
+	// Recover cannot tell from one that a restore moved the head off.
 	if err := s.opts.Store.CreateCheckpoint(ctx, c); err != nil {
-		s.opts.Layers.Remove(ctx, checkpointKey(c.ID))
 		return sandbox.Checkpoint{}, s.internal("create checkpoint row", err)
 	}
+	s.crash("checkpoint: row inserted")
+	prev := sb
 	sb.Head, sb.UpdatedAt = c.ID, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		s.unrecord(ctx, prev, c)
 		return sandbox.Checkpoint{}, s.internal("update head", err)
+	}
+	s.crash("checkpoint: head moved")
+	if err := s.snapshot(ctx, sb, checkpointKey(c.ID)); err != nil {
+		s.unrecord(ctx, sb, c)
+		return sandbox.Checkpoint{}, err
 	}
 	s.log.Info("checkpoint taken", "sandbox", sb.Name, "checkpoint", c.ID, "label", c.Label, "parent", c.Parent)
 	return c, nil
@@ -84,16 +96,40 @@ func (s *Service) snapshot(ctx context.Context, sb sandbox.Sandbox, key string) 
 		if err := fr.Freeze(ctx, sb.ID); err != nil {
 			return s.internal("freeze "+sb.ID, err)
 		}
+		// A killed daemon runs no defer: Recover's driver.Recover thaws
+		// what it left frozen.
 		defer func() {
 			if err := fr.Thaw(context.WithoutCancel(ctx), sb.ID); err != nil {
 				s.log.Error("thaw after checkpoint", "sandbox", sb.Name, "err", err)
 			}
 		}()
+		s.crash("checkpoint: frozen")
 	}
 	if err := s.opts.Layers.Snapshot(ctx, key, rootKey(sb.ID)); err != nil {
 		return s.internal("snapshot "+sb.ID, err)
 	}
+	s.crash("checkpoint: snapshot taken")
 	return nil
+}
+
+// unrecord deletes the row of checkpoint c of sb, whose snapshot was never
+// taken, and moves sb's head back to c's parent if c is its head. It
+// returns sb as it now is.
+func (s *Service) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint) sandbox.Sandbox {
+	if err := s.opts.Store.DeleteCheckpoint(ctx, c.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error("delete the row of an unfinished checkpoint", "sandbox", sb.Name, "checkpoint", c.ID, "err", err)
+		return sb
+	}
+	if sb.Head != c.ID {
+		return sb
+	}
+	head := sb
+	head.Head, head.UpdatedAt = c.Parent, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, head); err != nil {
+		s.log.Error("move the head back from an unfinished checkpoint", "sandbox", sb.Name, "checkpoint", c.ID, "err", err)
+		return sb
+	}
+	return head
 }
 
 // ListCheckpoints returns the checkpoints of p's sandbox called name,
@@ -146,6 +182,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, nam
 	if err := s.opts.Store.DeleteCheckpoint(ctx, id); err != nil {
 		return s.internal("delete checkpoint row", err)
 	}
+	s.crash("delete checkpoint: row deleted")
 	if err := s.opts.Layers.Remove(ctx, checkpointKey(id)); err != nil && !errors.Is(err, layers.ErrNotFound) {
 		s.log.Error("remove checkpoint snapshot", "checkpoint", id, "err", err)
 	}
@@ -175,22 +212,28 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id str
 	if err := s.opts.Driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return sandbox.Sandbox{}, s.internal("stop "+sb.ID, err)
 	}
-	// Reset swaps the root atomically: a daemon killed around it leaves
-	// the old root or the new one, and the row says stopped either way, so
-	// the next call starts whichever it is.
-	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusStopped, "restoring to checkpoint "+id, s.now().UTC()
+	s.crash("restore: stopped")
+	// The row says where the sandbox is going before its root changes: a
+	// daemon killed from here until the row says running leaves this
+	// mark, and Recover finishes the restore (Reset is atomic, so the root
+	// is the old one or the new one, and repeating it is harmless).
+	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusStopped, restoringTo+id, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
+	s.crash("restore: row marked")
 	if _, err := s.opts.Layers.Reset(ctx, rootKey(sb.ID), checkpointKey(id)); err != nil {
+		s.setStatus(ctx, sb, sandbox.StatusStopped, "restore to checkpoint "+id+" failed")
 		return sandbox.Sandbox{}, s.internal("reset root to "+id, err)
 	}
+	s.crash("restore: root reset")
 	sb.Head = id
 	if err := s.start(ctx, sb); err != nil {
 		sb.Reason = "restored to checkpoint " + id + " but failed to start"
 		s.opts.Store.UpdateSandbox(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
+	s.crash("restore: started")
 	s.leases.touch(sb.ID, s.now())
 	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, "restored to checkpoint "+id, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {

@@ -14,9 +14,10 @@ import (
 
 // Recover reconciles the store with what the runtime really runs, once at
 // start-up: it adopts live sandboxes, marks vanished or dead ones stopped
-// with the reason, finishes creates that a killed daemon left half done
-// (by undoing them), and removes runtime containers and roots that no row
-// owns. It kills nothing that a row owns.
+// with the reason, finishes what a killed daemon left half done (undoing
+// creates and checkpoints, completing restores), and removes runtime
+// containers, roots and checkpoint snapshots that no row owns. It kills
+// nothing that a row owns.
 func (s *Service) Recover(ctx context.Context) error {
 	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
 	if err != nil {
@@ -34,6 +35,11 @@ func (s *Service) Recover(ctx context.Context) error {
 	for _, sb := range rows {
 		known[sb.ID] = true
 		st, inRuntime := states[sb.ID]
+		running := inRuntime && st.Status == driver.StatusRunning
+		if sb.Status != sandbox.StatusCreating {
+			sb = s.dropUnfinishedCheckpoints(ctx, sb)
+		}
+		restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
 		switch {
 		case sb.Status == sandbox.StatusCreating:
 			s.log.Warn("undoing a create interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
@@ -41,7 +47,9 @@ func (s *Service) Recover(ctx context.Context) error {
 				s.log.Error("undo interrupted create", "sandbox", sb.Name, "err", err)
 			}
 			continue
-		case inRuntime && st.Status == driver.StatusRunning:
+		case sb.Status == sandbox.StatusStopped && isRestoring:
+			s.finishRestore(ctx, sb, restoring, running)
+		case running:
 			s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
 		case sb.Status == sandbox.StatusSleeping:
 			// Asleep on purpose: nothing runs, and the next call wakes it.
@@ -62,9 +70,45 @@ func (s *Service) Recover(ctx context.Context) error {
 	return s.removeOrphanRoots(ctx, known)
 }
 
-// removeOrphanRoots removes sandbox roots whose row is gone (a destroy
-// interrupted after the row was deleted cannot happen, but a failed
-// create's cleanup can be).
+// dropUnfinishedCheckpoints deletes the checkpoints of sb that a killed
+// daemon recorded but never snapshotted (see Checkpoint), and returns sb as
+// it now is.
+func (s *Service) dropUnfinishedCheckpoints(ctx context.Context, sb sandbox.Sandbox) sandbox.Sandbox {
+	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		s.log.Error("list checkpoints", "sandbox", sb.Name, "err", err)
+		return sb
+	}
+	for _, c := range cps {
+		if _, err := s.opts.Layers.Stat(ctx, checkpointKey(c.ID)); errors.Is(err, layers.ErrNotFound) {
+			s.log.Warn("undoing a checkpoint interrupted by a daemon stop", "sandbox", sb.Name, "checkpoint", c.ID)
+			sb = s.unrecord(ctx, sb, c)
+		}
+	}
+	return sb
+}
+
+// finishRestore finishes the restore of sb to checkpoint id that a killed
+// daemon left after it marked the row (see Restore): it resets the root to
+// the checkpoint again, unless the sandbox runs (the restore had reached
+// its start, after the reset), and records the checkpoint as the head.
+func (s *Service) finishRestore(ctx context.Context, sb sandbox.Sandbox, id string, running bool) {
+	s.log.Warn("finishing a restore interrupted by a daemon stop", "sandbox", sb.Name, "checkpoint", id)
+	status := sandbox.StatusRunning
+	if !running {
+		status = sandbox.StatusStopped
+		if _, err := s.opts.Layers.Reset(ctx, rootKey(sb.ID), checkpointKey(id)); err != nil {
+			s.log.Error("finish interrupted restore", "sandbox", sb.Name, "checkpoint", id, "err", err)
+			return
+		}
+	}
+	sb.Head = id
+	s.setStatus(ctx, sb, status, "restored to checkpoint "+id+" after a daemon restart")
+}
+
+// removeOrphanRoots removes sandbox roots and checkpoint snapshots whose
+// row is gone: what a destroy, a failed create's cleanup or a checkpoint
+// delete had not removed yet when the daemon was killed (see release).
 func (s *Service) removeOrphanRoots(ctx context.Context, known map[string]bool) error {
 	walker, ok := s.opts.Layers.(interface {
 		Walk(ctx context.Context, fn func(layers.Info) error) error

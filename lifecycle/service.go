@@ -59,6 +59,9 @@ type Service struct {
 	now    func() time.Time
 	locks  keyedMutex
 	leases leases
+	// crashHook, set only by tests (export_test.go), is called at every
+	// crash point; see crash.
+	crashHook func(point string)
 }
 
 // Default option values.
@@ -211,19 +214,27 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		}
 		return sandbox.Sandbox{}, false, s.internal("create sandbox row", err)
 	}
+	s.crash("create: row inserted")
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	if from != "" {
-		if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
-			s.release(ctx, sb)
-			return sandbox.Sandbox{}, false, s.internal("prepare root from "+from, err)
-		}
+	if from == "" {
+		from = sb.Image
 	}
+	if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
+		s.release(ctx, sb)
+		return sandbox.Sandbox{}, false, s.internal("prepare root from "+from, err)
+	}
+	if err := s.limitDisk(ctx, sb); err != nil {
+		s.release(ctx, sb)
+		return sandbox.Sandbox{}, false, err
+	}
+	s.crash("create: root prepared")
 	if err := s.start(ctx, sb); err != nil {
 		s.release(ctx, sb)
 		return sandbox.Sandbox{}, false, err
 	}
+	s.crash("create: started")
 	s.leases.touch(sb.ID, s.now())
 	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
@@ -277,36 +288,63 @@ func (s *Service) root(ctx context.Context, sb sandbox.Sandbox) (string, error) 
 	if err != nil {
 		return "", s.internal("prepare root", err)
 	}
+	if err := s.limitDisk(ctx, sb); err != nil {
+		return "", err
+	}
 	return path, nil
 }
 
-// release removes everything a sandbox holds: runtime, root, row. Each step
-// tolerates what is already gone, so it can finish an interrupted destroy.
+// limitDisk caps what the sandbox's root may hold beyond its image. A layer
+// store that cannot enforce limits (btrfs without quotas) is logged, not
+// fatal: the sandbox then lists no disk-limit capability.
+func (s *Service) limitDisk(ctx context.Context, sb sandbox.Sandbox) error {
+	err := s.opts.Layers.SetLimit(ctx, rootKey(sb.ID), sb.Resources.DiskBytes)
+	if errors.Is(err, layers.ErrUnsupported) {
+		s.log.Warn("the layer store cannot enforce disk limits", "sandbox", sb.Name)
+		return nil
+	}
+	if err != nil {
+		return s.internal("limit disk", err)
+	}
+	return nil
+}
+
+// release removes everything a sandbox holds: runtime, row (its
+// checkpoints' rows with it), root and checkpoint snapshots, in that order.
+// Each step tolerates what is already gone.
+//
+// The runtime goes first, and the row outlives it: a sandbox whose runtime
+// would not go away is still listed, so a retry (or Recover) finishes the
+// job, and a daemon killed right after leaves a stopped sandbox with all
+// its content. The row goes before the disk: from then on the disk is
+// garbage no row owns, which Recover removes if the daemon is killed (or a
+// removal fails) before this does. With the disk first, a killed daemon
+// left a row whose root was gone, which the next call woke on a fresh
+// image.
 func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
-	var errs []error
 	if err := s.opts.Driver.Delete(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		errs = append(errs, fmt.Errorf("driver delete: %w", err))
+		return fmt.Errorf("driver delete: %w", err)
 	}
-	if err := s.opts.Layers.Remove(ctx, rootKey(sb.ID)); err != nil && !errors.Is(err, layers.ErrNotFound) {
-		errs = append(errs, fmt.Errorf("remove root: %w", err))
-	}
+	s.crash("release: runtime deleted")
 	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("list checkpoints: %w", err))
-	}
-	for _, c := range cps {
-		if err := s.opts.Layers.Remove(ctx, checkpointKey(c.ID)); err != nil && !errors.Is(err, layers.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("remove checkpoint %s: %w", c.ID, err))
-		}
-	}
-	if len(errs) > 0 {
-		// Keep the row so that a retry (or Recover) can finish the job.
-		return errors.Join(errs...)
+		return fmt.Errorf("list checkpoints: %w", err)
 	}
 	if err := s.opts.Store.DeleteSandbox(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete row: %w", err)
 	}
 	s.leases.forget(sb.ID)
+	s.crash("release: row deleted")
+	keys := []string{rootKey(sb.ID)}
+	for _, c := range cps {
+		keys = append(keys, checkpointKey(c.ID))
+	}
+	for _, key := range keys {
+		if err := s.opts.Layers.Remove(ctx, key); err != nil && !errors.Is(err, layers.ErrNotFound) {
+			s.log.Error("remove a released sandbox's snapshot; the next start removes it", "sandbox", sb.Name, "key", key, "err", err)
+		}
+		s.crash("release: snapshot removed")
+	}
 	return nil
 }
 
@@ -321,6 +359,27 @@ func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sa
 	}
 	if err != nil {
 		return sandbox.Sandbox{}, s.internal("get sandbox", err)
+	}
+	return sb, nil
+}
+
+// Describe is Get plus what the sandbox's root really holds on disk
+// (DiskUsedBytes). A sandbox at its disk limit says so in its status
+// reason, since writes in it now fail with EDQUOT.
+func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, name)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	used, err := s.opts.Layers.Usage(ctx, rootKey(sb.ID))
+	if err != nil {
+		return sb, nil // a sandbox still being created has no root yet
+	}
+	sb.DiskUsedBytes = used
+	if limit := sb.Resources.DiskBytes; limit > 0 && used >= limit-limit/100 && !strings.HasPrefix(sb.Reason, "disk full") {
+		reason := fmt.Sprintf("disk full: %d of %d bytes used; delete files or restore a checkpoint", used, limit)
+		s.setStatus(ctx, sb, sb.Status, reason)
+		sb.Reason = reason
 	}
 	return sb, nil
 }
@@ -437,6 +496,7 @@ func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox
 	} else if err := s.start(ctx, cur); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	s.crash("wake: started")
 	s.leases.touch(cur.ID, s.now())
 	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, cur); err != nil {
@@ -444,6 +504,16 @@ func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox
 	}
 	s.log.Info("sandbox woken", "sandbox", cur.Name, "id", cur.ID)
 	return cur, nil
+}
+
+// crash marks a point between two durable steps of an operation: a daemon
+// killed there must leave a state that Recover finishes or rolls back. The
+// crash tests kill the operation at each point through crashHook; in
+// production it does nothing.
+func (s *Service) crash(point string) {
+	if s.crashHook != nil {
+		s.crashHook(point)
+	}
 }
 
 // internal logs cause and returns the opaque internal error.

@@ -37,15 +37,22 @@ func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) 
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return sandbox.Sandbox{}, s.internal("stop "+cur.ID, err)
-	}
-	cur.Status, cur.Reason, cur.UpdatedAt = sandbox.StatusSleeping, reason, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, cur); err != nil {
+	// The row goes first: a daemon killed before the runtime stops leaves
+	// a sleeping row over a running sandbox, which Recover adopts as
+	// running again (and wake would find running). Stopped first, the
+	// sandbox would come back as one that died.
+	asleep := cur
+	asleep.Status, asleep.Reason, asleep.UpdatedAt = sandbox.StatusSleeping, reason, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, asleep); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
+	s.crash("sleep: row updated")
+	if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		s.setStatus(ctx, asleep, cur.Status, cur.Reason)
+		return sandbox.Sandbox{}, s.internal("stop "+cur.ID, err)
+	}
 	s.log.Info("sandbox asleep", "sandbox", cur.Name, "reason", reason)
-	return cur, nil
+	return asleep, nil
 }
 
 // Wake starts p's sleeping or stopped sandbox called name again on its

@@ -14,6 +14,9 @@ type Resources struct {
 	MemoryBytes int64 `json:"memory_bytes"`
 	// Pids caps the number of processes (tasks) in the sandbox.
 	Pids int64 `json:"pids"`
+	// DiskBytes caps what the sandbox writes to its root beyond its image
+	// (0: no cap); a write past it fails in the sandbox with EDQUOT.
+	DiskBytes int64 `json:"disk_bytes"`
 }
 
 // DefaultSize is the preset used when create names none.
@@ -21,11 +24,11 @@ const DefaultSize = "small"
 
 // Sizes returns the size presets by name.
 func Sizes() map[string]Resources {
-	const mib = 1 << 20
+	const mib, gib = 1 << 20, 1 << 30
 	return map[string]Resources{
-		"small":  {MilliCPU: 1000, MemoryBytes: 512 * mib, Pids: 256},
-		"medium": {MilliCPU: 2000, MemoryBytes: 2048 * mib, Pids: 1024},
-		"large":  {MilliCPU: 4000, MemoryBytes: 8192 * mib, Pids: 4096},
+		"small":  {MilliCPU: 1000, MemoryBytes: 512 * mib, Pids: 256, DiskBytes: 2 * gib},
+		"medium": {MilliCPU: 2000, MemoryBytes: 2048 * mib, Pids: 1024, DiskBytes: 10 * gib},
+		"large":  {MilliCPU: 4000, MemoryBytes: 8192 * mib, Pids: 4096, DiskBytes: 40 * gib},
 	}
 }
 

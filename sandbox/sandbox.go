@@ -47,6 +47,10 @@ type Sandbox struct {
 	// last one taken or restored); a new checkpoint's parent. Empty before
 	// the first.
 	Head string `json:"head,omitempty"`
+	// DiskUsedBytes is what the sandbox's root holds beyond its image,
+	// reported by get (not by list, which would have to measure every
+	// sandbox); compare it with Resources.DiskBytes.
+	DiskUsedBytes int64 `json:"disk_used_bytes,omitempty"`
 }
 
 // Capabilities a sandbox can report.

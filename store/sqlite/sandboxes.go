@@ -13,9 +13,9 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?17.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?18.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
-	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head`
+	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes`
 
 // CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
 // is taken, and an error if either is empty.
@@ -26,7 +26,7 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -46,7 +46,7 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
 			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
-			head = ?17
+			head = ?17, disk_bytes = ?18
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -148,7 +148,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	return []any{
 		sb.ID, sb.Name, sb.Tenant, sb.Owner, sb.Image, sb.Size, sb.Runtime,
 		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
-		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head,
+		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head, sb.Resources.DiskBytes,
 	}, nil
 }
 
@@ -161,20 +161,20 @@ type scanner interface {
 // back non-nil, so that doors render [] rather than null.
 func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	var (
-		sb               sandbox.Sandbox
-		status           string
-		created, updated string
-		expires          sql.NullString
-		capsJSON         string
-		milli, mem, pids int64
+		sb                     sandbox.Sandbox
+		status                 string
+		created, updated       string
+		expires                sql.NullString
+		capsJSON               string
+		milli, mem, pids, disk int64
 	)
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
-		&milli, &mem, &pids, &sb.Head); err != nil {
+		&milli, &mem, &pids, &sb.Head, &disk); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)
-	sb.Resources = sandbox.Resources{MilliCPU: milli, MemoryBytes: mem, Pids: pids}
+	sb.Resources = sandbox.Resources{MilliCPU: milli, MemoryBytes: mem, Pids: pids, DiskBytes: disk}
 	var err error
 	if sb.CreatedAt, err = parseTime(created); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q created_at: %w", sb.ID, err)

@@ -157,3 +157,41 @@ func TestIdleSleep(t *testing.T) {
 		t.Fatalf("exec on the sleeping sandbox = %+v, %v, %q", res, err, out.String())
 	}
 }
+
+// TestDiskLimit: a sandbox cannot write past its size's disk limit; the
+// write fails inside it with a clear error, get reports the bytes used and
+// the status says the disk is full; a restore frees it again.
+func TestDiskLimit(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := newDaemon(t, runtime)
+		ctx := ctxT(t)
+		c := d.client()
+		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "disk"}) // small: 2 GiB
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.Resources.DiskBytes != 2<<30 {
+			t.Fatalf("small sandbox disk limit = %d, want 2 GiB", sb.Resources.DiskBytes)
+		}
+		ck, err := c.Checkpoint(ctx, "disk", "empty")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		res, err := c.Exec(ctx, "disk", sandbox.ExecRequest{Shell: "fallocate -l 1900M a && head -c 300M /dev/zero > b; echo rc=$?", Timeout: sandbox.Duration(2 * time.Minute)}, nil, &out, &out)
+		if err != nil || res.ExitCode != 0 || !strings.Contains(out.String(), "quota exceeded") || strings.Contains(out.String(), "rc=0") {
+			t.Fatalf("writing 2.2 GB into a 2 GiB sandbox = %+v, %v, %q; want a disk quota error", res, err, out.String())
+		}
+		got, err := c.Get(ctx, "disk")
+		if err != nil || got.DiskUsedBytes < 1900<<20 || !strings.HasPrefix(got.Reason, "disk full") {
+			t.Fatalf("Get after filling the disk = used %d, reason %q, %v; want ≥ 1900 MiB and a disk full reason", got.DiskUsedBytes, got.Reason, err)
+		}
+		if _, err := c.Restore(ctx, "disk", ck.ID); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		if res, err := c.Exec(ctx, "disk", sandbox.ExecRequest{Shell: "head -c 100M /dev/zero > c && echo ok"}, nil, &out, &out); err != nil || res.ExitCode != 0 || out.String() != "ok\n" {
+			t.Fatalf("a write after the restore = %+v, %v, %q", res, err, out.String())
+		}
+	})
+}

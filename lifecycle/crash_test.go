@@ -1,0 +1,726 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+	driverfake "github.com/hearth/hearth/driver/fake"
+	"github.com/hearth/hearth/layers"
+	layersfake "github.com/hearth/hearth/layers/fake"
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// The crash tests kill the daemon at every crash point of every operation
+// (the points where lifecycle calls Service.crash, between two durable
+// steps), start the next daemon on the same store, layers and runtime, run
+// Recover, and want the old state or the new one, whole: rows, snapshots,
+// runtime and content agree, and the sandbox works. From the old state,
+// retrying the operation must reach the new one.
+//
+// A kill is emulated in the operation's goroutine: the hook marks the
+// daemon dead and calls runtime.Goexit. Goexit runs deferred functions,
+// which a SIGKILL does not, so the dead daemon's store, layers and runtime
+// refuse (and record) every change asked after the kill, as none would
+// reach them from a killed process; the only one lifecycle asks is the
+// Thaw that Checkpoint defers after a Freeze, and the test checks that the
+// sandbox is left frozen, as a real kill leaves it, until Recover thaws it.
+
+// crashCase is one operation killed at each of its points.
+type crashCase struct {
+	name string
+	// setup makes what the operation acts on.
+	setup func(t *testing.T, e *env) scene
+	// run is the operation.
+	run func(ctx context.Context, svc *lifecycle.Service, sc scene) error
+	// points are the crash points run passes, in order, and whether a
+	// kill there leaves the new state (else the old).
+	points []crashPoint
+	// old and new want the old state and the new one, on e.svc.
+	old, new func(t *testing.T, e *env, sc scene)
+}
+
+type crashPoint struct {
+	name string
+	new  bool
+}
+
+// scene is what a crash case's setup made: sandbox web (or src, for
+// Fork), its checkpoints, oldest first, and what data.txt holds in it.
+type scene struct {
+	sb   sandbox.Sandbox
+	cks  []sandbox.Checkpoint
+	data string
+}
+
+var crashCases = []crashCase{
+	{
+		name:  "Create",
+		setup: func(t *testing.T, e *env) scene { return scene{} },
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, _, err := svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
+			return err
+		},
+		points: []crashPoint{
+			{"create: row inserted", false},
+			{"create: root prepared", false},
+			{"create: started", false},
+		},
+		old: func(t *testing.T, e *env, sc scene) { e.wantGone(t, "web") },
+		new: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", sandbox.StatusRunning, "")
+			e.write(t, "web", "new")
+			e.wantData(t, "web", "new")
+		},
+	},
+	{
+		name: "Destroy",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{e.checkpoint(t, "web", "first")}, data: "v1"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			return svc.Destroy(ctx, a1, "web")
+		},
+		points: []crashPoint{
+			{"release: runtime deleted", false},
+			{"release: row deleted", true},
+			{"release: snapshot removed", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			// The runtime was deleted before the kill: the sandbox is
+			// stopped, whole, and the next call wakes it.
+			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) { e.wantGone(t, "web") },
+	},
+	{
+		name: "Checkpoint",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			ck := e.checkpoint(t, "web", "first")
+			e.write(t, "web", "v2")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Checkpoint(ctx, a1, "web", "second")
+			return err
+		},
+		points: []crashPoint{
+			{"checkpoint: row inserted", false},
+			{"checkpoint: head moved", false},
+			{"checkpoint: frozen", false},
+			{"checkpoint: snapshot taken", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			// Its processes never stopped: the next daemon adopted them.
+			e.wantRow(t, "web", sandbox.StatusRunning, "adopted")
+			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			cks := e.checkpoints(t, "web")
+			if len(cks) != 2 || cks[0].ID != sc.cks[0].ID || cks[1].Parent != sc.cks[0].ID || cks[1].Label != "second" {
+				t.Fatalf("checkpoints = %+v, want %s and a child of it labelled second", cks, sc.cks[0].ID)
+			}
+			e.wantRow(t, "web", sandbox.StatusRunning, "")
+			e.wantTree(t, "web", cks[1].ID, cks...)
+			e.wantData(t, "web", sc.data)
+			// The new checkpoint holds what the sandbox held, and the old
+			// one still restores.
+			e.write(t, "web", "v3")
+			e.restore(t, "web", cks[1].ID)
+			e.wantData(t, "web", sc.data)
+			e.restore(t, "web", cks[0].ID)
+			e.wantData(t, "web", "v1")
+		},
+	},
+	{
+		name: "DeleteCheckpoint",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			ck1 := e.checkpoint(t, "web", "first")
+			e.write(t, "web", "v2")
+			ck2 := e.checkpoint(t, "web", "second")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck1, ck2}, data: "v2"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			return svc.DeleteCheckpoint(ctx, a1, "web", sc.cks[0].ID)
+		},
+		points: []crashPoint{
+			{"delete checkpoint: row deleted", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantTree(t, "web", sc.cks[1].ID, sc.cks...)
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			e.wantTree(t, "web", sc.cks[1].ID, sc.cks[1])
+			e.write(t, "web", "v3")
+			e.restore(t, "web", sc.cks[1].ID)
+			e.wantData(t, "web", sc.data)
+		},
+	},
+	{
+		name: "Restore",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			ck1 := e.checkpoint(t, "web", "first")
+			e.write(t, "web", "v2")
+			ck2 := e.checkpoint(t, "web", "second")
+			e.write(t, "web", "v3") // written after the last checkpoint
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck1, ck2}, data: "v3"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Restore(ctx, a1, "web", sc.cks[0].ID)
+			return err
+		},
+		points: []crashPoint{
+			{"restore: stopped", false},
+			{"restore: row marked", true},
+			{"restore: root reset", true},
+			{"restore: started", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			// Restore had stopped its processes: the next call wakes it.
+			e.wantTree(t, "web", sc.cks[1].ID, sc.cks...)
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", "", "restored to checkpoint "+sc.cks[0].ID)
+			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "web", "v1")
+		},
+	},
+	{
+		name: "Fork",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "src")
+			e.write(t, "src", "v1")
+			ck := e.checkpoint(t, "src", "first")
+			e.write(t, "src", "v2")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
+			return err
+		},
+		points: []crashPoint{
+			{"create: row inserted", false},
+			{"create: root prepared", false},
+			{"create: started", false},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantGone(t, "copy")
+			e.wantTree(t, "src", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "src", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "copy", sandbox.StatusRunning, "forked")
+			e.wantTree(t, "copy", "")
+			e.wantData(t, "copy", "v1")
+			e.wantTree(t, "src", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "src", sc.data)
+		},
+	},
+	{
+		name: "Sleep",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			return scene{sb: sb, data: "v1"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Sleep(ctx, a1, "web")
+			return err
+		},
+		points: []crashPoint{
+			{"sleep: row updated", false},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", sandbox.StatusRunning, "adopted")
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", sandbox.StatusSleeping, "asked to sleep")
+			e.wantData(t, "web", sc.data)
+		},
+	},
+	{
+		name: "Wake",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			if _, err := e.svc.Sleep(t.Context(), a1, "web"); err != nil {
+				t.Fatal(err)
+			}
+			return scene{sb: sb, data: "v1"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Wake(ctx, a1, "web")
+			return err
+		},
+		points: []crashPoint{
+			{"wake: started", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", sandbox.StatusSleeping, "")
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", sandbox.StatusRunning, "")
+			e.wantData(t, "web", sc.data)
+		},
+	},
+}
+
+// TestCrash kills each operation at each of its crash points.
+func TestCrash(t *testing.T) {
+	for _, tc := range crashCases {
+		for _, pt := range tc.points {
+			t.Run(tc.name+"/"+pt.name, func(t *testing.T) {
+				e := newEnv(t, nil)
+				sc := tc.setup(t, e)
+				afterlife := e.killAt(t, pt.name, func(ctx context.Context, svc *lifecycle.Service) error {
+					return tc.run(ctx, svc, sc)
+				})
+				// Only Checkpoint's deferred Thaw runs after the kill; a
+				// real kill leaves the sandbox frozen.
+				switch {
+				case len(afterlife) == 0:
+				case slices.Equal(afterlife, []string{"Thaw"}):
+					if !e.drv.Frozen(sc.sb.ID) {
+						t.Errorf("after a kill at %q, %s is not frozen; want it frozen, as a killed daemon leaves it", pt.name, sc.sb.Name)
+					}
+				default:
+					t.Errorf("after the kill at %q the daemon still asked %q", pt.name, afterlife)
+				}
+
+				e.svc = e.restart(t)
+				if err := e.svc.Recover(t.Context()); err != nil {
+					t.Fatalf("Recover() = %v", err)
+				}
+				e.wantWhole(t)
+				if pt.new {
+					tc.new(t, e, sc)
+					return
+				}
+				tc.old(t, e, sc)
+				// From the old state, the operation works when retried.
+				if err := tc.run(t.Context(), e.svc, sc); err != nil {
+					t.Fatalf("%s retried after Recover = %v", tc.name, err)
+				}
+				e.wantWhole(t)
+				tc.new(t, e, sc)
+			})
+		}
+	}
+}
+
+// TestCrashPoints wants the crash cases to name every crash point each
+// operation passes, in order, and every point the code has.
+func TestCrashPoints(t *testing.T) {
+	covered := map[string]bool{}
+	for _, tc := range crashCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			sc := tc.setup(t, e)
+			var seen []string
+			svc := e.newService(t, e.opts)
+			lifecycle.SetCrashHook(svc, func(point string) {
+				if !slices.Contains(seen, point) {
+					seen = append(seen, point)
+				}
+			})
+			if err := tc.run(t.Context(), svc, sc); err != nil {
+				t.Fatalf("%s = %v", tc.name, err)
+			}
+			var want []string
+			for _, pt := range tc.points {
+				want = append(want, pt.name)
+				covered[pt.name] = true
+			}
+			if !slices.Equal(seen, want) {
+				t.Errorf("%s passes the crash points %q, the test kills it at %q", tc.name, seen, want)
+			}
+		})
+	}
+
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := regexp.MustCompile(`s\.crash\("([^"]+)"\)`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllSubmatch(src, -1) {
+			if !covered[string(m[1])] {
+				t.Errorf("%s has the crash point %q, which no crash case kills", f, m[1])
+			}
+		}
+	}
+}
+
+// killAt runs op on a daemon over e's store, layers and runtime, kills it
+// at point, and returns the changes it asked for after its death, which
+// were refused. It fails the test if op ends without passing point.
+func (e *env) killAt(t *testing.T, point string, op func(context.Context, *lifecycle.Service) error) (afterlife []string) {
+	t.Helper()
+	g := &grave{}
+	opts := e.opts
+	opts.Store = mortalStore{e.db, g}
+	opts.Layers = mortalLayers{e.lay, g}
+	opts.Driver = mortalDriver{e.drv, g}
+	svc := e.newService(t, opts)
+	lifecycle.SetCrashHook(svc, func(p string) {
+		if p == point {
+			g.kill()
+			runtime.Goexit()
+		}
+	})
+	returned := make(chan error, 1)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		returned <- op(t.Context(), svc)
+	}()
+	<-ended
+	select {
+	case err := <-returned:
+		t.Fatalf("the operation returned %v without passing %q", err, point)
+	default:
+	}
+	return g.afterlife()
+}
+
+// grave is shared by a daemon's store, layers and runtime: once it is
+// dead, they refuse every change and record it.
+type grave struct {
+	mu    sync.Mutex
+	dead  bool
+	tried []string
+}
+
+var errKilled = errors.New("the daemon was killed")
+
+func (g *grave) kill() {
+	g.mu.Lock()
+	g.dead = true
+	g.mu.Unlock()
+}
+
+// deny returns errKilled, and records call, once the daemon is dead.
+func (g *grave) deny(call string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.dead {
+		return nil
+	}
+	g.tried = append(g.tried, call)
+	return errKilled
+}
+
+func (g *grave) afterlife() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.tried)
+}
+
+type mortalStore struct {
+	store.Store
+	g *grave
+}
+
+func (s mortalStore) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	if err := s.g.deny("CreateSandbox"); err != nil {
+		return err
+	}
+	return s.Store.CreateSandbox(ctx, sb)
+}
+
+func (s mortalStore) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+	if err := s.g.deny("UpdateSandbox"); err != nil {
+		return err
+	}
+	return s.Store.UpdateSandbox(ctx, sb)
+}
+
+func (s mortalStore) DeleteSandbox(ctx context.Context, id string) error {
+	if err := s.g.deny("DeleteSandbox"); err != nil {
+		return err
+	}
+	return s.Store.DeleteSandbox(ctx, id)
+}
+
+func (s mortalStore) CreateCheckpoint(ctx context.Context, c sandbox.Checkpoint) error {
+	if err := s.g.deny("CreateCheckpoint"); err != nil {
+		return err
+	}
+	return s.Store.CreateCheckpoint(ctx, c)
+}
+
+func (s mortalStore) DeleteCheckpoint(ctx context.Context, id string) error {
+	if err := s.g.deny("DeleteCheckpoint"); err != nil {
+		return err
+	}
+	return s.Store.DeleteCheckpoint(ctx, id)
+}
+
+type mortalLayers struct {
+	*layersfake.Store
+	g *grave
+}
+
+func (l mortalLayers) Prepare(ctx context.Context, key, parent string) (string, error) {
+	if err := l.g.deny("Prepare"); err != nil {
+		return "", err
+	}
+	return l.Store.Prepare(ctx, key, parent)
+}
+
+func (l mortalLayers) Commit(ctx context.Context, name, key string) error {
+	if err := l.g.deny("Commit"); err != nil {
+		return err
+	}
+	return l.Store.Commit(ctx, name, key)
+}
+
+func (l mortalLayers) Snapshot(ctx context.Context, name, key string) error {
+	if err := l.g.deny("Snapshot"); err != nil {
+		return err
+	}
+	return l.Store.Snapshot(ctx, name, key)
+}
+
+func (l mortalLayers) Reset(ctx context.Context, key, parent string) (string, error) {
+	if err := l.g.deny("Reset"); err != nil {
+		return "", err
+	}
+	return l.Store.Reset(ctx, key, parent)
+}
+
+func (l mortalLayers) Remove(ctx context.Context, key string) error {
+	if err := l.g.deny("Remove"); err != nil {
+		return err
+	}
+	return l.Store.Remove(ctx, key)
+}
+
+type mortalDriver struct {
+	*driverfake.Driver
+	g *grave
+}
+
+func (d mortalDriver) Start(ctx context.Context, spec driver.Spec) error {
+	if err := d.g.deny("Start"); err != nil {
+		return err
+	}
+	return d.Driver.Start(ctx, spec)
+}
+
+func (d mortalDriver) Stop(ctx context.Context, id string) error {
+	if err := d.g.deny("Stop"); err != nil {
+		return err
+	}
+	return d.Driver.Stop(ctx, id)
+}
+
+func (d mortalDriver) Delete(ctx context.Context, id string) error {
+	if err := d.g.deny("Delete"); err != nil {
+		return err
+	}
+	return d.Driver.Delete(ctx, id)
+}
+
+func (d mortalDriver) Freeze(ctx context.Context, id string) error {
+	if err := d.g.deny("Freeze"); err != nil {
+		return err
+	}
+	return d.Driver.Freeze(ctx, id)
+}
+
+func (d mortalDriver) Thaw(ctx context.Context, id string) error {
+	if err := d.g.deny("Thaw"); err != nil {
+		return err
+	}
+	return d.Driver.Thaw(ctx, id)
+}
+
+// wantWhole wants the host to hold whole sandboxes only: no row still
+// creating; a root for each row and no other; a snapshot for each
+// checkpoint row and no other; a head that is empty or one of the
+// sandbox's checkpoints (these tests never delete a head); nothing frozen;
+// no runtime sandbox without a row; and one running exactly under each row
+// that says running.
+func (e *env) wantWhole(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	rows, err := e.db.ListSandboxes(ctx, store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRoots, wantCks []string
+	owned := map[string]bool{}
+	for _, sb := range rows {
+		owned[sb.ID] = true
+		wantRoots = append(wantRoots, "sb-"+sb.ID)
+		if sb.Status == sandbox.StatusCreating {
+			t.Errorf("%s is still creating", sb.Name)
+		}
+		if e.drv.Frozen(sb.ID) {
+			t.Errorf("%s is frozen", sb.Name)
+		}
+		cks, err := e.db.ListCheckpoints(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cks {
+			wantCks = append(wantCks, "ck-"+c.ID)
+		}
+		if sb.Head != "" && !slices.ContainsFunc(cks, func(c sandbox.Checkpoint) bool { return c.ID == sb.Head }) {
+			t.Errorf("%s's head %s is none of its checkpoints %+v", sb.Name, sb.Head, cks)
+		}
+		st, err := e.drv.State(ctx, sb.ID)
+		if running := err == nil && st.Status == driver.StatusRunning; running != (sb.Status == sandbox.StatusRunning) {
+			t.Errorf("%s's row says %s, the runtime %+v, %v", sb.Name, sb.Status, st, err)
+		}
+	}
+	var roots, cks []string
+	if err := e.lay.Walk(ctx, func(info layers.Info) error {
+		switch {
+		case strings.HasPrefix(info.Key, "sb-") && info.Kind == layers.KindActive:
+			roots = append(roots, info.Key)
+		case strings.HasPrefix(info.Key, "ck-") && info.Kind == layers.KindCommitted:
+			cks = append(cks, info.Key)
+		case info.Key != "default":
+			t.Errorf("the layer store holds %+v", info)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what      string
+		got, want []string
+	}{{"roots", roots, wantRoots}, {"checkpoint snapshots", cks, wantCks}} {
+		slices.Sort(c.got)
+		if slices.Sort(c.want); !slices.Equal(c.got, c.want) {
+			t.Errorf("the layer store holds %s %q, the rows %q", c.what, c.got, c.want)
+		}
+	}
+	for _, id := range e.holdings(t).runtime {
+		if !owned[id] {
+			t.Errorf("the runtime holds %s, which no row owns", id)
+		}
+	}
+}
+
+// wantGone wants no sandbox called name.
+func (e *env) wantGone(t *testing.T, name string) {
+	t.Helper()
+	if sb, err := e.db.GetSandbox(t.Context(), name); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetSandbox(%s) = %+v, %v; want it gone", name, sb, err)
+	}
+}
+
+// wantRow wants sandbox name's row to have status (any when "") and a
+// reason containing reason.
+func (e *env) wantRow(t *testing.T, name string, status sandbox.Status, reason string) {
+	t.Helper()
+	row := e.row(t, name)
+	if status != "" && row.Status != status || !strings.Contains(row.Reason, reason) {
+		t.Fatalf("%s = %s %q; want %s, %q", name, row.Status, row.Reason, status, reason)
+	}
+}
+
+// wantTree wants sandbox name's head to be head and its checkpoints cks.
+func (e *env) wantTree(t *testing.T, name, head string, cks ...sandbox.Checkpoint) {
+	t.Helper()
+	var got, want []string
+	for _, c := range e.checkpoints(t, name) {
+		got = append(got, c.ID)
+	}
+	for _, c := range cks {
+		want = append(want, c.ID)
+	}
+	if row := e.row(t, name); row.Head != head || !slices.Equal(got, want) {
+		t.Fatalf("%s has head %q and checkpoints %q; want %q and %q", name, row.Head, got, head, want)
+	}
+}
+
+// wantData wants data.txt of sandbox name, read through an exec (which
+// wakes it), to hold want.
+func (e *env) wantData(t *testing.T, name, want string) {
+	t.Helper()
+	if got := e.shell(t, name, "cat data.txt"); got != want+"\n" {
+		t.Fatalf("data.txt of %s = %q, want %q", name, got, want)
+	}
+}
+
+// write makes data.txt of sandbox name hold data.
+func (e *env) write(t *testing.T, name, data string) {
+	t.Helper()
+	e.shell(t, name, "echo "+data+" > data.txt")
+}
+
+// shell runs a command in sandbox name and returns its stdout. Unlike
+// e.exec it gives up after a while: a frozen sandbox never answers.
+func (e *env) shell(t *testing.T, name, shell string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	res, err := e.svc.Exec(ctx, a1, name, sandbox.ExecRequest{Shell: shell}, nil, &out, &errb)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec(%s, %q) = %+v, %v (stderr %q)", name, shell, res, err, errb.String())
+	}
+	return out.String()
+}
+
+func (e *env) checkpoint(t *testing.T, name, label string) sandbox.Checkpoint {
+	t.Helper()
+	c, err := e.svc.Checkpoint(t.Context(), a1, name, label)
+	if err != nil {
+		t.Fatalf("Checkpoint(%s, %q) = %v", name, label, err)
+	}
+	return c
+}
+
+func (e *env) checkpoints(t *testing.T, name string) []sandbox.Checkpoint {
+	t.Helper()
+	cks, err := e.svc.ListCheckpoints(t.Context(), a1, name)
+	if err != nil {
+		t.Fatalf("ListCheckpoints(%s) = %v", name, err)
+	}
+	return cks
+}
+
+func (e *env) restore(t *testing.T, name, id string) {
+	t.Helper()
+	if _, err := e.svc.Restore(t.Context(), a1, name, id); err != nil {
+		t.Fatalf("Restore(%s, %s) = %v", name, id, err)
+	}
+}
