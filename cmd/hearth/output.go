@@ -43,6 +43,9 @@ func printSandbox(w io.Writer, sb sandbox.Sandbox, now time.Time) error {
 		{"expires", expires},
 		{"head", dash(sb.Head)},
 	}
+	if sb.DiskUsedBytes > 0 {
+		rows = append(rows, [2]string{"disk used", formatBytes(sb.DiskUsedBytes)})
+	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}
@@ -184,7 +187,11 @@ func formatAge(d time.Duration) string {
 // formatResources renders limits as "1 CPU, 512 MiB, 256 pids".
 func formatResources(r sandbox.Resources) string {
 	cpu := strconv.FormatFloat(float64(r.MilliCPU)/1000, 'f', -1, 64)
-	return fmt.Sprintf("%s CPU, %s, %d pids", cpu, formatBytes(r.MemoryBytes), r.Pids)
+	out := fmt.Sprintf("%s CPU, %s, %d pids", cpu, formatBytes(r.MemoryBytes), r.Pids)
+	if r.DiskBytes > 0 {
+		out += ", " + formatBytes(r.DiskBytes) + " disk"
+	}
+	return out
 }
 
 // formatBytes renders a byte count in binary units: "512 MiB", "1.5 GiB".

@@ -104,8 +104,9 @@ func testSandbox(now time.Time) sandbox.Sandbox {
 		ID: "01abc", Name: "agent-bot-build", Tenant: "acme", Owner: "bot", Image: "default", Size: "small",
 		Runtime: "runsc", Status: sandbox.StatusRunning, Reason: "created",
 		CreatedAt: now.Add(-90 * time.Minute), ExpiresAt: now.Add(22 * time.Hour),
-		Capabilities: []string{"exec", "files", "runtime:runsc"},
-		Resources:    sandbox.Sizes()["small"],
+		Capabilities:  []string{"exec", "files", "runtime:runsc"},
+		Resources:     sandbox.Sizes()["small"],
+		DiskUsedBytes: 3 << 20,
 	}
 }
 
@@ -123,10 +124,11 @@ capabilities:  exec, files, runtime:runsc
 tenant:        acme
 owner:         bot
 image:         default
-size:          small (1 CPU, 512 MiB, 256 pids)
+size:          small (1 CPU, 512 MiB, 256 pids, 2 GiB disk)
 created:       2025-01-02T10:30:00Z (1h ago)
 expires:       2025-01-03T10:00:00Z (in 22h)
 head:          -
+disk used:     3 MiB
 `
 	if out.String() != want {
 		t.Errorf("printSandbox() =\n%s\nwant\n%s", out.String(), want)
