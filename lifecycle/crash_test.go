@@ -41,6 +41,8 @@ import (
 // crashCase is one operation killed at each of its points.
 type crashCase struct {
 	name string
+	// opts, when set, adjusts the service's options.
+	opts func(*lifecycle.Options)
 	// setup makes what the operation acts on.
 	setup func(t *testing.T, e *env) scene
 	// run is the operation.
@@ -81,6 +83,39 @@ var crashCases = []crashCase{
 		old: func(t *testing.T, e *env, sc scene) { e.wantGone(t, "web") },
 		new: func(t *testing.T, e *env, sc scene) {
 			e.wantRow(t, "web", sandbox.StatusRunning, "")
+			e.write(t, "web", "new")
+			e.wantData(t, "web", "new")
+		},
+	},
+	{
+		name: "CreateFromPool",
+		opts: func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 1} },
+		setup: func(t *testing.T, e *env) scene {
+			lifecycle.FillPool(t.Context(), e.svc)
+			return scene{}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, _, err := svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
+			return err
+		},
+		points: []crashPoint{
+			{"claim: member picked", false},
+			{"claim: row rewritten", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantGone(t, "web")
+			if n := len(e.members(t)); n != 1 {
+				t.Fatalf("the pool holds %d members, want the 1 not claimed", n)
+			}
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			// Recover adopted it: its reason now says so.
+			if row := e.row(t, "web"); row.Status != sandbox.StatusRunning || row.Owner != a1.Agent || row.Tenant != a1.Tenant || row.ExpiresAt.IsZero() {
+				t.Fatalf("web = %+v; want a1's, running, with an expiry", row)
+			}
+			if n := len(e.members(t)); n != 0 {
+				t.Fatalf("the pool holds %d members, want none: the claim took it", n)
+			}
 			e.write(t, "web", "new")
 			e.wantData(t, "web", "new")
 		},
@@ -296,7 +331,7 @@ func TestCrash(t *testing.T) {
 	for _, tc := range crashCases {
 		for _, pt := range tc.points {
 			t.Run(tc.name+"/"+pt.name, func(t *testing.T) {
-				e := newEnv(t, nil)
+				e := newEnv(t, tc.opts)
 				sc := tc.setup(t, e)
 				afterlife := e.killAt(t, pt.name, func(ctx context.Context, svc *lifecycle.Service) error {
 					return tc.run(ctx, svc, sc)
@@ -340,7 +375,7 @@ func TestCrashPoints(t *testing.T) {
 	covered := map[string]bool{}
 	for _, tc := range crashCases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil)
+			e := newEnv(t, tc.opts)
 			sc := tc.setup(t, e)
 			var seen []string
 			svc := e.newService(t, e.opts)

@@ -163,8 +163,10 @@ func (s *Service) setStatus(ctx context.Context, sb sandbox.Sandbox, status sand
 }
 
 // Run reaps expired sandboxes and notices dead ones every SweepInterval
-// until ctx ends.
+// until ctx ends, and keeps the warm pool filled.
 func (s *Service) Run(ctx context.Context) {
+	go s.refiller(ctx)
+	s.refillSoon()
 	t := time.NewTicker(s.opts.SweepInterval)
 	defer t.Stop()
 	for {
@@ -177,8 +179,8 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-// sweep destroys sandboxes past their expiry and marks running sandboxes
-// whose runtime says otherwise as stopped.
+// sweep destroys sandboxes past their expiry, marks running sandboxes
+// whose runtime says otherwise as stopped, and tends the warm pool.
 func (s *Service) sweep(ctx context.Context) {
 	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
 	if err != nil {
@@ -186,7 +188,12 @@ func (s *Service) sweep(ctx context.Context) {
 		return
 	}
 	now := s.now()
+	var members []sandbox.Sandbox
 	for _, sb := range rows {
+		if isPoolMember(sb) {
+			members = append(members, sb)
+			continue
+		}
 		if !sb.ExpiresAt.IsZero() && !now.Before(sb.ExpiresAt) {
 			s.log.Info("reaping expired sandbox", "sandbox", sb.Name, "expired_at", sb.ExpiresAt)
 			if err := s.Destroy(ctx, operatorPrincipal(), sb.Name); err != nil && !sandbox.IsCode(err, sandbox.CodeNotFound) {
@@ -207,6 +214,7 @@ func (s *Service) sweep(ctx context.Context) {
 			s.sleepIdle(ctx, sb)
 		}
 	}
+	s.tendPool(ctx, members)
 }
 
 // markStopped records that a running sandbox died, unless a concurrent

@@ -46,6 +46,14 @@ type Options struct {
 	// SweepInterval is how often Run reaps expired sandboxes and notices
 	// dead ones (30s).
 	SweepInterval time.Duration
+	// WarmPool is, per size preset, how many sandboxes of DefaultImage to
+	// keep created and started ahead of time, so that a create of that
+	// image and size claims one instead of starting one (see pool.go).
+	// Nil or empty keeps no pool.
+	WarmPool map[string]int
+	// MemInfo returns the host's available and total memory in bytes, which
+	// the warm pool shrinks under; nil reads /proc/meminfo.
+	MemInfo func() (available, total int64, err error)
 	// Logger receives lifecycle events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -59,6 +67,9 @@ type Service struct {
 	now    func() time.Time
 	locks  keyedMutex
 	leases leases
+	pool   pool
+	// memInfo is Options.MemInfo or its default.
+	memInfo func() (available, total int64, err error)
 	// crashHook, set only by tests (export_test.go), is called at every
 	// crash point; see crash.
 	crashHook func(point string)
@@ -70,6 +81,8 @@ const (
 	DefaultTTL           = 24 * time.Hour
 	DefaultIdleTimeout   = 10 * time.Minute
 	defaultSweep         = 30 * time.Second
+	// sandboxHostname is every sandbox's hostname (rootfs.Hostname).
+	sandboxHostname = "sandbox"
 	// startTimeout bounds a sandbox start, including the agent's first answer.
 	startTimeout = 30 * time.Second
 )
@@ -103,7 +116,16 @@ func New(opts Options) (*Service, error) {
 		// window of going idle.
 		opts.SweepInterval = min(defaultSweep, opts.IdleTimeout/4)
 	}
-	s := &Service{opts: opts, log: opts.Logger, now: opts.Now}
+	for size := range opts.WarmPool {
+		if _, err := sandbox.LookupSize(size); err != nil {
+			return nil, fmt.Errorf("lifecycle: warm pool: %w", err)
+		}
+	}
+	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, memInfo: opts.MemInfo}
+	s.pool.kick = make(chan struct{}, 1)
+	if s.memInfo == nil {
+		s.memInfo = procMeminfo
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -174,7 +196,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	unlock := s.locks.lock(req.Name)
 	defer unlock()
 	if existing, err := s.opts.Store.GetSandbox(ctx, req.Name); err == nil {
-		if !p.Owns(existing.Tenant, existing.Owner) {
+		if isPoolMember(existing) || !p.Owns(existing.Tenant, existing.Owner) {
 			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
 		}
 		return existing, false, nil
@@ -183,6 +205,12 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	}
 	if info, err := s.opts.Layers.Stat(ctx, req.Image); err != nil || info.Kind != layers.KindCommitted {
 		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown image %q", req.Image).WithHint("use the image %q or leave it out", s.opts.DefaultImage)
+	}
+	forPool := p == poolPrincipal()
+	if from == "" && req.Image == s.opts.DefaultImage && !forPool {
+		if sb, ok, err := s.claim(ctx, p, req.Name, req.Size, ttl); err != nil || ok {
+			return sb, ok, err
+		}
 	}
 
 	caps := s.opts.Driver.Capabilities()
@@ -205,6 +233,9 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
 		},
 		Resources: res,
+	}
+	if forPool {
+		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
 	}
 	// The row goes first: a daemon killed from here on leaves a creating row
 	// that Recover cleans up, never an untracked container or root.
@@ -246,6 +277,8 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 }
 
 // start prepares the root (if it is not there yet) and starts the runtime.
+// The hostname and environment name no sandbox, so that a warm-pool member
+// started before its claim looks exactly like a sandbox started for it.
 func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
 	root, err := s.root(ctx, sb)
 	if err != nil {
@@ -255,13 +288,12 @@ func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
 		ID:        sb.ID,
 		RootFS:    root,
 		AgentPath: s.opts.AgentPath,
-		Hostname:  sb.Name,
+		Hostname:  sandboxHostname,
 		Env: []string{
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 			"LANG=C.UTF-8",
 			"USER=sandbox",
 			"LOGNAME=sandbox",
-			"HEARTH_SANDBOX=" + sb.Name,
 		},
 		UID: 1000, GID: 1000, Home: "/home/sandbox",
 		Resources: sb.Resources,
@@ -349,12 +381,13 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 }
 
 // Get returns the sandbox called name if p may see it, else not_found.
+// Unclaimed warm-pool members are not_found to everyone.
 func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
 	if err := sandbox.ValidateName(name); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb, err := s.opts.Store.GetSandbox(ctx, name)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !p.Owns(sb.Tenant, sb.Owner) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && (isPoolMember(sb) || !p.Owns(sb.Tenant, sb.Owner)) {
 		return sandbox.Sandbox{}, notFound(name)
 	}
 	if err != nil {
@@ -389,7 +422,7 @@ func notFound(name string) error {
 }
 
 // List returns the sandboxes p may see, oldest first: an agent its own, a
-// tenant admin its tenant's, an operator all.
+// tenant admin its tenant's, an operator all but the warm pool's members.
 func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sandbox, error) {
 	var f store.Filter
 	switch p.Role {
@@ -403,10 +436,13 @@ func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sand
 	if err != nil {
 		return nil, s.internal("list sandboxes", err)
 	}
-	if list == nil {
-		list = []sandbox.Sandbox{}
+	out := []sandbox.Sandbox{}
+	for _, sb := range list {
+		if !isPoolMember(sb) {
+			out = append(out, sb)
+		}
 	}
-	return list, nil
+	return out, nil
 }
 
 // Destroy stops the sandbox and releases everything it holds: processes,

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/rootfs"
+	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store/sqlite"
 )
 
@@ -36,6 +38,7 @@ type serveConfig struct {
 	maxWrite   int64
 	defaultTTL time.Duration
 	idle       time.Duration
+	warmPool   map[string]int
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -91,6 +94,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		MaxWriteBytes: cfg.maxWrite,
 		DefaultTTL:    cfg.defaultTTL,
 		IdleTimeout:   cfg.idle,
+		WarmPool:      cfg.warmPool,
 		Logger:        log.With("component", "lifecycle"),
 	})
 	if err != nil {
@@ -145,6 +149,11 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
+	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
+		pool, err := parseWarmPool(v)
+		cfg.warmPool = pool
+		return err
+	})
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -165,6 +174,26 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		}
 	}
 	return cfg, nil
+}
+
+// parseWarmPool parses --warm-pool: comma-separated size=count pairs.
+func parseWarmPool(v string) (map[string]int, error) {
+	pool := map[string]int{}
+	for pair := range strings.SplitSeq(v, ",") {
+		size, count, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not size=count", pair)
+		}
+		if _, err := sandbox.LookupSize(size); err != nil {
+			return nil, err
+		}
+		n, err := strconv.Atoi(count)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the count must be a whole number", pair)
+		}
+		pool[size] = n
+	}
+	return pool, nil
 }
 
 // findAgent looks for hearth-agent beside this executable, then in PATH.

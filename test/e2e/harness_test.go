@@ -19,6 +19,7 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/driver/oci"
 )
 
 // bins holds the hearth and hearth-agent binaries built once for the package.
@@ -143,6 +144,7 @@ func newDaemon(t testing.TB, runtime string, serveArgs ...string) *daemon {
 			}
 			d.stop()
 		}
+		d.deleteLeftovers()
 		if t.Failed() {
 			t.Logf("daemon output:\n%s", d.out.String())
 		}
@@ -208,6 +210,30 @@ func (d *daemon) running() bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// deleteLeftovers deletes the runtime sandboxes a stopped daemon left,
+// which cleanup's destroys do not reach: warm-pool members, listed to no
+// one, outlive the daemon on purpose.
+func (d *daemon) deleteLeftovers() {
+	d.t.Helper()
+	drv, err := oci.New(oci.Options{Runtime: d.runtime, StateDir: filepath.Join(d.dataDir, "oci", d.runtime)})
+	if err != nil {
+		d.t.Errorf("open the runtime to clean up: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	states, err := drv.Recover(ctx)
+	if err != nil {
+		d.t.Errorf("list leftover sandboxes: %v", err)
+		return
+	}
+	for _, st := range states {
+		if err := drv.Delete(ctx, st.ID); err != nil {
+			d.t.Errorf("delete leftover sandbox %s: %v", st.ID, err)
+		}
 	}
 }
 

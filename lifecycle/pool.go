@@ -1,0 +1,264 @@
+package lifecycle
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// The warm pool keeps, per size preset (Options.WarmPool), sandboxes of the
+// default image created and started ahead of time, so that a create of
+// that image and size is a claim: one row update, no runtime start.
+//
+// Members are ordinary rows owned by the pool principal (tenant "system",
+// owner "pool"), named "pool-…", with no expiry. They count against no
+// tenant, appear in no list, are not_found to every caller, never sleep and
+// are never reaped; Recover adopts them like any sandbox. A claim rewrites
+// the member's row in one UpdateSandbox (name, tenant, owner, times,
+// reason): a daemon killed before it leaves a member, after it the
+// caller's sandbox. Nothing distinguishes a claimed member from a fresh
+// sandbox: it ran nothing, its root is its image's, and its hostname and
+// environment name no sandbox (see start).
+
+// poolTenant and poolOwner own the warm pool's members until a claim.
+const (
+	poolTenant = "system"
+	poolOwner  = "pool"
+	// pressurePercent is the share of MemTotal below which MemAvailable
+	// means memory pressure: the pool shrinks and stops refilling.
+	pressurePercent = 10
+)
+
+// poolPrincipal is who creates the warm pool's members.
+func poolPrincipal() sandbox.Principal {
+	return sandbox.Principal{Tenant: poolTenant, Agent: poolOwner, Role: sandbox.RoleAgent}
+}
+
+// isPoolMember reports whether sb is an unclaimed warm-pool member.
+func isPoolMember(sb sandbox.Sandbox) bool { return sb.Tenant == poolTenant && sb.Owner == poolOwner }
+
+// pool is the warm pool's in-memory state.
+type pool struct {
+	// mu serializes claims, so that two creates never take one member.
+	mu sync.Mutex
+	// kick wakes the refiller Run started; it holds at most one wake-up.
+	kick chan struct{}
+}
+
+// claim makes a running warm-pool member of size p's sandbox called name,
+// expiring after ttl, and reports false when there is none. The caller
+// holds name's lock and has checked that name is free.
+func (s *Service) claim(ctx context.Context, p sandbox.Principal, name, size string, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+	if s.opts.WarmPool[size] <= 0 {
+		return sandbox.Sandbox{}, false, nil
+	}
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	members, err := s.poolMembers(ctx)
+	if err != nil {
+		return sandbox.Sandbox{}, false, s.internal("list pool members", err)
+	}
+	for _, m := range members {
+		if m.Size != size || m.Image != s.opts.DefaultImage || m.Status != sandbox.StatusRunning {
+			continue
+		}
+		sb, ok, err := s.claimMember(ctx, p, m, name, ttl)
+		if err != nil || ok {
+			return sb, ok, err
+		}
+	}
+	return sandbox.Sandbox{}, false, nil
+}
+
+// claimMember rewrites member m's row into p's sandbox name, under m's
+// lock, unless the sweep removed or stopped m since it was listed.
+func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, name string, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+	unlock := s.locks.lock(m.Name)
+	defer unlock()
+	sb, err := s.opts.Store.GetSandbox(ctx, m.Name)
+	if err != nil || sb.ID != m.ID || !isPoolMember(sb) || sb.Status != sandbox.StatusRunning {
+		return sandbox.Sandbox{}, false, nil
+	}
+	s.crash("claim: member picked")
+	now := s.now().UTC()
+	sb.Name, sb.Tenant, sb.Owner = name, p.Tenant, p.Agent
+	sb.CreatedAt, sb.UpdatedAt, sb.ExpiresAt = now, now, now.Add(ttl)
+	sb.Status, sb.Reason = sandbox.StatusRunning, "created (from the warm pool)"
+	// The commit point: one row update turns the member into the caller's.
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, false, s.internal("claim pool member", err)
+	}
+	s.crash("claim: row rewritten")
+	s.leases.touch(sb.ID, s.now())
+	s.refillSoon()
+	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime, "from", "warm pool", "member", m.Name)
+	return sb, true, nil
+}
+
+// poolMembers returns the warm pool's members, oldest first.
+func (s *Service) poolMembers(ctx context.Context) ([]sandbox.Sandbox, error) {
+	return s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
+}
+
+// refillSoon wakes the refiller without waiting for it.
+func (s *Service) refillSoon() {
+	select {
+	case s.pool.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refiller refills the pool each time it is kicked, until ctx ends. It is
+// the only caller of refill while Run runs, so refills never overlap.
+func (s *Service) refiller(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.pool.kick:
+			s.refill(ctx)
+		}
+	}
+}
+
+// refill creates members until each size has its count, and removes those
+// that died or that no size wants any more. It creates none under memory
+// pressure. A failure is logged; the next sweep retries.
+func (s *Service) refill(ctx context.Context) {
+	members, err := s.poolMembers(ctx)
+	if err != nil {
+		s.log.Error("warm pool: list members", "err", err)
+		return
+	}
+	have := map[string]int{}
+	for _, m := range members {
+		alive := m.Status == sandbox.StatusRunning || m.Status == sandbox.StatusCreating
+		if !alive || have[m.Size] >= s.opts.WarmPool[m.Size] || m.Image != s.opts.DefaultImage {
+			s.removeMember(ctx, m, "not wanted")
+			continue
+		}
+		have[m.Size]++
+	}
+	if s.underPressure() {
+		return
+	}
+	for size, want := range s.opts.WarmPool {
+		for ; have[size] < want; have[size]++ {
+			if ctx.Err() != nil {
+				return
+			}
+			req := sandbox.CreateRequest{Name: "pool-" + newID()[1:13], Size: size}
+			sb, _, err := s.create(ctx, poolPrincipal(), req, "", "warm pool member")
+			if err != nil {
+				s.log.Error("warm pool: create member; the next sweep retries", "size", size, "err", err)
+				return
+			}
+			s.warmUp(ctx, sb)
+			s.log.Info("warm pool member ready", "size", size)
+		}
+	}
+}
+
+// tendPool, run by each sweep, removes members the runtime lost, removes
+// one member when memory is short, and refills the pool otherwise.
+func (s *Service) tendPool(ctx context.Context, members []sandbox.Sandbox) {
+	pressure := s.underPressure()
+	for _, m := range members {
+		if m.Status != sandbox.StatusRunning {
+			continue
+		}
+		if pressure {
+			s.removeMember(ctx, m, "memory pressure")
+			pressure = false // one per sweep: memory comes back slowly
+			continue
+		}
+		if st, err := s.opts.Driver.State(ctx, m.ID); errors.Is(err, driver.ErrNotFound) || err == nil && st.Status != driver.StatusRunning {
+			s.removeMember(ctx, m, "no longer running")
+		}
+	}
+	if len(s.opts.WarmPool) > 0 || len(members) > 0 {
+		s.refillSoon()
+	}
+}
+
+// removeMember releases the pool member m, unless a claim took it since it
+// was listed.
+func (s *Service) removeMember(ctx context.Context, m sandbox.Sandbox, why string) {
+	unlock := s.locks.lock(m.Name)
+	defer unlock()
+	cur, err := s.opts.Store.GetSandbox(ctx, m.Name)
+	if err != nil || cur.ID != m.ID || !isPoolMember(cur) {
+		return
+	}
+	if err := s.release(ctx, cur); err != nil {
+		s.log.Error("warm pool: remove member", "member", m.Name, "err", err)
+		return
+	}
+	s.log.Info("warm pool member removed", "member", m.Name, "size", m.Size, "why", why)
+}
+
+// underPressure reports whether the host's available memory is below
+// pressurePercent of its total. A reader that fails reports no pressure.
+func (s *Service) underPressure() bool {
+	avail, total, err := s.memInfo()
+	if err != nil {
+		s.log.Warn("warm pool: read memory info", "err", err)
+		return false
+	}
+	return total > 0 && avail*100 < total*pressurePercent
+}
+
+// procMeminfo returns MemAvailable and MemTotal of /proc/meminfo, in bytes.
+func procMeminfo() (available, total int64, err error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		key, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok || key != "MemAvailable" && key != "MemTotal" {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		if key == "MemTotal" {
+			total = kb << 10
+		} else {
+			available = kb << 10
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if total == 0 {
+		return 0, 0, errors.New("/proc/meminfo has no MemTotal")
+	}
+	return available, total, nil
+}
+
+// warmUp runs `true` once in a new member, so that the claimant's first
+// command does not pay for the sandbox's first process (under gVisor the
+// first exec in a fresh sandbox costs about twice a later one). It leaves
+// nothing behind: no file, no process.
+func (s *Service) warmUp(ctx context.Context, sb sandbox.Sandbox) {
+	ag := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.opts.Driver.Dial(ctx, sb.ID) })
+	if _, err := ag.Exec(ctx, sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard); err != nil {
+		s.log.Warn("warm pool: warm-up exec", "sandbox", sb.Name, "err", err)
+	}
+}
