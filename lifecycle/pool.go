@@ -29,8 +29,9 @@ import (
 // the member's row in one UpdateSandbox (name, tenant, owner, times,
 // reason): a daemon killed before it leaves a member, after it the
 // caller's sandbox. Nothing distinguishes a claimed member from a fresh
-// sandbox: it ran nothing, its root is its image's, and its hostname and
-// environment name no sandbox (see start).
+// sandbox: it ran one `true` (see warmUp), which leaves nothing behind; its
+// root is its image's; and its hostname and environment name no sandbox
+// (see start).
 
 // poolTenant and poolOwner own the warm pool's members until a claim.
 const (
