@@ -97,6 +97,11 @@ func (s *Service) finishRestore(ctx context.Context, sb sandbox.Sandbox, id stri
 	status := sandbox.StatusRunning
 	if !running {
 		status = sandbox.StatusStopped
+		// A start the killed daemon began may have left a container
+		// created on the root about to be replaced: remove it first.
+		if err := s.opts.Driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+			s.log.Error("finish interrupted restore: stop", "sandbox", sb.Name, "err", err)
+		}
 		if _, err := s.opts.Layers.Reset(ctx, rootKey(sb.ID), checkpointKey(id)); err != nil {
 			s.log.Error("finish interrupted restore", "sandbox", sb.Name, "checkpoint", id, "err", err)
 			return

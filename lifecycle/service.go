@@ -526,10 +526,18 @@ func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox
 	// under a row that says stopped: both steps outlive the caller.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	reason := "woken by a call after: " + cur.Reason
+	// A runtime sandbox still running under a row that says it is not is
+	// stale: a daemon killed mid-restore can leave one started on a root
+	// that Recover has since replaced. Its processes go; the start below
+	// runs on the root the row describes.
 	if st, err := s.opts.Driver.State(ctx, cur.ID); err == nil && st.Status == driver.StatusRunning {
-		reason = "found running after: " + cur.Reason
-	} else if err := s.start(ctx, cur); err != nil {
+		s.log.Warn("restarting a runtime sandbox its row says is not running", "sandbox", cur.Name, "status", cur.Status, "reason", cur.Reason)
+		if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil {
+			return sandbox.Sandbox{}, s.internal("stop stale "+cur.ID, err)
+		}
+	}
+	reason := "woken by a call after: " + cur.Reason
+	if err := s.start(ctx, cur); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	s.crash("wake: started")

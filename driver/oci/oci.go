@@ -347,6 +347,25 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 	return out, nil
 }
 
+// recoverState is State, retried for a moment: a runtime command that a
+// killed daemon started (a `run --detach` half way) keeps going after it,
+// and until it ends the runtime lists the container but cannot state it.
+func (d *Driver) recoverState(ctx context.Context, id string) (driver.State, error) {
+	var st driver.State
+	var err error
+	for delay := 10 * time.Millisecond; ; delay *= 2 {
+		st, err = d.State(ctx, id)
+		if err == nil || errors.Is(err, driver.ErrNotFound) || delay > time.Second {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(delay):
+		}
+	}
+}
+
 // Recover returns the state of every sandbox in the state directory. It
 // thaws every sandbox it finds frozen (see Freeze): only a daemon that
 // died between Freeze and Thaw leaves one, and nothing else would ever thaw
@@ -365,12 +384,16 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		}
 		dirs[e.Name()] = true
 		d.thawLeftFrozen(e.Name())
-		st, err := d.State(ctx, e.Name())
+		st, err := d.recoverState(ctx, e.Name())
 		if errors.Is(err, driver.ErrNotFound) {
 			continue // deleted meanwhile
 		}
 		if err != nil {
-			return nil, fmt.Errorf("oci: recover: %w", err)
+			// One sandbox the runtime cannot describe must not keep the
+			// daemon from starting: report it stopped, and the next start
+			// of it tears down whatever the runtime holds.
+			d.log.Error("recover: the runtime cannot tell this sandbox's state; reporting it stopped", "sandbox", e.Name(), "err", err)
+			st = driver.State{ID: e.Name(), Status: driver.StatusStopped}
 		}
 		states = append(states, st)
 	}
