@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -303,7 +304,7 @@ func removeAll(path string) error {
 	if err != nil {
 		return err
 	}
-	mounts, err := mountsUnder(abs)
+	mounts, err := mountinfo.Under(abs)
 	if err != nil {
 		return err
 	}
@@ -312,63 +313,8 @@ func removeAll(path string) error {
 			return &os.PathError{Op: "umount", Path: m, Err: err}
 		}
 	}
-	if mounts, _ := mountsUnder(abs); len(mounts) > 0 {
+	if mounts, _ := mountinfo.Under(abs); len(mounts) > 0 {
 		return fmt.Errorf("still mounted under %s: %v", abs, mounts)
 	}
 	return os.RemoveAll(abs)
-}
-
-// mountsUnder lists the mount points at or below dir, deepest first.
-func mountsUnder(dir string) ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescape(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	// Longer paths are deeper; mounted twice at one point is unmounted
-	// twice, as listed.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out, nil
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			n := 0
-			ok := true
-			for _, c := range s[i+1 : i+4] {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				n = n*8 + int(c-'0')
-			}
-			if ok {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

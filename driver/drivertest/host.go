@@ -7,8 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -113,17 +111,9 @@ func UnmountUnder(t testing.TB, dir string) {
 
 // mountsUnder lists the mount points at or below dir, deepest first.
 func mountsUnder(t testing.TB, dir string) []string {
-	mounts, err := mountinfo.Read("/proc/self/mountinfo")
+	points, err := mountinfo.Under(dir)
 	if err != nil {
 		t.Errorf("mounts under %s: %v", dir, err)
-		return nil
 	}
-	var points []string
-	for _, m := range mounts {
-		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
-			points = append(points, m.Point)
-		}
-	}
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
 	return points
 }

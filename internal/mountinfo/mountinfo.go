@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -79,4 +81,23 @@ func unescape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// Under lists the mount points at or below dir in /proc/self/mountinfo,
+// deepest first (a point mounted twice is listed twice, in mount order), the
+// order in which they can be unmounted.
+func Under(dir string) ([]string, error) {
+	mounts, err := Read("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir)
+	var points []string
+	for _, m := range mounts {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			points = append(points, m.Point)
+		}
+	}
+	slices.SortStableFunc(points, func(a, b string) int { return len(b) - len(a) })
+	return points, nil
 }

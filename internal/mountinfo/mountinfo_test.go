@@ -1,10 +1,15 @@
 package mountinfo_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hearth/hearth/internal/mountinfo"
+	"github.com/hearth/hearth/internal/testenv"
 )
 
 func TestParse(t *testing.T) {
@@ -43,4 +48,28 @@ func TestReadSelf(t *testing.T) {
 		}
 	}
 	t.Fatalf("Read(/proc/self/mountinfo) has no / mount: %+v", ms)
+}
+
+func TestUnder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root to mount")
+	}
+	dir := t.TempDir()
+	deep := filepath.Join(dir, "a", "b")
+	for _, p := range []string{filepath.Join(dir, "a"), deep} {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Unmount(p, unix.MNT_DETACH)
+	}
+	got, err := mountinfo.Under(dir + "/")
+	if err != nil || len(got) != 2 || got[0] != deep || got[1] != filepath.Join(dir, "a") {
+		t.Fatalf("Under(%s) = %v, %v; want [%s %s/a], deepest first", dir, got, err, deep, dir)
+	}
+	if got, err := mountinfo.Under(filepath.Join(dir, "a", "bb")); err != nil || len(got) != 0 {
+		t.Fatalf("Under(a/bb) = %v, %v; want none (a/b is not below a/bb)", got, err)
+	}
 }
