@@ -143,6 +143,12 @@ func setName(dst []byte, name string) error {
 
 // subvolCreate creates the empty subvolume name in the directory dir.
 func subvolCreate(dir, name string) error {
+	return nameIoctl(dir, name, iocSubvolCreate, "btrfs subvolume create")
+}
+
+// nameIoctl issues req, which takes a btrfsVolArgs naming an entry of dir,
+// on dir; op names it in the error.
+func nameIoctl(dir, name string, req uintptr, op string) error {
 	fd, err := openDir(dir)
 	if err != nil {
 		return err
@@ -152,8 +158,8 @@ func subvolCreate(dir, name string) error {
 	if err := setName(args.name[:], name); err != nil {
 		return err
 	}
-	if err := ioctl(fd, iocSubvolCreate, unsafe.Pointer(&args)); err != nil {
-		return &os.PathError{Op: "btrfs subvolume create", Path: dir + "/" + name, Err: err}
+	if err := ioctl(fd, req, unsafe.Pointer(&args)); err != nil {
+		return &os.PathError{Op: op, Path: dir + "/" + name, Err: err}
 	}
 	return nil
 }
@@ -188,19 +194,7 @@ func snapshot(src, dir, name string, readonly bool) error {
 // unlinks it at once and frees its blocks in the background. A subvolume
 // that holds other subvolumes fails with ENOTEMPTY.
 func subvolDestroy(dir, name string) error {
-	fd, err := openDir(dir)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var args btrfsVolArgs
-	if err := setName(args.name[:], name); err != nil {
-		return err
-	}
-	if err := ioctl(fd, iocSnapDestroy, unsafe.Pointer(&args)); err != nil {
-		return &os.PathError{Op: "btrfs subvolume delete", Path: dir + "/" + name, Err: err}
-	}
-	return nil
+	return nameIoctl(dir, name, iocSnapDestroy, "btrfs subvolume delete")
 }
 
 // subvolFlags returns the subvolume flags of path.
