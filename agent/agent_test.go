@@ -31,11 +31,6 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// The test binary is its own exec trampoline, as hearth-agent is.
-	if len(os.Args) > 1 && os.Args[1] == agent.TrampolineArg {
-		agent.Trampoline(os.Args[2:])
-		os.Exit(127)
-	}
 	if sock := os.Getenv(pid1Env); sock != "" {
 		if err := servePID1(sock, os.Getenv(homeEnv)); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")

@@ -39,8 +39,9 @@
 // cgroup per command could find it.
 //
 // Options.NProc and Options.AddressSpace become the command's RLIMIT_NPROC
-// and RLIMIT_AS through a trampoline, the agent's own binary re-executed
-// with TrampolineArg (see Trampoline), which costs one more exec.
+// and RLIMIT_AS: the agent traces the child up to its exec, sets them with
+// prlimit(2) while the new program is stopped before its first
+// instruction, and detaches.
 //
 // # Files
 //

@@ -384,7 +384,7 @@ func TestExecRlimits(t *testing.T) {
 		t.Errorf("the agent's own RLIMIT_AS became %s", got)
 	}
 
-	t.Run("through the trampoline the program is the command", func(t *testing.T) {
+	t.Run("the program is the command, run as the user", func(t *testing.T) {
 		var out bytes.Buffer
 		_, err := c.Exec(ctxT(t, 10*time.Second), sandbox.ExecRequest{Shell: `tr '\0' ' ' </proc/$$/cmdline; echo; id -u`}, nil, &out, nil)
 		if err != nil {
@@ -412,7 +412,7 @@ func TestExecRlimits(t *testing.T) {
 			t.Errorf("Ping after the fork bomb = %v", err)
 		}
 	})
-	t.Run("exec failure through the trampoline", func(t *testing.T) {
+	t.Run("exec failure with limits", func(t *testing.T) {
 		writeFile(t, filepath.Join(home, "garbage"), []byte("\x7fELF-not-really"), 0o755)
 		_, err := c.Exec(ctxT(t, 10*time.Second), sandbox.ExecRequest{Argv: []string{"./garbage"}}, nil, nil, nil)
 		wantCode(t, err, sandbox.CodeInvalidArgument)
@@ -492,7 +492,8 @@ func BenchmarkExecTrue(b *testing.B) {
 	benchExec(b, c)
 }
 
-// BenchmarkExecTrueRlimits pays for the trampoline.
+// BenchmarkExecTrueRlimits pays for setting the rlimits (a ptrace stop at
+// the exec).
 func BenchmarkExecTrueRlimits(b *testing.B) {
 	c, _ := startServer(b, agent.Options{NProc: 1000, AddressSpace: 8 << 30})
 	benchExec(b, c)

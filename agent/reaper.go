@@ -75,16 +75,21 @@ func (r *reaper) reap() {
 	}
 }
 
-// start runs fork, which starts one child and returns it, and registers the
-// child so that wait returns its status.
-func (r *reaper) start(fork func() (*os.Process, error)) (*os.Process, <-chan syscall.WaitStatus, error) {
+// start runs fork, which starts one child and returns it (and its final
+// status if it has already collected it), and registers the child so that
+// wait returns its status.
+func (r *reaper) start(fork func() (*os.Process, *syscall.WaitStatus, error)) (*os.Process, <-chan syscall.WaitStatus, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p, err := fork()
+	p, ended, err := fork()
 	if err != nil {
 		return nil, nil, err
 	}
 	ch := make(chan syscall.WaitStatus, 1)
-	r.waiting[p.Pid] = ch
+	if ended != nil {
+		ch <- *ended
+	} else {
+		r.waiting[p.Pid] = ch
+	}
 	return p, ch, nil
 }

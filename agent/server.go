@@ -37,11 +37,9 @@ type Options struct {
 	// bytes: under gVisor, whose memory cgroup only reports, it is the
 	// memory limit.
 	//
-	// NProc and AddressSpace are set by a trampoline: the command starts as
-	// the agent's own binary (/proc/self/exe), which lowers the limits and
-	// then execs the program, so the limits hold from the program's first
-	// instruction and never apply to the agent. A binary embedding a Server
-	// with limits must call Trampoline from main (see TrampolineArg).
+	// NProc and AddressSpace are set while the command is stopped at its
+	// exec under ptrace (see limits.go), so they hold from the program's
+	// first instruction and never apply to the agent.
 	AddressSpace uint64
 	// ReapOrphans makes the server the reaper of every child of this
 	// process: it waits for any child on SIGCHLD, hands the statuses of its

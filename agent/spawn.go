@@ -278,21 +278,6 @@ func (s *Server) start(c *command, stdin, stdout, stderr *os.File) (*os.Process,
 	if c.script != nil {
 		files = append(files, c.script)
 	}
-	path, argv := c.path, c.argv
-
-	var status, statusW *os.File
-	if s.opts.NProc > 0 || s.opts.AddressSpace > 0 {
-		var err error
-		status, statusW, err = os.Pipe()
-		if err != nil {
-			return nil, nil, err
-		}
-		defer status.Close()
-		files = append(files, statusW)
-		argv = trampolineArgs(len(files)-1, s.opts.NProc, s.opts.AddressSpace, path, argv)
-		path = selfExe
-	}
-
 	sys := &syscall.SysProcAttr{Setsid: true}
 	if os.Geteuid() == 0 || s.opts.UID != os.Geteuid() || s.opts.GID != os.Getegid() {
 		sys.Credential = &syscall.Credential{
@@ -302,7 +287,16 @@ func (s *Server) start(c *command, stdin, stdout, stderr *os.File) (*os.Process,
 		}
 	}
 	attr := &os.ProcAttr{Dir: c.dir, Env: c.env, Files: files, Sys: sys}
-	fork := func() (*os.Process, error) { return os.StartProcess(path, argv, attr) }
+	fork := func() (*os.Process, *syscall.WaitStatus, error) {
+		p, err := os.StartProcess(c.path, c.argv, attr)
+		return p, nil, err
+	}
+	if l := (limits{nproc: s.opts.NProc, as: s.opts.AddressSpace, uid: s.opts.UID, gid: s.opts.GID}); !l.none() {
+		sys.Ptrace = true
+		fork = func() (*os.Process, *syscall.WaitStatus, error) {
+			return startTraced(func() (*os.Process, error) { return os.StartProcess(c.path, c.argv, attr) }, l)
+		}
+	}
 
 	var (
 		p    *os.Process
@@ -314,8 +308,12 @@ func (s *Server) start(c *command, stdin, stdout, stderr *os.File) (*os.Process,
 		p, ch, err = s.reaper.start(fork)
 		wait = func() syscall.WaitStatus { return <-ch }
 	} else {
-		p, err = fork()
+		var ended *syscall.WaitStatus
+		p, ended, err = fork()
 		wait = func() syscall.WaitStatus {
+			if ended != nil {
+				return *ended
+			}
 			st, err := p.Wait()
 			if err != nil {
 				return syscall.WaitStatus(0)
@@ -323,18 +321,8 @@ func (s *Server) start(c *command, stdin, stdout, stderr *os.File) (*os.Process,
 			return st.Sys().(syscall.WaitStatus)
 		}
 	}
-	if statusW != nil {
-		statusW.Close() // our copy of the write end, so that EOF comes at the exec
-	}
 	if err != nil {
 		return nil, nil, startError(err, c)
-	}
-	if status != nil {
-		if err := readStartError(status); err != nil {
-			wait()
-			p.Release()
-			return nil, nil, startError(err, c)
-		}
 	}
 	return p, wait, nil
 }

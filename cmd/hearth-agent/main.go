@@ -3,8 +3,7 @@
 // file operations for it (see package agent).
 //
 // It must be built static (CGO_ENABLED=0): it runs on whatever root
-// filesystem the sandbox has. It is also its own exec trampoline: started
-// with agent.TrampolineArg it sets a command's rlimits and execs it.
+// filesystem the sandbox has.
 package main
 
 import (
@@ -29,10 +28,6 @@ import (
 const shutdownGrace = 5 * time.Second
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == agent.TrampolineArg {
-		agent.Trampoline(os.Args[2:]) // returns only when the exec failed; the agent was told why
-		os.Exit(127)
-	}
 	if err := run(context.Background(), os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
 		os.Exit(1)

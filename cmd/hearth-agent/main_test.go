@@ -18,7 +18,7 @@ import (
 )
 
 // asAgentEnv makes the test binary run main, so the tests drive the real
-// command: flags, its exec trampoline and its handling of SIGTERM.
+// command: flags, the rlimits it gives commands and its handling of SIGTERM.
 const asAgentEnv = "HEARTH_AGENT_TEST_MAIN"
 
 func TestMain(m *testing.M) {
@@ -87,7 +87,7 @@ func TestAgentServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Errorf("Ping = %+v, %v; want version %d, pid %d", ping, err, agent.ProtocolVersion, cmd.Process.Pid)
 	}
 
-	// The rlimit goes through main's own trampoline.
+	// The rlimit reaches the command.
 	var out bytes.Buffer
 	res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "id -u; grep 'Max processes' /proc/self/limits"}, nil, &out, nil)
 	if err != nil || res.ExitCode != 0 {

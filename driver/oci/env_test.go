@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -35,9 +36,14 @@ python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.list
 exec /usr/local/bin/hearth-agent "$@"
 `
 
-// agentCaps is CapEff of the agent: CHOWN, DAC_OVERRIDE, FOWNER, FSETID,
-// KILL, SETGID, SETUID, NET_BIND_SERVICE and AUDIT_WRITE.
-const agentCaps = "00000000200004fb"
+// agentCaps is CapEff of the agent per runtime: CHOWN, DAC_OVERRIDE,
+// FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE and AUDIT_WRITE,
+// and under runsc SYS_PTRACE.
+var agentCaps = map[string]string{
+	oci.RuntimeRunc:  "00000000200004fb",
+	oci.RuntimeCrun:  "00000000200004fb",
+	oci.RuntimeRunsc: "00000000200804fb",
+}
 
 // TestSandboxEnvironment checks, on every runtime, what PID 1 sees: it is
 // pid 1 with the agent's capabilities and no more, can become the sandbox
@@ -98,7 +104,7 @@ func TestSandboxEnvironment(t *testing.T) {
 				"loopback":  "up",
 				"env":       "42",
 				"path":      "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				"capeff":    agentCaps,
+				"capeff":    agentCaps[rt],
 				"setuid":    "1000",
 				"agent":     "readonly",
 				"sys":       "readonly",

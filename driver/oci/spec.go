@@ -51,23 +51,33 @@ const (
 	cpuPeriod         = 100_000   // µs; the CFS default
 )
 
-// capabilities are what the agent needs as PID 1: switch to the sandbox user
-// for commands and file operations (SETUID, SETGID), act on files of any
-// owner on the user's behalf (CHOWN, FOWNER, DAC_OVERRIDE, FSETID), signal
-// the process groups it started (KILL), and let a root command bind low ports
-// and write audit records as login tools expect (NET_BIND_SERVICE,
-// AUDIT_WRITE). The inheritable and ambient sets stay empty, so commands run
-// as the sandbox user start with no capabilities at all.
-var capabilities = []string{
-	"CAP_AUDIT_WRITE",
-	"CAP_CHOWN",
-	"CAP_DAC_OVERRIDE",
-	"CAP_FOWNER",
-	"CAP_FSETID",
-	"CAP_KILL",
-	"CAP_NET_BIND_SERVICE",
-	"CAP_SETGID",
-	"CAP_SETUID",
+// agentCapabilities are what the agent needs as PID 1: switch to the
+// sandbox user for commands and file operations (SETUID, SETGID), act on
+// files of any owner on the user's behalf (CHOWN, FOWNER, DAC_OVERRIDE,
+// FSETID), signal the process groups it started (KILL), and let a root
+// command bind low ports and write audit records as login tools expect
+// (NET_BIND_SERVICE, AUDIT_WRITE). Under runsc it also traces each command
+// up to its exec to set its rlimits (SYS_PTRACE: gVisor, unlike Linux,
+// checks it for PTRACE_TRACEME by a child that changed its uid; it is the
+// sentry's own ptrace, not the host's). The inheritable and ambient sets
+// stay empty, so commands run as the sandbox user start with no
+// capabilities at all.
+func agentCapabilities(runtime string) []string {
+	caps := []string{
+		"CAP_AUDIT_WRITE",
+		"CAP_CHOWN",
+		"CAP_DAC_OVERRIDE",
+		"CAP_FOWNER",
+		"CAP_FSETID",
+		"CAP_KILL",
+		"CAP_NET_BIND_SERVICE",
+		"CAP_SETGID",
+		"CAP_SETUID",
+	}
+	if runtime == RuntimeRunsc {
+		caps = append(caps, "CAP_SYS_PTRACE")
+	}
+	return caps
 }
 
 // maskedPaths and readonlyPaths are runc's defaults (`runc spec`): they hide
@@ -116,9 +126,9 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent string
 			Env:  processEnv(spec.Env),
 			Cwd:  "/",
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding:  capabilities,
-				Effective: capabilities,
-				Permitted: capabilities,
+				Bounding:  agentCapabilities(runtime),
+				Effective: agentCapabilities(runtime),
+				Permitted: agentCapabilities(runtime),
 			},
 			// No rlimits: PID 1 inherits the daemon's (set them on its
 			// service). runc applies rlimits after dropping to the
