@@ -253,13 +253,14 @@ func procMeminfo() (available, total int64, err error) {
 	return available, total, nil
 }
 
-// warmUp runs `true` once in a new member, so that the claimant's first
-// command does not pay for the sandbox's first process (under gVisor the
-// first exec in a fresh sandbox costs about twice a later one). It leaves
+// warmUp runs `ls -d /` through the shell once in a new member, so that the
+// claimant's first command does not pay for what nearly every first command
+// loads (under gVisor the first exec in a fresh sandbox costs about twice a
+// later one): the shell, the dynamic loader, libc and the locale. It leaves
 // nothing behind: no file, no process.
 func (s *Service) warmUp(ctx context.Context, sb sandbox.Sandbox) {
 	ag := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.opts.Driver.Dial(ctx, sb.ID) })
-	if _, err := ag.Exec(ctx, sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard); err != nil {
+	if _, err := ag.Exec(ctx, sandbox.ExecRequest{Shell: "ls -d / >/dev/null"}, nil, io.Discard, io.Discard); err != nil {
 		s.log.Warn("warm pool: warm-up exec", "sandbox", sb.Name, "err", err)
 	}
 }
