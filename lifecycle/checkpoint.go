@@ -48,8 +48,14 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 	// The rows and the snapshot outlive a caller that goes away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	// SizeBytes stays 0: a snapshot just taken is charged nothing (see
-	// layers.Store.Usage).
+	// SizeBytes is the root's usage just before the snapshot (a snapshot
+	// just taken is charged nothing of its own; see layers.Store.Usage).
+	// The measure also writes out the root's dirty data, which the
+	// snapshot would otherwise do.
+	size, err := s.opts.Layers.Usage(ctx, rootKey(sb.ID))
+	if err != nil {
+		return sandbox.Checkpoint{}, s.internal("measure "+sb.ID, err)
+	}
 	c := sandbox.Checkpoint{
 		ID:        newCheckpointID(),
 		SandboxID: sb.ID,
@@ -57,6 +63,7 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 		Label:     label,
 		Parent:    sb.Head,
 		CreatedAt: s.now().UTC(),
+		SizeBytes: size,
 	}
 	// The rows go first and the snapshot last: a checkpoint exists once
 	// its snapshot does. A daemon killed before leaves a row without a

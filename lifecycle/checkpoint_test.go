@@ -18,8 +18,8 @@ func TestCheckpointRestore(t *testing.T) {
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo v1 > data.txt")
 	ck, err := e.svc.Checkpoint(ctx, a1, "web", "before")
-	if err != nil || ck.ID == "" || ck.Label != "before" || ck.SandboxID != sb.ID || ck.Parent != "" {
-		t.Fatalf("Checkpoint = %+v, %v", ck, err)
+	if err != nil || ck.ID == "" || ck.Label != "before" || ck.SandboxID != sb.ID || ck.Parent != "" || ck.SizeBytes != int64(len("v1\n")) {
+		t.Fatalf("Checkpoint = %+v, %v; want the root's usage (3 bytes) as its size", ck, err)
 	}
 	if row := e.row(t, "web"); row.Head != ck.ID || row.Status != sandbox.StatusRunning {
 		t.Fatalf("row after Checkpoint = head %q %s; want head %s, running", row.Head, row.Status, ck.ID)

@@ -14,7 +14,11 @@ type Checkpoint struct {
 	Label     string    `json:"label,omitempty"`
 	Parent    string    `json:"parent,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	// SizeBytes is the data the checkpoint holds beyond what it shares.
+	// SizeBytes is what the sandbox's disk was charged when the checkpoint
+	// was taken: the bytes it had written since it was created, forked or
+	// last restored (data a restore or fork brought back stays charged to
+	// where it was first written). The checkpoint shares that data with
+	// the sandbox and with later checkpoints for as long as they keep it.
 	SizeBytes int64 `json:"size_bytes"`
 	// Memory says the checkpoint includes the processes' memory; without
 	// it, restore starts the sandbox's processes afresh on its files.

@@ -58,9 +58,12 @@ func TestCheckpoints(t *testing.T) {
 			sh("cp", "echo v3 > data.txt")
 		}
 
+		// The size is what the sandbox wrote since its last restore: the
+		// 3 MiB blob and a few small files.
+		sh("cp", "head -c 3145728 /dev/urandom > blob")
 		ck2, err := c.Checkpoint(ctx, "cp", "")
-		if err != nil || ck2.Parent != ck.ID {
-			t.Fatalf("second Checkpoint = %+v, %v; want parent %s", ck2, err, ck.ID)
+		if err != nil || ck2.Parent != ck.ID || ck2.SizeBytes < 3<<20 || ck2.SizeBytes > 5<<20 || ck.SizeBytes <= 0 {
+			t.Fatalf("second Checkpoint = %+v, %v (first's size %d); want parent %s, 3-5 MiB, and a first size above 0", ck2, err, ck.SizeBytes, ck.ID)
 		}
 		list, err := c.ListCheckpoints(ctx, "cp")
 		if err != nil || len(list) != 2 || list[0].ID != ck.ID || list[1].ID != ck2.ID {
