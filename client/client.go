@@ -125,6 +125,15 @@ func (c *Client) List(ctx context.Context) ([]sandbox.Sandbox, error) {
 	return out.Sandboxes, err
 }
 
+// Pool returns the warm pool's state per size preset (operators only).
+func (c *Client) Pool(ctx context.Context) ([]sandbox.PoolSize, error) {
+	var out struct {
+		Sizes []sandbox.PoolSize `json:"sizes"`
+	}
+	_, err := c.doJSON(ctx, http.MethodGet, "/v1/pool", nil, nil, &out)
+	return out.Sizes, err
+}
+
 // Destroy stops the sandbox and releases everything it holds.
 func (c *Client) Destroy(ctx context.Context, name string) error {
 	p, err := sandboxPath(name, "")

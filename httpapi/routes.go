@@ -5,6 +5,7 @@ package httpapi
 // the URL path, so that they need no escaping rules of their own.
 func (s *server) routes() {
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+	s.mux.Handle("GET /v1/pool", s.authed(s.handlePool))
 
 	s.mux.Handle("POST /v1/sandboxes", s.authed(s.handleCreate))
 	s.mux.Handle("GET /v1/sandboxes", s.authed(s.handleList))

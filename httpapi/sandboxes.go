@@ -18,6 +18,21 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Runtime()})
 }
 
+// handlePool answers the warm pool's state per size, for operators.
+func (s *server) handlePool(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	sizes, err := s.svc.Pool(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusOK, poolState{Sizes: sizes})
+}
+
+// poolState is the body of GET /v1/pool.
+type poolState struct {
+	Sizes []sandbox.PoolSize `json:"sizes"`
+}
+
 // handleCreate answers 201 with the new sandbox, or 200 with the caller's
 // existing sandbox of that name (create is idempotent by name).
 func (s *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {

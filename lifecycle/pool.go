@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,7 @@ import (
 // the member's row in one UpdateSandbox (name, tenant, owner, times,
 // reason): a daemon killed before it leaves a member, after it the
 // caller's sandbox. Nothing distinguishes a claimed member from a fresh
-// sandbox: it ran one `true` (see warmUp), which leaves nothing behind; its
+// sandbox: it ran one `ls` (see warmUp), which leaves nothing behind; its
 // root is its image's; and its hostname and environment name no sandbox
 // (see start).
 
@@ -263,4 +264,47 @@ func (s *Service) warmUp(ctx context.Context, sb sandbox.Sandbox) {
 	if _, err := ag.Exec(ctx, sandbox.ExecRequest{Shell: "ls -d / >/dev/null"}, nil, io.Discard, io.Discard); err != nil {
 		s.log.Warn("warm pool: warm-up exec", "sandbox", sb.Name, "err", err)
 	}
+}
+
+// Pool reports the warm pool per size preset, sizes in name order: what it
+// aims at and what it has. Only an operator may see it; anyone else gets
+// permission_denied (the pool belongs to no tenant).
+func (s *Service) Pool(ctx context.Context, p sandbox.Principal) ([]sandbox.PoolSize, error) {
+	if p.Role != sandbox.RoleOperator {
+		return nil, sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may see the warm pool").
+			WithHint("use an operator token")
+	}
+	members, err := s.poolMembers(ctx)
+	if err != nil {
+		return nil, s.internal("list pool members", err)
+	}
+	bySize := map[string]*sandbox.PoolSize{}
+	at := func(size string) *sandbox.PoolSize {
+		if bySize[size] == nil {
+			bySize[size] = &sandbox.PoolSize{Size: size, Image: s.opts.DefaultImage, Target: s.opts.WarmPool[size]}
+		}
+		return bySize[size]
+	}
+	for size, n := range s.opts.WarmPool {
+		if n > 0 {
+			at(size)
+		}
+	}
+	for _, m := range members {
+		if m.Image != s.opts.DefaultImage {
+			continue
+		}
+		switch m.Status {
+		case sandbox.StatusRunning:
+			at(m.Size).Ready++
+		case sandbox.StatusCreating:
+			at(m.Size).Starting++
+		}
+	}
+	out := make([]sandbox.PoolSize, 0, len(bySize))
+	for _, ps := range bySize {
+		out = append(out, *ps)
+	}
+	slices.SortFunc(out, func(a, b sandbox.PoolSize) int { return strings.Compare(a.Size, b.Size) })
+	return out, nil
 }

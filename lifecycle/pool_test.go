@@ -94,6 +94,7 @@ func TestWarmPoolClaim(t *testing.T) {
 		t.Errorf("List(a1) = %+v, %v; want web alone", list, err)
 	}
 	e.wantMembers(t, 1)
+	wantPool(t, e, sandbox.PoolSize{Size: "small", Image: "default", Target: 2, Ready: 1})
 
 	// As usable as a fresh sandbox: exec, files, checkpoints, and a
 	// hostname and environment that name no sandbox.
@@ -115,10 +116,25 @@ func TestWarmPoolClaim(t *testing.T) {
 	// The next refill brings the pool back to its count.
 	lifecycle.FillPool(ctx, e.svc)
 	e.wantMembers(t, 2)
+	wantPool(t, e, sandbox.PoolSize{Size: "small", Image: "default", Target: 2, Ready: 2})
 	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
 		t.Fatalf("Destroy(web) = %v", err)
 	}
 	e.wantHeld(t, ids(e.members(t)...)...)
+}
+
+// wantPool wants the operator to see the pool as want, and every other
+// caller to be refused.
+func wantPool(t *testing.T, e *env, want ...sandbox.PoolSize) {
+	t.Helper()
+	got, err := e.svc.Pool(t.Context(), op)
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("Pool(operator) = %+v, %v; want %+v", got, err, want)
+	}
+	for _, p := range []sandbox.Principal{a1, admin} {
+		_, err := e.svc.Pool(t.Context(), p)
+		wantCode(t, "Pool("+p.Agent+")", err, sandbox.CodePermissionDenied)
+	}
 }
 
 // TestWarmPoolFallback: without a member to claim (no pool, another size,

@@ -47,3 +47,17 @@ func LookupSize(name string) (Resources, error) {
 	return Resources{}, Errorf(CodeInvalidArgument, "unknown size %q", name).
 		WithHint("use one of: %s", strings.Join(names, ", "))
 }
+
+// PoolSize is the state of the warm pool for one size preset: sandboxes of
+// Image started ahead of time, so that a create of that size is a claim.
+type PoolSize struct {
+	Size  string `json:"size"`
+	Image string `json:"image"`
+	// Target is how many members the pool keeps of this size.
+	Target int `json:"target"`
+	// Ready members can be claimed now; Starting ones are being created.
+	// Ready below Target means a refill is under way, or memory is short
+	// (the pool then stops refilling and gives members back).
+	Ready    int `json:"ready"`
+	Starting int `json:"starting"`
+}

@@ -95,6 +95,7 @@ func verbs() []verb {
 		{"fs", "read, write and manage files in a sandbox", runFS},
 		{"checkpoint", "save a sandbox's disk as a checkpoint, live (or --delete one)", runCheckpoint},
 		{"checkpoints", "list a sandbox's checkpoints", runCheckpoints},
+		{"pool", "show the warm pool (operators)", runPool},
 		{"restore", "put a sandbox's disk back to a checkpoint", runRestore},
 		{"fork", "create a new sandbox from a checkpoint", runFork},
 		{"sleep", "stop a sandbox's processes to free memory, keeping its disk", runSleep},

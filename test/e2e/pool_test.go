@@ -36,6 +36,9 @@ func TestWarmPool(t *testing.T) {
 	ctx := ctxT(t)
 	c := d.client()
 	d.waitWarm(t, 2)
+	if sizes, err := c.Pool(ctx); err != nil || len(sizes) != 1 || sizes[0] != (sandbox.PoolSize{Size: "small", Image: "default", Target: 2, Ready: 2}) {
+		t.Fatalf("Pool() = %+v, %v; want 2 of 2 small members ready", sizes, err)
+	}
 
 	sb, created, err := c.Create(ctx, sandbox.CreateRequest{Name: "warm"})
 	if err != nil || !created || sb.Status != sandbox.StatusRunning || sb.Reason != "created (from the warm pool)" {
