@@ -16,6 +16,7 @@ import (
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/internal/benchstat"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -61,7 +62,7 @@ func BenchmarkStartToPing(b *testing.B) {
 				cancel()
 				b.StartTimer()
 			}
-			reportPercentiles(b, took)
+			benchstat.Report(b, "", took)
 		})
 	}
 }
@@ -105,8 +106,8 @@ func BenchmarkStopWake(b *testing.B) {
 				stops, wakes = append(stops, stopped.Sub(began)), append(wakes, time.Since(stopped))
 			}
 			b.StopTimer()
-			b.ReportMetric(p50ms(stops), "stop-p50-ms")
-			b.ReportMetric(p50ms(wakes), "wake-p50-ms")
+			b.ReportMetric(benchstat.Percentile(stops, 0.5), "stop-p50-ms")
+			b.ReportMetric(benchstat.Percentile(wakes, 0.5), "wake-p50-ms")
 		})
 	}
 }
@@ -163,27 +164,9 @@ func BenchmarkBareRun(b *testing.B) {
 				exec.Command(bin, "--root", root, "delete", "--force", id).Run()
 				b.StartTimer()
 			}
-			reportPercentiles(b, took)
+			benchstat.Report(b, "", took)
 		})
 	}
-}
-
-// reportPercentiles reports the median and the maximum of took.
-func reportPercentiles(b *testing.B, took []time.Duration) {
-	if len(took) == 0 {
-		return
-	}
-	b.ReportMetric(p50ms(took), "p50-ms")
-	b.ReportMetric(float64(slices.Max(took))/float64(time.Millisecond), "max-ms")
-}
-
-// p50ms returns the median of took in milliseconds.
-func p50ms(took []time.Duration) float64 {
-	if len(took) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(took))
-	return float64(s[len(s)/2]) / float64(time.Millisecond)
 }
 
 // busyScript keeps a sandbox busy while BenchmarkFreezeThaw freezes it:
@@ -241,9 +224,9 @@ func BenchmarkFreezeThaw(b *testing.B) {
 				b.StartTimer()
 			}
 			b.StopTimer()
-			reportPercentiles(b, pairs)
-			b.ReportMetric(p50ms(freezes), "freeze-p50-ms")
-			b.ReportMetric(p50ms(thaws), "thaw-p50-ms")
+			benchstat.Report(b, "", pairs)
+			b.ReportMetric(benchstat.Percentile(freezes, 0.5), "freeze-p50-ms")
+			b.ReportMetric(benchstat.Percentile(thaws, 0.5), "thaw-p50-ms")
 		})
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/internal/benchstat"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -23,22 +23,10 @@ import (
 // baselines (driver/oci) in the same invocation; docs/BENCHMARKS.md has the
 // command and the figures.
 
-// latencies collects one duration per iteration and reports p50 and p99.
+// latencies collects one duration per iteration.
 type latencies []time.Duration
 
-func (l latencies) report(b *testing.B) {
-	if len(l) == 0 {
-		return
-	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	pct := func(p float64) float64 {
-		i := int(p * float64(len(s)-1))
-		return float64(s[i].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-}
+func (l latencies) report(b *testing.B) { benchstat.Report(b, "", l) }
 
 // firstByte is a writer that records when its first byte arrives.
 type firstByte struct {
