@@ -122,3 +122,62 @@ func AttributedName(agent, name string) (string, error) {
 	}
 	return full, nil
 }
+
+// Resolve maps a sandbox name as p wrote it to the stored name. Operators
+// use names as they are. Anyone else may leave out their own attribution
+// prefix: a name that does not start with "agent-" is one of theirs and
+// gets their prefix; a name that does is taken as it is (their own with
+// the prefix written out, or, for a tenant admin, another agent's).
+func (p Principal) Resolve(name string) string {
+	if p.Role == RoleOperator || p.Agent == "" || strings.HasPrefix(name, "agent-") {
+		return name
+	}
+	return AttributionPrefix(p.Agent) + name
+}
+
+// LimitsReport tells a caller the guardrails it is under and how close it
+// is to each (GET /v1/limits, `hearth limits`). Operators are under none:
+// their report has only Role, Tenant, Agent and MaxTTL.
+type LimitsReport struct {
+	Tenant string `json:"tenant"`
+	Agent  string `json:"agent"`
+	Role   Role   `json:"role"`
+	// Sandboxes is the agent's quota: sandboxes it may hold at once.
+	Sandboxes *Quota `json:"sandboxes,omitempty"`
+	// Budget is what all of the tenant's sandboxes may take together,
+	// and what they take now; Allocation is the tenant's node capacity.
+	Budget     *ResourceQuota `json:"budget,omitempty"`
+	Allocation *Resources     `json:"allocation,omitempty"`
+	// MaxTTL is the longest life a create may ask for (the default too);
+	// IdleTimeout how long a sandbox stays awake with nothing to do.
+	MaxTTL      Duration `json:"max_ttl"`
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	// CreateRate is the create-rate alarm and circuit breaker.
+	CreateRate *RateReport `json:"create_rate,omitempty"`
+}
+
+// Quota is a limit and what is used of it.
+type Quota struct {
+	Limit int `json:"limit"`
+	Used  int `json:"used"`
+}
+
+// ResourceQuota is a resource limit and what is used of it.
+type ResourceQuota struct {
+	Limit Resources `json:"limit"`
+	Used  Resources `json:"used"`
+}
+
+// RateReport is the state of one identity's create rate: creates in the
+// last minute against the alarm and breaker thresholds, the breaker's
+// state ("closed", "open", "half-open"), and when it next changes (when an
+// open breaker half-opens, a half-open one closes; absent when closed).
+// ResetsAt is when the oldest create in the window leaves it.
+type RateReport struct {
+	Recent         int       `json:"recent"`
+	AlarmPerMinute int       `json:"alarm_per_minute"`
+	BreakerLimit   int       `json:"breaker_limit"`
+	Breaker        string    `json:"breaker"`
+	Until          time.Time `json:"until,omitzero"`
+	ResetsAt       time.Time `json:"resets_at,omitzero"`
+}
