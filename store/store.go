@@ -1,7 +1,8 @@
-// Package store keeps the control plane's state: sandboxes and tokens. Store
-// is the contract; store/sqlite is the embedded default, and a Postgres
-// implementation can be added for replicated control planes. storetest is
-// the conformance suite every implementation passes.
+// Package store keeps the control plane's state: sandboxes and their
+// checkpoints, tokens, tenants and agent identities. Store is the contract;
+// store/sqlite is the embedded default, and a Postgres implementation can be
+// added for replicated control planes. storetest is the conformance suite
+// every implementation passes.
 package store
 
 import (
@@ -16,8 +17,8 @@ import (
 var (
 	// ErrNotFound: no row matches.
 	ErrNotFound = errors.New("store: not found")
-	// ErrExists: a sandbox with that name, or a token with that hash,
-	// already exists.
+	// ErrExists: a sandbox, tenant or agent with that name, or a token with
+	// that hash, already exists.
 	ErrExists = errors.New("store: already exists")
 )
 
@@ -95,6 +96,31 @@ type Store interface {
 	// DeleteCheckpoint removes checkpoint id; ErrNotFound if missing.
 	// Deleting a sandbox deletes its checkpoints' rows too.
 	DeleteCheckpoint(ctx context.Context, id string) error
+
+	// CreateTenant inserts t; ErrExists if its name is taken. An empty name
+	// is an error. Allocation.Pids is not kept: it comes back 0.
+	CreateTenant(ctx context.Context, t sandbox.Tenant) error
+	// GetTenant finds a tenant by name; ErrNotFound if missing. Every
+	// Policy field comes back as stored: nil stays nil, and a field set to
+	// zero comes back set to zero.
+	GetTenant(ctx context.Context, name string) (sandbox.Tenant, error)
+	// ListTenants returns every tenant, by name. None is an empty slice, not
+	// an error.
+	ListTenants(ctx context.Context) ([]sandbox.Tenant, error)
+	// UpdateTenant replaces the Allocation, Policy and UpdatedAt of the
+	// tenant t.Name; ErrNotFound if missing. CreatedAt is kept: t's is
+	// ignored.
+	UpdateTenant(ctx context.Context, t sandbox.Tenant) error
+
+	// CreateAgent inserts a; ErrExists if an agent of that name exists in
+	// any tenant, ErrNotFound if a.Tenant does not exist. An empty Name or
+	// Tenant is an error.
+	CreateAgent(ctx context.Context, a sandbox.Agent) error
+	// GetAgent finds an agent by name; ErrNotFound if missing.
+	GetAgent(ctx context.Context, name string) (sandbox.Agent, error)
+	// ListAgents returns the agents of tenant ("" for every tenant), by
+	// name. None, or no such tenant, is an empty slice, not an error.
+	ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error)
 
 	// Close releases the store. Closing a closed store does nothing and
 	// returns nil; other methods fail after Close.

@@ -70,7 +70,7 @@ func TestMigrateFresh(t *testing.T) {
 			tables = append(tables, strings.Fields(s)[1])
 		}
 	}
-	if want := []string{"checkpoints:", "sandboxes:", "tokens:"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"agents:", "checkpoints:", "sandboxes:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }
@@ -192,5 +192,99 @@ func TestMigrateFromV1(t *testing.T) {
 	}
 	if _, err := db.GetCheckpoint(ctx, "sb-1", c.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetCheckpoint after DeleteSandbox on a migrated database = %v, want ErrNotFound", err)
+	}
+}
+
+// TestMigrateFromV3 opens, with this binary, a database an older hearth left
+// at schema version 3 with rows in it: the rows must survive as they were,
+// and tenants and agents must work at once, beside sandboxes and tokens of
+// tenants that have no row (tenants were not stored before).
+func TestMigrateFromV3(t *testing.T) {
+	path := tempPath(t)
+	// Released migrations are never edited, so 0001–0003 as shipped are
+	// exactly what a version-3 binary ran.
+	old := raw(t, path)
+	for _, f := range []string{"0001_init.sql", "0002_checkpoints.sql", "0003_disk.sql"} {
+		q, err := os.ReadFile("migrations/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.Exec(string(q)); err != nil {
+			t.Fatalf("building a version-3 database: %s: %v", f, err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
+			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes)
+		VALUES ('sb-1', 'old', 'acme', 'alice', 'debian:12', 'small', 'runsc',
+			'running', 'created', '2025-03-14T14:09:26.535897000Z', '2025-03-14T14:10:00.000000000Z',
+			'2025-03-15T14:09:26.535897000Z', '["exec"]', 1000, 1073741824, 512, 'ck-1', 10737418240)`,
+		`INSERT INTO checkpoints VALUES ('ck-1', 'sb-1', 'before', '', '2025-03-14T14:09:30.000000000Z', 4096, 1)`,
+		`INSERT INTO tokens VALUES ('tok-1', 'aa01', 'acme', 'alice', 'agent',
+			'2025-03-14T14:09:26.535897000Z', NULL, NULL)`,
+		`PRAGMA user_version = 3`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatalf("building a version-3 database: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := open(t, path)
+	ctx := t.Context()
+	if got, want := userVersion(t, path), latest(t); got != want {
+		t.Errorf("user_version after migrating from 3 = %d, want %d", got, want)
+	}
+	created := time.Date(2025, time.March, 14, 14, 9, 26, 535_897_000, time.UTC)
+	want := sandbox.Sandbox{
+		ID: "sb-1", Name: "old", Tenant: "acme", Owner: "alice", Image: "debian:12",
+		Size: "small", Runtime: "runsc", Status: sandbox.StatusRunning, Reason: "created",
+		CreatedAt: created, UpdatedAt: time.Date(2025, time.March, 14, 14, 10, 0, 0, time.UTC),
+		ExpiresAt:    created.Add(24 * time.Hour),
+		Capabilities: []string{sandbox.CapExec},
+		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 10 << 30},
+		Head:         "ck-1",
+	}
+	got, err := db.GetSandbox(ctx, "old")
+	if err != nil {
+		t.Fatalf("GetSandbox(old) after migration = %v, want the row", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GetSandbox(old) after migration =\n\t%+v\nwant\n\t%+v", got, want)
+	}
+	wantCk := sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-1", Sandbox: "old", Label: "before",
+		CreatedAt: time.Date(2025, time.March, 14, 14, 9, 30, 0, time.UTC), SizeBytes: 4096, Memory: true}
+	if ck, err := db.GetCheckpoint(ctx, "sb-1", "ck-1"); err != nil || ck != wantCk {
+		t.Errorf("GetCheckpoint(ck-1) after migration = %+v, %v; want %+v", ck, err, wantCk)
+	}
+	if tok, err := db.TokenByHash(ctx, "aa01"); err != nil || tok.ID != "tok-1" || !tok.CreatedAt.Equal(created) {
+		t.Errorf("TokenByHash(aa01) after migration = %+v, %v; want tok-1 created %v", tok, err, created)
+	}
+
+	// No tenant rows came from nowhere; the ones the old rows name can be
+	// created now, and agents in them.
+	if list, err := db.ListTenants(ctx); err != nil || len(list) != 0 {
+		t.Errorf("ListTenants after migration = %d tenants, %v; want none", len(list), err)
+	}
+	tenant := sandbox.Tenant{
+		Name:       "acme",
+		Allocation: sandbox.Resources{MilliCPU: 16_000, MemoryBytes: 64 << 30, DiskBytes: 1 << 40},
+		Policy:     sandbox.PolicyOverrides{BudgetPercent: new(0)},
+		CreatedAt:  created.Add(time.Hour), UpdatedAt: created.Add(time.Hour),
+	}
+	if err := db.CreateTenant(ctx, tenant); err != nil {
+		t.Fatalf("CreateTenant on a migrated database = %v, want nil", err)
+	}
+	if got, err := db.GetTenant(ctx, "acme"); err != nil || got.Policy.BudgetPercent == nil || *got.Policy.BudgetPercent != 0 {
+		t.Errorf("GetTenant(acme) on a migrated database = %+v, %v; want budget 0", got, err)
+	}
+	agent := sandbox.Agent{Name: "alice", Tenant: "acme", CreatedAt: created.Add(time.Hour)}
+	if err := db.CreateAgent(ctx, agent); err != nil {
+		t.Fatalf("CreateAgent on a migrated database = %v, want nil", err)
+	}
+	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: created}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("CreateAgent(missing tenant) on a migrated database = %v, want ErrNotFound", err)
 	}
 }

@@ -248,7 +248,7 @@ func isConstraint(err error) bool {
 }
 
 // isForeignKey reports whether err is a FOREIGN KEY violation: a row that
-// refers to a sandbox that is not there.
+// refers to a sandbox or tenant that is not there.
 func isForeignKey(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY

@@ -291,3 +291,87 @@ func TestCheckpointErrors(t *testing.T) {
 		t.Errorf("CreateCheckpoint(year 10000) = %v, want a plain error", err)
 	}
 }
+
+// TestTenantPolicyJSON looks under the store: the policy column is the
+// JSON of sandbox.PolicyOverrides, with unset overrides absent and ones set
+// to zero present, readable in the sqlite3 shell.
+func TestTenantPolicyJSON(t *testing.T) {
+	db := open(t, tempPath(t))
+	ctx := t.Context()
+	now := time.Now()
+	tenants := []struct {
+		name   string
+		policy sandbox.PolicyOverrides
+		want   string
+	}{
+		{"defaults", sandbox.PolicyOverrides{}, `{}`},
+		{"mixed", sandbox.PolicyOverrides{
+			AgentQuota: new(0),
+			MaxTTL:     new(sandbox.Duration(90 * time.Minute)),
+		}, `{"agent_quota":0,"max_ttl":"1h30m0s"}`},
+	}
+	for _, tt := range tenants {
+		tn := sandbox.Tenant{Name: tt.name, Policy: tt.policy, CreatedAt: now, UpdatedAt: now}
+		if err := db.CreateTenant(ctx, tn); err != nil {
+			t.Fatalf("CreateTenant(%q) = %v", tt.name, err)
+		}
+		var got string
+		if err := raw(t, db.Path()).QueryRow(`SELECT policy FROM tenants WHERE name = ?`, tt.name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want {
+			t.Errorf("stored policy of %q = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTenantErrors(t *testing.T) {
+	db := open(t, tempPath(t))
+	ctx := t.Context()
+	now := time.Now()
+	tn := sandbox.Tenant{Name: "acme", CreatedAt: now, UpdatedAt: now}
+	if err := db.CreateTenant(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	err := db.CreateTenant(ctx, tn)
+	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"acme"`) || !strings.Contains(err.Error(), "tenants.name") {
+		t.Errorf("CreateTenant(dup) = %v, want ErrExists naming the tenant and the column", err)
+	}
+	_, err = db.GetTenant(ctx, "nope")
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("GetTenant(nope) = %v, want ErrNotFound naming the tenant", err)
+	}
+	err = db.UpdateTenant(ctx, sandbox.Tenant{Name: "nope", UpdatedAt: now})
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("UpdateTenant(nope) = %v, want ErrNotFound naming the tenant", err)
+	}
+
+	a := sandbox.Agent{Name: "claude-1", Tenant: "acme", CreatedAt: now}
+	if err := db.CreateAgent(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	err = db.CreateAgent(ctx, a)
+	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"claude-1"`) || !strings.Contains(err.Error(), "agents.name") {
+		t.Errorf("CreateAgent(dup) = %v, want ErrExists naming the agent and the column", err)
+	}
+	err = db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: now})
+	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) ||
+		!strings.Contains(err.Error(), `"bob"`) || !strings.Contains(err.Error(), `"globex"`) {
+		t.Errorf("CreateAgent(missing tenant) = %v, want ErrNotFound naming the agent and the tenant", err)
+	}
+	_, err = db.GetAgent(ctx, "nope")
+	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("GetAgent(nope) = %v, want ErrNotFound naming the agent", err)
+	}
+
+	far := time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
+	if err := db.CreateTenant(ctx, sandbox.Tenant{Name: "far", CreatedAt: far, UpdatedAt: far}); err == nil || errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateTenant(year 10000) = %v, want a plain error", err)
+	}
+	if err := db.UpdateTenant(ctx, sandbox.Tenant{Name: "acme", UpdatedAt: far}); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateTenant(year 10000) = %v, want a plain error", err)
+	}
+	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "far", Tenant: "acme", CreatedAt: far}); err == nil || errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateAgent(year 10000) = %v, want a plain error", err)
+	}
+}

@@ -65,8 +65,18 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Token/EmptyKey", testTokenEmptyKey},
 		{"Token/List", testTokenList},
 		{"Token/Revoke", testTokenRevoke},
+		{"Tenant/RoundTrip", testTenantRoundTrip},
+		{"Tenant/EmptyName", testTenantEmptyName},
+		{"Tenant/Conflict", testTenantConflict},
+		{"Tenant/GetMissing", testTenantGetMissing},
+		{"Tenant/List", testTenantList},
+		{"Tenant/Update", testTenantUpdate},
+		{"Agent/Create", testAgentCreate},
+		{"Agent/List", testAgentList},
 		{"Concurrent/Creates", testConcurrentCreates},
+		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
+		{"Context/CancelledTenants", testTenantCancelled},
 		{"Close/Idempotent", testCloseIdempotent},
 	}
 	for _, tt := range tests {
@@ -262,6 +272,15 @@ func testReopen(t *testing.T, open ReopenFunc) {
 		t.Fatalf("RevokeToken = %v, want nil", err)
 	}
 	tok.RevokedAt = at(time.Hour)
+	tenant := newTenant("acme", at(4*time.Second))
+	mustCreateTenant(t, s, tenant)
+	tenant.Policy.BudgetPercent, tenant.Policy.MaxTTL = new(0), nil
+	tenant.UpdatedAt = at(time.Hour)
+	if err := s.UpdateTenant(ctx, tenant); err != nil {
+		t.Fatalf("UpdateTenant = %v, want nil", err)
+	}
+	agent := sandbox.Agent{Name: "claude-1", Tenant: tenant.Name, CreatedAt: at(5 * time.Second)}
+	mustCreateAgent(t, s, agent)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
@@ -285,6 +304,9 @@ func testReopen(t *testing.T, open ReopenFunc) {
 		t.Fatalf("TokenByHash after reopen = %v, want nil", err)
 	}
 	checkToken(t, "reopened token", got, tok)
+	checkTenant(t, "reopened tenant", mustGetTenant(t, s, tenant.Name), tenant)
+	checkAgent(t, "reopened agent", mustGetAgent(t, s, agent.Name), agent)
+	mustCreateAgent(t, s, sandbox.Agent{Name: "after-reopen", Tenant: tenant.Name, CreatedAt: at(time.Hour)})
 	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
 	list, err := s.ListSandboxes(ctx, store.Filter{})
 	if err != nil {

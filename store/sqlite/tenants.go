@@ -1,0 +1,217 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// tenantColumns are selected in this order; scanTenant follows it.
+const tenantColumns = `name, millicpu, memory_bytes, disk_bytes, policy, created_at, updated_at`
+
+// agentColumns are selected and bound in this order.
+const agentColumns = `name, tenant, created_at`
+
+// CreateTenant inserts t. It returns store.ErrExists if t.Name is taken, and
+// an error if it is empty. Allocation.Pids is not stored.
+func (db *DB) CreateTenant(ctx context.Context, t sandbox.Tenant) error {
+	if t.Name == "" {
+		return errors.New("sqlite: create tenant: tenant name must not be empty")
+	}
+	policy, err := policyJSON(t.Policy)
+	if err != nil {
+		return fmt.Errorf("sqlite: create tenant %q: %w", t.Name, err)
+	}
+	created, err := formatTime(t.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: create tenant %q: created_at: %w", t.Name, err)
+	}
+	updated, err := formatTime(t.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: create tenant %q: updated_at: %w", t.Name, err)
+	}
+	_, err = db.w.ExecContext(ctx,
+		`INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.Name, t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes,
+		policy, created, updated)
+	if err != nil {
+		return fmt.Errorf("sqlite: create tenant %q: %w", t.Name, writeErr(err))
+	}
+	return nil
+}
+
+// GetTenant returns the tenant called name, or store.ErrNotFound.
+func (db *DB) GetTenant(ctx context.Context, name string) (sandbox.Tenant, error) {
+	row := db.r.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE name = ?`, name)
+	t, err := scanTenant(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Tenant{}, fmt.Errorf("sqlite: tenant %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Tenant{}, fmt.Errorf("sqlite: get tenant %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// ListTenants returns every tenant, by name (byte order). None is an empty
+// slice and no error.
+func (db *DB) ListTenants(ctx context.Context) ([]sandbox.Tenant, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list tenants: %w", err)
+	}
+	defer rows.Close()
+	out := []sandbox.Tenant{}
+	for rows.Next() {
+		t, err := scanTenant(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list tenants: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list tenants: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateTenant replaces the allocation, policy and updated_at of the tenant
+// called t.Name, or returns store.ErrNotFound. created_at is kept.
+func (db *DB) UpdateTenant(ctx context.Context, t sandbox.Tenant) error {
+	policy, err := policyJSON(t.Policy)
+	if err != nil {
+		return fmt.Errorf("sqlite: update tenant %q: %w", t.Name, err)
+	}
+	updated, err := formatTime(t.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: update tenant %q: updated_at: %w", t.Name, err)
+	}
+	res, err := db.w.ExecContext(ctx,
+		`UPDATE tenants SET millicpu = ?, memory_bytes = ?, disk_bytes = ?, policy = ?, updated_at = ?
+		WHERE name = ?`,
+		t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes, policy, updated, t.Name)
+	if err != nil {
+		return fmt.Errorf("sqlite: update tenant %q: %w", t.Name, err)
+	}
+	return affectedOne(res, "update tenant", t.Name)
+}
+
+// CreateAgent inserts a. It returns store.ErrExists if an agent called
+// a.Name exists in any tenant, store.ErrNotFound if no tenant is called
+// a.Tenant, and an error if either name is empty.
+func (db *DB) CreateAgent(ctx context.Context, a sandbox.Agent) error {
+	if a.Name == "" || a.Tenant == "" {
+		return errors.New("sqlite: create agent: agent and tenant names must not be empty")
+	}
+	created, err := formatTime(a.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: create agent %q: created_at: %w", a.Name, err)
+	}
+	_, err = db.w.ExecContext(ctx,
+		`INSERT INTO agents (`+agentColumns+`) VALUES (?, ?, ?)`, a.Name, a.Tenant, created)
+	if isForeignKey(err) {
+		return fmt.Errorf("sqlite: create agent %q: tenant %q: %w", a.Name, a.Tenant, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: create agent %q: %w", a.Name, writeErr(err))
+	}
+	return nil
+}
+
+// GetAgent returns the agent called name, or store.ErrNotFound.
+func (db *DB) GetAgent(ctx context.Context, name string) (sandbox.Agent, error) {
+	row := db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE name = ?`, name)
+	a, err := scanAgent(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Agent{}, fmt.Errorf("sqlite: agent %q: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Agent{}, fmt.Errorf("sqlite: get agent %q: %w", name, err)
+	}
+	return a, nil
+}
+
+// ListAgents returns the agents of tenant, or of every tenant if it is "",
+// by name (byte order). None, or no such tenant, is an empty slice and no
+// error.
+func (db *DB) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error) {
+	q := `SELECT ` + agentColumns + ` FROM agents`
+	var args []any
+	if tenant != "" {
+		q += ` WHERE tenant = ?`
+		args = append(args, tenant)
+	}
+	q += ` ORDER BY name`
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list agents of %q: %w", tenant, err)
+	}
+	defer rows.Close()
+	out := []sandbox.Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list agents of %q: %w", tenant, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list agents of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// policyJSON encodes p for the policy column: nil fields are left out, set
+// ones kept, even at zero (the fields are pointers with omitempty).
+func policyJSON(p sandbox.PolicyOverrides) (string, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("policy: %w", err)
+	}
+	return string(b), nil
+}
+
+// scanTenant reads one row selected with tenantColumns.
+func scanTenant(s scanner) (sandbox.Tenant, error) {
+	var (
+		t                sandbox.Tenant
+		policy           string
+		created, updated string
+	)
+	if err := s.Scan(&t.Name, &t.Allocation.MilliCPU, &t.Allocation.MemoryBytes,
+		&t.Allocation.DiskBytes, &policy, &created, &updated); err != nil {
+		return sandbox.Tenant{}, err
+	}
+	if err := json.Unmarshal([]byte(policy), &t.Policy); err != nil {
+		return sandbox.Tenant{}, fmt.Errorf("tenant %q policy: %w", t.Name, err)
+	}
+	var err error
+	if t.CreatedAt, err = parseTime(created); err != nil {
+		return sandbox.Tenant{}, fmt.Errorf("tenant %q created_at: %w", t.Name, err)
+	}
+	if t.UpdatedAt, err = parseTime(updated); err != nil {
+		return sandbox.Tenant{}, fmt.Errorf("tenant %q updated_at: %w", t.Name, err)
+	}
+	return t, nil
+}
+
+// scanAgent reads one row selected with agentColumns.
+func scanAgent(s scanner) (sandbox.Agent, error) {
+	var (
+		a       sandbox.Agent
+		created string
+	)
+	if err := s.Scan(&a.Name, &a.Tenant, &created); err != nil {
+		return sandbox.Agent{}, err
+	}
+	var err error
+	if a.CreatedAt, err = parseTime(created); err != nil {
+		return sandbox.Agent{}, fmt.Errorf("agent %q created_at: %w", a.Name, err)
+	}
+	return a, nil
+}
