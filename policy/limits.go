@@ -1,0 +1,89 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Limits are the guardrails in force for one tenant.
+type Limits struct {
+	AgentQuota            int           // sandboxes one agent identity may hold at once (default 5)
+	AgentSharePercent     int           // AgentQuota never exceeds this share of the tenant's budget counted in default-size sandboxes (10)
+	BudgetPercent         int           // share of the tenant's allocation all its sandboxes may take together (25)
+	MaxTTL                time.Duration // longest life a sandbox may ask for, and the default (24h)
+	IdleTimeout           time.Duration // idle window before sleep (10m)
+	AlarmCreatesPerMinute int           // create rate per identity that raises an alarm (10)
+	BreakerFactor         int           // BreakerFactor × AlarmCreatesPerMinute opens the breaker (3)
+	BreakerCooldown       time.Duration // how long an open breaker refuses creates (5m)
+}
+
+// Defaults are the guardrails of a tenant with no overrides.
+func Defaults() Limits {
+	return Limits{
+		AgentQuota:            5,
+		AgentSharePercent:     10,
+		BudgetPercent:         25,
+		MaxTTL:                24 * time.Hour,
+		IdleTimeout:           10 * time.Minute,
+		AlarmCreatesPerMinute: 10,
+		BreakerFactor:         3,
+		BreakerCooldown:       5 * time.Minute,
+	}
+}
+
+// With applies o over l, validating every set field (ranges: quota
+// 1..1000, percents 1..100, MaxTTL 1m..720h, IdleTimeout 1s..720h, alarm
+// 1..10000, factor 1..100, cooldown 1s..24h); an out-of-range field is a
+// *sandbox.Error invalid_argument naming the JSON field (e.g.
+// "policy.agent_quota must be between 1 and 1000, got 0") with details
+// min, max and got (ints for counts and percents, seconds as float64 for
+// durations). Fields are checked in the order of Limits and the first bad
+// one is reported; on error l is returned unchanged.
+func (l Limits) With(o sandbox.PolicyOverrides) (Limits, error) {
+	out := l
+	for _, err := range []error{
+		setInt(&out.AgentQuota, o.AgentQuota, "agent_quota", 1, 1000),
+		setInt(&out.AgentSharePercent, o.AgentSharePercent, "agent_share_percent", 1, 100),
+		setInt(&out.BudgetPercent, o.BudgetPercent, "budget_percent", 1, 100),
+		setDuration(&out.MaxTTL, o.MaxTTL, "max_ttl", time.Minute, 720*time.Hour),
+		setDuration(&out.IdleTimeout, o.IdleTimeout, "idle_timeout", time.Second, 720*time.Hour),
+		setInt(&out.AlarmCreatesPerMinute, o.AlarmCreatesPerMinute, "alarm_creates_per_minute", 1, 10000),
+		setInt(&out.BreakerFactor, o.BreakerFactor, "breaker_factor", 1, 100),
+		setDuration(&out.BreakerCooldown, o.BreakerCooldown, "breaker_cooldown", time.Second, 24*time.Hour),
+	} {
+		if err != nil {
+			return l, err
+		}
+	}
+	return out, nil
+}
+
+// setInt sets *dst to *v when v is set and within lo..hi.
+func setInt(dst *int, v *int, field string, lo, hi int) error {
+	switch {
+	case v == nil:
+		return nil
+	case *v < lo || *v > hi:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.%s must be between %d and %d, got %d", field, lo, hi, *v).
+			WithHint("use a value from %d to %d, or leave it unset to keep %d", lo, hi, *dst).
+			With("min", lo).With("max", hi).With("got", *v)
+	}
+	*dst = *v
+	return nil
+}
+
+// setDuration sets *dst to *v when v is set and within lo..hi.
+func setDuration(dst *time.Duration, v *sandbox.Duration, field string, lo, hi time.Duration) error {
+	if v == nil {
+		return nil
+	}
+	d := time.Duration(*v)
+	if d < lo || d > hi {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.%s must be between %s and %s, got %s", field, lo, hi, d).
+			WithHint("use a duration from %s to %s, or leave it unset to keep %s", lo, hi, *dst).
+			With("min", lo.Seconds()).With("max", hi.Seconds()).With("got", d.Seconds())
+	}
+	*dst = d
+	return nil
+}
