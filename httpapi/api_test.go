@@ -147,8 +147,8 @@ func TestSandboxes(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	resp, body := call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"name":"box-1","size":"small"}`)
 	var sb sandbox.Sandbox
-	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.Name != "box-1" || sb.Owner != "a1" {
-		t.Fatalf("create = %d %s; want 201 and the sandbox", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.Name != "agent-a1-box-1" || sb.Owner != "a1" {
+		t.Fatalf("create = %d %s; want 201 and the sandbox, named with its creator", resp.StatusCode, body)
 	}
 	if resp, body = call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"name":"box-1"}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("create again = %d %s; want 200 (the existing sandbox)", resp.StatusCode, body)

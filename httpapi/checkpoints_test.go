@@ -22,7 +22,7 @@ func TestCheckpoints(t *testing.T) {
 	resp, body := call(t, "POST", url+"/checkpoints", tokenA1, `{"label":"before migration"}`)
 	var c1 sandbox.Checkpoint
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &c1) != nil || c1.ID == "" ||
-		c1.Sandbox != "box" || c1.Label != "before migration" || c1.Parent != "" || c1.CreatedAt.IsZero() {
+		c1.Sandbox != "agent-a1-box" || c1.Label != "before migration" || c1.Parent != "" || c1.CreatedAt.IsZero() {
 		t.Fatalf("checkpoint = %d %s; want 201 and a labelled checkpoint without a parent", resp.StatusCode, body)
 	}
 	e.write(t, "box", "notes.txt", "v2")
@@ -46,7 +46,7 @@ func TestCheckpoints(t *testing.T) {
 	e.write(t, "box", "notes.txt", "v3")
 	resp, body = call(t, "POST", url+"/restore", tokenA1, `{"checkpoint":"`+c1.ID+`"}`)
 	var sb sandbox.Sandbox
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &sb) != nil || sb.Name != "box" ||
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &sb) != nil || sb.Name != "agent-a1-box" ||
 		sb.Status != sandbox.StatusRunning || sb.Head != c1.ID {
 		t.Fatalf("restore = %d %s; want 200 and the running sandbox with head %s", resp.StatusCode, body, c1.ID)
 	}
@@ -55,7 +55,7 @@ func TestCheckpoints(t *testing.T) {
 	}
 
 	resp, body = call(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"box-2"}`)
-	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.Name != "box-2" ||
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.Name != "agent-a1-box-2" ||
 		sb.Owner != "a1" || sb.Status != sandbox.StatusRunning {
 		t.Fatalf("fork = %d %s; want 201 and the new running sandbox", resp.StatusCode, body)
 	}
@@ -132,20 +132,20 @@ func TestCheckpointNotFound(t *testing.T) {
 	}
 	tests := []struct {
 		name, token, method, path, body string
-		mention                         string // the message names it
+		mention                         string // the message names it (as resolved for the caller)
 	}{
 		{"restore a missing checkpoint", tokenA1, "POST", "/v1/sandboxes/box/restore", `{"checkpoint":"cnope"}`, `"cnope"`},
 		{"fork a missing checkpoint", tokenA1, "POST", "/v1/sandboxes/box/fork", `{"checkpoint":"cnope","name":"box-2"}`, `"cnope"`},
 		{"delete a missing checkpoint", tokenA1, "DELETE", "/v1/sandboxes/box/checkpoints/cnope", ``, `"cnope"`},
-		{"checkpoint a missing sandbox", tokenA1, "POST", "/v1/sandboxes/nope/checkpoints", ``, `"nope"`},
-		{"list a missing sandbox", tokenA1, "GET", "/v1/sandboxes/nope/checkpoints", ``, `"nope"`},
-		{"sleep a missing sandbox", tokenA1, "POST", "/v1/sandboxes/nope/sleep", ``, `"nope"`},
-		{"wake a missing sandbox", tokenA1, "POST", "/v1/sandboxes/nope/wake", ``, `"nope"`},
-		{"another agent's checkpoint", tokenA2, "DELETE", "/v1/sandboxes/box/checkpoints/" + c.ID, ``, `"box"`},
-		{"another agent's list", tokenA2, "GET", "/v1/sandboxes/box/checkpoints", ``, `"box"`},
-		{"another agent's restore", tokenA2, "POST", "/v1/sandboxes/box/restore", `{"checkpoint":"` + c.ID + `"}`, `"box"`},
-		{"another agent's fork", tokenA2, "POST", "/v1/sandboxes/box/fork", `{"checkpoint":"` + c.ID + `","name":"mine"}`, `"box"`},
-		{"another agent's sleep", tokenA2, "POST", "/v1/sandboxes/box/sleep", ``, `"box"`},
+		{"checkpoint a missing sandbox", tokenA1, "POST", "/v1/sandboxes/nope/checkpoints", ``, `"agent-a1-nope"`},
+		{"list a missing sandbox", tokenA1, "GET", "/v1/sandboxes/nope/checkpoints", ``, `"agent-a1-nope"`},
+		{"sleep a missing sandbox", tokenA1, "POST", "/v1/sandboxes/nope/sleep", ``, `"agent-a1-nope"`},
+		{"wake a missing sandbox", tokenA1, "POST", "/v1/sandboxes/nope/wake", ``, `"agent-a1-nope"`},
+		{"another agent's checkpoint", tokenA2, "DELETE", "/v1/sandboxes/box/checkpoints/" + c.ID, ``, `"agent-a2-box"`},
+		{"another agent's list", tokenA2, "GET", "/v1/sandboxes/box/checkpoints", ``, `"agent-a2-box"`},
+		{"another agent's restore", tokenA2, "POST", "/v1/sandboxes/box/restore", `{"checkpoint":"` + c.ID + `"}`, `"agent-a2-box"`},
+		{"another agent's fork", tokenA2, "POST", "/v1/sandboxes/box/fork", `{"checkpoint":"` + c.ID + `","name":"mine"}`, `"agent-a2-box"`},
+		{"another agent's sleep", tokenA2, "POST", "/v1/sandboxes/box/sleep", ``, `"agent-a2-box"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

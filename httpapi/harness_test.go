@@ -83,6 +83,10 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	operator := sandbox.Principal{Tenant: "system", Agent: "operator", Role: sandbox.RoleOperator}
+	if _, err := svc.CreateTenant(ctx, operator, sandbox.Tenant{Name: "t1", Allocation: sandbox.Resources{MilliCPU: 1 << 20, MemoryBytes: 1 << 45, DiskBytes: 1 << 48}}); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(httpapi.New(svc, o.api))
 	t.Cleanup(srv.Close)
 	return &env{url: srv.URL, svc: svc, db: db, driver: drv, token: tokenA1}
@@ -92,7 +96,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 // commands start and its relative paths resolve.
 func (e *env) home(t *testing.T, name string) string {
 	t.Helper()
-	sb, err := e.db.GetSandbox(t.Context(), name)
+	sb, err := e.db.GetSandbox(t.Context(), agentA1.Resolve(name))
 	if err != nil {
 		t.Fatalf("GetSandbox(%s) = %v", name, err)
 	}

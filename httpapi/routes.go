@@ -6,6 +6,17 @@ package httpapi
 func (s *server) routes() {
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
 	s.mux.Handle("GET /v1/pool", s.authed(s.handlePool))
+	s.mux.Handle("GET /v1/limits", s.authed(s.handleLimits))
+
+	s.mux.Handle("POST /v1/tenants", s.authed(s.handleCreateTenant))
+	s.mux.Handle("GET /v1/tenants", s.authed(s.handleListTenants))
+	s.mux.Handle("GET /v1/tenants/{tenant}", s.authed(s.handleGetTenant))
+	s.mux.Handle("PATCH /v1/tenants/{tenant}", s.authed(s.handleUpdateTenant))
+	s.mux.Handle("POST /v1/agents", s.authed(s.handleCreateAgent))
+	s.mux.Handle("GET /v1/agents", s.authed(s.handleListAgents))
+	s.mux.Handle("POST /v1/tokens", s.authed(s.handleCreateToken))
+	s.mux.Handle("GET /v1/tokens", s.authed(s.handleListTokens))
+	s.mux.Handle("DELETE /v1/tokens/{id}", s.authed(s.handleRevokeToken))
 
 	s.mux.Handle("POST /v1/sandboxes", s.authed(s.handleCreate))
 	s.mux.Handle("GET /v1/sandboxes", s.authed(s.handleList))

@@ -32,6 +32,7 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // consistent. The checkpoint's parent is the sandbox's head, and it becomes
 // the new head.
 func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, label string) (sandbox.Checkpoint, error) {
+	name = p.Resolve(name)
 	if err := sandbox.ValidateLabel(label); err != nil {
 		return sandbox.Checkpoint{}, err
 	}
@@ -142,6 +143,7 @@ func (s *Service) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Ch
 // ListCheckpoints returns the checkpoints of p's sandbox called name,
 // oldest first; Parent links make the tree.
 func (s *Service) ListCheckpoints(ctx context.Context, p sandbox.Principal, name string) ([]sandbox.Checkpoint, error) {
+	name = p.Resolve(name)
 	sb, err := s.Get(ctx, p, name)
 	if err != nil {
 		return nil, err
@@ -173,6 +175,7 @@ func (s *Service) checkpoint(ctx context.Context, sb sandbox.Sandbox, id string)
 // reclaims the data only it held. Its children keep their content and stay
 // in the tree (their parent link names a checkpoint that is gone).
 func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, name, id string) error {
+	name = p.Resolve(name)
 	unlock := s.locks.lock(name)
 	defer unlock()
 	sb, err := s.Get(ctx, p, name)
@@ -202,6 +205,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, nam
 // checkpoint, and it runs again. The checkpoint stays, so restore can be
 // repeated; it becomes the sandbox's head. A sleeping sandbox is woken.
 func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id string) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
 	unlock := s.locks.lock(name)
 	defer unlock()
 	sb, err := s.Get(ctx, p, name)
@@ -255,6 +259,7 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id str
 // then on. The new sandbox has the same image and size, the default TTL,
 // and a checkpoint tree of its own.
 func (s *Service) Fork(ctx context.Context, p sandbox.Principal, name, id, newName string) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
 	src, err := s.Get(ctx, p, name)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -262,14 +267,14 @@ func (s *Service) Fork(ctx context.Context, p sandbox.Principal, name, id, newNa
 	if _, err := s.checkpoint(ctx, src, id); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if err := sandbox.ValidateName(newName); err != nil {
-		return sandbox.Sandbox{}, err
+	if newName == "" {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a fork needs a new name").WithHint("name the new sandbox")
 	}
-	if _, err := s.opts.Store.GetSandbox(ctx, newName); err == nil {
-		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", newName).WithHint("fork into a new name")
-	}
-	sb, _, err := s.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
+	sb, created, err := s.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
 		checkpointKey(id), fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
+	if err == nil && !created {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", sb.Name).WithHint("fork into a new name")
+	}
 	return sb, err
 }
 

@@ -16,6 +16,7 @@ import (
 // If ctx ends before the command does, the command keeps running for its
 // grace period and is then killed; Exec returns ctx's error.
 func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	name = p.Resolve(name)
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -47,6 +48,7 @@ func (s *Service) noteOOM(ctx context.Context, sb sandbox.Sandbox) {
 // ReadFile streams the file at path in p's sandbox to w. Errors (not_found,
 // invalid_argument for a directory, …) come before any byte is written.
 func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path string, w io.Writer) error {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return err
@@ -58,6 +60,7 @@ func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path 
 // over the daemon's limit is too_large and nothing is kept; an existing
 // file keeps its mode and owner.
 func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name string, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error) {
+	name = p.Resolve(name)
 	if req.MaxBytes <= 0 || req.MaxBytes > s.opts.MaxWriteBytes {
 		req.MaxBytes = s.opts.MaxWriteBytes
 	}
@@ -70,6 +73,7 @@ func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name strin
 
 // ListDir lists the directory at path in p's sandbox.
 func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path string) ([]sandbox.FileInfo, error) {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return nil, err
@@ -79,6 +83,7 @@ func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path s
 
 // Stat describes the file at path in p's sandbox (not following a symlink).
 func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -88,6 +93,7 @@ func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path stri
 
 // Mkdir creates the directory at path and its missing parents (mkdir -p).
 func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -97,6 +103,7 @@ func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path str
 
 // Remove deletes the file at path; a directory needs recursive unless empty.
 func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path string, recursive bool) error {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return err
@@ -106,6 +113,7 @@ func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path st
 
 // Rename moves from to to inside p's sandbox.
 func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, to string) (sandbox.FileInfo, error) {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -115,6 +123,7 @@ func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, t
 
 // Chmod sets the permission bits of the file at path.
 func (s *Service) Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
+	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err

@@ -95,6 +95,16 @@ func newEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
 		adjust(&e.opts)
 	}
 	e.svc = e.newService(t, e.opts)
+	// Tenants with room enough that only the tests of the guardrails
+	// meet them (see admission_test.go).
+	roomy := sandbox.Resources{MilliCPU: 1 << 30, MemoryBytes: 1 << 50, DiskBytes: 1 << 50}
+	quota, share := 1000, 100
+	for _, name := range []string{"t1", "t2"} {
+		if _, err := e.svc.CreateTenant(ctx, op, sandbox.Tenant{Name: name, Allocation: roomy,
+			Policy: sandbox.PolicyOverrides{AgentQuota: &quota, AgentSharePercent: &share}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return e
 }
 
@@ -130,6 +140,11 @@ func (e *env) create(t *testing.T, p sandbox.Principal, name string) sandbox.San
 func (e *env) row(t *testing.T, name string) sandbox.Sandbox {
 	t.Helper()
 	sb, err := e.db.GetSandbox(t.Context(), name)
+	for _, p := range []sandbox.Principal{a1, a2, admin, b1} {
+		if errors.Is(err, store.ErrNotFound) {
+			sb, err = e.db.GetSandbox(t.Context(), p.Resolve(name)) // a test principal's short name
+		}
+	}
 	if err != nil {
 		t.Fatalf("GetSandbox(%s) = %v", name, err)
 	}

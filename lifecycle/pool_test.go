@@ -68,8 +68,8 @@ func TestWarmPoolClaim(t *testing.T) {
 		}
 		wantCode(t, "Get(pool member)", func() error { _, err := e.svc.Get(ctx, p, members[0].Name); return err }(), sandbox.CodeNotFound)
 	}
-	_, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: members[0].Name})
-	wantCode(t, "Create(a pool member's name)", err, sandbox.CodeAlreadyExists)
+	_, _, err := e.svc.Create(ctx, op, sandbox.CreateRequest{Name: members[0].Name})
+	wantCode(t, "Create(a pool member's name) by an operator", err, sandbox.CodeAlreadyExists)
 
 	starts := len(e.drv.Calls())
 	sb, created, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web", TTL: sandbox.Duration(time.Hour)})
@@ -83,9 +83,9 @@ func TestWarmPoolClaim(t *testing.T) {
 		t.Errorf("the claim called the runtime: %+v", e.drv.Calls()[starts:])
 	}
 	now := e.clock.Now()
-	if sb.Name != "web" || sb.Tenant != "t1" || sb.Owner != "a1" || sb.Status != sandbox.StatusRunning ||
+	if sb.Name != "agent-a1-web" || sb.Tenant != "t1" || sb.Owner != "a1" || sb.Status != sandbox.StatusRunning ||
 		!sb.CreatedAt.Equal(now) || !sb.ExpiresAt.Equal(now.Add(time.Hour)) || sb.Reason != "created (from the warm pool)" || sb.Size != "small" {
-		t.Errorf("Create(web) = %+v; want web of t1/a1, running, created now, expiring in 1h", sb)
+		t.Errorf("Create(web) = %+v; want agent-a1-web of t1/a1, running, created now, expiring in 1h", sb)
 	}
 	if row := e.row(t, "web"); !sandboxEqual(row, sb) {
 		t.Errorf("stored row = %+v, want %+v", row, sb)

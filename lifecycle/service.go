@@ -51,6 +51,10 @@ type Options struct {
 	// image and size claims one instead of starting one (see pool.go).
 	// Nil or empty keeps no pool.
 	WarmPool map[string]int
+	// Alarms, if set, is told of every create-rate alarm and circuit
+	// breaker trip (besides the log), e.g. to post it to a webhook. It
+	// must not block.
+	Alarms func(sandbox.Alarm)
 	// MemInfo returns the host's available and total memory in bytes, which
 	// the warm pool shrinks under; nil reads /proc/meminfo.
 	MemInfo func() (available, total int64, err error)
@@ -68,6 +72,10 @@ type Service struct {
 	locks  keyedMutex
 	leases leases
 	pool   pool
+	// tenantLocks serializes a tenant's creates from admission to the new
+	// row, so that concurrent creates count each other, and its updates.
+	tenantLocks keyedMutex
+	rates       rates
 	// memInfo is Options.MemInfo or its default.
 	memInfo func() (available, total int64, err error)
 	// crashHook, set only by tests (export_test.go), is called at every
@@ -166,10 +174,20 @@ func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.C
 // (a checkpoint's layer key) or, when from is empty, of its image; reason
 // is the status reason once it runs.
 func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
+	forPool := p == poolPrincipal()
+	// limited: the guardrails apply, and the name carries the creator.
+	limited := !forPool && p.Role != sandbox.RoleOperator
 	if req.Name == "" {
 		req.Name = "sb-" + newID()[1:9]
 	}
-	if err := sandbox.ValidateName(req.Name); err != nil {
+	if limited {
+		if err := ownName(p, req.Name); err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		if req.Name, err = sandbox.AttributedName(p.Agent, req.Name); err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+	} else if err := sandbox.ValidateName(req.Name); err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
 	if req.Size == "" {
@@ -184,6 +202,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	}
 	ttl := time.Duration(req.TTL)
 	switch {
+	case limited: // admit decides, with the tenant's cap
 	case ttl < 0:
 		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
 	case ttl > s.opts.MaxTTL:
@@ -206,9 +225,16 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	if info, err := s.opts.Layers.Stat(ctx, req.Image); err != nil || info.Kind != layers.KindCommitted {
 		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown image %q", req.Image).WithHint("use the image %q or leave it out", s.opts.DefaultImage)
 	}
-	forPool := p == poolPrincipal()
+	admitted := func() {}
+	if limited {
+		if ttl, admitted, err = s.admit(ctx, p, req.Size, res, ttl); err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		defer admitted()
+	}
 	if from == "" && req.Image == s.opts.DefaultImage && !forPool {
-		if sb, ok, err := s.claim(ctx, p, req.Name, req.Size, ttl); err != nil || ok {
+		sb, ok, err := s.claim(ctx, p, req.Name, req.Size, ttl)
+		if err != nil || ok {
 			return sb, ok, err
 		}
 	}
@@ -245,6 +271,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		}
 		return sandbox.Sandbox{}, false, s.internal("create sandbox row", err)
 	}
+	admitted() // the row now counts in the tenant's usage
 	s.crash("create: row inserted")
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -383,6 +410,7 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 // Get returns the sandbox called name if p may see it, else not_found.
 // Unclaimed warm-pool members are not_found to everyone.
 func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
 	if err := sandbox.ValidateName(name); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -400,6 +428,7 @@ func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sa
 // (DiskUsedBytes). A sandbox at its disk limit says so in its status
 // reason, since writes in it now fail with EDQUOT.
 func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
 	sb, err := s.Get(ctx, p, name)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -415,6 +444,16 @@ func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string
 		sb.Reason = reason
 	}
 	return sb, nil
+}
+
+// ownName refuses a name p gave that carries another identity's
+// attribution prefix: p's sandboxes carry p's.
+func ownName(p sandbox.Principal, name string) error {
+	if own := sandbox.AttributionPrefix(p.Agent); strings.HasPrefix(name, "agent-") && !strings.HasPrefix(name, own) {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox name %q carries another identity's attribution prefix; yours is %q", name, own).
+			WithHint("leave the prefix out: hearth adds %q to the names you choose", own)
+	}
+	return nil
 }
 
 func notFound(name string) error {
@@ -449,6 +488,7 @@ func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sand
 // mounts, cgroups, directories, its root and its row. A caller that goes
 // away mid-destroy does not interrupt it.
 func (s *Service) Destroy(ctx context.Context, p sandbox.Principal, name string) error {
+	name = p.Resolve(name)
 	unlock := s.locks.lock(name)
 	defer unlock()
 	sb, err := s.Get(ctx, p, name)

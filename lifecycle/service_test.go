@@ -47,7 +47,7 @@ func TestCreateDefaults(t *testing.T) {
 	}
 	small, _ := sandbox.LookupSize(sandbox.DefaultSize)
 	want := sandbox.Sandbox{
-		ID: sb.ID, Name: "web", Tenant: "t1", Owner: "a1", Image: "default", Size: "small", Runtime: "fake",
+		ID: sb.ID, Name: "agent-a1-web", Tenant: "t1", Owner: "a1", Image: "default", Size: "small", Runtime: "fake",
 		Status: sandbox.StatusRunning, Reason: "created",
 		CreatedAt: epoch, UpdatedAt: epoch, ExpiresAt: epoch.Add(lifecycle.DefaultTTL),
 		Resources: small,
@@ -101,8 +101,8 @@ func TestCreateOptions(t *testing.T) {
 	e := newEnv(t, func(o *lifecycle.Options) { o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour })
 	ctx := t.Context()
 	sb, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{})
-	if err != nil || sandbox.ValidateName(sb.Name) != nil || !strings.HasPrefix(sb.Name, "sb-") || !sb.ExpiresAt.Equal(epoch.Add(time.Hour)) {
-		t.Errorf("Create(no name) = %+v, %v; want a generated sb-… name and the default ttl of 1h", sb, err)
+	if err != nil || sandbox.ValidateName(sb.Name) != nil || !strings.HasPrefix(sb.Name, "agent-a1-sb-") || !sb.ExpiresAt.Equal(epoch.Add(time.Hour)) {
+		t.Errorf("Create(no name) = %+v, %v; want a generated agent-a1-sb-… name and the default ttl of 1h", sb, err)
 	}
 	sb, _, err = e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "big", Size: "large", TTL: sandbox.Duration(2 * time.Hour)})
 	large, _ := sandbox.LookupSize("large")
@@ -131,16 +131,21 @@ func TestCreateResumes(t *testing.T) {
 func TestCreateNameTaken(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t, a1, "web")
-	for _, p := range []sandbox.Principal{a2, b1} {
-		_, created, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "web"})
-		se := wantCode(t, "Create(web) by "+p.Tenant+"/"+p.Agent, err, sandbox.CodeAlreadyExists)
-		if created || se.Hint == "" || strings.Contains(se.Message, "a1") {
-			t.Errorf("Create(web) by %s = %v (created %v); want a hint and no word of the owner", p.Agent, se, created)
+	// Another identity cannot even name it: the prefix is a1's.
+	for _, p := range []sandbox.Principal{a2, b1, admin} {
+		_, created, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: sb.Name})
+		se := wantCode(t, "Create(agent-a1-web) by "+p.Tenant+"/"+p.Agent, err, sandbox.CodeInvalidArgument)
+		if created || !strings.Contains(se.Hint, sandbox.AttributionPrefix(p.Agent)) {
+			t.Errorf("Create(agent-a1-web) by %s = %v (created %v); want a hint with its own prefix", p.Agent, se, created)
 		}
 	}
-	e.wantHeld(t, sb.ID)
-	if n := e.started(""); n != 1 {
-		t.Errorf("the driver was asked to start %d sandboxes, want 1", n)
+	// The same short name is every agent's own.
+	if other, created, err := e.svc.Create(t.Context(), a2, sandbox.CreateRequest{Name: "web"}); err != nil || !created || other.Name != "agent-a2-web" {
+		t.Errorf("Create(web) by a2 = %+v, %v, %v; want its own agent-a2-web", other, created, err)
+	}
+	e.wantHeld(t, sb.ID, e.row(t, "agent-a2-web").ID)
+	if n := e.started(""); n != 2 {
+		t.Errorf("the driver was asked to start %d sandboxes, want 2", n)
 	}
 }
 
@@ -244,22 +249,22 @@ func TestCreateConcurrent(t *testing.T) {
 func TestScoping(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
-	mine := e.create(t, a1, "a1-box")
+	mine := e.create(t, a1, "box")
 	e.clock.Advance(time.Second)
-	e.create(t, a2, "a2-box")
+	e.create(t, a2, "box")
 	e.clock.Advance(time.Second)
-	e.create(t, b1, "b1-box")
+	e.create(t, b1, "box")
 
 	lists := []struct {
 		who  string
 		p    sandbox.Principal
 		want []string
 	}{
-		{"agent a1", a1, []string{"a1-box"}},
-		{"agent a2", a2, []string{"a2-box"}},
-		{"tenant admin of t1", admin, []string{"a1-box", "a2-box"}},
-		{"agent b1", b1, []string{"b1-box"}},
-		{"operator", op, []string{"a1-box", "a2-box", "b1-box"}},
+		{"agent a1", a1, []string{"agent-a1-box"}},
+		{"agent a2", a2, []string{"agent-a2-box"}},
+		{"tenant admin of t1", admin, []string{"agent-a1-box", "agent-a2-box"}},
+		{"agent b1", b1, []string{"agent-b1-box"}},
+		{"operator", op, []string{"agent-a1-box", "agent-a2-box", "agent-b1-box"}},
 		{"agent with none", sandbox.Principal{Tenant: "t3", Agent: "c", Role: sandbox.RoleAgent}, []string{}},
 	}
 	for _, tt := range lists {
@@ -281,22 +286,23 @@ func TestScoping(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"agent a1", a1, "a1-box", true},
-		{"agent a1", a1, "a2-box", false},
-		{"agent a1", a1, "b1-box", false},
+		{"agent a1", a1, "agent-a1-box", true},
+		{"agent a1", a1, "box", true}, // its own, prefix left out
+		{"agent a1", a1, "agent-a2-box", false},
+		{"agent a1", a1, "agent-b1-box", false},
 		{"agent a1", a1, "nosuch", false},
-		{"agent b1", b1, "a1-box", false},
-		{"tenant admin of t1", admin, "a1-box", true},
-		{"tenant admin of t1", admin, "a2-box", true},
-		{"tenant admin of t1", admin, "b1-box", false},
-		{"operator", op, "a1-box", true},
-		{"operator", op, "b1-box", true},
+		{"agent b1", b1, "agent-a1-box", false},
+		{"tenant admin of t1", admin, "agent-a1-box", true},
+		{"tenant admin of t1", admin, "agent-a2-box", true},
+		{"tenant admin of t1", admin, "agent-b1-box", false},
+		{"operator", op, "agent-a1-box", true},
+		{"operator", op, "agent-b1-box", true},
 	}
 	for _, tt := range gets {
 		t.Run("Get/"+tt.who+"/"+tt.name, func(t *testing.T) {
 			sb, err := e.svc.Get(ctx, tt.p, tt.name)
 			if tt.ok {
-				if err != nil || sb.Name != tt.name {
+				if err != nil || sb.Name != tt.p.Resolve(tt.name) {
 					t.Errorf("Get(%s) as %s = %+v, %v; want it", tt.name, tt.who, sb, err)
 				}
 				return
@@ -313,14 +319,14 @@ func TestScoping(t *testing.T) {
 	t.Run("others' sandbox", func(t *testing.T) {
 		for _, p := range []sandbox.Principal{a2, b1} {
 			who := p.Tenant + "/" + p.Agent
-			_, err := e.svc.Exec(ctx, p, "a1-box", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
-			wantCode(t, "Exec(a1-box) as "+who, err, sandbox.CodeNotFound)
-			_, err = e.svc.Stat(ctx, p, "a1-box", ".")
-			wantCode(t, "Stat(a1-box) as "+who, err, sandbox.CodeNotFound)
-			wantCode(t, "Destroy(a1-box) as "+who, e.svc.Destroy(ctx, p, "a1-box"), sandbox.CodeNotFound)
+			_, err := e.svc.Exec(ctx, p, "agent-a1-box", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+			wantCode(t, "Exec(agent-a1-box) as "+who, err, sandbox.CodeNotFound)
+			_, err = e.svc.Stat(ctx, p, "agent-a1-box", ".")
+			wantCode(t, "Stat(agent-a1-box) as "+who, err, sandbox.CodeNotFound)
+			wantCode(t, "Destroy(agent-a1-box) as "+who, e.svc.Destroy(ctx, p, "agent-a1-box"), sandbox.CodeNotFound)
 		}
-		if got := e.row(t, "a1-box"); got.ID != mine.ID || got.Status != sandbox.StatusRunning || e.killed(mine.ID) {
-			t.Errorf("after others' calls, a1-box = %+v (killed %v), want it untouched", got, e.killed(mine.ID))
+		if got := e.row(t, "agent-a1-box"); got.ID != mine.ID || got.Status != sandbox.StatusRunning || e.killed(mine.ID) {
+			t.Errorf("after others' calls, agent-a1-box = %+v (killed %v), want it untouched", got, e.killed(mine.ID))
 		}
 	})
 
@@ -368,7 +374,7 @@ func TestDestroy(t *testing.T) {
 	// The tenant admin and the operator may destroy others' sandboxes.
 	for _, p := range []sandbox.Principal{admin, op} {
 		sb := e.create(t, a2, "theirs")
-		if err := e.svc.Destroy(ctx, p, "theirs"); err != nil {
+		if err := e.svc.Destroy(ctx, p, sb.Name); err != nil {
 			t.Errorf("Destroy(theirs) as %s = %v", p.Role, err)
 		}
 		if _, err := e.lay.Stat(ctx, "sb-"+sb.ID); err == nil {

@@ -13,6 +13,7 @@ import (
 // memory; its disk stays, and the next call to it (or Wake) starts it again
 // on the same root. Sleeping a sleeping sandbox is a no-op.
 func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
 	sb, err := s.Get(ctx, p, name)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -58,6 +59,7 @@ func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) 
 // Wake starts p's sleeping or stopped sandbox called name again on its
 // root; waking a running sandbox is a no-op.
 func (s *Service) Wake(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
 	sb, err := s.Get(ctx, p, name)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -69,12 +71,17 @@ func (s *Service) Wake(ctx context.Context, p sandbox.Principal, name string) (s
 	return s.wake(ctx, sb)
 }
 
-// sleepIdle puts sb to sleep when it is running and idle.
+// sleepIdle puts sb to sleep when it is running and idle for its tenant's
+// idle timeout (the daemon's for operators' sandboxes).
 func (s *Service) sleepIdle(ctx context.Context, sb sandbox.Sandbox) {
-	if sb.Status != sandbox.StatusRunning || !s.leases.idle(sb.ID, s.now(), s.opts.IdleTimeout) {
+	idle := s.opts.IdleTimeout
+	if _, lim, err := s.tenantLimits(ctx, sb.Tenant); err == nil {
+		idle = lim.IdleTimeout
+	}
+	if sb.Status != sandbox.StatusRunning || !s.leases.idle(sb.ID, s.now(), idle) {
 		return
 	}
-	if _, err := s.sleep(ctx, sb, fmt.Sprintf("idle for %s", s.opts.IdleTimeout)); err != nil {
+	if _, err := s.sleep(ctx, sb, fmt.Sprintf("idle for %s", idle)); err != nil {
 		s.log.Error("sleep idle sandbox", "sandbox", sb.Name, "err", err)
 	}
 }

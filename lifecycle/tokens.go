@@ -69,12 +69,12 @@ func (s *Service) EnsureOperatorToken(ctx context.Context, current string) (secr
 			return current, false, nil
 		}
 	}
-	secret, err = s.createToken(ctx, operatorPrincipal(), 0)
+	secret, _, err = s.createToken(ctx, operatorPrincipal(), 0)
 	return secret, err == nil, err
 }
 
-// createToken stores a new token for p and returns its secret.
-func (s *Service) createToken(ctx context.Context, p sandbox.Principal, ttl time.Duration) (string, error) {
+// createToken stores a new token for p and returns its secret and row.
+func (s *Service) createToken(ctx context.Context, p sandbox.Principal, ttl time.Duration) (string, store.Token, error) {
 	secret := tokenPrefix + randomString(32)
 	t := store.Token{
 		ID:        "tok-" + randomString(5),
@@ -86,7 +86,7 @@ func (s *Service) createToken(ctx context.Context, p sandbox.Principal, ttl time
 		t.ExpiresAt = t.CreatedAt.Add(ttl)
 	}
 	if err := s.opts.Store.CreateToken(ctx, t); err != nil {
-		return "", s.internal("create token", err)
+		return "", store.Token{}, s.internal("create token", err)
 	}
-	return secret, nil
+	return secret, t, nil
 }

@@ -181,3 +181,37 @@ type RateReport struct {
 	Until          time.Time `json:"until,omitzero"`
 	ResetsAt       time.Time `json:"resets_at,omitzero"`
 }
+
+// TokenRequest is the input of token create. Role defaults to agent. An
+// operator token belongs to the tenant "system"; Agent then only labels it
+// ("operator" when empty). Any other token names an existing tenant and an
+// agent identity of that tenant; a tenant admin may leave Tenant out (its
+// own). TTL zero means the token never expires.
+type TokenRequest struct {
+	Tenant string   `json:"tenant,omitempty"`
+	Agent  string   `json:"agent,omitempty"`
+	Role   Role     `json:"role,omitempty"`
+	TTL    Duration `json:"ttl,omitempty"`
+}
+
+// TenantUpdate changes a tenant: a non-nil Allocation replaces it; each
+// set field of Policy replaces that override, after ResetPolicy (if true)
+// has dropped every override back to the defaults.
+type TenantUpdate struct {
+	Allocation  *Resources      `json:"allocation,omitempty"`
+	Policy      PolicyOverrides `json:"policy"`
+	ResetPolicy bool            `json:"reset_policy,omitempty"`
+}
+
+// Alarm is an event the platform raises for operators: a create rate at
+// its alarm threshold, or a circuit breaker that opened.
+type Alarm struct {
+	// Kind is "create_rate" or "circuit_open".
+	Kind    string    `json:"kind"`
+	Tenant  string    `json:"tenant"`
+	Agent   string    `json:"agent"`
+	Message string    `json:"message"`
+	Recent  int       `json:"recent"`
+	Limit   int       `json:"limit"`
+	At      time.Time `json:"at"`
+}

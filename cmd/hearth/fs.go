@@ -8,14 +8,8 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// fsOp is one operation of the fs verb.
-type fsOp struct {
-	name, args, summary string
-	run                 func(ctx context.Context, c *cli, args []string) error
-}
-
-func fsOps() []fsOp {
-	return []fsOp{
+func fsOps() []subOp {
+	return []subOp{
 		{"read", "NAME PATH", "write the file's content to stdout", runFSRead},
 		{"write", "NAME PATH [--mode 0644] [--parents]", "write stdin to the file", runFSWrite},
 		{"ls", "NAME PATH", "list a directory: MODE OWNER SIZE MTIME NAME", runFSList},
@@ -30,37 +24,12 @@ func fsOps() []fsOp {
 // runFS dispatches `hearth fs <op>`. Paths are inside the sandbox; relative
 // ones are relative to the sandbox user's home.
 func runFS(ctx context.Context, c *cli, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		w := c.stdout
-		if len(args) == 0 {
-			w = c.stderr
-		}
-		fmt.Fprintf(w, "Usage: hearth fs <op> NAME ... [--json]\n\nRead, write and manage files in a sandbox, as the sandbox user.\n\nOps:\n")
-		for _, op := range fsOps() {
-			fmt.Fprintf(w, "  %-6s %-36s %s\n", op.name, op.args, op.summary)
-		}
-		fmt.Fprintf(w, "\nRun 'hearth fs <op> -h' for an op's flags.\n")
-		if len(args) == 0 {
-			return &usageError{verb: "fs", msg: "missing fs op"}
-		}
-		return nil
-	}
-	for _, op := range fsOps() {
-		if op.name == args[0] {
-			return op.run(ctx, c, args[1:])
-		}
-	}
-	return &usageError{verb: "fs", msg: fmt.Sprintf("unknown fs op %q", args[0])}
+	return c.runSub(ctx, "fs", "NAME ...", "Read, write and manage files in a sandbox, as the sandbox user.", fsOps(), args)
 }
 
 // fsFlagSet starts the flags of one fs op.
 func (c *cli) fsFlagSet(op string) *flagSet {
-	for _, o := range fsOps() {
-		if o.name == op {
-			return c.clientFlagSet("fs "+op, o.args, "Inside a sandbox: "+o.summary+".")
-		}
-	}
-	panic("hearth: unknown fs op " + op) // a bug in this file, not an input
+	return c.subFlagSet("fs", "Inside a sandbox: ", fsOps(), op)
 }
 
 func runFSRead(ctx context.Context, c *cli, args []string) error {

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// The tenancy verbs: tenant, agent, token and limits.
+
+func tenantOps() []subOp {
+	return []subOp{
+		{"create", "NAME --cpu N --memory SIZE --disk SIZE [policy flags]", "create a tenant with its node allocation (operators)", runTenantCreate},
+		{"list", "", "list the tenants you can see: NAME CPU MEMORY DISK POLICY", runTenantList},
+		{"get", "NAME", "show one tenant", runTenantGet},
+		{"update", "NAME [--cpu N --memory SIZE --disk SIZE] [policy flags]", "change a tenant's allocation or policy (operators)", runTenantUpdate},
+	}
+}
+
+func runTenant(ctx context.Context, c *cli, args []string) error {
+	return c.runSub(ctx, "tenant", "...", "Manage tenants: their node allocation and the guardrails their sandboxes run under.", tenantOps(), args)
+}
+
+// tenantFlags are the allocation and policy flags of tenant create and
+// update; set reports which were given.
+type tenantFlags struct {
+	cpu                                 float64
+	memory, disk                        string
+	quota, share, budget, alarm, factor int
+	maxTTL, idle, cooldown              time.Duration
+	resetPolicy                         bool
+}
+
+func (tf *tenantFlags) register(fs *flagSet, update bool) {
+	fs.Float64Var(&tf.cpu, "cpu", 0, "CPU cores allocated to the tenant (e.g. 16, 1.5)")
+	fs.StringVar(&tf.memory, "memory", "", "memory allocated to the tenant (e.g. 64GiB)")
+	fs.StringVar(&tf.disk, "disk", "", "disk allocated to the tenant (e.g. 500GiB)")
+	fs.IntVar(&tf.quota, "agent-quota", 0, "sandboxes one agent identity may hold at once (default 5)")
+	fs.IntVar(&tf.share, "agent-share", 0, "cap on an agent's quota, in percent of the tenant's budget in small sandboxes (default 10)")
+	fs.IntVar(&tf.budget, "budget", 0, "percent of the allocation all the tenant's sandboxes may take (default 25)")
+	fs.DurationVar(&tf.maxTTL, "max-ttl", 0, "longest life a sandbox may ask for, and the default (default: the daemon's, 24h)")
+	fs.DurationVar(&tf.idle, "idle-timeout", 0, "idle time before a sandbox sleeps (default: the daemon's, 10m)")
+	fs.IntVar(&tf.alarm, "alarm-rate", 0, "creates per minute per identity that raise an alarm (default 10)")
+	fs.IntVar(&tf.factor, "breaker-factor", 0, "the breaker opens at this many times the alarm rate (default 3)")
+	fs.DurationVar(&tf.cooldown, "breaker-cooldown", 0, "how long an open breaker refuses creates (default 5m)")
+	if update {
+		fs.BoolVar(&tf.resetPolicy, "reset-policy", false, "drop every policy override back to the defaults first")
+	}
+}
+
+// apply returns the allocation (nil when no allocation flag was given,
+// with all three required when need) and the overrides of the flags given.
+func (tf *tenantFlags) apply(fs *flagSet, need bool) (*sandbox.Resources, sandbox.PolicyOverrides, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var o sandbox.PolicyOverrides
+	ints := map[string]struct {
+		v   int
+		dst **int
+	}{"agent-quota": {tf.quota, &o.AgentQuota}, "agent-share": {tf.share, &o.AgentSharePercent}, "budget": {tf.budget, &o.BudgetPercent},
+		"alarm-rate": {tf.alarm, &o.AlarmCreatesPerMinute}, "breaker-factor": {tf.factor, &o.BreakerFactor}}
+	for name, f := range ints {
+		if set[name] {
+			*f.dst = &f.v
+		}
+	}
+	durs := map[string]struct {
+		v   time.Duration
+		dst **sandbox.Duration
+	}{"max-ttl": {tf.maxTTL, &o.MaxTTL}, "idle-timeout": {tf.idle, &o.IdleTimeout}, "breaker-cooldown": {tf.cooldown, &o.BreakerCooldown}}
+	for name, f := range durs {
+		if set[name] {
+			d := sandbox.Duration(f.v)
+			*f.dst = &d
+		}
+	}
+	if !set["cpu"] && !set["memory"] && !set["disk"] {
+		if need {
+			return nil, o, &usageError{verb: fs.verb, msg: "missing the allocation: --cpu, --memory and --disk"}
+		}
+		return nil, o, nil
+	}
+	if !set["cpu"] || !set["memory"] || !set["disk"] {
+		return nil, o, &usageError{verb: fs.verb, msg: "give the whole allocation: --cpu, --memory and --disk together"}
+	}
+	mem, err := parseBytes(tf.memory)
+	if err != nil {
+		return nil, o, &usageError{verb: fs.verb, msg: "--memory: " + err.Error()}
+	}
+	disk, err := parseBytes(tf.disk)
+	if err != nil {
+		return nil, o, &usageError{verb: fs.verb, msg: "--disk: " + err.Error()}
+	}
+	return &sandbox.Resources{MilliCPU: int64(math.Round(tf.cpu * 1000)), MemoryBytes: mem, DiskBytes: disk}, o, nil
+}
+
+// parseBytes reads a size: a number of bytes, or a number with a unit
+// (K, M, G, T with or without "iB"; all binary).
+func parseBytes(s string) (int64, error) {
+	num := strings.TrimRight(s, "BbiKMGTkmgt")
+	unit := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s[len(num):], "B"), "i"))
+	shift := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
+	v, err := strconv.ParseFloat(num, 64)
+	if _, ok := map[string]bool{"": true, "K": true, "M": true, "G": true, "T": true}[unit]; err != nil || !ok || v < 0 {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 512MiB, 64GiB, 1T)", s)
+	}
+	return int64(v * float64(uint64(1)<<shift)), nil
+}
+
+func runTenantCreate(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("tenant", "", tenantOps(), "create")
+	var tf tenantFlags
+	tf.register(fs, false)
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("tenant create", pos, "NAME"); err != nil {
+		return err
+	}
+	alloc, o, err := tf.apply(fs, true)
+	if err != nil {
+		return err
+	}
+	t, err := c.client().CreateTenant(ctx, sandbox.Tenant{Name: pos[0], Allocation: *alloc, Policy: o})
+	if err != nil {
+		return err
+	}
+	return c.printTenant(t)
+}
+
+func runTenantUpdate(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("tenant", "", tenantOps(), "update")
+	var tf tenantFlags
+	tf.register(fs, true)
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("tenant update", pos, "NAME"); err != nil {
+		return err
+	}
+	alloc, o, err := tf.apply(fs, false)
+	if err != nil {
+		return err
+	}
+	t, err := c.client().UpdateTenant(ctx, pos[0], sandbox.TenantUpdate{Allocation: alloc, Policy: o, ResetPolicy: tf.resetPolicy})
+	if err != nil {
+		return err
+	}
+	return c.printTenant(t)
+}
+
+func runTenantGet(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("tenant", "", tenantOps(), "get")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("tenant get", pos, "NAME"); err != nil {
+		return err
+	}
+	t, err := c.client().GetTenant(ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.printTenant(t)
+}
+
+func runTenantList(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("tenant", "", tenantOps(), "list")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("tenant list", pos); err != nil {
+		return err
+	}
+	ts, err := c.client().ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		ts = []sandbox.Tenant{}
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"tenants": ts})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCPU\tMEMORY\tDISK\tPOLICY")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, formatCPU(t.Allocation.MilliCPU), formatBytes(t.Allocation.MemoryBytes),
+			formatBytes(t.Allocation.DiskBytes), dash(formatOverrides(t.Policy)))
+	}
+	return tw.Flush()
+}
+
+func (c *cli) printTenant(t sandbox.Tenant) error {
+	if c.json {
+		return c.printJSON(t)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "name:\t%s\ncpu:\t%s\nmemory:\t%s\ndisk:\t%s\npolicy:\t%s\ncreated:\t%s\n", t.Name,
+		formatCPU(t.Allocation.MilliCPU), formatBytes(t.Allocation.MemoryBytes), formatBytes(t.Allocation.DiskBytes),
+		dash(formatOverrides(t.Policy)), formatTime(t.CreatedAt))
+	return tw.Flush()
+}
+
+// formatCPU renders millicpu as cores ("1.5 CPUs").
+func formatCPU(milli int64) string {
+	return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) + " CPUs"
+}
+
+// formatOverrides renders the set overrides as "key=value" pairs.
+func formatOverrides(o sandbox.PolicyOverrides) string {
+	var parts []string
+	add := func(k string, v any) { parts = append(parts, fmt.Sprintf("%s=%v", k, v)) }
+	if o.AgentQuota != nil {
+		add("agent-quota", *o.AgentQuota)
+	}
+	if o.AgentSharePercent != nil {
+		add("agent-share", *o.AgentSharePercent)
+	}
+	if o.BudgetPercent != nil {
+		add("budget", *o.BudgetPercent)
+	}
+	if o.MaxTTL != nil {
+		add("max-ttl", time.Duration(*o.MaxTTL))
+	}
+	if o.IdleTimeout != nil {
+		add("idle-timeout", time.Duration(*o.IdleTimeout))
+	}
+	if o.AlarmCreatesPerMinute != nil {
+		add("alarm-rate", *o.AlarmCreatesPerMinute)
+	}
+	if o.BreakerFactor != nil {
+		add("breaker-factor", *o.BreakerFactor)
+	}
+	if o.BreakerCooldown != nil {
+		add("breaker-cooldown", time.Duration(*o.BreakerCooldown))
+	}
+	return strings.Join(parts, " ")
+}
+
+func agentOps() []subOp {
+	return []subOp{
+		{"create", "NAME [--tenant T]", "create an agent identity (operators; tenant admins in their tenant)", runAgentCreate},
+		{"list", "[--tenant T]", "list the agent identities you can see: NAME TENANT CREATED", runAgentList},
+	}
+}
+
+func runAgent(ctx context.Context, c *cli, args []string) error {
+	return c.runSub(ctx, "agent", "...", "Manage agent identities: who, in a tenant, creates and owns sandboxes.", agentOps(), args)
+}
+
+func runAgentCreate(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("agent", "", agentOps(), "create")
+	tenant := fs.String("tenant", "", "the agent's tenant (default: yours)")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("agent create", pos, "NAME"); err != nil {
+		return err
+	}
+	a, err := c.client().CreateAgent(ctx, sandbox.Agent{Name: pos[0], Tenant: *tenant})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(a)
+	}
+	fmt.Fprintf(c.stdout, "agent %s created in tenant %s\n", a.Name, a.Tenant)
+	return nil
+}
+
+func runAgentList(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("agent", "", agentOps(), "list")
+	tenant := fs.String("tenant", "", "only this tenant's agents")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("agent list", pos); err != nil {
+		return err
+	}
+	as, err := c.client().ListAgents(ctx, *tenant)
+	if err != nil {
+		return err
+	}
+	if as == nil {
+		as = []sandbox.Agent{}
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"agents": as})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTENANT\tCREATED")
+	for _, a := range as {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Name, a.Tenant, formatTime(a.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func tokenOps() []subOp {
+	return []subOp{
+		{"create", "--tenant T --agent A [--role R] [--ttl D]", "create a token; its secret is printed once, on stdout", runTokenCreate},
+		{"list", "", "list the tokens you can see: ID TENANT AGENT ROLE CREATED EXPIRES REVOKED", runTokenList},
+		{"revoke", "ID", "revoke a token, at once and for good", runTokenRevoke},
+	}
+}
+
+func runToken(ctx context.Context, c *cli, args []string) error {
+	return c.runSub(ctx, "token", "...", "Manage bearer tokens. The same token works on the API, the CLI and MCP.", tokenOps(), args)
+}
+
+func runTokenCreate(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("token", "", tokenOps(), "create")
+	var req sandbox.TokenRequest
+	var role string
+	var ttl time.Duration
+	fs.StringVar(&req.Tenant, "tenant", "", "the token's tenant (default: yours)")
+	fs.StringVar(&req.Agent, "agent", "", "the agent identity the token acts as")
+	fs.StringVar(&role, "role", string(sandbox.RoleAgent), "agent, tenant-admin or operator")
+	fs.DurationVar(&ttl, "ttl", 0, "lifetime of the token (default: no expiry)")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("token create", pos); err != nil {
+		return err
+	}
+	req.Role, req.TTL = sandbox.Role(role), sandbox.Duration(ttl)
+	secret, info, err := c.client().CreateToken(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"token": secret, "info": info})
+	}
+	fmt.Fprintln(c.stdout, secret)
+	fmt.Fprintf(c.stderr, "token %s: %s %s in tenant %s; the secret above is shown once\n", info.ID, info.Role, info.Agent, info.Tenant)
+	return nil
+}
+
+func runTokenList(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("token", "", tokenOps(), "list")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("token list", pos); err != nil {
+		return err
+	}
+	ts, err := c.client().ListTokens(ctx)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		ts = []sandbox.TokenInfo{}
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"tokens": ts})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tROLE\tCREATED\tEXPIRES\tREVOKED")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Agent, t.Role, formatTime(t.CreatedAt),
+			formatOptionalTime(t.ExpiresAt), formatOptionalTime(t.RevokedAt))
+	}
+	return tw.Flush()
+}
+
+func formatOptionalTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return formatTime(t)
+}
+
+func runTokenRevoke(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("token", "", tokenOps(), "revoke")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("token revoke", pos, "ID"); err != nil {
+		return err
+	}
+	if err := c.client().RevokeToken(ctx, pos[0]); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"revoked": pos[0]})
+	}
+	fmt.Fprintf(c.stdout, "token %s revoked\n", pos[0])
+	return nil
+}
+
+// runLimits shows the guardrails the caller is under and its usage.
+func runLimits(ctx context.Context, c *cli, args []string) error {
+	fs := c.clientFlagSet("limits", "", "Show the guardrails you are under: your sandbox quota, your tenant's budget, the TTL cap and the create-rate breaker, with what you use of each.")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("limits", pos); err != nil {
+		return err
+	}
+	rep, err := c.client().Limits(ctx)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(rep)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "identity:\t%s (%s, tenant %s)\n", rep.Agent, rep.Role, rep.Tenant)
+	if rep.Sandboxes == nil {
+		fmt.Fprintf(tw, "limits:\tnone (operators are not limited)\nmax ttl:\t%s\n", time.Duration(rep.MaxTTL))
+		return tw.Flush()
+	}
+	fmt.Fprintf(tw, "sandboxes:\t%d of %d\n", rep.Sandboxes.Used, rep.Sandboxes.Limit)
+	b := rep.Budget
+	fmt.Fprintf(tw, "budget:\t%s of %s, %s of %s memory, %s of %s disk\n",
+		formatCPU(b.Used.MilliCPU), formatCPU(b.Limit.MilliCPU), formatBytes(b.Used.MemoryBytes), formatBytes(b.Limit.MemoryBytes),
+		formatBytes(b.Used.DiskBytes), formatBytes(b.Limit.DiskBytes))
+	fmt.Fprintf(tw, "max ttl:\t%s\nidle timeout:\t%s\n", time.Duration(rep.MaxTTL), time.Duration(rep.IdleTimeout))
+	if r := rep.CreateRate; r != nil {
+		fmt.Fprintf(tw, "creates:\t%d in the last minute (alarm at %d, breaker at %d)\nbreaker:\t%s", r.Recent, r.AlarmPerMinute, r.BreakerLimit, r.Breaker)
+		if !r.Until.IsZero() {
+			fmt.Fprintf(tw, " until %s", formatTime(r.Until))
+		}
+		fmt.Fprintln(tw)
+		if !r.ResetsAt.IsZero() {
+			fmt.Fprintf(tw, "next reset:\t%s\n", formatTime(r.ResetsAt))
+		}
+	}
+	return tw.Flush()
+}

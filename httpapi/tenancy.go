@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Tenants, agent identities, tokens and limits: each handler decodes, calls
+// the lifecycle method of the same name with the caller, and encodes.
+
+type tenantList struct {
+	Tenants []sandbox.Tenant `json:"tenants"`
+}
+
+type agentList struct {
+	Agents []sandbox.Agent `json:"agents"`
+}
+
+type tokenList struct {
+	Tokens []sandbox.TokenInfo `json:"tokens"`
+}
+
+// createdToken is the body of POST /v1/tokens: the secret, shown once.
+type createdToken struct {
+	Token string            `json:"token"`
+	Info  sandbox.TokenInfo `json:"info"`
+}
+
+func (s *server) handleCreateTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var t sandbox.Tenant
+	if err := s.decode(w, r, &t); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	t, err := s.svc.CreateTenant(r.Context(), p, t)
+	s.reply(w, r, http.StatusCreated, t, err)
+}
+
+func (s *server) handleListTenants(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	ts, err := s.svc.ListTenants(r.Context(), p)
+	s.reply(w, r, http.StatusOK, tenantList{Tenants: ts}, err)
+}
+
+func (s *server) handleGetTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	t, err := s.svc.GetTenant(r.Context(), p, r.PathValue("tenant"))
+	s.reply(w, r, http.StatusOK, t, err)
+}
+
+func (s *server) handleUpdateTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var u sandbox.TenantUpdate
+	if err := s.decode(w, r, &u); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	t, err := s.svc.UpdateTenant(r.Context(), p, r.PathValue("tenant"), u)
+	s.reply(w, r, http.StatusOK, t, err)
+}
+
+func (s *server) handleCreateAgent(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var a sandbox.Agent
+	if err := s.decode(w, r, &a); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.svc.CreateAgent(r.Context(), p, a)
+	s.reply(w, r, http.StatusCreated, a, err)
+}
+
+func (s *server) handleListAgents(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	as, err := s.svc.ListAgents(r.Context(), p, r.URL.Query().Get("tenant"))
+	s.reply(w, r, http.StatusOK, agentList{Agents: as}, err)
+}
+
+func (s *server) handleCreateToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var req sandbox.TokenRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	secret, info, err := s.svc.CreateToken(r.Context(), p, req)
+	s.reply(w, r, http.StatusCreated, createdToken{Token: secret, Info: info}, err)
+}
+
+func (s *server) handleListTokens(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	ts, err := s.svc.ListTokens(r.Context(), p)
+	s.reply(w, r, http.StatusOK, tokenList{Tokens: ts}, err)
+}
+
+func (s *server) handleRevokeToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	if err := s.svc.RevokeToken(r.Context(), p, r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) handleLimits(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	rep, err := s.svc.Limits(r.Context(), p)
+	s.reply(w, r, http.StatusOK, rep, err)
+}
+
+// reply writes err, or v with status.
+func (s *server) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, status, v)
+}

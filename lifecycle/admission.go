@@ -1,0 +1,191 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hearth/hearth/policy"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Admission: every create of a new sandbox by a tenant's principal (an
+// agent or a tenant admin; operators and the warm pool are not limited)
+// passes the guardrails of package policy with its tenant's limits and
+// usage: the create-rate breaker, the agent's quota, the tenant's budget
+// and the TTL cap. Usage is read from the store under the tenant's lock,
+// held until the new row exists, so that concurrent creates count each
+// other. Create-rate state lives in memory: a daemon restart forgets it.
+
+// rates holds each identity's create history (see policy.Rate).
+type rates struct {
+	mu sync.Mutex
+	m  map[string]policy.Rate
+}
+
+// admit applies the guardrails to p's create of a new sandbox of size res
+// asking for ttl (0: the default). It returns the ttl the sandbox gets and
+// a release that the caller must call once the sandbox's row exists (or
+// the create failed); the tenant stays locked until then.
+func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, res sandbox.Resources, ttl time.Duration) (time.Duration, func(), error) {
+	unlock := s.tenantLocks.lock(p.Tenant)
+	t, lim, err := s.tenantLimits(ctx, p.Tenant)
+	if err != nil {
+		unlock()
+		return 0, nil, err
+	}
+	if err := s.admitRate(p, lim); err != nil {
+		unlock()
+		return 0, nil, err
+	}
+	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
+	if err != nil {
+		unlock()
+		return 0, nil, s.internal("list the tenant's sandboxes", err)
+	}
+	var u policy.Usage
+	for _, sb := range rows {
+		u.Tenant = addResources(u.Tenant, sb.Resources)
+		if sb.Owner == p.Agent {
+			u.AgentSandboxes++
+		}
+	}
+	if ttl == 0 {
+		ttl = min(s.opts.DefaultTTL, lim.MaxTTL)
+	}
+	ttl, err = policy.AdmitCreate(policy.CreateRequest{
+		Agent: p.Agent, Tenant: p.Tenant, Size: size, Resources: res, TTL: ttl,
+	}, u, t.Allocation, lim)
+	if err != nil {
+		unlock()
+		return 0, nil, err
+	}
+	return ttl, sync.OnceFunc(unlock), nil
+}
+
+// tenantLimits returns tenant and the guardrails in force for it: the
+// daemon's defaults (its MaxTTL and IdleTimeout included) under the
+// tenant's overrides.
+func (s *Service) tenantLimits(ctx context.Context, tenant string) (sandbox.Tenant, policy.Limits, error) {
+	t, err := s.opts.Store.GetTenant(ctx, tenant)
+	if errors.Is(err, store.ErrNotFound) {
+		return sandbox.Tenant{}, policy.Limits{}, sandbox.Errorf(sandbox.CodePermissionDenied, "tenant %q does not exist, so it has no capacity for sandboxes", tenant).
+			WithHint("ask an operator to create the tenant")
+	}
+	if err != nil {
+		return sandbox.Tenant{}, policy.Limits{}, s.internal("get tenant", err)
+	}
+	lim, err := s.defaultLimits().With(t.Policy)
+	if err != nil {
+		return sandbox.Tenant{}, policy.Limits{}, s.internal("tenant "+tenant+" policy", err)
+	}
+	return t, lim, nil
+}
+
+// defaultLimits are policy's defaults with the daemon's own TTL cap and
+// idle timeout.
+func (s *Service) defaultLimits() policy.Limits {
+	l := policy.Defaults()
+	l.MaxTTL, l.IdleTimeout = s.opts.MaxTTL, s.opts.IdleTimeout
+	return l
+}
+
+// admitRate counts p's create against its identity's rate and breaker,
+// raising the alarm or refusing as policy.Rate decides.
+func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
+	now := s.now()
+	s.rates.mu.Lock()
+	if s.rates.m == nil {
+		s.rates.m = map[string]policy.Rate{}
+	}
+	r, d := s.rates.m[p.Agent].Admit(p.Agent, now, lim)
+	s.rates.m[p.Agent] = r
+	s.rates.mu.Unlock()
+	recent, _ := s.rateStatus(p.Agent, now, lim)
+	switch {
+	case d.Tripped:
+		var se *sandbox.Error
+		limit := lim.BreakerFactor * lim.AlarmCreatesPerMinute
+		if errors.As(d.Err, &se) {
+			limit, _ = se.Details["limit"].(int) // the half-open limit when a half-open breaker re-opened
+		}
+		s.raise(sandbox.Alarm{Kind: "circuit_open", Tenant: p.Tenant, Agent: p.Agent, Message: d.Err.Error(),
+			Recent: recent, Limit: limit, At: now.UTC()})
+	case d.Alarm:
+		s.raise(sandbox.Alarm{Kind: "create_rate", Tenant: p.Tenant, Agent: p.Agent,
+			Message: fmt.Sprintf("create-rate alarm: agent-%s made %d creates in the last minute (the alarm is at %d)", p.Agent, recent, lim.AlarmCreatesPerMinute),
+			Recent:  recent, Limit: lim.AlarmCreatesPerMinute, At: now.UTC()})
+	}
+	return d.Err
+}
+
+// rateStatus is the create count in the last minute of agent and the
+// breaker's state.
+func (s *Service) rateStatus(agent string, now time.Time, lim policy.Limits) (int, sandbox.RateReport) {
+	s.rates.mu.Lock()
+	r := s.rates.m[agent]
+	s.rates.mu.Unlock()
+	state, recent, until := r.Status(now, lim)
+	rep := sandbox.RateReport{
+		Recent: recent, AlarmPerMinute: lim.AlarmCreatesPerMinute, BreakerLimit: lim.BreakerFactor * lim.AlarmCreatesPerMinute,
+		Breaker: string(state), Until: until.UTC(),
+	}
+	if until.IsZero() {
+		rep.Until = time.Time{}
+	}
+	for _, at := range r.Recent {
+		if now.Sub(at) < time.Minute {
+			rep.ResetsAt = at.Add(time.Minute).UTC()
+			break
+		}
+	}
+	return recent, rep
+}
+
+// raise logs an alarm and hands it to Options.Alarms.
+func (s *Service) raise(a sandbox.Alarm) {
+	s.log.Warn("alarm", "kind", a.Kind, "tenant", a.Tenant, "agent", a.Agent, "recent", a.Recent, "limit", a.Limit, "message", a.Message)
+	if s.opts.Alarms != nil {
+		s.opts.Alarms(a)
+	}
+}
+
+func addResources(a, b sandbox.Resources) sandbox.Resources {
+	return sandbox.Resources{
+		MilliCPU: a.MilliCPU + b.MilliCPU, MemoryBytes: a.MemoryBytes + b.MemoryBytes,
+		Pids: a.Pids + b.Pids, DiskBytes: a.DiskBytes + b.DiskBytes,
+	}
+}
+
+// Limits reports the guardrails p is under and its usage of each (see
+// sandbox.LimitsReport).
+func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error) {
+	rep := sandbox.LimitsReport{Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, MaxTTL: sandbox.Duration(s.opts.MaxTTL)}
+	if p.Role == sandbox.RoleOperator {
+		return rep, nil
+	}
+	t, lim, err := s.tenantLimits(ctx, p.Tenant)
+	if err != nil {
+		return sandbox.LimitsReport{}, err
+	}
+	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
+	if err != nil {
+		return sandbox.LimitsReport{}, s.internal("list the tenant's sandboxes", err)
+	}
+	budget := policy.Budget(t.Allocation, lim)
+	quota := &sandbox.Quota{Limit: policy.AgentQuota(lim, budget)}
+	used := &sandbox.ResourceQuota{Limit: budget}
+	for _, sb := range rows {
+		used.Used = addResources(used.Used, sb.Resources)
+		if sb.Owner == p.Agent {
+			quota.Used++
+		}
+	}
+	_, rate := s.rateStatus(p.Agent, s.now(), lim)
+	rep.Sandboxes, rep.Budget, rep.Allocation, rep.CreateRate = quota, used, &t.Allocation, &rate
+	rep.MaxTTL, rep.IdleTimeout = sandbox.Duration(lim.MaxTTL), sandbox.Duration(lim.IdleTimeout)
+	return rep, nil
+}

@@ -1,0 +1,310 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/hearth/hearth/policy"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Tenants, agent identities and tokens. Operators manage every one; a
+// tenant admin its own tenant's agents and tokens; an agent sees its own
+// tenant, itself and its own tokens. What a caller may not see is
+// not_found; what its role may never do is permission_denied.
+
+// systemTenant owns operator tokens and the warm pool; no tenant can take
+// its name.
+const systemTenant = "system"
+
+func operatorOnly(what string) error {
+	return sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may %s", what).WithHint("use an operator token")
+}
+
+func tenantNotFound(name string) error {
+	return sandbox.Errorf(sandbox.CodeNotFound, "tenant %q not found", name).WithHint("`hearth tenant list` shows the tenants you can see")
+}
+
+// validateTenant checks what create and update store.
+func validateTenant(t sandbox.Tenant) error {
+	a := t.Allocation
+	if a.MilliCPU <= 0 || a.MemoryBytes <= 0 || a.DiskBytes <= 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "tenant %q needs an allocation of CPU, memory and disk, got %d millicpu, %d bytes of memory, %d bytes of disk",
+			t.Name, a.MilliCPU, a.MemoryBytes, a.DiskBytes).
+			WithHint("give all three, e.g. --cpu 16 --memory 64GiB --disk 500GiB")
+	}
+	_, err := policy.Defaults().With(t.Policy)
+	return err
+}
+
+// CreateTenant creates a tenant (operators only).
+func (s *Service) CreateTenant(ctx context.Context, p sandbox.Principal, t sandbox.Tenant) (sandbox.Tenant, error) {
+	if p.Role != sandbox.RoleOperator {
+		return sandbox.Tenant{}, operatorOnly("create tenants")
+	}
+	if err := sandbox.ValidateIdentity("tenant", t.Name); err != nil {
+		return sandbox.Tenant{}, err
+	}
+	if t.Name == systemTenant {
+		return sandbox.Tenant{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "tenant name %q is reserved", t.Name).WithHint("choose another name")
+	}
+	t.Allocation.Pids = 0
+	if err := validateTenant(t); err != nil {
+		return sandbox.Tenant{}, err
+	}
+	t.CreatedAt = s.now().UTC()
+	t.UpdatedAt = t.CreatedAt
+	if err := s.opts.Store.CreateTenant(ctx, t); errors.Is(err, store.ErrExists) {
+		return sandbox.Tenant{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "tenant %q exists", t.Name).WithHint("update it, or choose another name")
+	} else if err != nil {
+		return sandbox.Tenant{}, s.internal("create tenant", err)
+	}
+	s.log.Info("tenant created", "tenant", t.Name, "by", p.Agent)
+	return t, nil
+}
+
+// GetTenant returns a tenant p may see: any for an operator, its own for
+// anyone else.
+func (s *Service) GetTenant(ctx context.Context, p sandbox.Principal, name string) (sandbox.Tenant, error) {
+	if p.Role != sandbox.RoleOperator && p.Tenant != name {
+		return sandbox.Tenant{}, tenantNotFound(name)
+	}
+	t, err := s.opts.Store.GetTenant(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return sandbox.Tenant{}, tenantNotFound(name)
+	}
+	if err != nil {
+		return sandbox.Tenant{}, s.internal("get tenant", err)
+	}
+	return t, nil
+}
+
+// ListTenants returns the tenants p may see, by name.
+func (s *Service) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandbox.Tenant, error) {
+	if p.Role != sandbox.RoleOperator {
+		t, err := s.GetTenant(ctx, p, p.Tenant)
+		if sandbox.IsCode(err, sandbox.CodeNotFound) {
+			return []sandbox.Tenant{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []sandbox.Tenant{t}, nil
+	}
+	ts, err := s.opts.Store.ListTenants(ctx)
+	if err != nil {
+		return nil, s.internal("list tenants", err)
+	}
+	return ts, nil
+}
+
+// UpdateTenant changes a tenant's allocation or policy (operators only).
+func (s *Service) UpdateTenant(ctx context.Context, p sandbox.Principal, name string, u sandbox.TenantUpdate) (sandbox.Tenant, error) {
+	if p.Role != sandbox.RoleOperator {
+		return sandbox.Tenant{}, operatorOnly("change tenants")
+	}
+	unlock := s.tenantLocks.lock(name)
+	defer unlock()
+	t, err := s.GetTenant(ctx, p, name)
+	if err != nil {
+		return sandbox.Tenant{}, err
+	}
+	if u.Allocation != nil {
+		t.Allocation = *u.Allocation
+		t.Allocation.Pids = 0
+	}
+	if u.ResetPolicy {
+		t.Policy = sandbox.PolicyOverrides{}
+	}
+	t.Policy = mergeOverrides(t.Policy, u.Policy)
+	if err := validateTenant(t); err != nil {
+		return sandbox.Tenant{}, err
+	}
+	t.UpdatedAt = s.now().UTC()
+	if err := s.opts.Store.UpdateTenant(ctx, t); err != nil {
+		return sandbox.Tenant{}, s.internal("update tenant", err)
+	}
+	s.log.Info("tenant updated", "tenant", t.Name, "by", p.Agent)
+	return t, nil
+}
+
+// mergeOverrides returns base with every field set in over replacing it.
+func mergeOverrides(base, over sandbox.PolicyOverrides) sandbox.PolicyOverrides {
+	set := func(dst **int, src *int) {
+		if src != nil {
+			*dst = src
+		}
+	}
+	setD := func(dst **sandbox.Duration, src *sandbox.Duration) {
+		if src != nil {
+			*dst = src
+		}
+	}
+	set(&base.AgentQuota, over.AgentQuota)
+	set(&base.AgentSharePercent, over.AgentSharePercent)
+	set(&base.BudgetPercent, over.BudgetPercent)
+	setD(&base.MaxTTL, over.MaxTTL)
+	setD(&base.IdleTimeout, over.IdleTimeout)
+	set(&base.AlarmCreatesPerMinute, over.AlarmCreatesPerMinute)
+	set(&base.BreakerFactor, over.BreakerFactor)
+	setD(&base.BreakerCooldown, over.BreakerCooldown)
+	return base
+}
+
+// CreateAgent creates an agent identity: an operator in any tenant, a
+// tenant admin in its own (a.Tenant empty means the caller's).
+func (s *Service) CreateAgent(ctx context.Context, p sandbox.Principal, a sandbox.Agent) (sandbox.Agent, error) {
+	if a.Tenant == "" {
+		a.Tenant = p.Tenant
+	}
+	switch {
+	case p.Role == sandbox.RoleAgent:
+		return sandbox.Agent{}, sandbox.Errorf(sandbox.CodePermissionDenied, "an agent may not create agent identities").WithHint("ask a tenant admin")
+	case p.Role == sandbox.RoleTenantAdmin && a.Tenant != p.Tenant:
+		return sandbox.Agent{}, tenantNotFound(a.Tenant)
+	}
+	if err := sandbox.ValidateIdentity("agent", a.Name); err != nil {
+		return sandbox.Agent{}, err
+	}
+	if _, err := s.GetTenant(ctx, p, a.Tenant); err != nil {
+		return sandbox.Agent{}, err
+	}
+	a.CreatedAt = s.now().UTC()
+	if err := s.opts.Store.CreateAgent(ctx, a); errors.Is(err, store.ErrExists) {
+		return sandbox.Agent{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "agent %q exists", a.Name).WithHint("agent names are unique across tenants; choose another")
+	} else if errors.Is(err, store.ErrNotFound) {
+		return sandbox.Agent{}, tenantNotFound(a.Tenant)
+	} else if err != nil {
+		return sandbox.Agent{}, s.internal("create agent", err)
+	}
+	s.log.Info("agent created", "agent", a.Name, "tenant", a.Tenant, "by", p.Agent)
+	return a, nil
+}
+
+// ListAgents returns the agent identities p may see, by name: an
+// operator's of tenant (or all when empty), a tenant admin's of its
+// tenant, an agent itself.
+func (s *Service) ListAgents(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.Agent, error) {
+	if p.Role != sandbox.RoleOperator {
+		if tenant != "" && tenant != p.Tenant {
+			return []sandbox.Agent{}, nil
+		}
+		tenant = p.Tenant
+	}
+	as, err := s.opts.Store.ListAgents(ctx, tenant)
+	if err != nil {
+		return nil, s.internal("list agents", err)
+	}
+	if p.Role == sandbox.RoleAgent {
+		as = slices.DeleteFunc(as, func(a sandbox.Agent) bool { return a.Name != p.Agent })
+	}
+	return as, nil
+}
+
+// CreateToken creates a token and returns its secret, shown this once,
+// and its description. An operator may create any; a tenant admin agent
+// and tenant-admin tokens of its tenant; an agent none.
+func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sandbox.TokenRequest) (string, sandbox.TokenInfo, error) {
+	if req.Role == "" {
+		req.Role = sandbox.RoleAgent
+	}
+	ttl := time.Duration(req.TTL)
+	if ttl < 0 {
+		return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "token ttl %s is negative", ttl).WithHint("give a positive ttl, or none for a token that does not expire")
+	}
+	switch req.Role {
+	case sandbox.RoleOperator:
+		if p.Role != sandbox.RoleOperator {
+			return "", sandbox.TokenInfo{}, operatorOnly("create operator tokens")
+		}
+		if req.Agent == "" {
+			req.Agent = "operator"
+		}
+		if err := sandbox.ValidateIdentity("agent", req.Agent); err != nil {
+			return "", sandbox.TokenInfo{}, err
+		}
+		req.Tenant = systemTenant
+	case sandbox.RoleTenantAdmin, sandbox.RoleAgent:
+		if p.Role == sandbox.RoleAgent {
+			return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodePermissionDenied, "an agent may not create tokens").WithHint("ask a tenant admin")
+		}
+		if req.Tenant == "" {
+			req.Tenant = p.Tenant
+		}
+		if p.Role == sandbox.RoleTenantAdmin && req.Tenant != p.Tenant {
+			return "", sandbox.TokenInfo{}, tenantNotFound(req.Tenant)
+		}
+		a, err := s.opts.Store.GetAgent(ctx, req.Agent)
+		if errors.Is(err, store.ErrNotFound) || err == nil && a.Tenant != req.Tenant {
+			return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeNotFound, "agent %q not found in tenant %q", req.Agent, req.Tenant).
+				WithHint("create it first: hearth agent create %s --tenant %s", req.Agent, req.Tenant)
+		}
+		if err != nil {
+			return "", sandbox.TokenInfo{}, s.internal("get agent", err)
+		}
+	default:
+		return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown role %q", req.Role).
+			WithHint("use one of: %s, %s, %s", sandbox.RoleAgent, sandbox.RoleTenantAdmin, sandbox.RoleOperator)
+	}
+	secret, t, err := s.createToken(ctx, sandbox.Principal{Tenant: req.Tenant, Agent: req.Agent, Role: req.Role}, ttl)
+	if err != nil {
+		return "", sandbox.TokenInfo{}, err
+	}
+	s.log.Info("token created", "token", t.ID, "tenant", req.Tenant, "agent", req.Agent, "role", req.Role, "by", p.Agent)
+	return secret, tokenInfo(t), nil
+}
+
+func tokenInfo(t store.Token) sandbox.TokenInfo {
+	return sandbox.TokenInfo{
+		ID: t.ID, Tenant: t.Principal.Tenant, Agent: t.Principal.Agent, Role: t.Principal.Role,
+		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt,
+	}
+}
+
+// visibleToken reports whether p may see and revoke t: an operator every
+// token, a tenant admin its tenant's, an agent its own identity's.
+func visibleToken(p sandbox.Principal, t store.Token) bool {
+	switch p.Role {
+	case sandbox.RoleOperator:
+		return true
+	case sandbox.RoleTenantAdmin:
+		return t.Principal.Tenant == p.Tenant
+	}
+	return t.Principal.Tenant == p.Tenant && t.Principal.Agent == p.Agent
+}
+
+// ListTokens describes the tokens p may see, oldest first.
+func (s *Service) ListTokens(ctx context.Context, p sandbox.Principal) ([]sandbox.TokenInfo, error) {
+	ts, err := s.opts.Store.ListTokens(ctx)
+	if err != nil {
+		return nil, s.internal("list tokens", err)
+	}
+	out := []sandbox.TokenInfo{}
+	for _, t := range ts {
+		if visibleToken(p, t) {
+			out = append(out, tokenInfo(t))
+		}
+	}
+	return out, nil
+}
+
+// RevokeToken revokes the token with that id, at once and for good.
+// Revoking a revoked token succeeds.
+func (s *Service) RevokeToken(ctx context.Context, p sandbox.Principal, id string) error {
+	ts, err := s.opts.Store.ListTokens(ctx)
+	if err != nil {
+		return s.internal("list tokens", err)
+	}
+	i := slices.IndexFunc(ts, func(t store.Token) bool { return t.ID == id && visibleToken(p, t) })
+	if i < 0 {
+		return sandbox.Errorf(sandbox.CodeNotFound, "token %q not found", id).WithHint("`hearth token list` shows the tokens you can see")
+	}
+	if err := s.opts.Store.RevokeToken(ctx, id, s.now().UTC()); err != nil {
+		return s.internal("revoke token", err)
+	}
+	s.log.Info("token revoked", "token", id, "by", p.Agent)
+	return nil
+}
