@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
@@ -34,6 +36,7 @@ type serveConfig struct {
 	runtime    string
 	imageCache string
 	agentPath  string
+	layers     string
 	layersSize int64
 	maxWrite   int64
 	defaultTTL time.Duration
@@ -74,11 +77,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	snaps, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{
-		Dir:       filepath.Join(cfg.dataDir, "layers"),
-		ImageSize: cfg.layersSize,
-		Logger:    log.With("component", "layers"),
-	})
+	snaps, err := openLayers(ctx, cfg, log.With("component", "layers"))
 	if err != nil {
 		return err
 	}
@@ -146,6 +145,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.runtime, "runtime", "", "OCI runtime: runsc, runc or crun (default: runsc when present)")
 	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
 	fl.StringVar(&cfg.agentPath, "agent", "", "path of the static hearth-agent binary (default: beside hearth, then PATH)")
+	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
@@ -224,6 +224,35 @@ func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progr
 		return fmt.Errorf("build the default image: %w", err)
 	}
 	return rootfs.Import(ctx, snaps, defaultImage, rootDir)
+}
+
+// layerStore is what the daemon needs of its layer store.
+type layerStore interface {
+	layers.Store
+	Walk(ctx context.Context, fn func(layers.Info) error) error
+	Close() error
+}
+
+// openLayers opens the layer store cfg.layers names under the data dir.
+// "auto" is btrfs when the kernel has it (/proc/filesystems lists it),
+// else the overlayfs fallback.
+func openLayers(ctx context.Context, cfg serveConfig, log *slog.Logger) (layerStore, error) {
+	kind := cfg.layers
+	if kind == "auto" {
+		kind = "overlay"
+		if fss, err := os.ReadFile("/proc/filesystems"); err == nil && slices.Contains(strings.Fields(string(fss)), "btrfs") {
+			kind = "btrfs"
+		}
+	}
+	dir := filepath.Join(cfg.dataDir, "layers")
+	switch kind {
+	case "btrfs":
+		return layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: dir, ImageSize: cfg.layersSize, Logger: log})
+	case "overlay":
+		log.Warn("the overlay layer store is the slower fallback: checkpoints copy what a sandbox wrote, and disk limits are not enforced")
+		return overlay.Open(ctx, overlay.Options{Dir: filepath.Join(cfg.dataDir, "layers-overlay"), Logger: log})
+	}
+	return nil, &usageError{verb: "serve", msg: fmt.Sprintf("unknown layer store %q (want btrfs, overlay or auto)", cfg.layers)}
 }
 
 // ensureOperatorToken keeps the operator token file valid: it creates a

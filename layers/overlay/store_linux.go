@@ -1,0 +1,827 @@
+package overlay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/layers"
+)
+
+// Options configures Open. Only Dir is required.
+type Options struct {
+	// Dir is the store's root, e.g. <data>/layers, created if missing. It
+	// must not be on overlayfs, its filesystem must take trusted.*
+	// extended attributes (ext4 and xfs do), and its path must hold no
+	// ',', ':' or '\' (overlayfs's option separators).
+	Dir string
+	// Logger receives recovery and mount events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the overlayfs snapshot store; see the package documentation
+// for its layout, costs and limits. It is safe for concurrent use: calls
+// on different keys run in parallel, and so do any number of Prepares
+// from one committed snapshot and Snapshots (or Usages) of one key. A call
+// that would change a key another call is changing (committing, resetting,
+// removing) fails with ErrInUse rather than wait; a Commit, Reset or
+// Remove of a key that calls are reading turns new readers away and waits
+// for those in flight. Only one Store may have a Dir open at a time, in
+// any process.
+type Store struct {
+	dir  string
+	log  *slog.Logger
+	lock *os.File
+	// appendLowers: mount with fsopen(2) and one "lowerdir+" per layer
+	// (Linux 6.8+) rather than mount(2), whose options must fit in a page.
+	appendLowers bool
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	refs    map[string]int // layer id -> entries (visible or in the making) naming it
+	closed  bool
+}
+
+var _ layers.Store = (*Store)(nil)
+
+// entry is a snapshot in the index. Prepare, Commit and Snapshot insert
+// the new key before they touch the disk (invisible, busy), so that the
+// name is reserved and its layers referenced (see ref).
+type entry struct {
+	record
+	visible bool          // the call that creates it has succeeded
+	busy    bool          // a call is changing (committing, resetting, removing) it
+	readers int           // calls reading its top layer: Snapshots of it, Usages
+	drained chan struct{} // closed when readers drops to 0, if claim waits
+}
+
+// errClosed is returned by every call on a closed Store.
+var errClosed = errors.New("layers/overlay: store closed")
+
+// Open opens (creating if needed) the store at opts.Dir. It checks that
+// overlayfs works there (one probe mount), then reloads the index from
+// the records and repairs what a crash in the middle of a call left
+// behind (see load). A snapshot whose mount is there (the daemon
+// restarted while sandboxes kept running on it) keeps it: Open never
+// unmounts a snapshot that exists; one whose mount is missing (after a
+// reboot) is mounted again. Open fails with ErrInUse if another Store has
+// Dir open, ErrInvalid for a bad Dir, and ErrUnsupported if overlayfs
+// cannot work on Dir.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("%w: overlay.Options.Dir is empty", layers.ErrInvalid)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("layers/overlay: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("layers/overlay: %w", err)
+	}
+	// Mount points are listed with symlinks resolved.
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("layers/overlay: %w", err)
+	}
+	if strings.ContainsAny(dir, `,:\`) {
+		return nil, fmt.Errorf("%w: layers/overlay: %s holds one of ',', ':', '\\', which overlayfs options cannot carry", layers.ErrInvalid, dir)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil, fmt.Errorf("layers/overlay: statfs %s: %w", dir, err)
+	}
+	if st.Type == unix.OVERLAYFS_SUPER_MAGIC {
+		return nil, fmt.Errorf("%w: layers/overlay: %s is on overlayfs, which cannot hold upper layers; put the data dir on a disk filesystem (ext4, xfs)", layers.ErrUnsupported, dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("layers/overlay: %w", err)
+	}
+	s := &Store{
+		dir:     dir,
+		log:     log.With("store", dir),
+		entries: make(map[string]*entry),
+		refs:    make(map[string]int),
+	}
+	for _, d := range []string{s.metaDir(), s.layersDir(), s.workDir(), s.mntDir(), s.emptyDir()} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("layers/overlay: %w", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("layers/overlay: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("layers/overlay: %s is open elsewhere: %w", dir, layers.ErrInUse)
+	}
+	s.lock = lock
+	if s.appendLowers, err = probe(filepath.Join(dir, "probe")); err == nil {
+		err = s.load(ctx)
+	}
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Dir is the store's root directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) metaDir() string   { return filepath.Join(s.dir, "meta") }
+func (s *Store) layersDir() string { return filepath.Join(s.dir, "layers") }
+func (s *Store) workDir() string   { return filepath.Join(s.dir, "work") }
+func (s *Store) mntDir() string    { return filepath.Join(s.dir, "mnt") }
+func (s *Store) emptyDir() string  { return filepath.Join(s.dir, "empty") }
+
+// layerPath is the directory holding the files of layer id.
+func (s *Store) layerPath(id string) string { return filepath.Join(s.layersDir(), id) }
+
+// path is the mount point of the snapshot whose record has ID id: its
+// Info.Path.
+func (s *Store) path(id string) string { return filepath.Join(s.mntDir(), id) }
+
+// ref counts one more entry naming each of ids. The caller holds s.mu.
+func (s *Store) ref(ids []string) {
+	for _, id := range ids {
+		s.refs[id]++
+	}
+}
+
+// unref counts one entry less naming each of ids and returns those no
+// entry names any more, for removeLayers: nothing can name them again, as
+// a new entry only takes layers from an existing one. The caller holds
+// s.mu.
+func (s *Store) unref(ids []string) (dead []string) {
+	for _, id := range ids {
+		if s.refs[id]--; s.refs[id] <= 0 {
+			delete(s.refs, id)
+			dead = append(dead, id)
+		}
+	}
+	return dead
+}
+
+// removeLayers deletes the files (and work dirs) of layers no entry names.
+// What it fails to delete, Open deletes.
+func (s *Store) removeLayers(ids []string) {
+	for _, id := range ids {
+		for _, p := range []string{s.layerPath(id), filepath.Join(s.workDir(), id)} {
+			if err := os.RemoveAll(p); err != nil {
+				s.log.Error("layers/overlay: deleting an unused layer", "path", p, "err", err)
+			}
+		}
+	}
+}
+
+// drop takes the entry e, which a call inserted as key but could not
+// finish, out of the index, and deletes the layers only it named.
+func (s *Store) drop(key string, e *entry) {
+	s.mu.Lock()
+	if s.entries[key] == e {
+		delete(s.entries, key)
+	}
+	dead := s.unref(e.Layers)
+	s.mu.Unlock()
+	s.removeLayers(dead)
+}
+
+// claim marks e busy for a call that changes it (Commit, Reset, Remove)
+// and waits until no call reads it; being busy, e gets no new readers
+// meanwhile. The caller holds s.mu, and has checked that e is visible and
+// not busy; claim returns with s.mu held. If ctx ends first, e is left as
+// it was.
+func (s *Store) claim(ctx context.Context, e *entry) error {
+	e.busy = true
+	for e.readers > 0 {
+		if e.drained == nil {
+			e.drained = make(chan struct{})
+		}
+		drained := e.drained
+		s.mu.Unlock()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		if err := ctx.Err(); err != nil && e.readers > 0 {
+			e.busy = false
+			return err
+		}
+	}
+	return nil
+}
+
+// release ends a read of e and wakes a claim waiting for the last one. The
+// caller holds s.mu.
+func (e *entry) release() {
+	e.readers--
+	if e.readers == 0 && e.drained != nil {
+		close(e.drained)
+		e.drained = nil
+	}
+}
+
+// active returns the entry of key for op when it is an active snapshot no
+// call is changing. The caller holds s.mu.
+func (s *Store) active(op, key string) (*entry, error) {
+	if s.closed {
+		return nil, errClosed
+	}
+	e := s.entries[key]
+	switch {
+	case e == nil || !e.visible:
+		return nil, fmt.Errorf("%s %q: %w", op, key, layers.ErrNotFound)
+	case e.busy:
+		return nil, fmt.Errorf("%s %q: %w", op, key, layers.ErrInUse)
+	case e.Kind != layers.KindActive:
+		return nil, fmt.Errorf("%s %q: not active: %w", op, key, layers.ErrInvalid)
+	}
+	return e, nil
+}
+
+// committed returns the entry of parent for op on key when it is a
+// committed snapshot no call is changing. The caller holds s.mu.
+func (s *Store) committed(op, key, parent string) (*entry, error) {
+	p := s.entries[parent]
+	switch {
+	case p == nil || !p.visible || p.busy:
+		return nil, fmt.Errorf("%s %q: parent %q: %w", op, key, parent, layers.ErrNotFound)
+	case p.Kind != layers.KindCommitted:
+		return nil, fmt.Errorf("%s %q: parent %q is not committed: %w", op, key, parent, layers.ErrInvalid)
+	}
+	return p, nil
+}
+
+// Prepare creates the active snapshot key on top of the committed
+// snapshot parent, or empty if parent is "", and returns its path: a new
+// empty upper layer and an overlay mount of it over parent's layers. It
+// costs O(1) in the size of parent: two directories, one mount and one
+// record, and makes the chain one layer deeper than parent's. It fails
+// with ErrInvalid (bad key, or parent not committed), ErrExists (key
+// taken) or ErrNotFound (no parent).
+func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error) {
+	if err := checkArgs(ctx, key, parent); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return "", errClosed
+	}
+	if _, ok := s.entries[key]; ok {
+		s.mu.Unlock()
+		return "", fmt.Errorf("prepare %q: %w", key, layers.ErrExists)
+	}
+	r := record{ID: newID(), Kind: layers.KindActive, Layers: []string{newID()}}
+	if parent != "" {
+		p, err := s.committed("prepare", key, parent)
+		if err != nil {
+			s.mu.Unlock()
+			return "", err
+		}
+		r.Parent, r.ParentID = parent, p.ID
+		r.Layers = append(r.Layers, p.Layers...)
+	}
+	e := &entry{record: r, busy: true}
+	s.entries[key] = e
+	s.ref(r.Layers)
+	s.mu.Unlock()
+
+	if err := s.prepare(key, r); err != nil {
+		s.drop(key, e)
+		return "", fmt.Errorf("prepare %q: %w", key, err)
+	}
+	s.mu.Lock()
+	e.visible, e.busy = true, false
+	s.mu.Unlock()
+	return s.path(r.ID), nil
+}
+
+// prepare makes the upper layer of the active snapshot r, mounts it, and
+// writes key's record, the commit point. On failure, it unmounts what it
+// mounted; the layer is the caller's to delete.
+func (s *Store) prepare(key string, r record) error {
+	if err := s.makeUpper(r.Layers); err != nil {
+		return err
+	}
+	if err := s.mount(r); err != nil {
+		return err
+	}
+	if err := s.writeRecord(key, r); err != nil {
+		s.unmountOrLog(r.ID)
+		return err
+	}
+	return nil
+}
+
+// makeUpper creates the empty upper layer ids[0] and its work dir, and
+// makes them durable (a record naming a layer must never outlive it). The
+// upper dir is the root directory the mount shows, so it takes the owner
+// and mode of the root of the layer below, ids[1], if there is one (an
+// image's / is 0755 root:root, not 0700).
+func (s *Store) makeUpper(ids []string) error {
+	upper := s.layerPath(ids[0])
+	uid, gid, mode := 0, 0, uint32(0o755)
+	if len(ids) > 1 {
+		var st unix.Stat_t
+		if err := unix.Lstat(s.layerPath(ids[1]), &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: s.layerPath(ids[1]), Err: err}
+		}
+		uid, gid, mode = int(st.Uid), int(st.Gid), st.Mode&0o7777
+	}
+	if err := os.Mkdir(upper, 0o700); err != nil {
+		return err
+	}
+	if err := os.Lchown(upper, uid, gid); err != nil {
+		return err
+	}
+	if err := unix.Chmod(upper, mode); err != nil {
+		return &os.PathError{Op: "chmod", Path: upper, Err: err}
+	}
+	if err := os.Mkdir(filepath.Join(s.workDir(), ids[0]), 0o700); err != nil {
+		return err
+	}
+	if err := syncDir(s.layersDir()); err != nil {
+		return err
+	}
+	return syncDir(s.workDir())
+}
+
+// Commit turns the active snapshot key into the committed snapshot name:
+// key's mount is unmounted, and its upper layer becomes the top of name's
+// read-only stack, mounted at a new path. It costs O(1) in the data key
+// holds. Nothing may use key's mount when Commit is called (no process
+// with a file open or its working directory in it): Commit then fails
+// with EBUSY and key stays as it was. It fails with ErrNotFound (no key),
+// ErrInvalid (key is committed, or a bad name), ErrExists (name taken) or
+// ErrInUse (another call is changing key). If Snapshots or Usages of key
+// are in flight, Commit waits for them.
+func (s *Store) Commit(ctx context.Context, name, key string) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	if err := layers.ValidateKey(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	e, err := s.active("commit", key)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if _, ok := s.entries[name]; ok {
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q as %q: %w", key, name, layers.ErrExists)
+	}
+	n := &entry{record: record{ID: newID(), Kind: layers.KindCommitted, Layers: e.Layers}, busy: true}
+	s.entries[name] = n
+	s.ref(n.Layers)
+	if err := s.claim(ctx, e); err != nil {
+		s.mu.Unlock()
+		s.drop(name, n)
+		return fmt.Errorf("commit %q as %q: %w", key, name, err)
+	}
+	// Parent may have been removed while claim waited.
+	n.Parent, n.ParentID = e.Parent, e.ParentID
+	old, r := e.record, n.record
+	s.mu.Unlock()
+
+	if err := s.commit(name, key, old, r); err != nil {
+		s.drop(name, n)
+		s.mu.Lock()
+		e.busy = false
+		s.mu.Unlock()
+		return fmt.Errorf("commit %q as %q: %w", key, name, err)
+	}
+	s.mu.Lock()
+	delete(s.entries, key)
+	s.unref(old.Layers) // n names them all
+	n.visible, n.busy = true, false
+	s.mu.Unlock()
+	return nil
+}
+
+// commit unmounts the active snapshot old (key), mounts r (name) read-only
+// over the same layers, then writes name's record, the commit point, and
+// drops key's. load finishes a commit that wrote name's record and keeps
+// key if it did not (see load).
+func (s *Store) commit(name, key string, old, r record) error {
+	if err := unmount(s.path(old.ID), 0); err != nil {
+		return err
+	}
+	undo := func(err error) error {
+		if merr := s.mount(old); merr != nil {
+			s.log.Error("layers/overlay: mounting again after a failed commit", "key", key, "err", merr)
+		}
+		return err
+	}
+	if err := s.mount(r); err != nil {
+		return undo(err)
+	}
+	if err := s.writeRecord(name, r); err != nil {
+		s.unmountOrLog(r.ID)
+		return undo(err)
+	}
+	if err := s.removeRecord(key); err != nil {
+		// load drops it: name's record names its upper layer.
+		s.log.Warn("layers/overlay: removing a committed key's record", "key", key, "err", err)
+	}
+	if err := os.RemoveAll(filepath.Join(s.workDir(), old.Layers[0])); err != nil {
+		s.log.Warn("layers/overlay: removing a committed layer's work dir", "key", key, "err", err)
+	}
+	return nil
+}
+
+// Snapshot makes the committed snapshot name from what the active
+// snapshot key holds now: key's upper layer, everything key wrote since
+// it was prepared or reset, is copied into a new layer (see the package
+// documentation for what is kept), synced to disk, and mounted read-only
+// over key's lower layers. key stays active and mounted, untouched. It
+// costs O(data key wrote), not O(1): a caller that freezes a sandbox
+// around it freezes it for the copy. name's Parent is key's; either may be
+// removed first. It is durable when it returns. It fails with ErrNotFound
+// (no key), ErrExists (name taken), ErrInvalid (key is committed, or a
+// bad name) or ErrInUse (another call is changing key).
+func (s *Store) Snapshot(ctx context.Context, name, key string) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	if err := layers.ValidateKey(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	e, err := s.active("snapshot", key)
+	if err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if _, ok := s.entries[name]; ok {
+		s.mu.Unlock()
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, layers.ErrExists)
+	}
+	r := record{
+		ID:       newID(),
+		Kind:     layers.KindCommitted,
+		Parent:   e.Parent,
+		ParentID: e.ParentID,
+		Layers:   append([]string{newID()}, e.Layers[1:]...),
+		Copied:   true,
+	}
+	n := &entry{record: r, busy: true}
+	s.entries[name] = n
+	s.ref(r.Layers)
+	e.readers++
+	src := e.Layers[0]
+	s.mu.Unlock()
+
+	err = s.snapshot(ctx, name, src, r)
+	s.mu.Lock()
+	e.release()
+	if err == nil {
+		n.visible, n.busy = true, false
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.drop(name, n)
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, err)
+	}
+	return nil
+}
+
+// snapshot copies the layer src into r's top layer, syncs the filesystem,
+// mounts r and writes name's record, the commit point. On failure, it
+// unmounts what it mounted; the layer is the caller's to delete.
+func (s *Store) snapshot(ctx context.Context, name, src string, r record) error {
+	dst := s.layerPath(r.Layers[0])
+	if err := copyTree(ctx, dst, s.layerPath(src)); err != nil {
+		return err
+	}
+	if err := syncfs(dst); err != nil {
+		return err
+	}
+	if err := s.mount(r); err != nil {
+		return err
+	}
+	if err := s.writeRecord(name, r); err != nil {
+		s.unmountOrLog(r.ID)
+		return err
+	}
+	return nil
+}
+
+// Reset replaces the active snapshot key with a new one on top of the
+// committed snapshot parent, at a new path, which it returns: a new empty
+// upper layer is made and mounted, key's record is swapped to it in one
+// rename (the commit point), and only then is the old mount detached and
+// its upper layer deleted. A crash leaves the old record or the new one,
+// and Open deletes what the other named. Reset is O(1) plus the deletion
+// of what key wrote. Whatever still runs on the old path loses its files,
+// so the caller stops it first. It fails with ErrNotFound (no key or
+// parent), ErrInvalid (key is not active, parent not committed or "") or
+// ErrInUse (another call is changing either); Snapshots and Usages of key
+// in flight are waited for.
+func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
+	if err := checkArgs(ctx, key, parent); err != nil {
+		return "", err
+	}
+	if parent == "" {
+		return "", fmt.Errorf("reset %q: no parent: %w", key, layers.ErrInvalid)
+	}
+	s.mu.Lock()
+	e, err := s.active("reset", key)
+	if err == nil {
+		_, err = s.committed("reset", key, parent)
+	}
+	if err != nil {
+		s.mu.Unlock()
+		return "", err
+	}
+	if err := s.claim(ctx, e); err != nil {
+		s.mu.Unlock()
+		return "", fmt.Errorf("reset %q: %w", key, err)
+	}
+	// parent may have gone while claim waited.
+	p, err := s.committed("reset", key, parent)
+	if err != nil {
+		e.busy = false
+		s.mu.Unlock()
+		return "", err
+	}
+	old := e.record
+	r := record{ID: newID(), Kind: layers.KindActive, Parent: parent, ParentID: p.ID, Layers: append([]string{newID()}, p.Layers...)}
+	s.ref(r.Layers)
+	s.mu.Unlock()
+
+	err = s.prepare(key, r)
+	s.mu.Lock()
+	e.busy = false
+	var dead []string
+	if err == nil {
+		// A Remove of parent meanwhile cleared the Parent of the entries
+		// there were (r was not one yet); the record keeps it, and load
+		// clears it again.
+		if s.entries[parent] != p {
+			r.Parent, r.ParentID = "", ""
+		}
+		e.record = r
+		dead = s.unref(old.Layers)
+	} else {
+		dead = s.unref(r.Layers)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.removeLayers(dead)
+		return "", fmt.Errorf("reset %q to %q: %w", key, parent, err)
+	}
+	// The swap happened; what the old record named goes. Open deletes
+	// what this leaves.
+	s.unmountOrLog(old.ID)
+	s.removeLayers(dead)
+	return s.path(r.ID), nil
+}
+
+// Stat describes the snapshot key, or fails with ErrNotFound or ErrInvalid.
+func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return layers.Info{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return layers.Info{}, errClosed
+	}
+	e := s.entries[key]
+	if e == nil || !e.visible {
+		return layers.Info{}, fmt.Errorf("stat %q: %w", key, layers.ErrNotFound)
+	}
+	return s.info(key, e), nil
+}
+
+func (s *Store) info(key string, e *entry) layers.Info {
+	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}
+}
+
+// Walk calls fn for every snapshot, in no particular order, for Recover and
+// garbage collection. It calls fn without holding the store's lock, so fn
+// may call the store; snapshots made or removed meanwhile may or may not
+// be seen.
+func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	infos := make([]layers.Info, 0, len(s.entries))
+	for k, e := range s.entries {
+		if e.visible {
+			infos = append(infos, s.info(k, e))
+		}
+	}
+	s.mu.Unlock()
+	for _, info := range infos {
+		if err := fn(info); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove deletes the snapshot key: its record (the commit point), then its
+// mount (detached: a process still in it keeps what it holds open), then
+// the layers no other snapshot names. A committed snapshot's layers stay
+// while a snapshot made from it names them, so its children keep their
+// files (their Parent becomes ""); the last snapshot to name a layer
+// deletes it. The deletion is O(files deleted) and happens in the call.
+// Snapshots and Usages of key in flight finish first (later ones fail
+// with ErrInUse or ErrNotFound). It fails with ErrNotFound, ErrInvalid,
+// or ErrInUse if another call is changing key.
+func (s *Store) Remove(ctx context.Context, key string) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	e := s.entries[key]
+	switch {
+	case e == nil || !e.visible:
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, layers.ErrNotFound)
+	case e.busy:
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, layers.ErrInUse)
+	}
+	if err := s.claim(ctx, e); err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, err)
+	}
+	s.mu.Unlock()
+
+	if err := s.removeRecord(key); err != nil {
+		s.mu.Lock()
+		e.busy = false
+		s.mu.Unlock()
+		return fmt.Errorf("remove %q: %w", key, err)
+	}
+	s.unmountOrLog(e.ID)
+	s.mu.Lock()
+	delete(s.entries, key)
+	dead := s.unref(e.Layers)
+	// Children in the making too (a Prepare, Commit or Snapshot copies
+	// Parent into an entry not yet visible): none may name key once it
+	// is gone. Their records keep key's ID, so load clears it again.
+	for _, c := range s.entries {
+		if c.Parent == key && c.ParentID == e.ID {
+			c.Parent, c.ParentID = "", ""
+		}
+	}
+	s.mu.Unlock()
+	s.removeLayers(dead)
+	return nil
+}
+
+// Usage returns the bytes charged to the snapshot key: the disk blocks
+// (st_blocks) of everything in its top layer, each hard-linked inode
+// once, found by walking it (O(files)). For an active snapshot that is
+// its upper layer, what it wrote since it was prepared or reset, which a
+// Commit keeps. A snapshot made by Snapshot is charged nothing (0): its
+// copy stays charged to the key that wrote it, as the contract has it,
+// although on this backend the copy takes its own disk space. It fails
+// with ErrNotFound, ErrInvalid, or ErrInUse if another call is changing
+// key.
+func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, errClosed
+	}
+	e := s.entries[key]
+	switch {
+	case e == nil || !e.visible:
+		s.mu.Unlock()
+		return 0, fmt.Errorf("usage %q: %w", key, layers.ErrNotFound)
+	case e.busy:
+		s.mu.Unlock()
+		return 0, fmt.Errorf("usage %q: %w", key, layers.ErrInUse)
+	case e.Copied:
+		s.mu.Unlock()
+		return 0, nil
+	}
+	e.readers++
+	top := s.layerPath(e.Layers[0])
+	s.mu.Unlock()
+
+	n, err := diskUsage(ctx, top)
+	s.mu.Lock()
+	e.release()
+	s.mu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("usage %q: %w", key, err)
+	}
+	return n, nil
+}
+
+// SetLimit cannot cap an active snapshot here: its upper layer is a plain
+// directory, and a cap would need the filesystem's project quotas. It
+// fails with ErrUnsupported for any bytes > 0, and succeeds for 0 (there
+// is no cap to remove). Before that it checks the key as every store
+// does: ErrNotFound (no key), ErrInvalid (key is committed, bytes is
+// negative) or ErrInUse (another call is changing key).
+func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
+	if err := checkArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	if bytes < 0 {
+		return fmt.Errorf("set limit of %q to %d: %w", key, bytes, layers.ErrInvalid)
+	}
+	s.mu.Lock()
+	_, err := s.active("set limit of", key)
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		return err
+	case bytes != 0:
+		return fmt.Errorf("set limit of %q: the overlayfs store cannot cap a snapshot's disk space: %w", key, layers.ErrUnsupported)
+	}
+	return nil
+}
+
+// Close releases the store's lock. It does not unmount anything: sandboxes
+// keep running on the snapshots, and Open takes the mounts over. Calls
+// after Close fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.lock.Close()
+}
+
+// checkArgs checks ctx, key, and parent unless it is "".
+func checkArgs(ctx context.Context, key, parent string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := layers.ValidateKey(key); err != nil {
+		return err
+	}
+	if parent != "" {
+		return layers.ValidateKey(parent)
+	}
+	return nil
+}
+
+// newID returns a random id for a layer or a mount point, 16 hex digits.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// syncDir makes the entries of the directory dir durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// syncfs writes out the filesystem that holds path: data and metadata.
+func syncfs(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return &os.PathError{Op: "syncfs", Path: path, Err: err}
+	}
+	return nil
+}
