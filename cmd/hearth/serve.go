@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +29,7 @@ import (
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store/sqlite"
+	"github.com/hearth/hearth/webhook"
 )
 
 // serveConfig is what `hearth serve` runs with.
@@ -42,6 +45,10 @@ type serveConfig struct {
 	defaultTTL time.Duration
 	idle       time.Duration
 	warmPool   map[string]int
+	// tenantsFile declares tenants and agents, applied at every start;
+	// alarmWebhook receives alarms.
+	tenantsFile  string
+	alarmWebhook string
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -85,6 +92,10 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
 		return err
 	}
+	var alarms func(sandbox.Alarm)
+	if cfg.alarmWebhook != "" {
+		alarms = webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
+	}
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,
 		Driver:        drv,
@@ -94,6 +105,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		DefaultTTL:    cfg.defaultTTL,
 		IdleTimeout:   cfg.idle,
 		WarmPool:      cfg.warmPool,
+		Alarms:        alarms,
 		Logger:        log.With("component", "lifecycle"),
 	})
 	if err != nil {
@@ -101,6 +113,11 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("reconcile with the runtime: %w", err)
+	}
+	if cfg.tenantsFile != "" {
+		if err := applyTenantsFile(ctx, svc, cfg.tenantsFile); err != nil {
+			return fmt.Errorf("tenants file %s: %w", cfg.tenantsFile, err)
+		}
 	}
 	tokenFile := filepath.Join(cfg.dataDir, "operator.token")
 	if err := ensureOperatorToken(ctx, svc, tokenFile); err != nil {
@@ -154,6 +171,8 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		cfg.warmPool = pool
 		return err
 	})
+	fl.StringVar(&cfg.tenantsFile, "tenants", "", "JSON `file` of tenants (allocation, policy) and agents to create or update at start (see docs/TENANCY.md)")
+	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -224,6 +243,52 @@ func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progr
 		return fmt.Errorf("build the default image: %w", err)
 	}
 	return rootfs.Import(ctx, snaps, defaultImage, rootDir)
+}
+
+// tenantsFile is the JSON of --tenants: the tenants (name, allocation,
+// policy) and agent identities the operator declares.
+type tenantsFile struct {
+	Tenants []sandbox.Tenant `json:"tenants"`
+	Agents  []sandbox.Agent  `json:"agents"`
+}
+
+// applyTenantsFile makes the daemon's tenants and agents match the file:
+// a tenant it declares is created, or updated to exactly the file's
+// allocation and policy; an agent is created unless it exists in the same
+// tenant. Tenants and agents the file does not name are left alone.
+func applyTenantsFile(ctx context.Context, svc *lifecycle.Service, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var f tenantsFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return err
+	}
+	op := sandbox.Principal{Tenant: "system", Agent: "tenants-file", Role: sandbox.RoleOperator}
+	for _, t := range f.Tenants {
+		_, err := svc.CreateTenant(ctx, op, t)
+		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+			_, err = svc.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Policy: t.Policy, ResetPolicy: true})
+		}
+		if err != nil {
+			return fmt.Errorf("tenant %q: %w", t.Name, err)
+		}
+	}
+	for _, a := range f.Agents {
+		_, err := svc.CreateAgent(ctx, op, a)
+		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+			if as, lerr := svc.ListAgents(ctx, op, a.Tenant); lerr == nil && slices.ContainsFunc(as, func(x sandbox.Agent) bool { return x.Name == a.Name }) {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("agent %q: %w", a.Name, err)
+		}
+	}
+	return nil
 }
 
 // layerStore is what the daemon needs of its layer store.
