@@ -354,8 +354,8 @@ func (s *Service) root(ctx context.Context, sb sandbox.Sandbox) (string, error) 
 }
 
 // limitDisk caps what the sandbox's root may hold beyond its image. A layer
-// store that cannot enforce limits (btrfs without quotas) is logged, not
-// fatal: the sandbox then lists no disk-limit capability.
+// store that cannot enforce limits (btrfs without quotas, the overlay
+// fallback) is logged, not fatal: the sandbox then runs without a cap.
 func (s *Service) limitDisk(ctx context.Context, sb sandbox.Sandbox) error {
 	err := s.opts.Layers.SetLimit(ctx, rootKey(sb.ID), sb.Resources.DiskBytes)
 	if errors.Is(err, layers.ErrUnsupported) {

@@ -101,7 +101,11 @@ type daemon struct {
 	url     string
 	token   string
 	out     *syncBuffer
-	exited  chan struct{}
+	// before holds the output of the daemon's earlier runs on this data
+	// dir (a test that kills or stops it starts it again), logged with the
+	// last run's when the test fails.
+	before []string
+	exited chan struct{}
 }
 
 type syncBuffer struct {
@@ -146,7 +150,10 @@ func newDaemon(t testing.TB, runtime string, serveArgs ...string) *daemon {
 		}
 		d.deleteLeftovers()
 		if t.Failed() {
-			t.Logf("daemon output:\n%s", d.out.String())
+			for i, out := range d.before {
+				t.Logf("daemon output, run %d:\n%s", i+1, out)
+			}
+			t.Logf("daemon output, run %d (the last):\n%s", len(d.before)+1, d.out.String())
 		}
 		// The layer store's loop mount and runsc's shared null netns stay
 		// mounted for a daemon's next start; a test removes them.
@@ -163,6 +170,9 @@ var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 // start runs the daemon and waits until it listens.
 func (d *daemon) start() {
 	d.t.Helper()
+	if d.out != nil {
+		d.before = append(d.before, d.out.String())
+	}
 	d.out = &syncBuffer{}
 	args := []string{"serve", "--data-dir", d.dataDir, "--listen", "127.0.0.1:0",
 		"--runtime", d.runtime, "--image-cache", bins.imageCache, "--layers-size", fmt.Sprint(8 << 30)}
@@ -257,12 +267,18 @@ func (d *daemon) stop() {
 
 func (d *daemon) client() *client.Client { return client.New(d.url, d.token, nil) }
 
-// cli runs the hearth CLI against the daemon and returns stdout, stderr and
-// the exit code.
+// cli runs the hearth CLI against the daemon with the operator token and
+// returns stdout, stderr and the exit code.
 func (d *daemon) cli(stdin string, args ...string) (string, string, int) {
 	d.t.Helper()
+	return d.cliAs(d.token, stdin, args...)
+}
+
+// cliAs is cli with another token.
+func (d *daemon) cliAs(token, stdin string, args ...string) (string, string, int) {
+	d.t.Helper()
 	cmd := exec.Command(bins.hearth, args...)
-	cmd.Env = append(os.Environ(), "HEARTH_URL="+d.url, "HEARTH_TOKEN="+d.token)
+	cmd.Env = append(os.Environ(), "HEARTH_URL="+d.url, "HEARTH_TOKEN="+token)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
