@@ -57,7 +57,9 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (sandbox.Prin
 		!t.RevokedAt.IsZero() || !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
 		return sandbox.Principal{}, unauth
 	}
-	return t.Principal, nil
+	p := t.Principal
+	p.TokenID = t.ID
+	return p, nil
 }
 
 // EnsureOperatorToken returns a working operator token: current when it is

@@ -37,12 +37,13 @@ func TestAuthenticate(t *testing.T) {
 	e.addToken(t, "tok-expiresnow", "hearth_expiresnow", a1, now, time.Time{})
 	e.addToken(t, "tok-noprefix", "noprefix", a1, time.Time{}, time.Time{})
 
+	withToken := func(p sandbox.Principal, id string) sandbox.Principal { p.TokenID = id; return p }
 	for _, tt := range []struct {
 		secret string
 		want   sandbox.Principal
 	}{
-		{"hearth_live", a1},
-		{"hearth_expireslater", a2},
+		{"hearth_live", withToken(a1, "tok-live")},
+		{"hearth_expireslater", withToken(a2, "tok-later")},
 	} {
 		if got, err := e.svc.Authenticate(t.Context(), tt.secret); err != nil || got != tt.want {
 			t.Errorf("Authenticate(%s) = %+v, %v, want %+v", tt.secret, got, err, tt.want)

@@ -88,6 +88,9 @@ type Principal struct {
 	Tenant string `json:"tenant"`
 	Agent  string `json:"agent"`
 	Role   Role   `json:"role"`
+	// TokenID names the token the caller authenticated with (never its
+	// secret), for the audit log; empty for the platform's own calls.
+	TokenID string `json:"token_id,omitempty"`
 }
 
 // Owns reports whether p may see and act on a sandbox of the given tenant and
