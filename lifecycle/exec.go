@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/hearth/hearth/policy"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -24,13 +25,55 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
+	checkpoint, note, err := s.gate(ctx, p, sb, req)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
 	end := s.leases.begin(sb.ID, s.now)
 	res, err := ag.Exec(ctx, req, stdin, stdout, stderr)
 	end()
 	if err == nil && res.OOMKilled {
 		s.noteOOM(ctx, sb)
 	}
+	res.Checkpoint, res.Gate = checkpoint, note
 	return res, err
+}
+
+// gateLabel labels the automatic checkpoints of the gate. The command is
+// not in it: a command line may carry a credential.
+const gateLabel = "auto: before a destructive command"
+
+// gate is the destructive-command gate (see policy.Limits.Destructive):
+// when req matches one of the patterns of sb's tenant, it checkpoints sb
+// first and returns the checkpoint and a note for the result. When the
+// checkpoint fails, the tenant's policy refuses the command (an error) or
+// lets it run (a note saying so).
+func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, req sandbox.ExecRequest) (checkpoint, note string, err error) {
+	lim := s.limitsOf(ctx, sb.Tenant)
+	pattern, ok := lim.Destructive(policy.CommandText(req))
+	if !ok {
+		return "", "", nil
+	}
+	ck, err := s.Checkpoint(ctx, p, sb.Name, gateLabel)
+	if err == nil {
+		s.log.Info("checkpoint before a destructive command", "sandbox", sb.Name, "checkpoint", ck.ID, "pattern", pattern)
+		return ck.ID, fmt.Sprintf("the command matches the destructive pattern %q: checkpoint %s was taken first; restore it to undo the command", pattern, ck.ID), nil
+	}
+	s.log.Warn("the checkpoint before a destructive command failed", "sandbox", sb.Name, "pattern", pattern, "err", err)
+	if lim.GateOnFailure == policy.GateAllow {
+		return "", fmt.Sprintf("the command matches the destructive pattern %q, but the checkpoint before it failed: it ran without one", pattern), nil
+	}
+	return "", "", sandbox.Errorf(sandbox.CodeUnavailable, "refused: the command matches the destructive pattern %q, and the checkpoint hearth takes before such a command failed", pattern).
+		WithHint("retry; or checkpoint the sandbox yourself, and ask a tenant admin to set the policy's gate_on_failure to allow")
+}
+
+// limitsOf returns the guardrails of tenant, or the daemon's defaults for
+// a tenant with no row (the operators' "system").
+func (s *Service) limitsOf(ctx context.Context, tenant string) policy.Limits {
+	if _, lim, err := s.tenantLimits(ctx, tenant); err == nil {
+		return lim
+	}
+	return s.defaultLimits()
 }
 
 // noteOOM records in the sandbox's status that its memory limit killed a

@@ -151,6 +151,12 @@ func mergeOverrides(base, over sandbox.PolicyOverrides) sandbox.PolicyOverrides 
 	set(&base.AlarmCreatesPerMinute, over.AlarmCreatesPerMinute)
 	set(&base.BreakerFactor, over.BreakerFactor)
 	setD(&base.BreakerCooldown, over.BreakerCooldown)
+	if over.DestructivePatterns != nil {
+		base.DestructivePatterns = over.DestructivePatterns
+	}
+	if over.GateOnFailure != nil {
+		base.GateOnFailure = over.GateOnFailure
+	}
 	return base
 }
 

@@ -16,6 +16,13 @@ type Limits struct {
 	AlarmCreatesPerMinute int           // create rate per identity that raises an alarm (10)
 	BreakerFactor         int           // BreakerFactor × AlarmCreatesPerMinute opens the breaker (3)
 	BreakerCooldown       time.Duration // how long an open breaker refuses creates (5m)
+	// GateOnFailure is what happens to a destructive command whose
+	// automatic checkpoint fails: GateRefuse (the default) or GateAllow.
+	GateOnFailure string
+	// gate holds the destructive patterns (DefaultDestructive unless
+	// overridden), compiled; see Destructive. It is never changed once
+	// built, so Limits stay comparable with ==.
+	gate *gate
 }
 
 // Defaults are the guardrails of a tenant with no overrides.
@@ -29,8 +36,20 @@ func Defaults() Limits {
 		AlarmCreatesPerMinute: 10,
 		BreakerFactor:         3,
 		BreakerCooldown:       5 * time.Minute,
+		GateOnFailure:         GateRefuse,
+		gate:                  defaultGate,
 	}
 }
+
+// defaultGate is DefaultDestructive compiled once, like a constant: a bad
+// default pattern panics at init, which the package's tests catch.
+var defaultGate = func() *gate {
+	g, err := compileGate(DefaultDestructive())
+	if err != nil {
+		panic(err)
+	}
+	return g
+}()
 
 // With applies o over l, validating every set field (ranges: quota
 // 1..1000, percents 1..100, MaxTTL 1m..720h, IdleTimeout 1s..720h, alarm
@@ -51,12 +70,33 @@ func (l Limits) With(o sandbox.PolicyOverrides) (Limits, error) {
 		setInt(&out.AlarmCreatesPerMinute, o.AlarmCreatesPerMinute, "alarm_creates_per_minute", 1, 10000),
 		setInt(&out.BreakerFactor, o.BreakerFactor, "breaker_factor", 1, 100),
 		setDuration(&out.BreakerCooldown, o.BreakerCooldown, "breaker_cooldown", time.Second, 24*time.Hour),
+		setGate(&out, o),
 	} {
 		if err != nil {
 			return l, err
 		}
 	}
 	return out, nil
+}
+
+// setGate applies the gate's overrides: the patterns (compiled; an empty
+// list turns the gate off) and the failure policy.
+func setGate(l *Limits, o sandbox.PolicyOverrides) error {
+	if o.DestructivePatterns != nil {
+		g, err := compileGate(*o.DestructivePatterns)
+		if err != nil {
+			return err
+		}
+		l.gate = g
+	}
+	if v := o.GateOnFailure; v != nil {
+		if *v != GateRefuse && *v != GateAllow {
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.gate_on_failure must be %q or %q, got %q", GateRefuse, GateAllow, *v).
+				WithHint("use %q (the default) or %q", GateRefuse, GateAllow)
+		}
+		l.GateOnFailure = *v
+	}
+	return nil
 }
 
 // setInt sets *dst to *v when v is set and within lo..hi.

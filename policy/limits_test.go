@@ -10,7 +10,7 @@ import (
 )
 
 func TestDefaults(t *testing.T) {
-	want := policy.Limits{
+	want := policy.WithDefaultGate(policy.Limits{
 		AgentQuota:            5,
 		AgentSharePercent:     10,
 		BudgetPercent:         25,
@@ -19,7 +19,8 @@ func TestDefaults(t *testing.T) {
 		AlarmCreatesPerMinute: 10,
 		BreakerFactor:         3,
 		BreakerCooldown:       5 * time.Minute,
-	}
+		GateOnFailure:         policy.GateRefuse,
+	})
 	if got := policy.Defaults(); got != want {
 		t.Errorf("Defaults() = %+v, want %+v", got, want)
 	}
@@ -191,11 +192,12 @@ func TestWithAll(t *testing.T) {
 		MaxTTL: dur(2 * time.Hour), IdleTimeout: dur(3 * time.Minute),
 		AlarmCreatesPerMinute: ptr(5), BreakerFactor: ptr(6), BreakerCooldown: dur(7 * time.Second),
 	}
-	want := policy.Limits{
+	want := policy.WithDefaultGate(policy.Limits{
 		AgentQuota: 2, AgentSharePercent: 3, BudgetPercent: 4,
 		MaxTTL: 2 * time.Hour, IdleTimeout: 3 * time.Minute,
 		AlarmCreatesPerMinute: 5, BreakerFactor: 6, BreakerCooldown: 7 * time.Second,
-	}
+		GateOnFailure: policy.GateRefuse,
+	})
 	if got, err := base.With(all); err != nil || got != want {
 		t.Errorf("With(all) = %+v, %v; want %+v", got, err, want)
 	}

@@ -80,4 +80,11 @@ type ExecResult struct {
 	OOMKilled bool `json:"oom_killed"`
 	// DurationMs is the wall time from start to exit, in milliseconds.
 	DurationMs int64 `json:"duration_ms"`
+	// Checkpoint is the automatic checkpoint hearth took just before the
+	// command, because it matched a destructive pattern: restore it to
+	// undo what the command did. Gate says which pattern matched (and,
+	// when the tenant's policy lets a command run although its checkpoint
+	// failed, that it failed).
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Gate       string `json:"gate,omitempty"`
 }

@@ -43,6 +43,13 @@ type PolicyOverrides struct {
 	AlarmCreatesPerMinute *int      `json:"alarm_creates_per_minute,omitempty"`
 	BreakerFactor         *int      `json:"breaker_factor,omitempty"`
 	BreakerCooldown       *Duration `json:"breaker_cooldown,omitempty"`
+	// DestructivePatterns replaces the destructive-command gate's patterns
+	// (RE2, matched case-insensitively against the command); an empty
+	// list turns the gate off. GateOnFailure is "refuse" (the default) or
+	// "allow": what happens to such a command when its automatic
+	// checkpoint cannot be taken.
+	DestructivePatterns *[]string `json:"destructive_patterns,omitempty"`
+	GateOnFailure       *string   `json:"gate_on_failure,omitempty"`
 }
 
 // Agent is an agent identity: who, inside a tenant, creates and owns

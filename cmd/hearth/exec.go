@@ -99,6 +99,12 @@ func runExec(ctx context.Context, c *cli, args []string) error {
 	case res.OOMKilled:
 		fmt.Fprintf(c.stderr, "hearth: command was killed by the out-of-memory killer\n")
 	}
+	switch {
+	case res.Checkpoint != "":
+		fmt.Fprintf(c.stderr, "hearth: checkpoint %s was taken before this destructive command; `hearth restore %s %s` undoes it\n", res.Checkpoint, name, res.Checkpoint)
+	case res.Gate != "":
+		fmt.Fprintf(c.stderr, "hearth: %s\n", res.Gate)
+	}
 	return exitError(execExitCode(res))
 }
 

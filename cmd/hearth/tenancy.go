@@ -246,6 +246,12 @@ func formatOverrides(o sandbox.PolicyOverrides) string {
 	if o.BreakerCooldown != nil {
 		add("breaker-cooldown", time.Duration(*o.BreakerCooldown))
 	}
+	if o.DestructivePatterns != nil {
+		add("destructive-patterns", len(*o.DestructivePatterns))
+	}
+	if o.GateOnFailure != nil {
+		add("gate-on-failure", *o.GateOnFailure)
+	}
 	return strings.Join(parts, " ")
 }
 

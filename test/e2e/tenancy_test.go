@@ -82,9 +82,23 @@ func TestTenancy(t *testing.T) {
 		t.Fatalf("Exec(box-0) as claude-1 = %+v, %v, %q", res, err, out.String())
 	}
 
+	// A destructive command gets a checkpoint first, which undoes it.
+	stdout, stderr, code := d.cliAs(c1tok, "", "exec", "box-0", "--", "sh", "-c", "rm -rf f && echo removed")
+	if code != 0 || stdout != "removed\n" || !strings.Contains(stderr, "was taken before this destructive command; `hearth restore box-0 c") {
+		t.Fatalf("hearth exec box-0 -- rm -rf f = %d %q %q; want it run after a checkpoint", code, stdout, stderr)
+	}
+	ck := strings.Fields(stderr)[2]
+	if _, err := c1.Restore(ctx, "box-0", ck); err != nil {
+		t.Fatalf("Restore(%s) = %v", ck, err)
+	}
+	out.Reset()
+	if _, err := c1.Exec(ctx, "box-0", sandbox.ExecRequest{Argv: []string{"cat", "f"}}, nil, &out, nil); err != nil || out.String() != "hi\n" {
+		t.Fatalf("f after restoring the automatic checkpoint = %q, %v", out.String(), err)
+	}
+
 	// The sixth create: exact words through the CLI, the same code and
 	// numbers through the API.
-	stdout, stderr, code := d.cliAs(c1tok, "", "create", "box-5")
+	stdout, stderr, code = d.cliAs(c1tok, "", "create", "box-5")
 	if want := "error: quota exceeded: 5 of 5 sandboxes in use for agent-claude-1\nhint: destroy one or wait\n"; code != sandbox.CodeQuotaExceeded.ExitCode() || stderr != want || stdout != "" {
 		t.Errorf("hearth create box-5 as claude-1 = %d, %q, %q; want %d and %q", code, stdout, stderr, sandbox.CodeQuotaExceeded.ExitCode(), want)
 	}

@@ -1,0 +1,79 @@
+package policy
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// The destructive-command gate: an exec whose command text matches one of
+// a tenant's destructive patterns gets an automatic checkpoint first, so
+// that the agent can restore if the result is wrong. The patterns are RE2
+// regular expressions matched case-insensitively against the command: the
+// shell script, or the argv joined with spaces.
+
+// Gate failure policies: what happens to a destructive command when its
+// checkpoint cannot be taken.
+const (
+	GateRefuse = "refuse" // the command does not run (the default)
+	GateAllow  = "allow"  // it runs anyway, and its result says so
+)
+
+// DefaultDestructive returns the default patterns: recursive rm, forced
+// git pushes, hard resets and forced cleans, SQL DROP and TRUNCATE, mkfs,
+// dd writing to a file or device, and database migrations.
+func DefaultDestructive() []string {
+	return []string{
+		`\brm\s+(?:\S+\s+)*?(?:-[a-z]*r[a-z]*|--recursive)(?:\s|$)`,
+		`\bgit\s+push\b.*(?:\s--force\b|\s-f\b|\s--force-with-lease\b|\s\+\S)`,
+		`\bgit\s+(?:reset\s+--hard|clean\s+-[a-z]*f)`,
+		`\bdrop\s+(?:table|database|schema)\b`,
+		`\btruncate\b`,
+		`\bmkfs(?:\.\w+)?\b`,
+		`\bdd\b.*\bof=`,
+		`\b(?:db:migrate|migrate|alembic\s+(?:upgrade|downgrade))\b`,
+	}
+}
+
+// gate is a compiled pattern list.
+type gate struct {
+	sources []string
+	res     []*regexp.Regexp
+}
+
+// compileGate compiles patterns; a bad one is invalid_argument naming it.
+func compileGate(patterns []string) (*gate, error) {
+	g := &gate{sources: patterns}
+	for i, p := range patterns {
+		re, err := regexp.Compile("(?i)" + p)
+		if err != nil {
+			return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.destructive_patterns[%d] %q is not a valid regular expression: %v", i, p, err).
+				WithHint("use RE2 syntax, e.g. %q", `\bdrop\s+table\b`)
+		}
+		g.res = append(g.res, re)
+	}
+	return g, nil
+}
+
+// Destructive reports the first of l's destructive patterns that command
+// matches (the shell script, or the argv joined with spaces).
+func (l Limits) Destructive(command string) (pattern string, ok bool) {
+	if l.gate == nil {
+		return "", false
+	}
+	for i, re := range l.gate.res {
+		if re.MatchString(command) {
+			return l.gate.sources[i], true
+		}
+	}
+	return "", false
+}
+
+// CommandText is what the gate matches for an exec request.
+func CommandText(req sandbox.ExecRequest) string {
+	if req.Shell != "" {
+		return req.Shell
+	}
+	return strings.Join(req.Argv, " ")
+}
