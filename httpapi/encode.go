@@ -55,9 +55,11 @@ func (s *server) publicError(ctx context.Context, op string, err error) *sandbox
 }
 
 // writeError answers err as the error body with the status of its code
-// (401 also carries `WWW-Authenticate: Bearer`, RFC 6750 §3).
+// (401 also carries `WWW-Authenticate: Bearer`, RFC 6750 §3), and records
+// the code as the call's outcome.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.publicError(r.Context(), r.Method+" "+r.URL.Path, err)
+	noteCode(r, e.Code)
 	status := e.Code.HTTPStatus()
 	var se *statusError
 	if errors.As(err, &se) {

@@ -77,14 +77,20 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	defer conn.CloseNow()
 	name := r.PathValue("name")
 	log := s.log.With("sandbox", name)
-	stream := &execStream{conn: conn, ctx: r.Context()}
+	stream := &execStream{conn: conn, ctx: r.Context(), call: callOf(r)}
 
 	conn.SetReadLimit(s.opts.MaxExecMessage)
 	readCtx, cancelRead := context.WithTimeout(r.Context(), s.opts.ExecStartTimeout)
 	typ, msg, err := conn.Read(readCtx)
+	timedOut := readCtx.Err() == context.DeadlineExceeded
 	cancelRead()
 	if err != nil {
 		log.Debug("exec: no first message", "err", err)
+		if timedOut {
+			noteCode(r, sandbox.CodeTimeout)
+		} else {
+			noteCode(r, sandbox.CodeUnavailable)
+		}
 		return
 	}
 	req, err := decodeExecMessage(typ, msg)
@@ -130,6 +136,8 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		stream.end(endMessage{Type: "error", Error: ptr(toWire(violation))}, closeViolation)
 	case gone && err != nil:
 		log.Debug("exec: client went away", "err", err)
+		// What the client saw: a connection that ended without an end message.
+		noteCode(r, sandbox.CodeUnavailable)
 	case err != nil && r.Context().Err() != nil:
 		stream.end(endMessage{Type: "error", Error: ptr(toWire(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
 			WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back")))}, websocket.StatusGoingAway)
@@ -215,6 +223,8 @@ func readInput(ctx context.Context, conn *websocket.Conn, pw *io.PipeWriter) (er
 type execStream struct {
 	conn *websocket.Conn
 	ctx  context.Context
+	// call, when not nil, learns the code of an error end message.
+	call *call
 	// onFail cancels the command's context when a write fails: the client
 	// is gone even if its read side has not noticed yet.
 	onFail func()
@@ -255,6 +265,9 @@ func (s *execStream) writer(id byte) io.Writer {
 
 // end sends the last message and closes the connection with status.
 func (s *execStream) end(m endMessage, status websocket.StatusCode) {
+	if m.Error != nil && s.call != nil {
+		s.call.code = m.Error.Code
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		b, _ = json.Marshal(endMessage{Type: "error", Error: ptr(toWire(sandbox.AsError(err)))})

@@ -28,7 +28,7 @@ func (s *server) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbo
 	case !out.started:
 		s.writeError(w, r, err)
 	default:
-		s.publicError(r.Context(), "read file (mid-stream)", err)
+		noteCode(r, s.publicError(r.Context(), "read file (mid-stream)", err).Code)
 		panic(http.ErrAbortHandler)
 	}
 }

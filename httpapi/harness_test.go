@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/client"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
@@ -31,6 +33,8 @@ type env struct {
 	db     store.Store
 	driver *driverfake.Driver
 	token  string // an agent principal's token: tenant t1, agent a1
+	// recorder is the audit log's recorder over db, with envOptions.audit.
+	recorder *audit.Recorder
 }
 
 // Principals of the tokens newEnv makes.
@@ -48,6 +52,9 @@ const (
 type envOptions struct {
 	maxWrite int64
 	api      httpapi.Options
+	// audit keeps the audit log in the env's store (api.Audit and
+	// api.AuditLog).
+	audit bool
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -87,9 +94,15 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if _, err := svc.CreateTenant(ctx, operator, sandbox.Tenant{Name: "t1", Allocation: sandbox.Resources{MilliCPU: 1 << 20, MemoryBytes: 1 << 45, DiskBytes: 1 << 48}}); err != nil {
 		t.Fatal(err)
 	}
+	var rec *audit.Recorder
+	if o.audit {
+		rec = audit.New(db, nil)
+		t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
+		o.api.Audit, o.api.AuditLog = rec, db
+	}
 	srv := httptest.NewServer(httpapi.New(svc, o.api))
 	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, svc: svc, db: db, driver: drv, token: tokenA1}
+	return &env{url: srv.URL, svc: svc, db: db, driver: drv, token: tokenA1, recorder: rec}
 }
 
 // home returns the host directory that is sandbox name's home: where its

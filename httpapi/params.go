@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -119,4 +120,23 @@ func (p *params) mode(name string) (fs.FileMode, bool) {
 			WithHint("use octal permission bits such as %s=0644 or %s=0755 (at most 07777)", name, name))
 	}
 	return m, true
+}
+
+// since returns the optional time parameter name (zero when absent): an
+// RFC 3339 time, or a Go duration (24h, 90m) back from now.
+func (p *params) since(name string, now time.Time) time.Time {
+	v := p.q.Get(name)
+	if v == "" {
+		return time.Time{}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is neither a time nor a duration", name, v).
+			WithHint("give an RFC 3339 time such as %s=2026-01-02T15:04:05Z, or a duration back from now such as %s=24h", name, name))
+		return time.Time{}
+	}
+	return now.Add(-d)
 }

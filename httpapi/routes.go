@@ -1,45 +1,61 @@
 package httpapi
 
-// routes lists every route of the API. GET patterns also answer HEAD.
-// Paths name the sandbox; file paths travel in the query (?path=), never in
-// the URL path, so that they need no escaping rules of their own.
+import "net/http"
+
+// Verbs the middleware treats specially (see observe.go).
+const (
+	verbHealth = "health"         // not audited: no caller, and probed constantly
+	verbCreate = "sandbox.create" // counted in hearth_creates_total
+	verbExec   = "sandbox.exec"   // timed in hearth_exec_duration_seconds
+)
+
+// routes lists every route of the API with its verb: the one stable name
+// the audit log and the metrics know the operation by. GET patterns also
+// answer HEAD. Paths name the sandbox; file paths travel in the query
+// (?path=), never in the URL path, so that they need no escaping rules of
+// their own.
 func (s *server) routes() {
-	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
-	s.mux.Handle("GET /v1/pool", s.authed(s.handlePool))
-	s.mux.Handle("GET /v1/limits", s.authed(s.handleLimits))
+	s.route("GET /v1/health", verbHealth, http.HandlerFunc(s.handleHealth))
+	s.route("GET /v1/pool", "pool.get", s.authed(s.handlePool))
+	s.route("GET /v1/limits", "limits.get", s.authed(s.handleLimits))
+	s.route("GET /v1/audit", "audit.list", s.authed(s.handleAudit))
+	s.route("GET /metrics", "metrics.get", s.authed(s.handleMetrics))
 
-	s.mux.Handle("POST /v1/tenants", s.authed(s.handleCreateTenant))
-	s.mux.Handle("GET /v1/tenants", s.authed(s.handleListTenants))
-	s.mux.Handle("GET /v1/tenants/{tenant}", s.authed(s.handleGetTenant))
-	s.mux.Handle("PATCH /v1/tenants/{tenant}", s.authed(s.handleUpdateTenant))
-	s.mux.Handle("POST /v1/agents", s.authed(s.handleCreateAgent))
-	s.mux.Handle("GET /v1/agents", s.authed(s.handleListAgents))
-	s.mux.Handle("POST /v1/tokens", s.authed(s.handleCreateToken))
-	s.mux.Handle("GET /v1/tokens", s.authed(s.handleListTokens))
-	s.mux.Handle("DELETE /v1/tokens/{id}", s.authed(s.handleRevokeToken))
+	s.route("POST /v1/tenants", "tenant.create", s.authed(s.handleCreateTenant))
+	s.route("GET /v1/tenants", "tenant.list", s.authed(s.handleListTenants))
+	s.route("GET /v1/tenants/{tenant}", "tenant.get", s.authed(s.handleGetTenant))
+	s.route("PATCH /v1/tenants/{tenant}", "tenant.update", s.authed(s.handleUpdateTenant))
+	s.route("POST /v1/agents", "agent.create", s.authed(s.handleCreateAgent))
+	s.route("GET /v1/agents", "agent.list", s.authed(s.handleListAgents))
+	s.route("POST /v1/tokens", "token.create", s.authed(s.handleCreateToken))
+	s.route("GET /v1/tokens", "token.list", s.authed(s.handleListTokens))
+	s.route("DELETE /v1/tokens/{id}", "token.revoke", s.authed(s.handleRevokeToken))
+	s.route("PUT /v1/secrets/{secret}", "secret.set", s.authed(s.handleSetSecret))
+	s.route("GET /v1/secrets", "secret.list", s.authed(s.handleListSecrets))
+	s.route("DELETE /v1/secrets/{secret}", "secret.delete", s.authed(s.handleDeleteSecret))
 
-	s.mux.Handle("POST /v1/sandboxes", s.authed(s.handleCreate))
-	s.mux.Handle("GET /v1/sandboxes", s.authed(s.handleList))
-	s.mux.Handle("GET /v1/sandboxes/{name}", s.authed(s.handleGet))
-	s.mux.Handle("DELETE /v1/sandboxes/{name}", s.authed(s.handleDestroy))
+	s.route("POST /v1/sandboxes", verbCreate, s.authed(s.handleCreate))
+	s.route("GET /v1/sandboxes", "sandbox.list", s.authed(s.handleList))
+	s.route("GET /v1/sandboxes/{name}", "sandbox.get", s.authed(s.handleGet))
+	s.route("DELETE /v1/sandboxes/{name}", "sandbox.destroy", s.authed(s.handleDestroy))
 
-	s.mux.Handle("POST /v1/sandboxes/{name}/sleep", s.authed(s.handleSleep))
-	s.mux.Handle("POST /v1/sandboxes/{name}/wake", s.authed(s.handleWake))
+	s.route("POST /v1/sandboxes/{name}/sleep", "sandbox.sleep", s.authed(s.handleSleep))
+	s.route("POST /v1/sandboxes/{name}/wake", "sandbox.wake", s.authed(s.handleWake))
 
-	s.mux.Handle("POST /v1/sandboxes/{name}/checkpoints", s.authed(s.handleCheckpoint))
-	s.mux.Handle("GET /v1/sandboxes/{name}/checkpoints", s.authed(s.handleListCheckpoints))
-	s.mux.Handle("DELETE /v1/sandboxes/{name}/checkpoints/{id}", s.authed(s.handleDeleteCheckpoint))
-	s.mux.Handle("POST /v1/sandboxes/{name}/restore", s.authed(s.handleRestore))
-	s.mux.Handle("POST /v1/sandboxes/{name}/fork", s.authed(s.handleFork))
+	s.route("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", s.authed(s.handleCheckpoint))
+	s.route("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", s.authed(s.handleListCheckpoints))
+	s.route("DELETE /v1/sandboxes/{name}/checkpoints/{id}", "checkpoint.delete", s.authed(s.handleDeleteCheckpoint))
+	s.route("POST /v1/sandboxes/{name}/restore", "sandbox.restore", s.authed(s.handleRestore))
+	s.route("POST /v1/sandboxes/{name}/fork", "sandbox.fork", s.authed(s.handleFork))
 
-	s.mux.Handle("GET /v1/sandboxes/{name}/exec", s.authed(s.handleExec))
+	s.route("GET /v1/sandboxes/{name}/exec", verbExec, s.authed(s.handleExec))
 
-	s.mux.Handle("GET /v1/sandboxes/{name}/fs/file", s.authed(s.handleReadFile))
-	s.mux.Handle("PUT /v1/sandboxes/{name}/fs/file", s.authed(s.handleWriteFile))
-	s.mux.Handle("DELETE /v1/sandboxes/{name}/fs/file", s.authed(s.handleRemove))
-	s.mux.Handle("GET /v1/sandboxes/{name}/fs/list", s.authed(s.handleListDir))
-	s.mux.Handle("GET /v1/sandboxes/{name}/fs/stat", s.authed(s.handleStat))
-	s.mux.Handle("POST /v1/sandboxes/{name}/fs/mkdir", s.authed(s.handleMkdir))
-	s.mux.Handle("POST /v1/sandboxes/{name}/fs/rename", s.authed(s.handleRename))
-	s.mux.Handle("POST /v1/sandboxes/{name}/fs/chmod", s.authed(s.handleChmod))
+	s.route("GET /v1/sandboxes/{name}/fs/file", "fs.read", s.authed(s.handleReadFile))
+	s.route("PUT /v1/sandboxes/{name}/fs/file", "fs.write", s.authed(s.handleWriteFile))
+	s.route("DELETE /v1/sandboxes/{name}/fs/file", "fs.remove", s.authed(s.handleRemove))
+	s.route("GET /v1/sandboxes/{name}/fs/list", "fs.list", s.authed(s.handleListDir))
+	s.route("GET /v1/sandboxes/{name}/fs/stat", "fs.stat", s.authed(s.handleStat))
+	s.route("POST /v1/sandboxes/{name}/fs/mkdir", "fs.mkdir", s.authed(s.handleMkdir))
+	s.route("POST /v1/sandboxes/{name}/fs/rename", "fs.rename", s.authed(s.handleRename))
+	s.route("POST /v1/sandboxes/{name}/fs/chmod", "fs.chmod", s.authed(s.handleChmod))
 }

@@ -34,7 +34,8 @@ type poolState struct {
 }
 
 // handleCreate answers 201 with the new sandbox, or 200 with the caller's
-// existing sandbox of that name (create is idempotent by name).
+// existing sandbox of that name (create is idempotent by name). The call
+// names the sandbox for the audit log, since the path does not.
 func (s *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req sandbox.CreateRequest
 	if err := s.decode(w, r, &req); err != nil {
@@ -42,6 +43,12 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.
 		return
 	}
 	sb, created, err := s.svc.Create(r.Context(), p, req)
+	if c := callOf(r); c != nil {
+		c.sandbox = req.Name
+		if err == nil {
+			c.sandbox = sb.Name
+		}
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

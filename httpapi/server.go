@@ -3,19 +3,19 @@
 // handler authenticates the caller, decodes the request, calls one
 // lifecycle.Service method with the caller's Principal, and encodes the
 // result or the error. Decisions (names, limits, ownership, what a caller
-// may see) belong to lifecycle; routes.go lists every route.
+// may see) belong to lifecycle; routes.go lists every route with its verb,
+// and observe.go records each call in the audit log and the metrics.
 package httpapi
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -32,6 +32,14 @@ type Options struct {
 	// ExecStartTimeout is how long an exec WebSocket may stay open without
 	// its first message (30s).
 	ExecStartTimeout time.Duration
+	// Audit, if set, receives the audit event of every call but GET
+	// /v1/health; nil records none.
+	Audit AuditRecorder
+	// AuditLog, if set, serves GET /v1/audit; nil answers it unavailable.
+	AuditLog AuditLog
+	// Metrics, if set, receives the API's metrics and the sandboxes gauge,
+	// and GET /metrics serves it; nil answers that unavailable.
+	Metrics *metrics.Registry
 }
 
 // Defaults for zero Options fields.
@@ -43,10 +51,11 @@ const (
 
 // server holds what every handler needs: the service and the options.
 type server struct {
-	svc  *lifecycle.Service
-	opts Options
-	log  *slog.Logger
-	mux  *http.ServeMux
+	svc     *lifecycle.Service
+	opts    Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *apiMetrics // nil without Options.Metrics
 }
 
 // New returns the API handler over svc. Every route but GET /v1/health
@@ -67,22 +76,16 @@ func New(svc *lifecycle.Service, opts Options) http.Handler {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if opts.Metrics != nil {
+		s.metrics = newAPIMetrics(opts.Metrics, svc.Counts)
+	}
 	s.routes()
 	return s
 }
 
-// ServeHTTP dispatches to the route, turning the mux's own plain-text 404
-// and 405 answers into JSON errors and a handler's panic into an internal
-// error.
+// ServeHTTP dispatches to the route (whose panics observe answers),
+// turning the mux's own plain-text 404 and 405 answers into JSON errors.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.writeError(w, r, fmt.Errorf("handler panic: %v\n%s", v, debug.Stack()))
-		}
-	}()
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.noRoute(w, r)
 		return
@@ -133,14 +136,18 @@ func (r *statusRecorder) WriteHeader(status int)      { r.status = status }
 // authedHandler is a handler that runs for an authenticated caller.
 type authedHandler func(w http.ResponseWriter, r *http.Request, p sandbox.Principal)
 
-// authed authenticates the bearer token of the request before h runs; a
-// missing or bad token is 401 with `WWW-Authenticate: Bearer`.
+// authed authenticates the bearer token of the request before h runs, and
+// tells the call who its caller is; a missing or bad token is 401 with
+// `WWW-Authenticate: Bearer`.
 func (s *server) authed(h authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.svc.Authenticate(r.Context(), bearerToken(r))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
+		}
+		if c := callOf(r); c != nil {
+			c.principal = p
 		}
 		h(w, r, p)
 	})

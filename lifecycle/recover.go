@@ -193,6 +193,9 @@ func (s *Service) sweep(ctx context.Context) {
 		return
 	}
 	now := s.now()
+	if err := s.opts.Store.ForgetGone(ctx, "", now.Add(-s.opts.GoneRetention)); err != nil {
+		s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
+	}
 	var members []sandbox.Sandbox
 	for _, sb := range rows {
 		if isPoolMember(sb) {
@@ -201,7 +204,7 @@ func (s *Service) sweep(ctx context.Context) {
 		}
 		if !sb.ExpiresAt.IsZero() && !now.Before(sb.ExpiresAt) {
 			s.log.Info("reaping expired sandbox", "sandbox", sb.Name, "expired_at", sb.ExpiresAt)
-			if err := s.Destroy(ctx, operatorPrincipal(), sb.Name); err != nil && !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			if err := s.reap(ctx, sb.Name); err != nil {
 				s.log.Error("reap", "sandbox", sb.Name, "err", err)
 			}
 			continue

@@ -51,6 +51,12 @@ type Options struct {
 	// image and size claims one instead of starting one (see pool.go).
 	// Nil or empty keeps no pool.
 	WarmPool map[string]int
+	// Secrets seals and opens tenants' secrets (a *secrets.Box over the
+	// data dir's key file); nil keeps none, and exec refuses to name any.
+	Secrets Sealer
+	// GoneRetention is how long get of a destroyed sandbox's name says why
+	// it went (7 days).
+	GoneRetention time.Duration
 	// Alarms, if set, is told of every create-rate alarm and circuit
 	// breaker trip (besides the log), e.g. to post it to a webhook. It
 	// must not block.
@@ -62,6 +68,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// Sealer seals secret values for the store and opens them for a command
+// (package secrets implements it).
+type Sealer interface {
+	Seal(tenant, name string, value []byte) []byte
+	Open(tenant, name string, sealed []byte) ([]byte, error)
 }
 
 // Service applies lifecycle operations. It is safe for concurrent use.
@@ -88,6 +101,7 @@ const (
 	DefaultMaxWriteBytes = 64 << 20
 	DefaultTTL           = 24 * time.Hour
 	DefaultIdleTimeout   = 10 * time.Minute
+	DefaultGoneRetention = 7 * 24 * time.Hour
 	defaultSweep         = 30 * time.Second
 	// sandboxHostname is every sandbox's hostname (rootfs.Hostname).
 	sandboxHostname = "sandbox"
@@ -115,6 +129,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.DefaultTTL > opts.MaxTTL {
 		opts.DefaultTTL = opts.MaxTTL
+	}
+	if opts.GoneRetention <= 0 {
+		opts.GoneRetention = DefaultGoneRetention
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -234,6 +251,9 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	}
 	if from == "" && req.Image == s.opts.DefaultImage && !forPool {
 		sb, ok, err := s.claim(ctx, p, req.Name, req.Size, ttl)
+		if ok {
+			s.forgetGone(ctx, sb.Name)
+		}
 		if err != nil || ok {
 			return sb, ok, err
 		}
@@ -272,6 +292,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		return sandbox.Sandbox{}, false, s.internal("create sandbox row", err)
 	}
 	admitted() // the row now counts in the tenant's usage
+	s.forgetGone(ctx, sb.Name)
 	s.crash("create: row inserted")
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -415,7 +436,10 @@ func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sa
 		return sandbox.Sandbox{}, err
 	}
 	sb, err := s.opts.Store.GetSandbox(ctx, name)
-	if errors.Is(err, store.ErrNotFound) || err == nil && (isPoolMember(sb) || !p.Owns(sb.Tenant, sb.Owner)) {
+	if errors.Is(err, store.ErrNotFound) {
+		return sandbox.Sandbox{}, s.goneOrNotFound(ctx, p, name)
+	}
+	if err == nil && (isPoolMember(sb) || !p.Owns(sb.Tenant, sb.Owner)) {
 		return sandbox.Sandbox{}, notFound(name)
 	}
 	if err != nil {
@@ -446,6 +470,14 @@ func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string
 	return sb, nil
 }
 
+// forgetGone drops the record of why an earlier sandbox called name went:
+// the name is a new sandbox's now.
+func (s *Service) forgetGone(ctx context.Context, name string) {
+	if err := s.opts.Store.ForgetGone(ctx, name, time.Time{}); err != nil {
+		s.log.Error("forget why an earlier sandbox went", "sandbox", name, "err", err)
+	}
+}
+
 // ownName refuses a name p gave that carries another identity's
 // attribution prefix: p's sandboxes carry p's.
 func ownName(p sandbox.Principal, name string) error {
@@ -454,6 +486,26 @@ func ownName(p sandbox.Principal, name string) error {
 			WithHint("leave the prefix out: hearth adds %q to the names you choose", own)
 	}
 	return nil
+}
+
+// goneOrNotFound is the not_found of a name with no sandbox: when p's
+// sandbox of that name went within the retention period, it says why and
+// when (details reason, last_status, gone_at).
+func (s *Service) goneOrNotFound(ctx context.Context, p sandbox.Principal, name string) error {
+	g, err := s.opts.Store.GetGone(ctx, name)
+	if err != nil || !p.Owns(g.Tenant, g.Owner) || s.now().Sub(g.At) > s.opts.GoneRetention {
+		return notFound(name)
+	}
+	msg := fmt.Sprintf("sandbox %q is gone: %s at %s", name, g.Reason, g.At.UTC().Format(time.RFC3339))
+	if g.Last != "" {
+		msg += "; its status before: " + g.Last
+	}
+	e := sandbox.Errorf(sandbox.CodeNotFound, "%s", msg).WithHint("create it again to start afresh").
+		With("reason", g.Reason).With("gone_at", g.At.UTC().Format(time.RFC3339))
+	if g.Last != "" {
+		e = e.With("last_status", g.Last)
+	}
+	return e
 }
 
 func notFound(name string) error {
@@ -495,12 +547,38 @@ func (s *Service) Destroy(ctx context.Context, p sandbox.Principal, name string)
 	if err != nil {
 		return err
 	}
+	return s.destroy(ctx, sb, fmt.Sprintf("destroyed by %s (%s)", p.Agent, p.Role))
+}
+
+// reap destroys the sandbox called name if it is still there and its TTL
+// has passed: the platform's own destroy, which nothing asks for.
+func (s *Service) reap(ctx context.Context, name string) error {
+	unlock := s.locks.lock(name)
+	defer unlock()
+	sb, err := s.opts.Store.GetSandbox(ctx, name)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (sb.ExpiresAt.IsZero() || s.now().Before(sb.ExpiresAt)) {
+		return nil // destroyed, or renamed by a claim, since the sweep listed it
+	}
+	if err != nil {
+		return s.internal("get sandbox", err)
+	}
+	return s.destroy(ctx, sb, fmt.Sprintf("reaped: its ttl ended at %s", sb.ExpiresAt.UTC().Format(time.RFC3339)))
+}
+
+// destroy releases sb, having first recorded why it goes (see Gone): the
+// record is written before the release so that a sandbox a killed daemon
+// half released still says why. The caller holds sb's lock.
+func (s *Service) destroy(ctx context.Context, sb sandbox.Sandbox, reason string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
+	gone := sandbox.Gone{Name: sb.Name, ID: sb.ID, Tenant: sb.Tenant, Owner: sb.Owner, Reason: reason, Last: sb.Reason, At: s.now().UTC()}
+	if err := s.opts.Store.RecordGone(ctx, gone); err != nil {
+		s.log.Error("record why a sandbox goes", "sandbox", sb.Name, "err", err)
+	}
 	if err := s.release(ctx, sb); err != nil {
 		return s.internal("destroy "+sb.ID, err)
 	}
-	s.log.Info("sandbox destroyed", "sandbox", sb.Name, "id", sb.ID)
+	s.log.Info("sandbox destroyed", "sandbox", sb.Name, "id", sb.ID, "reason", reason)
 	return nil
 }
 

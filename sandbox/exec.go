@@ -23,6 +23,11 @@ type ExecRequest struct {
 	Grace Duration `json:"grace,omitempty"`
 	// Stdin says the caller will stream stdin; without it stdin is empty.
 	Stdin bool `json:"stdin,omitempty"`
+	// Secrets names secrets of the sandbox's tenant to give this one
+	// command, each in the environment variable of its name. Their values
+	// are never written to the sandbox's disk nor logged, and are replaced
+	// by "[secret NAME]" in the output returned to the caller.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // DefaultGrace is how long a command outlives its caller by default.
@@ -53,6 +58,16 @@ func (r *ExecRequest) Validate() error {
 	}
 	if hasNUL(r.Cwd) || hasNUL(r.Shell) {
 		return Errorf(CodeInvalidArgument, "exec cwd or shell contains a NUL byte")
+	}
+	seen := map[string]bool{}
+	for _, name := range r.Secrets {
+		if err := ValidateSecretName(name); err != nil {
+			return err
+		}
+		if _, inEnv := r.Env[name]; inEnv || seen[name] {
+			return Errorf(CodeInvalidArgument, "secret %q is named twice, or also set in env", name).WithHint("name each secret once, and leave it out of env")
+		}
+		seen[name] = true
 	}
 	return nil
 }

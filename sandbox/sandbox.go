@@ -105,3 +105,16 @@ func (p Principal) Owns(tenant, owner string) bool {
 		return p.Tenant == tenant && p.Agent == owner
 	}
 }
+
+// Gone records why a sandbox no longer exists, for a while after it went
+// (get of its name says so): who or what destroyed it and when, and the
+// reason its status last had (an OOM kill, an idle sleep, a host restart).
+type Gone struct {
+	Name   string    `json:"name"`
+	ID     string    `json:"id"`
+	Tenant string    `json:"tenant"`
+	Owner  string    `json:"owner"`
+	Reason string    `json:"reason"`
+	Last   string    `json:"last_status,omitempty"`
+	At     time.Time `json:"at"`
+}

@@ -222,3 +222,43 @@ type Alarm struct {
 	Limit   int       `json:"limit"`
 	At      time.Time `json:"at"`
 }
+
+// SecretInfo describes a tenant's secret without its value, which nothing
+// returns once set: exec hands it to the one command that names it.
+type SecretInfo struct {
+	Tenant    string    `json:"tenant"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Secret values are MinSecretLen to MaxSecretLen bytes: a shorter one would
+// be scrubbed from every output it happens to occur in by chance.
+const (
+	MinSecretLen = 4
+	MaxSecretLen = 64 << 10
+)
+
+// ValidateSecretName checks a secret's name, which is also the name of the
+// environment variable a command receives it in: 1–128 characters of
+// [A-Za-z0-9_], not starting with a digit.
+func ValidateSecretName(name string) error {
+	bad := func(why string) *Error {
+		return Errorf(CodeInvalidArgument, "invalid secret name %q: %s", name, why).
+			WithHint("use an environment variable name, e.g. %q", "OPENAI_API_KEY")
+	}
+	switch {
+	case name == "":
+		return bad("empty")
+	case len(name) > 128:
+		return bad("longer than 128 characters")
+	case name[0] >= '0' && name[0] <= '9':
+		return bad("starts with a digit")
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_')
+	}); i >= 0 {
+		return bad("character " + quoteRune(name, i) + " is not allowed")
+	}
+	return nil
+}

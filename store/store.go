@@ -1,8 +1,9 @@
 // Package store keeps the control plane's state: sandboxes and their
-// checkpoints, tokens, tenants and agent identities. Store is the contract;
-// store/sqlite is the embedded default, and a Postgres implementation can be
-// added for replicated control planes. storetest is the conformance suite
-// every implementation passes.
+// checkpoints, tokens, tenants and agent identities, and the audit log of
+// every call through a door. Store is the contract; store/sqlite is the
+// embedded default, and a Postgres implementation can be added for
+// replicated control planes. storetest is the conformance suite every
+// implementation passes.
 package store
 
 import (
@@ -121,6 +122,42 @@ type Store interface {
 	// ListAgents returns the agents of tenant ("" for every tenant), by
 	// name. None, or no such tenant, is an empty slice, not an error.
 	ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error)
+
+	// AppendAudit appends events to the audit log, all or none. The store
+	// gives each its ID, increasing in the order of events and never
+	// reused, not even after DeleteAuditBefore; the IDs events carry are
+	// ignored. An event with a zero At is an error. No events is a no-op.
+	AppendAudit(ctx context.Context, events []sandbox.AuditEvent) error
+	// ListAudit returns the events matching f, oldest At first (ID order
+	// among equals): those at or after f.Since, of f.Tenant and f.Agent
+	// when set, and, when f.Limit is positive, only the newest f.Limit of
+	// them. None is an empty slice, not an error.
+	ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error)
+	// DeleteAuditBefore deletes the events whose At is before t and
+	// returns how many it deleted.
+	DeleteAuditBefore(ctx context.Context, t time.Time) (int64, error)
+
+	// PutSecret stores the sealed value of tenant's secret name (see package
+	// secrets; the store never sees the plain value), created or replaced
+	// at at: a replacement keeps CreatedAt. Empty arguments are an error.
+	PutSecret(ctx context.Context, tenant, name string, sealed []byte, at time.Time) error
+	// GetSecret returns the sealed value of tenant's secret name;
+	// ErrNotFound if missing.
+	GetSecret(ctx context.Context, tenant, name string) ([]byte, error)
+	// ListSecrets describes tenant's secrets, by name (no values).
+	ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error)
+	// DeleteSecret removes tenant's secret name; ErrNotFound if missing.
+	DeleteSecret(ctx context.Context, tenant, name string) error
+
+	// RecordGone keeps why a sandbox went, by name, replacing the record of
+	// an earlier sandbox of that name. An empty name is an error.
+	RecordGone(ctx context.Context, g sandbox.Gone) error
+	// GetGone returns the record of name; ErrNotFound if none.
+	GetGone(ctx context.Context, name string) (sandbox.Gone, error)
+	// ForgetGone deletes the record of name (none is not an error) when
+	// name is not empty, and every record whose At is before before when
+	// before is not zero.
+	ForgetGone(ctx context.Context, name string, before time.Time) error
 
 	// Close releases the store. Closing a closed store does nothing and
 	// returns nil; other methods fail after Close.

@@ -37,6 +37,7 @@ The exit code is the command's in both modes.`
 // execOptions are exec's flags, gathered for execRequest.
 type execOptions struct {
 	env     envFlag
+	secrets secretsFlag
 	cwd     string
 	timeout time.Duration
 	shell   bool
@@ -45,9 +46,10 @@ type execOptions struct {
 
 // runExec runs one command in a sandbox and passes its exit status through.
 func runExec(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("exec", "NAME [--env K=V]... [--cwd DIR] [--timeout D] [--shell] [--stdin] -- CMD [ARGS...]", execSummary)
+	fs := c.clientFlagSet("exec", "NAME [--env K=V]... [--secret NAME]... [--cwd DIR] [--timeout D] [--shell] [--stdin] -- CMD [ARGS...]", execSummary)
 	opts := execOptions{env: envFlag{}}
 	fs.Var(opts.env, "env", "set `K=V` in the command's environment (repeatable)")
+	fs.Var(&opts.secrets, "secret", "give the command the tenant's secret `NAME` in $NAME, scrubbed from its output (repeatable)")
 	fs.StringVar(&opts.cwd, "cwd", "", "working `DIR` (default: the sandbox user's home)")
 	fs.DurationVar(&opts.timeout, "timeout", 0, "kill the command and its descendants after `D`, e.g. 30s (exit 124)")
 	fs.BoolVar(&opts.shell, "shell", false, "run the words after -- as one /bin/sh script")
@@ -120,6 +122,7 @@ func execRequest(opts execOptions, words []string) (sandbox.ExecRequest, error) 
 		Cwd:     opts.cwd,
 		Timeout: sandbox.Duration(opts.timeout),
 		Stdin:   opts.stdin,
+		Secrets: opts.secrets,
 	}
 	if len(opts.env) > 0 {
 		req.Env = map[string]string(opts.env)

@@ -100,6 +100,8 @@ func verbs() []verb {
 		{"tenant", "manage tenants (create, list, get, update)", runTenant},
 		{"agent", "manage agent identities (create, list)", runAgent},
 		{"token", "manage tokens (create, list, revoke)", runToken},
+		{"audit", "show the audit log of calls to the daemon (JSONL with --json)", runAudit},
+		{"secret", "manage a tenant's secrets (set, list, rm)", runSecret},
 		{"restore", "put a sandbox's disk back to a checkpoint", runRestore},
 		{"fork", "create a new sandbox from a checkpoint", runFork},
 		{"sleep", "stop a sandbox's processes to free memory, keeping its disk", runSleep},

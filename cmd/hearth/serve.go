@@ -21,13 +21,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/secrets"
 	"github.com/hearth/hearth/store/sqlite"
 	"github.com/hearth/hearth/webhook"
 )
@@ -49,6 +52,9 @@ type serveConfig struct {
 	// alarmWebhook receives alarms.
 	tenantsFile  string
 	alarmWebhook string
+	// auditRetention is how long the audit log keeps an event (0: for
+	// ever).
+	auditRetention time.Duration
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -92,9 +98,16 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
 		return err
 	}
-	var alarms func(sandbox.Alarm)
+	// Alarms are counted for /metrics, and posted to the webhook if any.
+	reg := metrics.NewRegistry()
+	alarms := httpapi.CountAlarms(reg)
 	if cfg.alarmWebhook != "" {
-		alarms = webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
+		count, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
+		alarms = func(a sandbox.Alarm) { count(a); post(a) }
+	}
+	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
+	if err != nil {
+		return err
 	}
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,
@@ -106,6 +119,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		IdleTimeout:   cfg.idle,
 		WarmPool:      cfg.warmPool,
 		Alarms:        alarms,
+		Secrets:       box,
 		Logger:        log.With("component", "lifecycle"),
 	})
 	if err != nil {
@@ -129,8 +143,27 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	auditLog := log.With("component", "audit")
+	if cfg.auditRetention > 0 {
+		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
+	}
+	// Closed (flushing what waits) after the server has shut down and
+	// before the store closes.
+	rec := audit.New(db, auditLog)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := rec.Close(cctx); err != nil {
+			auditLog.Error("audit events lost at shutdown", "err", err)
+		}
+	}()
 	srv := &http.Server{
-		Handler:           httpapi.New(svc, httpapi.Options{Logger: log.With("component", "http")}),
+		Handler: httpapi.New(svc, httpapi.Options{
+			Logger:   log.With("component", "http"),
+			Audit:    rec,
+			AuditLog: db,
+			Metrics:  reg,
+		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -174,6 +207,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.tenantsFile, "tenants", "", "JSON `file` of tenants (allocation, policy) and agents to create or update at start (see docs/TENANCY.md)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
+	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
@@ -193,6 +227,32 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		}
 	}
 	return cfg, nil
+}
+
+// pruneAudit deletes the audit events older than retention, at once and
+// then daily, until ctx ends.
+func pruneAudit(ctx context.Context, db *sqlite.DB, retention time.Duration, log *slog.Logger) {
+	prune := func() {
+		before := time.Now().Add(-retention)
+		n, err := db.DeleteAuditBefore(ctx, before)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Error("audit retention: deleting old events failed", "err", err)
+		case n > 0:
+			log.Info("audit retention: deleted old events", "events", n, "before", before.UTC().Format(time.RFC3339))
+		}
+	}
+	prune()
+	tick := time.NewTicker(24 * time.Hour)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			prune()
+		}
+	}
 }
 
 // parseWarmPool parses --warm-pool: comma-separated size=count pairs.

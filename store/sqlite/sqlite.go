@@ -23,7 +23,9 @@
 // rows across a power cut or kernel panic, where NORMAL may roll back the
 // last transactions. Losing a sandbox row after its container and root
 // filesystem were created would orphan them, and the control plane writes a
-// few rows a minute, so one fsync per commit is cheap insurance.
+// few rows a minute, so one fsync per commit is cheap insurance. The audit
+// log, a row per call, arrives in batches (package audit): at most a few
+// commits a second however busy the API is.
 //
 // # Schema
 //

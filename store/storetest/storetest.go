@@ -73,6 +73,14 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Tenant/Update", testTenantUpdate},
 		{"Agent/Create", testAgentCreate},
 		{"Agent/List", testAgentList},
+		{"Audit/RoundTrip", testAuditRoundTrip},
+		{"Audit/IDs", testAuditIDs},
+		{"Audit/ZeroTime", testAuditZeroTime},
+		{"Audit/List", testAuditList},
+		{"Audit/Delete", testAuditDelete},
+		{"Audit/Cancelled", testAuditCancelled},
+		{"Secrets", testSecrets},
+		{"Gone", testGone},
 		{"Concurrent/Creates", testConcurrentCreates},
 		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
@@ -281,6 +289,8 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	}
 	agent := sandbox.Agent{Name: "claude-1", Tenant: tenant.Name, CreatedAt: at(5 * time.Second)}
 	mustCreateAgent(t, s, agent)
+	event := newEvent("sandbox.create", "acme", "claude-1", at(6*time.Second))
+	mustAppend(t, s, event)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
@@ -306,6 +316,11 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	checkToken(t, "reopened token", got, tok)
 	checkTenant(t, "reopened tenant", mustGetTenant(t, s, tenant.Name), tenant)
 	checkAgent(t, "reopened agent", mustGetAgent(t, s, agent.Name), agent)
+	if events := mustListAudit(t, s, sandbox.AuditFilter{}); len(events) != 1 {
+		t.Errorf("ListAudit after reopen = %q, want the one event", verbs(events))
+	} else {
+		checkEvent(t, "reopened audit event", events[0], event)
+	}
 	mustCreateAgent(t, s, sandbox.Agent{Name: "after-reopen", Tenant: tenant.Name, CreatedAt: at(time.Hour)})
 	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
 	list, err := s.ListSandboxes(ctx, store.Filter{})

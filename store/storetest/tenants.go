@@ -30,6 +30,8 @@ func newTenant(name string, created time.Time) sandbox.Tenant {
 			AlarmCreatesPerMinute: new(30),
 			BreakerFactor:         new(4),
 			BreakerCooldown:       new(sandbox.Duration(5*time.Minute + 1)),
+			DestructivePatterns:   &[]string{`\bdeploy\b`, `rm -rf`},
+			GateOnFailure:         new("allow"),
 		},
 		CreatedAt: created,
 		UpdatedAt: created,

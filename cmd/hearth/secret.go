@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// secretsFlag collects repeated --secret NAME flags.
+type secretsFlag []string
+
+func (f *secretsFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *secretsFlag) Set(v string) error {
+	*f = append(*f, v)
+	return nil
+}
+
+func secretOps() []subOp {
+	return []subOp{
+		{"set", "NAME [--tenant T] < VALUE", "store a secret, its value read from stdin (tenant admins)", runSecretSet},
+		{"list", "[--tenant T]", "list the secrets you can use: NAME CREATED UPDATED (never values)", runSecretList},
+		{"rm", "NAME [--tenant T]", "delete a secret (tenant admins)", runSecretRemove},
+	}
+}
+
+func runSecret(ctx context.Context, c *cli, args []string) error {
+	return c.runSub(ctx, "secret", "...", "Manage a tenant's secrets. `hearth exec --secret NAME` gives one to a single command,\nin $NAME, and scrubs it from the output; it is never written to the sandbox's disk.", secretOps(), args)
+}
+
+func runSecretSet(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("secret", "", secretOps(), "set")
+	tenant := fs.String("tenant", "", "the secret's tenant (default: yours)")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("secret set", pos, "NAME"); err != nil {
+		return err
+	}
+	// The value comes from stdin, never from the command line, where it
+	// would be seen in the process list and the shell's history.
+	b, err := io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxSecretLen+2))
+	if err != nil {
+		return err
+	}
+	value := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	info, err := c.client().SetSecret(ctx, *tenant, pos[0], value)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(info)
+	}
+	fmt.Fprintf(c.stdout, "secret %s set in tenant %s\n", info.Name, info.Tenant)
+	return nil
+}
+
+func runSecretList(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("secret", "", secretOps(), "list")
+	tenant := fs.String("tenant", "", "the tenant (default: yours)")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("secret list", pos); err != nil {
+		return err
+	}
+	list, err := c.client().ListSecrets(ctx, *tenant)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []sandbox.SecretInfo{}
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"secrets": list})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCREATED\tUPDATED")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
+	}
+	return tw.Flush()
+}
+
+func runSecretRemove(ctx context.Context, c *cli, args []string) error {
+	fs := c.subFlagSet("secret", "", secretOps(), "rm")
+	tenant := fs.String("tenant", "", "the secret's tenant (default: yours)")
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := wantArgs("secret rm", pos, "NAME"); err != nil {
+		return err
+	}
+	if err := c.client().DeleteSecret(ctx, *tenant, pos[0]); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"deleted": pos[0]})
+	}
+	fmt.Fprintf(c.stdout, "secret %s deleted\n", pos[0])
+	return nil
+}

@@ -1,0 +1,157 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Secrets: a tenant's credentials, kept sealed in the store (see package
+// secrets) and given to one command at a time (ExecRequest.Secrets), in
+// its environment only: never on the sandbox's disk, never in a log or the
+// audit log, and scrubbed from the output that goes back to the caller.
+// Operators manage any tenant's, a tenant admin its own; an agent may list
+// its tenant's names and use them.
+
+func secretNotFound(tenant, name string) error {
+	return sandbox.Errorf(sandbox.CodeNotFound, "secret %q not found in tenant %q", name, tenant).
+		WithHint("`hearth secret list` shows the secrets you can use")
+}
+
+// secretTenant is the tenant whose secrets p addresses with tenant ("" for
+// its own), or an error if p may not manage them.
+func secretTenant(p sandbox.Principal, tenant string, manage bool) (string, error) {
+	if tenant == "" {
+		tenant = p.Tenant
+	}
+	switch {
+	case p.Role == sandbox.RoleOperator:
+		return tenant, nil
+	case tenant != p.Tenant:
+		return "", tenantNotFound(tenant)
+	case manage && p.Role != sandbox.RoleTenantAdmin:
+		return "", sandbox.Errorf(sandbox.CodePermissionDenied, "only a tenant admin may set or delete secrets").WithHint("ask a tenant admin")
+	}
+	return tenant, nil
+}
+
+// sealer returns the service's secrets box, or unavailable without one.
+func (s *Service) sealer() (Sealer, error) {
+	if s.opts.Secrets == nil {
+		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets").WithHint("start hearth serve with its data dir's key file")
+	}
+	return s.opts.Secrets, nil
+}
+
+// SetSecret stores value as tenant's secret name ("" for the caller's
+// tenant), replacing any earlier one.
+func (s *Service) SetSecret(ctx context.Context, p sandbox.Principal, tenant, name string, value []byte) (sandbox.SecretInfo, error) {
+	tenant, err := secretTenant(p, tenant, true)
+	if err != nil {
+		return sandbox.SecretInfo{}, err
+	}
+	if err := sandbox.ValidateSecretName(name); err != nil {
+		return sandbox.SecretInfo{}, err
+	}
+	if len(value) < sandbox.MinSecretLen || len(value) > sandbox.MaxSecretLen {
+		return sandbox.SecretInfo{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a secret value is %d to %d bytes, got %d", sandbox.MinSecretLen, sandbox.MaxSecretLen, len(value)).
+			WithHint("a shorter value would be scrubbed from every output it occurs in by chance").
+			With("min", sandbox.MinSecretLen).With("max", sandbox.MaxSecretLen).With("used", len(value))
+	}
+	box, err := s.sealer()
+	if err != nil {
+		return sandbox.SecretInfo{}, err
+	}
+	now := s.now().UTC()
+	if err := s.opts.Store.PutSecret(ctx, tenant, name, box.Seal(tenant, name, value), now); err != nil {
+		return sandbox.SecretInfo{}, s.internal("put secret", err)
+	}
+	s.log.Info("secret set", "tenant", tenant, "secret", name, "by", p.Agent)
+	list, err := s.opts.Store.ListSecrets(ctx, tenant)
+	if err != nil {
+		return sandbox.SecretInfo{}, s.internal("list secrets", err)
+	}
+	for _, info := range list {
+		if info.Name == name {
+			return info, nil
+		}
+	}
+	return sandbox.SecretInfo{Tenant: tenant, Name: name, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+// ListSecrets describes tenant's secrets ("" for the caller's), without
+// their values.
+func (s *Service) ListSecrets(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.SecretInfo, error) {
+	tenant, err := secretTenant(p, tenant, false)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.opts.Store.ListSecrets(ctx, tenant)
+	if err != nil {
+		return nil, s.internal("list secrets", err)
+	}
+	return list, nil
+}
+
+// DeleteSecret removes tenant's secret name ("" for the caller's tenant).
+func (s *Service) DeleteSecret(ctx context.Context, p sandbox.Principal, tenant, name string) error {
+	tenant, err := secretTenant(p, tenant, true)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Store.DeleteSecret(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
+		return secretNotFound(tenant, name)
+	} else if err != nil {
+		return s.internal("delete secret", err)
+	}
+	s.log.Info("secret deleted", "tenant", tenant, "secret", name, "by", p.Agent)
+	return nil
+}
+
+// withSecrets opens the secrets req names, of tenant, and returns req with
+// them in its environment and the streams wrapped in scrubbers, whose
+// flush the caller runs once the command's output has ended.
+func (s *Service) withSecrets(ctx context.Context, tenant string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecRequest, io.Writer, io.Writer, func(), error) {
+	noop := func() {}
+	if len(req.Secrets) == 0 {
+		return req, stdout, stderr, noop, nil
+	}
+	box, err := s.sealer()
+	if err != nil {
+		return req, nil, nil, noop, err
+	}
+	env := maps.Clone(req.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	var values []secretValue
+	for _, name := range req.Secrets {
+		sealed, err := s.opts.Store.GetSecret(ctx, tenant, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return req, nil, nil, noop, secretNotFound(tenant, name)
+		}
+		if err != nil {
+			return req, nil, nil, noop, s.internal("get secret", err)
+		}
+		v, err := box.Open(tenant, name, sealed)
+		if err != nil {
+			return req, nil, nil, noop, s.internal("open secret "+name, err)
+		}
+		env[name] = string(v)
+		values = append(values, secretValue{name: name, value: v})
+	}
+	req.Env, req.Secrets = env, nil
+	out, errw := newScrubber(orDiscard(stdout), values), newScrubber(orDiscard(stderr), values)
+	return req, out, errw, func() { out.flush(); errw.flush() }, nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}

@@ -1,0 +1,147 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// auditColumns are selected in this order; scanAudit follows it. INSERT
+// binds every column but id, which SQLite assigns.
+const auditColumns = `id, at, door, verb, tenant, agent, role, token_id, sandbox, code, status, duration_ms`
+
+// AppendAudit appends events in one transaction, each getting the next id
+// (AUTOINCREMENT: never reused). The ids events carry are ignored. An event
+// with a zero At fails the whole call.
+func (db *DB) AppendAudit(ctx context.Context, events []sandbox.AuditEvent) (err error) {
+	if len(events) == 0 {
+		return nil
+	}
+	ats := make([]string, len(events))
+	for i, e := range events {
+		if e.At.IsZero() {
+			return fmt.Errorf("sqlite: append audit: event %d (%s) has a zero time", i, e.Verb)
+		}
+		if ats[i], err = formatTime(e.At); err != nil {
+			return fmt.Errorf("sqlite: append audit: event %d (%s): %w", i, e.Verb, err)
+		}
+	}
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit
+		(at, door, verb, tenant, agent, role, token_id, sandbox, code, status, duration_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	defer stmt.Close()
+	for i, e := range events {
+		if _, err = stmt.ExecContext(ctx, ats[i], e.Door, e.Verb, e.Tenant, e.Agent, string(e.Role),
+			e.TokenID, e.Sandbox, string(e.Code), e.Status, e.DurationMs); err != nil {
+			return fmt.Errorf("sqlite: append audit: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: append audit: commit: %w", err)
+	}
+	return nil
+}
+
+// ListAudit returns the events matching f, oldest first (id order among
+// equal times); with a positive f.Limit, the newest f.Limit of them.
+func (db *DB) ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+	// As in ListSandboxes, conditions are added only when set, so that
+	// SQLite can use the (at) and (tenant, agent, at) indexes.
+	var where []string
+	var args []any
+	if !f.Since.IsZero() {
+		since, err := formatTime(f.Since)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list audit: since: %w", err)
+		}
+		where = append(where, "at >= ?")
+		args = append(args, since)
+	}
+	if f.Tenant != "" {
+		where = append(where, "tenant = ?")
+		args = append(args, f.Tenant)
+	}
+	if f.Agent != "" {
+		where = append(where, "agent = ?")
+		args = append(args, f.Agent)
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if f.Limit > 0 {
+		// The newest Limit, turned back to oldest first.
+		q = `SELECT * FROM (` + q + ` ORDER BY at DESC, id DESC LIMIT ?) ORDER BY at, id`
+		args = append(args, f.Limit)
+	} else {
+		q += ` ORDER BY at, id`
+	}
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	defer rows.Close()
+	out := []sandbox.AuditEvent{}
+	for rows.Next() {
+		e, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list audit: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteAuditBefore deletes the events whose At is before t and returns
+// how many went.
+func (db *DB) DeleteAuditBefore(ctx context.Context, t time.Time) (int64, error) {
+	before, err := formatTime(t)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete audit: %w", err)
+	}
+	res, err := db.w.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete audit: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete audit: %w", err)
+	}
+	return n, nil
+}
+
+// scanAudit reads one row selected with auditColumns.
+func scanAudit(s scanner) (sandbox.AuditEvent, error) {
+	var (
+		e              sandbox.AuditEvent
+		at, role, code string
+	)
+	if err := s.Scan(&e.ID, &at, &e.Door, &e.Verb, &e.Tenant, &e.Agent, &role, &e.TokenID,
+		&e.Sandbox, &code, &e.Status, &e.DurationMs); err != nil {
+		return sandbox.AuditEvent{}, err
+	}
+	e.Role, e.Code = sandbox.Role(role), sandbox.Code(code)
+	var err error
+	if e.At, err = parseTime(at); err != nil {
+		return sandbox.AuditEvent{}, fmt.Errorf("audit event %d at: %w", e.ID, err)
+	}
+	return e, nil
+}

@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// RecordGone stores g, replacing what an earlier sandbox of the same name
+// left.
+func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
+	if g.Name == "" {
+		return errors.New("sqlite: record gone: empty name")
+	}
+	at, err := formatTime(g.At)
+	if err != nil {
+		return fmt.Errorf("sqlite: record gone %q: %w", g.Name, err)
+	}
+	_, err = db.w.ExecContext(ctx,
+		`INSERT INTO gone (name, id, tenant, owner, reason, last_status, at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT (name) DO UPDATE SET id = excluded.id, tenant = excluded.tenant, owner = excluded.owner,
+		   reason = excluded.reason, last_status = excluded.last_status, at = excluded.at`,
+		g.Name, g.ID, g.Tenant, g.Owner, g.Reason, g.Last, at)
+	if err != nil {
+		return fmt.Errorf("sqlite: record gone %q: %w", g.Name, writeErr(err))
+	}
+	return nil
+}
+
+// GetGone returns what RecordGone stored for name, or store.ErrNotFound.
+func (db *DB) GetGone(ctx context.Context, name string) (sandbox.Gone, error) {
+	g := sandbox.Gone{Name: name}
+	var at string
+	err := db.r.QueryRowContext(ctx, `SELECT id, tenant, owner, reason, last_status, at FROM gone WHERE name = ?`, name).
+		Scan(&g.ID, &g.Tenant, &g.Owner, &g.Reason, &g.Last, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Gone{}, fmt.Errorf("sqlite: gone %q: %w", name, store.ErrNotFound)
+	}
+	if err == nil {
+		g.At, err = parseTime(at)
+	}
+	if err != nil {
+		return sandbox.Gone{}, fmt.Errorf("sqlite: get gone %q: %w", name, err)
+	}
+	return g, nil
+}
+
+// ForgetGone deletes the record of name, if any, and every record older
+// than before when before is not zero.
+func (db *DB) ForgetGone(ctx context.Context, name string, before time.Time) error {
+	if name != "" {
+		if _, err := db.w.ExecContext(ctx, `DELETE FROM gone WHERE name = ?`, name); err != nil {
+			return fmt.Errorf("sqlite: forget gone %q: %w", name, writeErr(err))
+		}
+	}
+	if !before.IsZero() {
+		b, err := formatTime(before)
+		if err != nil {
+			return fmt.Errorf("sqlite: forget gone: %w", err)
+		}
+		if _, err := db.w.ExecContext(ctx, `DELETE FROM gone WHERE at < ?`, b); err != nil {
+			return fmt.Errorf("sqlite: forget gone before %s: %w", b, writeErr(err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// PutSecret stores tenant's secret name, sealed, created or replaced at at
+// (a replacement keeps its created_at).
+func (db *DB) PutSecret(ctx context.Context, tenant, name string, sealed []byte, at time.Time) error {
+	if tenant == "" || name == "" || len(sealed) == 0 {
+		return fmt.Errorf("sqlite: put secret %q of %q: tenant, name and value must not be empty", name, tenant)
+	}
+	ts, err := formatTime(at)
+	if err != nil {
+		return fmt.Errorf("sqlite: put secret %q of %q: %w", name, tenant, err)
+	}
+	_, err = db.w.ExecContext(ctx,
+		`INSERT INTO secrets (tenant, name, sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+		 ON CONFLICT (tenant, name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at`,
+		tenant, name, sealed, ts, ts)
+	if err != nil {
+		return fmt.Errorf("sqlite: put secret %q of %q: %w", name, tenant, writeErr(err))
+	}
+	return nil
+}
+
+// GetSecret returns the sealed value of tenant's secret name, or
+// store.ErrNotFound.
+func (db *DB) GetSecret(ctx context.Context, tenant, name string) ([]byte, error) {
+	var sealed []byte
+	err := db.r.QueryRowContext(ctx, `SELECT sealed FROM secrets WHERE tenant = ? AND name = ?`, tenant, name).Scan(&sealed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: secret %q of %q: %w", name, tenant, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get secret %q of %q: %w", name, tenant, err)
+	}
+	return sealed, nil
+}
+
+// ListSecrets describes tenant's secrets, by name.
+func (db *DB) ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT name, created_at, updated_at FROM secrets WHERE tenant = ? ORDER BY name`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
+	}
+	defer rows.Close()
+	out := []sandbox.SecretInfo{}
+	for rows.Next() {
+		s := sandbox.SecretInfo{Tenant: tenant}
+		var created, updated string
+		if err := rows.Scan(&s.Name, &created, &updated); err != nil {
+			return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
+		}
+		if s.CreatedAt, err = parseTime(created); err == nil {
+			s.UpdatedAt, err = parseTime(updated)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
+	}
+	return out, nil
+}
+
+// DeleteSecret removes tenant's secret name, or returns store.ErrNotFound.
+func (db *DB) DeleteSecret(ctx context.Context, tenant, name string) error {
+	res, err := db.w.ExecContext(ctx, `DELETE FROM secrets WHERE tenant = ? AND name = ?`, tenant, name)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete secret %q of %q: %w", name, tenant, writeErr(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlite: delete secret %q of %q: %w", name, tenant, err)
+	} else if n == 0 {
+		return fmt.Errorf("sqlite: secret %q of %q: %w", name, tenant, store.ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// testGone: record, replace by name, get, forget by name and by age.
+func testGone(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	g := sandbox.Gone{Name: "web", ID: "x1", Tenant: "acme", Owner: "bot", Reason: "reaped: its ttl expired", Last: "oom: the memory limit killed a command", At: t0}
+	if err := s.RecordGone(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetGone(ctx, "web"); err != nil || got.ID != g.ID || got.Reason != g.Reason || got.Last != g.Last ||
+		got.Tenant != g.Tenant || got.Owner != g.Owner || !got.At.Equal(t0) {
+		t.Errorf("GetGone(web) = %+v, %v; want %+v", got, err, g)
+	}
+	g2 := sandbox.Gone{Name: "web", ID: "x2", Tenant: "acme", Owner: "bot", Reason: "destroyed by bot", At: t0.Add(time.Hour)}
+	if err := s.RecordGone(ctx, g2); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetGone(ctx, "web"); err != nil || got.ID != "x2" || got.Last != "" {
+		t.Errorf("GetGone(web) after a second record = %+v, %v; want the second", got, err)
+	}
+	if err := s.RecordGone(ctx, sandbox.Gone{Name: "old", ID: "x3", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ForgetGone(ctx, "", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetGone(ctx, "old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetGone(old) after forgetting records before t0+1m = %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetGone(ctx, "web"); err != nil {
+		t.Errorf("GetGone(web), newer, after forgetting older ones = %v", err)
+	}
+	if err := s.ForgetGone(ctx, "web", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetGone(ctx, "web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetGone(web) after ForgetGone(web) = %v, want ErrNotFound", err)
+	}
+	if err := s.ForgetGone(ctx, "never", time.Time{}); err != nil {
+		t.Errorf("ForgetGone of a name with no record = %v, want nil", err)
+	}
+	if err := s.RecordGone(ctx, sandbox.Gone{At: t0}); err == nil {
+		t.Errorf("RecordGone with no name = nil error")
+	}
+}
