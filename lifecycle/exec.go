@@ -61,14 +61,14 @@ func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sand
 	}
 	ck, err := s.Checkpoint(ctx, p, sb.Name, gateLabel)
 	if err == nil {
-		s.log.Info("checkpoint before a destructive command", "sandbox", sb.Name, "checkpoint", ck.ID, "pattern", pattern)
-		return ck.ID, fmt.Sprintf("the command matches the destructive pattern %q: checkpoint %s was taken first; restore it to undo the command", pattern, ck.ID), nil
+		s.log.Info("checkpoint before a destructive command", "sandbox", sb.Name, "checkpoint", ck.ID, "pattern", pattern.Name)
+		return ck.ID, fmt.Sprintf("the command looks destructive (%s): checkpoint %s was taken first; restore it to undo the command", pattern.Name, ck.ID), nil
 	}
-	s.log.Warn("the checkpoint before a destructive command failed", "sandbox", sb.Name, "pattern", pattern, "err", err)
+	s.log.Warn("the checkpoint before a destructive command failed", "sandbox", sb.Name, "pattern", pattern.Name, "err", err)
 	if lim.GateOnFailure == policy.GateAllow {
-		return "", fmt.Sprintf("the command matches the destructive pattern %q, but the checkpoint before it failed: it ran without one", pattern), nil
+		return "", fmt.Sprintf("the command looks destructive (%s), but the checkpoint before it failed: it ran without one", pattern.Name), nil
 	}
-	return "", "", sandbox.Errorf(sandbox.CodeUnavailable, "refused: the command matches the destructive pattern %q, and the checkpoint hearth takes before such a command failed", pattern).
+	return "", "", sandbox.Errorf(sandbox.CodeUnavailable, "refused: the command looks destructive (%s), and the checkpoint hearth takes before such a command failed", pattern.Name).
 		WithHint("retry; or checkpoint the sandbox yourself, and ask a tenant admin to set the policy's gate_on_failure to allow")
 }
 

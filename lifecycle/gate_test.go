@@ -21,7 +21,7 @@ func TestGate(t *testing.T) {
 	var out strings.Builder
 	res, err := e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "rm -rf data && echo gone"}, nil, &out, nil)
 	if err != nil || res.ExitCode != 0 || out.String() != "gone\n" || res.Checkpoint == "" ||
-		!strings.Contains(res.Gate, res.Checkpoint) || !strings.Contains(res.Gate, "destructive pattern") {
+		!strings.Contains(res.Gate, res.Checkpoint) || !strings.Contains(res.Gate, "looks destructive (recursive rm)") {
 		t.Fatalf("Exec(rm -rf data) = %+v, %v, %q; want it run after a checkpoint its result names", res, err, out.String())
 	}
 	cps, err := e.svc.ListCheckpoints(ctx, a1, "web")
@@ -60,7 +60,7 @@ func TestGateCheckpointFails(t *testing.T) {
 	e.exec(t, a1, "web", "mkdir keep")
 	_, err := e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "rm -r keep"}, nil, nil, nil)
 	se := wantCode(t, "Exec(rm -r keep) when the checkpoint fails", err, sandbox.CodeUnavailable)
-	if !strings.HasPrefix(se.Message, "refused: the command matches the destructive pattern") || se.Hint == "" {
+	if se.Message != "refused: the command looks destructive (recursive rm), and the checkpoint hearth takes before such a command failed" || se.Hint == "" {
 		t.Errorf("refusal = %v", se)
 	}
 	if got, _ := e.exec(t, a1, "web", "test -d keep && echo kept"); got != "kept\n" {

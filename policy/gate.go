@@ -20,35 +20,42 @@ const (
 	GateAllow  = "allow"  // it runs anyway, and its result says so
 )
 
+// Pattern is one destructive-command pattern: Expr, an RE2 regular
+// expression matched case-insensitively, and Name, what it catches in
+// words (the expression itself for a tenant's own patterns).
+type Pattern struct {
+	Name, Expr string
+}
+
 // DefaultDestructive returns the default patterns: recursive rm, forced
 // git pushes, hard resets and forced cleans, SQL DROP and TRUNCATE, mkfs,
 // dd writing to a file or device, and database migrations.
-func DefaultDestructive() []string {
-	return []string{
-		`\brm\s+(?:\S+\s+)*?(?:-[a-z]*r[a-z]*|--recursive)(?:\s|$)`,
-		`\bgit\s+push\b.*(?:\s--force\b|\s-f\b|\s--force-with-lease\b|\s\+\S)`,
-		`\bgit\s+(?:reset\s+--hard|clean\s+-[a-z]*f)`,
-		`\bdrop\s+(?:table|database|schema)\b`,
-		`\btruncate\b`,
-		`\bmkfs(?:\.\w+)?\b`,
-		`\bdd\b.*\bof=`,
-		`\b(?:db:migrate|migrate|alembic\s+(?:upgrade|downgrade))\b`,
+func DefaultDestructive() []Pattern {
+	return []Pattern{
+		{"recursive rm", `\brm\s+(?:\S+\s+)*?(?:-[a-z]*r[a-z]*|--recursive)(?:\s|$)`},
+		{"forced git push", `\bgit\s+push\b.*(?:\s--force\b|\s-f\b|\s--force-with-lease\b|\s\+\S)`},
+		{"git reset --hard or git clean -f", `\bgit\s+(?:reset\s+--hard|clean\s+-[a-z]*f)`},
+		{"DROP TABLE, DATABASE or SCHEMA", `\bdrop\s+(?:table|database|schema)\b`},
+		{"TRUNCATE", `\btruncate\b`},
+		{"mkfs", `\bmkfs(?:\.\w+)?\b`},
+		{"dd of=", `\bdd\b.*\bof=`},
+		{"a database migration", `\b(?:db:migrate|migrate|alembic\s+(?:upgrade|downgrade))\b`},
 	}
 }
 
 // gate is a compiled pattern list.
 type gate struct {
-	sources []string
-	res     []*regexp.Regexp
+	patterns []Pattern
+	res      []*regexp.Regexp
 }
 
 // compileGate compiles patterns; a bad one is invalid_argument naming it.
-func compileGate(patterns []string) (*gate, error) {
-	g := &gate{sources: patterns}
+func compileGate(patterns []Pattern) (*gate, error) {
+	g := &gate{patterns: patterns}
 	for i, p := range patterns {
-		re, err := regexp.Compile("(?i)" + p)
+		re, err := regexp.Compile("(?i)" + p.Expr)
 		if err != nil {
-			return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.destructive_patterns[%d] %q is not a valid regular expression: %v", i, p, err).
+			return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.destructive_patterns[%d] %q is not a valid regular expression: %v", i, p.Expr, err).
 				WithHint("use RE2 syntax, e.g. %q", `\bdrop\s+table\b`)
 		}
 		g.res = append(g.res, re)
@@ -56,18 +63,27 @@ func compileGate(patterns []string) (*gate, error) {
 	return g, nil
 }
 
+// tenantPatterns names a tenant's own expressions by themselves.
+func tenantPatterns(exprs []string) []Pattern {
+	out := make([]Pattern, len(exprs))
+	for i, e := range exprs {
+		out[i] = Pattern{Name: e, Expr: e}
+	}
+	return out
+}
+
 // Destructive reports the first of l's destructive patterns that command
 // matches (the shell script, or the argv joined with spaces).
-func (l Limits) Destructive(command string) (pattern string, ok bool) {
+func (l Limits) Destructive(command string) (Pattern, bool) {
 	if l.gate == nil {
-		return "", false
+		return Pattern{}, false
 	}
 	for i, re := range l.gate.res {
 		if re.MatchString(command) {
-			return l.gate.sources[i], true
+			return l.gate.patterns[i], true
 		}
 	}
-	return "", false
+	return Pattern{}, false
 }
 
 // CommandText is what the gate matches for an exec request.

@@ -50,8 +50,8 @@ func TestDestructiveDefaults(t *testing.T) {
 		{"python3 -c 'print(6*7)'", false},
 	} {
 		pattern, got := l.Destructive(tc.command)
-		if got != tc.want || got && pattern == "" {
-			t.Errorf("Destructive(%q) = %q, %v; want %v", tc.command, pattern, got, tc.want)
+		if got != tc.want || got && (pattern.Name == "" || pattern.Expr == "") {
+			t.Errorf("Destructive(%q) = %+v, %v; want %v", tc.command, pattern, got, tc.want)
 		}
 	}
 }
@@ -62,7 +62,7 @@ func TestDestructiveOverrides(t *testing.T) {
 	if err != nil || l.GateOnFailure != policy.GateAllow {
 		t.Fatalf("With(patterns, allow) = %+v, %v", l, err)
 	}
-	if p, ok := l.Destructive("make deploy"); !ok || p != `\bdeploy\b` {
+	if p, ok := l.Destructive("make deploy"); !ok || p != (policy.Pattern{Name: `\bdeploy\b`, Expr: `\bdeploy\b`}) {
 		t.Errorf("Destructive(make deploy) = %q, %v; want the override", p, ok)
 	}
 	if _, ok := l.Destructive("rm -rf /"); ok {

@@ -83,7 +83,7 @@ func (l Limits) With(o sandbox.PolicyOverrides) (Limits, error) {
 // list turns the gate off) and the failure policy.
 func setGate(l *Limits, o sandbox.PolicyOverrides) error {
 	if o.DestructivePatterns != nil {
-		g, err := compileGate(*o.DestructivePatterns)
+		g, err := compileGate(tenantPatterns(*o.DestructivePatterns))
 		if err != nil {
 			return err
 		}

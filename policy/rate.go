@@ -122,7 +122,7 @@ func circuitOpen(agent string, used int, halfOpen bool, retry time.Duration, l L
 		which = "half-open "
 	}
 	secs := max(1, ceilSeconds(retry))
-	return sandbox.Errorf(sandbox.CodeCircuitOpen, "circuit open: %s made %d creates in the last minute, over the %slimit of %d; creates are refused until the cool-down ends",
+	return sandbox.Errorf(sandbox.CodeCircuitOpen, "circuit open: %s made %d creates in the last minute, reaching the %slimit of %d; creates are refused until the cool-down ends",
 		identity(agent), used, which, limit).
 		WithHint("retry in %s", time.Duration(secs)*time.Second).
 		With("retry_after_seconds", secs).With("limit", limit).With("used", used)

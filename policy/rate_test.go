@@ -23,7 +23,7 @@ func circuit(used, limit int, halfOpen bool, retrySeconds int64) *wantErr {
 	}
 	return &wantErr{
 		code: sandbox.CodeCircuitOpen,
-		message: fmt.Sprintf("circuit open: agent-claude-1 made %d creates in the last minute, over the %slimit of %d; creates are refused until the cool-down ends",
+		message: fmt.Sprintf("circuit open: agent-claude-1 made %d creates in the last minute, reaching the %slimit of %d; creates are refused until the cool-down ends",
 			used, which, limit),
 		hint:    "retry in " + (time.Duration(retrySeconds) * time.Second).String(),
 		details: map[string]any{"retry_after_seconds": retrySeconds, "limit": limit, "used": used},
@@ -139,12 +139,12 @@ func TestRateWords(t *testing.T) {
 		r, d = r.Admit("claude-1", at(time.Duration(i)*time.Millisecond), l)
 	}
 	(&wantErr{sandbox.CodeCircuitOpen,
-		"circuit open: agent-claude-1 made 30 creates in the last minute, over the limit of 30; creates are refused until the cool-down ends",
+		"circuit open: agent-claude-1 made 30 creates in the last minute, reaching the limit of 30; creates are refused until the cool-down ends",
 		"retry in 5m0s",
 		map[string]any{"retry_after_seconds": int64(300), "limit": 30, "used": 30}}).check(t, "trip", d.Err)
 	_, d = r.Admit("claude-1", at(2*time.Minute+10*time.Second), l)
 	(&wantErr{sandbox.CodeCircuitOpen,
-		"circuit open: agent-claude-1 made 30 creates in the last minute, over the limit of 30; creates are refused until the cool-down ends",
+		"circuit open: agent-claude-1 made 30 creates in the last minute, reaching the limit of 30; creates are refused until the cool-down ends",
 		"retry in 2m51s",
 		map[string]any{"retry_after_seconds": int64(171), "limit": 30, "used": 30}}).check(t, "open", d.Err)
 	halfOpen := at(5*time.Minute + 30*time.Millisecond)
@@ -152,7 +152,7 @@ func TestRateWords(t *testing.T) {
 		r, d = r.Admit("claude-1", halfOpen.Add(time.Duration(i)*time.Second), l)
 	}
 	(&wantErr{sandbox.CodeCircuitOpen,
-		"circuit open: agent-claude-1 made 10 creates in the last minute, over the half-open limit of 10; creates are refused until the cool-down ends",
+		"circuit open: agent-claude-1 made 10 creates in the last minute, reaching the half-open limit of 10; creates are refused until the cool-down ends",
 		"retry in 5m0s",
 		map[string]any{"retry_after_seconds": int64(300), "limit": 10, "used": 10}}).check(t, "re-open", d.Err)
 }

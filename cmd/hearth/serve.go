@@ -98,12 +98,28 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
 		return err
 	}
-	// Alarms are counted for /metrics, and posted to the webhook if any.
+	auditLog := log.With("component", "audit")
+	if cfg.auditRetention > 0 {
+		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
+	}
+	// Closed (flushing what waits) after the server has shut down and
+	// before the store closes.
+	rec := audit.New(db, auditLog)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := rec.Close(cctx); err != nil {
+			auditLog.Error("audit events lost at shutdown", "err", err)
+		}
+	}()
+	// Alarms are audited, counted for /metrics, and posted to the webhook
+	// if any.
 	reg := metrics.NewRegistry()
-	alarms := httpapi.CountAlarms(reg)
+	count := httpapi.CountAlarms(reg)
+	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
 	if cfg.alarmWebhook != "" {
-		count, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
-		alarms = func(a sandbox.Alarm) { count(a); post(a) }
+		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
+		alarms = func(a sandbox.Alarm) { local(a); post(a) }
 	}
 	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
 	if err != nil {
@@ -143,20 +159,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	auditLog := log.With("component", "audit")
-	if cfg.auditRetention > 0 {
-		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
-	}
-	// Closed (flushing what waits) after the server has shut down and
-	// before the store closes.
-	rec := audit.New(db, auditLog)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := rec.Close(cctx); err != nil {
-			auditLog.Error("audit events lost at shutdown", "err", err)
-		}
-	}()
 	srv := &http.Server{
 		Handler: httpapi.New(svc, httpapi.Options{
 			Logger:   log.With("component", "http"),
@@ -303,6 +305,16 @@ func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progr
 		return fmt.Errorf("build the default image: %w", err)
 	}
 	return rootfs.Import(ctx, snaps, defaultImage, rootDir)
+}
+
+// alarmEvent is the audit event of an alarm: the platform's own, at the
+// identity it concerns; a breaker trip carries circuit_open.
+func alarmEvent(a sandbox.Alarm) sandbox.AuditEvent {
+	e := sandbox.AuditEvent{At: a.At, Door: "platform", Verb: "alarm." + a.Kind, Tenant: a.Tenant, Agent: a.Agent}
+	if a.Kind == "circuit_open" {
+		e.Code = sandbox.CodeCircuitOpen
+	}
+	return e
 }
 
 // tenantsFile is the JSON of --tenants: the tenants (name, allocation,

@@ -176,6 +176,12 @@ func TestTenancy(t *testing.T) {
 		}
 	}
 
+	// The alarms are in the audit log too, at the identity.
+	if audit, _, code := d.cli("", "audit", "--agent", "claude-1", "--json"); code != 0 ||
+		!strings.Contains(audit, `"verb":"alarm.create_rate"`) || !strings.Contains(audit, `"verb":"alarm.circuit_open"`) {
+		t.Errorf("hearth audit --agent claude-1 = %d %q; want both alarms", code, audit)
+	}
+
 	// A revoked token is refused at once.
 	tokens, err := d.client().ListTokens(ctx)
 	if err != nil {
@@ -191,4 +197,31 @@ func TestTenancy(t *testing.T) {
 	if _, err := as(c2tok).List(ctx); !errors.As(err, &se) || se.Code != sandbox.CodeUnauthenticated {
 		t.Errorf("List with a revoked token = %v, want unauthenticated", err)
 	}
+}
+
+// TestReaped: the platform destroys a sandbox at the end of its TTL,
+// unasked, leaves nothing of it, and get of its name then says why.
+func TestReaped(t *testing.T) {
+	requireDaemon(t)
+	d := newDaemon(t, bins.runtimes[0], "--idle-timeout", "4s") // sweeps every second
+	ctx := ctxT(t)
+	c := d.client()
+	sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "brief", TTL: sandbox.Duration(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se *sandbox.Error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := c.Get(ctx, "brief")
+		if errors.As(err, &se) && se.Code == sandbox.CodeNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Get(brief) 30s after a 2s TTL = %v, want not_found", err)
+		}
+	}
+	if want := `sandbox "brief" is gone: reaped: its ttl ended at ` + sb.ExpiresAt.UTC().Format(time.RFC3339); !strings.HasPrefix(se.Message, want) {
+		t.Errorf("Get(brief) after the reap = %q, want it to start %q", se.Message, want)
+	}
+	assertNothingLeft(t, d, sb.ID)
 }
