@@ -112,6 +112,10 @@ type Capabilities struct {
 	// Isolation is "gvisor" for a user-space kernel, "container" for
 	// namespaces and cgroups on the host kernel.
 	Isolation string
+	// CheapFreeze says Freeze and Thaw (see Freezer) take a millisecond or
+	// two together; false means tens of milliseconds, so that a caller
+	// with an atomic way to capture the sandbox's disk may go without.
+	CheapFreeze bool
 }
 
 // Driver starts, finds and removes sandboxes. Implementations are safe for

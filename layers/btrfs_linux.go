@@ -605,6 +605,12 @@ func (s *Btrfs) Stat(ctx context.Context, key string) (Info, error) {
 	return Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}, nil
 }
 
+// AtomicSnapshots reports that Snapshot captures an active snapshot at one
+// instant (one snapshot ioctl, in one transaction): every write that
+// completed before it is in the snapshot and none after, as after a power
+// cut, so a crash-consistent copy of a running sandbox needs no freeze.
+func (s *Btrfs) AtomicSnapshots() bool { return true }
+
 // Walk calls fn for every snapshot, in no particular order, for Recover and
 // garbage collection. fn must not call back into the store.
 func (s *Btrfs) Walk(ctx context.Context, fn func(Info) error) error {

@@ -100,7 +100,7 @@ func (s *Service) snapshot(ctx context.Context, sb sandbox.Sandbox, key string) 
 	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
 		syncFS(info.Path)
 	}
-	if fr, ok := s.opts.Driver.(driver.Freezer); ok && sb.Status == sandbox.StatusRunning {
+	if fr, ok := s.opts.Driver.(driver.Freezer); ok && sb.Status == sandbox.StatusRunning && s.freezeForSnapshots() {
 		if err := fr.Freeze(ctx, sb.ID); err != nil {
 			return s.internal("freeze "+sb.ID, err)
 		}
@@ -118,6 +118,25 @@ func (s *Service) snapshot(ctx context.Context, sb sandbox.Sandbox, key string) 
 	}
 	s.crash("checkpoint: snapshot taken")
 	return nil
+}
+
+// atomicSnapshotter is a layer store whose Snapshot captures the active
+// snapshot at one instant (btrfs: one snapshot ioctl), so that a snapshot
+// of a running sandbox is crash-consistent without a freeze: it holds
+// every write that completed before it and none after, as a power cut
+// would.
+type atomicSnapshotter interface{ AtomicSnapshots() bool }
+
+// freezeForSnapshots says whether a live checkpoint freezes the sandbox:
+// always when freezing is cheap (a cgroup freezer), and otherwise (gVisor's
+// pause, ≈30 ms) only when the layer store copies rather than snapshots at
+// one instant.
+func (s *Service) freezeForSnapshots() bool {
+	if s.opts.Driver.Capabilities().CheapFreeze {
+		return true
+	}
+	a, ok := s.opts.Layers.(atomicSnapshotter)
+	return !ok || !a.AtomicSnapshots()
 }
 
 // unrecord deletes the row of checkpoint c of sb, whose snapshot was never

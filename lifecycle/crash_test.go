@@ -131,13 +131,15 @@ var crashCases = []crashCase{
 			return svc.Destroy(ctx, a1, "web")
 		},
 		points: []crashPoint{
-			{"release: runtime deleted", false},
+			{"destroy: begun", false},
+			{"destroy: reason recorded", true},
+			{"release: runtime deleted", true},
 			{"release: row deleted", true},
 			{"release: snapshot removed", true},
 		},
 		old: func(t *testing.T, e *env, sc scene) {
-			// The runtime was deleted before the kill: the sandbox is
-			// stopped, whole, and the next call wakes it.
+			// Killed before the destroy recorded why: the sandbox is
+			// whole and running.
 			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
 			e.wantData(t, "web", sc.data)
 		},

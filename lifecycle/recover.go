@@ -40,6 +40,14 @@ func (s *Service) Recover(ctx context.Context) error {
 			sb = s.dropUnfinishedCheckpoints(ctx, sb)
 		}
 		restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
+		if g, err := s.opts.Store.GetGone(ctx, sb.Name); err == nil && g.ID == sb.ID {
+			// destroy records why a sandbox goes before it releases it.
+			s.log.Warn("finishing a destroy interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
+			if err := s.release(ctx, sb); err != nil {
+				s.log.Error("finish interrupted destroy", "sandbox", sb.Name, "err", err)
+			}
+			continue
+		}
 		switch {
 		case sb.Status == sandbox.StatusCreating:
 			s.log.Warn("undoing a create interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)

@@ -571,10 +571,14 @@ func (s *Service) reap(ctx context.Context, name string) error {
 func (s *Service) destroy(ctx context.Context, sb sandbox.Sandbox, reason string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
+	s.crash("destroy: begun")
 	gone := sandbox.Gone{Name: sb.Name, ID: sb.ID, Tenant: sb.Tenant, Owner: sb.Owner, Reason: reason, Last: sb.Reason, At: s.now().UTC()}
 	if err := s.opts.Store.RecordGone(ctx, gone); err != nil {
 		s.log.Error("record why a sandbox goes", "sandbox", sb.Name, "err", err)
 	}
+	// The commit point: a restart finishes a destroy whose record is there
+	// (see Recover).
+	s.crash("destroy: reason recorded")
 	if err := s.release(ctx, sb); err != nil {
 		return s.internal("destroy "+sb.ID, err)
 	}

@@ -46,16 +46,17 @@
 // OOMKilled). The agent therefore gets the sandbox's pids and memory as
 // per-command RLIMIT_NPROC and RLIMIT_AS, below the host limits.
 //
-// Freezing (driver.Freezer): Freeze and Thaw write the sandbox's cgroup
-// directly, the v1 freezer's freezer.state on a v1 or hybrid host and
-// cgroup.freeze on a v2 one, which takes about a millisecond where `runc
-// pause` or `runsc pause` take ≈110 ms. Every process of the sandbox is in
-// that cgroup under both runc and runsc (there: the sentry, its systrap
-// stubs and the gofer). A frozen runsc sandbox cannot answer `runsc
-// state` (it signals the container through the sentry), so while a sandbox
-// is frozen the driver does not ask: it is running, with the pid that run
-// wrote to its pid file. Stop and Delete thaw a frozen sandbox before they
-// kill it, and Recover thaws every sandbox a dead daemon left frozen.
+// Freezing (driver.Freezer): under runc and crun, Freeze and Thaw write the
+// sandbox's cgroup directly, the v1 freezer's freezer.state on a v1 or
+// hybrid host and cgroup.freeze on a v2 one, which takes about a
+// millisecond where `runc pause` takes ≈110 ms. While a sandbox is frozen
+// the driver does not ask the runtime about it: it is running, with the
+// pid that run wrote to its pid file. Under runsc the cgroup freezer is not
+// safe (a systrap stub frozen in a seccomp user notification loses it, and
+// the sentry kills the sandbox), so Freeze is `runsc pause`, ≈14 ms, and
+// Thaw `runsc resume`; Capabilities says so (CheapFreeze false). Stop and
+// Delete thaw a frozen sandbox before they kill it, and Recover thaws every
+// sandbox a dead daemon left frozen or paused.
 //
 // Stop deletes the runtime's container as well as killing it, so a stopped
 // (sleeping) sandbox holds no cgroups and no runtime state: only its

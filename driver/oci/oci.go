@@ -222,7 +222,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	if d.runtime == RuntimeRunsc {
 		iso = "gvisor"
 	}
-	return driver.Capabilities{Runtime: d.runtime, Isolation: iso}
+	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc}
 }
 
 // StateDir returns the directory the driver owns.
@@ -257,6 +257,13 @@ func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDi
 func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
 func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
 func (d *Driver) pidFile(id string) string    { return filepath.Join(d.sandboxDir(id), "pid") }
+
+// pausedMarker exists while runsc has sandbox id paused (see pauseRunsc).
+func (d *Driver) pausedMarker(id string) string { return filepath.Join(d.sandboxDir(id), "paused") }
+
+// runPidFile holds the pid of the runtime's `run --detach` of id while it
+// works (see create).
+func (d *Driver) runPidFile(id string) string { return filepath.Join(d.sandboxDir(id), "run.pid") }
 
 // stoppedMarker exists while the sandbox is stopped by Stop (or by the
 // cleanup of a failed wake): its container is known to be deleted, so State,

@@ -212,11 +212,19 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New(runc) = %v", err)
 	}
-	if got, want := d.Capabilities(), (driver.Capabilities{Runtime: "runc", Isolation: "container"}); got != want {
+	if got, want := d.Capabilities(), (driver.Capabilities{Runtime: "runc", Isolation: "container", CheapFreeze: true}); got != want {
 		t.Errorf("Capabilities() = %+v, want %+v", got, want)
 	}
 	if _, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: "/bin/true", StateDir: dir}); err == nil || !strings.Contains(err.Error(), "belongs to runtime runc") {
 		t.Errorf("New(runsc) on runc's state dir = %v, want a refusal", err)
+	}
+	gv, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: "/bin/true", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("New(runsc) = %v", err)
+	}
+	// gVisor's pause is tens of milliseconds, not a cgroup write.
+	if got, want := gv.Capabilities(), (driver.Capabilities{Runtime: "runsc", Isolation: "gvisor"}); got != want {
+		t.Errorf("Capabilities() of runsc = %+v, want %+v", got, want)
 	}
 	d, err = oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: "/bin/true", StateDir: t.TempDir()})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -68,12 +69,47 @@ func (d *Driver) create(ctx context.Context, id string) error {
 	cmd := d.command(ctx, id, "run", "--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	began := time.Now()
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s run: %w", d.runtime, err)
+	}
+	// While run works, its pid is on disk: a daemon killed meanwhile leaves
+	// run going in its own session, and the next one stops it (see
+	// stopStrayRun) before it touches the sandbox.
+	if err := os.WriteFile(d.runPidFile(id), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+		d.log.Warn("record the pid of run", "sandbox", id, "err", err)
+	}
+	err = cmd.Wait()
+	os.Remove(d.runPidFile(id))
 	d.log.Debug("runtime command", "args", []string{"run", "--detach", id}, "took", time.Since(began).Round(time.Microsecond), "err", err)
 	if err != nil {
 		return fmt.Errorf("%s run: %w", d.runtime, err)
 	}
 	return nil
+}
+
+// stopStrayRun kills the `run --detach` of id that a killed daemon left
+// going, if any, with everything it started (its session: runc's init,
+// runsc's sandbox and gofer), and waits until they are gone, so that a
+// Delete or Start of id never races with a half-made container. The pid is
+// only trusted if that process's command line still names id.
+func (d *Driver) stopStrayRun(ctx context.Context, id string) {
+	b, err := os.ReadFile(d.runPidFile(id))
+	if err != nil {
+		return
+	}
+	defer os.Remove(d.runPidFile(id))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || !bytes.Contains(cmdline, []byte(id)) || !bytes.Contains(cmdline, []byte("run")) {
+		return // finished, or the pid is another process's now
+	}
+	d.log.Warn("stopping a run an earlier daemon left going", "sandbox", id, "pid", pid)
+	syscall.Kill(-pid, syscall.SIGKILL) // its session's process group
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitExit(ctx, pid, 5*time.Second)
 }
 
 // runtimeState returns the runtime's state of container id, or nil when the

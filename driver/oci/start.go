@@ -43,6 +43,9 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
 	if err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
+	if existed {
+		d.stopStrayRun(ctx, id)
+	}
 	if existed && !d.stopped(id) {
 		st, err := d.runtimeState(ctx, id)
 		if err != nil {

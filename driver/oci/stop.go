@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -60,9 +62,13 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	d.stopStrayRun(ctx, id)
 	st, err := d.runtimeState(ctx, id)
 	if err != nil {
-		return fmt.Errorf("oci: delete %s: %w", id, err)
+		// The runtime lists a container it cannot describe: one whose
+		// create was cut short. Force-delete it by id all the same.
+		d.log.Warn("deleting a container the runtime cannot describe", "sandbox", id, "err", err)
+		st = &specs.State{ID: id, Status: "unknown"}
 	}
 	if !ok && st == nil && len(d.cgroupLeftovers(id)) == 0 {
 		return driver.ErrNotFound
@@ -74,6 +80,28 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("oci: delete %s: %w", id, err)
 	}
 	d.log.Info("sandbox deleted", "sandbox", id)
+	return nil
+}
+
+// removeRuntimeLeftovers removes what the runtime keeps under its root for
+// id once the container is gone: runc's state directory, runsc's state,
+// lock and socket files. A `delete --force` removes them too; this is for
+// a container whose create was cut short, which the runtime cannot delete.
+func (d *Driver) removeRuntimeLeftovers(id string) error {
+	entries, err := os.ReadDir(d.root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); name == id || strings.HasPrefix(name, id+"_") || name == "runsc-"+id+".sock" {
+			if err := os.RemoveAll(filepath.Join(d.root, name)); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
@@ -122,13 +150,19 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 			// done when the runtime no longer knows the container.
 			d.run(ctx, id, "kill", "--all", id, "KILL")
 			if _, err2 := d.run(ctx, id, "delete", "--force", id); err2 != nil {
-				if st2, serr := d.runtimeState(ctx, id); serr != nil || st2 != nil {
+				// Still there only if the runtime can say so: a container
+				// whose create was cut short it can neither describe nor
+				// delete, and its files go below with its cgroups' tasks.
+				if st2, serr := d.runtimeState(ctx, id); serr == nil && st2 != nil {
 					return fmt.Errorf("runtime delete: %w", err)
 				}
 			}
 		}
 	}
 	if err := d.removeCgroups(ctx, id); err != nil {
+		return err
+	}
+	if err := d.removeRuntimeLeftovers(id); err != nil {
 		return err
 	}
 	if err := os.Remove(d.socketPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {

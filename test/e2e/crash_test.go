@@ -3,12 +3,23 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
+	_ "modernc.org/sqlite" // the daemon's database, read beside it
 )
 
 // TestKillDuringRestore SIGKILLs the real daemon at a random moment of a
@@ -24,39 +35,25 @@ func TestKillDuringRestore(t *testing.T) {
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {
 		t.Fatal(err)
 	}
-	sh := func(script string) string {
-		t.Helper()
-		var out bytes.Buffer
-		res, err := c.Exec(ctx, "crash", sandbox.ExecRequest{Shell: script}, nil, &out, &out)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec %q = %+v, %v, %q", script, res, err, out.String())
-		}
-		return out.String()
-	}
-	sh("echo saved > data.txt")
+	d.sh(ctx, "crash", "echo saved > data.txt")
 	ck, err := c.Checkpoint(ctx, "crash", "saved")
 	if err != nil {
 		t.Fatal(err)
 	}
+	r := crashRand(t)
 	for round := range 6 {
-		sh("echo changed > data.txt")
-		done := make(chan error, 1)
-		go func() {
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			_, err := c.Restore(rctx, "crash", ck.ID)
-			done <- err
-		}()
-		time.Sleep(time.Duration(rand.IntN(120)) * time.Millisecond)
-		d.kill()
-		<-done // fails or succeeds; the daemon is gone either way
-		d.start()
+		d.sh(ctx, "crash", "echo changed > data.txt")
+		restoreErr := d.killDuring(ctx, time.Duration(r.IntN(120))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
+			_, err := c.Restore(ctx, "crash", ck.ID)
+			return err
+		})
 		c = d.client()
+		d.wantWhole(ctx)
 		sb, err := c.Get(ctx, "crash")
 		if err != nil {
 			t.Fatalf("round %d: Get after the kill = %v", round, err)
 		}
-		got := sh("cat data.txt")
+		got := d.sh(ctx, "crash", "cat data.txt")
 		switch got {
 		case "saved\n":
 			if sb.Head != ck.ID {
@@ -64,6 +61,9 @@ func TestKillDuringRestore(t *testing.T) {
 			}
 		case "changed\n":
 			// The restore did not happen; the old content is intact.
+			if restoreErr == nil {
+				t.Fatalf("round %d: the daemon acknowledged the restore, but after the kill data.txt holds the old content", round)
+			}
 		default:
 			t.Fatalf("round %d: after the kill data.txt = %q; want the old content or the checkpoint's", round, got)
 		}
@@ -86,60 +86,241 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {
 		t.Fatal(err)
 	}
-	sh := func(script string) string {
-		t.Helper()
-		var out bytes.Buffer
-		res, err := c.Exec(ctx, "crash", sandbox.ExecRequest{Shell: script}, nil, &out, &out)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec %q = %+v, %v, %q", script, res, err, out.String())
-		}
-		return out.String()
-	}
-	killDuring := func(op func(context.Context) error) {
-		t.Helper()
-		done := make(chan error, 1)
-		go func() {
-			octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			done <- op(octx)
-		}()
-		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-		d.kill()
-		<-done
-		d.start()
-		c = d.client()
-	}
+	r := crashRand(t)
 	for round := range 5 {
 		want := fmt.Sprintf("round %d\n", round)
-		sh("echo 'round " + fmt.Sprint(round) + "' > data.txt")
+		d.sh(ctx, "crash", "echo 'round "+fmt.Sprint(round)+"' > data.txt")
 		before, err := c.ListCheckpoints(ctx, "crash")
 		if err != nil {
 			t.Fatal(err)
 		}
-		killDuring(func(ctx context.Context) error {
+		ckErr := d.killDuring(ctx, time.Duration(r.IntN(150))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
 			_, err := c.Checkpoint(ctx, "crash", fmt.Sprintf("round %d", round))
 			return err
 		})
+		c = d.client()
+		d.wantWhole(ctx)
 		after, err := c.ListCheckpoints(ctx, "crash")
-		if err != nil || len(after) < len(before) || len(after) > len(before)+1 {
-			t.Fatalf("round %d: checkpoints %d before the kill, %+v (%v) after; want the same or one more", round, len(before), after, err)
+		if err != nil || len(after) < len(before) || len(after) > len(before)+1 || ckErr == nil && len(after) == len(before) {
+			t.Fatalf("round %d: checkpoints %d before the kill, %+v (%v) after, the checkpoint call returned %v; want one more, or the same if the call failed", round, len(before), after, err, ckErr)
 		}
 		if len(after) == len(before)+1 {
 			newest := after[len(after)-1]
-			sh("echo scribble > data.txt")
+			d.sh(ctx, "crash", "echo scribble > data.txt")
 			if _, err := c.Restore(ctx, "crash", newest.ID); err != nil {
 				t.Fatalf("round %d: restore of the checkpoint taken as the daemon died = %v", round, err)
 			}
-			if got := sh("cat data.txt"); got != want {
+			if got := d.sh(ctx, "crash", "cat data.txt"); got != want {
 				t.Fatalf("round %d: the checkpoint taken as the daemon died holds %q, want %q", round, got, want)
 			}
 		}
-		killDuring(func(ctx context.Context) error { _, err := c.Sleep(ctx, "crash"); return err })
+		sleepErr := d.killDuring(ctx, time.Duration(r.IntN(150))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
+			_, err := c.Sleep(ctx, "crash")
+			return err
+		})
+		c = d.client()
+		d.wantWhole(ctx)
 		sb, err := c.Get(ctx, "crash")
-		if err != nil || sb.Status != sandbox.StatusRunning && sb.Status != sandbox.StatusSleeping {
-			t.Fatalf("round %d: after a kill during sleep: %+v, %v; want running or sleeping", round, sb, err)
+		if err != nil || sb.Status != sandbox.StatusRunning && sb.Status != sandbox.StatusSleeping || sleepErr == nil && sb.Status != sandbox.StatusSleeping {
+			t.Fatalf("round %d: after a kill during sleep (which returned %v): %+v, %v; want sleeping, or running if the sleep failed", round, sleepErr, sb, err)
 		}
-		sh("true")
+		d.sh(ctx, "crash", "true")
 		t.Logf("round %d: %d → %d checkpoints; after the sleep kill: %s (%s)", round, len(before), len(after), sb.Status, sb.Reason)
+	}
+}
+
+// crashRand returns the source of a crash test's kill delays: seeded from
+// $HEARTH_CRASH_SEED, to replay the delays of a run that failed, else at
+// random. It logs the seed.
+func crashRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := rand.Uint64()
+	if s := os.Getenv("HEARTH_CRASH_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("HEARTH_CRASH_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("kill delays from seed %d (HEARTH_CRASH_SEED=%d replays them)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed))
+}
+
+// killDelays returns a kill delay per round: a random moment in each of
+// rounds equal slices of span, in random order, so that the rounds
+// together cover all of span, and the first ones already most of it.
+func killDelays(r *rand.Rand, rounds int, span time.Duration) []time.Duration {
+	delays := make([]time.Duration, rounds)
+	for i, slice := range r.Perm(rounds) {
+		delays[i] = time.Duration((float64(slice) + r.Float64()) / float64(rounds) * float64(span))
+	}
+	return delays
+}
+
+// killDuring runs op against the daemon, SIGKILLs the daemon delay after op
+// began, waits for op to give up, and starts the daemon again on the same
+// data dir. It returns op's error: nil means the daemon had acknowledged op
+// before it died.
+func (d *daemon) killDuring(ctx context.Context, delay time.Duration, op func(context.Context, *client.Client) error) error {
+	d.t.Helper()
+	c := d.client()
+	done := make(chan error, 1)
+	go func() {
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		done <- op(octx, c)
+	}()
+	time.Sleep(delay)
+	d.kill()
+	err := <-done // fails or succeeds; the daemon is gone either way
+	d.start()
+	return err
+}
+
+// sh runs script in the sandbox name and returns its output, failing the
+// test, with the sandbox as it then is, unless it exits 0.
+func (d *daemon) sh(ctx context.Context, name, script string) string {
+	d.t.Helper()
+	c := d.client()
+	var out bytes.Buffer
+	res, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: script}, nil, &out, &out)
+	if err != nil || res.ExitCode != 0 {
+		sb, gerr := c.Get(ctx, name)
+		d.t.Fatalf("exec %q in %s = %+v, %v, %q; the sandbox then: %+v, %v", script, name, res, err, out.String(), sb, gerr)
+	}
+	return out.String()
+}
+
+// wantWhole wants the daemon's host to hold whole sandboxes only, as
+// lifecycle's crash tests want of their fakes: no sandbox still creating;
+// no checkpoint row whose sandbox row is gone; in the layer store, besides
+// the image, a root for each sandbox and a snapshot for each checkpoint,
+// no other, and no subvolume that no record names (nor a record without
+// one); in the runtime, containers and sandbox directories of listed
+// sandboxes only, and a running container under each sandbox that says
+// running.
+func (d *daemon) wantWhole(ctx context.Context) {
+	t := d.t
+	t.Helper()
+	c := d.client()
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantRoots, wantCks []string
+	owned := map[string]bool{}
+	for _, sb := range list {
+		owned[sb.ID] = true
+		wantRoots = append(wantRoots, "sb-"+sb.ID)
+		if sb.Status == sandbox.StatusCreating {
+			t.Errorf("%s is still creating after the restart: %+v", sb.Name, sb)
+		}
+		cks, err := c.ListCheckpoints(ctx, sb.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ck := range cks {
+			wantCks = append(wantCks, "ck-"+ck.ID)
+		}
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.Join(d.dataDir, "hearth.db"), RawQuery: "_query_only=on&_busy_timeout=5000"}).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var orphans string
+	if err := db.QueryRowContext(ctx, `SELECT coalesce(group_concat(id || ' of ' || sandbox_id, ', '), '') FROM checkpoints
+		WHERE sandbox_id NOT IN (SELECT id FROM sandboxes)`).Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != "" {
+		t.Errorf("the database holds checkpoint rows whose sandbox is gone: %s", orphans)
+	}
+
+	// The btrfs store keeps meta/<key>, a symlink to its JSON record, and
+	// snapshots/<id>, the subvolume the record names (see layers.Btrfs).
+	layersDir := filepath.Join(d.dataDir, "layers")
+	records, err := os.ReadDir(filepath.Join(layersDir, "meta"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roots, cks []string
+	recorded := map[string]bool{}
+	for _, e := range records {
+		target, err := os.Readlink(filepath.Join(layersDir, "meta", e.Name()))
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if err != nil || json.Unmarshal([]byte(target), &rec) != nil || rec.ID == "" {
+			t.Errorf("layer record %s = %q, %v; want a symlink to a JSON record", e.Name(), target, err)
+			continue
+		}
+		recorded[rec.ID] = true
+		if _, err := os.Stat(filepath.Join(layersDir, "snapshots", rec.ID)); err != nil {
+			t.Errorf("the subvolume of layer %s: %v", e.Name(), err)
+		}
+		switch {
+		case strings.HasPrefix(e.Name(), "sb-"):
+			roots = append(roots, e.Name())
+		case strings.HasPrefix(e.Name(), "ck-"):
+			cks = append(cks, e.Name())
+		case e.Name() != "default":
+			t.Errorf("the layer store holds %s -> %s", e.Name(), target)
+		}
+	}
+	subvols, err := os.ReadDir(filepath.Join(layersDir, "snapshots"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range subvols {
+		if !recorded[e.Name()] {
+			t.Errorf("the layer store holds subvolume %s, which no record names", e.Name())
+		}
+	}
+	for _, set := range []struct {
+		what      string
+		got, want []string
+	}{{"roots", roots, wantRoots}, {"checkpoint snapshots", cks, wantCks}} {
+		slices.Sort(set.got)
+		if slices.Sort(set.want); !slices.Equal(set.got, set.want) {
+			t.Errorf("the layer store holds %s %q, the sandboxes %q", set.what, set.got, set.want)
+		}
+	}
+
+	// The runtime: its containers under the driver's --root, and the
+	// driver's directory per sandbox.
+	stateDir := filepath.Join(d.dataDir, "oci", d.runtime)
+	out, err := exec.CommandContext(ctx, d.runtime, "--root", filepath.Join(stateDir, "root"), "list", "--format", "json").Output()
+	if err != nil {
+		t.Fatalf("%s list: %v", d.runtime, err)
+	}
+	var containers []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if out = bytes.TrimSpace(out); len(out) > 0 {
+		if err := json.Unmarshal(out, &containers); err != nil {
+			t.Fatalf("%s list: %v in %q", d.runtime, err, out)
+		}
+	}
+	runs := map[string]bool{}
+	for _, ct := range containers {
+		if !owned[ct.ID] {
+			t.Errorf("the runtime holds container %s (%s), which no sandbox owns", ct.ID, ct.Status)
+		}
+		runs[ct.ID] = ct.Status == "running"
+	}
+	for _, sb := range list {
+		if sb.Status == sandbox.StatusRunning && !runs[sb.ID] {
+			t.Errorf("%s says running, but the runtime runs no container %s: %+v", sb.Name, sb.ID, containers)
+		}
+	}
+	dirs, err := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range dirs {
+		if !owned[e.Name()] {
+			t.Errorf("the runtime driver keeps %s, which no sandbox owns", filepath.Join(stateDir, "sandboxes", e.Name()))
+		}
 	}
 }
