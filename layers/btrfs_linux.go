@@ -2,8 +2,6 @@ package layers
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -71,12 +69,12 @@ type Btrfs struct {
 	dir, snapDir, metaDir string
 	backing               string // "" when Dir is natively on btrfs
 	log                   *slog.Logger
-	lock                  *os.File
+	lock                  *DirLock
 	qgroups               string // sysfs qgroups dir when quotas are on, else ""
 	inherits              bool   // quotas are full qgroups: snapshots inherit limits
 
 	mu      sync.Mutex
-	entries map[string]*entry
+	entries Index[*entry]
 	closed  bool
 }
 
@@ -84,50 +82,18 @@ var _ Store = (*Btrfs)(nil)
 
 // entry is a snapshot in the index. A Prepare, Commit or Snapshot inserts
 // the new key before it touches the disk (invisible, busy) so that the name
-// is reserved; Prepare and Snapshot also count themselves in the source's
-// readers so that its subvolume stays while the ioctl reads it (see claim).
+// is reserved; Prepare, Reset and Snapshot also Read their source so that
+// its subvolume stays while the ioctl reads it (see Guard). Busy means a
+// call is changing it (committing, resetting, removing it, setting its
+// limit); its readers are the calls snapshotting it: Prepares from it,
+// Resets to it, Snapshots of it.
 type entry struct {
 	record
-	visible bool          // the call that creates it has succeeded
-	busy    bool          // a call is changing (committing, removing) it
-	readers int           // calls snapshotting it: Prepares from it, Snapshots of it
-	drained chan struct{} // closed when readers drops to 0, if claim waits
+	Guard
 }
 
-// claim marks e busy for a call that changes it (Commit, Remove) and waits
-// until no call reads it; being busy, e gets no new readers meanwhile. The
-// caller holds s.mu, and has checked that e is visible and not busy; claim
-// returns with s.mu held. If ctx ends first, e is left as it was.
-func (s *Btrfs) claim(ctx context.Context, e *entry) error {
-	e.busy = true
-	for e.readers > 0 {
-		if e.drained == nil {
-			e.drained = make(chan struct{})
-		}
-		drained := e.drained
-		s.mu.Unlock()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-		}
-		s.mu.Lock()
-		if err := ctx.Err(); err != nil && e.readers > 0 {
-			e.busy = false
-			return err
-		}
-	}
-	return nil
-}
-
-// release ends a read of e (a Prepare from it, a Snapshot of it) and wakes
-// a claim waiting for the last one. The caller holds s.mu.
-func (e *entry) release() {
-	e.readers--
-	if e.readers == 0 && e.drained != nil {
-		close(e.drained)
-		e.drained = nil
-	}
-}
+// SnapshotKind is e's Kind, for Index.
+func (e *entry) SnapshotKind() Kind { return e.Kind }
 
 var errClosed = errors.New("layers: store closed")
 
@@ -170,7 +136,7 @@ func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
 		snapDir: filepath.Join(dir, "snapshots"),
 		metaDir: filepath.Join(dir, "meta"),
 		log:     log,
-		entries: make(map[string]*entry),
+		entries: make(Index[*entry]),
 	}
 	native, err := isBtrfs(dir)
 	if err != nil {
@@ -229,13 +195,9 @@ func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
 			s.inherits = inheritsLimits(q)
 		}
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := LockDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("layers: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("layers: %s is open elsewhere: %w", dir, ErrInUse)
 	}
 	s.lock = lock
 	if err := s.load(); err != nil {
@@ -253,13 +215,10 @@ func (s *Btrfs) Dir() string { return s.dir }
 // returns its path. It fails with ErrInvalid (bad key, or parent not
 // committed), ErrExists (key taken) or ErrNotFound (no parent).
 func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error) {
-	if err := checkArgs(ctx, key, parent); err != nil {
+	if err := CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
-	id, err := newID()
-	if err != nil {
-		return "", err
-	}
+	id := NewID()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -271,54 +230,41 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 	}
 	var p *entry
 	if parent != "" {
-		p = s.entries[parent]
-		switch {
-		case p == nil || !p.visible || p.busy:
+		var err error
+		if p, err = s.entries.Committed("prepare", key, parent); err != nil {
 			s.mu.Unlock()
-			return "", fmt.Errorf("prepare %q: parent %q: %w", key, parent, ErrNotFound)
-		case p.Kind != KindCommitted:
-			s.mu.Unlock()
-			return "", fmt.Errorf("prepare %q: parent %q is not committed: %w", key, parent, ErrInvalid)
+			return "", err
 		}
-		p.readers++
+		p.Read()
 	}
-	e := &entry{record: record{ID: id, Kind: KindActive}, busy: true}
+	e := &entry{record: record{ID: id, Kind: KindActive}, Guard: Guard{Busy: true}}
 	if p != nil {
 		e.Parent, e.ParentID = parent, p.ID
 	}
 	s.entries[key] = e
 	s.mu.Unlock()
 
-	err = s.prepare(key, e.record)
+	err := s.prepare(key, e.record)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p != nil {
-		p.release()
+		p.Release()
 	}
 	if err != nil {
 		delete(s.entries, key)
 		return "", fmt.Errorf("prepare %q: %w", key, err)
 	}
-	e.visible, e.busy = true, false
+	e.Visible, e.Busy = true, false
 	return s.path(id), nil
 }
 
 // active returns the entry of key for op when it is an active snapshot no
-// call is changing. The caller holds s.mu.
+// call is changing (see Index.Active). The caller holds s.mu.
 func (s *Btrfs) active(op, key string) (*entry, error) {
 	if s.closed {
 		return nil, errClosed
 	}
-	e := s.entries[key]
-	switch {
-	case e == nil || !e.visible:
-		return nil, fmt.Errorf("%s %q: %w", op, key, ErrNotFound)
-	case e.busy:
-		return nil, fmt.Errorf("%s %q: %w", op, key, ErrInUse)
-	case e.Kind != KindActive:
-		return nil, fmt.Errorf("%s %q: not active: %w", op, key, ErrInvalid)
-	}
-	return e, nil
+	return s.entries.Active(op, key)
 }
 
 func (s *Btrfs) prepare(key string, r record) error {
@@ -356,7 +302,7 @@ func (s *Btrfs) prepare(key string, r record) error {
 // ErrExists (name taken) or ErrInUse (another call is changing key). If
 // Snapshots of key are in flight, Commit waits for them.
 func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if err := ValidateKey(name); err != nil {
@@ -372,14 +318,14 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("commit %q as %q: %w", key, name, ErrExists)
 	}
-	n := &entry{record: record{ID: e.ID, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, busy: true}
+	n := &entry{record: record{ID: e.ID, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: Guard{Busy: true}}
 	s.entries[name] = n
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		delete(s.entries, name)
 		s.mu.Unlock()
 		return fmt.Errorf("commit %q as %q: %w", key, name, err)
 	}
-	// Parent may have been removed while claim waited.
+	// Parent may have been removed while Claim waited.
 	n.Parent, n.ParentID = e.Parent, e.ParentID
 	r, limit := n.record, e.Limit
 	s.mu.Unlock()
@@ -389,11 +335,11 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 	defer s.mu.Unlock()
 	if err != nil {
 		delete(s.entries, name)
-		e.busy = false
+		e.Busy = false
 		return fmt.Errorf("commit %q as %q: %w", key, name, err)
 	}
 	delete(s.entries, key)
-	n.visible, n.busy = true, false
+	n.Visible, n.Busy = true, false
 	return nil
 }
 
@@ -454,16 +400,13 @@ func (s *Btrfs) commit(name, key string, r record, limit int64) error {
 // (key is committed, or a bad name) or ErrInUse (another call is changing
 // key).
 func (s *Btrfs) Snapshot(ctx context.Context, name, key string) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if err := ValidateKey(name); err != nil {
 		return err
 	}
-	id, err := newID()
-	if err != nil {
-		return err
-	}
+	id := NewID()
 	s.mu.Lock()
 	e, err := s.active("snapshot", key)
 	if err != nil {
@@ -474,20 +417,20 @@ func (s *Btrfs) Snapshot(ctx context.Context, name, key string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("snapshot %q as %q: %w", key, name, ErrExists)
 	}
-	n := &entry{record: record{ID: id, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, busy: true}
+	n := &entry{record: record{ID: id, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: Guard{Busy: true}}
 	s.entries[name] = n
-	e.readers++
+	e.Read()
 	s.mu.Unlock()
 
 	err = s.snapshot(name, e.ID, n.record)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.release()
+	e.Release()
 	if err != nil {
 		delete(s.entries, name)
 		return fmt.Errorf("snapshot %q as %q: %w", key, name, err)
 	}
-	n.visible, n.busy = true, false
+	n.Visible, n.Busy = true, false
 	return nil
 }
 
@@ -519,44 +462,42 @@ func (s *Btrfs) snapshot(name, srcID string, r record) error {
 // active, or parent not committed) or ErrInUse (another call is changing
 // either); Snapshots of key in flight are waited for.
 func (s *Btrfs) Reset(ctx context.Context, key, parent string) (string, error) {
-	if err := checkArgs(ctx, key, parent); err != nil {
+	if err := CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
 	if parent == "" {
 		return "", fmt.Errorf("reset %q: no parent: %w", key, ErrInvalid)
 	}
-	id, err := newID()
-	if err != nil {
-		return "", err
-	}
+	id := NewID()
 	s.mu.Lock()
 	e, err := s.active("reset", key)
+	if err == nil {
+		_, err = s.entries.Committed("reset", key, parent)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return "", err
 	}
-	p := s.entries[parent]
-	switch {
-	case p == nil || !p.visible || p.busy:
-		s.mu.Unlock()
-		return "", fmt.Errorf("reset %q: parent %q: %w", key, parent, ErrNotFound)
-	case p.Kind != KindCommitted:
-		s.mu.Unlock()
-		return "", fmt.Errorf("reset %q: parent %q is not committed: %w", key, parent, ErrInvalid)
-	}
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		return "", fmt.Errorf("reset %q: %w", key, err)
 	}
-	p.readers++
+	// parent may have gone while Claim waited.
+	p, err := s.entries.Committed("reset", key, parent)
+	if err != nil {
+		e.Busy = false
+		s.mu.Unlock()
+		return "", err
+	}
+	p.Read()
 	old, r := e.record, record{ID: id, Kind: KindActive, Parent: parent, ParentID: p.ID, Limit: e.Limit}
 	s.mu.Unlock()
 
 	err = s.reset(key, old, r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p.release()
-	e.busy = false
+	p.Release()
+	e.Busy = false
 	if err != nil {
 		return "", fmt.Errorf("reset %q to %q: %w", key, parent, err)
 	}
@@ -593,16 +534,20 @@ func (s *Btrfs) reset(key string, old, r record) error {
 
 // Stat describes the snapshot key, or fails with ErrNotFound or ErrInvalid.
 func (s *Btrfs) Stat(ctx context.Context, key string) (Info, error) {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := CheckArgs(ctx, key, ""); err != nil {
 		return Info{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.entries[key]
-	if e == nil || !e.visible {
-		return Info{}, fmt.Errorf("stat %q: %w", key, ErrNotFound)
+	e, err := s.entries.Get("stat", key)
+	if err != nil {
+		return Info{}, err
 	}
-	return Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}, nil
+	return s.info(key, e), nil
+}
+
+func (s *Btrfs) info(key string, e *entry) Info {
+	return Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}
 }
 
 // AtomicSnapshots reports that Snapshot captures an active snapshot at one
@@ -614,23 +559,7 @@ func (s *Btrfs) AtomicSnapshots() bool { return true }
 // Walk calls fn for every snapshot, in no particular order, for Recover and
 // garbage collection. fn must not call back into the store.
 func (s *Btrfs) Walk(ctx context.Context, fn func(Info) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	infos := make([]Info, 0, len(s.entries))
-	for k, e := range s.entries {
-		if e.visible {
-			infos = append(infos, Info{Key: k, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)})
-		}
-	}
-	s.mu.Unlock()
-	for _, info := range infos {
-		if err := fn(info); err != nil {
-			return err
-		}
-	}
-	return nil
+	return WalkInfos(ctx, &s.mu, func() ([]Info, error) { return s.entries.Infos(s.info), nil }, fn)
 }
 
 // Remove deletes the snapshot key, including any subvolumes a sandbox
@@ -641,7 +570,7 @@ func (s *Btrfs) Walk(ctx context.Context, fn func(Info) error) error {
 // them; later ones fail with ErrNotFound and ErrInUse). It fails with
 // ErrNotFound, ErrInvalid, or ErrInUse if another call is changing key.
 func (s *Btrfs) Remove(ctx context.Context, key string) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -649,22 +578,18 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 		s.mu.Unlock()
 		return errClosed
 	}
-	e := s.entries[key]
-	switch {
-	case e == nil || !e.visible:
+	e, err := s.entries.Idle("remove", key)
+	if err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("remove %q: %w", key, ErrNotFound)
-	case e.busy:
-		s.mu.Unlock()
-		return fmt.Errorf("remove %q: %w", key, ErrInUse)
+		return err
 	}
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
 	s.mu.Unlock()
 
-	err := s.destroy(e.ID)
+	err = s.destroy(e.ID)
 	if err == nil {
 		if rerr := s.removeRecord(key); rerr != nil {
 			// The subvolume is gone, so the key is; OpenBtrfs drops
@@ -675,7 +600,7 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		e.busy = false
+		e.Busy = false
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
 	delete(s.entries, key)
@@ -724,9 +649,6 @@ func (s *Btrfs) Usage(ctx context.Context, key string) (int64, error) {
 func (s *Btrfs) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
 	s.closed = true
 	return s.lock.Close()
 }
@@ -814,26 +736,4 @@ func destroyTree(dir, name string) error {
 		return werr
 	}
 	return subvolDestroy(dir, name)
-}
-
-// checkArgs checks ctx, key, and parent unless it is "".
-func checkArgs(ctx context.Context, key, parent string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	if parent != "" {
-		return ValidateKey(parent)
-	}
-	return nil
-}
-
-func newID() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
 }

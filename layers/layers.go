@@ -22,6 +22,10 @@
 // The default backend is btrfs (subvolume snapshots: O(1) in the data
 // written), on the data dir itself when it is btrfs, else on a sparse image
 // file loop-mounted under the data dir. layerstest is the conformance suite.
+//
+// Guard, Index and the helpers beside them (CheckArgs, NewID, Fsync,
+// LockDir, WalkInfos) are what the backends, Btrfs and layers/overlay,
+// share; a caller of a Store needs none of them.
 package layers
 
 import (

@@ -50,7 +50,7 @@ import (
 // filesystem: on a Dir that is natively on btrfs, hearth leaves that to
 // the admin (`btrfs quota enable --simple <mount>`, Linux 6.7+).
 func (s *Btrfs) SetLimit(ctx context.Context, key string, bytes int64) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if bytes < 0 {
@@ -71,7 +71,7 @@ func (s *Btrfs) SetLimit(ctx context.Context, key string, bytes int64) error {
 		}
 		return fmt.Errorf("set limit of %q: quotas are off on %s: %w", key, s.dir, ErrUnsupported)
 	}
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("set limit of %q: %w", key, err)
 	}
@@ -83,7 +83,7 @@ func (s *Btrfs) SetLimit(ctx context.Context, key string, bytes int64) error {
 	err = s.setLimit(key, old, r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.busy = false
+	e.Busy = false
 	if err != nil {
 		return fmt.Errorf("set limit of %q to %d: %w", key, bytes, err)
 	}

@@ -54,13 +54,13 @@ func formatBacking(ctx context.Context, path string, size int64) error {
 		os.Remove(tmp)
 		return fmt.Errorf("mkfs.btrfs %s: %w: %s", tmp, err, bytes.TrimSpace(out))
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := Fsync(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncFile(filepath.Dir(path))
+	return Fsync(filepath.Dir(path))
 }
 
 // mountBacking attaches the backing file to a free loop device and mounts
@@ -181,14 +181,4 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// syncFile fsyncs the file or directory at path.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -141,7 +141,7 @@ func (s *Btrfs) load() error {
 			continue
 		}
 		byID[r.ID] = append(byID[r.ID], key)
-		s.entries[key] = &entry{record: r, visible: true}
+		s.entries[key] = &entry{record: r, Guard: Guard{Visible: true}}
 	}
 	for id, keys := range byID {
 		flags, err := subvolFlags(s.path(id))

@@ -212,7 +212,7 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 	}
 	img := s.entries["img"]
 	s.mu.Lock()
-	img.readers++ // a Prepare from img, in its ioctl
+	img.Read() // a Prepare from img, in its ioctl
 	s.mu.Unlock()
 
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -228,7 +228,7 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 	go func() { done <- s.Remove(ctx, "img") }()
 	for {
 		s.mu.Lock()
-		busy := img.busy
+		busy := img.Busy
 		s.mu.Unlock()
 		if busy {
 			break
@@ -247,7 +247,7 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 	s.mu.Lock()
-	img.release()
+	img.Release()
 	s.mu.Unlock()
 	if err := <-done; err != nil {
 		t.Fatalf("Remove(img) after the read ended = %v", err)

@@ -348,22 +348,16 @@ func (s *Store) info(key string, r *record) layers.Info {
 // Walk calls fn for every snapshot, in no particular order, as the btrfs
 // backend's Walk does for Recover. fn may call back into the store.
 func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
-	s.mu.Lock()
-	if err := s.check(ctx); err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	infos := make([]layers.Info, 0, len(s.snaps))
-	for k, r := range s.snaps {
-		infos = append(infos, s.info(k, r))
-	}
-	s.mu.Unlock()
-	for _, info := range infos {
-		if err := fn(info); err != nil {
-			return err
+	return layers.WalkInfos(ctx, &s.mu, func() ([]layers.Info, error) {
+		if err := s.check(ctx); err != nil {
+			return nil, err
 		}
-	}
-	return nil
+		infos := make([]layers.Info, 0, len(s.snaps))
+		for k, r := range s.snaps {
+			infos = append(infos, s.info(k, r))
+		}
+		return infos, nil
+	}, fn)
 }
 
 // Remove deletes the snapshot key. Its children hold copies of its files,

@@ -74,7 +74,7 @@ func (s *Store) writeRecord(key string, r record) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(s.metaDir())
+	return layers.Fsync(s.metaDir())
 }
 
 // removeRecord removes key's record, durably.
@@ -82,7 +82,7 @@ func (s *Store) removeRecord(key string) error {
 	if err := os.Remove(s.recordPath(key)); err != nil {
 		return err
 	}
-	return syncDir(s.metaDir())
+	return layers.Fsync(s.metaDir())
 }
 
 func (s *Store) readRecord(key string) (record, error) {
@@ -101,8 +101,8 @@ func (s *Store) readRecord(key string) (record, error) {
 	return r, nil
 }
 
-// isID reports whether id can be an id newID made, and so is safe in a
-// path.
+// isID reports whether id can be an id layers.NewID made, and so is safe
+// in a path.
 func isID(id string) bool {
 	return len(id) == 16 && strings.Trim(id, "0123456789abcdef") == ""
 }
@@ -168,7 +168,7 @@ func (s *Store) load(ctx context.Context) error {
 	}
 	ids := make(map[string]string) // record ID -> key
 	for k, r := range records {
-		s.entries[k] = &entry{record: r, visible: true}
+		s.entries[k] = &entry{record: r, Guard: layers.Guard{Visible: true}}
 		s.ref(r.Layers)
 		ids[r.ID] = k
 	}

@@ -38,31 +38,31 @@ func TestRecover(t *testing.T) {
 		before[k] = s.entries[k].record
 	}
 	on := func(top string, below record) record {
-		return record{ID: newID(), Kind: layers.KindActive, Parent: "img", ParentID: img.ID, Layers: append([]string{top}, below.Layers...)}
+		return record{ID: layers.NewID(), Kind: layers.KindActive, Parent: "img", ParentID: img.ID, Layers: append([]string{top}, below.Layers...)}
 	}
 
 	// A Reset of r1 killed before its record swap: the new upper layer
 	// made and mounted, the new record half written.
-	r1 := on(newID(), img)
+	r1 := on(layers.NewID(), img)
 	must(s.makeUpper(r1.Layers))
 	must(s.mount(r1))
 	must(os.WriteFile(filepath.Join(s.metaDir(), tmpPrefix+"r1"), []byte(`{"id":`), 0o600))
 	// A Reset of r2 killed after its record swap, before it unmounted and
 	// deleted the old upper layer.
-	r2 := on(newID(), img)
+	r2 := on(layers.NewID(), img)
 	must(s.prepare("r2", r2))
 	// A Snapshot of c1 killed in its copy.
-	c1 := newID()
+	c1 := layers.NewID()
 	must(copyTree(ctx, s.layerPath(c1), s.layerPath(before["c1"].Layers[0])))
 	// A Snapshot of c2 killed after its record, before its mount.
-	c2 := record{ID: newID(), Kind: layers.KindCommitted, Parent: "img", ParentID: img.ID, Layers: append([]string{newID()}, img.Layers...), Copied: true}
+	c2 := record{ID: layers.NewID(), Kind: layers.KindCommitted, Parent: "img", ParentID: img.ID, Layers: append([]string{layers.NewID()}, img.Layers...), Copied: true}
 	must(copyTree(ctx, s.layerPath(c2.Layers[0]), s.layerPath(before["c2"].Layers[0])))
 	must(s.writeRecord("c2-ck", c2))
 	// A Commit of m1 killed after name's record, before it removed key's
 	// (and mounted name).
 	must(unmount(s.path(before["m1"].ID), 0))
 	m1 := before["m1"]
-	m1.ID, m1.Kind = newID(), layers.KindCommitted
+	m1.ID, m1.Kind = layers.NewID(), layers.KindCommitted
 	must(s.writeRecord("m1-c", m1))
 	// A Commit of m2 killed after it unmounted key.
 	must(unmount(s.path(before["m2"].ID), 0))

@@ -2,8 +2,6 @@ package overlay
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,13 +39,13 @@ type Options struct {
 type Store struct {
 	dir  string
 	log  *slog.Logger
-	lock *os.File
+	lock *layers.DirLock
 	// appendLowers: mount with fsopen(2) and one "lowerdir+" per layer
 	// (Linux 6.8+) rather than mount(2), whose options must fit in a page.
 	appendLowers bool
 
 	mu      sync.Mutex
-	entries map[string]*entry
+	entries layers.Index[*entry]
 	refs    map[string]int // layer id -> entries (visible or in the making) naming it
 	closed  bool
 }
@@ -56,14 +54,17 @@ var _ layers.Store = (*Store)(nil)
 
 // entry is a snapshot in the index. Prepare, Commit and Snapshot insert
 // the new key before they touch the disk (invisible, busy), so that the
-// name is reserved and its layers referenced (see ref).
+// name is reserved and its layers referenced (see ref). Busy means a call
+// is changing it (committing, resetting, removing it); its readers (see
+// layers.Guard) are the calls reading its top layer: Snapshots of it,
+// Usages of it.
 type entry struct {
 	record
-	visible bool          // the call that creates it has succeeded
-	busy    bool          // a call is changing (committing, resetting, removing) it
-	readers int           // calls reading its top layer: Snapshots of it, Usages
-	drained chan struct{} // closed when readers drops to 0, if claim waits
+	layers.Guard
 }
+
+// SnapshotKind is e's Kind, for layers.Index.
+func (e *entry) SnapshotKind() layers.Kind { return e.Kind }
 
 // errClosed is returned by every call on a closed Store.
 var errClosed = errors.New("layers/overlay: store closed")
@@ -112,7 +113,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		dir:     dir,
 		log:     log.With("store", dir),
-		entries: make(map[string]*entry),
+		entries: make(layers.Index[*entry]),
 		refs:    make(map[string]int),
 	}
 	for _, d := range []string{s.metaDir(), s.layersDir(), s.workDir(), s.mntDir(), s.emptyDir()} {
@@ -120,13 +121,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("layers/overlay: %w", err)
 		}
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := layers.LockDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("layers/overlay: %w", err)
-	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("layers/overlay: %s is open elsewhere: %w", dir, layers.ErrInUse)
 	}
 	s.lock = lock
 	if s.appendLowers, err = probe(filepath.Join(dir, "probe")); err == nil {
@@ -200,71 +197,13 @@ func (s *Store) drop(key string, e *entry) {
 	s.removeLayers(dead)
 }
 
-// claim marks e busy for a call that changes it (Commit, Reset, Remove)
-// and waits until no call reads it; being busy, e gets no new readers
-// meanwhile. The caller holds s.mu, and has checked that e is visible and
-// not busy; claim returns with s.mu held. If ctx ends first, e is left as
-// it was.
-func (s *Store) claim(ctx context.Context, e *entry) error {
-	e.busy = true
-	for e.readers > 0 {
-		if e.drained == nil {
-			e.drained = make(chan struct{})
-		}
-		drained := e.drained
-		s.mu.Unlock()
-		select {
-		case <-drained:
-		case <-ctx.Done():
-		}
-		s.mu.Lock()
-		if err := ctx.Err(); err != nil && e.readers > 0 {
-			e.busy = false
-			return err
-		}
-	}
-	return nil
-}
-
-// release ends a read of e and wakes a claim waiting for the last one. The
-// caller holds s.mu.
-func (e *entry) release() {
-	e.readers--
-	if e.readers == 0 && e.drained != nil {
-		close(e.drained)
-		e.drained = nil
-	}
-}
-
 // active returns the entry of key for op when it is an active snapshot no
-// call is changing. The caller holds s.mu.
+// call is changing (see layers.Index.Active). The caller holds s.mu.
 func (s *Store) active(op, key string) (*entry, error) {
 	if s.closed {
 		return nil, errClosed
 	}
-	e := s.entries[key]
-	switch {
-	case e == nil || !e.visible:
-		return nil, fmt.Errorf("%s %q: %w", op, key, layers.ErrNotFound)
-	case e.busy:
-		return nil, fmt.Errorf("%s %q: %w", op, key, layers.ErrInUse)
-	case e.Kind != layers.KindActive:
-		return nil, fmt.Errorf("%s %q: not active: %w", op, key, layers.ErrInvalid)
-	}
-	return e, nil
-}
-
-// committed returns the entry of parent for op on key when it is a
-// committed snapshot no call is changing. The caller holds s.mu.
-func (s *Store) committed(op, key, parent string) (*entry, error) {
-	p := s.entries[parent]
-	switch {
-	case p == nil || !p.visible || p.busy:
-		return nil, fmt.Errorf("%s %q: parent %q: %w", op, key, parent, layers.ErrNotFound)
-	case p.Kind != layers.KindCommitted:
-		return nil, fmt.Errorf("%s %q: parent %q is not committed: %w", op, key, parent, layers.ErrInvalid)
-	}
-	return p, nil
+	return s.entries.Active(op, key)
 }
 
 // Prepare creates the active snapshot key on top of the committed
@@ -275,7 +214,7 @@ func (s *Store) committed(op, key, parent string) (*entry, error) {
 // with ErrInvalid (bad key, or parent not committed), ErrExists (key
 // taken) or ErrNotFound (no parent).
 func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error) {
-	if err := checkArgs(ctx, key, parent); err != nil {
+	if err := layers.CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
 	s.mu.Lock()
@@ -287,9 +226,9 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 		s.mu.Unlock()
 		return "", fmt.Errorf("prepare %q: %w", key, layers.ErrExists)
 	}
-	r := record{ID: newID(), Kind: layers.KindActive, Layers: []string{newID()}}
+	r := record{ID: layers.NewID(), Kind: layers.KindActive, Layers: []string{layers.NewID()}}
 	if parent != "" {
-		p, err := s.committed("prepare", key, parent)
+		p, err := s.entries.Committed("prepare", key, parent)
 		if err != nil {
 			s.mu.Unlock()
 			return "", err
@@ -297,7 +236,7 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 		r.Parent, r.ParentID = parent, p.ID
 		r.Layers = append(r.Layers, p.Layers...)
 	}
-	e := &entry{record: r, busy: true}
+	e := &entry{record: r, Guard: layers.Guard{Busy: true}}
 	s.entries[key] = e
 	s.ref(r.Layers)
 	s.mu.Unlock()
@@ -307,7 +246,7 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 		return "", fmt.Errorf("prepare %q: %w", key, err)
 	}
 	s.mu.Lock()
-	e.visible, e.busy = true, false
+	e.Visible, e.Busy = true, false
 	s.mu.Unlock()
 	return s.path(r.ID), nil
 }
@@ -356,10 +295,10 @@ func (s *Store) makeUpper(ids []string) error {
 	if err := os.Mkdir(filepath.Join(s.workDir(), ids[0]), 0o700); err != nil {
 		return err
 	}
-	if err := syncDir(s.layersDir()); err != nil {
+	if err := layers.Fsync(s.layersDir()); err != nil {
 		return err
 	}
-	return syncDir(s.workDir())
+	return layers.Fsync(s.workDir())
 }
 
 // Commit turns the active snapshot key into the committed snapshot name:
@@ -372,7 +311,7 @@ func (s *Store) makeUpper(ids []string) error {
 // ErrInUse (another call is changing key). If Snapshots or Usages of key
 // are in flight, Commit waits for them.
 func (s *Store) Commit(ctx context.Context, name, key string) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if err := layers.ValidateKey(name); err != nil {
@@ -388,15 +327,15 @@ func (s *Store) Commit(ctx context.Context, name, key string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("commit %q as %q: %w", key, name, layers.ErrExists)
 	}
-	n := &entry{record: record{ID: newID(), Kind: layers.KindCommitted, Layers: e.Layers}, busy: true}
+	n := &entry{record: record{ID: layers.NewID(), Kind: layers.KindCommitted, Layers: e.Layers}, Guard: layers.Guard{Busy: true}}
 	s.entries[name] = n
 	s.ref(n.Layers)
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		s.drop(name, n)
 		return fmt.Errorf("commit %q as %q: %w", key, name, err)
 	}
-	// Parent may have been removed while claim waited.
+	// Parent may have been removed while Claim waited.
 	n.Parent, n.ParentID = e.Parent, e.ParentID
 	old, r := e.record, n.record
 	s.mu.Unlock()
@@ -404,14 +343,14 @@ func (s *Store) Commit(ctx context.Context, name, key string) error {
 	if err := s.commit(name, key, old, r); err != nil {
 		s.drop(name, n)
 		s.mu.Lock()
-		e.busy = false
+		e.Busy = false
 		s.mu.Unlock()
 		return fmt.Errorf("commit %q as %q: %w", key, name, err)
 	}
 	s.mu.Lock()
 	delete(s.entries, key)
 	s.unref(old.Layers) // n names them all
-	n.visible, n.busy = true, false
+	n.Visible, n.Busy = true, false
 	s.mu.Unlock()
 	return nil
 }
@@ -458,7 +397,7 @@ func (s *Store) commit(name, key string, old, r record) error {
 // (no key), ErrExists (name taken), ErrInvalid (key is committed, or a
 // bad name) or ErrInUse (another call is changing key).
 func (s *Store) Snapshot(ctx context.Context, name, key string) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if err := layers.ValidateKey(name); err != nil {
@@ -475,25 +414,25 @@ func (s *Store) Snapshot(ctx context.Context, name, key string) error {
 		return fmt.Errorf("snapshot %q as %q: %w", key, name, layers.ErrExists)
 	}
 	r := record{
-		ID:       newID(),
+		ID:       layers.NewID(),
 		Kind:     layers.KindCommitted,
 		Parent:   e.Parent,
 		ParentID: e.ParentID,
-		Layers:   append([]string{newID()}, e.Layers[1:]...),
+		Layers:   append([]string{layers.NewID()}, e.Layers[1:]...),
 		Copied:   true,
 	}
-	n := &entry{record: r, busy: true}
+	n := &entry{record: r, Guard: layers.Guard{Busy: true}}
 	s.entries[name] = n
 	s.ref(r.Layers)
-	e.readers++
+	e.Read()
 	src := e.Layers[0]
 	s.mu.Unlock()
 
 	err = s.snapshot(ctx, name, src, r)
 	s.mu.Lock()
-	e.release()
+	e.Release()
 	if err == nil {
-		n.visible, n.busy = true, false
+		n.Visible, n.Busy = true, false
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -536,7 +475,7 @@ func (s *Store) snapshot(ctx context.Context, name, src string, r record) error 
 // ErrInUse (another call is changing either); Snapshots and Usages of key
 // in flight are waited for.
 func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
-	if err := checkArgs(ctx, key, parent); err != nil {
+	if err := layers.CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
 	if parent == "" {
@@ -545,31 +484,31 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 	s.mu.Lock()
 	e, err := s.active("reset", key)
 	if err == nil {
-		_, err = s.committed("reset", key, parent)
+		_, err = s.entries.Committed("reset", key, parent)
 	}
 	if err != nil {
 		s.mu.Unlock()
 		return "", err
 	}
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		return "", fmt.Errorf("reset %q: %w", key, err)
 	}
-	// parent may have gone while claim waited.
-	p, err := s.committed("reset", key, parent)
+	// parent may have gone while Claim waited.
+	p, err := s.entries.Committed("reset", key, parent)
 	if err != nil {
-		e.busy = false
+		e.Busy = false
 		s.mu.Unlock()
 		return "", err
 	}
 	old := e.record
-	r := record{ID: newID(), Kind: layers.KindActive, Parent: parent, ParentID: p.ID, Layers: append([]string{newID()}, p.Layers...)}
+	r := record{ID: layers.NewID(), Kind: layers.KindActive, Parent: parent, ParentID: p.ID, Layers: append([]string{layers.NewID()}, p.Layers...)}
 	s.ref(r.Layers)
 	s.mu.Unlock()
 
 	err = s.prepare(key, r)
 	s.mu.Lock()
-	e.busy = false
+	e.Busy = false
 	var dead []string
 	if err == nil {
 		// A Remove of parent meanwhile cleared the Parent of the entries
@@ -597,7 +536,7 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 
 // Stat describes the snapshot key, or fails with ErrNotFound or ErrInvalid.
 func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return layers.Info{}, err
 	}
 	s.mu.Lock()
@@ -605,9 +544,9 @@ func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
 	if s.closed {
 		return layers.Info{}, errClosed
 	}
-	e := s.entries[key]
-	if e == nil || !e.visible {
-		return layers.Info{}, fmt.Errorf("stat %q: %w", key, layers.ErrNotFound)
+	e, err := s.entries.Get("stat", key)
+	if err != nil {
+		return layers.Info{}, err
 	}
 	return s.info(key, e), nil
 }
@@ -621,27 +560,12 @@ func (s *Store) info(key string, e *entry) layers.Info {
 // may call the store; snapshots made or removed meanwhile may or may not
 // be seen.
 func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errClosed
-	}
-	infos := make([]layers.Info, 0, len(s.entries))
-	for k, e := range s.entries {
-		if e.visible {
-			infos = append(infos, s.info(k, e))
+	return layers.WalkInfos(ctx, &s.mu, func() ([]layers.Info, error) {
+		if s.closed {
+			return nil, errClosed
 		}
-	}
-	s.mu.Unlock()
-	for _, info := range infos {
-		if err := fn(info); err != nil {
-			return err
-		}
-	}
-	return nil
+		return s.entries.Infos(s.info), nil
+	}, fn)
 }
 
 // Remove deletes the snapshot key: its record (the commit point), then its
@@ -654,7 +578,7 @@ func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
 // with ErrInUse or ErrNotFound). It fails with ErrNotFound, ErrInvalid,
 // or ErrInUse if another call is changing key.
 func (s *Store) Remove(ctx context.Context, key string) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -662,16 +586,12 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 		s.mu.Unlock()
 		return errClosed
 	}
-	e := s.entries[key]
-	switch {
-	case e == nil || !e.visible:
+	e, err := s.entries.Idle("remove", key)
+	if err != nil {
 		s.mu.Unlock()
-		return fmt.Errorf("remove %q: %w", key, layers.ErrNotFound)
-	case e.busy:
-		s.mu.Unlock()
-		return fmt.Errorf("remove %q: %w", key, layers.ErrInUse)
+		return err
 	}
-	if err := s.claim(ctx, e); err != nil {
+	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
@@ -679,7 +599,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 
 	if err := s.removeRecord(key); err != nil {
 		s.mu.Lock()
-		e.busy = false
+		e.Busy = false
 		s.mu.Unlock()
 		return fmt.Errorf("remove %q: %w", key, err)
 	}
@@ -710,7 +630,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 // with ErrNotFound, ErrInvalid, or ErrInUse if another call is changing
 // key.
 func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -718,25 +638,18 @@ func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 		s.mu.Unlock()
 		return 0, errClosed
 	}
-	e := s.entries[key]
-	switch {
-	case e == nil || !e.visible:
+	e, err := s.entries.Idle("usage", key)
+	if err != nil || e.Copied {
 		s.mu.Unlock()
-		return 0, fmt.Errorf("usage %q: %w", key, layers.ErrNotFound)
-	case e.busy:
-		s.mu.Unlock()
-		return 0, fmt.Errorf("usage %q: %w", key, layers.ErrInUse)
-	case e.Copied:
-		s.mu.Unlock()
-		return 0, nil
+		return 0, err
 	}
-	e.readers++
+	e.Read()
 	top := s.layerPath(e.Layers[0])
 	s.mu.Unlock()
 
 	n, err := diskUsage(ctx, top)
 	s.mu.Lock()
-	e.release()
+	e.Release()
 	s.mu.Unlock()
 	if err != nil {
 		return 0, fmt.Errorf("usage %q: %w", key, err)
@@ -751,7 +664,7 @@ func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 // does: ErrNotFound (no key), ErrInvalid (key is committed, bytes is
 // negative) or ErrInUse (another call is changing key).
 func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
-	if err := checkArgs(ctx, key, ""); err != nil {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if bytes < 0 {
@@ -775,42 +688,8 @@ func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
 	s.closed = true
 	return s.lock.Close()
-}
-
-// checkArgs checks ctx, key, and parent unless it is "".
-func checkArgs(ctx context.Context, key, parent string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := layers.ValidateKey(key); err != nil {
-		return err
-	}
-	if parent != "" {
-		return layers.ValidateKey(parent)
-	}
-	return nil
-}
-
-// newID returns a random id for a layer or a mount point, 16 hex digits.
-func newID() string {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
-}
-
-// syncDir makes the entries of the directory dir durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // syncfs writes out the filesystem that holds path: data and metadata.
