@@ -473,6 +473,9 @@ func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string
 // forgetGone drops the record of why an earlier sandbox called name went:
 // the name is a new sandbox's now.
 func (s *Service) forgetGone(ctx context.Context, name string) {
+	if _, err := s.opts.Store.GetGone(ctx, name); errors.Is(err, store.ErrNotFound) {
+		return // the common case, and a read: no write (and fsync) for it
+	}
 	if err := s.opts.Store.ForgetGone(ctx, name, time.Time{}); err != nil {
 		s.log.Error("forget why an earlier sandbox went", "sandbox", name, "err", err)
 	}

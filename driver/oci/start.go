@@ -175,7 +175,7 @@ func (d *Driver) waitAgent(ctx context.Context, id string) error {
 		}
 		return c, err
 	})
-	delay := time.Millisecond
+	delay := 250 * time.Microsecond
 	lastCheck := time.Now()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -201,6 +201,9 @@ func (d *Driver) waitAgent(ctx context.Context, id string) error {
 			return fmt.Errorf("agent did not answer: %w (last ping: %v)", ctx.Err(), err)
 		case <-t.C:
 		}
-		delay = min(2*delay, 10*time.Millisecond)
+		// A dial of a socket that is not there yet costs microseconds:
+		// polling often keeps what a start waits after the agent listens
+		// under a millisecond.
+		delay = min(2*delay, 2*time.Millisecond)
 	}
 }
