@@ -58,15 +58,22 @@ func noteCode(r *http.Request, code sandbox.Code) {
 }
 
 // route registers h for pattern as the operation verb, the stable name
-// the audit log and the metrics know it by.
+// the audit log and the metrics know it by. The door is the API's, or the
+// CLI's when the CLI says so in its User-Agent.
 func (s *server) route(pattern, verb string, h http.Handler) {
-	s.mux.Handle(pattern, s.observe(verb, h))
+	s.mux.Handle(pattern, s.observe(verb, "", h))
 }
 
-// observe runs h and then records the call. A panic in h is answered as an
+// routeDoor is route for a pattern that is a door of its own (door, e.g.
+// sandbox.DoorMCP), whatever the caller's User-Agent.
+func (s *server) routeDoor(pattern, verb, door string, h http.Handler) {
+	s.mux.Handle(pattern, s.observe(verb, door, h))
+}
+
+// observe runs h and then records the call, under door when it is set. A panic in h is answered as an
 // internal error (http.ErrAbortHandler, the abort of a response already
 // under way, is recorded and passed on).
-func (s *server) observe(verb string, h http.Handler) http.Handler {
+func (s *server) observe(verb, door string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		c := &call{}
@@ -77,7 +84,7 @@ func (s *server) observe(verb string, h http.Handler) http.Handler {
 			if v != nil && v != http.ErrAbortHandler {
 				s.writeError(sw, r, fmt.Errorf("handler panic: %v\n%s", v, debug.Stack()))
 			}
-			s.record(verb, r, c, sw.status, start)
+			s.record(verb, door, r, c, sw.status, start)
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
@@ -86,8 +93,9 @@ func (s *server) observe(verb string, h http.Handler) http.Handler {
 	})
 }
 
-// record reports one finished call to the audit log and the metrics.
-func (s *server) record(verb string, r *http.Request, c *call, status int, start time.Time) {
+// record reports one finished call to the audit log and the metrics; an
+// empty door is the API's or the CLI's, by the User-Agent.
+func (s *server) record(verb, door string, r *http.Request, c *call, status int, start time.Time) {
 	d := time.Since(start)
 	if status == 0 {
 		status = http.StatusOK // the handler wrote nothing: net/http sends 200
@@ -96,9 +104,12 @@ func (s *server) record(verb string, r *http.Request, c *call, status int, start
 	if code == "" && status >= 400 {
 		code = sandbox.CodeForHTTPStatus(status) // an answer not written by writeError
 	}
-	door := sandbox.DoorAPI
-	if strings.HasPrefix(r.UserAgent(), "hearth-cli") {
+	switch {
+	case door != "":
+	case strings.HasPrefix(r.UserAgent(), "hearth-cli"):
 		door = sandbox.DoorCLI
+	default:
+		door = sandbox.DoorAPI
 	}
 	if s.metrics != nil {
 		s.metrics.observe(door, verb, c.principal.Tenant, code, status, d)

@@ -1,6 +1,10 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/hearth/hearth/sandbox"
+)
 
 // Verbs the middleware treats specially (see observe.go).
 const (
@@ -58,4 +62,8 @@ func (s *server) routes() {
 	s.route("POST /v1/sandboxes/{name}/fs/mkdir", "fs.mkdir", s.authed(s.handleMkdir))
 	s.route("POST /v1/sandboxes/{name}/fs/rename", "fs.rename", s.authed(s.handleRename))
 	s.route("POST /v1/sandboxes/{name}/fs/chmod", "fs.chmod", s.authed(s.handleChmod))
+
+	if s.opts.MCP != nil { // every method: the MCP handler answers the ones it does not take
+		s.routeDoor("/mcp", "mcp", sandbox.DoorMCP, s.authed(func(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) { s.opts.MCP.ServeHTTP(w, r) }))
+	}
 }

@@ -40,6 +40,10 @@ type Options struct {
 	// Metrics, if set, receives the API's metrics and the sandboxes gauge,
 	// and GET /metrics serves it; nil answers that unavailable.
 	Metrics *metrics.Registry
+	// MCP, if set, serves /mcp, the MCP door (mcpserver.Server.Handler),
+	// after the API has authenticated the caller; its calls are audited
+	// with door "mcp". nil: no /mcp.
+	MCP http.Handler
 }
 
 // Defaults for zero Options fields.

@@ -2,11 +2,13 @@ package sandbox
 
 import "time"
 
-// Doors an AuditEvent names: the native API called by any client, and the
-// same API called by the hearth CLI (which says so in its User-Agent).
+// Doors an AuditEvent names: the native API called by any client, the
+// same API called by the hearth CLI (which says so in its User-Agent), and
+// the MCP endpoint /mcp.
 const (
 	DoorAPI = "api"
 	DoorCLI = "cli"
+	DoorMCP = "mcp"
 )
 
 // AuditEvent is one call through a door, as the audit log keeps it: who
@@ -20,7 +22,7 @@ type AuditEvent struct {
 	ID int64 `json:"id"`
 	// At is when the call arrived.
 	At time.Time `json:"at"`
-	// Door is DoorAPI or DoorCLI ("mcp" later).
+	// Door is DoorAPI, DoorCLI or DoorMCP.
 	Door string `json:"door"`
 	// Verb names the operation, one stable name per route:
 	// "sandbox.create", "sandbox.exec", "fs.write", "token.create", …

@@ -130,6 +130,17 @@ func (e *Error) Error() string {
 	return e.Message + "; " + e.Hint
 }
 
+// Text is how every door shows e to a person or a model: the line
+// "error: <message>" and, when there is a hint, the line "hint: <hint>",
+// each ending in a newline. The CLI prints it on stderr and the MCP door
+// returns it as a failed tool call's text, so the two doors cannot drift.
+func (e *Error) Text() string {
+	if e.Hint == "" {
+		return "error: " + e.Message + "\n"
+	}
+	return "error: " + e.Message + "\nhint: " + e.Hint + "\n"
+}
+
 // Errorf builds an Error with a formatted message and no hint.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}

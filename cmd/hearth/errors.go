@@ -83,7 +83,8 @@ func classify(ctx context.Context, err error) (*sandbox.Error, int) {
 	return e, e.Code.ExitCode()
 }
 
-// writeError renders e: "error: <message>" and "hint: <hint>" lines, or with
+// writeError renders e: its Text ("error: <message>" and "hint: <hint>"
+// lines, the words the MCP door answers with too), or with
 // asJSON the object {"error":{"code","message","hint","details"}} with every
 // key present so that scripts can index it without guarding.
 func writeError(w io.Writer, asJSON bool, e *sandbox.Error) {
@@ -104,8 +105,5 @@ func writeError(w io.Writer, asJSON bool, e *sandbox.Error) {
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
-	fmt.Fprintf(w, "error: %s\n", e.Message)
-	if e.Hint != "" {
-		fmt.Fprintf(w, "hint: %s\n", e.Hint)
-	}
+	io.WriteString(w, e.Text())
 }

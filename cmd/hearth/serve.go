@@ -27,6 +27,7 @@ import (
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
@@ -165,6 +166,10 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 			Audit:    rec,
 			AuditLog: db,
 			Metrics:  reg,
+			MCP: mcpserver.New(svc, mcpserver.Options{
+				Logger:  log.With("component", "mcp"),
+				Version: version(),
+			}).Handler(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },

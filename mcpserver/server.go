@@ -1,0 +1,219 @@
+// Package mcpserver is hearth's Model Context Protocol door: six tools
+// (sandbox_create, sandbox_exec, sandbox_checkpoint, sandbox_restore,
+// sandbox_destroy, sandbox_list) over the official Go SDK, served over
+// Streamable HTTP at /mcp (Handler) and, through `hearth mcp`, over stdio.
+//
+// It is a veneer over lifecycle and nothing more: each tool calls one
+// lifecycle.Service method with the caller's Principal, as the HTTP API
+// does, so names, limits, ownership and the guardrails are decided in one
+// place. A lifecycle error becomes a tool result with isError set whose
+// text is sandbox.Error.Text (exactly what the CLI prints for it) and whose
+// structured content is the API's error object; protocol errors are left
+// to protocol problems (an unknown tool, a malformed request).
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Options configure a Server. The zero value works.
+type Options struct {
+	// Logger receives internal errors (whose text never reaches the
+	// caller) and tool panics; nil discards.
+	Logger *slog.Logger
+	// MaxOutputBytes is how much of each of an exec's streams (stdout,
+	// stderr) a result carries (DefaultMaxOutputBytes); more is cut to its
+	// head and tail, and the whole stream is saved in the sandbox.
+	MaxOutputBytes int
+	// AllowedOrigins are browser origins ("https://app.example.com") the
+	// HTTP handler accepts besides its own and localhost's.
+	AllowedOrigins []string
+	// SessionTimeout closes an HTTP session that has had no request for
+	// this long (DefaultSessionTimeout); a running tool call keeps its
+	// session open.
+	SessionTimeout time.Duration
+	// Version is the server version reported to clients.
+	Version string
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultMaxOutputBytes = 64 << 10
+	DefaultSessionTimeout = 30 * time.Minute
+)
+
+// Server builds the MCP servers of the door, one per caller.
+type Server struct {
+	svc     *lifecycle.Service
+	opts    Options
+	log     *slog.Logger
+	schemas *mcp.SchemaCache
+}
+
+// New returns the MCP door over svc.
+func New(svc *lifecycle.Service, opts Options) *Server {
+	if opts.MaxOutputBytes <= 0 {
+		opts.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = DefaultSessionTimeout
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	s := &Server{svc: svc, opts: opts, log: opts.Logger, schemas: mcp.NewSchemaCache()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// For returns an MCP server with the six tools, every call of which acts
+// as p. A session is bound to one principal for its life: the HTTP handler
+// builds one server per session, after authenticating its first request.
+func (s *Server) For(p sandbox.Principal) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hearth", Version: s.opts.Version}, &mcp.ServerOptions{
+		Logger:      s.log,
+		SchemaCache: s.schemas,
+	})
+	srv.AddReceivingMiddleware(s.toolResults)
+	t := tools{s: s, p: p}
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "sandbox_create",
+		Description: "Create a sandbox, or return yours of that name.",
+		Annotations: annotations(false, false, true, false),
+	}, t.create)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "sandbox_exec",
+		Description: "Run a shell command in a sandbox.",
+		Annotations: annotations(false, true, false, true),
+	}, t.exec)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "sandbox_checkpoint",
+		Description: "Save a sandbox's disk as a checkpoint.",
+		Annotations: annotations(false, false, false, false),
+	}, t.checkpoint)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "sandbox_restore",
+		Description: "Reset a sandbox's disk to a checkpoint.",
+		Annotations: annotations(false, true, false, false),
+	}, t.restore)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "sandbox_destroy",
+		Description: "Destroy a sandbox. No undo.",
+		Annotations: annotations(false, true, true, false),
+	}, t.destroy)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "sandbox_list",
+		Description: "List your sandboxes and quota use.",
+		Annotations: annotations(true, false, true, false),
+	}, t.list)
+	return srv
+}
+
+// annotations are a tool's hints. openWorld says the tool reaches beyond
+// hearth (a command may use the network).
+func annotations(readOnly, destructive, idempotent, openWorld bool) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive, IdempotentHint: idempotent, OpenWorldHint: &openWorld}
+}
+
+// toolResults is the middleware that gives every failed tools/call the
+// door's error shape: the text sandbox.Error.Text, the structured content
+// the API's error object. A handler's *sandbox.Error keeps its code; what
+// the SDK refused before the handler ran (arguments that do not match the
+// input schema) is invalid_argument. A panic in a tool is logged and
+// answered as an internal error, and the server keeps serving.
+func (s *Server) toolResults(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				s.log.Error("tool panic", "tool", toolName(req), "panic", v, "stack", string(debug.Stack()))
+				res, err = errorResult(sandbox.AsError(fmt.Errorf("panic: %v", v))), nil
+			}
+		}()
+		res, err = next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError {
+			return res, err
+		}
+		var e *sandbox.Error
+		if !errors.As(r.GetError(), &e) {
+			e = sandbox.Errorf(sandbox.CodeInvalidArgument, "%s", textOf(r)).
+				WithHint("the tool's input schema (tools/list) gives the arguments it takes")
+		}
+		return errorResult(e), nil
+	}
+}
+
+// toolName is the tool a tools/call request names.
+func toolName(req mcp.Request) string {
+	if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
+		return r.Params.Name
+	}
+	return ""
+}
+
+// textOf joins the text content of r.
+func textOf(r *mcp.CallToolResult) string {
+	var s string
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			s += t.Text
+		}
+	}
+	return s
+}
+
+// wireError is the API's error object: every key present, so that a
+// client can index hint and details without guarding.
+type wireError struct {
+	Code    sandbox.Code   `json:"code"`
+	Message string         `json:"message"`
+	Hint    string         `json:"hint"`
+	Details map[string]any `json:"details"`
+}
+
+func toWire(e *sandbox.Error) wireError {
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	return wireError{Code: e.Code, Message: e.Message, Hint: e.Hint, Details: details}
+}
+
+// errorResult is the failed tool result for e.
+func errorResult(e *sandbox.Error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: e.Text()}},
+		StructuredContent: toWire(e),
+	}
+}
+
+// publicError returns the *sandbox.Error to show for err; the cause of
+// any other error is logged, never sent.
+func (s *Server) publicError(ctx context.Context, tool string, err error) *sandbox.Error {
+	var e *sandbox.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if ctx.Err() != nil {
+		return sandbox.Errorf(sandbox.CodeUnavailable, "cancelled").
+			WithHint("the call was cancelled; a command it ran was killed")
+	}
+	s.log.Error("internal error", "tool", tool, "err", err)
+	return sandbox.AsError(err)
+}

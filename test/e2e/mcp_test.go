@@ -1,0 +1,198 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// bearerRT sends a token with every request.
+type bearerRT struct{ token string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpText is the text content of res.
+func mcpText(res *mcp.CallToolResult) string {
+	var s strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			s.WriteString(tc.Text)
+		}
+	}
+	return s.String()
+}
+
+// TestMCP drives the MCP door of a real daemon with the Go SDK's client
+// over Streamable HTTP and an agent's bearer token: the six tools end to
+// end, progress, a quota error, and the parity of the error words with
+// the CLI's; then the stdio bridge, `hearth mcp`.
+func TestMCP(t *testing.T) {
+	requireDaemon(t)
+	d := newDaemon(t, bins.runtimes[0])
+	ctx := ctxT(t)
+	op := d.client()
+	one := 1
+	if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: "acme",
+		Allocation: sandbox.Resources{MilliCPU: 400000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42},
+		Policy:     sandbox.PolicyOverrides{AgentQuota: &one}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: "bot", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: "acme", Agent: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu       sync.Mutex
+		progress strings.Builder
+	)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress.WriteString(r.Params.Message)
+		},
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{tok}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(tool string, args map[string]any, out any) *mcp.CallToolResult {
+		t.Helper()
+		params := &mcp.CallToolParams{Name: tool, Arguments: args}
+		params.SetProgressToken(tool)
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			t.Fatalf("%s(%v): %v", tool, args, err)
+		}
+		if out != nil {
+			b, _ := json.Marshal(res.StructuredContent)
+			if err := json.Unmarshal(b, out); err != nil {
+				t.Fatalf("%s: %s: %v", tool, b, err)
+			}
+		}
+		return res
+	}
+	must := func(tool string, args map[string]any, out any) {
+		t.Helper()
+		if res := call(tool, args, out); res.IsError {
+			t.Fatalf("%s(%v) = %s", tool, args, mcpText(res))
+		}
+	}
+
+	var sb struct {
+		Name         string   `json:"name"`
+		Status       string   `json:"status"`
+		Capabilities []string `json:"capabilities"`
+	}
+	must("sandbox_create", map[string]any{"name": "box", "ttl": "1h"}, &sb)
+	if sb.Name != "agent-bot-box" || sb.Status != "running" || len(sb.Capabilities) == 0 {
+		t.Fatalf("sandbox_create = %+v", sb)
+	}
+	var ex struct {
+		ExitCode int    `json:"exit_code"`
+		Stdout   string `json:"stdout"`
+	}
+	must("sandbox_exec", map[string]any{"sandbox": "box", "command": "echo one > f; cat f; sleep 0.3; echo two"}, &ex)
+	mu.Lock()
+	got := progress.String()
+	mu.Unlock()
+	if ex.ExitCode != 0 || ex.Stdout != "one\ntwo\n" || !strings.Contains(got, "one\n") {
+		t.Fatalf("sandbox_exec = %+v, progress %q", ex, got)
+	}
+	var ck struct {
+		ID string `json:"id"`
+	}
+	must("sandbox_checkpoint", map[string]any{"sandbox": "box", "label": "first"}, &ck)
+	must("sandbox_exec", map[string]any{"sandbox": "box", "command": "echo changed > f"}, nil)
+	must("sandbox_restore", map[string]any{"sandbox": "box", "checkpoint": ck.ID}, nil)
+	must("sandbox_exec", map[string]any{"sandbox": "box", "command": "cat f"}, &ex)
+	if ex.Stdout != "one\n" {
+		t.Fatalf("f after restore = %q; want the checkpoint's", ex.Stdout)
+	}
+	var ls struct {
+		Sandboxes []struct{ Name string }
+		Usage     struct{ Summary string }
+	}
+	must("sandbox_list", nil, &ls)
+	if len(ls.Sandboxes) != 1 || ls.Usage.Summary != "1 of 1 sandboxes" {
+		t.Fatalf("sandbox_list = %+v", ls)
+	}
+
+	// The quota: its code and numbers, and the CLI's words.
+	var te struct {
+		Code    sandbox.Code   `json:"code"`
+		Details map[string]any `json:"details"`
+	}
+	res := call("sandbox_create", map[string]any{"name": "box2"}, &te)
+	if want := "error: quota exceeded: 1 of 1 sandboxes in use for agent-bot\nhint: destroy one or wait\n"; !res.IsError || te.Code != sandbox.CodeQuotaExceeded ||
+		mcpText(res) != want || te.Details["limit"] != 1.0 || te.Details["used"] != 1.0 {
+		t.Errorf("sandbox_create over the quota = %v %q %+v", res.IsError, mcpText(res), te)
+	}
+
+	// Parity: each error, through both doors, in the same words.
+	for _, tc := range []struct {
+		code sandbox.Code
+		tool string
+		args map[string]any
+		cli  []string
+	}{
+		{sandbox.CodeQuotaExceeded, "sandbox_create", map[string]any{"name": "box2"}, []string{"create", "box2"}},
+		{sandbox.CodeNotFound, "sandbox_destroy", map[string]any{"sandbox": "nosuch"}, []string{"destroy", "nosuch"}},
+		{sandbox.CodeNotFound, "sandbox_exec", map[string]any{"sandbox": "nosuch", "command": "true"}, []string{"exec", "nosuch", "--", "true"}},
+		{sandbox.CodeNotFound, "sandbox_checkpoint", map[string]any{"sandbox": "nosuch"}, []string{"checkpoint", "nosuch"}},
+		{sandbox.CodeNotFound, "sandbox_restore", map[string]any{"sandbox": "box", "checkpoint": "c0000000000000000"}, []string{"restore", "box", "c0000000000000000"}},
+		{sandbox.CodeInvalidArgument, "sandbox_create", map[string]any{"name": "Bad_Name"}, []string{"create", "Bad_Name"}},
+		{sandbox.CodeInvalidArgument, "sandbox_create", map[string]any{"size": "huge"}, []string{"create", "--size", "huge"}},
+	} {
+		res := call(tc.tool, tc.args, &te)
+		_, stderr, code := d.cliAs(tok, "", tc.cli...)
+		if !res.IsError || te.Code != tc.code || code != tc.code.ExitCode() || stderr != mcpText(res) {
+			t.Errorf("%s %v: MCP %v %s %q; CLI hearth %s: %d %q; want %s in the same words",
+				tc.tool, tc.args, res.IsError, te.Code, mcpText(res), strings.Join(tc.cli, " "), code, stderr, tc.code)
+		}
+	}
+
+	// The stdio bridge reaches the same tools with the same token.
+	cmd := exec.Command(bins.hearth, "mcp")
+	cmd.Env = append(os.Environ(), "HEARTH_URL="+d.url, "HEARTH_TOKEN="+tok)
+	bs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("hearth mcp: %v", err)
+	}
+	tools, err := bs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 6 {
+		t.Fatalf("tools/list through hearth mcp = %+v, %v", tools, err)
+	}
+	bres, err := bs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"sandbox": "box", "command": "cat f"}})
+	if err != nil || bres.IsError || !strings.Contains(mcpText(bres), `"stdout":"one\n"`) {
+		t.Errorf("sandbox_exec through hearth mcp = %+v, %v", bres, err)
+	}
+	bres, err = bs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_destroy", Arguments: map[string]any{"sandbox": "nosuch"}})
+	if _, stderr, _ := d.cliAs(tok, "", "destroy", "nosuch"); err != nil || !bres.IsError || mcpText(bres) != stderr {
+		t.Errorf("sandbox_destroy(nosuch) through hearth mcp = %+v, %v; want the CLI's %q", bres, err, stderr)
+	}
+	bs.Close()
+
+	must("sandbox_destroy", map[string]any{"sandbox": "box"}, nil)
+	must("sandbox_list", nil, &ls)
+	if len(ls.Sandboxes) != 0 || ls.Usage.Summary != "0 of 1 sandboxes" {
+		t.Errorf("sandbox_list after destroy = %+v", ls)
+	}
+}
