@@ -7,10 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/rootfs"
 )
@@ -31,7 +31,7 @@ func TestDebootstrap(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	var progress lockedBuffer
+	var progress testenv.Buffer
 	start := time.Now()
 	rootDir, err := rootfs.Build(ctx, rootfs.Options{Dir: dir, Progress: &progress})
 	t.Logf("Build: %s", time.Since(start).Round(time.Millisecond))
@@ -107,23 +107,6 @@ func TestDebootstrap(t *testing.T) {
 	if out, err := exec.Command("chroot", p, "/usr/bin/python3", "-c", "print('hello from the snapshot')").CombinedOutput(); err != nil {
 		t.Errorf("python3 in the snapshot: %v: %s", err, out)
 	}
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func lastLine(s string) string {

@@ -1,32 +1,18 @@
 package webhook_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/webhook"
 )
-
-// syncBuffer is a log sink safe for the poster's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestPostDelivers(t *testing.T) {
 	got := make(chan sandbox.Alarm, 1)
@@ -55,7 +41,7 @@ func TestPostLogsFailures(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	defer srv.Close()
-	var log syncBuffer
+	var log testenv.Buffer
 	webhook.New(srv.URL, slog.New(slog.NewTextHandler(&log, nil))).Post(sandbox.Alarm{Kind: "create_rate", Agent: "bot"})
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "500 Internal Server Error"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -69,7 +55,7 @@ func TestPostNeverBlocks(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	defer srv.Close()
 	defer close(release)
-	var log syncBuffer
+	var log testenv.Buffer
 	p := webhook.New(srv.URL, slog.New(slog.NewTextHandler(&log, nil)))
 	start := time.Now()
 	for range webhook.InFlight + 3 {

@@ -100,29 +100,12 @@ type daemon struct {
 	cmd     *exec.Cmd
 	url     string
 	token   string
-	out     *syncBuffer
+	out     *testenv.Buffer
 	// before holds the output of the daemon's earlier runs on this data
 	// dir (a test that kills or stops it starts it again), logged with the
 	// last run's when the test fails.
 	before []string
 	exited chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newDaemon starts hearth serve with its own data dir. Cleanup destroys
@@ -173,7 +156,7 @@ func (d *daemon) start() {
 	if d.out != nil {
 		d.before = append(d.before, d.out.String())
 	}
-	d.out = &syncBuffer{}
+	d.out = &testenv.Buffer{}
 	args := []string{"serve", "--data-dir", d.dataDir, "--listen", "127.0.0.1:0",
 		"--runtime", d.runtime, "--image-cache", bins.imageCache, "--layers-size", fmt.Sprint(8 << 30)}
 	d.cmd = exec.Command(bins.hearth, append(args, d.args...)...)
