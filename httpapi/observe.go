@@ -114,7 +114,10 @@ func (s *server) record(verb, door string, r *http.Request, c *call, status int,
 	if s.metrics != nil {
 		s.metrics.observe(door, verb, c.principal.Tenant, code, status, d)
 	}
-	if s.opts.Audit == nil || verb == verbHealth {
+	// /mcp's requests carry tool calls, which mcpserver audits one by one;
+	// only a request refused here (a bad token, a foreign Origin) is an
+	// event of its own.
+	if s.opts.Audit == nil || verb == verbHealth || door == sandbox.DoorMCP && code == "" {
 		return
 	}
 	name := r.PathValue("name")

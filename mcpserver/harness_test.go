@@ -83,9 +83,10 @@ func newEnv(t *testing.T, opts mcpserver.Options) *env {
 		Policy:     sandbox.PolicyOverrides{AgentQuota: &q}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := mcpserver.New(svc, opts)
 	rec := audit.New(db, nil)
 	t.Cleanup(func() { rec.Close(context.Background()) })
+	opts.Audit = rec
+	srv := mcpserver.New(svc, opts)
 	hs := httptest.NewServer(httpapi.New(svc, httpapi.Options{MCP: srv.Handler(), Audit: rec, AuditLog: db}))
 	t.Cleanup(hs.Close)
 	return &env{svc: svc, db: db, driver: drv, srv: srv, url: hs.URL, recorder: rec}

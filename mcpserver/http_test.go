@@ -70,12 +70,22 @@ func TestHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	events, err := e.db.ListAudit(t.Context(), sandbox.AuditFilter{})
-	if err != nil || len(events) == 0 {
-		t.Fatalf("audit = %v, %v", events, err)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ev := range events {
-		if ev.Door != sandbox.DoorMCP || ev.Verb != "mcp" || ev.Agent != "a1" || ev.TokenID != "tok-a1" {
-			t.Errorf("audit event %+v; want door mcp, verb mcp, agent a1", ev)
+	// One event per tool call, named as the API names the operation; the
+	// HTTP requests that carried them are not events of their own.
+	want := []struct {
+		verb, sandbox string
+		code          sandbox.Code
+	}{{"sandbox.create", "box", ""}, {"sandbox.list", "", ""}, {"sandbox.destroy", "nope", sandbox.CodeNotFound}}
+	if len(events) != len(want) {
+		t.Fatalf("audit = %+v; want %d tool calls", events, len(want))
+	}
+	for i, ev := range events {
+		w := want[i]
+		if ev.Door != sandbox.DoorMCP || ev.Verb != w.verb || ev.Sandbox != w.sandbox || ev.Code != w.code || ev.Agent != "a1" || ev.TokenID != "tok-a1" {
+			t.Errorf("audit event %d = %+v; want door mcp, verb %s, sandbox %q, code %q, agent a1 by tok-a1", i, ev, w.verb, w.sandbox, w.code)
 		}
 	}
 }

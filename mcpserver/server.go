@@ -14,9 +14,11 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"time"
 
@@ -44,6 +46,31 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Version is the server version reported to clients.
 	Version string
+	// Audit, if set, receives one event per tool call (door "mcp", the
+	// tool's verb as the API names it, the sandbox it named, the result's
+	// code, the duration); the HTTP requests that carry the calls are not
+	// audited on their own.
+	Audit interface{ Record(sandbox.AuditEvent) }
+}
+
+// toolVerb names tool's operation as the API's routes do, so that the
+// audit log and the metrics know one name whatever the door.
+func toolVerb(tool string) string {
+	switch tool {
+	case "sandbox_create":
+		return "sandbox.create"
+	case "sandbox_exec":
+		return "sandbox.exec"
+	case "sandbox_checkpoint":
+		return "checkpoint.create"
+	case "sandbox_restore":
+		return "sandbox.restore"
+	case "sandbox_destroy":
+		return "sandbox.destroy"
+	case "sandbox_list":
+		return "sandbox.list"
+	}
+	return "mcp." + tool
 }
 
 // Defaults for zero Options fields.
@@ -82,11 +109,15 @@ func New(svc *lifecycle.Service, opts Options) *Server {
 // as p. A session is bound to one principal for its life: the HTTP handler
 // builds one server per session, after authenticating its first request.
 func (s *Server) For(p sandbox.Principal) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "hearth", Version: s.opts.Version}, &mcp.ServerOptions{
+	srvOpts := &mcp.ServerOptions{
 		Logger:      s.log,
 		SchemaCache: s.schemas,
-	})
-	srv.AddReceivingMiddleware(s.toolResults)
+	}
+	if s.opts.ConformanceFixtures {
+		fixtureOptions(srvOpts)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hearth", Version: s.opts.Version}, srvOpts)
+	srv.AddReceivingMiddleware(s.toolResults(p))
 	t := tools{s: s, p: p}
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "sandbox_create",
@@ -118,6 +149,9 @@ func (s *Server) For(p sandbox.Principal) *mcp.Server {
 		Description: "List your sandboxes and quota use.",
 		Annotations: annotations(true, false, true, false),
 	}, t.list)
+	if s.opts.ConformanceFixtures {
+		addFixtures(srv)
+	}
 	return srv
 }
 
@@ -133,29 +167,71 @@ func annotations(readOnly, destructive, idempotent, openWorld bool) *mcp.ToolAnn
 // the SDK refused before the handler ran (arguments that do not match the
 // input schema) is invalid_argument. A panic in a tool is logged and
 // answered as an internal error, and the server keeps serving.
-func (s *Server) toolResults(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
-		if method != "tools/call" {
-			return next(ctx, method, req)
-		}
-		defer func() {
-			if v := recover(); v != nil {
-				s.log.Error("tool panic", "tool", toolName(req), "panic", v, "stack", string(debug.Stack()))
-				res, err = errorResult(sandbox.AsError(fmt.Errorf("panic: %v", v))), nil
+//
+// It also audits each call, as p.
+func (s *Server) toolResults(p sandbox.Principal) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			if method != "tools/call" {
+				return next(ctx, method, req)
 			}
-		}()
-		res, err = next(ctx, method, req)
-		r, ok := res.(*mcp.CallToolResult)
-		if err != nil || !ok || !r.IsError {
-			return res, err
+			start := time.Now()
+			defer func() {
+				if v := recover(); v != nil {
+					s.log.Error("tool panic", "tool", toolName(req), "panic", v, "stack", string(debug.Stack()))
+					res, err = errorResult(sandbox.AsError(fmt.Errorf("panic: %v", v))), nil
+				}
+				s.audit(p, req, res, start)
+			}()
+			res, err = next(ctx, method, req)
+			r, ok := res.(*mcp.CallToolResult)
+			if err != nil || !ok || !r.IsError {
+				return res, err
+			}
+			var e *sandbox.Error
+			if !errors.As(r.GetError(), &e) {
+				e = sandbox.Errorf(sandbox.CodeInvalidArgument, "%s", textOf(r)).
+					WithHint("the tool's input schema (tools/list) gives the arguments it takes")
+			}
+			return errorResult(e), nil
 		}
-		var e *sandbox.Error
-		if !errors.As(r.GetError(), &e) {
-			e = sandbox.Errorf(sandbox.CodeInvalidArgument, "%s", textOf(r)).
-				WithHint("the tool's input schema (tools/list) gives the arguments it takes")
-		}
-		return errorResult(e), nil
 	}
+}
+
+// audit records one tool call by p that began at start and ended with res.
+func (s *Server) audit(p sandbox.Principal, req mcp.Request, res mcp.Result, start time.Time) {
+	if s.opts.Audit == nil {
+		return
+	}
+	e := sandbox.AuditEvent{
+		At: start.UTC(), Door: sandbox.DoorMCP, Verb: toolVerb(toolName(req)),
+		Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, TokenID: p.TokenID,
+		Sandbox: sandboxArg(req), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
+	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+		if w, ok := r.StructuredContent.(wireError); ok {
+			e.Code, e.Status = w.Code, w.Code.HTTPStatus()
+		}
+	}
+	s.opts.Audit.Record(e)
+}
+
+// sandboxArg is the sandbox a tools/call names: its "sandbox" argument, or
+// a create's "name".
+func sandboxArg(req mcp.Request) string {
+	r, ok := req.(*mcp.CallToolRequest)
+	if !ok || r.Params == nil {
+		return ""
+	}
+	var args struct {
+		Sandbox string `json:"sandbox"`
+		Name    string `json:"name"`
+	}
+	json.Unmarshal(r.Params.Arguments, &args)
+	if args.Sandbox != "" {
+		return args.Sandbox
+	}
+	return args.Name
 }
 
 // toolName is the tool a tools/call request names.

@@ -169,6 +169,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 			MCP: mcpserver.New(svc, mcpserver.Options{
 				Logger:  log.With("component", "mcp"),
 				Version: version(),
+				Audit:   rec,
 			}).Handler(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
