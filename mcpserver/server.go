@@ -51,6 +51,10 @@ type Options struct {
 	// code, the duration); the HTTP requests that carry the calls are not
 	// audited on their own.
 	Audit interface{ Record(sandbox.AuditEvent) }
+	// ConformanceFixtures adds the tools, prompts and resources the MCP
+	// conformance suite's server scenarios call (fixtures.go). For tests
+	// only: they do nothing useful for an agent.
+	ConformanceFixtures bool
 }
 
 // toolVerb names tool's operation as the API's routes do, so that the

@@ -4,6 +4,9 @@
 #     btrfs-progs (the layer store), util-linux/mount, iproute2, iptables;
 #   - gVisor's runsc, built static from the Go module proxy once and cached in
 #     $HEARTH_CACHE (default /var/cache/hearth); linked into /usr/local/bin;
+#   - npm (apt), then Node 22 and the npm packages of the MCP real-client
+#     tests (the conformance suite and the TypeScript SDK), from npm,
+#     cached in $HEARTH_CACHE/node22 and $HEARTH_CACHE/mcp-js;
 #   - bin/hearth and bin/hearth-agent (static) in the checkout.
 # Safe to run again: it only does what is missing. Needs root and Go >= 1.26.
 set -euo pipefail
@@ -11,6 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${HEARTH_CACHE:-/var/cache/hearth}
 runsc_version=v0.0.0-20260905035102-160fafc42237
+# The MCP real-client tests (test/e2e/mcp_conformance_test.go and
+# mcp_client_test.go): Node 22 (the conformance suite needs it; the host's
+# Node may be older) and exact versions of the npm packages they run.
+node_version=22.23.3
+mcp_js_packages="@modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/sdk@1.32.2"
 
 say() { printf 'install: %s\n' "$*" >&2; }
 
@@ -23,7 +31,7 @@ fi
 command -v go >/dev/null || { say "Go is missing: install Go 1.26 or newer (https://go.dev/doc/install)"; exit 1; }
 
 need=()
-for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables; do
+for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables npm:npm; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null || need+=("$pkg")
 done
@@ -41,6 +49,29 @@ if [ ! -x "$runsc" ] || [ "$(cat "$cache/bin/runsc.version" 2>/dev/null)" != "$r
 	echo "$runsc_version" > "$cache/bin/runsc.version"
 fi
 ln -sf "$runsc" /usr/local/bin/runsc
+
+# Node 22 comes from npm's node-linux-<arch> package (the binary that the
+# `node` package's install script would fetch, without the script).
+node22=$cache/node22
+if [ "$("$node22/node_modules/.bin/node" --version 2>/dev/null)" != "v$node_version" ]; then
+	case $(uname -m) in
+	x86_64) node_arch=x64 ;;
+	aarch64) node_arch=arm64 ;;
+	*) say "no npm build of Node for $(uname -m)"; exit 1 ;;
+	esac
+	say "installing Node $node_version into $node22 (from npm)"
+	rm -rf "$node22"
+	npm install --prefix "$node22" --no-audit --no-fund --loglevel=error "node-linux-$node_arch@$node_version" >/dev/null
+	ln -sf ../node-linux-$node_arch/bin/node "$node22/node_modules/.bin/node"
+fi
+mcp_js=$cache/mcp-js
+if [ "$(cat "$mcp_js/versions" 2>/dev/null)" != "$mcp_js_packages" ]; then
+	say "installing $mcp_js_packages into $mcp_js (from npm)"
+	rm -rf "$mcp_js"
+	# shellcheck disable=SC2086 # one word per package
+	PATH=$node22/node_modules/.bin:$PATH npm install --prefix "$mcp_js" --no-audit --no-fund --loglevel=error --save-exact $mcp_js_packages >/dev/null
+	echo "$mcp_js_packages" > "$mcp_js/versions"
+fi
 
 say "building bin/hearth and bin/hearth-agent"
 mkdir -p bin

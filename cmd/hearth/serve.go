@@ -56,6 +56,9 @@ type serveConfig struct {
 	// auditRetention is how long the audit log keeps an event (0: for
 	// ever).
 	auditRetention time.Duration
+	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
+	// the MCP door; for hearth's own tests only (a hidden flag).
+	mcpConformanceFixtures bool
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -170,6 +173,8 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 				Logger:  log.With("component", "mcp"),
 				Version: version(),
 				Audit:   rec,
+				// Test-only: the conformance suite's fixtures.
+				ConformanceFixtures: cfg.mcpConformanceFixtures,
 			}).Handler(),
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -216,6 +221,20 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
 	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")
+	// Hidden and for tests only (test/e2e/mcp_conformance_test.go): the
+	// MCP conformance suite's fixture tools, prompts and resources.
+	fl.BoolVar(&cfg.mcpConformanceFixtures, "mcp-conformance-fixtures", false, "TEST ONLY: add the MCP conformance suite's fixture tools, prompts and resources to /mcp")
+	fl.Usage = func() {
+		shown := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
+		shown.SetOutput(stderr)
+		fl.VisitAll(func(f *flag.Flag) {
+			if f.Name != "mcp-conformance-fixtures" {
+				shown.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+		fmt.Fprintln(stderr, "Usage of hearth serve:")
+		shown.PrintDefaults()
+	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err

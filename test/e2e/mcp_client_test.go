@@ -1,0 +1,66 @@
+package e2e_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// TestMCPClientJS runs testdata/mcp-client.mjs, a client written with the
+// official TypeScript SDK, with Node 22 against a real daemon and runtime:
+// over Streamable HTTP with an agent's bearer token it calls the six tools
+// end to end (exec with progress, checkpoint and restore of a changed
+// file) and hits the agent's quota, whose text must be the CLI's.
+func TestMCPClientJS(t *testing.T) {
+	requireDaemon(t)
+	node, prefix := nodeJS(t)
+	d := newDaemon(t, bins.runtimes[0])
+	ctx := ctxT(t)
+	op := d.client()
+	one := 1
+	if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: "acme",
+		Allocation: sandbox.Resources{MilliCPU: 400000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42},
+		Policy:     sandbox.PolicyOverrides{AgentQuota: &one}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: "bot", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: "acme", Agent: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// What the CLI prints when the agent, with its one sandbox in use,
+	// creates another: the script must get the same words over MCP.
+	if _, stderr, code := d.cliAs(tok, "", "create", "probe"); code != 0 {
+		t.Fatalf("hearth create probe = %d %q", code, stderr)
+	}
+	_, quotaText, code := d.cliAs(tok, "", "create", "probe2")
+	if want := "error: quota exceeded: 1 of 1 sandboxes in use for agent-bot\nhint: destroy one or wait\n"; code != sandbox.CodeQuotaExceeded.ExitCode() || quotaText != want {
+		t.Fatalf("hearth create probe2 over the quota = %d %q; want %q", code, quotaText, want)
+	}
+	if _, stderr, code := d.cliAs(tok, "", "destroy", "probe"); code != 0 {
+		t.Fatalf("hearth destroy probe = %d %q", code, stderr)
+	}
+
+	script, err := filepath.Abs(filepath.Join("testdata", "mcp-client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(rctx, node, script)
+	cmd.Env = append(os.Environ(),
+		"HEARTH_MCP_URL="+d.url+"/mcp", "HEARTH_TOKEN="+tok, "HEARTH_MCP_JS="+prefix, "HEARTH_QUOTA_TEXT="+quotaText)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", filepath.Base(script), err, out)
+	}
+	t.Logf("%s", out)
+}
