@@ -139,6 +139,11 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any,
 	}
 	if out != nil {
 		b, _ := json.Marshal(res.StructuredContent)
+		if res.IsError { // {"error": the API's error object}
+			var c struct{ Error json.RawMessage }
+			json.Unmarshal(b, &c)
+			b = c.Error
+		}
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s: structured content %s: %v", tool, b, err)
 		}

@@ -22,6 +22,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hearth/hearth/lifecycle"
@@ -124,39 +125,62 @@ func (s *Server) For(p sandbox.Principal) *mcp.Server {
 	srv.AddReceivingMiddleware(s.toolResults(p))
 	t := tools{s: s, p: p}
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "sandbox_create",
-		Description: "Create a sandbox, or return yours of that name.",
-		Annotations: annotations(false, false, true, false),
+		Name:         "sandbox_create",
+		OutputSchema: outputSchema[createOut](),
+		Description:  "Create a sandbox, or return yours of that name.",
+		Annotations:  annotations(false, false, true, false),
 	}, t.create)
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "sandbox_exec",
-		Description: "Run a shell command in a sandbox.",
-		Annotations: annotations(false, true, false, true),
+		Name:         "sandbox_exec",
+		OutputSchema: outputSchema[execOut](),
+		Description:  "Run a shell command in a sandbox.",
+		Annotations:  annotations(false, true, false, true),
 	}, t.exec)
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "sandbox_checkpoint",
-		Description: "Save a sandbox's disk as a checkpoint.",
-		Annotations: annotations(false, false, false, false),
+		Name:         "sandbox_checkpoint",
+		OutputSchema: outputSchema[checkpointOut](),
+		Description:  "Save a sandbox's disk as a checkpoint.",
+		Annotations:  annotations(false, false, false, false),
 	}, t.checkpoint)
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "sandbox_restore",
-		Description: "Reset a sandbox's disk to a checkpoint.",
-		Annotations: annotations(false, true, false, false),
+		Name:         "sandbox_restore",
+		OutputSchema: outputSchema[restoreOut](),
+		Description:  "Reset a sandbox's disk to a checkpoint.",
+		Annotations:  annotations(false, true, false, false),
 	}, t.restore)
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "sandbox_destroy",
-		Description: "Destroy a sandbox. No undo.",
-		Annotations: annotations(false, true, true, false),
+		Name:         "sandbox_destroy",
+		OutputSchema: outputSchema[destroyOut](),
+		Description:  "Destroy a sandbox. No undo.",
+		Annotations:  annotations(false, true, true, false),
 	}, t.destroy)
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:        "sandbox_list",
-		Description: "List your sandboxes and quota use.",
-		Annotations: annotations(true, false, true, false),
+		Name:         "sandbox_list",
+		OutputSchema: outputSchema[listOut](),
+		Description:  "List your sandboxes and quota use.",
+		Annotations:  annotations(true, false, true, false),
 	}, t.list)
 	if s.opts.ConformanceFixtures {
 		addFixtures(srv)
 	}
 	return srv
+}
+
+// outputSchema is the output schema of a tool whose result is Out: either
+// Out, as its struct infers it, or, for an error result, {"error": the
+// API's error object}. Clients that check an error result's structured
+// content against the output schema (the TypeScript SDK does) then accept
+// hearth's errors instead of failing the call.
+func outputSchema[Out any]() *jsonschema.Schema {
+	ok, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(err) // the tools' own types: a bug, caught by the tests
+	}
+	// Kept small (every byte of tools/list is context): the error object's
+	// fields are the API's, documented there.
+	failed := &jsonschema.Schema{Type: "object", Required: []string{"error"},
+		Properties: map[string]*jsonschema.Schema{"error": {Type: "object"}}}
+	return &jsonschema.Schema{Type: "object", AnyOf: []*jsonschema.Schema{ok, failed}}
 }
 
 // annotations are a tool's hints. openWorld says the tool reaches beyond
@@ -213,8 +237,8 @@ func (s *Server) audit(p sandbox.Principal, req mcp.Request, res mcp.Result, sta
 		Sandbox: sandboxArg(req), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
 	}
 	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
-		if w, ok := r.StructuredContent.(wireError); ok {
-			e.Code, e.Status = w.Code, w.Code.HTTPStatus()
+		if c, ok := r.StructuredContent.(errorContent); ok {
+			e.Code, e.Status = c.Error.Code, c.Error.Code.HTTPStatus()
 		}
 	}
 	s.opts.Audit.Record(e)
@@ -274,12 +298,17 @@ func toWire(e *sandbox.Error) wireError {
 	return wireError{Code: e.Code, Message: e.Message, Hint: e.Hint, Details: details}
 }
 
+// errorContent is the structured content of a failed tool result.
+type errorContent struct {
+	Error wireError `json:"error"`
+}
+
 // errorResult is the failed tool result for e.
 func errorResult(e *sandbox.Error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: e.Text()}},
-		StructuredContent: toWire(e),
+		StructuredContent: errorContent{Error: toWire(e)},
 	}
 }
 

@@ -302,9 +302,11 @@ func TestToolList(t *testing.T) {
 	}
 	b, _ := json.Marshal(res)
 	t.Logf("tools/list: %d bytes", len(b))
-	// Measured at 4590 bytes (six tools with their input and output
-	// schemas); the margin is for the SDK's envelope, not for new words.
-	const maxBytes = 5000
+	// Measured at 5238 bytes (six tools with their input and output
+	// schemas, each output schema also admitting {"error": {...}}, 108
+	// bytes a tool); the margin is for the SDK's envelope, not for new
+	// words.
+	const maxBytes = 5600
 	if len(b) > maxBytes {
 		t.Errorf("tools/list is %d bytes; keep it under %d", len(b), maxBytes)
 	}

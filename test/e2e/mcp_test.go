@@ -43,7 +43,8 @@ func mcpConnect(t *testing.T, d *daemon, token string, progress func(string)) *m
 }
 
 // callTool calls tool with args (asking for progress) and decodes its
-// structured content into out when out is not nil. A protocol error fails
+// structured content (an error result's error object) into out when out is
+// not nil. A protocol error fails
 // the test; a tool error is the result's.
 func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) *mcp.CallToolResult {
 	t.Helper()
@@ -55,6 +56,11 @@ func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 	}
 	if out != nil {
 		b, _ := json.Marshal(res.StructuredContent)
+		if res.IsError { // {"error": the API's error object}
+			var c struct{ Error json.RawMessage }
+			json.Unmarshal(b, &c)
+			b = c.Error
+		}
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s: %s: %v", tool, b, err)
 		}

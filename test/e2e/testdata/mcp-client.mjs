@@ -22,7 +22,6 @@ const env = (k) => {
 const require = createRequire(env('HEARTH_MCP_JS') + '/package.json');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
-const { CallToolResultSchema } = require('@modelcontextprotocol/sdk/types.js');
 
 const client = new Client({ name: 'hearth-e2e-js', version: '1.0.0' });
 const transport = new StreamableHTTPClientTransport(new URL(env('HEARTH_MCP_URL')), {
@@ -78,18 +77,16 @@ assert.deepEqual(ls.sandboxes.map((s) => s.name), ['agent-bot-box']);
 assert.equal(ls.usage.summary, '1 of 1 sandboxes');
 
 // The quota: a tool error (not a protocol error) in the CLI's words, with
-// the API's error object as its structured content. Sent with
-// client.request, not callTool: the SDK's callTool (1.32.2) checks the
-// structured content of an isError result against the tool's output
-// schema too, and throws on hearth's error object
-// (modelcontextprotocol/typescript-sdk#1943, not fixed in a release yet).
-const q = await client.request({ method: 'tools/call', params: { name: 'sandbox_create', arguments: { name: 'box2' } } },
-  CallToolResultSchema, { timeout: 300_000 });
+// {"error": the API's error object} as its structured content, which the
+// tool's output schema admits, so the SDK's callTool (which checks an
+// error result's structured content against the output schema too)
+// returns it instead of throwing.
+const q = await client.callTool({ name: 'sandbox_create', arguments: { name: 'box2' } }, undefined, { timeout: 300_000 });
 assert.equal(q.isError, true, `sandbox_create over the quota succeeded: ${JSON.stringify(q)}`);
 assert.equal(text(q), env('HEARTH_QUOTA_TEXT'));
-assert.equal(q.structuredContent?.code, 'quota_exceeded');
-assert.equal(q.structuredContent?.details?.limit, 1);
-assert.equal(q.structuredContent?.details?.used, 1);
+assert.equal(q.structuredContent?.error?.code, 'quota_exceeded');
+assert.equal(q.structuredContent?.error?.details?.limit, 1);
+assert.equal(q.structuredContent?.error?.details?.used, 1);
 
 await ok('sandbox_destroy', { sandbox: 'box' });
 ls = await ok('sandbox_list', {});
