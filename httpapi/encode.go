@@ -17,24 +17,7 @@ import (
 // errorBody is the body of every error response:
 // {"error": {"code", "message", "hint", "details"}}.
 type errorBody struct {
-	Error wireError `json:"error"`
-}
-
-// wireError is a sandbox.Error with every key present, so that scripts can
-// index hint and details without guarding against their absence.
-type wireError struct {
-	Code    sandbox.Code   `json:"code"`
-	Message string         `json:"message"`
-	Hint    string         `json:"hint"`
-	Details map[string]any `json:"details"`
-}
-
-func toWire(e *sandbox.Error) wireError {
-	details := e.Details
-	if details == nil {
-		details = map[string]any{}
-	}
-	return wireError{Code: e.Code, Message: e.Message, Hint: e.Hint, Details: details}
+	Error sandbox.WireError `json:"error"`
 }
 
 // publicError returns the *sandbox.Error to show for err. An error that is
@@ -68,7 +51,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 	}
-	s.encode(w, status, errorBody{Error: toWire(e)})
+	s.encode(w, status, errorBody{Error: e.Wire()})
 }
 
 // encode answers v as JSON with status; a nil v sends no body (204).
@@ -81,7 +64,7 @@ func (s *server) encode(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		s.log.Error("internal error", "op", "encode response", "err", err)
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{Error: toWire(sandbox.AsError(err))})
+		b, _ = json.Marshal(errorBody{Error: sandbox.AsError(err).Wire()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -49,7 +49,7 @@ const (
 type endMessage struct {
 	Type   string              `json:"type"`
 	Result *sandbox.ExecResult `json:"result,omitempty"`
-	Error  *wireError          `json:"error,omitempty"`
+	Error  *sandbox.WireError  `json:"error,omitempty"`
 }
 
 // handleExec runs one command over a WebSocket. The client's first message
@@ -99,7 +99,7 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		if typ != websocket.MessageText {
 			status = closeViolation
 		}
-		stream.end(endMessage{Type: "error", Error: ptr(toWire(sandbox.AsError(err)))}, status)
+		stream.end(endMessage{Type: "error", Error: ptr(sandbox.AsError(err).Wire())}, status)
 		return
 	}
 
@@ -133,16 +133,16 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	switch violation, gone := input.get(); {
 	case violation != nil:
 		log.Info("exec: client broke the stream protocol", "err", violation)
-		stream.end(endMessage{Type: "error", Error: ptr(toWire(violation))}, closeViolation)
+		stream.end(endMessage{Type: "error", Error: ptr(violation.Wire())}, closeViolation)
 	case gone && err != nil:
 		log.Debug("exec: client went away", "err", err)
 		// What the client saw: a connection that ended without an end message.
 		noteCode(r, sandbox.CodeUnavailable)
 	case err != nil && r.Context().Err() != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(toWire(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
-			WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back")))}, websocket.StatusGoingAway)
+		stream.end(endMessage{Type: "error", Error: ptr(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
+			WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back").Wire())}, websocket.StatusGoingAway)
 	case err != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(toWire(s.publicError(ctx, "exec", err)))}, closeNormal)
+		stream.end(endMessage{Type: "error", Error: ptr(s.publicError(ctx, "exec", err).Wire())}, closeNormal)
 	default:
 		stream.end(endMessage{Type: "exit", Result: &res}, closeNormal)
 	}
@@ -270,7 +270,7 @@ func (s *execStream) end(m endMessage, status websocket.StatusCode) {
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		b, _ = json.Marshal(endMessage{Type: "error", Error: ptr(toWire(sandbox.AsError(err)))})
+		b, _ = json.Marshal(endMessage{Type: "error", Error: ptr(sandbox.AsError(err).Wire())})
 	}
 	ctx, cancel := detached(s.ctx, endTimeout)
 	defer cancel()

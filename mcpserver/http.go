@@ -109,6 +109,6 @@ func writeError(w http.ResponseWriter, e *sandbox.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(struct {
-		Error wireError `json:"error"`
-	}{toWire(e)})
+		Error sandbox.WireError `json:"error"`
+	}{e.Wire()})
 }

@@ -281,26 +281,9 @@ func textOf(r *mcp.CallToolResult) string {
 	return s
 }
 
-// wireError is the API's error object: every key present, so that a
-// client can index hint and details without guarding.
-type wireError struct {
-	Code    sandbox.Code   `json:"code"`
-	Message string         `json:"message"`
-	Hint    string         `json:"hint"`
-	Details map[string]any `json:"details"`
-}
-
-func toWire(e *sandbox.Error) wireError {
-	details := e.Details
-	if details == nil {
-		details = map[string]any{}
-	}
-	return wireError{Code: e.Code, Message: e.Message, Hint: e.Hint, Details: details}
-}
-
 // errorContent is the structured content of a failed tool result.
 type errorContent struct {
-	Error wireError `json:"error"`
+	Error sandbox.WireError `json:"error"`
 }
 
 // errorResult is the failed tool result for e.
@@ -308,7 +291,7 @@ func errorResult(e *sandbox.Error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: e.Text()}},
-		StructuredContent: errorContent{Error: toWire(e)},
+		StructuredContent: errorContent{Error: e.Wire()},
 	}
 }
 

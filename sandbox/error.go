@@ -192,3 +192,23 @@ func IsCode(err error, code Code) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == code
 }
+
+// WireError is how an Error travels to clients (the API's error bodies and
+// exec end messages, MCP's error results): every key present, so that a
+// client can index hint and details without guarding against their
+// absence.
+type WireError struct {
+	Code    Code           `json:"code"`
+	Message string         `json:"message"`
+	Hint    string         `json:"hint"`
+	Details map[string]any `json:"details"`
+}
+
+// Wire returns e as it travels to clients.
+func (e *Error) Wire() WireError {
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	return WireError{Code: e.Code, Message: e.Message, Hint: e.Hint, Details: details}
+}

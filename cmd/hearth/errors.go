@@ -89,19 +89,9 @@ func classify(ctx context.Context, err error) (*sandbox.Error, int) {
 // key present so that scripts can index it without guarding.
 func writeError(w io.Writer, asJSON bool, e *sandbox.Error) {
 	if asJSON {
-		type wireError struct { // the API's error body, key for key
-			Code    sandbox.Code   `json:"code"`
-			Message string         `json:"message"`
-			Hint    string         `json:"hint"`
-			Details map[string]any `json:"details"`
-		}
-		body := struct {
-			Error wireError `json:"error"`
-		}{wireError{e.Code, e.Message, e.Hint, e.Details}}
-		if body.Error.Details == nil {
-			body.Error.Details = map[string]any{}
-		}
-		b, _ := json.Marshal(body)
+		b, _ := json.Marshal(struct {
+			Error sandbox.WireError `json:"error"`
+		}{e.Wire()}) // the API's error body, key for key
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}

@@ -646,11 +646,4 @@ func writeFakeError(w http.ResponseWriter, err error) {
 }
 
 // wireError is err as the API sends it, every key present.
-func wireError(err error) map[string]any {
-	e := sandbox.AsError(err)
-	details := e.Details
-	if details == nil {
-		details = map[string]any{}
-	}
-	return map[string]any{"code": e.Code, "message": e.Message, "hint": e.Hint, "details": details}
-}
+func wireError(err error) sandbox.WireError { return sandbox.AsError(err).Wire() }

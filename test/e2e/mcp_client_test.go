@@ -21,20 +21,7 @@ func TestMCPClientJS(t *testing.T) {
 	node, prefix := nodeJS(t)
 	d := newDaemon(t, bins.runtimes[0])
 	ctx := ctxT(t)
-	op := d.client()
-	one := 1
-	if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: "acme",
-		Allocation: sandbox.Resources{MilliCPU: 400000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42},
-		Policy:     sandbox.PolicyOverrides{AgentQuota: &one}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: "bot", Tenant: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: "acme", Agent: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := d.agentToken(t, "acme", "bot", 1)
 
 	// What the CLI prints when the agent, with its one sandbox in use,
 	// creates another: the script must get the same words over MCP.

@@ -87,20 +87,7 @@ func TestMCP(t *testing.T) {
 	requireDaemon(t)
 	d := newDaemon(t, bins.runtimes[0])
 	ctx := ctxT(t)
-	op := d.client()
-	one := 1
-	if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: "acme",
-		Allocation: sandbox.Resources{MilliCPU: 400000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42},
-		Policy:     sandbox.PolicyOverrides{AgentQuota: &one}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: "bot", Tenant: "acme"}); err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: "acme", Agent: "bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := d.agentToken(t, "acme", "bot", 1)
 
 	var (
 		mu       sync.Mutex

@@ -225,3 +225,23 @@ func TestReaped(t *testing.T) {
 	}
 	assertNothingLeft(t, d, sb.ID)
 }
+
+// agentToken makes tenant (room for many sandboxes, an agent quota of
+// quota) unless it exists, an agent identity in it, and a token for it.
+func (d *daemon) agentToken(t *testing.T, tenant, agent string, quota int) string {
+	t.Helper()
+	ctx, op := ctxT(t), d.client()
+	_, err := op.CreateTenant(ctx, sandbox.Tenant{Name: tenant, Policy: sandbox.PolicyOverrides{AgentQuota: &quota},
+		Allocation: sandbox.Resources{MilliCPU: 400_000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42}})
+	if err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+		t.Fatal(err)
+	}
+	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
