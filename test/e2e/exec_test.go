@@ -97,11 +97,26 @@ func TestExecSemantics(t *testing.T) {
 		// A caller that goes away: the command lives for its grace, then dies.
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
+		var execErr error
 		go func() {
-			c.Exec(cctx, "ex", sandbox.ExecRequest{Shell: "echo $$ > /tmp/grace.pid; exec sleep 300", Grace: sandbox.Duration(2 * time.Second)}, nil, nil, nil)
+			_, execErr = c.Exec(cctx, "ex", sandbox.ExecRequest{Shell: "echo $$ > /tmp/grace.pid; exec sleep 300", Grace: sandbox.Duration(2 * time.Second)}, nil, nil, nil)
 			close(done)
 		}()
-		time.Sleep(time.Second)
+		// The caller leaves once the command runs (after the fork bomb
+		// above, its start can take a while under gVisor).
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if _, out, _ := run(sandbox.ExecRequest{Shell: "test -s /tmp/grace.pid && echo started"}, ""); out == "started\n" {
+				break
+			}
+			select {
+			case <-done:
+				t.Fatalf("the command ended before its caller left: %v", execErr)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the command did not start in 20s")
+			}
+		}
 		cancel()
 		<-done
 		_, out, _ = run(sandbox.ExecRequest{Shell: "kill -0 $(cat /tmp/grace.pid) && echo alive"}, "")
