@@ -257,6 +257,7 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id str
 		return sandbox.Sandbox{}, s.internal("reset root to "+id, err)
 	}
 	s.crash("restore: root reset")
+	s.forgetUsage(sb.ID)
 	sb.Head = id
 	if err := s.start(ctx, sb); err != nil {
 		sb.Reason = "restored to checkpoint " + id + " but failed to start"

@@ -1,10 +1,13 @@
 package lifecycle_test
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -50,5 +53,47 @@ func TestGone(t *testing.T) {
 	_, err = e.svc.Get(ctx, a1, "short")
 	if se := wantCode(t, "Get(short) after the retention", err, sandbox.CodeNotFound); strings.Contains(se.Message, "gone") {
 		t.Errorf("Get(short) after the retention = %q, want a plain not_found", se.Message)
+	}
+}
+
+// countingUsage counts the Usage calls of a layer store.
+type countingUsage struct {
+	layers.Store
+	n *atomic.Int32
+}
+
+func (c countingUsage) Usage(ctx context.Context, key string) (int64, error) {
+	c.n.Add(1)
+	return c.Store.Usage(ctx, key)
+}
+
+// TestDescribeReusesUsage: a client polling get makes the layer store
+// measure (and sync) at most once per two seconds per sandbox.
+func TestDescribeReusesUsage(t *testing.T) {
+	var n atomic.Int32
+	e := newEnv(t, func(o *lifecycle.Options) { o.Layers = countingUsage{o.Layers, &n} })
+	e.create(t, a1, "web")
+	e.write(t, "web", "v1")
+	before := n.Load()
+	for range 5 {
+		if sb, err := e.svc.Describe(t.Context(), a1, "web"); err != nil || sb.DiskUsedBytes == 0 {
+			t.Fatalf("Describe = %+v, %v", sb, err)
+		}
+	}
+	if got := n.Load() - before; got != 1 {
+		t.Errorf("5 Describes within 2s measured %d times, want 1", got)
+	}
+	e.clock.Advance(3 * time.Second)
+	e.svc.Describe(t.Context(), a1, "web")
+	if got := n.Load() - before; got != 2 {
+		t.Errorf("a Describe 3s later: %d measures in all, want 2", got)
+	}
+	// A restore changes the root at once: the next get measures again.
+	ck := e.checkpoint(t, "web", "")
+	e.restore(t, "web", ck.ID)
+	before = n.Load()
+	e.svc.Describe(t.Context(), a1, "web")
+	if got := n.Load() - before; got != 1 {
+		t.Errorf("a Describe right after a restore measured %d times, want 1", got)
 	}
 }

@@ -89,6 +89,7 @@ type Service struct {
 	// row, so that concurrent creates count each other, and its updates.
 	tenantLocks keyedMutex
 	rates       rates
+	usage       usageCache
 	// memInfo is Options.MemInfo or its default.
 	memInfo func() (available, total int64, err error)
 	// crashHook, set only by tests (export_test.go), is called at every
@@ -449,7 +450,7 @@ func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sa
 }
 
 // Describe is Get plus what the sandbox's root really holds on disk
-// (DiskUsedBytes). A sandbox at its disk limit says so in its status
+// (DiskUsedBytes), measured at most two seconds ago. A sandbox at its disk limit says so in its status
 // reason, since writes in it now fail with EDQUOT.
 func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
 	name = p.Resolve(name)
@@ -457,7 +458,7 @@ func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	used, err := s.opts.Layers.Usage(ctx, rootKey(sb.ID))
+	used, err := s.diskUsage(ctx, sb.ID)
 	if err != nil {
 		return sb, nil // a sandbox still being created has no root yet
 	}
@@ -468,6 +469,58 @@ func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string
 		sb.Reason = reason
 	}
 	return sb, nil
+}
+
+// usageTTL is how long Describe reuses a sandbox's measured disk usage:
+// the measure writes out the layer filesystem (a btrfs commit), which a
+// client that polls get must not pay on every call.
+const usageTTL = 2 * time.Second
+
+// usageCache holds the disk usage Describe measured last, by sandbox id.
+type usageCache struct {
+	mu sync.Mutex
+	m  map[string]measured
+}
+
+type measured struct {
+	bytes int64
+	at    time.Time
+}
+
+// diskUsage is the disk usage of sandbox id's root, measured at most
+// usageTTL ago.
+func (s *Service) diskUsage(ctx context.Context, id string) (int64, error) {
+	now := s.now()
+	s.usage.mu.Lock()
+	m, ok := s.usage.m[id]
+	s.usage.mu.Unlock()
+	if ok && now.Sub(m.at) < usageTTL {
+		return m.bytes, nil
+	}
+	n, err := s.opts.Layers.Usage(ctx, rootKey(id))
+	if err != nil {
+		return 0, err
+	}
+	s.usage.mu.Lock()
+	defer s.usage.mu.Unlock()
+	if s.usage.m == nil {
+		s.usage.m = map[string]measured{}
+	}
+	for k, old := range s.usage.m {
+		if now.Sub(old.at) >= usageTTL {
+			delete(s.usage.m, k) // gone stale, or its sandbox did
+		}
+	}
+	s.usage.m[id] = measured{bytes: n, at: now}
+	return n, nil
+}
+
+// forgetUsage drops what diskUsage measured of sandbox id, whose root
+// changed all at once (a restore).
+func (s *Service) forgetUsage(id string) {
+	s.usage.mu.Lock()
+	delete(s.usage.m, id)
+	s.usage.mu.Unlock()
 }
 
 // forgetGone drops the record of why an earlier sandbox called name went:
