@@ -10,11 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -377,136 +374,18 @@ func BenchmarkRemove(b *testing.B) {
 	}
 }
 
-// BenchmarkSnapshot measures a checkpoint of a running sandbox: a Snapshot
-// of its root, an active snapshot of the image that holds 1 MB, 100 MB or
-// 1 GB that the sandbox wrote, to show that the cost does not grow with the
-// data written. The data is written once per size, before the timer, with
-// O_DIRECT into a preallocated file and then synced (syncfs), so it is on
-// disk: the kernel has none of it to write out at snapshot time. Before
-// each Snapshot, with the timer stopped, the sandbox writes and syncs a
-// small file, as it would between checkpoints. Besides ns/op it reports
-// the median (p50-ns) and slowest (max-ns) Snapshot.
+// BenchmarkSnapshot measures a checkpoint of a running sandbox with 1 MB,
+// 100 MB or 1 GB written (see layerstest.BenchSnapshot), to show that the
+// cost does not grow with the data written.
 func BenchmarkSnapshot(b *testing.B) {
-	for _, size := range []struct {
-		name  string
-		bytes int64
-	}{{"1MB", 1 << 20}, {"100MB", 100 << 20}, {"1GB", 1 << 30}} {
-		b.Run(size.name, func(b *testing.B) {
-			ctx := context.Background()
-			s := benchImageSize(b, 4<<30)
-			root, err := s.Prepare(ctx, "sb", "img")
-			if err != nil {
-				b.Fatal(err)
-			}
-			writeDirect(b, filepath.Join(root, "data"), size.bytes)
-			syncfs(b, root)
-			var times []time.Duration
-			for i := 0; b.Loop(); i++ {
-				b.StopTimer()
-				if err := os.WriteFile(filepath.Join(root, "etc", "note"), []byte(strconv.Itoa(i)), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				syncfs(b, root)
-				b.StartTimer()
-				start := time.Now()
-				if err := s.Snapshot(ctx, fmt.Sprintf("ck%d", i), "sb"); err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, time.Since(start))
-			}
-			slices.Sort(times)
-			b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "p50-ns")
-			b.ReportMetric(float64(times[len(times)-1].Nanoseconds()), "max-ns")
-		})
-	}
+	layerstest.BenchSnapshot(b, func(b *testing.B) layers.Store { return openStoreSize(b, 4<<30) }, 1<<20, 100<<20, 1<<30)
 }
 
-// writeDirect writes n bytes (a multiple of 4 MiB, or less than that and a
-// multiple of 4 KiB) of a pattern to the new file path, preallocated, with
-// O_DIRECT: real data blocks on disk, not a sparse file, without filling
-// the page cache.
-func writeDirect(b *testing.B, path string, n int64) {
-	b.Helper()
-	const chunk = 4 << 20
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_DIRECT, 0o644)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, n); err != nil {
-		b.Fatalf("fallocate %s: %v", path, err)
-	}
-	// O_DIRECT wants an aligned buffer: mmap's is page aligned.
-	buf, err := unix.Mmap(-1, 0, chunk, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer unix.Munmap(buf)
-	x := uint64(0x9e3779b97f4a7c15)
-	for i := 0; i < len(buf); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		binary.LittleEndian.PutUint64(buf[i:], x)
-	}
-	for off := int64(0); off < n; off += chunk {
-		p := buf[:min(chunk, n-off)]
-		// A different first word per chunk: no two blocks alike.
-		binary.LittleEndian.PutUint64(p, uint64(off))
-		if _, err := f.WriteAt(p, off); err != nil {
-			b.Fatalf("write %s at %d: %v", path, off, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-}
-
-// syncfs commits the filesystem that holds path: data and metadata.
-func syncfs(b testing.TB, path string) {
-	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		b.Fatalf("syncfs %s: %v", path, err)
-	}
-}
-
-// benchImage makes a store holding the committed image "img" of 3000 small
-// files in 30 directories.
+// benchImage makes a store holding layerstest.BuildImage's image "img".
 func benchImage(b *testing.B) *layers.Btrfs {
 	b.Helper()
-	return benchImageSize(b, 2<<30)
-}
-
-// benchImageSize is benchImage in a backing file of size bytes.
-func benchImageSize(b *testing.B, size int64) *layers.Btrfs {
-	b.Helper()
-	s := openStoreSize(b, size)
-	p, err := s.Prepare(context.Background(), "img-build", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for d := range 30 {
-		dir := filepath.Join(p, "usr", fmt.Sprintf("d%02d", d))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		for f := range 100 {
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", f)), []byte(strings.Repeat("x", 4096+f)), 0o644); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(p, "etc"), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := s.Commit(context.Background(), "img", "img-build"); err != nil {
-		b.Fatal(err)
-	}
+	s := openStoreSize(b, 2<<30)
+	layerstest.BuildImage(b, s)
 	return s
 }
 
@@ -575,7 +454,7 @@ func TestLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	syncfs(t, root)
+	layerstest.Syncfs(t, root)
 	if err := s.Unmount(ctx); err != nil {
 		t.Fatalf("Unmount() = %v", err)
 	}
