@@ -41,17 +41,10 @@ func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, r
 		unlock()
 		return 0, nil, err
 	}
-	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
+	u, err := s.usageOf(ctx, p)
 	if err != nil {
 		unlock()
-		return 0, nil, s.internal("list the tenant's sandboxes", err)
-	}
-	var u policy.Usage
-	for _, sb := range rows {
-		u.Tenant = addResources(u.Tenant, sb.Resources)
-		if sb.Owner == p.Agent {
-			u.AgentSandboxes++
-		}
+		return 0, nil, err
 	}
 	if ttl == 0 {
 		ttl = min(s.opts.DefaultTTL, lim.MaxTTL)
@@ -64,6 +57,23 @@ func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, r
 		return 0, nil, err
 	}
 	return ttl, sync.OnceFunc(unlock), nil
+}
+
+// usageOf is what p's tenant holds now (the sum of its sandboxes' sizes)
+// and how many sandboxes p holds.
+func (s *Service) usageOf(ctx context.Context, p sandbox.Principal) (policy.Usage, error) {
+	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
+	if err != nil {
+		return policy.Usage{}, s.internal("list the tenant's sandboxes", err)
+	}
+	var u policy.Usage
+	for _, sb := range rows {
+		u.Tenant = addResources(u.Tenant, sb.Resources)
+		if sb.Owner == p.Agent {
+			u.AgentSandboxes++
+		}
+	}
+	return u, nil
 }
 
 // tenantLimits returns tenant and the guardrails in force for it: the
@@ -104,7 +114,7 @@ func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
 	r, d := s.rates.m[p.Agent].Admit(p.Agent, now, lim)
 	s.rates.m[p.Agent] = r
 	s.rates.mu.Unlock()
-	recent, _ := s.rateStatus(p.Agent, now, lim)
+	_, recent, _ := r.Status(now, lim)
 	switch {
 	case d.Tripped:
 		var se *sandbox.Error
@@ -171,21 +181,15 @@ func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.Limi
 	if err != nil {
 		return sandbox.LimitsReport{}, err
 	}
-	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
+	u, err := s.usageOf(ctx, p)
 	if err != nil {
-		return sandbox.LimitsReport{}, s.internal("list the tenant's sandboxes", err)
+		return sandbox.LimitsReport{}, err
 	}
 	budget := policy.Budget(t.Allocation, lim)
-	quota := &sandbox.Quota{Limit: policy.AgentQuota(lim, budget)}
-	used := &sandbox.ResourceQuota{Limit: budget}
-	for _, sb := range rows {
-		used.Used = addResources(used.Used, sb.Resources)
-		if sb.Owner == p.Agent {
-			quota.Used++
-		}
-	}
 	_, rate := s.rateStatus(p.Agent, s.now(), lim)
-	rep.Sandboxes, rep.Budget, rep.Allocation, rep.CreateRate = quota, used, &t.Allocation, &rate
+	rep.Sandboxes = &sandbox.Quota{Limit: policy.AgentQuota(lim, budget), Used: u.AgentSandboxes}
+	rep.Budget = &sandbox.ResourceQuota{Limit: budget, Used: u.Tenant}
+	rep.Allocation, rep.CreateRate = &t.Allocation, &rate
 	rep.MaxTTL, rep.IdleTimeout = sandbox.Duration(lim.MaxTTL), sandbox.Duration(lim.IdleTimeout)
 	return rep, nil
 }
