@@ -132,19 +132,18 @@ func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
 	return d.Err
 }
 
-// rateStatus is the create count in the last minute of agent and the
-// breaker's state.
-func (s *Service) rateStatus(agent string, now time.Time, lim policy.Limits) (int, sandbox.RateReport) {
+// rateStatus reports agent's create rate and breaker at now.
+func (s *Service) rateStatus(agent string, now time.Time, lim policy.Limits) sandbox.RateReport {
 	s.rates.mu.Lock()
 	r := s.rates.m[agent]
 	s.rates.mu.Unlock()
 	state, recent, until := r.Status(now, lim)
 	rep := sandbox.RateReport{
 		Recent: recent, AlarmPerMinute: lim.AlarmCreatesPerMinute, BreakerLimit: lim.BreakerFactor * lim.AlarmCreatesPerMinute,
-		Breaker: string(state), Until: until.UTC(),
+		Breaker: string(state),
 	}
-	if until.IsZero() {
-		rep.Until = time.Time{}
+	if !until.IsZero() {
+		rep.Until = until.UTC()
 	}
 	for _, at := range r.Recent {
 		if now.Sub(at) < time.Minute {
@@ -152,7 +151,7 @@ func (s *Service) rateStatus(agent string, now time.Time, lim policy.Limits) (in
 			break
 		}
 	}
-	return recent, rep
+	return rep
 }
 
 // raise logs an alarm and hands it to Options.Alarms.
@@ -186,7 +185,7 @@ func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.Limi
 		return sandbox.LimitsReport{}, err
 	}
 	budget := policy.Budget(t.Allocation, lim)
-	_, rate := s.rateStatus(p.Agent, s.now(), lim)
+	rate := s.rateStatus(p.Agent, s.now(), lim)
 	rep.Sandboxes = &sandbox.Quota{Limit: policy.AgentQuota(lim, budget), Used: u.AgentSandboxes}
 	rep.Budget = &sandbox.ResourceQuota{Limit: budget, Used: u.Tenant}
 	rep.Allocation, rep.CreateRate = &t.Allocation, &rate
