@@ -76,22 +76,8 @@ func BenchmarkStopWake(b *testing.B) {
 	agentPath := drivertest.BuildAgent(b)
 	for _, rt := range runtimes {
 		b.Run(rt, func(b *testing.B) {
-			bin := findRuntime(b, rt)
-			dir := b.TempDir()
-			b.Cleanup(func() { drivertest.UnmountUnder(b, dir) })
-			d := newDriver(b, rt, bin, dir)
-			spec := driver.Spec{
-				ID:        "stopwake",
-				RootFS:    drivertest.OverlayRootFS(b, base),
-				AgentPath: agentPath,
-				UID:       1000, GID: 1000, Home: "/home/sandbox",
-				Resources: sandbox.Sizes()[sandbox.DefaultSize],
-			}
+			d, spec := startBenchSandbox(b, rt, "stopwake", base, agentPath)
 			ctx := context.Background()
-			if err := d.Start(ctx, spec); err != nil {
-				b.Fatalf("Start() = %v", err)
-			}
-			b.Cleanup(func() { d.Delete(ctx, spec.ID) })
 			var stops, wakes []time.Duration
 			b.ResetTimer()
 			for range b.N {
@@ -169,6 +155,28 @@ func BenchmarkBareRun(b *testing.B) {
 	}
 }
 
+// startBenchSandbox starts sandbox id under runtime rt, on an overlay of
+// base, with the agent at agentPath and the default size; cleanup deletes
+// it and unmounts what it left.
+func startBenchSandbox(b *testing.B, rt, id, base, agentPath string) (*oci.Driver, driver.Spec) {
+	b.Helper()
+	dir := b.TempDir()
+	b.Cleanup(func() { drivertest.UnmountUnder(b, dir) })
+	d := newDriver(b, rt, findRuntime(b, rt), dir)
+	spec := driver.Spec{
+		ID:        id,
+		RootFS:    drivertest.OverlayRootFS(b, base),
+		AgentPath: agentPath,
+		UID:       1000, GID: 1000, Home: "/home/sandbox",
+		Resources: sandbox.Sizes()[sandbox.DefaultSize],
+	}
+	if err := d.Start(context.Background(), spec); err != nil {
+		b.Fatalf("Start() = %v", err)
+	}
+	b.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	return d, spec
+}
+
 // busyScript keeps a sandbox busy while BenchmarkFreezeThaw freezes it:
 // one shell spinning on the CPU and one forking a short sleep again and
 // again, so that tasks appear while the cgroup freezes.
@@ -178,30 +186,17 @@ const busyScript = `(while :; do :; done) </dev/null >/dev/null 2>&1 &
 // BenchmarkFreezeThaw measures Freeze then Thaw of one busy sandbox (see
 // busyScript), the pause of a live checkpoint without its snapshot. Besides
 // ns/op for the pair it reports p50-ms and max-ms of the pair, and
-// freeze-p50-ms and thaw-p50-ms. (For comparison, `runc pause` and `runsc
-// pause` take ≈110 ms each.)
+// freeze-p50-ms and thaw-p50-ms. Under runc that is the cgroup freezer
+// (`runc pause` takes ≈110 ms); under runsc it is `runsc pause` and
+// `runsc resume` (see the driver's Freeze).
 func BenchmarkFreezeThaw(b *testing.B) {
 	drivertest.RequireRoot(b)
 	base := drivertest.BaseRootFS(b)
 	agentPath := drivertest.BuildAgent(b)
 	for _, rt := range runtimes {
 		b.Run(rt, func(b *testing.B) {
-			bin := findRuntime(b, rt)
-			dir := b.TempDir()
-			b.Cleanup(func() { drivertest.UnmountUnder(b, dir) })
-			d := newDriver(b, rt, bin, dir)
-			spec := driver.Spec{
-				ID:        "freezethaw",
-				RootFS:    drivertest.OverlayRootFS(b, base),
-				AgentPath: agentPath,
-				UID:       1000, GID: 1000, Home: "/home/sandbox",
-				Resources: sandbox.Sizes()[sandbox.DefaultSize],
-			}
+			d, spec := startBenchSandbox(b, rt, "freezethaw", base, agentPath)
 			ctx := context.Background()
-			if err := d.Start(ctx, spec); err != nil {
-				b.Fatalf("Start() = %v", err)
-			}
-			b.Cleanup(func() { d.Delete(ctx, spec.ID) })
 			c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
 			if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: busyScript}, nil, nil, nil); err != nil || res.ExitCode != 0 {
 				b.Fatalf("Exec(busy) = %+v, %v", res, err)
