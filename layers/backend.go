@@ -147,6 +147,32 @@ func (x Index[E]) Committed(op, key, parent string) (E, error) {
 	return p, nil
 }
 
+// ClaimReset is how a Reset of key onto parent starts: it looks key up
+// as Active and parent as Committed, Claims key (see Guard.Claim), then
+// looks parent up again, since parent may have gone while Claim waited.
+// The caller holds mu, the mutex that guards x, and holds it again on
+// return. It returns key's entry, now Busy, and parent's; or an error
+// (the lookups', or Claim's wrapped as `reset "key": …`) with key left as
+// it was.
+func (x Index[E]) ClaimReset(ctx context.Context, mu *sync.Mutex, key, parent string) (e, p E, err error) {
+	var none E
+	e, err = x.Active("reset", key)
+	if err == nil {
+		_, err = x.Committed("reset", key, parent)
+	}
+	if err != nil {
+		return none, none, err
+	}
+	if err := e.guard().Claim(ctx, mu); err != nil {
+		return none, none, fmt.Errorf("reset %q: %w", key, err)
+	}
+	if p, err = x.Committed("reset", key, parent); err != nil {
+		e.guard().Busy = false
+		return none, none, err
+	}
+	return e, p, nil
+}
+
 // Infos returns info(key, e) for every Visible entry, in no particular
 // order.
 func (x Index[E]) Infos(info func(key string, e E) Info) []Info {

@@ -482,22 +482,12 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 		return "", fmt.Errorf("reset %q: no parent: %w", key, layers.ErrInvalid)
 	}
 	s.mu.Lock()
-	e, err := s.active("reset", key)
-	if err == nil {
-		_, err = s.entries.Committed("reset", key, parent)
-	}
-	if err != nil {
+	if s.closed {
 		s.mu.Unlock()
-		return "", err
+		return "", errClosed
 	}
-	if err := e.Claim(ctx, &s.mu); err != nil {
-		s.mu.Unlock()
-		return "", fmt.Errorf("reset %q: %w", key, err)
-	}
-	// parent may have gone while Claim waited.
-	p, err := s.entries.Committed("reset", key, parent)
+	e, p, err := s.entries.ClaimReset(ctx, &s.mu, key, parent)
 	if err != nil {
-		e.Busy = false
 		s.mu.Unlock()
 		return "", err
 	}
