@@ -272,3 +272,15 @@ func responseError(method, path string, resp *http.Response) error {
 		WithHint("the answer carried no hearth error; a proxy between you and the daemon may have sent it").
 		With("status", resp.StatusCode)
 }
+
+// Update applies u to the sandbox called name (its labels) and returns the
+// sandbox as it now is.
+func (c *Client) Update(ctx context.Context, name string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	p, err := sandboxPath(name, "")
+	if err != nil {
+		return sb, err
+	}
+	_, err = c.doJSON(ctx, http.MethodPatch, p, nil, u, &sb)
+	return sb, err
+}

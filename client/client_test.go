@@ -233,6 +233,12 @@ func TestRequests(t *testing.T) {
 		{"list", 200, map[string]any{"sandboxes": []sandbox.Sandbox{sb}},
 			func() (any, error) { l, err := c.List(ctx); return len(l), err },
 			recorded{Method: "GET", RawPath: "/v1/sandboxes"}, 1},
+		{"update", 200, sb,
+			func() (any, error) {
+				s, err := c.Update(ctx, "s1", sandbox.SandboxUpdate{Labels: &[]string{"ci"}})
+				return s.ID, err
+			},
+			recorded{Method: "PATCH", RawPath: "/v1/sandboxes/s1"}, "x1"},
 		{"destroy", 204, nil,
 			func() (any, error) { return nil, c.Destroy(ctx, "s1") },
 			recorded{Method: "DELETE", RawPath: "/v1/sandboxes/s1"}, nil},

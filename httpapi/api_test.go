@@ -167,6 +167,14 @@ func TestSandboxes(t *testing.T) {
 	if resp, body = call(t, "GET", e.url+"/v1/sandboxes/box-1", tokenA1, ""); resp.StatusCode != 200 {
 		t.Fatalf("get = %d %s", resp.StatusCode, body)
 	}
+	resp, body = call(t, "PATCH", e.url+"/v1/sandboxes/box-1", tokenA1, `{"labels":["ci","x"]}`)
+	if resp.StatusCode != 200 || json.Unmarshal(body, &sb) != nil || strings.Join(sb.Labels, ",") != "ci,x" {
+		t.Fatalf("update labels = %d %s; want 200 and the labels", resp.StatusCode, body)
+	}
+	resp, body = call(t, "PATCH", e.url+"/v1/sandboxes/box-1", tokenA1, `{"labels":["x","x"]}`)
+	if got := errorOf(t, resp, body); got.Code != sandbox.CodeInvalidArgument {
+		t.Fatalf("update with a repeated label = %d %s; want invalid_argument", resp.StatusCode, body)
+	}
 	// Another agent's sandbox does not exist for the caller.
 	resp, body = call(t, "GET", e.url+"/v1/sandboxes/box-1", tokenA2, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound {
@@ -212,7 +220,7 @@ func TestStrictDecoding(t *testing.T) {
 	}
 	t.Run("hint lists the fields", func(t *testing.T) {
 		resp, body := call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"nmae":"x"}`)
-		if got := errorOf(t, resp, body); got.Hint != "the fields are: image, name, size, ttl" {
+		if got := errorOf(t, resp, body); got.Hint != "the fields are: image, labels, name, size, ttl" {
 			t.Fatalf("hint = %q", got.Hint)
 		}
 	})

@@ -41,6 +41,7 @@ func (s *server) routes() {
 	s.route("POST /v1/sandboxes", verbCreate, s.authed(s.handleCreate))
 	s.route("GET /v1/sandboxes", "sandbox.list", s.authed(s.handleList))
 	s.route("GET /v1/sandboxes/{name}", "sandbox.get", s.authed(s.handleGet))
+	s.route("PATCH /v1/sandboxes/{name}", "sandbox.update", s.authed(s.handleUpdate))
 	s.route("DELETE /v1/sandboxes/{name}", "sandbox.destroy", s.authed(s.handleDestroy))
 
 	s.route("POST /v1/sandboxes/{name}/sleep", "sandbox.sleep", s.authed(s.handleSleep))

@@ -93,3 +93,19 @@ func (s *server) handleDestroy(w http.ResponseWriter, r *http.Request, p sandbox
 	}
 	s.encode(w, http.StatusNoContent, nil)
 }
+
+// handleUpdate applies the sandbox.SandboxUpdate body (labels) and answers
+// the sandbox as it now is.
+func (s *server) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var u sandbox.SandboxUpdate
+	if err := s.decode(w, r, &u); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, err := s.svc.Update(r.Context(), p, r.PathValue("name"), u)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusOK, sb)
+}

@@ -59,10 +59,12 @@ type pool struct {
 	kick chan struct{}
 }
 
-// claim makes a running warm-pool member of size p's sandbox called name,
-// expiring after ttl, and reports false when there is none. The caller
-// holds name's lock and has checked that name is free.
-func (s *Service) claim(ctx context.Context, p sandbox.Principal, name, size string, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+// claim makes a running warm-pool member of req's size p's sandbox called
+// req.Name, with req's labels, expiring after ttl, and reports false when
+// there is none. The caller holds the name's lock and has checked that the
+// name is free.
+func (s *Service) claim(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+	size := req.Size
 	if s.opts.WarmPool[size] <= 0 {
 		return sandbox.Sandbox{}, false, nil
 	}
@@ -76,7 +78,7 @@ func (s *Service) claim(ctx context.Context, p sandbox.Principal, name, size str
 		if m.Size != size || m.Image != s.opts.DefaultImage || m.Status != sandbox.StatusRunning {
 			continue
 		}
-		sb, ok, err := s.claimMember(ctx, p, m, name, ttl)
+		sb, ok, err := s.claimMember(ctx, p, m, req, ttl)
 		if err != nil || ok {
 			return sb, ok, err
 		}
@@ -84,9 +86,9 @@ func (s *Service) claim(ctx context.Context, p sandbox.Principal, name, size str
 	return sandbox.Sandbox{}, false, nil
 }
 
-// claimMember rewrites member m's row into p's sandbox name, under m's
+// claimMember rewrites member m's row into p's sandbox req.Name, under m's
 // lock, unless the sweep removed or stopped m since it was listed.
-func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, name string, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
 	unlock := s.locks.lock(m.Name)
 	defer unlock()
 	sb, err := s.opts.Store.GetSandbox(ctx, m.Name)
@@ -95,7 +97,7 @@ func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbo
 	}
 	s.crash("claim: member picked")
 	now := s.now().UTC()
-	sb.Name, sb.Tenant, sb.Owner = name, p.Tenant, p.Agent
+	sb.Name, sb.Tenant, sb.Owner, sb.Labels = req.Name, p.Tenant, p.Agent, req.Labels
 	sb.CreatedAt, sb.UpdatedAt, sb.ExpiresAt = now, now, now.Add(ttl)
 	sb.Status, sb.Reason = sandbox.StatusRunning, "created (from the warm pool)"
 	// The commit point: one row update turns the member into the caller's.

@@ -198,6 +198,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	if req.Name == "" {
 		req.Name = "sb-" + newID()[1:9]
 	}
+	asked := req.Name
 	if limited {
 		if err := ownName(p, req.Name); err != nil {
 			return sandbox.Sandbox{}, false, err
@@ -207,6 +208,15 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		}
 	} else if err := sandbox.ValidateName(req.Name); err != nil {
 		return sandbox.Sandbox{}, false, err
+	}
+	if !p.InScope(req.Name) {
+		return sandbox.Sandbox{}, false, p.OutOfScope(asked)
+	}
+	if err := sandbox.ValidateLabels(req.Labels); err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	if req.Labels == nil {
+		req.Labels = []string{}
 	}
 	if req.Size == "" {
 		req.Size = sandbox.DefaultSize
@@ -251,7 +261,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		defer admitted()
 	}
 	if from == "" && req.Image == s.opts.DefaultImage && !forPool {
-		sb, ok, err := s.claim(ctx, p, req.Name, req.Size, ttl)
+		sb, ok, err := s.claim(ctx, p, req, ttl)
 		if ok {
 			s.forgetGone(ctx, sb.Name)
 		}
@@ -280,6 +290,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
 		},
 		Resources: res,
+		Labels:    req.Labels,
 	}
 	if forPool {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
@@ -429,12 +440,17 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
-// Get returns the sandbox called name if p may see it, else not_found.
-// Unclaimed warm-pool members are not_found to everyone.
+// Get returns the sandbox called name if p may see it, else not_found;
+// a name outside p's NamePrefix is permission_denied. Unclaimed warm-pool
+// members are not_found to everyone. Every verb on an existing sandbox
+// finds it through Get.
 func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
 	name = p.Resolve(name)
 	if err := sandbox.ValidateName(name); err != nil {
 		return sandbox.Sandbox{}, err
+	}
+	if !p.InScope(name) {
+		return sandbox.Sandbox{}, p.OutOfScope(name)
 	}
 	sb, err := s.opts.Store.GetSandbox(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -569,7 +585,8 @@ func notFound(name string) error {
 }
 
 // List returns the sandboxes p may see, oldest first: an agent its own, a
-// tenant admin its tenant's, an operator all but the warm pool's members.
+// tenant admin its tenant's, an operator all but the warm pool's members;
+// of those, only the names inside p's NamePrefix.
 func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sandbox, error) {
 	var f store.Filter
 	switch p.Role {
@@ -585,7 +602,7 @@ func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sand
 	}
 	out := []sandbox.Sandbox{}
 	for _, sb := range list {
-		if !isPoolMember(sb) {
+		if !isPoolMember(sb) && p.InScope(sb.Name) {
 			out = append(out, sb)
 		}
 	}
@@ -604,6 +621,32 @@ func (s *Service) Destroy(ctx context.Context, p sandbox.Principal, name string)
 		return err
 	}
 	return s.destroy(ctx, sb, fmt.Sprintf("destroyed by %s (%s)", p.Agent, p.Role))
+}
+
+// Update applies u to p's sandbox called name and returns the sandbox as
+// it now is. It changes only what u sets; it neither wakes the sandbox nor
+// renews its idle lease.
+func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error) {
+	name = p.Resolve(name)
+	if u.Labels != nil {
+		if err := sandbox.ValidateLabels(*u.Labels); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
+	unlock := s.locks.lock(name)
+	defer unlock()
+	sb, err := s.Get(ctx, p, name)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if u.Labels != nil {
+		sb.Labels = append([]string{}, *u.Labels...)
+	}
+	sb.UpdatedAt = s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	}
+	return sb, nil
 }
 
 // reap destroys the sandbox called name if it is still there and its TTL

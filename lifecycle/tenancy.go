@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hearth/hearth/policy"
@@ -212,7 +213,9 @@ func (s *Service) ListAgents(ctx context.Context, p sandbox.Principal, tenant st
 
 // CreateToken creates a token and returns its secret, shown this once,
 // and its description. An operator may create any; a tenant admin agent
-// and tenant-admin tokens of its tenant; an agent none.
+// and tenant-admin tokens of its tenant; an agent none. A caller whose own
+// token is restricted to a name prefix may only create tokens restricted
+// at least as narrowly.
 func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sandbox.TokenRequest) (string, sandbox.TokenInfo, error) {
 	if req.Role == "" {
 		req.Role = sandbox.RoleAgent
@@ -220,6 +223,15 @@ func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sand
 	ttl := time.Duration(req.TTL)
 	if ttl < 0 {
 		return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "token ttl %s is negative", ttl).WithHint("give a positive ttl, or none for a token that does not expire")
+	}
+	if req.NamePrefix != "" {
+		if err := sandbox.ValidateNamePrefix(req.NamePrefix); err != nil {
+			return "", sandbox.TokenInfo{}, err
+		}
+	}
+	if !strings.HasPrefix(req.NamePrefix, p.NamePrefix) {
+		return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodePermissionDenied, "your token is restricted to names starting with %q; it may not create a token restricted less narrowly", p.NamePrefix).
+			WithHint("give a name prefix that starts with %q", p.NamePrefix)
 	}
 	switch req.Role {
 	case sandbox.RoleOperator:
@@ -255,7 +267,7 @@ func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sand
 		return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown role %q", req.Role).
 			WithHint("use one of: %s, %s, %s", sandbox.RoleAgent, sandbox.RoleTenantAdmin, sandbox.RoleOperator)
 	}
-	secret, t, err := s.createToken(ctx, sandbox.Principal{Tenant: req.Tenant, Agent: req.Agent, Role: req.Role}, ttl)
+	secret, t, err := s.createToken(ctx, sandbox.Principal{Tenant: req.Tenant, Agent: req.Agent, Role: req.Role, NamePrefix: req.NamePrefix}, ttl)
 	if err != nil {
 		return "", sandbox.TokenInfo{}, err
 	}
@@ -266,7 +278,7 @@ func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sand
 func tokenInfo(t store.Token) sandbox.TokenInfo {
 	return sandbox.TokenInfo{
 		ID: t.ID, Tenant: t.Principal.Tenant, Agent: t.Principal.Agent, Role: t.Principal.Role,
-		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt,
+		NamePrefix: t.Principal.NamePrefix, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt,
 	}
 }
 

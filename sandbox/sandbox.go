@@ -51,6 +51,16 @@ type Sandbox struct {
 	// reported by get (not by list, which would have to measure every
 	// sandbox); compare it with Resources.DiskBytes.
 	DiskUsedBytes int64 `json:"disk_used_bytes,omitempty"`
+	// Labels are the caller's free-form tags, in the order set (see
+	// ValidateLabels); never nil (an empty list renders as []).
+	Labels []string `json:"labels"`
+}
+
+// SandboxUpdate changes what a sandbox's owner may change after create; a
+// nil field keeps the current value.
+type SandboxUpdate struct {
+	// Labels replaces the sandbox's labels; an empty list clears them.
+	Labels *[]string `json:"labels,omitempty"`
 }
 
 // Capabilities a sandbox can report.
@@ -70,6 +80,8 @@ type CreateRequest struct {
 	Size  string `json:"size,omitempty"`
 	// TTL is how long the sandbox may live; zero means the daemon default.
 	TTL Duration `json:"ttl,omitempty"`
+	// Labels are the new sandbox's labels (see ValidateLabels).
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Role is what a Principal may do.
@@ -91,6 +103,9 @@ type Principal struct {
 	// TokenID names the token the caller authenticated with (never its
 	// secret), for the audit log; empty for the platform's own calls.
 	TokenID string `json:"token_id,omitempty"`
+	// NamePrefix, when set, restricts the caller to sandboxes whose names
+	// start with it (see InScope): its token was minted restricted.
+	NamePrefix string `json:"name_prefix,omitempty"`
 }
 
 // Owns reports whether p may see and act on a sandbox of the given tenant and

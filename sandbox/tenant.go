@@ -65,11 +65,13 @@ type Agent struct {
 // once, at creation, and never stored.
 type TokenInfo struct {
 	// ID is the token's public handle (revoke it by ID).
-	ID        string    `json:"id"`
-	Tenant    string    `json:"tenant"`
-	Agent     string    `json:"agent"`
-	Role      Role      `json:"role"`
-	CreatedAt time.Time `json:"created_at"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	Agent  string `json:"agent"`
+	Role   Role   `json:"role"`
+	// NamePrefix is the token's restriction (see TokenRequest).
+	NamePrefix string    `json:"name_prefix,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 	// ExpiresAt zero means never; RevokedAt zero means live.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
@@ -199,6 +201,11 @@ type TokenRequest struct {
 	Agent  string   `json:"agent,omitempty"`
 	Role   Role     `json:"role,omitempty"`
 	TTL    Duration `json:"ttl,omitempty"`
+	// NamePrefix restricts the token to sandboxes whose names (as the
+	// caller writes them, without its attribution prefix) start with it,
+	// e.g. "hermes-": every call on another name is permission_denied, and
+	// list shows only names inside it. Empty: unrestricted.
+	NamePrefix string `json:"name_prefix,omitempty"`
 }
 
 // TenantUpdate changes a tenant: a non-nil Allocation replaces it; each
@@ -261,4 +268,26 @@ func ValidateSecretName(name string) error {
 		return bad("character " + quoteRune(name, i) + " is not allowed")
 	}
 	return nil
+}
+
+// InScope reports whether p's NamePrefix restriction lets it reach the
+// sandbox called name (the stored name, as Resolve returns it): always
+// without a restriction; with one, when name, less p's own attribution
+// prefix, starts with NamePrefix.
+func (p Principal) InScope(name string) bool {
+	if p.NamePrefix == "" {
+		return true
+	}
+	if p.Agent != "" {
+		name = strings.TrimPrefix(name, AttributionPrefix(p.Agent))
+	}
+	return strings.HasPrefix(name, p.NamePrefix)
+}
+
+// OutOfScope is the permission_denied error of a call on a sandbox name
+// outside p's NamePrefix restriction.
+func (p Principal) OutOfScope(name string) *Error {
+	return Errorf(CodePermissionDenied, "this token is restricted to sandbox names starting with %q; %q is outside it", p.NamePrefix, name).
+		WithHint("use a name starting with %q, or a token without that restriction", p.NamePrefix).
+		With("name_prefix", p.NamePrefix)
 }

@@ -11,12 +11,14 @@ import (
 // runCreate creates a sandbox, or resumes the one of that name: create is
 // idempotent by name, and says which happened.
 func runCreate(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("create", "[NAME] [--image I] [--size S] [--ttl D]",
+	fs := c.clientFlagSet("create", "[NAME] [--image I] [--size S] [--ttl D] [--label L]...",
 		"Create a sandbox, or resume the existing one with that name. Without a NAME\nthe daemon picks one. The daemon may prefix the name with its creator.")
 	var req sandbox.CreateRequest
 	fs.StringVar(&req.Image, "image", "", "root filesystem `IMAGE` (default: the daemon's)")
 	fs.StringVar(&req.Size, "size", "", "`SIZE` preset: small, medium or large (default: the daemon's)")
 	ttl := fs.Duration("ttl", 0, "destroy the sandbox after `D`, e.g. 2h (default: the daemon's)")
+	var labels listFlag
+	fs.Var(&labels, "label", "tag the sandbox with `L` (repeatable)")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -30,7 +32,7 @@ func runCreate(ctx context.Context, c *cli, args []string) error {
 	if *ttl < 0 {
 		return &usageError{verb: "create", msg: "--ttl must not be negative"}
 	}
-	req.TTL = sandbox.Duration(*ttl)
+	req.TTL, req.Labels = sandbox.Duration(*ttl), labels
 
 	cl := c.client()
 	sb, created, err := cl.Create(ctx, req)

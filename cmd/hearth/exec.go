@@ -37,7 +37,7 @@ The exit code is the command's in both modes.`
 // execOptions are exec's flags, gathered for execRequest.
 type execOptions struct {
 	env     envFlag
-	secrets secretsFlag
+	secrets listFlag
 	cwd     string
 	timeout time.Duration
 	shell   bool

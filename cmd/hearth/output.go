@@ -42,6 +42,7 @@ func printSandbox(w io.Writer, sb sandbox.Sandbox, now time.Time) error {
 		{"created", formatTime(sb.CreatedAt) + " (" + formatAge(now.Sub(sb.CreatedAt)) + " ago)"},
 		{"expires", expires},
 		{"head", dash(sb.Head)},
+		{"labels", dash(strings.Join(sb.Labels, ", "))},
 	}
 	if sb.DiskUsedBytes > 0 {
 		rows = append(rows, [2]string{"disk used", formatBytes(sb.DiskUsedBytes)})

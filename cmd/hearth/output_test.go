@@ -107,6 +107,7 @@ func testSandbox(now time.Time) sandbox.Sandbox {
 		Capabilities:  []string{"exec", "files", "runtime:runsc"},
 		Resources:     sandbox.Sizes()["small"],
 		DiskUsedBytes: 3 << 20,
+		Labels:        []string{"ci", "team-search"},
 	}
 }
 
@@ -128,6 +129,7 @@ size:          small (1 CPU, 512 MiB, 256 pids, 2 GiB disk)
 created:       2025-01-02T10:30:00Z (1h ago)
 expires:       2025-01-03T10:00:00Z (in 22h)
 head:          -
+labels:        ci, team-search
 disk used:     3 MiB
 `
 	if out.String() != want {

@@ -10,12 +10,12 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// secretsFlag collects repeated --secret NAME flags.
-type secretsFlag []string
+// listFlag collects the values of a repeated flag (--secret, --label).
+type listFlag []string
 
-func (f *secretsFlag) String() string { return strings.Join(*f, ",") }
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
 
-func (f *secretsFlag) Set(v string) error {
+func (f *listFlag) Set(v string) error {
 	*f = append(*f, v)
 	return nil
 }

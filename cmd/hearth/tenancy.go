@@ -317,7 +317,7 @@ func runAgentList(ctx context.Context, c *cli, args []string) error {
 
 func tokenOps() []subOp {
 	return []subOp{
-		{"create", "--tenant T --agent A [--role R] [--ttl D]", "create a token; its secret is printed once, on stdout", runTokenCreate},
+		{"create", "--tenant T --agent A [--role R] [--ttl D] [--name-prefix P]", "create a token; its secret is printed once, on stdout", runTokenCreate},
 		{"list", "", "list the tokens you can see: ID TENANT AGENT ROLE CREATED EXPIRES REVOKED", runTokenList},
 		{"revoke", "ID", "revoke a token, at once and for good", runTokenRevoke},
 	}
@@ -336,6 +336,7 @@ func runTokenCreate(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&req.Agent, "agent", "", "the agent identity the token acts as")
 	fs.StringVar(&role, "role", string(sandbox.RoleAgent), "agent, tenant-admin or operator")
 	fs.DurationVar(&ttl, "ttl", 0, "lifetime of the token (default: no expiry)")
+	fs.StringVar(&req.NamePrefix, "name-prefix", "", "restrict the token to sandbox names starting with `P`, e.g. hermes- (default: unrestricted)")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err

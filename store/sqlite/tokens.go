@@ -12,7 +12,7 @@ import (
 )
 
 // tokenColumns are selected and bound in this order.
-const tokenColumns = `id, hash, tenant, agent, role, created_at, expires_at, revoked_at`
+const tokenColumns = `id, hash, tenant, agent, role, created_at, expires_at, revoked_at, name_prefix`
 
 // CreateToken inserts t. It returns store.ErrExists if t.ID or t.Hash is
 // taken, and an error if either is empty.
@@ -33,9 +33,9 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) error {
 		return fmt.Errorf("sqlite: create token %q: revoked_at: %w", t.ID, err)
 	}
 	_, err = db.w.ExecContext(ctx,
-		`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Hash, t.Principal.Tenant, t.Principal.Agent, string(t.Principal.Role),
-		created, expires, revoked)
+		created, expires, revoked, t.Principal.NamePrefix)
 	if err != nil {
 		// The hash stays out of the message: it is as good as the secret for
 		// looking the token up.
@@ -107,7 +107,7 @@ func scanToken(s scanner) (store.Token, error) {
 		expires, revoked sql.NullString
 	)
 	if err := s.Scan(&t.ID, &t.Hash, &t.Principal.Tenant, &t.Principal.Agent, &role,
-		&created, &expires, &revoked); err != nil {
+		&created, &expires, &revoked, &t.Principal.NamePrefix); err != nil {
 		return store.Token{}, err
 	}
 	t.Principal.Role = sandbox.Role(role)

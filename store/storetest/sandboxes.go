@@ -17,6 +17,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	// only seconds or milliseconds, or drop the offset.
 	full.UpdatedAt = time.Date(2025, time.March, 14, 3, 4, 5, 999_999_000, time.FixedZone("UTC-9:30", -(9*3600+1800)))
 	full.Head = "ck-head"
+	full.Labels = []string{"team-search", "Ünïcode label", "b", "a"} // order kept
 
 	minimal := sandbox.Sandbox{
 		ID:        "sb-min",
@@ -127,6 +128,7 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		Capabilities: []string{sandbox.CapExec},
 		Resources:    sandbox.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30, Pids: 4096},
 		Head:         "ck-7",
+		Labels:       []string{"changed"},
 	}
 	if err := s.UpdateSandbox(ctx, changed); err != nil {
 		t.Fatalf("UpdateSandbox(%q) = %v, want nil", changed.ID, err)

@@ -188,13 +188,22 @@ func checkSandbox(t *testing.T, what string, got, want sandbox.Sandbox) {
 	if got.Capabilities == nil {
 		t.Errorf("%s.Capabilities = nil, want non-nil", what)
 	}
+	if got.Labels == nil {
+		t.Errorf("%s.Labels = nil, want non-nil", what)
+	}
 	if want.Capabilities == nil {
 		want.Capabilities = []string{}
+	}
+	if want.Labels == nil {
+		want.Labels = []string{}
 	}
 	got.CreatedAt, got.UpdatedAt, got.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
 	want.CreatedAt, want.UpdatedAt, want.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
 	if got.Capabilities == nil {
 		got.Capabilities = []string{}
+	}
+	if got.Labels == nil {
+		got.Labels = []string{}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s (times aside) =\n\t%+v\nwant\n\t%+v", what, got, want)

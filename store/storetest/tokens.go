@@ -38,7 +38,7 @@ func testTokenRoundTrip(t *testing.T, open OpenFunc) {
 	full := store.Token{
 		ID:        "tok-full",
 		Hash:      "bb02",
-		Principal: sandbox.Principal{Tenant: "globex", Agent: "ops-bot", Role: sandbox.RoleTenantAdmin},
+		Principal: sandbox.Principal{Tenant: "globex", Agent: "ops-bot", Role: sandbox.RoleTenantAdmin, NamePrefix: "hermes-"},
 		CreatedAt: at(time.Second),
 		ExpiresAt: at(90 * 24 * time.Hour),
 		RevokedAt: at(time.Hour + time.Microsecond),

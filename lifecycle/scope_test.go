@@ -1,0 +1,133 @@
+package lifecycle_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// A token restricted to a name prefix reaches only names inside it, on
+// every verb, and sees only those in list; the names it chooses are kept
+// (its attribution prefix aside).
+func TestNamePrefixScope(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	hermes := a1
+	hermes.NamePrefix = "hermes-"
+	e.create(t, a1, "other")
+	in := e.create(t, hermes, "hermes-task-1")
+	if want := sandbox.AttributionPrefix("a1") + "hermes-task-1"; in.Name != want {
+		t.Errorf("created %q, want %q", in.Name, want)
+	}
+
+	_, _, err := e.svc.Create(ctx, hermes, sandbox.CreateRequest{Name: "task-2"})
+	se := wantCode(t, "Create(task-2) outside the prefix", err, sandbox.CodePermissionDenied)
+	if !strings.Contains(se.Message, `"hermes-"`) || se.Details["name_prefix"] != "hermes-" {
+		t.Errorf("error = %+v; want the prefix named in message and details", se)
+	}
+	for verb, call := range map[string]func() error{
+		"get": func() error { _, err := e.svc.Get(ctx, hermes, "other"); return err },
+		"exec": func() error {
+			_, err := e.svc.Exec(ctx, hermes, "other", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+			return err
+		},
+		"destroy": func() error { return e.svc.Destroy(ctx, hermes, "other") },
+		"update": func() error {
+			_, err := e.svc.Update(ctx, hermes, "other", sandbox.SandboxUpdate{Labels: &[]string{"x"}})
+			return err
+		},
+		"checkpoint": func() error { _, err := e.svc.Checkpoint(ctx, hermes, "other", ""); return err },
+	} {
+		wantCode(t, verb+"(other) outside the prefix", call(), sandbox.CodePermissionDenied)
+	}
+	if _, err := e.svc.Get(ctx, hermes, "hermes-task-1"); err != nil {
+		t.Errorf("Get(hermes-task-1) = %v, want it", err)
+	}
+	list, err := e.svc.List(ctx, hermes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Name != in.Name {
+		t.Errorf("List = %+v, want only %q", list, in.Name)
+	}
+	if list, _ = e.svc.List(ctx, a1); len(list) != 2 {
+		t.Errorf("List(unrestricted) has %d sandboxes, want 2", len(list))
+	}
+	if _, err := e.svc.Get(ctx, a1, "other"); err != nil {
+		t.Errorf("unrestricted Get(other) = %v", err)
+	}
+}
+
+// A restricted token mints only tokens at least as restricted; the
+// restriction is kept on the token and comes back from Authenticate.
+func TestNamePrefixTokens(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	if _, err := e.svc.CreateAgent(ctx, admin, sandbox.Agent{Name: "hermes", Tenant: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	secret, info, err := e.svc.CreateToken(ctx, admin, sandbox.TokenRequest{Agent: "hermes", NamePrefix: "hermes-"})
+	if err != nil || info.NamePrefix != "hermes-" {
+		t.Fatalf("CreateToken = %+v, %v; want name_prefix hermes-", info, err)
+	}
+	p, err := e.svc.Authenticate(ctx, secret)
+	if err != nil || p.NamePrefix != "hermes-" {
+		t.Fatalf("Authenticate = %+v, %v; want NamePrefix hermes-", p, err)
+	}
+	_, _, err = e.svc.CreateToken(ctx, admin, sandbox.TokenRequest{Agent: "hermes", NamePrefix: "-bad"})
+	wantCode(t, "CreateToken(prefix -bad)", err, sandbox.CodeInvalidArgument)
+
+	narrowAdmin := admin
+	narrowAdmin.NamePrefix = "hermes-"
+	for _, prefix := range []string{"", "other-"} {
+		_, _, err := e.svc.CreateToken(ctx, narrowAdmin, sandbox.TokenRequest{Agent: "hermes", NamePrefix: prefix})
+		wantCode(t, "restricted CreateToken(prefix "+prefix+")", err, sandbox.CodePermissionDenied)
+	}
+	if _, info, err := e.svc.CreateToken(ctx, narrowAdmin, sandbox.TokenRequest{Agent: "hermes", NamePrefix: "hermes-ci-"}); err != nil || info.NamePrefix != "hermes-ci-" {
+		t.Errorf("restricted CreateToken(narrower) = %+v, %v; want it", info, err)
+	}
+}
+
+// Labels are set at create (a warm-pool claim included), replaced or
+// cleared by Update, kept in order, and validated.
+func TestLabels(t *testing.T) {
+	for _, pool := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "pool"}[pool], func(t *testing.T) {
+			e := newEnv(t, nil)
+			if pool {
+				e = poolEnv(t, nil)
+			}
+			ctx := t.Context()
+			sb, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "lab", Labels: []string{"b", "a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pool && sb.Reason != "created (from the warm pool)" {
+				t.Fatalf("Create = %+v; want a claim", sb)
+			}
+			if got := e.row(t, "lab").Labels; !slices.Equal(got, []string{"b", "a"}) {
+				t.Errorf("stored labels = %q, want [b a]", got)
+			}
+			got, err := e.svc.Update(ctx, a1, "lab", sandbox.SandboxUpdate{Labels: &[]string{"c"}})
+			if err != nil || !slices.Equal(got.Labels, []string{"c"}) {
+				t.Errorf("Update(c) = %q, %v", got.Labels, err)
+			}
+			if got, err = e.svc.Update(ctx, a1, "lab", sandbox.SandboxUpdate{}); err != nil || !slices.Equal(got.Labels, []string{"c"}) {
+				t.Errorf("Update(nothing) = %q, %v; want labels kept", got.Labels, err)
+			}
+			if got, err = e.svc.Update(ctx, a1, "lab", sandbox.SandboxUpdate{Labels: &[]string{}}); err != nil || got.Labels == nil || len(got.Labels) != 0 {
+				t.Errorf("Update(clear) = %#v, %v; want []", got.Labels, err)
+			}
+			_, err = e.svc.Update(ctx, a2, "agent-a1-lab", sandbox.SandboxUpdate{Labels: &[]string{"x"}})
+			wantCode(t, "Update by another agent", err, sandbox.CodeNotFound)
+			for _, bad := range [][]string{{""}, {"a", "a"}, {strings.Repeat("x", 64)}, {"tab\there"}, make([]string, 33)} {
+				_, err := e.svc.Update(ctx, a1, "lab", sandbox.SandboxUpdate{Labels: &bad})
+				wantCode(t, "Update(bad labels)", err, sandbox.CodeInvalidArgument)
+				_, _, err = e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "lab2", Labels: bad})
+				wantCode(t, "Create(bad labels)", err, sandbox.CodeInvalidArgument)
+			}
+		})
+	}
+}
