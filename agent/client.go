@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"sync"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -111,7 +112,12 @@ func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 // the command has ended and its output was delivered; the result then tells
 // how it ended (exit code or signal, timed_out, oom_killed). A command that
 // exits non-zero is not an error: errors mean it could not run (not_found,
-// permission_denied, invalid_argument …) or the connection broke.
+// permission_denied, invalid_argument …) or the connection broke. With
+// req.TTY the command's terminal output all goes to stdout.
+//
+// When stdin implements sandbox.ExecControls, each control it delivers is
+// sent to the command (FrameControl) as it comes, until Exec returns or the
+// channel closes; Exec never waits for a control.
 //
 // When ctx ends the connection is closed: the command runs on unheard for
 // req.Grace (sandbox.DefaultGrace when zero) and is then killed, and Exec
@@ -148,7 +154,13 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Rea
 		}
 	}
 	if req.Stdin {
-		go sendStdin(conn, stdin)
+		in := &inputFrames{conn: conn}
+		go in.sendStdin(stdin)
+		if ctl, ok := stdin.(sandbox.ExecControls); ok {
+			returned := make(chan struct{})
+			defer close(returned)
+			go in.sendControls(ctl.Controls(), returned)
+		}
 	}
 	var buf []byte
 	for {
@@ -176,31 +188,71 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Rea
 	}
 }
 
-// sendStdin copies r to conn as stdin frames, then FrameEOF. A read error
-// other than EOF closes the connection: the command must not take a
-// truncated input for a whole one.
-func sendStdin(conn net.Conn, r io.Reader) {
+// inputFrames sends the input frames of one exec, from two goroutines
+// (stdin and controls): each frame goes out whole, never interleaved with
+// another, whatever the connection's own Write guarantees.
+type inputFrames struct {
+	conn net.Conn
+	mu   sync.Mutex
+}
+
+// sendStdin copies r as stdin frames, then FrameEOF. A read error other
+// than EOF closes the connection: the command must not take a truncated
+// input for a whole one.
+func (in *inputFrames) sendStdin(r io.Reader) {
+	buf := make([]byte, headerLen+stdinChunk)
 	if r == nil {
-		WriteFrame(conn, FrameEOF, nil)
+		in.framed(FrameEOF, buf[:headerLen])
 		return
 	}
-	buf := make([]byte, headerLen+stdinChunk)
 	for {
 		n, err := r.Read(buf[headerLen:])
 		if n > 0 {
-			if werr := writeFramed(conn, FrameStdin, buf[:headerLen+n]); werr != nil {
+			if werr := in.framed(FrameStdin, buf[:headerLen+n]); werr != nil {
 				return // the exec ended or the connection broke
 			}
 		}
 		if err == io.EOF {
-			WriteFrame(conn, FrameEOF, nil)
+			in.framed(FrameEOF, buf[:headerLen])
 			return
 		}
 		if err != nil {
-			conn.Close()
+			in.conn.Close()
 			return
 		}
 	}
+}
+
+// sendControls sends each control as a FrameControl until controls is
+// closed, returned is, or the connection fails.
+func (in *inputFrames) sendControls(controls <-chan sandbox.ExecControl, returned <-chan struct{}) {
+	for {
+		select {
+		case <-returned:
+			return
+		case c, ok := <-controls:
+			if !ok {
+				return
+			}
+			if in.json(FrameControl, c) != nil {
+				return // the exec ended or the connection broke
+			}
+		}
+	}
+}
+
+// framed writes buf as one frame of kind (see writeFramed).
+func (in *inputFrames) framed(kind FrameKind, buf []byte) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return writeFramed(in.conn, kind, buf)
+}
+
+// json writes v as the JSON payload of one frame of kind.
+func (in *inputFrames) json(kind FrameKind, v any) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return WriteJSON(in.conn, kind, v)
 }
 
 // stdinChunk and dataChunk are the payload sizes of the client's input

@@ -14,13 +14,8 @@ import (
 // are checked (NUL bytes, "/" for remove and rename) when they are resolved.
 func DecodeRequest(payload []byte) (Request, error) {
 	var req Request
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: malformed request: %v", err)
-	}
-	if dec.More() {
-		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: trailing data after request")
+	if err := decodeStrict(payload, "request", &req); err != nil {
+		return Request{}, err
 	}
 	if req.ShellSize != 0 && req.Op != OpExec {
 		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: shell_size is only for exec")
@@ -85,6 +80,34 @@ func checkMode(m fs.FileMode) error {
 	if m&^modeBits != 0 {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "mode %#o has bits other than permissions, setuid, setgid and sticky", uint32(m)).
 			WithHint("use permission bits such as 0644 or 0755")
+	}
+	return nil
+}
+
+// DecodeControl parses a FrameControl payload as strictly as DecodeRequest
+// parses a request: unknown fields, trailing data and a control that
+// sandbox.ExecControl.Validate refuses are invalid_argument.
+func DecodeControl(payload []byte) (sandbox.ExecControl, error) {
+	var c sandbox.ExecControl
+	if err := decodeStrict(payload, "control", &c); err != nil {
+		return sandbox.ExecControl{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return sandbox.ExecControl{}, err
+	}
+	return c, nil
+}
+
+// decodeStrict decodes the JSON payload of a frame holding what into v,
+// refusing unknown fields and trailing data.
+func decodeStrict(payload []byte, what string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: malformed %s: %v", what, err)
+	}
+	if dec.More() {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: trailing data after %s", what)
 	}
 	return nil
 }

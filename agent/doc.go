@@ -7,7 +7,8 @@
 // the daemon's process, so a daemon restart only drops connections. Each
 // connection carries one operation. The client sends a FrameRequest holding
 // a JSON Request, then, for exec and write, input frames (FrameStdin,
-// FrameData) closed by FrameEOF. The agent answers with output frames
+// FrameData) closed by FrameEOF, and for exec, FrameControl frames at any
+// time, before or after that FrameEOF. The agent answers with output frames
 // (FrameStdout, FrameStderr, FrameData) and ends with exactly one FrameResult
 // (the op's JSON result) or FrameError (a JSON sandbox.Error). An error that
 // the agent finds before it starts a command or sends a file's first byte is
@@ -42,6 +43,25 @@
 // and RLIMIT_AS: the agent traces the child up to its exec, sets them with
 // prlimit(2) while the new program is stopped before its first
 // instruction, and detaches.
+//
+// # Terminals and controls
+//
+// With sandbox.ExecRequest.TTY a command runs on a new pseudo-terminal of
+// the sandbox's devpts (/dev/ptmx): its slave, owned by the sandbox user, is
+// the command's fds 0, 1 and 2 and its controlling terminal (set between
+// setsid and the exec, so the rlimits above apply as they do without one).
+// The agent streams what it reads from the master as FrameStdout, writes
+// stdin frames to it, and after the exit drains it as it drains pipes: the
+// master reads EIO once no process holds the slave. FrameEOF ends the
+// input but not the terminal, whose hangup would SIGHUP the command.
+//
+// While a command runs, FrameControl frames (each a JSON
+// sandbox.ExecControl) resize its terminal with TIOCSWINSZ, upon which the
+// kernel sends SIGWINCH to the terminal's foreground process group, or send
+// a signal to the command's process group. A control that cannot apply is
+// logged at debug level and dropped: it never ends the exec. Controls are
+// read in line with stdin frames, so a command that stops reading its
+// stdin with more pending than its pipe or terminal holds delays them.
 //
 // # Files
 //

@@ -38,6 +38,8 @@ const (
 type execution struct {
 	pid    int
 	grace  time.Duration
+	tty    *os.File // the terminal's master, or nil
+	log    *slog.Logger
 	out    frameWriter
 	exited chan struct{} // closed when the command's status is known
 	killed chan struct{} // closed when a started kill has finished
@@ -50,11 +52,12 @@ type execution struct {
 	graceT   *time.Timer
 }
 
-// exec runs one command and streams it (see OpExec): stdout and stderr as
-// they come, stdin frames to its stdin, then the result, only once the
-// command has exited and its output is drained. At req.Timeout the whole
-// process tree is killed and the result says timed_out; when the caller
-// goes away the command runs on for req.Grace, unheard, and then is killed.
+// exec runs one command and streams it (see OpExec): stdout and stderr (or
+// its terminal's output) as they come, stdin frames to its stdin (or
+// terminal), controls as they come, then the result, only once the command
+// has exited and its output is drained. At req.Timeout the whole process
+// tree is killed and the result says timed_out; when the caller goes away
+// the command runs on for req.Grace, unheard, and then is killed.
 func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	req := *r.Exec
 	var script *os.File
@@ -74,44 +77,24 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	}
 	defer c.close()
 
-	var stdinR, stdinW *os.File
-	if req.Stdin {
-		stdinR, stdinW, err = os.Pipe()
+	var st *stdio
+	if req.TTY != nil {
+		st, err = terminal(*req.TTY, req.Stdin, s.opts.UID)
 	} else {
-		stdinR, err = os.Open(os.DevNull)
+		st, err = pipes(req.Stdin)
 	}
 	if err != nil {
-		s.failLogged(conn, log, fsError(err, "stdin"))
-		return
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		closeFile(stdinW)
-		s.failLogged(conn, log, fsError(err, "stdout"))
-		return
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		closeFile(stdinW)
-		outR.Close()
-		outW.Close()
-		s.failLogged(conn, log, fsError(err, "stderr"))
+		s.failLogged(conn, log, err)
 		return
 	}
 
 	oomBefore, oomKnown := oomKills()
 	started := time.Now()
-	p, wait, err := s.start(c, stdinR, outW, errW)
-	stdinR.Close() // the child's ends
-	outW.Close()
-	errW.Close()
+	p, wait, err := s.start(c, st.child, st.tty != nil)
+	st.closeChild()
 	c.close()
 	if err != nil {
-		closeFile(stdinW)
-		outR.Close()
-		errR.Close()
+		st.closeOwn()
 		s.failLogged(conn, log, err)
 		return
 	}
@@ -125,6 +108,8 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	e := &execution{
 		pid:    p.Pid,
 		grace:  grace,
+		tty:    st.tty,
+		log:    log,
 		exited: make(chan struct{}),
 		killed: make(chan struct{}),
 	}
@@ -135,10 +120,11 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	defer s.untrack(e)
 
 	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go e.pump(outR, FrameStdout, pumps.Done)
-	go e.pump(errR, FrameStderr, pumps.Done)
-	go e.input(conn, stdinW)
+	for _, o := range st.outputs {
+		pumps.Add(1)
+		go e.pump(o.r, o.kind, pumps.Done)
+	}
+	go e.input(conn, st.stdin)
 	var deadline *time.Timer
 	if req.Timeout > 0 {
 		deadline = time.AfterFunc(time.Duration(req.Timeout), e.timeout)
@@ -161,8 +147,9 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 		<-e.killed
 	}
 	// Wake the pumps so they switch to draining with an idle bound.
-	outR.SetReadDeadline(time.Now().Add(drainIdle))
-	errR.SetReadDeadline(time.Now().Add(drainIdle))
+	for _, o := range st.outputs {
+		o.r.SetReadDeadline(time.Now().Add(drainIdle))
+	}
 	drained := make(chan struct{})
 	go func() {
 		pumps.Wait()
@@ -211,7 +198,8 @@ func (s *Server) untrack(e *execution) {
 	s.mu.Unlock()
 }
 
-// pump streams r as frames of kind until EOF. Once the command has exited
+// pump streams r as frames of kind until EOF (EIO for a terminal's master:
+// every holder of its slave closed it). Once the command has exited
 // (its deadline set by exec wakes the pending read), each read may wait at
 // most drainIdle: then pump stops streaming and reports done, but reads on,
 // dropping, until whoever holds the pipe closes it.
@@ -254,8 +242,8 @@ func (e *execution) isDone() bool {
 }
 
 // input reads the caller's frames: stdin frames go to the command's stdin
-// (nil when the request has no stdin), FrameEOF closes it, and a read
-// error means the caller went away.
+// (nil when the request has no stdin), FrameEOF closes it, controls are
+// applied as they come, and a read error means the caller went away.
 func (e *execution) input(conn net.Conn, stdin *os.File) {
 	defer func() { closeFile(stdin) }()
 	var buf []byte
@@ -282,6 +270,8 @@ func (e *execution) input(conn net.Conn, stdin *os.File) {
 		case FrameEOF:
 			closeFile(stdin)
 			stdin = nil
+		case FrameControl:
+			e.control(payload)
 		}
 	}
 }

@@ -19,6 +19,7 @@ const (
 	FrameStdin   FrameKind = 'I' // client: bytes for the command's stdin
 	FrameData    FrameKind = 'D' // either way: file content
 	FrameEOF     FrameKind = 'Z' // client: end of stdin or of file content
+	FrameControl FrameKind = 'C' // client: JSON sandbox.ExecControl for a running command
 	FrameStdout  FrameKind = 'O' // agent: command stdout, byte-exact
 	FrameStderr  FrameKind = 'X' // agent: command stderr, byte-exact
 	FrameResult  FrameKind = 'R' // agent: JSON result of the op; last frame
@@ -106,7 +107,7 @@ type Op string
 // Operations.
 const (
 	OpPing   Op = "ping"   // result: PingResult
-	OpExec   Op = "exec"   // input: stdin frames; output: stdout/stderr; result: sandbox.ExecResult
+	OpExec   Op = "exec"   // input: stdin and control frames; output: stdout/stderr; result: sandbox.ExecResult
 	OpRead   Op = "read"   // output: data frames; result: sandbox.FileInfo (an error comes before any data)
 	OpWrite  Op = "write"  // input: data frames then EOF; result: sandbox.FileInfo
 	OpList   Op = "list"   // output: data frames, each a JSON array of sandbox.FileInfo; result: ListResult
@@ -159,5 +160,9 @@ type PingResult struct {
 	PID int `json:"pid"`
 }
 
-// ProtocolVersion is bumped on an incompatible protocol change.
+// ProtocolVersion is bumped on an incompatible protocol change. Additions
+// that an older peer refuses or skips do not bump it: an agent that
+// predates a request field refuses the request (DecodeRequest rejects
+// unknown fields), and one that predates a client frame kind skips those
+// frames (so an agent older than FrameControl ignores controls).
 const ProtocolVersion = 1

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -102,6 +103,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"op":"ping"}`,
 		`{"op":"exec","exec":{"argv":["ls","-l"],"env":{"A":"1"},"cwd":"sub","timeout":"1.5s","grace":3,"stdin":true}}`,
 		`{"op":"exec","exec":{"shell":"echo hi"}}`,
+		`{"op":"exec","exec":{"shell":"vi","tty":{"rows":50,"cols":132},"stdin":true}}`,
+		`{"op":"exec","exec":{"shell":"vi","tty":{"rows":1001,"cols":0}}}`,
 		`{"op":"exec","exec":{"env":{}},"shell_size":100000}`,
 		`{"op":"write","write":{"path":"a/b","mode":420,"set_mode":true,"parents":true,"max_bytes":10}}`,
 		`{"op":"read","path":"/etc/passwd"}`,
@@ -136,6 +139,44 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if b2, _ := json.Marshal(again); !bytes.Equal(b, b2) {
 			t.Fatalf("round trip changed the request:\n%s\n%s", b, b2)
+		}
+	})
+}
+
+func FuzzDecodeControl(f *testing.F) {
+	for _, seed := range []string{
+		`{"signal":"TERM"}`,
+		`{"signal":"15"}`,
+		`{"resize":{"rows":24,"cols":80}}`,
+		`{"resize":{"rows":0,"cols":0}}`,
+		`{"resize":{"rows":1001,"cols":1}}`,
+		`{"signal":"TERM","resize":{"rows":1,"cols":1}}`,
+		`{}`,
+		`{"signal":"KILL"} {}`,
+		`{"signal":"KILL","pid":1}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		c, err := agent.DecodeControl(payload)
+		if err != nil {
+			var e *sandbox.Error
+			if !errors.As(err, &e) || e.Code != sandbox.CodeInvalidArgument {
+				t.Fatalf("DecodeControl error %v is not an invalid_argument *sandbox.Error", err)
+			}
+			return
+		}
+		// A decoded control is valid and re-encodes to itself.
+		if err := c.Validate(); err != nil {
+			t.Fatalf("DecodeControl(%q) = %+v, which Validate refuses: %v", payload, c, err)
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := agent.DecodeControl(b)
+		if err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("DecodeControl(%s) = %+v, %v; want %+v", b, again, err, c)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,12 +51,16 @@ func (c *command) close() {
 	}
 }
 
-// command resolves req: the merged environment, the working directory, and
-// the program (looked up in the merged PATH) or the shell and its script.
+// command resolves req: the merged environment (with TERM on a terminal,
+// see withDefaultTerm), the working directory, and the program (looked up in the merged PATH) or the shell and its script.
 // script, when not nil, is the script that followed the request; command
 // takes it over.
 func (s *Server) command(req sandbox.ExecRequest, script *os.File) (*command, error) {
-	c := &command{env: mergeEnv(s.opts.Env, req.Env), script: script}
+	over := req.Env
+	if req.TTY != nil {
+		over = withDefaultTerm(over)
+	}
+	c := &command{env: mergeEnv(s.opts.Env, over), script: script}
 	ok := false
 	defer func() {
 		if !ok {
@@ -194,6 +199,20 @@ func mergeEnv(base []string, over map[string]string) []string {
 	return out
 }
 
+// withDefaultTerm returns env with TERM set to defaultTerm, unless env
+// sets it: a command on a terminal runs with the caller's TERM, or the
+// agent's, never with one the sandbox's environment says for its
+// commands without a terminal.
+func withDefaultTerm(env map[string]string) map[string]string {
+	if _, set := env["TERM"]; set {
+		return env
+	}
+	out := make(map[string]string, len(env)+1)
+	maps.Copy(out, env)
+	out["TERM"] = defaultTerm
+	return out
+}
+
 func envValue(env []string, key string) string {
 	for _, kv := range slices.Backward(env) {
 		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
@@ -270,15 +289,19 @@ func executable(fi fs.FileInfo, uid, gid int) bool {
 	return m&0o001 != 0
 }
 
-// start starts c with the given stdio. It returns the process and a
-// function that waits for its exit status: through the reaper when there is
-// one, through os.Process.Wait otherwise.
-func (s *Server) start(c *command, stdin, stdout, stderr *os.File) (*os.Process, func() syscall.WaitStatus, error) {
-	files := []*os.File{stdin, stdout, stderr}
+// start starts c with fds as its fds 0, 1 and 2, and with tty, fd 0 as
+// its controlling terminal. It returns the process and a function that
+// waits for its exit status: through the reaper when there is one, through
+// os.Process.Wait otherwise.
+func (s *Server) start(c *command, fds [3]*os.File, tty bool) (*os.Process, func() syscall.WaitStatus, error) {
+	files := fds[:]
 	if c.script != nil {
 		files = append(files, c.script)
 	}
-	sys := &syscall.SysProcAttr{Setsid: true}
+	// Setctty makes the child, the leader of its new session, take fd 0
+	// (Ctty) as its controlling terminal: TIOCSCTTY after setsid, before
+	// the ptrace stop and the exec.
+	sys := &syscall.SysProcAttr{Setsid: true, Setctty: tty}
 	if os.Geteuid() == 0 || s.opts.UID != os.Geteuid() || s.opts.GID != os.Getegid() {
 		sys.Credential = &syscall.Credential{
 			Uid:    uint32(s.opts.UID),

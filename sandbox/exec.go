@@ -28,13 +28,92 @@ type ExecRequest struct {
 	// are never written to the sandbox's disk nor logged, and are replaced
 	// by "[secret NAME]" in the output returned to the caller.
 	Secrets []string `json:"secrets,omitempty"`
+	// TTY, when set, runs the command on a new pseudo-terminal of that
+	// size, as its controlling terminal and the leader of a new session:
+	// stdin goes to the terminal, and everything the command writes comes
+	// back as stdout (there is no separate stderr). The terminal does what
+	// terminals do: it echoes its input, turns "\n" into "\r\n" on output,
+	// and hangs up when the command exits, which sends SIGHUP to what the
+	// command left running in its foreground process group. The end of
+	// stdin does not end the terminal's input: a reader sees end of file
+	// when the caller types the terminal's EOF character (^D, "\x04") at
+	// the start of a line. TERM is xterm-256color unless Env sets it: the
+	// terminal's type is the caller's to say, the sandbox cannot know it.
+	TTY *TTYSize `json:"tty,omitempty"`
+}
+
+// TTYSize is a terminal's size in characters. A zero Rows or Cols means
+// the default, 24 rows or 80 columns: the agent fills it in when it sizes
+// the terminal, so requests and controls carry what the caller sent. More
+// than 1000 either way is invalid_argument.
+type TTYSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// maxTTYSize bounds both dimensions of a TTYSize: a larger terminal is a
+// caller's mistake, not a screen.
+const maxTTYSize = 1000
+
+// validate checks the size of the terminal that what names.
+func (s TTYSize) validate(what string) error {
+	if s.Rows > maxTTYSize || s.Cols > maxTTYSize {
+		return Errorf(CodeInvalidArgument, "%s of %d rows and %d columns exceeds %d either way", what, s.Rows, s.Cols, maxTTYSize).
+			With("max", maxTTYSize).
+			WithHint("give the terminal's size in characters; 0 means the default, 24 rows or 80 columns")
+	}
+	return nil
+}
+
+// ExecControl is a message to a running command: exactly one of Resize
+// (the new size of its terminal, zeros meaning the default as in
+// ExecRequest.TTY; ignored without a terminal) and Signal (a signal name
+// with or without "SIG", in any case: "TERM", "SIGTERM", "sigterm"; or its
+// number, "15"), sent to the command's process group, as kill(2) with a
+// negative pid does: the command and what it started in its group, but not
+// a job that an interactive shell moved to a group of its own (type ^C,
+// "\x03", to the terminal to interrupt the foreground job instead). A
+// control that Validate refuses, one for a command that has ended, a
+// resize without a terminal and a signal the sandbox's kernel does not know
+// are ignored: a control never fails the exec.
+type ExecControl struct {
+	Resize *TTYSize `json:"resize,omitempty"`
+	Signal string   `json:"signal,omitempty"`
+}
+
+// Validate checks the control's shape: exactly one of Resize and Signal,
+// and a size of at most 1000 either way. Whether the signal exists is for
+// the sandbox's kernel to say.
+func (c *ExecControl) Validate() error {
+	switch {
+	case (c.Resize == nil) == (c.Signal == ""):
+		return Errorf(CodeInvalidArgument, "exec control takes exactly one of resize and signal").
+			WithHint(`send {"resize":{"rows":R,"cols":C}} or {"signal":"TERM"}`)
+	case c.Resize != nil:
+		return c.Resize.validate("terminal resize")
+	}
+	return nil
+}
+
+// ExecControls is implemented by the stdin of an exec whose caller also
+// controls the command while it runs: each value Controls delivers is
+// passed on to the command in order, until the command ends or the channel
+// is closed. Controls share the way to the sandbox with stdin but are not
+// ordered with it; and when the command stops reading while more input is
+// pending than its pipe or terminal holds (some 64 KiB), they wait behind
+// that input. A caller with controls but no input passes a stdin that is
+// at its end at once: the command then reads an empty stdin.
+type ExecControls interface {
+	Controls() <-chan ExecControl
 }
 
 // DefaultGrace is how long a command outlives its caller by default.
 const DefaultGrace = Duration(10_000_000_000) // 10s
 
 // Validate checks the request's shape: exactly one of Argv and Shell,
-// non-negative durations, no NUL bytes where the kernel cannot take them.
+// non-negative durations, no NUL bytes where the kernel cannot take them, a
+// terminal of at most 1000 rows and columns. It changes nothing: defaults (Grace,
+// the terminal's size) are filled in where they are applied.
 func (r *ExecRequest) Validate() error {
 	switch {
 	case len(r.Argv) == 0 && r.Shell == "":
@@ -58,6 +137,11 @@ func (r *ExecRequest) Validate() error {
 	}
 	if hasNUL(r.Cwd) || hasNUL(r.Shell) {
 		return Errorf(CodeInvalidArgument, "exec cwd or shell contains a NUL byte")
+	}
+	if r.TTY != nil {
+		if err := r.TTY.validate("exec terminal"); err != nil {
+			return err
+		}
 	}
 	seen := map[string]bool{}
 	for _, name := range r.Secrets {
