@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -62,9 +63,10 @@ type Config struct {
 
 // Run runs the conformance suite: the lifecycle of one sandbox (start,
 // state, dial, stop, wake, delete), two sandboxes side by side, survival of a
-// driver restart, start failures that leave nothing behind, and errors for
-// unknown ids; and for a driver that implements an optional capability,
-// that capability (Freeze: driver.Freezer).
+// driver restart, start failures that leave nothing behind, errors for
+// unknown ids, and commands on a terminal of the sandbox's own; and for a
+// driver that implements an optional capability, that capability (Freeze:
+// driver.Freezer).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -76,6 +78,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Concurrent", s.testConcurrent)
 	t.Run("Restart", s.testRestart)
 	t.Run("StartFailure", s.testStartFailure)
+	t.Run("TTY", s.testTTY)
 	t.Run("Freeze", s.testFreeze)
 }
 
@@ -216,6 +219,15 @@ func (s *suite) testLifecycle(t *testing.T) {
 	marker := filepath.Join(spec.RootFS, "home", "drivertest-marker")
 	if err := os.WriteFile(marker, []byte(id), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// /tmp is the root's too (gVisor mounts a tmpfs there unless told
+	// otherwise), so what a command leaves in /tmp survives a stop and is
+	// in the root that checkpoints snapshot.
+	if res, err := agentClient(d, id).Exec(t.Context(), sandbox.ExecRequest{Shell: "echo " + id + " > /tmp/drivertest-tmp"}, nil, io.Discard, io.Discard); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write /tmp in %s: %+v, %v", id, res, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(spec.RootFS, "tmp", "drivertest-tmp")); err != nil || string(b) != id+"\n" {
+		t.Errorf("/tmp/drivertest-tmp in the root = %q, %v; want the sandbox's /tmp to be the root's", b, err)
 	}
 
 	for i := range 2 {

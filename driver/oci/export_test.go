@@ -62,3 +62,6 @@ func (d *Driver) Leftovers(id string) []string {
 	}
 	return left
 }
+
+// EnsureTmp is ensureTmp, for the tests of the /tmp mount's source.
+var EnsureTmp = ensureTmp

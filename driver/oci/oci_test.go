@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/hearth/hearth/internal/testenv"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -332,8 +333,10 @@ func TestBundleSpec(t *testing.T) {
 			if m := mounts["/sys"]; !slices.Contains(m.Options, "ro") {
 				t.Errorf("/sys mount = %+v, want read-only", m)
 			}
-			if _, ok := mounts["/tmp"]; ok {
-				t.Error("/tmp is a mount; want the root's own directory")
+			// The root's own /tmp, bound explicitly: without a /tmp mount
+			// gVisor puts a tmpfs there, which would not persist.
+			if m := mounts["/tmp"]; m.Source != filepath.Join(spec.RootFS, "tmp") || !slices.Contains(m.Options, "rw") {
+				t.Errorf("/tmp mount = %+v, want the root's /tmp bound read-write", m)
 			}
 
 			l := got.Linux
@@ -493,3 +496,32 @@ func TestDialLongPath(t *testing.T) {
 }
 
 func itoa(u uintptr) string { return strconv.FormatUint(uint64(u), 10) }
+
+// The source of the /tmp bind mount is the root's own /tmp: made (1777)
+// when missing, kept when a directory, refused when anything else, a
+// symlink above all (the source resolves on the host).
+func TestEnsureTmp(t *testing.T) {
+	root := t.TempDir()
+	if err := oci.EnsureTmp(root); err != nil {
+		t.Fatalf("EnsureTmp(no /tmp) = %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, "tmp")); err != nil || !fi.IsDir() || fi.Mode()&(fs.ModePerm|fs.ModeSticky) != 0o777|fs.ModeSticky {
+		t.Fatalf("made /tmp: %v %v; want a 1777 directory", fi.Mode(), err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "tmp", "kept"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := oci.EnsureTmp(root); err != nil {
+		t.Fatalf("EnsureTmp(a directory) = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tmp", "kept")); err != nil {
+		t.Errorf("EnsureTmp changed an existing /tmp: %v", err)
+	}
+	evil := t.TempDir()
+	if err := os.Symlink("/etc", filepath.Join(evil, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := oci.EnsureTmp(evil); err == nil {
+		t.Error("EnsureTmp(a symlink to /etc) = nil, want an error")
+	}
+}

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -140,7 +141,7 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent string
 			// it is left to the agent.
 			NoNewPrivileges: false,
 		},
-		Mounts: mounts(spec.AgentPath, socketDir),
+		Mounts: mounts(spec.RootFS, spec.AgentPath, socketDir),
 		Linux: &specs.Linux{
 			CgroupsPath: cgroupsPath(cgroupParent, spec.ID),
 			Resources:   resources(runtime, spec),
@@ -197,10 +198,14 @@ func processEnv(env []string) []string {
 	return append(out, defaultPath)
 }
 
-// mounts are runc's default mounts plus the agent and its socket directory.
-// /tmp stays the root's own directory, so it persists with the sandbox.
-func mounts(agentPath, socketDir string) []specs.Mount {
+// mounts are runc's default mounts plus the agent and its socket directory,
+// and the root's own /tmp bound on /tmp, so that /tmp persists with the
+// sandbox (across sleep, restore and fork, and in its checkpoints): without
+// an explicit /tmp mount gVisor puts an internal tmpfs there.
+func mounts(rootfs, agentPath, socketDir string) []specs.Mount {
 	return []specs.Mount{
+		{Destination: "/tmp", Type: "bind", Source: filepath.Join(rootfs, "tmp"),
+			Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 		{Destination: "/proc", Type: "proc", Source: "proc"},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs",
 			Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},

@@ -121,6 +121,9 @@ func (d *Driver) writeBundle(spec driver.Spec) error {
 	if err := os.MkdirAll(d.socketDir(id), 0o700); err != nil {
 		return err
 	}
+	if err := ensureTmp(spec.RootFS); err != nil {
+		return err
+	}
 	for _, p := range []string{d.stoppedMarker(id), d.socketPath(id), d.oomMarker(id), d.pidFile(id)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
@@ -139,6 +142,27 @@ func (d *Driver) writeBundle(spec driver.Spec) error {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(d.sandboxDir(id), "config.json"))
+}
+
+// ensureTmp makes sure the root's /tmp is a directory (mode 1777 when it
+// has to be made), since it is the source of the /tmp bind mount (see
+// mounts). Anything else there, a symlink included, is refused: the mount
+// source is resolved on the host.
+func ensureTmp(rootfs string) error {
+	tmp := filepath.Join(rootfs, "tmp")
+	fi, err := os.Lstat(tmp)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(tmp, 0o777); err != nil {
+			return err
+		}
+		return os.Chmod(tmp, 0o777|fs.ModeSticky)
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("the root's /tmp is a %v, not a directory", fi.Mode().Type())
+	}
+	return nil
 }
 
 // createFirst is create, except that under runsc the creates that find no
