@@ -58,10 +58,10 @@ func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
 	}
 	switch {
 	case fi.IsDir():
-		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("list it instead"))
+		s.fail(conn, fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("list it instead"))
 		return
 	case !fi.Mode().IsRegular():
-		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is not a regular file", p).
+		s.fail(conn, fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is not a regular file", p).
 			WithHint("only regular files can be read; run a command to read devices or pipes"))
 		return
 	}
@@ -118,10 +118,10 @@ func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Lo
 	uid, gid := s.opts.UID, s.opts.GID
 	switch fi, err := os.Lstat(target); {
 	case err == nil && fi.IsDir():
-		fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("write to a file path inside it"))
+		fail(fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("write to a file path inside it"))
 		return
 	case err == nil && !fi.Mode().IsRegular():
-		fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is not a regular file", p))
+		fail(fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is not a regular file", p))
 		return
 	case err == nil:
 		if !req.SetMode {
@@ -145,7 +145,7 @@ func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Lo
 	tmp, err := os.CreateTemp(dir, ".hearth-write-*")
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			err = sandbox.Errorf(sandbox.CodeNotFound, "no such directory: %s", dir).
+			err = fileError(syscall.ENOENT, sandbox.CodeNotFound, "no such directory: %s", dir).
 				WithHint("create it first, or write with parents")
 		}
 		fail(fsError(err, p))
@@ -173,7 +173,7 @@ func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Lo
 			written += int64(len(payload))
 			if req.MaxBytes > 0 && written > req.MaxBytes {
 				discard()
-				fail(sandbox.Errorf(sandbox.CodeTooLarge, "content for %s exceeds the limit of %d bytes", p, req.MaxBytes).
+				fail(fileError(syscall.EFBIG, sandbox.CodeTooLarge, "content for %s exceeds the limit of %d bytes", p, req.MaxBytes).
 					WithHint("write a smaller file").With("max_bytes", req.MaxBytes))
 				return
 			}
@@ -272,7 +272,7 @@ func (s *Server) mkdirAll(p string) error {
 	case err == nil && fi.IsDir():
 		return nil
 	case err == nil:
-		return sandbox.Errorf(sandbox.CodeAlreadyExists, "%s exists and is not a directory", p)
+		return fileError(syscall.EEXIST, sandbox.CodeAlreadyExists, "%s exists and is not a directory", p)
 	case !errors.Is(err, fs.ErrNotExist):
 		return fsError(err, p)
 	}
@@ -310,7 +310,7 @@ func (s *Server) list(conn net.Conn, path string, log *slog.Logger) {
 	entries, err := os.ReadDir(p)
 	if err != nil {
 		if errors.Is(err, syscall.ENOTDIR) {
-			err = sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is not a directory", p).WithHint("stat it instead")
+			err = fileError(syscall.ENOTDIR, sandbox.CodeInvalidArgument, "%s is not a directory", p).WithHint("stat it instead")
 		}
 		s.failLogged(conn, log, fsError(err, p))
 		return
@@ -426,10 +426,10 @@ func (s *Server) rename(from, to string) (sandbox.FileInfo, error) {
 	if err := os.Rename(src, dst); err != nil {
 		switch {
 		case errors.Is(err, syscall.ENOENT):
-			return sandbox.FileInfo{}, sandbox.Errorf(sandbox.CodeNotFound, "no such directory: %s", filepath.Dir(dst)).
+			return sandbox.FileInfo{}, fileError(syscall.ENOENT, sandbox.CodeNotFound, "no such directory: %s", filepath.Dir(dst)).
 				WithHint("create the destination's directory first")
 		case errors.Is(err, syscall.EEXIST), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EISDIR):
-			return sandbox.FileInfo{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "%s already exists and is a directory", dst).
+			return sandbox.FileInfo{}, fileError(syscall.EISDIR, sandbox.CodeAlreadyExists, "%s already exists and is a directory", dst).
 				WithHint("remove it first, or rename to a path inside it")
 		}
 		return sandbox.FileInfo{}, fsError(err, src)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -27,6 +29,14 @@ func (s *Server) resolve(p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
+// fileError is the sandbox.Error of a failed file operation: code and
+// message, and the errno that says what failed in details "errno"
+// ("ENOENT"), for the doors whose clients speak errno (the Sprites
+// filesystem API).
+func fileError(errno syscall.Errno, code sandbox.Code, format string, args ...any) *sandbox.Error {
+	return sandbox.Errorf(code, format, args...).With("errno", unix.ErrnoName(errno))
+}
+
 // fsError maps a file system error about path to the sandbox.Error a caller
 // sees. Messages name only the caller's path, never the agent's temporary
 // files; errors with no mapping become internal (and are logged by the
@@ -45,43 +55,43 @@ func fsError(err error, path string) error {
 	}
 	switch errno {
 	case syscall.ENOENT:
-		return sandbox.Errorf(sandbox.CodeNotFound, "no such file: %s", path).
+		return fileError(errno, sandbox.CodeNotFound, "no such file: %s", path).
 			WithHint("check the path; relative paths start at the home directory")
 	case syscall.EEXIST:
-		return sandbox.Errorf(sandbox.CodeAlreadyExists, "%s already exists", path)
+		return fileError(errno, sandbox.CodeAlreadyExists, "%s already exists", path)
 	case syscall.EACCES, syscall.EPERM:
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "permission denied: %s", path).
+		return fileError(errno, sandbox.CodePermissionDenied, "permission denied: %s", path).
 			WithHint("the file's mode, owner or attributes forbid this")
 	case syscall.EROFS:
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "read-only file system: %s", path).
+		return fileError(errno, sandbox.CodePermissionDenied, "read-only file system: %s", path).
 			WithHint("write under the home directory or /tmp")
 	case syscall.ENOTDIR:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "not a directory: %s (or one of its parents)", path)
+		return fileError(errno, sandbox.CodeInvalidArgument, "not a directory: %s (or one of its parents)", path)
 	case syscall.EISDIR:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "%s is a directory", path)
+		return fileError(errno, sandbox.CodeInvalidArgument, "%s is a directory", path)
 	case syscall.ENOTEMPTY:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "directory %s is not empty", path).
+		return fileError(errno, sandbox.CodeInvalidArgument, "directory %s is not empty", path).
 			WithHint("remove it recursively to delete everything below it")
 	case syscall.ELOOP:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "too many levels of symbolic links: %s", path)
+		return fileError(errno, sandbox.CodeInvalidArgument, "too many levels of symbolic links: %s", path)
 	case syscall.ENAMETOOLONG:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "path too long: %s", path)
+		return fileError(errno, sandbox.CodeInvalidArgument, "path too long: %s", path)
 	case syscall.EXDEV:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "cannot rename %s across file systems", path).
+		return fileError(errno, sandbox.CodeInvalidArgument, "cannot rename %s across file systems", path).
 			WithHint("copy the file and remove the original instead")
 	case syscall.EINVAL:
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "invalid operation on %s", path).
+		return fileError(errno, sandbox.CodeInvalidArgument, "invalid operation on %s", path).
 			WithHint("a directory cannot be moved into itself")
 	case syscall.EBUSY:
-		return sandbox.Errorf(sandbox.CodeUnavailable, "%s is busy (a mount point or in use)", path)
+		return fileError(errno, sandbox.CodeUnavailable, "%s is busy (a mount point or in use)", path)
 	case syscall.ENOSPC:
-		return sandbox.Errorf(sandbox.CodeUnavailable, "no space left on the sandbox's disk writing %s", path).
+		return fileError(errno, sandbox.CodeUnavailable, "no space left on the sandbox's disk writing %s", path).
 			WithHint("free space in the sandbox, or give it a larger disk")
 	case syscall.EDQUOT:
-		return sandbox.Errorf(sandbox.CodeQuotaExceeded, "disk quota exceeded writing %s", path).
+		return fileError(errno, sandbox.CodeQuotaExceeded, "disk quota exceeded writing %s", path).
 			WithHint("free space in the sandbox, or ask for a larger quota")
 	case syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM:
-		return sandbox.Errorf(sandbox.CodeUnavailable, "the sandbox is out of resources (%s)", errno.Error()).
+		return fileError(errno, sandbox.CodeUnavailable, "the sandbox is out of resources (%s)", errno.Error()).
 			WithHint("retry later")
 	}
 	return fmt.Errorf("%s: %w", path, err)
@@ -91,7 +101,7 @@ func fsError(err error, path string) error {
 // which the agent refuses; nil for any other path.
 func refuseRoot(op, p string) error {
 	if p == "/" {
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "refusing to %s /", op).
+		return fileError(syscall.EPERM, sandbox.CodeInvalidArgument, "refusing to %s /", op).
 			WithHint("name a file or directory below /")
 	}
 	return nil
