@@ -51,6 +51,10 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 	}
+	if c := callOf(r); c != nil && c.door != nil {
+		c.door.WriteError(w, r, status, e)
+		return
+	}
 	s.encode(w, status, errorBody{Error: e.Wire()})
 }
 

@@ -40,6 +40,9 @@ type call struct {
 	sandbox string
 	// code is the error code of the answer; empty for a success.
 	code sandbox.Code
+	// door is the Door whose route serves the call, or nil for a native
+	// route: its errors are written in the door's dialect.
+	door *Door
 }
 
 type callKey struct{}

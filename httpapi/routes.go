@@ -64,6 +64,9 @@ func (s *server) routes() {
 	s.route("POST /v1/sandboxes/{name}/fs/rename", "fs.rename", s.authed(s.handleRename))
 	s.route("POST /v1/sandboxes/{name}/fs/chmod", "fs.chmod", s.authed(s.handleChmod))
 
+	for _, d := range s.opts.Doors {
+		s.mountDoor(d)
+	}
 	if s.opts.MCP != nil { // every method: the MCP handler answers the ones it does not take
 		s.routeDoor("/mcp", "mcp", sandbox.DoorMCP, s.authed(func(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) { s.opts.MCP.ServeHTTP(w, r) }))
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	// after the API has authenticated the caller; its calls are audited
 	// with door "mcp". nil: no /mcp.
 	MCP http.Handler
+	// Doors are served beside the native routes, each in its own dialect
+	// (see Door); their prefixes must not overlap the native routes.
+	Doors []*Door
 }
 
 // Defaults for zero Options fields.
@@ -104,17 +107,25 @@ func (s *server) noRoute(w http.ResponseWriter, r *http.Request) {
 	h, _ := s.mux.Handler(r)
 	rec := &statusRecorder{header: http.Header{}}
 	h.ServeHTTP(rec, r)
+	var err error
 	if rec.status == http.StatusMethodNotAllowed {
 		allow := rec.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		s.writeError(w, r, &statusError{status: http.StatusMethodNotAllowed,
+		err = &statusError{status: http.StatusMethodNotAllowed,
 			err: sandbox.Errorf(sandbox.CodeInvalidArgument, "method %s is not allowed on %s", r.Method, r.URL.Path).
 				WithHint("use %s", strings.ReplaceAll(allow, ", ", " or ")).
-				With("allow", strings.Split(allow, ", "))})
+				With("allow", strings.Split(allow, ", "))}
+	} else {
+		err = sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", r.Method, r.URL.Path).
+			WithHint("the API lives under /v1/sandboxes; docs/API.md lists every route")
+	}
+	if d := s.doorOf(r.URL.Path); d != nil {
+		// Answered in the door's dialect, as its own routes would.
+		r = r.WithContext(context.WithValue(r.Context(), callKey{}, &call{door: d}))
+		s.inDoor(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, err) })).ServeHTTP(w, r)
 		return
 	}
-	s.writeError(w, r, sandbox.Errorf(sandbox.CodeNotFound, "no route %s %s", r.Method, r.URL.Path).
-		WithHint("the API lives under /v1/sandboxes; docs/API.md lists every route"))
+	s.writeError(w, r, err)
 }
 
 // statusError answers err with a status other than its code's: 405 has no

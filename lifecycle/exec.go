@@ -46,7 +46,7 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 
 // gateLabel labels the automatic checkpoints of the gate. The command is
 // not in it: a command line may carry a credential.
-const gateLabel = "auto: before a destructive command"
+const gateLabel = sandbox.AutoLabel
 
 // gate is the destructive-command gate (see policy.Limits.Destructive):
 // when req matches one of the patterns of sb's tenant, it checkpoints sb

@@ -2,35 +2,25 @@ package mcpserver_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
-	"testing/fstest"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hearth/hearth/audit"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
-	layersfake "github.com/hearth/hearth/layers/fake"
+	"github.com/hearth/hearth/internal/daemontest"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
-	"github.com/hearth/hearth/store/sqlite"
 )
 
-// env is the door over a real lifecycle.Service with a SQLite store in
-// t.TempDir(), layers/fake holding the image "default", and driver/fake,
-// whose sandboxes are real hearth-agents in this process (commands run as
-// the test's user in the sandbox's home). Tenant t1 has an agent quota of
-// quota sandboxes.
+// env is the door over a daemon in miniature (internal/daemontest), whose
+// tenant t1 has an agent quota of quota sandboxes.
 type env struct {
 	svc    *lifecycle.Service
 	db     store.Store
@@ -39,57 +29,36 @@ type env struct {
 	// url is the API with the door mounted at /mcp, audited into db.
 	url      string
 	recorder *audit.Recorder
+	d        *daemontest.Env
 }
 
+// Principals of the env's tokens, with the ids the audit log names them by.
 var (
-	agentA1 = sandbox.Principal{Tenant: "t1", Agent: "a1", Role: sandbox.RoleAgent, TokenID: "tok-a1"}
-	agentA2 = sandbox.Principal{Tenant: "t1", Agent: "a2", Role: sandbox.RoleAgent, TokenID: "tok-a2"}
+	agentA1 = withTokenID(daemontest.AgentA1, "tok-a1")
+	agentA2 = withTokenID(daemontest.AgentA2, "tok-a2")
 )
 
+func withTokenID(p sandbox.Principal, id string) sandbox.Principal {
+	p.TokenID = id
+	return p
+}
+
 const (
-	tokenA1 = "hearth_testtokenforagenta1"
-	tokenA2 = "hearth_testtokenforagenta2"
+	tokenA1 = daemontest.TokenA1
+	tokenA2 = daemontest.TokenA2
 	quota   = 2
 )
 
 func newEnv(t *testing.T, opts mcpserver.Options) *env {
 	t.Helper()
-	ctx := t.Context()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hearth.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	for secret, p := range map[string]sandbox.Principal{tokenA1: agentA1, tokenA2: agentA2} {
-		sum := sha256.Sum256([]byte(secret))
-		if err := db.CreateToken(ctx, store.Token{ID: p.TokenID, Hash: hex.EncodeToString(sum[:]), Principal: p, CreatedAt: time.Now().UTC()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lay := layersfake.New(t)
-	if err := lay.Import(ctx, "default", fstest.MapFS{"home/sandbox": {Mode: fs.ModeDir | 0o755}}); err != nil {
-		t.Fatal(err)
-	}
-	drv := driverfake.New(driverfake.Options{})
-	t.Cleanup(func() { drv.Close() })
-	svc, err := lifecycle.New(lifecycle.Options{Store: db, Driver: drv, Layers: lay, AgentPath: "/nonexistent/hearth-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	operator := sandbox.Principal{Tenant: "system", Agent: "operator", Role: sandbox.RoleOperator}
-	q := quota
-	if _, err := svc.CreateTenant(ctx, operator, sandbox.Tenant{Name: "t1",
-		Allocation: sandbox.Resources{MilliCPU: 1 << 20, MemoryBytes: 1 << 45, DiskBytes: 1 << 48},
-		Policy:     sandbox.PolicyOverrides{AgentQuota: &q}}); err != nil {
-		t.Fatal(err)
-	}
-	rec := audit.New(db, nil)
+	d := daemontest.New(t, daemontest.Options{AgentQuota: quota})
+	rec := audit.New(d.DB, nil)
 	t.Cleanup(func() { rec.Close(context.Background()) })
 	opts.Audit = rec
-	srv := mcpserver.New(svc, opts)
-	hs := httptest.NewServer(httpapi.New(svc, httpapi.Options{MCP: srv.Handler(), Audit: rec, AuditLog: db}))
+	srv := mcpserver.New(d.Svc, opts)
+	hs := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{MCP: srv.Handler(), Audit: rec, AuditLog: d.DB}))
 	t.Cleanup(hs.Close)
-	return &env{svc: svc, db: db, driver: drv, srv: srv, url: hs.URL, recorder: rec}
+	return &env{svc: d.Svc, db: d.DB, driver: d.Driver, srv: srv, url: hs.URL, recorder: rec, d: d}
 }
 
 // connect opens an in-memory session with the door as p; progress, if
@@ -121,12 +90,7 @@ func connectTo(t *testing.T, srv *mcp.Server, progress func(*mcp.ProgressNotific
 
 // home is the host directory that is the home of p's sandbox name.
 func (e *env) home(t *testing.T, p sandbox.Principal, name string) string {
-	t.Helper()
-	sb, err := e.db.GetSandbox(t.Context(), p.Resolve(name))
-	if err != nil {
-		t.Fatalf("GetSandbox(%s) = %v", name, err)
-	}
-	return e.driver.Home(sb.ID)
+	return e.d.Home(t, p, name)
 }
 
 // call calls tool with args and decodes its structured content into out

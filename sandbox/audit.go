@@ -3,12 +3,13 @@ package sandbox
 import "time"
 
 // Doors an AuditEvent names: the native API called by any client, the
-// same API called by the hearth CLI (which says so in its User-Agent), and
-// the MCP endpoint /mcp.
+// same API called by the hearth CLI (which says so in its User-Agent), the
+// MCP endpoint /mcp, and the Sprites-compatible API /v1/sprites.
 const (
-	DoorAPI = "api"
-	DoorCLI = "cli"
-	DoorMCP = "mcp"
+	DoorAPI     = "api"
+	DoorCLI     = "cli"
+	DoorMCP     = "mcp"
+	DoorSprites = "sprites"
 )
 
 // AuditEvent is one call through a door, as the audit log keeps it: who
@@ -22,7 +23,7 @@ type AuditEvent struct {
 	ID int64 `json:"id"`
 	// At is when the call arrived.
 	At time.Time `json:"at"`
-	// Door is DoorAPI, DoorCLI or DoorMCP.
+	// Door is DoorAPI, DoorCLI, DoorMCP or DoorSprites.
 	Door string `json:"door"`
 	// Verb names the operation, one stable name per route:
 	// "sandbox.create", "sandbox.exec", "fs.write", "token.create", …

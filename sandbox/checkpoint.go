@@ -25,6 +25,13 @@ type Checkpoint struct {
 	Memory bool `json:"memory"`
 }
 
+// AutoLabel labels the checkpoints hearth takes on its own, before a
+// command that looks destructive.
+const AutoLabel = "auto: before a destructive command"
+
+// Auto reports whether hearth took c on its own (see AutoLabel).
+func (c Checkpoint) Auto() bool { return c.Label == AutoLabel }
+
 // MaxLabelLen is the longest checkpoint label.
 const MaxLabelLen = 200
 
