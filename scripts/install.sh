@@ -4,9 +4,10 @@
 #     btrfs-progs (the layer store), util-linux/mount, iproute2, iptables;
 #   - gVisor's runsc, built static from the Go module proxy once and cached in
 #     $HEARTH_CACHE (default /var/cache/hearth); linked into /usr/local/bin;
-#   - npm (apt), then Node 22 and the npm packages of the MCP real-client
-#     tests (the conformance suite and the TypeScript SDK), from npm,
-#     cached in $HEARTH_CACHE/node22 and $HEARTH_CACHE/mcp-js;
+#   - npm (apt), then Node 22 and the npm packages of the real-client
+#     tests: the MCP conformance suite and TypeScript SDK, and the Sprites
+#     JavaScript SDK, from npm, cached in $HEARTH_CACHE/node22,
+#     $HEARTH_CACHE/mcp-js and $HEARTH_CACHE/sprites-js;
 #   - bin/hearth and bin/hearth-agent (static) in the checkout.
 # Safe to run again: it only does what is missing. Needs root and Go >= 1.26.
 set -euo pipefail
@@ -19,6 +20,9 @@ runsc_version=v0.0.0-20260905035102-160fafc42237
 # Node may be older) and exact versions of the npm packages they run.
 node_version=22.23.3
 mcp_js_packages="@modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/sdk@1.32.2"
+# The Sprites real-client test (test/e2e/sprites_js_client_test.go) runs the
+# official JavaScript SDK, at an exact version, with the same Node.
+sprites_js_packages="@fly/sprites@0.1.0"
 
 say() { printf 'install: %s\n' "$*" >&2; }
 
@@ -71,6 +75,14 @@ if [ "$(cat "$mcp_js/versions" 2>/dev/null)" != "$mcp_js_packages" ]; then
 	# shellcheck disable=SC2086 # one word per package
 	PATH=$node22/node_modules/.bin:$PATH npm install --prefix "$mcp_js" --no-audit --no-fund --loglevel=error --save-exact $mcp_js_packages >/dev/null
 	echo "$mcp_js_packages" > "$mcp_js/versions"
+fi
+sprites_js=$cache/sprites-js
+if [ "$(cat "$sprites_js/versions" 2>/dev/null)" != "$sprites_js_packages" ]; then
+	say "installing $sprites_js_packages into $sprites_js (from npm)"
+	rm -rf "$sprites_js"
+	# shellcheck disable=SC2086 # one word per package
+	PATH=$node22/node_modules/.bin:$PATH npm install --prefix "$sprites_js" --no-audit --no-fund --loglevel=error --save-exact $sprites_js_packages >/dev/null
+	echo "$sprites_js_packages" > "$sprites_js/versions"
 fi
 
 say "building bin/hearth and bin/hearth-agent"

@@ -32,6 +32,7 @@ import (
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
+	"github.com/hearth/hearth/spritesapi"
 	"github.com/hearth/hearth/store/sqlite"
 	"github.com/hearth/hearth/webhook"
 )
@@ -176,6 +177,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 				// Test-only: the conformance suite's fixtures.
 				ConformanceFixtures: cfg.mcpConformanceFixtures,
 			}).Handler(),
+			Doors: []*httpapi.Door{spritesapi.New(svc, spritesapi.Options{Logger: log.With("component", "sprites")})},
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },

@@ -318,7 +318,7 @@ func runAgentList(ctx context.Context, c *cli, args []string) error {
 func tokenOps() []subOp {
 	return []subOp{
 		{"create", "--tenant T --agent A [--role R] [--ttl D] [--name-prefix P]", "create a token; its secret is printed once, on stdout", runTokenCreate},
-		{"list", "", "list the tokens you can see: ID TENANT AGENT ROLE CREATED EXPIRES REVOKED", runTokenList},
+		{"list", "", "list the tokens you can see: ID TENANT AGENT ROLE NAMES CREATED EXPIRES REVOKED", runTokenList},
 		{"revoke", "ID", "revoke a token, at once and for good", runTokenRevoke},
 	}
 }
@@ -377,13 +377,16 @@ func runTokenList(ctx context.Context, c *cli, args []string) error {
 		return c.printJSON(map[string]any{"tokens": ts})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tROLE\tCREATED\tEXPIRES\tREVOKED")
+	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tROLE\tNAMES\tCREATED\tEXPIRES\tREVOKED")
 	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Agent, t.Role, formatTime(t.CreatedAt),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Agent, t.Role, namesOf(t), formatTime(t.CreatedAt),
 			formatOptionalTime(t.ExpiresAt), formatOptionalTime(t.RevokedAt))
 	}
 	return tw.Flush()
 }
+
+// namesOf is the sandbox names a token reaches: "*" or "<prefix>*".
+func namesOf(t sandbox.TokenInfo) string { return t.NamePrefix + "*" }
 
 func formatOptionalTime(t time.Time) string {
 	if t.IsZero() {

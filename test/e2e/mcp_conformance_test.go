@@ -17,42 +17,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hearth/hearth/internal/testenv"
 )
 
-// The MCP real-client tests run JavaScript with Node 22 and npm packages
-// that scripts/install.sh installs, cached, under $HEARTH_CACHE (default
-// /var/cache/hearth): Node in node22/, the conformance suite and the
-// TypeScript SDK in mcp-js/. HEARTH_NODE22 and HEARTH_MCP_JS override the
-// two paths.
-
 // nodeJS returns the path of Node 22 and the npm prefix holding the MCP
-// packages, or skips (fails under HEARTH_TEST_STRICT) without them.
+// packages (the conformance suite and the TypeScript SDK, in mcp-js/ or
+// HEARTH_MCP_JS), or skips (fails under HEARTH_TEST_STRICT) without them.
 func nodeJS(t *testing.T) (node, prefix string) {
 	t.Helper()
-	cache := os.Getenv("HEARTH_CACHE")
-	if cache == "" {
-		cache = "/var/cache/hearth"
-	}
-	node = os.Getenv("HEARTH_NODE22")
-	if node == "" {
-		node = filepath.Join(cache, "node22", "node_modules", ".bin", "node")
-	}
-	prefix = os.Getenv("HEARTH_MCP_JS")
-	if prefix == "" {
-		prefix = filepath.Join(cache, "mcp-js")
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil || !strings.HasPrefix(string(out), "v22.") {
-		testenv.Skip(t, "Node 22 is not at %s (%q, %v); ./scripts/install.sh installs it", node, out, err)
-	}
-	for _, pkg := range []string{"conformance", "sdk"} {
-		if _, err := os.Stat(filepath.Join(prefix, "node_modules", "@modelcontextprotocol", pkg, "package.json")); err != nil {
-			testenv.Skip(t, "npm @modelcontextprotocol/%s is not in %s; ./scripts/install.sh installs it", pkg, prefix)
-		}
-	}
-	return node, prefix
+	return npmPackages(t, "HEARTH_MCP_JS", "mcp-js", "@modelcontextprotocol/conformance", "@modelcontextprotocol/sdk")
 }
 
 // bearerProxy is a loopback reverse proxy to the daemon that adds the

@@ -115,6 +115,26 @@ func TestTenancy(t *testing.T) {
 		t.Errorf("hearth limits as claude-1 = %d %q", code, stdout)
 	}
 
+	// A token restricted to a name prefix reaches only names inside it.
+	out2, errOut, code := d.cli("", "token", "create", "--tenant", "acme", "--agent", "claude-2", "--name-prefix", "hermes-")
+	if code != 0 || !strings.Contains(errOut, "shown once") {
+		t.Fatalf("token create --name-prefix = %d %q %q", code, out2, errOut)
+	}
+	hermes := strings.TrimSpace(out2)
+	stdout, stderr, code = d.cliAs(hermes, "", "create", "box-9")
+	if want := "error: this token is restricted to sandbox names starting with \"hermes-\"; \"box-9\" is outside it\nhint: use a name starting with \"hermes-\", or a token without that restriction\n"; code != sandbox.CodePermissionDenied.ExitCode() || stderr != want {
+		t.Errorf("hearth create box-9 with a hermes- token = %d %q %q; want %d and %q", code, stdout, stderr, sandbox.CodePermissionDenied.ExitCode(), want)
+	}
+	if stdout, stderr, code = d.cliAs(hermes, "", "create", "hermes-1"); code != 0 {
+		t.Errorf("hearth create hermes-1 with a hermes- token = %d %q %q", code, stdout, stderr)
+	}
+	if stdout, _, code = d.cliAs(hermes, "", "list"); code != 0 || !strings.Contains(stdout, "agent-claude-2-hermes-1") || strings.Contains(stdout, "box-0") {
+		t.Errorf("hearth list with a hermes- token = %d %q; want hermes-1 only", code, stdout)
+	}
+	if stdout, _, code = d.cli("", "token", "list"); code != 0 || !strings.Contains(stdout, "hermes-*") {
+		t.Errorf("hearth token list = %d %q; want the restriction shown", code, stdout)
+	}
+
 	// The tenant's budget binds whoever creates.
 	for i, c := range []*client.Client{t1, t2} {
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "job"}); err != nil {

@@ -1,0 +1,126 @@
+package spritesapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/spritesapi"
+)
+
+// env is the Sprites door, mounted on the API, over a daemon in miniature
+// (internal/daemontest).
+type env struct {
+	url string
+	d   *daemontest.Env
+	// audit records every call into d's store.
+	audit *audit.Recorder
+}
+
+// keepalive is the door's keepalive in the tests.
+const keepalive = 200 * time.Millisecond
+
+func newEnv(t *testing.T, o daemontest.Options) *env {
+	t.Helper()
+	d := daemontest.New(t, o)
+	rec := audit.New(d.DB, nil)
+	t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
+	door := spritesapi.New(d.Svc, spritesapi.Options{Keepalive: keepalive})
+	srv := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{Doors: []*httpapi.Door{door}, Audit: rec}))
+	t.Cleanup(srv.Close)
+	return &env{url: srv.URL, d: d, audit: rec}
+}
+
+// do sends method path with token (none when "") and body, and returns the
+// response and its body.
+func (e *env) do(t *testing.T, method, path, token, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, path, err)
+	}
+	return resp, b
+}
+
+// want sends the request and wants status; it decodes a JSON body into out
+// when out is not nil.
+func (e *env) want(t *testing.T, status int, method, path, token, body string, out any) []byte {
+	t.Helper()
+	resp, b := e.do(t, method, path, token, body)
+	if resp.StatusCode != status {
+		t.Fatalf("%s %s = %d %s; want %d", method, path, resp.StatusCode, b, status)
+	}
+	if got := resp.Header.Get("Sprite-Version"); got != spritesapi.Version {
+		t.Errorf("%s %s: Sprite-Version = %q, want %q", method, path, got, spritesapi.Version)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: body %s: %v", method, path, b, err)
+		}
+	}
+	return b
+}
+
+// apiError is the Sprites error body.
+type apiError struct {
+	Error             string `json:"error"`
+	Message           string `json:"message"`
+	Code              string `json:"code"`
+	Path              string `json:"path"`
+	Limit             *int64 `json:"limit"`
+	CurrentCount      *int64 `json:"current_count"`
+	RetryAfterSeconds *int64 `json:"retry_after_seconds"`
+}
+
+// wantError sends the request and wants status with a Sprites error body
+// whose "error" is code.
+func (e *env) wantError(t *testing.T, status int, code, method, path, token, body string) apiError {
+	t.Helper()
+	var ae apiError
+	e.want(t, status, method, path, token, body, &ae)
+	if ae.Error != code && ae.Code != code || ae.Error == "" {
+		t.Fatalf("%s %s: error body %+v; want %q", method, path, ae, code)
+	}
+	return ae
+}
+
+// sprite is the part of the Sprites object the tests read.
+type sprite struct {
+	ID           string   `json:"id"`
+	Name         string   `json:"name"`
+	Status       string   `json:"status"`
+	Organization string   `json:"organization"`
+	Labels       []string `json:"labels"`
+	CreatedAt    string   `json:"created_at"`
+	URLSettings  struct {
+		Auth string `json:"auth"`
+	} `json:"url_settings"`
+}
+
+// create makes sprite name as token's agent.
+func (e *env) create(t *testing.T, token, name string) sprite {
+	t.Helper()
+	var s sprite
+	e.want(t, http.StatusCreated, "POST", "/v1/sprites", token, `{"name":"`+name+`"}`, &s)
+	return s
+}
