@@ -68,22 +68,20 @@ if [ "$("$node22/node_modules/.bin/node" --version 2>/dev/null)" != "v$node_vers
 	npm install --prefix "$node22" --no-audit --no-fund --loglevel=error "node-linux-$node_arch@$node_version" >/dev/null
 	ln -sf ../node-linux-$node_arch/bin/node "$node22/node_modules/.bin/node"
 fi
-mcp_js=$cache/mcp-js
-if [ "$(cat "$mcp_js/versions" 2>/dev/null)" != "$mcp_js_packages" ]; then
-	say "installing $mcp_js_packages into $mcp_js (from npm)"
-	rm -rf "$mcp_js"
-	# shellcheck disable=SC2086 # one word per package
-	PATH=$node22/node_modules/.bin:$PATH npm install --prefix "$mcp_js" --no-audit --no-fund --loglevel=error --save-exact $mcp_js_packages >/dev/null
-	echo "$mcp_js_packages" > "$mcp_js/versions"
-fi
-sprites_js=$cache/sprites-js
-if [ "$(cat "$sprites_js/versions" 2>/dev/null)" != "$sprites_js_packages" ]; then
-	say "installing $sprites_js_packages into $sprites_js (from npm)"
-	rm -rf "$sprites_js"
-	# shellcheck disable=SC2086 # one word per package
-	PATH=$node22/node_modules/.bin:$PATH npm install --prefix "$sprites_js" --no-audit --no-fund --loglevel=error --save-exact $sprites_js_packages >/dev/null
-	echo "$sprites_js_packages" > "$sprites_js/versions"
-fi
+# npm_packages DIR PACKAGES installs PACKAGES (exact versions, one word
+# each) into $cache/DIR with Node 22, unless that set is already there.
+npm_packages() {
+	local dir=$cache/$1 packages=$2
+	if [ "$(cat "$dir/versions" 2>/dev/null)" != "$packages" ]; then
+		say "installing $packages into $dir (from npm)"
+		rm -rf "$dir"
+		# shellcheck disable=SC2086 # one word per package
+		PATH=$node22/node_modules/.bin:$PATH npm install --prefix "$dir" --no-audit --no-fund --loglevel=error --save-exact $packages >/dev/null
+		echo "$packages" > "$dir/versions"
+	fi
+}
+npm_packages mcp-js "$mcp_js_packages"
+npm_packages sprites-js "$sprites_js_packages"
 
 say "building bin/hearth and bin/hearth-agent"
 mkdir -p bin
