@@ -9,12 +9,12 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -47,31 +47,6 @@ func (c *console) typeIn(t *testing.T, s string) {
 	if _, err := c.keys.WriteString(s); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// screen records a command's output as it comes.
-type screen struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *screen) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *screen) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
-// waitFor waits until the output holds want.
-func (s *screen) waitFor(t *testing.T, want string) {
-	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("output %q never showed %q", s, want),
-		func() bool { return strings.Contains(s.String(), want) })
 }
 
 type execEnd struct {
@@ -197,13 +172,13 @@ func TestExecTTYStdin(t *testing.T) {
 	})
 	t.Run("typed while it runs", func(t *testing.T) {
 		con := newConsole(t)
-		var out screen
+		var out testenv.Buffer
 		ended := execAsync(t, c, sandbox.ExecRequest{
 			Shell: "while read x; do echo got:$x; [ $x = bye ] && exit 4; done", TTY: tty,
 		}, con, &out, nil)
 		for _, word := range []string{"one", "two", "bye"} {
 			con.typeIn(t, word+"\n")
-			out.waitFor(t, "got:"+word+"\r\n")
+			out.WaitFor(t, "got:"+word+"\r\n", 10*time.Second)
 		}
 		if res := waitEnd(t, ended); res.ExitCode != 4 {
 			t.Errorf("Exec = %+v, want exit 4", res)
@@ -247,7 +222,7 @@ until [ -s bg.pid ]; do sleep 0.01; done; cat bg.pid; echo bye`,
 func TestExecTTYResize(t *testing.T) {
 	c, _ := startServer(t, agent.Options{})
 	con := newConsole(t)
-	var out screen
+	var out testenv.Buffer
 	ended := execAsync(t, c, sandbox.ExecRequest{
 		Shell: `trap 'echo "winch $(stty size)"; exit 7' WINCH
 stty size; read x; echo got:$x
@@ -255,9 +230,9 @@ while :; do sleep 0.05; done`,
 		TTY:     &sandbox.TTYSize{Rows: 10, Cols: 20},
 		Timeout: sandbox.Duration(10 * time.Second), // should the resize be missed
 	}, con, &out, nil)
-	out.waitFor(t, "10 20\r\n")
+	out.WaitFor(t, "10 20\r\n", 10*time.Second)
 	con.typeIn(t, "first\n")
-	out.waitFor(t, "got:first\r\n")
+	out.WaitFor(t, "got:first\r\n", 10*time.Second)
 	con.controls <- sandbox.ExecControl{Resize: &sandbox.TTYSize{Rows: 30, Cols: 90}}
 	res := waitEnd(t, ended)
 	if res.ExitCode != 7 {
@@ -312,9 +287,9 @@ func TestExecSignalControl(t *testing.T) {
 
 	t.Run("the whole process group", func(t *testing.T) {
 		con := newConsole(t)
-		var out screen
+		var out testenv.Buffer
 		ended := execAsync(t, c, sandbox.ExecRequest{Shell: "sleep 100 & echo $!; wait"}, con, &out, nil)
-		out.waitFor(t, "\n")
+		out.WaitFor(t, "\n", 10*time.Second)
 		ps := pids(t, out.String())
 		if len(ps) != 1 {
 			t.Fatalf("stdout %q, want the background pid", out.String())
@@ -329,10 +304,10 @@ func TestExecSignalControl(t *testing.T) {
 
 	t.Run("while stdin streams", func(t *testing.T) {
 		con := newConsole(t)
-		var out screen
+		var out testenv.Buffer
 		ended := execAsync(t, c, sandbox.ExecRequest{Argv: []string{"cat"}}, con, &out, nil)
 		con.typeIn(t, "abc\n")
-		out.waitFor(t, "abc\n")
+		out.WaitFor(t, "abc\n", 10*time.Second)
 		con.controls <- sandbox.ExecControl{Signal: "SIGHUP"}
 		if res := waitEnd(t, ended); res.Signal != "SIGHUP" {
 			t.Errorf("Exec(cat) = %+v, want ended by SIGHUP", res)
@@ -368,9 +343,9 @@ func TestExecTTYRlimits(t *testing.T) {
 func TestExecTTYPID1(t *testing.T) {
 	c, _ := startPID1(t)
 	con := newConsole(t)
-	var out screen
+	var out testenv.Buffer
 	ended := execAsync(t, c, sandbox.ExecRequest{Shell: "stty size; read x; echo got:$x", TTY: &sandbox.TTYSize{Rows: 12, Cols: 34}}, con, &out, nil)
-	out.waitFor(t, "12 34\r\n")
+	out.WaitFor(t, "12 34\r\n", 10*time.Second)
 	con.typeIn(t, "pid1\n")
 	if res := waitEnd(t, ended); res.ExitCode != 0 || !strings.Contains(out.String(), "got:pid1\r\n") {
 		t.Errorf("Exec = %+v, output %q; want exit 0 after got:pid1", res, out.String())

@@ -205,10 +205,9 @@ func (d *door) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.P
 	if err != nil {
 		return err
 	}
-	name := r.PathValue("name")
-	info, err := d.svc.Stat(r.Context(), p, name, abs)
+	info, err := d.stat(r, p, abs)
 	if err != nil {
-		return fsErr(abs, err)
+		return err
 	}
 	files := []sandbox.FileInfo{info}
 	if info.Type == sandbox.FileDir {
@@ -222,6 +221,15 @@ func (d *door) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.P
 	}
 	encode(w, http.StatusOK, out)
 	return nil
+}
+
+// stat describes the file at abs in r's sprite.
+func (d *door) stat(r *http.Request, p sandbox.Principal, abs string) (sandbox.FileInfo, error) {
+	info, err := d.svc.Stat(r.Context(), p, r.PathValue("name"), abs)
+	if err != nil {
+		return sandbox.FileInfo{}, fsErr(abs, err)
+	}
+	return info, nil
 }
 
 // walk returns dir's children, directories first and then by name, and
@@ -340,10 +348,9 @@ func (d *door) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 	if err != nil {
 		return err
 	}
-	name := r.PathValue("name")
-	info, err := d.svc.Stat(r.Context(), p, name, abs)
+	info, err := d.stat(r, p, abs)
 	if err != nil {
-		return fsErr(abs, err)
+		return err
 	}
 	targets := []string{info.Path}
 	if b.Recursive && info.Type == sandbox.FileDir {
@@ -359,7 +366,7 @@ func (d *door) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 	}
 	out := []affected{}
 	for _, t := range targets {
-		info, err := d.svc.Chmod(r.Context(), p, name, t, mode)
+		info, err := d.svc.Chmod(r.Context(), p, r.PathValue("name"), t, mode)
 		if err != nil {
 			return fsErr(t, err)
 		}

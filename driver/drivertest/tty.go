@@ -5,10 +5,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -41,7 +41,7 @@ func (s *suite) testTTY(t *testing.T) {
 	keys, typed := io.Pipe()
 	defer typed.Close()
 	in := &console{Reader: keys, controls: make(chan sandbox.ExecControl, 1)}
-	var screen screen
+	var screen testenv.Buffer
 	type end struct {
 		res sandbox.ExecResult
 		err error
@@ -57,11 +57,11 @@ while :; do sleep 0.05; done`,
 		}, in, &screen, nil)
 		ended <- end{res, err}
 	}()
-	screen.waitFor(t, "10 20\r\n")
+	screen.WaitFor(t, "10 20\r\n", 20*time.Second)
 	if _, err := typed.Write([]byte("typed\n")); err != nil {
 		t.Fatal(err)
 	}
-	screen.waitFor(t, "got:typed\r\n")
+	screen.WaitFor(t, "got:typed\r\n", 20*time.Second)
 	in.controls <- sandbox.ExecControl{Resize: &sandbox.TTYSize{Rows: 30, Cols: 90}}
 	if e := <-ended; e.err != nil || e.res.ExitCode != 7 || !strings.Contains(screen.String(), "winch 30 90\r\n") {
 		t.Errorf("Exec(%s, resized to 30x90) = %+v, %v: %q; want exit 7 from the WINCH trap after \"winch 30 90\"", spec.ID, e.res, e.err, screen.String())
@@ -87,31 +87,3 @@ type console struct {
 }
 
 func (c *console) Controls() <-chan sandbox.ExecControl { return c.controls }
-
-// screen records a command's output as it comes.
-type screen struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *screen) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *screen) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
-// waitFor waits until the output holds want; it fails t after 20 seconds.
-func (s *screen) waitFor(t *testing.T, want string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(s.String(), want); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output %q, after 20s, still without %q", s.String(), want)
-		}
-	}
-}

@@ -2,7 +2,10 @@ package testenv
 
 import (
 	"bytes"
+	"strings"
 	"sync"
+	"testing"
+	"time"
 )
 
 // Buffer is a bytes.Buffer that is safe for concurrent use: a sink for the
@@ -25,4 +28,15 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// WaitFor waits until what was written holds want; it fails t when that
+// takes longer than d.
+func (b *Buffer) WaitFor(t testing.TB, want string, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !strings.Contains(b.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("output %q, after %v, still without %q", b.String(), d, want)
+		}
+	}
 }
