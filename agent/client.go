@@ -24,10 +24,22 @@ type Client struct {
 // NewClient returns a client that reaches the agent through dial.
 func NewClient(dial Dialer) *Client { return &Client{dial: dial} }
 
-// call opens a connection and sends req. The caller owns the connection. When
-// ctx ends, the connection is closed, which the agent takes as its caller
-// going away.
+// call opens a connection and sends req. The caller owns the connection and
+// calls the returned func when done with it. When ctx ends, the connection
+// is closed, which the agent takes as its caller going away.
 func (c *Client) call(ctx context.Context, req Request) (net.Conn, func(), error) {
+	conn, stop, err := c.open(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, func() { stop(); conn.Close() }, nil
+}
+
+// open is call for a connection that may outlive ctx: it returns the stop
+// of the context.AfterFunc that closes the connection when ctx ends. stop
+// reports whether it came first; when it did not, the connection is closed
+// or being closed.
+func (c *Client) open(ctx context.Context, req Request) (net.Conn, func() bool, error) {
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, nil, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox agent unreachable").
@@ -51,7 +63,7 @@ func (c *Client) call(ctx context.Context, req Request) (net.Conn, func(), error
 		conn.Close()
 		return nil, nil, c.broken(ctx, err)
 	}
-	return conn, func() { stop(); conn.Close() }, nil
+	return conn, stop, nil
 }
 
 // broken turns a connection failure into the error a caller sees: the
@@ -421,4 +433,59 @@ func (c *Client) Chmod(ctx context.Context, path string, mode fs.FileMode) (sand
 	var info sandbox.FileInfo
 	err := c.simple(ctx, Request{Op: OpChmod, Path: path, Mode: uint32(mode)}, &info)
 	return info, err
+}
+
+// Connect opens a TCP stream to port on the sandbox's loopback, through the
+// agent, whatever the sandbox's network (even none): the agent connects to
+// 127.0.0.1, or to [::1] when 127.0.0.1 refuses, and from then on the
+// returned connection carries the stream's bytes both ways, unframed. It is
+// the connection the Dialer returned, so a *net.UnixConn (or *net.TCPConn)
+// keeps its CloseWrite: the agent passes a half-close on to the server, and
+// the server's half-close reads as EOF. The stream ends when either side
+// closes; closing the returned connection closes the agent's to the server.
+//
+// ctx bounds the call until the agent has connected, not the stream, which
+// outlives it. Errors: invalid_argument for a port outside 1 to 65535,
+// unavailable when nothing listens on the port (the message names it), when
+// the server does not accept within seconds, or when the agent cannot be
+// reached.
+func (c *Client) Connect(ctx context.Context, port int) (net.Conn, error) {
+	if err := sandbox.ValidatePort(port); err != nil {
+		return nil, err
+	}
+	conn, stop, err := c.open(ctx, Request{Op: OpConnect, Port: port})
+	if err != nil {
+		return nil, err
+	}
+	// The result is one frame read with exact lengths: nothing of the
+	// stream that follows is read here.
+	kind, payload, err := ReadFrame(conn, nil)
+	if err == nil {
+		err = final(kind, payload, &ConnectResult{})
+	} else {
+		err = c.broken(ctx, err)
+	}
+	if !stop() { // ctx ended and the connection is closed or closing
+		conn.Close()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// Ports returns the TCP ports processes in the sandbox listen on, with the
+// address each is bound to ("0.0.0.0", "127.0.0.1", "::", "::1"), sorted
+// by port then address.
+func (c *Client) Ports(ctx context.Context) ([]sandbox.ListeningPort, error) {
+	var res PortsResult
+	if err := c.simple(ctx, Request{Op: OpPorts}, &res); err != nil {
+		return nil, err
+	}
+	if res.Ports == nil {
+		res.Ports = []sandbox.ListeningPort{}
+	}
+	return res.Ports, nil
 }

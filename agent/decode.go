@@ -9,8 +9,10 @@ import (
 )
 
 // DecodeRequest parses a request frame strictly: unknown fields, trailing
-// data, an unknown op, an op without its operand and a mode with bits other
-// than permissions, setuid, setgid and sticky are invalid_argument. Paths
+// data, an unknown op, an op without its operand, an operand the op does not
+// take (shell_size, port), a connect port outside 1 to 65535 and a mode with
+// bits other than permissions, setuid, setgid and sticky are
+// invalid_argument. Paths
 // are checked (NUL bytes, "/" for remove and rename) when they are resolved.
 func DecodeRequest(payload []byte) (Request, error) {
 	var req Request
@@ -19,6 +21,9 @@ func DecodeRequest(payload []byte) (Request, error) {
 	}
 	if req.ShellSize != 0 && req.Op != OpExec {
 		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: shell_size is only for exec")
+	}
+	if req.Port != 0 && req.Op != OpConnect {
+		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: port is only for connect")
 	}
 	switch req.Op {
 	case OpExec:
@@ -65,7 +70,11 @@ func DecodeRequest(payload []byte) (Request, error) {
 		if req.Path == "" || req.To == "" {
 			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: rename needs a path and a destination")
 		}
-	case OpPing:
+	case OpConnect:
+		if err := sandbox.ValidatePort(req.Port); err != nil {
+			return Request{}, err
+		}
+	case OpPing, OpPorts:
 	default:
 		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unknown op %q", req.Op).
 			WithHint("the daemon and the agent may be of different versions")

@@ -13,6 +13,8 @@
 // (the op's JSON result) or FrameError (a JSON sandbox.Error). An error that
 // the agent finds before it starts a command or sends a file's first byte is
 // the only frame it sends, so the daemon can still answer with an HTTP error.
+// Connect is the one exception to framing: after its FrameResult the
+// connection carries a raw TCP stream (see Ports and connections below).
 //
 // # Exec
 //
@@ -62,6 +64,34 @@
 // logged at debug level and dropped: it never ends the exec. Controls are
 // read in line with stdin frames, so a command that stops reading its
 // stdin with more pending than its pipe or terminal holds delays them.
+//
+// # Ports and connections
+//
+// Connect (OpConnect, Request.Port) reaches a TCP port on the sandbox's own
+// loopback from the agent, which shares the sandbox's network namespace
+// (under gVisor, its netstack): it works whatever the sandbox's network,
+// even none, and backs the daemon's proxying of HTTP and WebSockets into a
+// sandbox. The client sends the request frame and nothing else until the
+// answer. The agent dials 127.0.0.1:port and, when that is refused,
+// [::1]:port (a server bound to "::" accepts on both, one bound to "::1"
+// only on the second), within 5 seconds in all. When nothing listens, or
+// the server does not accept in time, it answers with a FrameError
+// (unavailable, naming the port) and closes. Otherwise it answers with a
+// FrameResult holding ConnectResult, the address it reached, and from the
+// next byte on the connection carries the stream, unframed, both ways at
+// once. EOF from either side is passed on as a half-close (shutdown of
+// writing) of the other side's connection, so "send the request, shut down
+// writing, read the answer" works; an error either way closes both, and so
+// does the end of both directions. No deadline applies to the stream, which
+// lasts as long as its ends keep it open. A client that closes its
+// connection entirely looks to the agent like one that half-closed: the
+// agent closes the server's connection once the server closes it too or
+// writes to the agent in vain. Shutdown waits for streams as for any op in
+// flight, and closes them when its context ends.
+//
+// Ports (OpPorts) answers with PortsResult: the listening TCP sockets of
+// /proc/net/tcp and /proc/net/tcp6 of the agent's network namespace, each
+// as a port and the address it is bound to, sorted by port then address.
 //
 // # Files
 //

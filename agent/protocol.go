@@ -116,6 +116,11 @@ const (
 	OpRemove Op = "remove" // result: empty object
 	OpRename Op = "rename" // result: sandbox.FileInfo of the new path
 	OpChmod  Op = "chmod"  // result: sandbox.FileInfo
+	// OpConnect answers with ConnectResult, after which the connection is
+	// the raw TCP stream to Request.Port on the sandbox's loopback, with no
+	// frames either way (see Client.Connect).
+	OpConnect Op = "connect"
+	OpPorts   Op = "ports" // result: PortsResult
 )
 
 // Request is the first frame of every connection.
@@ -143,6 +148,23 @@ type Request struct {
 	// fs.ModeSetgid and fs.ModeSticky, in fs.FileMode's encoding (the same
 	// as sandbox.FileInfo.Mode and sandbox.WriteRequest.Mode).
 	Mode uint32 `json:"mode,omitempty"`
+	// Port is connect's TCP port, 1 to 65535, on the sandbox's loopback.
+	Port int `json:"port,omitempty"`
+}
+
+// ConnectResult is the last frame of OpConnect: from the next byte on, the
+// connection carries the TCP stream.
+type ConnectResult struct {
+	// Address is the address the agent reached, such as "127.0.0.1:8080"
+	// or "[::1]:8080".
+	Address string `json:"address"`
+}
+
+// PortsResult is the answer to OpPorts.
+type PortsResult struct {
+	// Ports are the TCP ports processes in the sandbox listen on, sorted by
+	// port then address; never nil.
+	Ports []sandbox.ListeningPort `json:"ports"`
 }
 
 // ListResult ends OpList. The entries themselves come before it in data

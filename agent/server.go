@@ -193,7 +193,8 @@ func (s *Server) runningLocked() []*execution {
 
 // handle reads the request frame and runs the op. Every path ends the
 // connection with exactly one FrameResult or FrameError, unless the
-// connection itself broke.
+// connection itself broke; after connect's FrameResult the connection is a
+// raw stream.
 func (s *Server) handle(conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(requestTimeout))
 	kind, payload, err := ReadFrame(conn, nil)
@@ -232,6 +233,13 @@ func (s *Server) handle(conn net.Conn) {
 		s.answer(conn, log, func() (any, error) { return s.rename(req.Path, req.To) })
 	case OpChmod:
 		s.answer(conn, log, func() (any, error) { return s.chmod(req.Path, req.Mode) })
+	case OpConnect:
+		s.connect(conn, req.Port, log.With("port", req.Port))
+	case OpPorts:
+		s.answer(conn, log, func() (any, error) {
+			ports, err := listeningPorts("/proc/net")
+			return PortsResult{Ports: ports}, err
+		})
 	default:
 		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unknown op %q", req.Op))
 	}

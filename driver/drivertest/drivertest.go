@@ -64,8 +64,9 @@ type Config struct {
 // Run runs the conformance suite: the lifecycle of one sandbox (start,
 // state, dial, stop, wake, delete), two sandboxes side by side, survival of a
 // driver restart, start failures that leave nothing behind, errors for
-// unknown ids, and commands on a terminal of the sandbox's own; and for a
-// driver that implements an optional capability, that capability (Freeze:
+// unknown ids, commands on a terminal of the sandbox's own, and connections
+// to a server in the sandbox through its agent; and for a driver that
+// implements an optional capability, that capability (Freeze:
 // driver.Freezer).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
@@ -79,6 +80,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Restart", s.testRestart)
 	t.Run("StartFailure", s.testStartFailure)
 	t.Run("TTY", s.testTTY)
+	t.Run("Connect", s.testConnect)
 	t.Run("Freeze", s.testFreeze)
 }
 
