@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/hearth/hearth/sandbox"
@@ -283,4 +284,22 @@ func (c *Client) Update(ctx context.Context, name string, u sandbox.SandboxUpdat
 	}
 	_, err = c.doJSON(ctx, http.MethodPatch, p, nil, u, &sb)
 	return sb, err
+}
+
+// Ports returns the ports of the sandbox called name that processes
+// listen on, and the ports asked for, each with its URL, by port.
+func (c *Client) Ports(ctx context.Context, name string, ports ...int) ([]sandbox.PortInfo, error) {
+	p, err := sandboxPath(name, "/ports")
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	for _, port := range ports {
+		q.Add("port", strconv.Itoa(port))
+	}
+	var out struct {
+		Ports []sandbox.PortInfo `json:"ports"`
+	}
+	_, err = c.doJSON(ctx, http.MethodGet, p, q, nil, &out)
+	return out.Ports, err
 }

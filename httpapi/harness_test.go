@@ -47,7 +47,7 @@ type envOptions struct {
 	audit bool
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	d := daemontest.New(t, daemontest.Options{MaxWriteBytes: o.maxWrite})
 	var rec *audit.Recorder
@@ -69,7 +69,7 @@ func (e *env) home(t *testing.T, name string) string { return e.d.Home(t, agentA
 func (e *env) client() *client.Client { return client.New(e.url, e.token, nil) }
 
 // create makes sandbox name for agent a1.
-func (e *env) create(t *testing.T, name string) {
+func (e *env) create(t testing.TB, name string) {
 	t.Helper()
 	if _, _, err := e.client().Create(t.Context(), sandbox.CreateRequest{Name: name}); err != nil {
 		t.Fatalf("Create(%s) = %v", name, err)

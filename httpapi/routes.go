@@ -54,6 +54,11 @@ func (s *server) routes() {
 	s.route("POST /v1/sandboxes/{name}/fork", "sandbox.fork", s.authed(s.handleFork))
 
 	s.route("GET /v1/sandboxes/{name}/exec", verbExec, s.authed(s.handleExec))
+	s.route("GET /v1/sandboxes/{name}/ports", "sandbox.ports", s.authed(s.handlePorts))
+	// Every method: the proxy authenticates itself (public ports need no
+	// token).
+	s.route("/v1/sandboxes/{name}/proxy/{port}/{path...}", verbProxy, http.HandlerFunc(s.handleProxy))
+	s.route("/v1/sandboxes/{name}/proxy/{port}", verbProxy, http.HandlerFunc(s.handleProxyRoot))
 
 	s.route("GET /v1/sandboxes/{name}/fs/file", "fs.read", s.authed(s.handleReadFile))
 	s.route("PUT /v1/sandboxes/{name}/fs/file", "fs.write", s.authed(s.handleWriteFile))

@@ -47,6 +47,10 @@ type Options struct {
 	// Doors are served beside the native routes, each in its own dialect
 	// (see Door); their prefixes must not overlap the native routes.
 	Doors []*Door
+	// BaseDomain, if set, makes every host {port}-{name}.{BaseDomain} the
+	// URL of that port of that sandbox (a wildcard DNS name pointing at the
+	// daemon), besides /v1/sandboxes/{name}/proxy/{port}/.
+	BaseDomain string
 }
 
 // Defaults for zero Options fields.
@@ -63,6 +67,8 @@ type server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *apiMetrics // nil without Options.Metrics
+	// hostProxy serves requests to the hosts of Options.BaseDomain.
+	hostProxy http.Handler
 }
 
 // New returns the API handler over svc. Every route but GET /v1/health
@@ -87,12 +93,20 @@ func New(svc *lifecycle.Service, opts Options) http.Handler {
 		s.metrics = newAPIMetrics(opts.Metrics, svc.Counts)
 	}
 	s.routes()
+	s.hostProxy = s.observe(verbProxy, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, _ := s.hostTarget(r)
+		s.proxy(w, r, t)
+	}))
 	return s
 }
 
 // ServeHTTP dispatches to the route (whose panics observe answers),
 // turning the mux's own plain-text 404 and 405 answers into JSON errors.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.hostTarget(r); ok {
+		s.hostProxy.ServeHTTP(w, r)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.noRoute(w, r)
 		return

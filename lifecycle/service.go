@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -289,8 +290,9 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
 			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
 		},
-		Resources: res,
-		Labels:    req.Labels,
+		Resources:   res,
+		Labels:      req.Labels,
+		PublicPorts: []int{},
 	}
 	if forPool {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
@@ -633,6 +635,11 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 			return sandbox.Sandbox{}, err
 		}
 	}
+	if u.PublicPorts != nil {
+		if err := sandbox.ValidatePorts(*u.PublicPorts); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
 	unlock := s.locks.lock(name)
 	defer unlock()
 	sb, err := s.Get(ctx, p, name)
@@ -641,6 +648,9 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 	}
 	if u.Labels != nil {
 		sb.Labels = append([]string{}, *u.Labels...)
+	}
+	if u.PublicPorts != nil {
+		sb.PublicPorts = slices.Sorted(slices.Values(*u.PublicPorts))
 	}
 	sb.UpdatedAt = s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {

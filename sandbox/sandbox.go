@@ -54,6 +54,10 @@ type Sandbox struct {
 	// Labels are the caller's free-form tags, in the order set (see
 	// ValidateLabels); never nil (an empty list renders as []).
 	Labels []string `json:"labels"`
+	// PublicPorts are the ports, in order, that the sandbox's URL serves to
+	// anyone, without a token (see ValidatePorts); every other port is
+	// private to those who may see the sandbox. Never nil.
+	PublicPorts []int `json:"public_ports"`
 }
 
 // SandboxUpdate changes what a sandbox's owner may change after create; a
@@ -61,6 +65,9 @@ type Sandbox struct {
 type SandboxUpdate struct {
 	// Labels replaces the sandbox's labels; an empty list clears them.
 	Labels *[]string `json:"labels,omitempty"`
+	// PublicPorts replaces the sandbox's public ports; an empty list makes
+	// every port private again.
+	PublicPorts *[]int `json:"public_ports,omitempty"`
 }
 
 // Capabilities a sandbox can report.

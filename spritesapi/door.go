@@ -20,6 +20,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -37,6 +38,7 @@ type Service interface {
 	Update(ctx context.Context, p sandbox.Principal, name string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error)
 	Destroy(ctx context.Context, p sandbox.Principal, name string) error
 	Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error)
+	Connect(ctx context.Context, p sandbox.Principal, name string, port int) (net.Conn, error)
 
 	Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error)
 
@@ -59,6 +61,9 @@ type Service interface {
 type Options struct {
 	// Logger receives stream failures; nil discards.
 	Logger *slog.Logger
+	// BaseDomain is httpapi.Options.BaseDomain: sprite URLs are then hosts
+	// {port}-{name}.{BaseDomain}.
+	BaseDomain string
 	// Keepalive is how long an exec stream may stay silent before the door
 	// sends a keepalive message (10s): the JavaScript SDK, which cannot see
 	// WebSocket pings, gives up after 45 s without a message.
@@ -77,13 +82,14 @@ type door struct {
 	svc       Service
 	log       *slog.Logger
 	keepalive time.Duration
+	domain    string
 	// sessions numbers exec sessions: Sprites clients want a string id.
 	sessions atomic.Int64
 }
 
 // New returns the door over svc, for httpapi.Options.Doors.
 func New(svc Service, opts Options) *httpapi.Door {
-	d := &door{svc: svc, log: opts.Logger, keepalive: opts.Keepalive}
+	d := &door{svc: svc, log: opts.Logger, keepalive: opts.Keepalive, domain: opts.BaseDomain}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -112,6 +118,7 @@ func (d *door) routes() []httpapi.Route {
 		{Pattern: "GET /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleExec},
 		{Pattern: "POST /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleHTTPExec},
 		{Pattern: "GET /v1/sprites/{name}/control", Verb: "sprite.control", Handle: d.handleControl},
+		{Pattern: "GET /v1/sprites/{name}/proxy", Verb: "sandbox.proxy", Handle: d.handleTCPProxy},
 
 		{Pattern: "GET /v1/sprites/{name}/fs/read", Verb: "fs.read", Handle: d.handleRead},
 		{Pattern: "PUT /v1/sprites/{name}/fs/write", Verb: "fs.write", Handle: d.handleWrite},

@@ -21,11 +21,15 @@ func (t stamp) MarshalJSON() ([]byte, error) {
 }
 
 // urlSettings is a sprite's URL access: "sprite" (a token of someone who
-// may see the sandbox) is the only auth hearth serves until sandbox URLs
-// land.
+// may see the sandbox) or "public" (anyone): whether the sandbox's port
+// httpPort is public.
 type urlSettings struct {
 	Auth string `json:"auth"`
 }
+
+// httpPort is the port a sprite's URL serves, as on Sprites when no
+// service names one.
+const httpPort = 8080
 
 // spriteConfig is a sprite's size, read from its hearth size preset.
 type spriteConfig struct {
@@ -80,11 +84,19 @@ func spriteName(p sandbox.Principal, name string) string {
 	return strings.TrimPrefix(name, sandbox.AttributionPrefix(p.Agent))
 }
 
-// spriteOf renders sb for p.
-func spriteOf(p sandbox.Principal, sb sandbox.Sandbox) sprite {
+// spriteOf renders sb for p, who called r.
+func (d *door) spriteOf(r *http.Request, p sandbox.Principal, sb sandbox.Sandbox) sprite {
 	labels := sb.Labels
 	if labels == nil {
 		labels = []string{}
+	}
+	auth := "sprite"
+	if slices.Contains(sb.PublicPorts, httpPort) {
+		auth = "public"
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
 	}
 	s := sprite{
 		ID:           sb.ID,
@@ -92,7 +104,8 @@ func spriteOf(p sandbox.Principal, sb sandbox.Sandbox) sprite {
 		Organization: sb.Tenant,
 		OrgSlug:      sb.Tenant,
 		Status:       statusOf(sb.Status),
-		URLSettings:  urlSettings{Auth: "sprite"},
+		URL:          sandbox.ProxyURL(scheme, r.Host, d.domain, sb.Name, httpPort),
+		URLSettings:  urlSettings{Auth: auth},
 		Labels:       labels,
 		Config: spriteConfig{
 			RAMMB:     sb.Resources.MemoryBytes >> 20,
@@ -152,13 +165,23 @@ func sizeFor(c *requestedConfig) (string, error) {
 		WithHint("ask for less, or leave config out for the default size")
 }
 
-// checkURLSettings refuses URL settings hearth cannot honour yet.
-func checkURLSettings(u *urlSettings) error {
-	if u == nil || u.Auth == "" || u.Auth == "sprite" {
-		return nil
+// publicPorts returns the public ports u asks for, starting from those of
+// sb: with httpPort for "public", without it for "sprite", unchanged (nil)
+// when u says nothing.
+func publicPorts(u *urlSettings, sb sandbox.Sandbox) (*[]int, error) {
+	if u == nil || u.Auth == "" {
+		return nil, nil
 	}
-	return sandbox.Errorf(sandbox.CodeInvalidArgument, "url_settings.auth %q is not supported: sandbox URLs are private", u.Auth).
-		WithHint(`leave url_settings out or set "auth": "sprite"`)
+	ports := slices.DeleteFunc(slices.Clone(sb.PublicPorts), func(p int) bool { return p == httpPort })
+	switch u.Auth {
+	case "sprite":
+	case "public":
+		ports = append(ports, httpPort)
+	default:
+		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "url_settings.auth %q is neither \"sprite\" nor \"public\"", u.Auth).
+			WithHint(`set "auth": "sprite" (a token is needed) or "public"`)
+	}
+	return &ports, nil
 }
 
 // handleCreate answers 201 and the new sprite; a name that exists (the
@@ -176,7 +199,7 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "environment is not supported on a sprite").
 			WithHint("pass env to each exec instead")
 	}
-	if err := checkURLSettings(req.URLSettings); err != nil {
+	if _, err := publicPorts(req.URLSettings, sandbox.Sandbox{}); err != nil {
 		return err
 	}
 	size, err := sizeFor(req.Config)
@@ -192,7 +215,12 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		return sandbox.Errorf(sandbox.CodeAlreadyExists, "sprite %q already exists", req.Name).
 			WithHint("use it (get it by name), or delete it first")
 	}
-	encode(w, http.StatusCreated, spriteOf(p, sb))
+	if ports, _ := publicPorts(req.URLSettings, sb); ports != nil && len(*ports) > 0 {
+		if sb, err = d.svc.Update(r.Context(), p, sb.Name, sandbox.SandboxUpdate{PublicPorts: ports}); err != nil {
+			return err
+		}
+	}
+	encode(w, http.StatusCreated, d.spriteOf(r, p, sb))
 	return nil
 }
 
@@ -201,7 +229,7 @@ func (d *door) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Princ
 	if err != nil {
 		return err
 	}
-	encode(w, http.StatusOK, spriteOf(p, sb))
+	encode(w, http.StatusOK, d.spriteOf(r, p, sb))
 	return nil
 }
 
@@ -217,10 +245,16 @@ func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	if err := checkURLSettings(req.URLSettings); err != nil {
-		return err
-	}
 	var u sandbox.SandboxUpdate
+	if req.URLSettings != nil {
+		sb, err := d.svc.Get(r.Context(), p, r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		if u.PublicPorts, err = publicPorts(req.URLSettings, sb); err != nil {
+			return err
+		}
+	}
 	switch {
 	case req.ClearLabels:
 		u.Labels = &[]string{}
@@ -231,7 +265,7 @@ func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	if err != nil {
 		return err
 	}
-	encode(w, http.StatusOK, spriteOf(p, sb))
+	encode(w, http.StatusOK, d.spriteOf(r, p, sb))
 	return nil
 }
 
@@ -297,7 +331,7 @@ func (d *door) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		} else {
 			counts.Cold++
 		}
-		if s := spriteOf(p, sb); strings.HasPrefix(s.Name, prefix) && s.Name > after {
+		if s := d.spriteOf(r, p, sb); strings.HasPrefix(s.Name, prefix) && s.Name > after {
 			page = append(page, s)
 		}
 	}

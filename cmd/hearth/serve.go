@@ -51,6 +51,8 @@ type serveConfig struct {
 	idle       time.Duration
 	warmPool   map[string]int
 	// tenantsFile declares tenants and agents, applied at every start;
+	// baseDomain names sandbox URLs as hosts {port}-{name}.{baseDomain}.
+	baseDomain string
 	// alarmWebhook receives alarms.
 	tenantsFile  string
 	alarmWebhook string
@@ -177,7 +179,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 				// Test-only: the conformance suite's fixtures.
 				ConformanceFixtures: cfg.mcpConformanceFixtures,
 			}).Handler(),
-			Doors: []*httpapi.Door{spritesapi.New(svc, spritesapi.Options{Logger: log.With("component", "sprites")})},
+			Doors: []*httpapi.Door{spritesapi.New(svc, spritesapi.Options{
+				Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
+			BaseDomain: cfg.baseDomain,
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -220,6 +224,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		return err
 	})
 	fl.StringVar(&cfg.tenantsFile, "tenants", "", "JSON `file` of tenants (allocation, policy) and agents to create or update at start (see docs/TENANCY.md)")
+	fl.StringVar(&cfg.baseDomain, "base-domain", "", "serve each sandbox port at the host {port}-{name}.`DOMAIN` too (point a wildcard DNS name at the daemon)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
 	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")

@@ -13,9 +13,10 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?19.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?20.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
-	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels`
+	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
+	public_ports`
 
 // CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
 // is taken, and an error if either is empty.
@@ -26,7 +27,7 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -46,7 +47,7 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
 			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
-			head = ?17, disk_bytes = ?18, labels = ?19
+			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -153,11 +154,19 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
+	ports := sb.PublicPorts
+	if ports == nil {
+		ports = []int{}
+	}
+	portsJSON, err := json.Marshal(ports)
+	if err != nil {
+		return nil, fmt.Errorf("public ports: %w", err)
+	}
 	return []any{
 		sb.ID, sb.Name, sb.Tenant, sb.Owner, sb.Image, sb.Size, sb.Runtime,
 		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
 		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head, sb.Resources.DiskBytes,
-		string(labelsJSON),
+		string(labelsJSON), string(portsJSON),
 	}, nil
 }
 
@@ -166,8 +175,9 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// scanSandbox reads one row selected with sandboxColumns. Capabilities and
-// Labels come back non-nil, so that doors render [] rather than null.
+// scanSandbox reads one row selected with sandboxColumns. Capabilities,
+// Labels and PublicPorts come back non-nil, so that doors render [] rather
+// than null.
 func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	var (
 		sb                     sandbox.Sandbox
@@ -175,11 +185,12 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 		created, updated       string
 		expires                sql.NullString
 		capsJSON, labelsJSON   string
+		portsJSON              string
 		milli, mem, pids, disk int64
 	)
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
-		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON); err != nil {
+		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)
@@ -201,6 +212,10 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	sb.Labels = []string{}
 	if err := json.Unmarshal([]byte(labelsJSON), &sb.Labels); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q labels: %w", sb.ID, err)
+	}
+	sb.PublicPorts = []int{}
+	if err := json.Unmarshal([]byte(portsJSON), &sb.PublicPorts); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q public ports: %w", sb.ID, err)
 	}
 	return sb, nil
 }

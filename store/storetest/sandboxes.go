@@ -18,6 +18,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	full.UpdatedAt = time.Date(2025, time.March, 14, 3, 4, 5, 999_999_000, time.FixedZone("UTC-9:30", -(9*3600+1800)))
 	full.Head = "ck-head"
 	full.Labels = []string{"team-search", "Ünïcode label", "b", "a"} // order kept
+	full.PublicPorts = []int{8080, 3000}
 
 	minimal := sandbox.Sandbox{
 		ID:        "sb-min",
@@ -129,6 +130,7 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		Resources:    sandbox.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30, Pids: 4096},
 		Head:         "ck-7",
 		Labels:       []string{"changed"},
+		PublicPorts:  []int{443},
 	}
 	if err := s.UpdateSandbox(ctx, changed); err != nil {
 		t.Fatalf("UpdateSandbox(%q) = %v, want nil", changed.ID, err)

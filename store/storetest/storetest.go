@@ -188,14 +188,17 @@ func checkSandbox(t *testing.T, what string, got, want sandbox.Sandbox) {
 	if got.Capabilities == nil {
 		t.Errorf("%s.Capabilities = nil, want non-nil", what)
 	}
-	if got.Labels == nil {
-		t.Errorf("%s.Labels = nil, want non-nil", what)
+	if got.Labels == nil || got.PublicPorts == nil {
+		t.Errorf("%s.Labels = %#v, .PublicPorts = %#v; want both non-nil", what, got.Labels, got.PublicPorts)
 	}
 	if want.Capabilities == nil {
 		want.Capabilities = []string{}
 	}
 	if want.Labels == nil {
 		want.Labels = []string{}
+	}
+	if want.PublicPorts == nil {
+		want.PublicPorts = []int{}
 	}
 	got.CreatedAt, got.UpdatedAt, got.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
 	want.CreatedAt, want.UpdatedAt, want.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
@@ -204,6 +207,9 @@ func checkSandbox(t *testing.T, what string, got, want sandbox.Sandbox) {
 	}
 	if got.Labels == nil {
 		got.Labels = []string{}
+	}
+	if got.PublicPorts == nil {
+		got.PublicPorts = []int{}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s (times aside) =\n\t%+v\nwant\n\t%+v", what, got, want)

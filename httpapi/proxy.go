@@ -1,0 +1,217 @@
+package httpapi
+
+import (
+	"context"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// The sandbox's URL: HTTP requests, WebSocket upgrades included, to
+// /v1/sandboxes/{name}/proxy/{port}/… (or, with Options.BaseDomain, to any
+// path of the host {port}-{name}.{domain}) reach that port on the
+// sandbox's own loopback, through its agent, waking it if it sleeps. A port
+// is private by default: the caller sends the token of someone who may see
+// the sandbox, which is taken off the request before it goes in. A port the
+// sandbox made public (Sandbox.PublicPorts) needs no token; without one,
+// any other port answers 401, whether the sandbox exists or not.
+
+// verbProxy is the proxy's verb in the audit log and the metrics.
+const verbProxy = "sandbox.proxy"
+
+// proxyTarget is one proxied request's sandbox, port and path in it.
+type proxyTarget struct {
+	name string
+	port int
+	path string
+	// prefix is what the URL has before path (X-Forwarded-Prefix).
+	prefix string
+}
+
+// handleProxy serves /v1/sandboxes/{name}/proxy/{port}/{path...}.
+func (s *server) handleProxy(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil {
+		s.writeError(w, r, sandbox.Errorf(sandbox.CodeInvalidArgument, "port %q is not a number", r.PathValue("port")).
+			WithHint("use /v1/sandboxes/%s/proxy/PORT/…", name))
+		return
+	}
+	prefix := "/v1/sandboxes/" + url.PathEscape(name) + "/proxy/" + strconv.Itoa(port)
+	s.proxy(w, r, proxyTarget{name: name, port: port, path: "/" + r.PathValue("path"), prefix: prefix})
+}
+
+// handleProxyRoot redirects the proxy URL without its trailing slash to
+// the one with it, as a browser expects of a site's root.
+func (s *server) handleProxyRoot(w http.ResponseWriter, r *http.Request) {
+	u := *r.URL
+	u.Path += "/"
+	u.RawPath = ""
+	http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+}
+
+// hostTarget reads a request to {port}-{name}.{BaseDomain}; ok is false
+// for any other host.
+func (s *server) hostTarget(r *http.Request) (proxyTarget, bool) {
+	if s.opts.BaseDomain == "" {
+		return proxyTarget{}, false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(s.opts.BaseDomain))
+	if !ok || strings.Contains(label, ".") {
+		return proxyTarget{}, false
+	}
+	portText, name, ok := strings.Cut(label, "-")
+	port, err := strconv.Atoi(portText)
+	if !ok || err != nil {
+		return proxyTarget{}, false
+	}
+	return proxyTarget{name: name, port: port, path: r.URL.Path}, true
+}
+
+// proxy serves one request to t.
+func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
+	c := callOf(r)
+	if c != nil {
+		c.sandbox = t.name
+	}
+	token := bearerToken(r)
+	var dial func(ctx context.Context) (net.Conn, error)
+	if token != "" {
+		p, err := s.svc.Authenticate(r.Context(), token)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if c != nil {
+			c.principal = p
+		}
+		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.Connect(ctx, p, t.name, t.port) }
+	} else {
+		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.ConnectPublic(ctx, t.name, t.port) }
+	}
+	// The first connection is made here, so that a sandbox or port that
+	// cannot be reached is hearth's error, not the proxy's bare 502.
+	conn, err := dial(r.Context())
+	if err != nil {
+		if token == "" && sandbox.IsCode(err, sandbox.CodeNotFound) {
+			err = sandbox.Errorf(sandbox.CodeUnauthenticated, "missing or invalid token").
+				WithHint("port %d of this sandbox is private: send a token of someone who may see the sandbox as `Authorization: Bearer <token>`", t.port)
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetXForwarded()
+			if t.prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
+			}
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "localhost:"+strconv.Itoa(t.port)
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
+			pr.Out.Host = pr.Out.URL.Host
+			if token != "" {
+				pr.Out.Header.Del("Authorization") // hearth's token stays out of the sandbox
+			}
+		},
+		Transport: &http.Transport{
+			DialContext:       (&firstConn{conn: conn, dial: dial}).dialContext,
+			DisableKeepAlives: true,
+		},
+		FlushInterval: -1, // stream as the server writes (server-sent events)
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.writeError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "the server on port %d in the sandbox failed to answer: %v", t.port, err).
+				WithHint("check the server in the sandbox; its listening ports are at GET /v1/sandboxes/%s/ports", t.name))
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// firstConn hands the transport the connection proxy made, then dials
+// anew should it ask again.
+type firstConn struct {
+	mu   sync.Mutex
+	conn net.Conn
+	dial func(ctx context.Context) (net.Conn, error)
+}
+
+func (f *firstConn) dialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	f.mu.Lock()
+	conn := f.conn
+	f.conn = nil
+	f.mu.Unlock()
+	if conn != nil {
+		return conn, nil
+	}
+	return f.dial(ctx)
+}
+
+// handlePorts answers the sandbox's ports: those processes listen on, and
+// those ?port= names (repeatable), each with its URL.
+func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	name := r.PathValue("name")
+	var asked []int
+	for _, v := range r.URL.Query()["port"] {
+		port, err := strconv.Atoi(v)
+		if err == nil {
+			err = sandbox.ValidatePort(port)
+		}
+		if err != nil {
+			s.writeError(w, r, sandbox.Errorf(sandbox.CodeInvalidArgument, "port %q is not a TCP port", v).WithHint("use a port from 1 to 65535"))
+			return
+		}
+		asked = append(asked, port)
+	}
+	sb, err := s.svc.Get(r.Context(), p, name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	listening, err := s.svc.Ports(r.Context(), p, name)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	byPort := map[int]*sandbox.PortInfo{}
+	info := func(port int) *sandbox.PortInfo {
+		if byPort[port] == nil {
+			byPort[port] = &sandbox.PortInfo{Port: port, Public: slices.Contains(sb.PublicPorts, port),
+				URL: sandbox.ProxyURL(scheme, r.Host, s.opts.BaseDomain, sb.Name, port)}
+		}
+		return byPort[port]
+	}
+	for _, l := range listening {
+		pi := info(l.Port)
+		if !pi.Listening {
+			pi.Listening, pi.Address = true, l.Address
+		}
+	}
+	for _, port := range asked {
+		info(port)
+	}
+	out := portList{Ports: []sandbox.PortInfo{}}
+	for _, port := range slices.Sorted(maps.Keys(byPort)) {
+		out.Ports = append(out.Ports, *byPort[port])
+	}
+	s.encode(w, http.StatusOK, out)
+}
+
+// portList is the body of GET /v1/sandboxes/{name}/ports.
+type portList struct {
+	Ports []sandbox.PortInfo `json:"ports"`
+}

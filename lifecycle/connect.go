@@ -1,0 +1,91 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Connect opens a stream to TCP port on the loopback of p's sandbox called
+// name, waking it if it sleeps: what the sandbox's URL (httpapi's proxy)
+// and the Sprites TCP proxy are made of. It works whatever the sandbox's
+// network, since the sandbox's agent makes the connection. While the stream
+// is open the sandbox is busy (it does not sleep); closing it ends that.
+// Errors: those of Get, invalid_argument for a bad port, unavailable when
+// nothing listens on it.
+func (s *Service) Connect(ctx context.Context, p sandbox.Principal, name string, port int) (net.Conn, error) {
+	if err := sandbox.ValidatePort(port); err != nil {
+		return nil, err
+	}
+	sb, ag, err := s.running(ctx, p, p.Resolve(name))
+	if err != nil {
+		return nil, err
+	}
+	end := s.leases.begin(sb.ID, s.now)
+	conn, err := ag.Connect(ctx, port)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	return &leasedConn{Conn: conn, end: end}, nil
+}
+
+// ConnectPublic is Connect for a caller without a token: it reaches a port
+// that the sandbox called name (its stored name) made public
+// (Sandbox.PublicPorts). Any other port, like a
+// sandbox that does not exist, is not_found: a caller without a token
+// learns nothing about private ports.
+func (s *Service) ConnectPublic(ctx context.Context, name string, port int) (net.Conn, error) {
+	sb, err := s.opts.Store.GetSandbox(ctx, name)
+	if err != nil || isPoolMember(sb) || !slices.Contains(sb.PublicPorts, port) {
+		return nil, sandbox.Errorf(sandbox.CodeNotFound, "no public port %d on sandbox %q", port, name).
+			WithHint("send a token of someone who may see the sandbox, or ask its owner to make the port public")
+	}
+	// The sandbox's tenant, as no one in particular: a principal with no
+	// agent takes names as they are stored (see Principal.Resolve).
+	tenant := sandbox.Principal{Tenant: sb.Tenant, Role: sandbox.RoleTenantAdmin}
+	return s.Connect(ctx, tenant, sb.Name, port)
+}
+
+// Ports lists the TCP ports processes in p's sandbox called name listen
+// on, by port. A sandbox that is not running listens on none: Ports does
+// not wake it (its processes would start afresh, with no server yet).
+func (s *Service) Ports(ctx context.Context, p sandbox.Principal, name string) ([]sandbox.ListeningPort, error) {
+	sb, err := s.Get(ctx, p, p.Resolve(name))
+	if err != nil {
+		return nil, err
+	}
+	if sb.Status != sandbox.StatusRunning {
+		return []sandbox.ListeningPort{}, nil
+	}
+	_, ag, err := s.running(ctx, p, sb.Name)
+	if err != nil {
+		return nil, err
+	}
+	return ag.Ports(ctx)
+}
+
+// leasedConn is a stream into a sandbox that keeps it busy until closed.
+type leasedConn struct {
+	net.Conn
+	end  func()
+	once sync.Once
+}
+
+func (c *leasedConn) Close() error {
+	c.once.Do(c.end)
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the stream: the server in the sandbox reads the
+// end of its input and can still answer.
+func (c *leasedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
