@@ -53,7 +53,26 @@ type Spec struct {
 	// Resources are the limits, enforced with cgroups (and, where the
 	// runtime needs it, rlimits in the agent).
 	Resources sandbox.Resources
+	// Network is the sandbox's network mode: NetworkNone (the zero value
+	// means it too) or NetworkEgress, which only a driver whose
+	// Capabilities say Egress accepts; any other value fails Start. A wake
+	// may change it.
+	Network string
 }
+
+// Network modes (Spec.Network).
+const (
+	// NetworkNone gives the sandbox loopback only: nothing it does
+	// reaches a network, and nothing reaches it but through its agent.
+	NetworkNone = sandbox.NetworkNone
+	// NetworkEgress gives the sandbox outbound connections to public
+	// addresses, through NAT, and nothing else: the host itself, private,
+	// link-local and other reserved ranges, and other sandboxes stay out
+	// of reach, and nothing can connect in (see package network for the
+	// policy). A driver that cannot enforce that fails Start rather than
+	// start the sandbox with no network or an open one.
+	NetworkEgress = sandbox.NetworkEgress
+)
 
 // Freezer is implemented by drivers that can freeze every process of a
 // sandbox in place (no process runs, none is lost) and thaw it again.
@@ -116,6 +135,9 @@ type Capabilities struct {
 	// two together; false means tens of milliseconds, so that a caller
 	// with an atomic way to capture the sandbox's disk may go without.
 	CheapFreeze bool
+	// Egress says Start accepts Spec.Network NetworkEgress. Without it
+	// the driver only runs sandboxes with no network.
+	Egress bool
 }
 
 // Driver starts, finds and removes sandboxes. Implementations are safe for

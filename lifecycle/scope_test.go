@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	driverfake "github.com/hearth/hearth/driver/fake"
+	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -130,4 +132,60 @@ func TestLabels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The network mode of a create: the tenant's default, egress where the
+// policy and the driver allow it, none for every warm-pool claim; the
+// runtime gets it in the spec, and a restart keeps it.
+func TestNetworkMode(t *testing.T) {
+	e := newEnv(t, func(o *lifecycle.Options) {
+		o.Driver = driverfake.New(driverfake.Options{Egress: true})
+		o.WarmPool = map[string]int{"small": 1}
+	})
+	lifecycle.FillPool(t.Context(), e.svc)
+	ctx := t.Context()
+	drv := e.opts.Driver.(*driverfake.Driver)
+	plain := e.create(t, a1, "plain")
+	if plain.Network != sandbox.NetworkNone || plain.Reason != "created (from the warm pool)" {
+		t.Errorf("default create = network %q, reason %q; want none, from the pool", plain.Network, plain.Reason)
+	}
+	out, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
+	if err != nil || out.Network != sandbox.NetworkEgress || out.Reason == "created (from the warm pool)" {
+		t.Fatalf("egress create = %+v, %v; want egress, not from the pool", out, err)
+	}
+	if spec, ok := drv.Spec(out.ID); !ok || spec.Network != sandbox.NetworkEgress {
+		t.Errorf("the runtime's spec = %+v; want network egress", spec)
+	}
+	if got := e.row(t, "out").Network; got != sandbox.NetworkEgress {
+		t.Errorf("stored network %q", got)
+	}
+	_, _, err = e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "odd", Network: "bridge"})
+	wantCode(t, "Create(network bridge)", err, sandbox.CodeInvalidArgument)
+
+	// The tenant's policy: egress forbidden; egress by default.
+	no := false
+	if _, err := e.svc.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{AllowEgress: &no}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "denied", Network: sandbox.NetworkEgress})
+	wantCode(t, "Create(egress) where the policy forbids it", err, sandbox.CodePermissionDenied)
+	egress := sandbox.NetworkEgress
+	if _, err := e.svc.UpdateTenant(ctx, op, "t2", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Network: &egress}}); err != nil {
+		t.Fatal(err)
+	}
+	if sb := e.create(t, b1, "web"); sb.Network != sandbox.NetworkEgress {
+		t.Errorf("create in a tenant whose default is egress = %q", sb.Network)
+	}
+}
+
+// A driver without egress refuses it with a clear error, before anything
+// is made.
+func TestNetworkWithoutEgress(t *testing.T) {
+	e := newEnv(t, nil)
+	_, _, err := e.svc.Create(t.Context(), a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
+	se := wantCode(t, "Create(egress) on a driver without it", err, sandbox.CodeInvalidArgument)
+	if !strings.Contains(se.Message, "no egress") {
+		t.Errorf("message %q", se.Message)
+	}
+	e.wantHeld(t)
 }

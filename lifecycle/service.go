@@ -219,6 +219,9 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	if req.Labels == nil {
 		req.Labels = []string{}
 	}
+	if req.Network, err = s.networkFor(ctx, p, limited, req.Network); err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
 	if req.Size == "" {
 		req.Size = sandbox.DefaultSize
 	}
@@ -261,7 +264,9 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		}
 		defer admitted()
 	}
-	if from == "" && req.Image == s.opts.DefaultImage && !forPool {
+	// Pool members have no network: only a create that asks for none
+	// can claim one.
+	if from == "" && req.Image == s.opts.DefaultImage && !forPool && req.Network == sandbox.NetworkNone {
 		sb, ok, err := s.claim(ctx, p, req, ttl)
 		if ok {
 			s.forgetGone(ctx, sb.Name)
@@ -293,6 +298,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		Resources:   res,
 		Labels:      req.Labels,
 		PublicPorts: []int{},
+		Network:     req.Network,
 	}
 	if forPool {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
@@ -338,6 +344,28 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	return sb, true, nil
 }
 
+// networkFor decides the network mode of a create that asked for mode:
+// within the tenant's policy when limited, and one the driver offers.
+func (s *Service) networkFor(ctx context.Context, p sandbox.Principal, limited bool, mode string) (string, error) {
+	if err := sandbox.ValidateNetwork(mode); err != nil {
+		return "", err
+	}
+	if limited {
+		var err error
+		if mode, err = s.limitsOf(ctx, p.Tenant).NetworkFor(mode); err != nil {
+			return "", err
+		}
+	}
+	if mode == "" {
+		mode = sandbox.NetworkNone
+	}
+	if mode == sandbox.NetworkEgress && !s.opts.Driver.Capabilities().Egress {
+		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "this daemon's runtime offers no egress network").
+			WithHint("create the sandbox with network %q, or run the daemon where it can set up networking (iptables, root)", sandbox.NetworkNone)
+	}
+	return mode, nil
+}
+
 // start prepares the root (if it is not there yet) and starts the runtime.
 // The hostname and environment name no sandbox, so that a warm-pool member
 // started before its claim looks exactly like a sandbox started for it.
@@ -359,6 +387,7 @@ func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
 		},
 		UID: 1000, GID: 1000, Home: "/home/sandbox",
 		Resources: sb.Resources,
+		Network:   sb.Network,
 	}
 	if err := s.opts.Driver.Start(ctx, spec); err != nil {
 		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "err", err)

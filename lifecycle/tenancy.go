@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -133,30 +134,14 @@ func (s *Service) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 }
 
 // mergeOverrides returns base with every field set in over replacing it.
+// Every field of PolicyOverrides is a pointer, nil meaning unset, so the
+// merge needs no list of them that a new field could be missing from.
 func mergeOverrides(base, over sandbox.PolicyOverrides) sandbox.PolicyOverrides {
-	set := func(dst **int, src *int) {
-		if src != nil {
-			*dst = src
+	b, o := reflect.ValueOf(&base).Elem(), reflect.ValueOf(over)
+	for i := range o.NumField() {
+		if f := o.Field(i); !f.IsNil() {
+			b.Field(i).Set(f)
 		}
-	}
-	setD := func(dst **sandbox.Duration, src *sandbox.Duration) {
-		if src != nil {
-			*dst = src
-		}
-	}
-	set(&base.AgentQuota, over.AgentQuota)
-	set(&base.AgentSharePercent, over.AgentSharePercent)
-	set(&base.BudgetPercent, over.BudgetPercent)
-	setD(&base.MaxTTL, over.MaxTTL)
-	setD(&base.IdleTimeout, over.IdleTimeout)
-	set(&base.AlarmCreatesPerMinute, over.AlarmCreatesPerMinute)
-	set(&base.BreakerFactor, over.BreakerFactor)
-	setD(&base.BreakerCooldown, over.BreakerCooldown)
-	if over.DestructivePatterns != nil {
-		base.DestructivePatterns = over.DestructivePatterns
-	}
-	if over.GateOnFailure != nil {
-		base.GateOnFailure = over.GateOnFailure
 	}
 	return base
 }

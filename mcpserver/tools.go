@@ -23,10 +23,11 @@ type tools struct {
 // of every client, so they stay short.
 
 type createIn struct {
-	Name  string `json:"name,omitempty" jsonschema:"same name, same sandbox"`
-	Image string `json:"image,omitempty"`
-	Size  string `json:"size,omitempty" jsonschema:"small, medium or large"`
-	TTL   any    `json:"ttl,omitempty" jsonschema:"seconds or e.g. 2h"`
+	Name    string `json:"name,omitempty" jsonschema:"same name, same sandbox"`
+	Image   string `json:"image,omitempty"`
+	Size    string `json:"size,omitempty" jsonschema:"small, medium or large"`
+	TTL     any    `json:"ttl,omitempty" jsonschema:"seconds or e.g. 2h"`
+	Network string `json:"network,omitempty" jsonschema:"none or egress"`
 }
 
 type createOut struct {
@@ -128,7 +129,7 @@ func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) 
 	if err != nil {
 		return nil, createOut{}, err
 	}
-	sb, created, err := t.s.svc.Create(ctx, t.p, sandbox.CreateRequest{Name: in.Name, Image: in.Image, Size: in.Size, TTL: ttl})
+	sb, created, err := t.s.svc.Create(ctx, t.p, sandbox.CreateRequest{Name: in.Name, Image: in.Image, Size: in.Size, TTL: ttl, Network: in.Network})
 	if err != nil {
 		return nil, createOut{}, t.s.publicError(ctx, "sandbox_create", err)
 	}

@@ -19,6 +19,11 @@ type Limits struct {
 	// GateOnFailure is what happens to a destructive command whose
 	// automatic checkpoint fails: GateRefuse (the default) or GateAllow.
 	GateOnFailure string
+	// Network is the network mode of a sandbox whose create names none
+	// (sandbox.NetworkNone by default); AllowEgress says whether a sandbox
+	// may have egress at all (true).
+	Network     string
+	AllowEgress bool
 	// gate holds the destructive patterns (DefaultDestructive unless
 	// overridden), compiled; see Destructive. It is never changed once
 	// built, so Limits stay comparable with ==.
@@ -37,6 +42,8 @@ func Defaults() Limits {
 		BreakerFactor:         3,
 		BreakerCooldown:       5 * time.Minute,
 		GateOnFailure:         GateRefuse,
+		Network:               sandbox.NetworkNone,
+		AllowEgress:           true,
 		gate:                  defaultGate,
 	}
 }
@@ -71,6 +78,7 @@ func (l Limits) With(o sandbox.PolicyOverrides) (Limits, error) {
 		setInt(&out.BreakerFactor, o.BreakerFactor, "breaker_factor", 1, 100),
 		setDuration(&out.BreakerCooldown, o.BreakerCooldown, "breaker_cooldown", time.Second, 24*time.Hour),
 		setGate(&out, o),
+		setNetwork(&out, o),
 	} {
 		if err != nil {
 			return l, err
@@ -97,6 +105,44 @@ func setGate(l *Limits, o sandbox.PolicyOverrides) error {
 		l.GateOnFailure = *v
 	}
 	return nil
+}
+
+// setNetwork applies the network overrides: the default mode, and whether
+// egress is allowed; a default of egress where egress is not allowed is
+// refused.
+func setNetwork(l *Limits, o sandbox.PolicyOverrides) error {
+	if o.Network != nil {
+		if err := sandbox.ValidateNetwork(*o.Network); err != nil || *o.Network == "" {
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.network must be %q or %q, got %q", sandbox.NetworkNone, sandbox.NetworkEgress, *o.Network).
+				WithHint("use %q (the default) or %q", sandbox.NetworkNone, sandbox.NetworkEgress)
+		}
+		l.Network = *o.Network
+	}
+	if o.AllowEgress != nil {
+		l.AllowEgress = *o.AllowEgress
+	}
+	if l.Network == sandbox.NetworkEgress && !l.AllowEgress {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.network is %q but policy.allow_egress is false", sandbox.NetworkEgress).
+			WithHint("allow egress, or make %q the default network", sandbox.NetworkNone)
+	}
+	return nil
+}
+
+// Network decides the network mode of a create that asked for mode ("" for
+// the default): invalid_argument for an unknown mode, permission_denied for
+// egress where l does not allow it.
+func (l Limits) NetworkFor(mode string) (string, error) {
+	if err := sandbox.ValidateNetwork(mode); err != nil {
+		return "", err
+	}
+	if mode == "" {
+		mode = l.Network
+	}
+	if mode == sandbox.NetworkEgress && !l.AllowEgress {
+		return "", sandbox.Errorf(sandbox.CodePermissionDenied, "the tenant's policy does not allow egress").
+			WithHint("create the sandbox with network %q, or ask a tenant admin to set policy.allow_egress", sandbox.NetworkNone)
+	}
+	return mode, nil
 }
 
 // setInt sets *dst to *v when v is set and within lo..hi.

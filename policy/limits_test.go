@@ -20,6 +20,8 @@ func TestDefaults(t *testing.T) {
 		BreakerFactor:         3,
 		BreakerCooldown:       5 * time.Minute,
 		GateOnFailure:         policy.GateRefuse,
+		Network:               sandbox.NetworkNone,
+		AllowEgress:           true,
 	})
 	if got := policy.Defaults(); got != want {
 		t.Errorf("Defaults() = %+v, want %+v", got, want)
@@ -191,12 +193,13 @@ func TestWithAll(t *testing.T) {
 		AgentQuota: ptr(2), AgentSharePercent: ptr(3), BudgetPercent: ptr(4),
 		MaxTTL: dur(2 * time.Hour), IdleTimeout: dur(3 * time.Minute),
 		AlarmCreatesPerMinute: ptr(5), BreakerFactor: ptr(6), BreakerCooldown: dur(7 * time.Second),
+		Network: ptr(sandbox.NetworkEgress), AllowEgress: ptr(true),
 	}
 	want := policy.WithDefaultGate(policy.Limits{
 		AgentQuota: 2, AgentSharePercent: 3, BudgetPercent: 4,
 		MaxTTL: 2 * time.Hour, IdleTimeout: 3 * time.Minute,
 		AlarmCreatesPerMinute: 5, BreakerFactor: 6, BreakerCooldown: 7 * time.Second,
-		GateOnFailure: policy.GateRefuse,
+		GateOnFailure: policy.GateRefuse, Network: sandbox.NetworkEgress, AllowEgress: true,
 	})
 	if got, err := base.With(all); err != nil || got != want {
 		t.Errorf("With(all) = %+v, %v; want %+v", got, err, want)
@@ -215,5 +218,49 @@ func TestWithFirstBadField(t *testing.T) {
 	}
 	if got != base {
 		t.Errorf("With(several bad) returned %+v, want l unchanged", got)
+	}
+}
+
+// The network policy: the default mode and whether egress is allowed,
+// each edge of NetworkFor, and the overrides' validation.
+func TestNetwork(t *testing.T) {
+	d := policy.Defaults()
+	noEgress, err := d.With(sandbox.PolicyOverrides{AllowEgress: ptr(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	egressFirst, err := d.With(sandbox.PolicyOverrides{Network: ptr(sandbox.NetworkEgress)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		l     policy.Limits
+		asked string
+		want  string
+		code  sandbox.Code
+	}{
+		{"default is none", d, "", sandbox.NetworkNone, ""},
+		{"egress asked, allowed", d, sandbox.NetworkEgress, sandbox.NetworkEgress, ""},
+		{"none asked", d, sandbox.NetworkNone, sandbox.NetworkNone, ""},
+		{"tenant default egress", egressFirst, "", sandbox.NetworkEgress, ""},
+		{"tenant default egress, none asked", egressFirst, sandbox.NetworkNone, sandbox.NetworkNone, ""},
+		{"egress not allowed", noEgress, sandbox.NetworkEgress, "", sandbox.CodePermissionDenied},
+		{"none where egress is not allowed", noEgress, "", sandbox.NetworkNone, ""},
+		{"unknown mode", d, "bridge", "", sandbox.CodeInvalidArgument},
+	} {
+		got, err := tt.l.NetworkFor(tt.asked)
+		if got != tt.want || sandbox.ErrorCode(err) != tt.code {
+			t.Errorf("%s: NetworkFor(%q) = %q, %v; want %q, code %q", tt.name, tt.asked, got, err, tt.want, tt.code)
+		}
+	}
+	for _, o := range []sandbox.PolicyOverrides{
+		{Network: ptr("bridge")},
+		{Network: ptr("")},
+		{Network: ptr(sandbox.NetworkEgress), AllowEgress: ptr(false)},
+	} {
+		if _, err := d.With(o); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+			t.Errorf("With(network %v, allow_egress %v) = %v, want invalid_argument", o.Network, o.AllowEgress, err)
+		}
 	}
 }

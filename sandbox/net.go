@@ -61,3 +61,22 @@ func ProxyURL(scheme, host, domain, name string, port int) string {
 	}
 	return scheme + "://" + host + "/v1/sandboxes/" + name + "/proxy/" + strconv.Itoa(port) + "/"
 }
+
+// Network modes of a sandbox. None has loopback only; egress adds
+// outbound connections through NAT, never to the host, other sandboxes or
+// private and link-local networks. Nothing reaches a sandbox from outside
+// but through its URL (see ProxyURL).
+const (
+	NetworkNone   = "none"
+	NetworkEgress = "egress"
+)
+
+// ValidateNetwork checks a network mode; "" is valid (the default).
+func ValidateNetwork(mode string) error {
+	switch mode {
+	case "", NetworkNone, NetworkEgress:
+		return nil
+	}
+	return Errorf(CodeInvalidArgument, "unknown network mode %q", mode).
+		WithHint("use %q (loopback only) or %q (outbound connections)", NetworkNone, NetworkEgress)
+}

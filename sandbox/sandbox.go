@@ -58,6 +58,8 @@ type Sandbox struct {
 	// anyone, without a token (see ValidatePorts); every other port is
 	// private to those who may see the sandbox. Never nil.
 	PublicPorts []int `json:"public_ports"`
+	// Network is the sandbox's network mode: NetworkNone or NetworkEgress.
+	Network string `json:"network"`
 }
 
 // SandboxUpdate changes what a sandbox's owner may change after create; a
@@ -89,6 +91,9 @@ type CreateRequest struct {
 	TTL Duration `json:"ttl,omitempty"`
 	// Labels are the new sandbox's labels (see ValidateLabels).
 	Labels []string `json:"labels,omitempty"`
+	// Network is the sandbox's network mode (NetworkNone, NetworkEgress);
+	// empty means the tenant's default.
+	Network string `json:"network,omitempty"`
 }
 
 // Role is what a Principal may do.

@@ -50,6 +50,10 @@ type PolicyOverrides struct {
 	// checkpoint cannot be taken.
 	DestructivePatterns *[]string `json:"destructive_patterns,omitempty"`
 	GateOnFailure       *string   `json:"gate_on_failure,omitempty"`
+	// Network is the network mode of a sandbox whose create names none;
+	// AllowEgress says whether a sandbox may have egress at all.
+	Network     *string `json:"network,omitempty"`
+	AllowEgress *bool   `json:"allow_egress,omitempty"`
 }
 
 // Agent is an agent identity: who, inside a tenant, creates and owns

@@ -11,12 +11,13 @@ import (
 // runCreate creates a sandbox, or resumes the one of that name: create is
 // idempotent by name, and says which happened.
 func runCreate(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("create", "[NAME] [--image I] [--size S] [--ttl D] [--label L]...",
+	fs := c.clientFlagSet("create", "[NAME] [--image I] [--size S] [--ttl D] [--network none|egress] [--label L]...",
 		"Create a sandbox, or resume the existing one with that name. Without a NAME\nthe daemon picks one. The daemon may prefix the name with its creator.")
 	var req sandbox.CreateRequest
 	fs.StringVar(&req.Image, "image", "", "root filesystem `IMAGE` (default: the daemon's)")
 	fs.StringVar(&req.Size, "size", "", "`SIZE` preset: small, medium or large (default: the daemon's)")
 	ttl := fs.Duration("ttl", 0, "destroy the sandbox after `D`, e.g. 2h (default: the daemon's)")
+	fs.StringVar(&req.Network, "network", "", "network `MODE`: none (loopback only) or egress (outbound, never to private networks; default: the tenant's)")
 	var labels listFlag
 	fs.Var(&labels, "label", "tag the sandbox with `L` (repeatable)")
 	pos, err := fs.parse(args)

@@ -29,6 +29,7 @@ import (
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/metrics"
+	"github.com/hearth/hearth/network"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
@@ -89,9 +90,29 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 			return err
 		}
 	}
+	// Egress networking when this host can do it; without it sandboxes
+	// get no network, and an egress one is refused.
+	// The host's own LAN is denied too (public addresses or not).
+	uplink, err := network.UplinkNetworks()
+	if err != nil {
+		log.Warn("cannot read the host's uplink networks; sandboxes with egress may reach its LAN", "err", err)
+	}
+	netHost, err := network.New(network.Options{
+		StateDir: filepath.Join(cfg.dataDir, "network"),
+		Deny:     uplink,
+		Logger:   log.With("component", "network"),
+	})
+	if errors.Is(err, network.ErrUnavailable) {
+		log.Warn("sandboxes can have no network: egress is off", "err", err)
+		netHost, err = nil, nil
+	}
+	if err != nil {
+		return err
+	}
 	drv, err := oci.New(oci.Options{
 		Runtime:  cfg.runtime,
 		StateDir: filepath.Join(cfg.dataDir, "oci", cfg.runtime),
+		Network:  netHost,
 		Logger:   log.With("component", "driver"),
 	})
 	if err != nil {

@@ -35,6 +35,8 @@ type tenantFlags struct {
 	memory, disk                        string
 	quota, share, budget, alarm, factor int
 	maxTTL, idle, cooldown              time.Duration
+	network                             string
+	allowEgress                         bool
 	resetPolicy                         bool
 }
 
@@ -50,6 +52,8 @@ func (tf *tenantFlags) register(fs *flagSet, update bool) {
 	fs.IntVar(&tf.alarm, "alarm-rate", 0, "creates per minute per identity that raise an alarm (default 10)")
 	fs.IntVar(&tf.factor, "breaker-factor", 0, "the breaker opens at this many times the alarm rate (default 3)")
 	fs.DurationVar(&tf.cooldown, "breaker-cooldown", 0, "how long an open breaker refuses creates (default 5m)")
+	fs.StringVar(&tf.network, "network", "", "network `MODE` of a sandbox whose create names none: none or egress (default none)")
+	fs.BoolVar(&tf.allowEgress, "allow-egress", true, "whether the tenant's sandboxes may have egress (--allow-egress=false to forbid)")
 	if update {
 		fs.BoolVar(&tf.resetPolicy, "reset-policy", false, "drop every policy override back to the defaults first")
 	}
@@ -80,6 +84,12 @@ func (tf *tenantFlags) apply(fs *flagSet, need bool) (*sandbox.Resources, sandbo
 			d := sandbox.Duration(f.v)
 			*f.dst = &d
 		}
+	}
+	if set["network"] {
+		o.Network = &tf.network
+	}
+	if set["allow-egress"] {
+		o.AllowEgress = &tf.allowEgress
 	}
 	if !set["cpu"] && !set["memory"] && !set["disk"] {
 		if need {
@@ -251,6 +261,12 @@ func formatOverrides(o sandbox.PolicyOverrides) string {
 	}
 	if o.GateOnFailure != nil {
 		add("gate-on-failure", *o.GateOnFailure)
+	}
+	if o.Network != nil {
+		add("network", *o.Network)
+	}
+	if o.AllowEgress != nil {
+		add("allow-egress", *o.AllowEgress)
 	}
 	return strings.Join(parts, " ")
 }

@@ -65,9 +65,11 @@ type Config struct {
 // state, dial, stop, wake, delete), two sandboxes side by side, survival of a
 // driver restart, start failures that leave nothing behind, errors for
 // unknown ids, commands on a terminal of the sandbox's own, and connections
-// to a server in the sandbox through its agent; and for a driver that
+// to a server in the sandbox through its agent; for a driver that
 // implements an optional capability, that capability (Freeze:
-// driver.Freezer).
+// driver.Freezer); and for one whose Capabilities say Egress, the egress
+// network policy, against test hosts of its own on this machine (Egress:
+// see NewTestHost).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -82,6 +84,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("TTY", s.testTTY)
 	t.Run("Connect", s.testConnect)
 	t.Run("Freeze", s.testFreeze)
+	t.Run("Egress", s.testEgress)
 }
 
 type suite struct {

@@ -58,6 +58,10 @@ type Options struct {
 	// Runtime and Isolation are what Capabilities reports ("fake" and
 	// "none" when empty).
 	Runtime, Isolation string
+	// Egress is what Capabilities reports: Start then accepts
+	// Spec.Network egress. The fake's sandboxes share the host's network
+	// whatever their mode: it isolates nothing.
+	Egress bool
 	// Logger receives the agents' logs; nil discards.
 	Logger *slog.Logger
 }
@@ -146,7 +150,7 @@ type live struct {
 // New returns a Driver with no sandboxes. Close it when done, to stop the
 // agents.
 func New(opts Options) *Driver {
-	caps := driver.Capabilities{Runtime: opts.Runtime, Isolation: opts.Isolation}
+	caps := driver.Capabilities{Runtime: opts.Runtime, Isolation: opts.Isolation, Egress: opts.Egress}
 	if caps.Runtime == "" {
 		caps.Runtime = "fake"
 	}
@@ -214,6 +218,15 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 	}
 	if spec.ID == "" {
 		return errors.New("fake: Start: empty id")
+	}
+	switch spec.Network {
+	case "", driver.NetworkNone:
+	case driver.NetworkEgress:
+		if !d.w.caps.Egress {
+			return fmt.Errorf("fake: Start(%s): egress network, but the driver was made without Options.Egress", spec.ID)
+		}
+	default:
+		return fmt.Errorf("fake: Start(%s): unknown network mode %q", spec.ID, spec.Network)
 	}
 	if fi, err := os.Stat(spec.RootFS); err != nil || !fi.IsDir() {
 		return fmt.Errorf("fake: Start(%s): root filesystem %q is not a directory", spec.ID, spec.RootFS)

@@ -126,7 +126,7 @@ func BenchmarkBareRun(b *testing.B) {
 					RootFS:    drivertest.OverlayRootFS(b, base),
 					AgentPath: agentPath,
 					Resources: sandbox.Sizes()[sandbox.DefaultSize],
-				}, sock, "hearth")
+				}, sock, "hearth", "")
 				spec.Process.Args = []string{"/bin/echo", "hi"}
 				cfg, err := json.Marshal(spec)
 				if err != nil {
@@ -136,6 +136,7 @@ func BenchmarkBareRun(b *testing.B) {
 					b.Fatal(err)
 				}
 				args := append([]string{"--root", root}, oci.RuntimeFlags(rt)...)
+				args = append(args, oci.NetworkFlags(rt, driver.NetworkNone)...)
 				args = append(args, "run", "--bundle", bundle, id)
 				cmd := exec.Command(bin, args...)
 				b.StartTimer()

@@ -61,4 +61,18 @@
 // Stop deletes the runtime's container as well as killing it, so a stopped
 // (sleeping) sandbox holds no cgroups and no runtime state: only its
 // directory. Start on it creates the container again on the same root.
+//
+// Networking (driver.Spec.Network): a sandbox in mode none gets a new,
+// empty network namespace (runsc: --network=none), loopback only. An
+// egress sandbox is attached to the host's network by Options.Network (see
+// package network for the namespace, the veth, the addressing and the
+// firewall policy) before the runtime starts, and its config.json names
+// the attachment's namespace: runc and crun join it, and runsc, run with
+// --network=sandbox for that sandbox alone, starts its sandbox in it and
+// gVisor's netstack takes its eth0 over (taking the addresses off the
+// interface, which the next Start's attach puts back). The attachment,
+// and with it the sandbox's address, lives until Delete (Stop keeps it for
+// the wake); Recover removes attachments whose sandbox has no directory.
+// A driver without Options.Network reports no Egress in Capabilities and
+// refuses an egress Start (ErrNoEgress) before it makes anything.
 package oci

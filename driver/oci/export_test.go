@@ -13,6 +13,7 @@ var (
 	BundleSpec       = bundleSpec
 	DialUnix         = dialUnix
 	RuntimeFlags     = runtimeFlags
+	NetworkFlags     = networkFlags
 	ReadCgroupMounts = func(mountinfo string) (all []string, memory, v2 string, err error) {
 		m, err := readCgroupMounts(mountinfo)
 		return m.all, m.memory, m.v2, err
@@ -33,8 +34,8 @@ var (
 )
 
 // Leftovers describes what the host still holds for sandbox id: its
-// directory, the runtime's state for it, its cgroups in any hierarchy, and
-// processes that name it on their command line (runsc's sandbox and gofer)
+// directory, the runtime's state for it, its cgroups in any hierarchy, its
+// network attachment, and processes that name it on their command line (runsc's sandbox and gofer)
 // or sit in one of its cgroups.
 func (d *Driver) Leftovers(id string) []string {
 	var left []string
@@ -46,6 +47,9 @@ func (d *Driver) Leftovers(id string) []string {
 	}
 	for _, p := range d.cgroupLeftovers(id) {
 		left = append(left, "cgroup "+p)
+	}
+	if d.net != nil && d.net.Attached(id) {
+		left = append(left, "network attachment: namespace "+d.net.Namespace(id)+", link "+d.net.Link(id))
 	}
 	cg := d.cgroupRel(id)
 	procs, _ := os.ReadDir("/proc")

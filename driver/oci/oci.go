@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/network"
 )
 
 // Runtime names.
@@ -27,6 +28,11 @@ const (
 // ErrNoRuntime is returned by Detect (and by New when Options.Runtime is
 // empty) when none of the runtimes is installed.
 var ErrNoRuntime = errors.New("oci: no OCI runtime found (install runsc, crun or runc)")
+
+// ErrNoEgress is returned by Start for an egress sandbox when the driver
+// has no network host (Options.Network): it never starts one with no
+// network, nor with an unfiltered one.
+var ErrNoEgress = errors.New("oci: this driver cannot give sandboxes egress networking (no network host; see the daemon's log for why)")
 
 // Detect returns the runtime to use on this host: runsc when lookPath finds
 // it, because sandboxes run untrusted code and gVisor puts a user-space
@@ -65,7 +71,14 @@ type Options struct {
 	// RuntimeFlags are extra global flags for every runtime invocation,
 	// after the driver's own, so they override them (for runsc, e.g.
 	// "--platform=kvm" on a host with KVM, or "--debug-log=/tmp/runsc/").
+	// They may not set --network, which the driver sets per sandbox.
 	RuntimeFlags []string
+	// Network attaches sandboxes whose Spec.Network is egress to the
+	// host's network; nil means the driver runs sandboxes with no network
+	// only (Capabilities says so, and an egress Start fails). The driver
+	// owns it: Recover detaches every attachment of it whose sandbox the
+	// driver does not know.
+	Network *network.Host
 	// StartTimeout bounds Start when its context has no deadline. Zero
 	// means 30 seconds.
 	StartTimeout time.Duration
@@ -82,6 +95,7 @@ type Driver struct {
 	root         string // the runtime's --root
 	cgroupParent string
 	flags        []string // global flags of every invocation, before the subcommand
+	net          *network.Host
 	startTimeout time.Duration
 	cgroups      cgroupMounts
 	log          *slog.Logger
@@ -147,6 +161,11 @@ func New(opts Options) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for _, f := range opts.RuntimeFlags {
+		if f == "--network" || strings.HasPrefix(f, "--network=") {
+			return nil, fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
+		}
+	}
 	cg, err := readCgroupMounts("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -159,6 +178,7 @@ func New(opts Options) (*Driver, error) {
 		cgroupParent: parent,
 		startTimeout: timeout,
 		cgroups:      cg,
+		net:          opts.Network,
 		log:          log.With("runtime", rt),
 		locks:        map[string]*idLock{},
 	}
@@ -177,18 +197,34 @@ func New(opts Options) (*Driver, error) {
 //   - --overlay2=none: hearth manages the root filesystem itself (a
 //     snapshot per sandbox), so writes must land in it, not in a memory
 //     overlay that a stop would lose.
-//   - --network=none: the sandbox gets loopback only, like the empty
-//     network namespace under runc and crun.
 //   - --host-uds=create: lets the agent's listening socket be created on the
 //     host through the gofer, so the daemon can connect to it; the sandbox
 //     still cannot open any other host socket.
 //
-// runc and crun need none.
+// runc and crun need none. The network is per sandbox: see networkFlags.
 func runtimeFlags(rt string) []string {
 	if rt == RuntimeRunsc {
-		return []string{"--platform=systrap", "--overlay2=none", "--network=none", "--host-uds=create"}
+		return []string{"--platform=systrap", "--overlay2=none", "--host-uds=create"}
 	}
 	return nil
+}
+
+// networkFlags are the global flags of the command that starts a sandbox
+// in network mode (driver.Spec.Network) under rt. runsc gets
+// --network=none, loopback only like the empty network namespace under
+// runc and crun, or for egress --network=sandbox: gVisor's own network
+// stack takes over the interfaces and routes of the namespace the sandbox
+// is started in (the attachment's, see bundleSpec), so that no packet of
+// the sandbox goes through the host kernel's stack but as a frame on its
+// veth. runc and crun need none: the namespace is the spec's.
+func networkFlags(rt, mode string) []string {
+	if rt != RuntimeRunsc {
+		return nil
+	}
+	if mode == driver.NetworkEgress {
+		return []string{"--network=sandbox"}
+	}
+	return []string{"--network=none"}
 }
 
 // claimStateDir creates the state directory and records which runtime owns
@@ -216,13 +252,14 @@ func (d *Driver) claimStateDir() error {
 }
 
 // Capabilities reports the runtime and its isolation: "gvisor" for runsc,
-// "container" for runc and crun.
+// "container" for runc and crun; and egress when the driver has a network
+// host (Options.Network).
 func (d *Driver) Capabilities() driver.Capabilities {
 	iso := "container"
 	if d.runtime == RuntimeRunsc {
 		iso = "gvisor"
 	}
-	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc}
+	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net != nil}
 }
 
 // StateDir returns the directory the driver owns.
@@ -377,7 +414,8 @@ func (d *Driver) recoverState(ctx context.Context, id string) (driver.State, err
 // thaws every sandbox it finds frozen (see Freeze): only a daemon that
 // died between Freeze and Thaw leaves one, and nothing else would ever thaw
 // it. It also removes runtime containers that have no directory: they are
-// what an interrupted Start or Delete left, never a sandbox the host knows.
+// what an interrupted Start or Delete left, never a sandbox the host knows;
+// and likewise network attachments (see recoverNetwork).
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	entries, err := os.ReadDir(filepath.Join(d.stateDir, "sandboxes"))
 	if err != nil {
@@ -417,5 +455,46 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 			d.log.Error("remove orphan container", "sandbox", c.ID, "err", err)
 		}
 	}
+	if err := d.recoverNetwork(ctx, dirs); err != nil {
+		return nil, fmt.Errorf("oci: recover: %w", err)
+	}
 	return states, nil
+}
+
+// recoverNetwork detaches every network attachment whose sandbox has no
+// directory (known holds those that do): what a Start or Delete cut short
+// left, which nothing else would ever remove. Then, if any sandbox is
+// still attached, it sets the host's rules up again (network.Host.Setup),
+// so that a daemon restart refreshes them under running sandboxes; a
+// failure there is logged, and the next egress Start tries again and fails
+// if it must.
+func (d *Driver) recoverNetwork(ctx context.Context, known map[string]bool) error {
+	if d.net == nil {
+		return nil
+	}
+	ids, err := d.net.List()
+	if err != nil {
+		return err
+	}
+	attached := 0
+	for _, id := range ids {
+		if known[id] {
+			attached++
+			continue
+		}
+		unlock := d.lock(id)
+		if ok, err := d.known(id); err == nil && !ok {
+			d.log.Warn("removing a network attachment with no sandbox directory", "sandbox", id)
+			if err := d.net.Detach(ctx, id); err != nil {
+				d.log.Error("remove orphan network attachment", "sandbox", id, "err", err)
+			}
+		}
+		unlock()
+	}
+	if attached > 0 {
+		if err := d.net.Setup(ctx); err != nil {
+			d.log.Error("set up the sandbox network again", "err", err)
+		}
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/network"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -54,18 +55,29 @@ func findRuntime(t testing.TB, rt string) string {
 }
 
 // newDriver returns a driver for rt on stateDir, logging to t (debug
-// level in tests, none in benchmarks).
+// level in tests, none in benchmarks), with no network host.
 func newDriver(t testing.TB, rt, bin, stateDir string) *oci.Driver {
 	t.Helper()
-	var log *slog.Logger
-	if _, bench := t.(*testing.B); !bench {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return newDriverNet(t, rt, bin, stateDir, nil)
+}
+
+// testLogger logs to t at debug level, or nowhere in a benchmark.
+func testLogger(t testing.TB) *slog.Logger {
+	if _, bench := t.(*testing.B); bench {
+		return nil
 	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// newDriverNet is newDriver with the network host nh (nil: none).
+func newDriverNet(t testing.TB, rt, bin, stateDir string, nh *network.Host) *oci.Driver {
+	t.Helper()
 	d, err := oci.New(oci.Options{
 		Runtime:  rt,
 		Binary:   bin,
 		StateDir: stateDir,
-		Logger:   log,
+		Network:  nh,
+		Logger:   testLogger(t),
 	})
 	if err != nil {
 		t.Fatalf("New(%s) = %v", rt, err)
@@ -90,12 +102,14 @@ func TestConformance(t *testing.T) {
 			bin := findRuntime(t, rt)
 			drivertest.Run(t, drivertest.Config{
 				New: func(t *testing.T) drivertest.Target {
-					dir := t.TempDir()
+					dir, netDir := t.TempDir(), t.TempDir()
 					t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
-					d := newDriver(t, rt, bin, dir)
+					d := newDriverNet(t, rt, bin, dir, newNetHost(t, netDir))
 					return drivertest.Target{
-						Driver:    d,
-						Reopen:    func(t *testing.T) driver.Driver { return newDriver(t, rt, bin, dir) },
+						Driver: d,
+						Reopen: func(t *testing.T) driver.Driver {
+							return newDriverNet(t, rt, bin, dir, openNetHost(t, netDir))
+						},
 						Leftovers: d.Leftovers,
 					}
 				},
@@ -281,7 +295,7 @@ func TestBundleSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base
 			spec.Resources = tc.res
-			got := oci.BundleSpec(tc.runtime, spec, "/state/sandboxes/abc123/run", "hearth")
+			got := oci.BundleSpec(tc.runtime, spec, "/state/sandboxes/abc123/run", "hearth", "")
 
 			if got.Root.Path != spec.RootFS || got.Root.Readonly {
 				t.Errorf("Root = %+v, want %s writable", got.Root, spec.RootFS)
@@ -387,7 +401,7 @@ func TestBundleSpec(t *testing.T) {
 
 func TestBundleSpecDefaults(t *testing.T) {
 	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a", Env: []string{"PATH=/opt/bin"}}
-	got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "/custom/parent/")
+	got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "/custom/parent/", "")
 	if got.Hostname != "x1" {
 		t.Errorf("Hostname = %q, want the id when the spec names none", got.Hostname)
 	}

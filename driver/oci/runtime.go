@@ -56,17 +56,19 @@ func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, er
 	return stdout.Bytes(), nil
 }
 
-// create runs `create` for id. The container's stdio (inherited from the
-// create command) is the sandbox's console.log, opened here and closed when
+// create runs `run --detach` for id, in network mode (driver.Spec.Network;
+// see networkFlags). The container's stdio (inherited from the run
+// command) is the sandbox's console.log, opened here and closed when
 // create returns: no pipe of the daemon's is ever an end of it, so the
 // sandbox neither blocks on nor dies with the daemon.
-func (d *Driver) create(ctx context.Context, id string) error {
+func (d *Driver) create(ctx context.Context, id, network string) error {
 	logf, err := os.OpenFile(d.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := d.command(ctx, id, "run", "--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id)
+	args := append(networkFlags(d.runtime, network), "run", "--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id)
+	cmd := d.command(ctx, id, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	began := time.Now()
 	if err := cmd.Start(); err != nil {

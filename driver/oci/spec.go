@@ -108,11 +108,16 @@ var (
 
 // bundleSpec returns the OCI runtime configuration of one sandbox: spec's
 // root as the container's writable root, hearth-agent as PID 1, the host
-// directory socketDir mounted at SocketDir, and spec.Resources as the
-// cgroup limits (with the headroom the runtime needs) under cgroupParent.
-// It is a pure function so that what each runtime is asked for can be read
-// and tested without running one.
-func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent string) *specs.Spec {
+// directory socketDir mounted at SocketDir, spec.Resources as the cgroup
+// limits (with the headroom the runtime needs) under cgroupParent, and the
+// network namespace at netns, or a new empty one when netns is "". It is a
+// pure function so that what each runtime is asked for can be read and
+// tested without running one.
+//
+// Nothing is mounted on /etc/resolv.conf: the sandbox has the image's, and
+// hearth provides no name service yet, so an egress sandbox reaches
+// addresses, not names.
+func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns string) *specs.Spec {
 	hostname := spec.Hostname
 	if hostname == "" {
 		hostname = spec.ID
@@ -150,9 +155,13 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent string
 				{Type: specs.IPCNamespace},
 				{Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace},
-				// A new, empty network namespace: only loopback, which
-				// runc and crun bring up; runsc gets --network=none.
-				{Type: specs.NetworkNamespace},
+				// Without netns, a new, empty network namespace: only
+				// loopback, which runc and crun bring up; runsc gets
+				// --network=none. With it (egress), the attachment's:
+				// runc and crun join it, and runsc, with
+				// --network=sandbox, starts its sandbox in it and takes
+				// its interfaces over (see networkFlags).
+				{Type: specs.NetworkNamespace, Path: netns},
 			},
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,

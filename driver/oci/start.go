@@ -25,6 +25,13 @@ import (
 // a new id so is its directory (unless a cgroup could not be removed: then
 // the sandbox stays known, stopped, for Delete to finish); the error names
 // the step that failed and ends with the tail of the sandbox's logs.
+//
+// An egress sandbox (Spec.Network) is attached to the host's network
+// before the runtime starts and runs in the attachment's namespace; a
+// driver with no network host (Options.Network) refuses it before doing
+// anything. The attachment outlives Stop (a wake reuses it, with the same
+// address) and goes with Delete, or with a failed start of a new id. A
+// sandbox woken with no network loses the attachment it had.
 func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
 	if err := d.checkSpec(spec); err != nil {
 		return err
@@ -80,15 +87,26 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
 			}
 			return
 		}
+		if d.net != nil {
+			// Without a directory, only Recover would find it.
+			if err2 := d.net.Detach(cctx, id); err2 != nil {
+				log.Error("cleanup after a failed start", "err", err2)
+				err = fmt.Errorf("%w (and cleanup: %v)", err, err2)
+			}
+		}
 		if err2 := os.RemoveAll(d.sandboxDir(id)); err2 != nil {
 			log.Error("cleanup after a failed start", "err", err2)
 		}
 	}()
 
-	if err := d.writeBundle(spec); err != nil {
+	netns, err := d.attach(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("oci: start %s: network: %w", id, err)
+	}
+	if err := d.writeBundle(spec, netns); err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
-	if err := d.createFirst(ctx, id); err != nil {
+	if err := d.createFirst(ctx, id, spec.Network); err != nil {
 		return d.startError(id, "run", err)
 	}
 	if err := d.waitAgent(ctx, id); err != nil {
@@ -110,13 +128,43 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 	if fi, err := os.Stat(spec.AgentPath); err != nil || !fi.Mode().IsRegular() || !filepath.IsAbs(spec.AgentPath) {
 		return fmt.Errorf("oci: start %s: agent %q is not an absolute path to a file", spec.ID, spec.AgentPath)
 	}
+	switch spec.Network {
+	case "", driver.NetworkNone:
+	case driver.NetworkEgress:
+		if d.net == nil {
+			return fmt.Errorf("oci: start %s: network %q: %w", spec.ID, spec.Network, ErrNoEgress)
+		}
+	default:
+		return fmt.Errorf("oci: start %s: unknown network mode %q (want %q or %q)", spec.ID, spec.Network, driver.NetworkNone, driver.NetworkEgress)
+	}
 	return nil
 }
 
-// writeBundle makes the sandbox's directory and writes its config.json; it
-// also forgets the previous run's stopped marker, OOM, pid and socket, and
+// attach gives an egress sandbox its network attachment and returns the
+// path of its namespace. For any other it returns "" (a new empty
+// namespace) and removes an attachment the sandbox kept from an egress
+// run before, so that a sandbox's network is only ever what its spec
+// asks for.
+func (d *Driver) attach(ctx context.Context, spec driver.Spec) (string, error) {
+	if spec.Network != driver.NetworkEgress {
+		if d.net != nil {
+			return "", d.net.Detach(ctx, spec.ID)
+		}
+		return "", nil
+	}
+	a, err := d.net.Attach(ctx, spec.ID)
+	if err != nil {
+		return "", err
+	}
+	d.log.Debug("sandbox attached to the network", "sandbox", spec.ID, "addr", a.Addr, "gateway", a.Gateway, "netns", a.Namespace)
+	return a.Namespace, nil
+}
+
+// writeBundle makes the sandbox's directory and writes its config.json,
+// with the network namespace at netns ("" for a new empty one); it also
+// forgets the previous run's stopped marker, OOM, pid and socket, and
 // keeps its console log as console.log.1.
-func (d *Driver) writeBundle(spec driver.Spec) error {
+func (d *Driver) writeBundle(spec driver.Spec, netns string) error {
 	id := spec.ID
 	if err := os.MkdirAll(d.socketDir(id), 0o700); err != nil {
 		return err
@@ -132,7 +180,7 @@ func (d *Driver) writeBundle(spec driver.Spec) error {
 	if err := os.Rename(d.consoleLog(id), d.consoleLog(id)+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	cfg := bundleSpec(d.runtime, spec, d.socketDir(id), d.cgroupParent)
+	cfg := bundleSpec(d.runtime, spec, d.socketDir(id), d.cgroupParent, netns)
 	b, err := json.MarshalIndent(cfg, "", "\t")
 	if err != nil {
 		return err
@@ -169,14 +217,14 @@ func ensureTmp(rootfs string) error {
 // <root>/null-netns yet run one at a time: each runsc gofer joins an empty
 // network namespace that the first one bind-mounts there, and two first
 // creates at once would both mount one (a mount leaked per race).
-func (d *Driver) createFirst(ctx context.Context, id string) error {
+func (d *Driver) createFirst(ctx context.Context, id, network string) error {
 	if d.runtime == RuntimeRunsc {
 		if _, err := os.Stat(filepath.Join(d.root, "null-netns")); err != nil {
 			d.nullNetns.Lock()
 			defer d.nullNetns.Unlock()
 		}
 	}
-	return d.create(ctx, id)
+	return d.create(ctx, id, network)
 }
 
 // startError wraps a failed start step with the tail of the sandbox's logs.

@@ -18,8 +18,8 @@ import (
 )
 
 // Stop kills every process of sandbox id and deletes its runtime container
-// and cgroups, keeping its directory: the sandbox stays known as stopped and
-// Start wakes it. It returns once the cgroups are gone, which the kernel
+// and cgroups, keeping its directory and its network attachment: the
+// sandbox stays known as stopped and Start wakes it, with the same address. It returns once the cgroups are gone, which the kernel
 // allows only when no task is left in them. Stopping a stopped sandbox does
 // nothing; an unknown id is driver.ErrNotFound.
 func (d *Driver) Stop(ctx context.Context, id string) error {
@@ -48,10 +48,11 @@ func (d *Driver) Stop(ctx context.Context, id string) error {
 }
 
 // Delete stops sandbox id if needed and removes its runtime container,
-// cgroups and directory. It fails, keeping the directory so that a retry can
-// finish, when a cgroup of the sandbox cannot be removed. It also removes
-// runtime leftovers of an id the driver has no directory for (an interrupted
-// Start or Delete); only when there is nothing at all does it return
+// cgroups, network attachment and directory. It fails, keeping the
+// directory so that a retry can finish, when a cgroup of the sandbox or its
+// attachment cannot be removed. It also removes runtime and network
+// leftovers of an id the driver has no directory for (an interrupted Start
+// or Delete); only when there is nothing at all does it return
 // driver.ErrNotFound.
 func (d *Driver) Delete(ctx context.Context, id string) error {
 	if validID(id) != nil {
@@ -70,11 +71,18 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		d.log.Warn("deleting a container the runtime cannot describe", "sandbox", id, "err", err)
 		st = &specs.State{ID: id, Status: "unknown"}
 	}
-	if !ok && st == nil && len(d.cgroupLeftovers(id)) == 0 {
+	attached := d.net != nil && d.net.Attached(id)
+	if !ok && st == nil && !attached && len(d.cgroupLeftovers(id)) == 0 {
 		return driver.ErrNotFound
 	}
 	if err := d.teardownState(ctx, id, st, false); err != nil {
 		return fmt.Errorf("oci: delete %s: %w", id, err)
+	}
+	// After the runtime is gone: nothing holds the namespace any more.
+	if attached {
+		if err := d.net.Detach(ctx, id); err != nil {
+			return fmt.Errorf("oci: delete %s: %w", id, err)
+		}
 	}
 	if err := os.RemoveAll(d.sandboxDir(id)); err != nil {
 		return fmt.Errorf("oci: delete %s: %w", id, err)

@@ -161,8 +161,9 @@ func TestMigrateFromV1(t *testing.T) {
 		Size: "small", Runtime: "runsc", Status: sandbox.StatusStopped, Reason: "oom",
 		CreatedAt: created, UpdatedAt: time.Date(2025, time.March, 14, 14, 10, 0, 0, time.UTC),
 		Capabilities: []string{sandbox.CapExec},
-		Labels:       []string{}, // 0008 gives every row an empty list
-		PublicPorts:  []int{},    // and 0009
+		Labels:       []string{},          // 0008 gives every row an empty list
+		PublicPorts:  []int{},             // and 0009
+		Network:      sandbox.NetworkNone, // and 0010
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512},
 		Head:         "",
 	}
@@ -246,8 +247,9 @@ func TestMigrateFromV3(t *testing.T) {
 		CreatedAt: created, UpdatedAt: time.Date(2025, time.March, 14, 14, 10, 0, 0, time.UTC),
 		ExpiresAt:    created.Add(24 * time.Hour),
 		Capabilities: []string{sandbox.CapExec},
-		Labels:       []string{}, // 0008 gives every row an empty list
-		PublicPorts:  []int{},    // and 0009
+		Labels:       []string{},          // 0008 gives every row an empty list
+		PublicPorts:  []int{},             // and 0009
+		Network:      sandbox.NetworkNone, // and 0010
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 10 << 30},
 		Head:         "ck-1",
 	}

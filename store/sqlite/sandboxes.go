@@ -13,10 +13,10 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?20.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?21.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
-	public_ports`
+	public_ports, network`
 
 // CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
 // is taken, and an error if either is empty.
@@ -27,7 +27,7 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -47,7 +47,8 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
 			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
-			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20
+			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20,
+			network = ?21
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -154,6 +155,10 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
+	network := sb.Network
+	if network == "" {
+		network = sandbox.NetworkNone
+	}
 	ports := sb.PublicPorts
 	if ports == nil {
 		ports = []int{}
@@ -166,7 +171,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		sb.ID, sb.Name, sb.Tenant, sb.Owner, sb.Image, sb.Size, sb.Runtime,
 		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
 		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head, sb.Resources.DiskBytes,
-		string(labelsJSON), string(portsJSON),
+		string(labelsJSON), string(portsJSON), network,
 	}, nil
 }
 
@@ -190,7 +195,7 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	)
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
-		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON); err != nil {
+		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON, &sb.Network); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)

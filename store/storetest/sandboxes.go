@@ -19,6 +19,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	full.Head = "ck-head"
 	full.Labels = []string{"team-search", "Ünïcode label", "b", "a"} // order kept
 	full.PublicPorts = []int{8080, 3000}
+	full.Network = sandbox.NetworkEgress
 
 	minimal := sandbox.Sandbox{
 		ID:        "sb-min",

@@ -200,6 +200,9 @@ func checkSandbox(t *testing.T, what string, got, want sandbox.Sandbox) {
 	if want.PublicPorts == nil {
 		want.PublicPorts = []int{}
 	}
+	if want.Network == "" {
+		want.Network = sandbox.NetworkNone // the store's default
+	}
 	got.CreatedAt, got.UpdatedAt, got.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
 	want.CreatedAt, want.UpdatedAt, want.ExpiresAt = time.Time{}, time.Time{}, time.Time{}
 	if got.Capabilities == nil {

@@ -32,6 +32,8 @@ func newTenant(name string, created time.Time) sandbox.Tenant {
 			BreakerCooldown:       new(sandbox.Duration(5*time.Minute + 1)),
 			DestructivePatterns:   &[]string{`\bdeploy\b`, `rm -rf`},
 			GateOnFailure:         new("allow"),
+			Network:               new(sandbox.NetworkEgress),
+			AllowEgress:           new(false), // false, not unset
 		},
 		CreatedAt: created,
 		UpdatedAt: created,

@@ -1,0 +1,347 @@
+package network
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrUnavailable is returned by New when this host cannot give sandboxes a
+// network: not root, or iproute2 or iptables missing. A daemon then runs
+// sandboxes without one (and refuses to start one that asks for it).
+var ErrUnavailable = errors.New("network: sandbox networking is not available on this host")
+
+// defaultSubnet is where sandboxes get their addresses when Options.Subnet
+// is zero.
+var defaultSubnet = netip.MustParsePrefix("10.89.0.0/16")
+
+// Options configure a Host. The zero value works on a host where nothing
+// else uses 10.89.0.0/16.
+type Options struct {
+	// Subnet holds every sandbox's address pair (see the package doc); it
+	// must not overlap a network the host reaches. Zero means
+	// 10.89.0.0/16. IPv4, with a prefix length from 8 to 29.
+	Subnet netip.Prefix
+	// Deny are more destinations no sandbox may reach, besides the private
+	// and reserved ranges that are always blocked: a host whose own LAN
+	// uses public addresses lists it here.
+	Deny []netip.Prefix
+	// StateDir is where the Host records each sandbox's address; it must
+	// persist across daemon restarts and belong to this Host alone. Empty
+	// means /var/lib/hearth/network.
+	StateDir string
+	// Name names the Host's namespaces (/run/netns/<name>-<id>) and,
+	// upper-cased, its iptables chains (<NAME>-INPUT, ...): lowercase
+	// letters and digits, at most 16. Empty means "hearth". Two Hosts on
+	// one machine (tests) need different names, link prefixes and subnets.
+	Name string
+	// LinkPrefix begins the name of the host side of every sandbox's veth:
+	// 2 to 4 lowercase letters, which no other interface of the host may
+	// begin with (the rules match sandboxes by it). Empty means "hv".
+	LinkPrefix string
+	// Logger receives the Host's log; nil discards.
+	Logger *slog.Logger
+}
+
+// Host sets up this host for sandbox networking and attaches sandboxes to
+// it. It is safe for concurrent use, but calls on one id must not overlap
+// (the driver serializes them).
+type Host struct {
+	subnet     netip.Prefix
+	deny       []netip.Prefix
+	stateDir   string
+	name       string
+	linkPrefix string
+	chains     chains
+	ipBin      string
+	iptBin     string
+	restoreBin string
+	log        *slog.Logger
+
+	mu    sync.Mutex // guards the records (allocation) and setUp
+	setUp bool
+}
+
+// New returns a Host for opts. It checks the options and that this host
+// can do it: root, and the ip, iptables and iptables-restore commands
+// (ErrUnavailable otherwise). It changes nothing on the host: Setup does.
+func New(opts Options) (*Host, error) {
+	subnet := opts.Subnet
+	if !subnet.IsValid() {
+		subnet = defaultSubnet
+	}
+	if err := checkSubnet(subnet); err != nil {
+		return nil, err
+	}
+	subnet = subnet.Masked()
+	for _, p := range opts.Deny {
+		if !p.IsValid() || !p.Addr().Is4() {
+			return nil, fmt.Errorf("network: deny %v: want an IPv4 prefix", p)
+		}
+	}
+	name := opts.Name
+	if name == "" {
+		name = "hearth"
+	}
+	if !lowerAlnum(name, 1, 16, true) {
+		return nil, fmt.Errorf("network: name %q: want 1 to 16 lowercase letters and digits", name)
+	}
+	prefix := opts.LinkPrefix
+	if prefix == "" {
+		prefix = "hv"
+	}
+	if !lowerAlnum(prefix, 2, 4, false) {
+		return nil, fmt.Errorf("network: link prefix %q: want 2 to 4 lowercase letters", prefix)
+	}
+	stateDir := opts.StateDir
+	if stateDir == "" {
+		stateDir = "/var/lib/hearth/network"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: it needs root", ErrUnavailable)
+	}
+	h := &Host{
+		subnet:     subnet,
+		deny:       opts.Deny,
+		stateDir:   stateDir,
+		name:       name,
+		linkPrefix: prefix,
+		chains:     chainsFor(name),
+		log:        log,
+	}
+	for _, b := range []struct {
+		bin  *string
+		name string
+		pkg  string
+	}{{&h.ipBin, "ip", "iproute2"}, {&h.iptBin, "iptables", "iptables"}, {&h.restoreBin, "iptables-restore", "iptables"}} {
+		p, err := exec.LookPath(b.name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s not found (install %s)", ErrUnavailable, b.name, b.pkg)
+		}
+		*b.bin = p
+	}
+	return h, nil
+}
+
+// lowerAlnum reports whether s has lo to hi lowercase letters (and
+// digits, when digits is set) only.
+func lowerAlnum(s string, lo, hi int, digits bool) bool {
+	if len(s) < lo || len(s) > hi {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (!digits || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Subnet returns the subnet sandboxes get their addresses from.
+func (h *Host) Subnet() netip.Prefix { return h.subnet }
+
+// Setup prepares the host for sandboxes, idempotently: IPv4 forwarding
+// on, and the Host's chains created or emptied and filled with the policy
+// (see the package doc) in one iptables-restore transaction per table, so
+// that no packet ever sees them half made, then jumped to from the first
+// rule of INPUT, FORWARD and nat POSTROUTING (once each). Calling it at
+// every daemon start refreshes the rules without duplicating any. Attach
+// calls it the first time it is used.
+func (h *Host) Setup(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.setupLocked(ctx)
+}
+
+func (h *Host) setupLocked(ctx context.Context) error {
+	in := restoreInput(h.chains, filterRules(h.chains, h.linkPrefix, h.subnet, h.deny), natRules(h.chains, h.linkPrefix, h.subnet))
+	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
+		return fmt.Errorf("network: setup: %w", err)
+	}
+	for _, hk := range h.chains.hooks() {
+		if err := h.hookFirst(ctx, hk); err != nil {
+			return fmt.Errorf("network: setup: %w", err)
+		}
+	}
+	// Last, once the rules are in place: forwarding with no rules would let
+	// sandboxes through to wherever the host routes.
+	if err := writeSysctl("/proc/sys/net/ipv4/ip_forward", "1"); err != nil {
+		return fmt.Errorf("network: setup: turn on IPv4 forwarding: %w", err)
+	}
+	h.setUp = true
+	h.log.Info("sandbox network set up", "subnet", h.subnet, "chains", h.chains.input+" "+h.chains.forward+" "+h.chains.postrouting)
+	return nil
+}
+
+// hookFirst makes hk the first rule of its built-in chain, and the only
+// jump of its kind there. A jump found further down (another program
+// inserted rules above it) moves up without a moment unhooked, and without
+// deleting by rule number, which a program changing the chain meanwhile
+// would make delete the wrong rule: a marked copy of the jump goes in
+// first, then every plain one comes out (by its spec), the plain one goes in
+// first, and the copy comes out.
+func (h *Host) hookFirst(ctx context.Context, hk hook) error {
+	listing, err := h.listChain(ctx, hk.table, hk.from)
+	if err != nil {
+		return err
+	}
+	count, first := hookPlacement(listing, hk)
+	if count == 1 && first {
+		return nil
+	}
+	plain := []string{"-t", hk.table, "-I", hk.from, "1", "-j", hk.to}
+	if count == 0 {
+		_, err := h.iptables(ctx, plain...)
+		return err
+	}
+	marked := []string{"-m", "comment", "--comment", "hearth: moving this jump up", "-j", hk.to}
+	if _, err := h.iptables(ctx, append([]string{"-t", hk.table, "-I", hk.from, "1"}, marked...)...); err != nil {
+		return err
+	}
+	if err := h.deleteHook(ctx, hk, count); err != nil {
+		return err
+	}
+	if _, err := h.iptables(ctx, plain...); err != nil {
+		return err
+	}
+	_, err = h.iptables(ctx, append([]string{"-t", hk.table, "-D", hk.from}, marked...)...)
+	return err
+}
+
+// deleteHook deletes n plain jumps hk, each time the first one left.
+func (h *Host) deleteHook(ctx context.Context, hk hook, n int) error {
+	for range n {
+		if _, err := h.iptables(ctx, "-t", hk.table, "-D", hk.from, "-j", hk.to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureSetup runs Setup unless this Host has already.
+func (h *Host) ensureSetup(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.setUp {
+		return nil
+	}
+	return h.setupLocked(ctx)
+}
+
+// Teardown undoes this Host: it detaches every sandbox it has a record or
+// a namespace of, then removes the jumps to its chains and the chains. It
+// detaches first because rules gone under attached sandboxes would let
+// them reach whatever the host's own policy allows. IPv4 forwarding is
+// left on: something else may need it. For tests and uninstalling.
+func (h *Host) Teardown(ctx context.Context) error {
+	ids, err := h.List()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, h.Detach(ctx, id))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.setUp = false
+	for _, hk := range h.chains.hooks() {
+		listing, err := h.listChain(ctx, hk.table, hk.from)
+		if err != nil {
+			return fmt.Errorf("network: teardown: %w", err)
+		}
+		count, _ := hookPlacement(listing, hk)
+		if err := h.deleteHook(ctx, hk, count); err != nil {
+			return fmt.Errorf("network: teardown: %w", err)
+		}
+	}
+	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"nat", h.chains.postrouting}} {
+		listing, err := h.listChain(ctx, c.table, "")
+		if err != nil {
+			return fmt.Errorf("network: teardown: %w", err)
+		}
+		if !slices.Contains(listing, "-N "+c.chain) {
+			continue
+		}
+		if _, err := h.iptables(ctx, "-t", c.table, "-F", c.chain); err != nil {
+			return fmt.Errorf("network: teardown: %w", err)
+		}
+		if _, err := h.iptables(ctx, "-t", c.table, "-X", c.chain); err != nil {
+			return fmt.Errorf("network: teardown: %w", err)
+		}
+	}
+	return nil
+}
+
+// Rules returns the Host's rules as iptables -S lists them, by table: what
+// Setup installs.
+func (h *Host) Rules() (filter, nat []string) {
+	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny), natRules(h.chains, h.linkPrefix, h.subnet)
+}
+
+// listChain returns `iptables -t table -S [chain]`, line by line.
+func (h *Host) listChain(ctx context.Context, table, chain string) ([]string, error) {
+	args := []string{"-t", table, "-S"}
+	if chain != "" {
+		args = append(args, chain)
+	}
+	out, err := h.iptables(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n"), nil
+}
+
+// iptables runs iptables -w (waiting for the xtables lock that another
+// program may hold) with args.
+func (h *Host) iptables(ctx context.Context, args ...string) ([]byte, error) {
+	return h.run(ctx, nil, h.iptBin, append([]string{"-w"}, args...)...)
+}
+
+// ip runs ip with args.
+func (h *Host) ip(ctx context.Context, args ...string) ([]byte, error) {
+	return h.run(ctx, nil, h.ipBin, args...)
+}
+
+// run runs bin with args and stdin, and returns its stdout; the error
+// quotes the command and its stderr.
+func (h *Host) run(ctx context.Context, stdin *strings.Reader, bin string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	err := cmd.Run()
+	h.log.Debug("network command", "cmd", bin, "args", args, "took", time.Since(began).Round(time.Microsecond), "err", err)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// writeSysctl writes value to the sysctl file path unless it holds it
+// already.
+func writeSysctl(path, value string) error {
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == value {
+		return nil
+	}
+	return os.WriteFile(path, []byte(value), 0o644)
+}

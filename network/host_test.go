@@ -1,0 +1,315 @@
+package network_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/network"
+)
+
+// The host of these tests has a name, link prefix, subnet and test host
+// addresses of its own, so that it never meets a daemon's, nor driver/oci's
+// tests running at the same time.
+const (
+	testName   = "hearthnet"
+	testPrefix = "hn"
+	testChain  = "HEARTHNET"
+)
+
+var testSubnet = netip.MustParsePrefix("10.202.0.0/16")
+
+// openHost returns a Host on stateDir for the tests.
+func openHost(t *testing.T, stateDir string) *network.Host {
+	t.Helper()
+	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix})
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return h
+}
+
+// newHost is openHost on a fresh state directory, as root; t's cleanup
+// tears it down and wants nothing of it left on the host.
+func newHost(t *testing.T) (*network.Host, string) {
+	t.Helper()
+	drivertest.RequireRoot(t)
+	dir := t.TempDir()
+	h := openHost(t, dir)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := h.Teardown(ctx); err != nil {
+			t.Errorf("cleanup: Teardown() = %v", err)
+		}
+		for _, left := range leftovers(t) {
+			t.Errorf("after Teardown, left on the host: %s", left)
+		}
+	})
+	return h, dir
+}
+
+// leftovers lists what a test's Host left: namespaces, links, rules.
+func leftovers(t *testing.T) []string {
+	t.Helper()
+	var left []string
+	for _, cmd := range [][]string{{"netns", "list"}, {"-o", "link", "show"}} {
+		for _, line := range strings.Split(run(t, "ip", cmd...), "\n") {
+			if strings.Contains(line, testName+"-") || strings.Contains(line, ": "+testPrefix) {
+				left = append(left, line)
+			}
+		}
+	}
+	for _, table := range []string{"filter", "nat"} {
+		for _, line := range strings.Split(run(t, "iptables", "-w", "-t", table, "-S"), "\n") {
+			if strings.Contains(line, testChain) {
+				left = append(left, line)
+			}
+		}
+	}
+	return left
+}
+
+// run runs a command and returns its output; it fails t on error.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// rules returns the rules of chain in table, as iptables -S lists them.
+func rules(t *testing.T, table, chain string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(run(t, "iptables", "-w", "-t", table, "-S", chain), "\n") {
+		if strings.HasPrefix(line, "-A ") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TestSetup: two Setups (a daemon restart) leave the policy once, its
+// chains each the first rule of INPUT, FORWARD and POSTROUTING, and IPv4
+// forwarding on; a Setup after another program put a rule above a jump
+// (and a stray copy of it further down) moves the jump back up, leaving
+// that program's rule alone.
+func TestSetup(t *testing.T) {
+	h, _ := newHost(t)
+	for i := range 2 {
+		if err := h.Setup(t.Context()); err != nil {
+			t.Fatalf("Setup() #%d = %v", i+1, err)
+		}
+	}
+	foreign := []string{"INPUT", "-i", testPrefix + "zz+", "-m", "comment", "--comment", "network test: another program", "-j", "ACCEPT"}
+	run(t, "iptables", append([]string{"-w", "-I"}, foreign...)...)
+	t.Cleanup(func() { exec.Command("iptables", append([]string{"-w", "-D"}, foreign...)...).Run() })
+	run(t, "iptables", "-w", "-A", "INPUT", "-j", testChain+"-INPUT")
+	if err := h.Setup(t.Context()); err != nil {
+		t.Fatalf("Setup() after another program's rule = %v", err)
+	}
+	if got := rules(t, "filter", "INPUT"); !slices.ContainsFunc(got, func(r string) bool { return strings.Contains(r, "network test: another program") }) {
+		t.Errorf("INPUT after Setup = %q, want the other program's rule kept", got)
+	}
+	// A Host of another process on the same state: the same rules again.
+	if err := openHost(t, t.TempDir()).Setup(t.Context()); err != nil {
+		t.Fatalf("Setup() by another Host = %v", err)
+	}
+	filter, nat := h.Rules()
+	for _, c := range []struct{ table, chain string }{{"filter", testChain + "-INPUT"}, {"filter", testChain + "-FORWARD"}, {"nat", testChain + "-POSTROUTING"}} {
+		var want []string
+		for _, r := range slices.Concat(filter, nat) {
+			if strings.HasPrefix(r, "-A "+c.chain+" ") {
+				want = append(want, r)
+			}
+		}
+		if got := rules(t, c.table, c.chain); !slices.Equal(got, want) {
+			t.Errorf("%s %s after three Setups:\n%s\nwant:\n%s", c.table, c.chain, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	for _, c := range []struct{ table, from, to string }{{"filter", "INPUT", "-INPUT"}, {"filter", "FORWARD", "-FORWARD"}, {"nat", "POSTROUTING", "-POSTROUTING"}} {
+		got := rules(t, c.table, c.from)
+		hook := "-A " + c.from + " -j " + testChain + c.to
+		if n := strings.Count(strings.Join(got, "\n")+"\n", hook+"\n"); n != 1 || got[0] != hook {
+			t.Errorf("%s %s = %q, want %q once, first", c.table, c.from, got, hook)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("ip_forward = %q, %v; want 1", b, err)
+	}
+}
+
+// TestAttach: Attach makes the namespace, the veth, the /31 and the
+// default route, with no IPv6; again (or by a Host of a restarted daemon)
+// it returns the same attachment and repairs what gVisor takes away;
+// another sandbox gets another address; Detach removes it all, twice.
+func TestAttach(t *testing.T) {
+	h, dir := newHost(t)
+	ctx := t.Context()
+	a, err := h.Attach(ctx, "sba")
+	if err != nil {
+		t.Fatalf("Attach(sba) = %v", err)
+	}
+	t.Logf("Attach(sba) = %+v", a)
+	if a.ID != "sba" || a.Namespace != "/run/netns/"+testName+"-sba" || a.Link != h.Link("sba") || !testSubnet.Contains(a.Addr) || a.Gateway.Next() != a.Addr {
+		t.Errorf("Attach(sba) = %+v, want the namespace, link and a pair of %v", a, testSubnet)
+	}
+	wantPlumbed(t, a)
+
+	b, err := h.Attach(ctx, "sbb")
+	if err != nil {
+		t.Fatalf("Attach(sbb) = %v", err)
+	}
+	if b.Addr == a.Addr || b.Gateway == a.Gateway || b.Link == a.Link {
+		t.Errorf("Attach(sbb) = %+v, shares with %+v", b, a)
+	}
+
+	// gVisor takes eth0's addresses (and with them the routes) away.
+	run(t, "ip", "-n", testName+"-sba", "address", "flush", "dev", "eth0")
+	again, err := openHost(t, dir).Attach(ctx, "sba")
+	if err != nil || again != a {
+		t.Errorf("Attach(sba) by a new Host = %+v, %v; want %+v", again, err, a)
+	}
+	wantPlumbed(t, a)
+	if ids, err := h.List(); err != nil || !slices.Equal(ids, []string{"sba", "sbb"}) {
+		t.Errorf("List() = %v, %v; want [sba sbb]", ids, err)
+	}
+
+	for i := range 2 {
+		if err := h.Detach(ctx, "sba"); err != nil {
+			t.Fatalf("Detach(sba) #%d = %v", i+1, err)
+		}
+	}
+	if h.Attached("sba") {
+		t.Errorf("Attached(sba) after Detach = true")
+	}
+	if _, err := os.Lstat(a.Namespace); err == nil {
+		t.Errorf("namespace %s still there after Detach", a.Namespace)
+	}
+	if _, err := net.InterfaceByName(a.Link); err == nil {
+		t.Errorf("link %s still there after Detach", a.Link)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sba")); err == nil {
+		t.Errorf("address record of sba still there after Detach")
+	}
+	if !h.Attached("sbb") {
+		t.Errorf("Attached(sbb) = false after Detach(sba)")
+	}
+}
+
+// wantPlumbed checks a's namespace, veth, addresses and routes.
+func wantPlumbed(t *testing.T, a network.Attachment) {
+	t.Helper()
+	ns := filepath.Base(a.Namespace)
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(a.Namespace, &st); err != nil || st.Type != 0x6e736673 {
+		t.Errorf("%s is not a mounted namespace: %v", a.Namespace, err)
+	}
+	if got := run(t, "ip", "-4", "-o", "address", "show", "dev", a.Link); !strings.Contains(got, "inet "+a.Gateway.String()+"/31 ") {
+		t.Errorf("host side %s: %q, want %s/31", a.Link, got, a.Gateway)
+	}
+	if got := run(t, "ip", "-6", "-o", "address", "show", "dev", a.Link); got != "" {
+		t.Errorf("host side %s has IPv6: %q", a.Link, got)
+	}
+	if got := run(t, "ip", "-n", ns, "-4", "-o", "address", "show", "dev", "eth0"); !strings.Contains(got, "inet "+a.Addr.String()+"/31 ") {
+		t.Errorf("eth0 in %s: %q, want %s/31", ns, got, a.Addr)
+	}
+	if got := run(t, "ip", "-n", ns, "-6", "-o", "address", "show"); got != "" {
+		t.Errorf("namespace %s has IPv6 addresses: %q", ns, got)
+	}
+	if got := run(t, "ip", "-n", ns, "route", "show", "default"); !strings.HasPrefix(got, "default via "+a.Gateway.String()+" dev eth0") {
+		t.Errorf("default route in %s = %q, want via %s", ns, got, a.Gateway)
+	}
+	if got := run(t, "ip", "-n", ns, "-o", "link", "show", "lo"); !strings.Contains(got, ",UP") {
+		t.Errorf("lo in %s = %q, want it up", ns, got)
+	}
+	if got := run(t, "ip", "netns", "exec", ns, "cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6"); got != "1" {
+		t.Errorf("IPv6 in %s: disable_ipv6 = %q, want 1", ns, got)
+	}
+}
+
+// TestPolicy, with the kernel's own stack in the namespaces (no runtime):
+// a sandbox reaches a test host at a public address, and not one at a
+// private or a link-local address, the host through its gateway, nor
+// another sandbox; and nothing it did not open reaches it.
+func TestPolicy(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := t.Context()
+	public := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.1"), 8080)
+	private := drivertest.NewTestHost(t, netip.MustParseAddr("10.124.0.1"), 8080)
+	linkLocal := drivertest.NewTestHost(t, netip.MustParseAddr("169.254.124.1"), 8080)
+	a, err := h.Attach(ctx, "pola")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.Attach(ctx, "polb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostTarget := net.JoinHostPort(a.Gateway.String(), strconv.Itoa(drivertest.ListenAll(t)))
+
+	// A server in b's namespace, on 0.0.0.0; b reaches it itself.
+	bTarget := net.JoinHostPort(b.Addr.String(), "8081")
+	srv := exec.Command("ip", "netns", "exec", filepath.Base(b.Namespace), "python3", "-c", drivertest.AcceptServer, "0.0.0.0", "8081")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	for deadline := time.Now().Add(15 * time.Second); probeIn(t, b, bTarget)[bTarget] != "ok"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server in %s at %s does not answer its own namespace", b.Namespace, bTarget)
+		}
+	}
+
+	got := probeIn(t, a, public.Target(), private.Target(), linkLocal.Target(), hostTarget, bTarget)
+	if got[public.Target()] != "ok" {
+		t.Errorf("%s → %s (public) = %s, want ok", a.ID, public.Target(), got[public.Target()])
+	}
+	for _, target := range []string{private.Target(), linkLocal.Target(), hostTarget, bTarget} {
+		if got[target] != "refused" {
+			t.Errorf("%s → %s = %s, want refused (rejected)", a.ID, target, got[target])
+		}
+	}
+
+	// The public test host sees the host (masquerade), not the sandbox.
+	peer := exec.Command("ip", "netns", "exec", public.Namespace, "python3", "-c",
+		"import socket; s = socket.socket(); s.bind(('"+public.Addr.String()+"', 8082)); s.listen(); s.settimeout(20); c, a = s.accept(); print(a[0])")
+	var seen strings.Builder
+	peer.Stdout = &seen
+	if err := peer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Process.Kill(); peer.Wait() })
+	target := net.JoinHostPort(public.Addr.String(), "8082")
+	for deadline := time.Now().Add(15 * time.Second); probeIn(t, a, target)[target] != "ok"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s → %s never ok", a.ID, target)
+		}
+	}
+	peer.Wait()
+	if got := strings.TrimSpace(seen.String()); got == a.Addr.String() || got == "" {
+		t.Errorf("the public test host saw the connection from %q, want the host's address, not the sandbox's %s", got, a.Addr)
+	}
+}
+
+// probeIn runs drivertest.ConnectProbe in a's namespace.
+func probeIn(t *testing.T, a network.Attachment, targets ...string) map[string]string {
+	t.Helper()
+	out := run(t, "ip", append([]string{"netns", "exec", filepath.Base(a.Namespace), "python3", "-c", drivertest.ConnectProbe}, targets...)...)
+	got := drivertest.ParseProbe(out)
+	t.Logf("in %s: %v", a.ID, got)
+	return got
+}

@@ -1,0 +1,120 @@
+package network
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// blocked are the destinations a sandbox's packets are never forwarded to,
+// whatever the host routes (see the package doc for why each).
+var blocked = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("224.0.0.0/4"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+}
+
+// reject is the target of every refusal: an ICMP port unreachable, which a
+// connect reports at once as refused (a DROP would make it wait for its
+// timeout).
+const reject = "-j REJECT --reject-with icmp-port-unreachable"
+
+// chains are the names of a Host's own iptables chains.
+type chains struct {
+	input, forward, postrouting string
+}
+
+// chainsFor returns the chains of the host named name: <NAME>-INPUT,
+// <NAME>-FORWARD (filter) and <NAME>-POSTROUTING (nat).
+func chainsFor(name string) chains {
+	up := strings.ToUpper(name)
+	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING"}
+}
+
+// hook is a jump from a built-in chain to one of ours.
+type hook struct {
+	table, from, to string
+}
+
+// rule is the hook as iptables -S prints it.
+func (h hook) rule() string { return "-A " + h.from + " -j " + h.to }
+
+// hooks are where the chains are jumped to from: each the first rule of its
+// built-in chain.
+func (c chains) hooks() []hook {
+	return []hook{
+		{"filter", "INPUT", c.input},
+		{"filter", "FORWARD", c.forward},
+		{"nat", "POSTROUTING", c.postrouting},
+	}
+}
+
+// filterRules returns the rules of the filter table's chains, each as
+// iptables -S prints it, so that a listing can be compared with them.
+// links is the link prefix followed by "+" (iptables' wildcard).
+func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix) []string {
+	links := linkPrefix + "+"
+	rules := []string{
+		// The host, at any of its addresses.
+		"-A " + c.input + " -i " + links + " " + reject,
+		// Into a sandbox: only what belongs to its own connections.
+		"-A " + c.forward + " -o " + links + " -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A " + c.forward + " -o " + links + " " + reject,
+		// Out of one: never with a source that is not a sandbox's.
+		"-A " + c.forward + " ! -s " + subnet.Masked().String() + " -i " + links + " -j DROP",
+	}
+	dsts := append(slices.Clone(blocked), subnet.Masked())
+	for _, p := range deny {
+		dsts = append(dsts, p.Masked())
+	}
+	for _, p := range dsts {
+		rules = append(rules, "-A "+c.forward+" -d "+p.String()+" -i "+links+" "+reject)
+	}
+	return append(rules, "-A "+c.forward+" -i "+links+" -j ACCEPT")
+}
+
+// natRules returns the rules of the nat table's chain, as iptables -S
+// prints them: masquerade what leaves the subnet for anywhere but another
+// sandbox.
+func natRules(c chains, linkPrefix string, subnet netip.Prefix) []string {
+	return []string{"-A " + c.postrouting + " -s " + subnet.Masked().String() + " ! -o " + linkPrefix + "+ -j MASQUERADE"}
+}
+
+// restoreInput is the input of `iptables-restore --noflush` that creates
+// (or empties) the chains and fills them, in one transaction per table.
+func restoreInput(c chains, filter, nat []string) string {
+	var b strings.Builder
+	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n")
+	for _, r := range filter {
+		b.WriteString(r + "\n")
+	}
+	b.WriteString("COMMIT\n*nat\n:" + c.postrouting + " - [0:0]\n")
+	for _, r := range nat {
+		b.WriteString(r + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
+
+// hookPlacement reads the listing of h's built-in chain (iptables -S
+// <chain>): how many jumps h it holds, and whether the first rule is one.
+func hookPlacement(listing []string, h hook) (count int, first bool) {
+	n := 0
+	for _, line := range listing {
+		if !strings.HasPrefix(line, "-A "+h.from+" ") {
+			continue
+		}
+		n++
+		if line == h.rule() {
+			count++
+			first = first || n == 1
+		}
+	}
+	return count, first
+}

@@ -1,0 +1,84 @@
+package network_test
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hearth/hearth/network"
+)
+
+// TestRules: the whole policy, rule by rule, as iptables -S lists it.
+func TestRules(t *testing.T) {
+	filter, nat := network.Rules("hearth", "hv", netip.MustParsePrefix("10.89.0.0/16"), []netip.Prefix{netip.MustParsePrefix("192.0.2.7/24")})
+	const reject = " -i hv+ -j REJECT --reject-with icmp-port-unreachable"
+	wantFilter := []string{
+		"-A HEARTH-INPUT -i hv+ -j REJECT --reject-with icmp-port-unreachable",
+		"-A HEARTH-FORWARD -o hv+ -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A HEARTH-FORWARD -o hv+ -j REJECT --reject-with icmp-port-unreachable",
+		"-A HEARTH-FORWARD ! -s 10.89.0.0/16 -i hv+ -j DROP",
+		"-A HEARTH-FORWARD -d 0.0.0.0/8" + reject,
+		"-A HEARTH-FORWARD -d 10.0.0.0/8" + reject,
+		"-A HEARTH-FORWARD -d 100.64.0.0/10" + reject,
+		"-A HEARTH-FORWARD -d 127.0.0.0/8" + reject,
+		"-A HEARTH-FORWARD -d 169.254.0.0/16" + reject,
+		"-A HEARTH-FORWARD -d 172.16.0.0/12" + reject,
+		"-A HEARTH-FORWARD -d 192.168.0.0/16" + reject,
+		"-A HEARTH-FORWARD -d 224.0.0.0/4" + reject,
+		"-A HEARTH-FORWARD -d 240.0.0.0/4" + reject,
+		"-A HEARTH-FORWARD -d 10.89.0.0/16" + reject,
+		"-A HEARTH-FORWARD -d 192.0.2.0/24" + reject,
+		"-A HEARTH-FORWARD -i hv+ -j ACCEPT",
+	}
+	if !slices.Equal(filter, wantFilter) {
+		t.Errorf("filter rules:\n%s\nwant:\n%s", strings.Join(filter, "\n"), strings.Join(wantFilter, "\n"))
+	}
+	wantNat := []string{"-A HEARTH-POSTROUTING -s 10.89.0.0/16 ! -o hv+ -j MASQUERADE"}
+	if !slices.Equal(nat, wantNat) {
+		t.Errorf("nat rules = %q, want %q", nat, wantNat)
+	}
+
+	in := network.RestoreInput("hearth", filter, nat)
+	for _, want := range []string{
+		"*filter\n:HEARTH-INPUT - [0:0]\n:HEARTH-FORWARD - [0:0]\n-A HEARTH-INPUT ",
+		"\n-A HEARTH-FORWARD -i hv+ -j ACCEPT\nCOMMIT\n*nat\n:HEARTH-POSTROUTING - [0:0]\n-A HEARTH-POSTROUTING ",
+	} {
+		if !strings.Contains(in, want) {
+			t.Errorf("restore input:\n%s\nwant it to hold %q", in, want)
+		}
+	}
+	if !strings.HasSuffix(in, "MASQUERADE\nCOMMIT\n") {
+		t.Errorf("restore input:\n%s\nwant it to end with the nat COMMIT", in)
+	}
+	if input, forward, post := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" {
+		t.Errorf("chainsFor(hearthoci) = %s, %s, %s", input, forward, post)
+	}
+}
+
+func TestHookPlacement(t *testing.T) {
+	const hook = "-A INPUT -j HEARTH-INPUT"
+	for _, tc := range []struct {
+		name    string
+		listing []string
+		count   int
+		first   bool
+	}{
+		{"missing", []string{"-P INPUT ACCEPT"}, 0, false},
+		{"missing among others", []string{"-P INPUT ACCEPT", "-A INPUT -i lo -j ACCEPT", "-A INPUT -j OTHER"}, 0, false},
+		{"first", []string{"-P INPUT ACCEPT", hook, "-A INPUT -i lo -j ACCEPT"}, 1, true},
+		{"first and again", []string{"-P INPUT ACCEPT", hook, "-A INPUT -i lo -j ACCEPT", hook, hook}, 3, true},
+		{"not first", []string{"-P INPUT ACCEPT", "-A INPUT -j DOCKER", hook}, 1, false},
+		{"twice, not first", []string{"-P INPUT ACCEPT", "-A INPUT -j DOCKER", hook, "-A INPUT -i lo -j ACCEPT", hook}, 2, false},
+		{"another host's", []string{"-P INPUT ACCEPT", "-A INPUT -j HEARTHOCI-INPUT"}, 0, false},
+		{"a rule that only looks like it", []string{"-P INPUT ACCEPT", "-A INPUT -i hv+ -j HEARTH-INPUT", hook}, 1, false},
+		{"another chain's", []string{"-P FORWARD ACCEPT", "-A FORWARD -j HEARTH-INPUT"}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			count, first := network.HookPlacement(tc.listing, "INPUT", "HEARTH-INPUT")
+			if count != tc.count || first != tc.first {
+				t.Errorf("hookPlacement(%q) = %d, %v; want %d, %v", tc.listing, count, first, tc.count, tc.first)
+			}
+		})
+	}
+}
