@@ -50,8 +50,16 @@ func (h *Host) nsName(id string) string { return h.name + "-" + id }
 // interface over. The sandbox's address is the one recorded for id, or a
 // free one recorded now (ErrNoAddress when none is left). The sandbox must
 // not be running: Attach may reset its interface.
-func (h *Host) Attach(ctx context.Context, id string) (Attachment, error) {
+//
+// lim caps the sandbox's traffic and connections (see Limits and the
+// package doc). Every Attach applies it whole, replacing the caps an
+// earlier one applied: a wake may change them, and a zero field removes
+// that cap.
+func (h *Host) Attach(ctx context.Context, id string, lim Limits) (Attachment, error) {
 	if err := checkID(id); err != nil {
+		return Attachment{}, err
+	}
+	if err := lim.check(); err != nil {
 		return Attachment{}, err
 	}
 	if err := h.ensureSetup(ctx); err != nil {
@@ -67,7 +75,10 @@ func (h *Host) Attach(ctx context.Context, id string) (Attachment, error) {
 	if err := h.plumb(ctx, a); err != nil {
 		return Attachment{}, fmt.Errorf("network: attach %s: %w", id, err)
 	}
-	h.log.Debug("sandbox attached", "sandbox", id, "addr", addr, "link", a.Link)
+	if err := h.limit(ctx, id, lim); err != nil {
+		return Attachment{}, fmt.Errorf("network: attach %s: limits: %w", id, err)
+	}
+	h.log.Debug("sandbox attached", "sandbox", id, "addr", addr, "link", a.Link, "bits_per_sec", lim.BitsPerSec, "conns", lim.Conns)
 	return a, nil
 }
 
@@ -144,18 +155,30 @@ func (h *Host) batch(ctx context.Context, ns string, cmds ...string) error {
 	return err
 }
 
-// Detach removes sandbox id's veth, namespace and address record. It is
-// idempotent: what is missing is not an error, and an id with nothing
-// left costs no command. The sandbox should be stopped: a runtime still in
-// the namespace keeps it alive (without its veth) until it exits.
+// Detach removes sandbox id's connection cap, veth (and the shaper on it),
+// ifb, namespace and address record. It is idempotent: what is missing is
+// not an error, and an id with nothing left costs no command. The sandbox
+// should be stopped: a runtime still in the namespace keeps it alive
+// (without its veth) until it exits.
 func (h *Host) Detach(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	link := h.Link(id)
-	if _, err := net.InterfaceByName(link); err == nil {
-		if _, err := h.ip(ctx, "link", "del", link); err != nil {
-			if _, still := net.InterfaceByName(link); still == nil {
+	if !h.Attached(id) {
+		return nil
+	}
+	// The cap first: it is found by the veth's name, while the address
+	// record, removed last, keeps the id Attached for a Detach that
+	// repeats one cut short.
+	if err := h.capConns(ctx, id, 0); err != nil {
+		return fmt.Errorf("network: detach %s: %w", id, err)
+	}
+	for _, dev := range []string{h.Link(id), h.IFB(id)} {
+		if _, err := net.InterfaceByName(dev); err != nil {
+			continue
+		}
+		if _, err := h.ip(ctx, "link", "del", dev); err != nil {
+			if _, still := net.InterfaceByName(dev); still == nil {
 				return fmt.Errorf("network: detach %s: %w", id, err)
 			}
 		}
@@ -173,7 +196,7 @@ func (h *Host) Detach(ctx context.Context, id string) error {
 }
 
 // Attached reports whether anything of sandbox id's attachment exists: its
-// address record, its namespace or its veth.
+// address record, its namespace, its veth or its ifb.
 func (h *Host) Attached(id string) bool {
 	if checkID(id) != nil {
 		return false
@@ -183,8 +206,12 @@ func (h *Host) Attached(id string) bool {
 			return true
 		}
 	}
-	_, err := net.InterfaceByName(h.Link(id))
-	return err == nil
+	for _, dev := range []string{h.Link(id), h.IFB(id)} {
+		if _, err := net.InterfaceByName(dev); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // List returns the ids of every sandbox this Host has an address record or

@@ -39,7 +39,8 @@
 //
 // The rules live in chains of their own, <NAME>-INPUT and <NAME>-FORWARD in
 // the filter table and <NAME>-POSTROUTING in the nat table, jumped to from
-// the first rule of INPUT, FORWARD and POSTROUTING. Setup rewrites them
+// the first rule of INPUT, FORWARD and POSTROUTING (and <NAME>-LIMITS, for
+// the limits below). Setup rewrites them
 // whole in one iptables-restore transaction, so that a daemon restart
 // neither duplicates them nor leaves a moment without them. They match
 // sandboxes by the name of the host side of their veth, which begins with
@@ -54,6 +55,40 @@
 // reloading) takes the rules with it until Setup runs again: the driver
 // runs it at the first egress start and at every Recover that finds
 // sandboxes attached.
+//
+// Limits: Attach takes a sandbox's caps (Limits), so that one sandbox
+// cannot take the host's uplink, nor its connection tracking, for itself;
+// a zero cap is none. Both are enforced in the host's namespace, out of
+// reach of whatever runs in the sandbox's (even code that gained
+// CAP_NET_ADMIN there), and whatever drives its eth0 (gVisor's netstack
+// does); both apply to all its traffic, whatever the destination:
+//
+//   - Bandwidth, BitsPerSec each way, with tc on the host side of its veth.
+//     Toward the sandbox, packets leave that side: its root qdisc is a
+//     token bucket (tbf) at the rate. From the sandbox, they enter it,
+//     where a qdisc could only police (drop above the rate, which TCP
+//     takes badly, and kernels built without act_police cannot): its
+//     ingress qdisc redirects every packet (mirred) to an ifb device of
+//     the sandbox's (the link prefix, a 0 and the veth's hash), whose root
+//     is a token bucket at the rate too, and which hands them back to the
+//     veth's ingress as they leave it. Each bucket holds 10 ms of traffic
+//     (at least 64 KiB) and queues at most 50 ms more before it drops, so
+//     that TCP finds the rate without seconds of queue.
+//   - Connections, Conns TCP connections open at once: a rule per capped
+//     sandbox in <NAME>-LIMITS, matched by the name of its veth, rejects a
+//     SYN with a TCP reset (the connect fails at once, as refused) when
+//     conntrack already holds Conns connections from the sandbox's address
+//     (connlimit, mask /32); connections that are closing (TIME_WAIT) do
+//     not count. <NAME>-FORWARD jumps to it for every SYN out of a sandbox
+//     that the policy lets through, just before it accepts it.
+//
+// Attach applies the caps at every call, replacing the previous ones (a
+// wake may bring other caps); Detach removes them with the veth and its
+// ifb. Setup creates <NAME>-LIMITS when it is missing but never empties
+// it, unlike the policy's chains: the caps of attached sandboxes survive a
+// daemon restart. Whatever flushes the host's firewall takes them too, and
+// a sandbox then has no connection cap until its next Attach (its next
+// start); the shapers are not the firewall's and stay.
 //
 // No name service is given yet: a sandbox reaches addresses, not names
 // (its resolv.conf is its image's, and a resolver at a private address is
@@ -72,6 +107,8 @@
 // the veth is the link prefix followed by a hash of the id, since a Linux
 // interface name has at most 15 characters.
 //
-// The package drives iproute2's ip and iptables (-w, with iptables-restore)
-// as root; it needs no library.
+// The package drives iproute2's ip and tc, and iptables (-w, with
+// iptables-restore) as root; it needs no library. The kernel needs veth,
+// ifb, the tbf and ingress qdiscs, the u32 classifier with the mirred
+// action, and the conntrack, connlimit and REJECT matches and targets.
 package network

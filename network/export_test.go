@@ -9,10 +9,16 @@ var (
 	Allocate  = allocate
 	LinkName  = linkName
 	CheckID   = checkID
-	ChainsFor = func(name string) (input, forward, postrouting string) {
+	ChainsFor = func(name string) (input, forward, postrouting, limits string) {
 		c := chainsFor(name)
-		return c.input, c.forward, c.postrouting
+		return c.input, c.forward, c.postrouting, c.limits
 	}
+	IFBName         = ifbName
+	BurstBytes      = burstBytes
+	ShapeLines      = shapeLines
+	UnshapeLines    = unshapeLines
+	ConnRule        = connRule
+	ConnRuleChanges = connRuleChanges
 	// Rules returns the rules of a host named name, as iptables -S lists
 	// them.
 	Rules = func(name, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix) (filter, nat []string) {

@@ -65,6 +65,7 @@ type Host struct {
 	ipBin      string
 	iptBin     string
 	restoreBin string
+	tcBin      string
 	log        *slog.Logger
 
 	mu    sync.Mutex // guards the records (allocation) and setUp
@@ -72,7 +73,7 @@ type Host struct {
 }
 
 // New returns a Host for opts. It checks the options and that this host
-// can do it: root, and the ip, iptables and iptables-restore commands
+// can do it: root, and the ip, tc, iptables and iptables-restore commands
 // (ErrUnavailable otherwise). It changes nothing on the host: Setup does.
 func New(opts Options) (*Host, error) {
 	subnet := opts.Subnet
@@ -126,7 +127,7 @@ func New(opts Options) (*Host, error) {
 		bin  *string
 		name string
 		pkg  string
-	}{{&h.ipBin, "ip", "iproute2"}, {&h.iptBin, "iptables", "iptables"}, {&h.restoreBin, "iptables-restore", "iptables"}} {
+	}{{&h.ipBin, "ip", "iproute2"}, {&h.tcBin, "tc", "iproute2"}, {&h.iptBin, "iptables", "iptables"}, {&h.restoreBin, "iptables-restore", "iptables"}} {
 		p, err := exec.LookPath(b.name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s not found (install %s)", ErrUnavailable, b.name, b.pkg)
@@ -154,12 +155,15 @@ func lowerAlnum(s string, lo, hi int, digits bool) bool {
 func (h *Host) Subnet() netip.Prefix { return h.subnet }
 
 // Setup prepares the host for sandboxes, idempotently: IPv4 forwarding
-// on, and the Host's chains created or emptied and filled with the policy
-// (see the package doc) in one iptables-restore transaction per table, so
-// that no packet ever sees them half made, then jumped to from the first
-// rule of INPUT, FORWARD and nat POSTROUTING (once each). Calling it at
-// every daemon start refreshes the rules without duplicating any. Attach
-// calls it the first time it is used.
+// on, and the Host's policy chains created or emptied and filled with the
+// policy (see the package doc) in one iptables-restore transaction per
+// table, so that no packet ever sees them half made, then jumped to from
+// the first rule of INPUT, FORWARD and nat POSTROUTING (once each). Calling
+// it at every daemon start refreshes the rules without duplicating any.
+// The limits chain (<NAME>-LIMITS) is created when missing but never
+// emptied: it holds the connection caps of attached sandboxes, which Attach
+// puts there and Detach takes out. Attach calls Setup the first time it is
+// used.
 func (h *Host) Setup(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -167,6 +171,10 @@ func (h *Host) Setup(ctx context.Context) error {
 }
 
 func (h *Host) setupLocked(ctx context.Context) error {
+	// Before the policy, which jumps to it.
+	if err := h.ensureChain(ctx, "filter", h.chains.limits); err != nil {
+		return fmt.Errorf("network: setup: %w", err)
+	}
 	in := restoreInput(h.chains, filterRules(h.chains, h.linkPrefix, h.subnet, h.deny), natRules(h.chains, h.linkPrefix, h.subnet))
 	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
 		return fmt.Errorf("network: setup: %w", err)
@@ -271,12 +279,13 @@ func (h *Host) Teardown(ctx context.Context) error {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 	}
-	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"nat", h.chains.postrouting}} {
-		listing, err := h.listChain(ctx, c.table, "")
+	// The limits chain after the forward chain, the one that jumps to it.
+	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.limits}, {"nat", h.chains.postrouting}} {
+		exists, err := h.chainExists(ctx, c.table, c.chain)
 		if err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
-		if !slices.Contains(listing, "-N "+c.chain) {
+		if !exists {
 			continue
 		}
 		if _, err := h.iptables(ctx, "-t", c.table, "-F", c.chain); err != nil {
@@ -293,6 +302,30 @@ func (h *Host) Teardown(ctx context.Context) error {
 // Setup installs.
 func (h *Host) Rules() (filter, nat []string) {
 	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny), natRules(h.chains, h.linkPrefix, h.subnet)
+}
+
+// ensureChain creates chain in table unless it is there.
+func (h *Host) ensureChain(ctx context.Context, table, chain string) error {
+	if exists, err := h.chainExists(ctx, table, chain); err != nil || exists {
+		return err
+	}
+	if _, err := h.iptables(ctx, "-t", table, "-N", chain); err != nil {
+		// Another process may have made it meanwhile.
+		if exists, _ := h.chainExists(ctx, table, chain); exists {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// chainExists reports whether table has chain.
+func (h *Host) chainExists(ctx context.Context, table, chain string) (bool, error) {
+	listing, err := h.listChain(ctx, table, "")
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(listing, "-N "+chain), nil
 }
 
 // listChain returns `iptables -t table -S [chain]`, line by line.

@@ -147,6 +147,9 @@ func TestSetup(t *testing.T) {
 			t.Errorf("%s %s = %q, want %q once, first", c.table, c.from, got, hook)
 		}
 	}
+	if got := rules(t, "filter", testChain+"-LIMITS"); len(got) != 0 {
+		t.Errorf("filter %s-LIMITS with no sandbox attached = %q, want it empty", testChain, got)
+	}
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(b)) != "1" {
 		t.Errorf("ip_forward = %q, %v; want 1", b, err)
 	}
@@ -159,7 +162,7 @@ func TestSetup(t *testing.T) {
 func TestAttach(t *testing.T) {
 	h, dir := newHost(t)
 	ctx := t.Context()
-	a, err := h.Attach(ctx, "sba")
+	a, err := h.Attach(ctx, "sba", network.Limits{})
 	if err != nil {
 		t.Fatalf("Attach(sba) = %v", err)
 	}
@@ -169,7 +172,7 @@ func TestAttach(t *testing.T) {
 	}
 	wantPlumbed(t, a)
 
-	b, err := h.Attach(ctx, "sbb")
+	b, err := h.Attach(ctx, "sbb", network.Limits{})
 	if err != nil {
 		t.Fatalf("Attach(sbb) = %v", err)
 	}
@@ -179,7 +182,7 @@ func TestAttach(t *testing.T) {
 
 	// gVisor takes eth0's addresses (and with them the routes) away.
 	run(t, "ip", "-n", testName+"-sba", "address", "flush", "dev", "eth0")
-	again, err := openHost(t, dir).Attach(ctx, "sba")
+	again, err := openHost(t, dir).Attach(ctx, "sba", network.Limits{})
 	if err != nil || again != a {
 		t.Errorf("Attach(sba) by a new Host = %+v, %v; want %+v", again, err, a)
 	}
@@ -241,6 +244,131 @@ func wantPlumbed(t *testing.T, a network.Attachment) {
 	}
 }
 
+// TestLimits: Attach with limits puts a token bucket on the sandbox's veth
+// each way (from the sandbox, through its ifb) and one connection rule in
+// the limits chain; Setup again (a daemon restart, by this Host or
+// another) keeps that rule, once; Attach again with other limits leaves
+// only those, and with none, none; Detach leaves nothing of them. Another
+// sandbox, attached with none, has none throughout.
+func TestLimits(t *testing.T) {
+	h, dir := newHost(t)
+	ctx := t.Context()
+	if _, err := h.Attach(ctx, "limneg", network.Limits{BitsPerSec: -1}); err == nil {
+		t.Errorf("Attach(limneg, a negative rate) = nil, want an error")
+	}
+	if h.Attached("limneg") {
+		t.Errorf("Attach(limneg, a negative rate) attached it")
+	}
+	small := network.Limits{BitsPerSec: 8e6, Conns: 5}
+	a, err := h.Attach(ctx, "lima", small)
+	if err != nil {
+		t.Fatalf("Attach(lima, %+v) = %v", small, err)
+	}
+	b, err := h.Attach(ctx, "limb", network.Limits{})
+	if err != nil {
+		t.Fatalf("Attach(limb) = %v", err)
+	}
+	wantLimits(t, h, a, small)
+	wantLimits(t, h, b, network.Limits{})
+
+	for i := range 2 {
+		if err := h.Setup(ctx); err != nil {
+			t.Fatalf("Setup() #%d = %v", i+1, err)
+		}
+	}
+	if err := openHost(t, dir).Setup(ctx); err != nil {
+		t.Fatalf("Setup() by another Host = %v", err)
+	}
+	wantLimits(t, h, a, small)
+	if again, err := openHost(t, dir).Attach(ctx, "lima", small); err != nil || again != a {
+		t.Fatalf("Attach(lima, %+v) again by a new Host = %+v, %v; want %+v", small, again, err, a)
+	}
+	wantLimits(t, h, a, small)
+
+	for _, lim := range []network.Limits{
+		{BitsPerSec: 16e6, Conns: 7},
+		{Conns: 7},
+		{BitsPerSec: 16e6},
+		{},
+		small,
+	} {
+		if _, err := h.Attach(ctx, "lima", lim); err != nil {
+			t.Fatalf("Attach(lima, %+v) = %v", lim, err)
+		}
+		wantLimits(t, h, a, lim)
+	}
+	wantLimits(t, h, b, network.Limits{})
+
+	if err := h.Detach(ctx, "lima"); err != nil {
+		t.Fatalf("Detach(lima) = %v", err)
+	}
+	if _, err := net.InterfaceByName(h.IFB("lima")); err == nil {
+		t.Errorf("ifb %s still there after Detach", h.IFB("lima"))
+	}
+	if got := limitRulesOf(t, a.Link); len(got) != 0 {
+		t.Errorf("limit rules of %s after Detach = %q, want none", a.Link, got)
+	}
+	if h.Attached("lima") {
+		t.Errorf("Attached(lima) after Detach = true")
+	}
+	wantLimits(t, h, b, network.Limits{})
+}
+
+// wantLimits checks that a has the limits lim and no others: the qdiscs
+// of its veth and its ifb, the filter between them, and its rule in the
+// limits chain. The rates used are whole Mbit/s, which tc prints as such.
+func wantLimits(t *testing.T, h *network.Host, a network.Attachment, lim network.Limits) {
+	t.Helper()
+	ifb := h.IFB(a.ID)
+	qdiscs := run(t, "tc", "qdisc", "show", "dev", a.Link)
+	_, ifbErr := net.InterfaceByName(ifb)
+	if lim.BitsPerSec > 0 {
+		rate := " rate " + strconv.FormatInt(lim.BitsPerSec/1e6, 10) + "Mbit "
+		if n := strings.Count(qdiscs, "qdisc tbf "); n != 1 || !strings.Contains(qdiscs, " root ") || !strings.Contains(qdiscs, rate) || !strings.Contains(qdiscs, "qdisc ingress ffff:") {
+			t.Errorf("%s: tc qdisc show dev %s:\n%s\nwant one tbf root with%sand an ingress", a.ID, a.Link, qdiscs, rate)
+		}
+		if filters := run(t, "tc", "filter", "show", "dev", a.Link, "ingress"); strings.Count(filters, "mirred") != 1 || !strings.Contains(filters, "mirred (Egress Redirect to device "+ifb+")") {
+			t.Errorf("%s: tc filter show dev %s ingress:\n%s\nwant one redirect to %s", a.ID, a.Link, filters, ifb)
+		}
+		if ifbErr != nil {
+			t.Errorf("%s: ifb %s: %v", a.ID, ifb, ifbErr)
+		} else {
+			if got := run(t, "tc", "qdisc", "show", "dev", ifb); !strings.HasPrefix(got, "qdisc tbf ") || !strings.Contains(got, " root ") || !strings.Contains(got, rate) {
+				t.Errorf("%s: tc qdisc show dev %s:\n%s\nwant a tbf root with%s", a.ID, ifb, got, rate)
+			}
+			if got := run(t, "ip", "-o", "link", "show", "dev", ifb); !strings.Contains(got, ",UP") {
+				t.Errorf("%s: ifb %s = %q, want it up", a.ID, ifb, got)
+			}
+		}
+	} else {
+		if strings.Contains(qdiscs, "tbf") || strings.Contains(qdiscs, "ingress") {
+			t.Errorf("%s with no rate cap: tc qdisc show dev %s:\n%s\nwant no tbf and no ingress", a.ID, a.Link, qdiscs)
+		}
+		if ifbErr == nil {
+			t.Errorf("%s with no rate cap has an ifb %s", a.ID, ifb)
+		}
+	}
+	var want []string
+	if lim.Conns > 0 {
+		want = []string{network.ConnRule(testChain+"-LIMITS", a.Link, lim.Conns)}
+	}
+	if got := limitRulesOf(t, a.Link); !slices.Equal(got, want) {
+		t.Errorf("%s: limit rules = %q, want %q", a.ID, got, want)
+	}
+}
+
+// limitRulesOf returns the rules of the limits chain for link.
+func limitRulesOf(t *testing.T, link string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range rules(t, "filter", testChain+"-LIMITS") {
+		if strings.Contains(r, " -i "+link+" ") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // TestPolicy, with the kernel's own stack in the namespaces (no runtime):
 // a sandbox reaches a test host at a public address, and not one at a
 // private or a link-local address, the host through its gateway, nor
@@ -251,11 +379,11 @@ func TestPolicy(t *testing.T) {
 	public := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.1"), 8080)
 	private := drivertest.NewTestHost(t, netip.MustParseAddr("10.124.0.1"), 8080)
 	linkLocal := drivertest.NewTestHost(t, netip.MustParseAddr("169.254.124.1"), 8080)
-	a, err := h.Attach(ctx, "pola")
+	a, err := h.Attach(ctx, "pola", network.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := h.Attach(ctx, "polb")
+	b, err := h.Attach(ctx, "polb", network.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,16 +25,17 @@ var blocked = []netip.Prefix{
 // timeout).
 const reject = "-j REJECT --reject-with icmp-port-unreachable"
 
-// chains are the names of a Host's own iptables chains.
+// chains are the names of a Host's own iptables chains: the policy's, and
+// limits, which holds the sandboxes' connection caps (see connRule).
 type chains struct {
-	input, forward, postrouting string
+	input, forward, postrouting, limits string
 }
 
 // chainsFor returns the chains of the host named name: <NAME>-INPUT,
-// <NAME>-FORWARD (filter) and <NAME>-POSTROUTING (nat).
+// <NAME>-FORWARD, <NAME>-LIMITS (filter) and <NAME>-POSTROUTING (nat).
 func chainsFor(name string) chains {
 	up := strings.ToUpper(name)
-	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING"}
+	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", limits: up + "-LIMITS"}
 }
 
 // hook is a jump from a built-in chain to one of ours.
@@ -76,7 +77,13 @@ func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.
 	for _, p := range dsts {
 		rules = append(rules, "-A "+c.forward+" -d "+p.String()+" -i "+links+" "+reject)
 	}
-	return append(rules, "-A "+c.forward+" -i "+links+" -j ACCEPT")
+	return append(rules,
+		// A new TCP connection to where it may go: past its sandbox's
+		// cap, if it has one. Only SYNs walk the limits chain, one rule
+		// per capped sandbox.
+		"-A "+c.forward+" -i "+links+" -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -j "+c.limits,
+		"-A "+c.forward+" -i "+links+" -j ACCEPT",
+	)
 }
 
 // natRules returns the rules of the nat table's chain, as iptables -S

@@ -29,6 +29,7 @@ func TestRules(t *testing.T) {
 		"-A HEARTH-FORWARD -d 240.0.0.0/4" + reject,
 		"-A HEARTH-FORWARD -d 10.89.0.0/16" + reject,
 		"-A HEARTH-FORWARD -d 192.0.2.0/24" + reject,
+		"-A HEARTH-FORWARD -i hv+ -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -j HEARTH-LIMITS",
 		"-A HEARTH-FORWARD -i hv+ -j ACCEPT",
 	}
 	if !slices.Equal(filter, wantFilter) {
@@ -51,8 +52,12 @@ func TestRules(t *testing.T) {
 	if !strings.HasSuffix(in, "MASQUERADE\nCOMMIT\n") {
 		t.Errorf("restore input:\n%s\nwant it to end with the nat COMMIT", in)
 	}
-	if input, forward, post := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" {
-		t.Errorf("chainsFor(hearthoci) = %s, %s, %s", input, forward, post)
+	if input, forward, post, limits := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" || limits != "HEARTHOCI-LIMITS" {
+		t.Errorf("chainsFor(hearthoci) = %s, %s, %s, %s", input, forward, post, limits)
+	}
+	// The limits chain is not the restore's: it would empty it.
+	if strings.Contains(in, ":HEARTH-LIMITS") {
+		t.Errorf("restore input:\n%s\nwant no declaration of HEARTH-LIMITS", in)
 	}
 }
 

@@ -17,6 +17,11 @@ type Resources struct {
 	// DiskBytes caps what the sandbox writes to its root beyond its image
 	// (0: no cap); a write past it fails in the sandbox with EDQUOT.
 	DiskBytes int64 `json:"disk_bytes"`
+	// NetBitsPerSec caps an egress sandbox's traffic, each way, in bits
+	// per second; NetConns the TCP connections it may have open at once
+	// (0: no cap). A sandbox without network has no traffic to cap.
+	NetBitsPerSec int64 `json:"net_bits_per_sec,omitempty"`
+	NetConns      int64 `json:"net_conns,omitempty"`
 }
 
 // DefaultSize is the preset used when create names none.
@@ -26,9 +31,9 @@ const DefaultSize = "small"
 func Sizes() map[string]Resources {
 	const mib, gib = 1 << 20, 1 << 30
 	return map[string]Resources{
-		"small":  {MilliCPU: 1000, MemoryBytes: 512 * mib, Pids: 256, DiskBytes: 2 * gib},
-		"medium": {MilliCPU: 2000, MemoryBytes: 2048 * mib, Pids: 1024, DiskBytes: 10 * gib},
-		"large":  {MilliCPU: 4000, MemoryBytes: 8192 * mib, Pids: 4096, DiskBytes: 40 * gib},
+		"small":  {MilliCPU: 1000, MemoryBytes: 512 * mib, Pids: 256, DiskBytes: 2 * gib, NetBitsPerSec: 100e6, NetConns: 256},
+		"medium": {MilliCPU: 2000, MemoryBytes: 2048 * mib, Pids: 1024, DiskBytes: 10 * gib, NetBitsPerSec: 250e6, NetConns: 1024},
+		"large":  {MilliCPU: 4000, MemoryBytes: 8192 * mib, Pids: 4096, DiskBytes: 40 * gib, NetBitsPerSec: 1000e6, NetConns: 4096},
 	}
 }
 

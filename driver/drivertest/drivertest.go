@@ -68,8 +68,8 @@ type Config struct {
 // to a server in the sandbox through its agent; for a driver that
 // implements an optional capability, that capability (Freeze:
 // driver.Freezer); and for one whose Capabilities say Egress, the egress
-// network policy, against test hosts of its own on this machine (Egress:
-// see NewTestHost).
+// network policy and the network caps of Resources, against test hosts of
+// its own on this machine (Egress, EgressLimits: see NewTestHost).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -85,6 +85,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Connect", s.testConnect)
 	t.Run("Freeze", s.testFreeze)
 	t.Run("Egress", s.testEgress)
+	t.Run("EgressLimits", s.testEgressLimits)
 }
 
 type suite struct {

@@ -38,7 +38,7 @@ func (h *TestHost) Target() string { return net.JoinHostPort(h.Addr.String(), st
 // returns. The test host routes nothing but its peer: it answers what the
 // host sends it (masqueraded traffic of sandboxes included), and sends
 // nothing anywhere else. Everything is removed in t's cleanup, also when
-// the test fails. It needs root and python3.
+// the test fails. It needs root and python3. Serve adds servers.
 func NewTestHost(t testing.TB, addr netip.Addr, port int) *TestHost {
 	t.Helper()
 	RequireRoot(t)
@@ -64,18 +64,30 @@ func NewTestHost(t testing.TB, addr netip.Addr, port int) *TestHost {
 	ipCmd(t, "-n", ns, "link", "set", "eth0", "up")
 
 	h := &TestHost{Addr: addr, Port: port, Namespace: ns}
-	srv := exec.Command("ip", "netns", "exec", ns, "python3", "-c", AcceptServer, addr.String(), strconv.Itoa(port))
+	h.Serve(t, port, AcceptServer)
+	t.Logf("test host %s in namespace %s (root side %s %s)", h.Target(), ns, link, peer)
+	return h
+}
+
+// Serve starts another server on the test host: program, a python3
+// program such as AcceptServer, SendServer, SinkServer or HoldServer, run
+// with h.Addr, port and args as its arguments. It returns the server as
+// "addr:port" once it listens (a connection from the root namespace tells,
+// which the server must bear), and kills it in t's cleanup.
+func (h *TestHost) Serve(t testing.TB, port int, program string, args ...string) string {
+	t.Helper()
+	target := net.JoinHostPort(h.Addr.String(), strconv.Itoa(port))
+	srv := exec.Command("ip", append([]string{"netns", "exec", h.Namespace, "python3", "-c", program, h.Addr.String(), strconv.Itoa(port)}, args...)...)
 	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := srv.Start(); err != nil {
-		t.Fatalf("start the server of test host %s: %v", addr, err)
+		t.Fatalf("start a server of test host %s: %v", target, err)
 	}
 	t.Cleanup(func() {
 		syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
 		srv.Wait()
 	})
-	waitListening(t, h.Target())
-	t.Logf("test host %s in namespace %s (root side %s %s)", h.Target(), ns, link, peer)
-	return h
+	waitListening(t, target)
+	return target
 }
 
 // waitListening waits until target accepts a connection from here; it
@@ -116,20 +128,72 @@ func ipCleanup(t testing.TB, args ...string) {
 	}
 }
 
-// AcceptServer is a python3 program that listens on TCP at its arguments,
-// an IPv4 address and a port, and accepts and closes connections until it
-// is killed. Unlike python3 -m http.server, it looks no name up (the
-// server's getfqdn would ask the name servers of resolv.conf: traffic
-// that tests must never send).
-const AcceptServer = `import socket, sys
+// The test servers are python3 programs that listen on TCP at their first
+// two arguments, an IPv4 address and a port, and serve each connection in
+// a thread of its own until they are killed. Unlike python3 -m
+// http.server, they look no name up (its getfqdn would ask the name
+// servers of resolv.conf: traffic that tests must never send). serverLoop
+// is their shared end: it calls each one's handle(c).
+const serverLoop = `
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2])))
 s.listen(64)
 while True:
     c, _ = s.accept()
-    c.close()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
 `
+
+// AcceptServer accepts and closes connections.
+const AcceptServer = `import socket, sys, threading
+def handle(c):
+    c.close()
+` + serverLoop
+
+// SendServer sends each connection its third argument's number of zero
+// bytes, then closes it.
+const SendServer = `import socket, sys, threading
+data = bytes(int(sys.argv[3]))
+def handle(c):
+    try:
+        c.sendall(data)
+    except OSError:
+        pass
+    finally:
+        c.close()
+` + serverLoop
+
+// SinkServer reads what each connection sends, until the peer shuts its
+// side down, then answers with the number of bytes it read, in decimal,
+// and closes it: the answer tells the peer that everything arrived.
+const SinkServer = `import socket, sys, threading
+def handle(c):
+    n = 0
+    try:
+        while True:
+            b = c.recv(1 << 16)
+            if not b:
+                break
+            n += len(b)
+        c.sendall(str(n).encode())
+    except OSError:
+        pass
+    finally:
+        c.close()
+` + serverLoop
+
+// HoldServer holds each connection open until the peer closes it, then
+// closes its side.
+const HoldServer = `import socket, sys, threading
+def handle(c):
+    try:
+        while c.recv(1 << 16):
+            pass
+    except OSError:
+        pass
+    finally:
+        c.close()
+` + serverLoop
 
 // ConnectProbe is a python3 program that tries a TCP connection to each
 // "addr:port" of its arguments at once (numeric: it looks no name up), each

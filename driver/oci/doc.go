@@ -70,9 +70,13 @@
 // the attachment's namespace: runc and crun join it, and runsc, run with
 // --network=sandbox for that sandbox alone, starts its sandbox in it and
 // gVisor's netstack takes its eth0 over (taking the addresses off the
-// interface, which the next Start's attach puts back). The attachment,
-// and with it the sandbox's address, lives until Delete (Stop keeps it for
-// the wake); Recover removes attachments whose sandbox has no directory.
+// interface, which the next Start's attach puts back). Every Start passes
+// the spec's network caps (Resources.NetBitsPerSec and NetConns) to the
+// attach, which enforces them on the host, out of the sandbox's reach, and
+// replaces those of the previous run: a wake gets its spec's. The
+// attachment, and with it the sandbox's address, lives until Delete (Stop
+// keeps it for the wake); Recover removes attachments whose sandbox has no
+// directory.
 // A driver without Options.Network reports no Egress in Capabilities and
 // refuses an egress Start (ErrNoEgress) before it makes anything.
 package oci

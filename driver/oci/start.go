@@ -13,6 +13,7 @@ import (
 
 	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/network"
 )
 
 // Start creates and starts the sandbox and returns once its agent answers a
@@ -140,8 +141,9 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 	return nil
 }
 
-// attach gives an egress sandbox its network attachment and returns the
-// path of its namespace. For any other it returns "" (a new empty
+// attach gives an egress sandbox its network attachment, under the
+// network caps of its Resources (at every start: a wake may bring other
+// ones), and returns the path of its namespace. For any other it returns "" (a new empty
 // namespace) and removes an attachment the sandbox kept from an egress
 // run before, so that a sandbox's network is only ever what its spec
 // asks for.
@@ -152,7 +154,7 @@ func (d *Driver) attach(ctx context.Context, spec driver.Spec) (string, error) {
 		}
 		return "", nil
 	}
-	a, err := d.net.Attach(ctx, spec.ID)
+	a, err := d.net.Attach(ctx, spec.ID, network.Limits{BitsPerSec: spec.Resources.NetBitsPerSec, Conns: spec.Resources.NetConns})
 	if err != nil {
 		return "", err
 	}

@@ -128,7 +128,7 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		UpdatedAt:    at(time.Hour + 7*time.Microsecond),
 		ExpiresAt:    time.Time{}, // cleared: never
 		Capabilities: []string{sandbox.CapExec},
-		Resources:    sandbox.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30, Pids: 4096},
+		Resources:    sandbox.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30, Pids: 4096, NetBitsPerSec: 1e9, NetConns: 4096},
 		Head:         "ck-7",
 		Labels:       []string{"changed"},
 		PublicPorts:  []int{443},
