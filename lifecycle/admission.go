@@ -190,5 +190,6 @@ func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.Limi
 	rep.Budget = &sandbox.ResourceQuota{Limit: budget, Used: u.Tenant}
 	rep.Allocation, rep.CreateRate = &t.Allocation, &rate
 	rep.MaxTTL, rep.IdleTimeout = sandbox.Duration(lim.MaxTTL), sandbox.Duration(lim.IdleTimeout)
+	rep.Network, rep.AllowEgress = lim.Network, lim.AllowEgress
 	return rep, nil
 }

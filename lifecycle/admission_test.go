@@ -228,7 +228,8 @@ func TestLimitsReport(t *testing.T) {
 		rep.Budget == nil || rep.Budget.Limit.MilliCPU != 100_000 || rep.Budget.Used.MilliCPU != 2*small.MilliCPU ||
 		rep.Allocation == nil || *rep.Allocation != wide ||
 		time.Duration(rep.MaxTTL) != lifecycle.DefaultTTL || time.Duration(rep.IdleTimeout) != time.Minute ||
-		rep.CreateRate == nil || rep.CreateRate.Recent != 2 || rep.CreateRate.Breaker != "closed" || !rep.CreateRate.ResetsAt.Equal(epoch.Add(time.Minute)) {
+		rep.CreateRate == nil || rep.CreateRate.Recent != 2 || rep.CreateRate.Breaker != "closed" || !rep.CreateRate.ResetsAt.Equal(epoch.Add(time.Minute)) ||
+		rep.Network != sandbox.NetworkNone || !rep.AllowEgress {
 		t.Errorf("Limits = %+v (sandboxes %+v, budget %+v, rate %+v)", rep, rep.Sandboxes, rep.Budget, rep.CreateRate)
 	}
 	opRep, err := e.svc.Limits(ctx, op)

@@ -167,6 +167,10 @@ type LimitsReport struct {
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	// CreateRate is the create-rate alarm and circuit breaker.
 	CreateRate *RateReport `json:"create_rate,omitempty"`
+	// Network is the network mode a create gets when it names none;
+	// AllowEgress says whether it may ask for egress.
+	Network     string `json:"network,omitempty"`
+	AllowEgress bool   `json:"allow_egress,omitempty"`
 }
 
 // Quota is a limit and what is used of it.

@@ -459,6 +459,11 @@ func runLimits(ctx context.Context, c *cli, args []string) error {
 		formatCPU(b.Used.MilliCPU), formatCPU(b.Limit.MilliCPU), formatBytes(b.Used.MemoryBytes), formatBytes(b.Limit.MemoryBytes),
 		formatBytes(b.Used.DiskBytes), formatBytes(b.Limit.DiskBytes))
 	fmt.Fprintf(tw, "max ttl:\t%s\nidle timeout:\t%s\n", time.Duration(rep.MaxTTL), time.Duration(rep.IdleTimeout))
+	egress := "egress allowed"
+	if !rep.AllowEgress {
+		egress = "no egress"
+	}
+	fmt.Fprintf(tw, "network:\t%s by default, %s\n", rep.Network, egress)
 	if r := rep.CreateRate; r != nil {
 		fmt.Fprintf(tw, "creates:\t%d in the last minute (alarm at %d, breaker at %d)\nbreaker:\t%s", r.Recent, r.AlarmPerMinute, r.BreakerLimit, r.Breaker)
 		if !r.Until.IsZero() {

@@ -111,7 +111,8 @@ func TestTenancy(t *testing.T) {
 		t.Errorf("Create as claude-2 while claude-1 is at its quota = %v", err)
 	}
 	stdout, _, code = d.cliAs(c1tok, "", "limits")
-	if code != 0 || !strings.Contains(stdout, "sandboxes:     5 of 5") || !strings.Contains(stdout, "budget:") {
+	if code != 0 || !strings.Contains(stdout, "sandboxes:     5 of 5") || !strings.Contains(stdout, "budget:") ||
+		!strings.Contains(stdout, "network:       none by default, egress allowed") {
 		t.Errorf("hearth limits as claude-1 = %d %q", code, stdout)
 	}
 
