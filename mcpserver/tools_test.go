@@ -193,9 +193,17 @@ func TestExecProgress(t *testing.T) {
 		t.Fatal("no progress notification")
 	}
 	<-done
-	mu.Lock()
-	defer mu.Unlock()
-	got := strings.Join(chunks, "|")
+	// The client handles notifications concurrently with the result, so
+	// the last one may reach the handler just after the result did.
+	var got string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got = strings.Join(chunks, "|")
+		mu.Unlock()
+		if strings.Contains(got, "stdout:three\n") || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, want := range []string{"stdout:one\n", "stderr:two\n", "stdout:three\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("progress = %q; want it to carry %q", got, want)
