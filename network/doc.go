@@ -38,9 +38,10 @@
 // sandbox's.
 //
 // The rules live in chains of their own, <NAME>-INPUT and <NAME>-FORWARD in
-// the filter table and <NAME>-POSTROUTING in the nat table, jumped to from
-// the first rule of INPUT, FORWARD and POSTROUTING (and <NAME>-LIMITS, for
-// the limits below). Setup rewrites them
+// the filter table and <NAME>-POSTROUTING and <NAME>-PREROUTING in the nat
+// table, jumped to from the first rule of INPUT, FORWARD, POSTROUTING and
+// PREROUTING (and <NAME>-LIMITS, for the limits below; <NAME>-PREROUTING,
+// for the name service below, is empty without one). Setup rewrites them
 // whole in one iptables-restore transaction, so that a daemon restart
 // neither duplicates them nor leaves a moment without them. They match
 // sandboxes by the name of the host side of their veth, which begins with
@@ -90,9 +91,31 @@
 // a sandbox then has no connection cap until its next Attach (its next
 // start); the shapers are not the firewall's and stay.
 //
-// No name service is given yet: a sandbox reaches addresses, not names
-// (its resolv.conf is its image's, and a resolver at a private address is
-// blocked like any other).
+// Names: a Host with upstream name servers (Options.DNSUpstreams; the
+// daemon's default is the host's own, from its /etc/resolv.conf) gives
+// egress sandboxes a name service, with no per-domain policy yet. The
+// daemon runs a DNS forwarder (ServeDNS) on the host, on UDP and TCP at
+// Options.DNSPort (10053) of every address, and the driver mounts on an
+// egress sandbox's /etc/resolv.conf a file naming its gateway as its only
+// name server. A query a sandbox sends to port 53, of its gateway or of
+// any other address (a program with a resolver of its own), never leaves
+// the host: <NAME>-PREROUTING redirects it (REDIRECT, UDP and TCP, from
+// the sandboxes' veths) to the forwarder's port at the gateway, and
+// <NAME>-INPUT accepts it there, before it rejects everything else, only
+// when conntrack says it was so redirected (--ctstate DNAT): the
+// forwarder's port asked directly is refused like every other port of the
+// host. The forwarder answers only sources in the subnet, and sends each
+// query verbatim to the upstreams in order (UDP: a fresh socket per query,
+// 3 s each; TCP: a connection per query), and the first answer back
+// verbatim. Its queries to the upstreams are the host's own, so they are
+// not filtered as a sandbox's are: a loopback resolver works, and a
+// sandbox can resolve (not reach) whatever names the host's resolver
+// knows, and can send data out in the names it asks. At most 256 UDP
+// queries and 64 TCP connections are in flight; more are dropped. With no
+// upstreams there are no such rules, and a sandbox's resolv.conf is its
+// image's (whose resolver, at a private address, is blocked like any
+// other). If the forwarder cannot listen (its port is taken), the rules
+// stay and lookups fail at once, refused.
 //
 // Addressing: each sandbox gets a /31 of Options.Subnet (10.89.0.0/16 by
 // default), the host side of its veth the even address (the sandbox's
@@ -110,5 +133,6 @@
 // The package drives iproute2's ip and tc, and iptables (-w, with
 // iptables-restore) as root; it needs no library. The kernel needs veth,
 // ifb, the tbf and ingress qdiscs, the u32 classifier with the mirred
-// action, and the conntrack, connlimit and REJECT matches and targets.
+// action, and the conntrack, connlimit, REJECT and REDIRECT matches and
+// targets.
 package network

@@ -1,6 +1,12 @@
 package network
 
-import "net/netip"
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+)
 
 // Internals the external tests reach.
 var (
@@ -9,9 +15,9 @@ var (
 	Allocate  = allocate
 	LinkName  = linkName
 	CheckID   = checkID
-	ChainsFor = func(name string) (input, forward, postrouting, limits string) {
+	ChainsFor = func(name string) (input, forward, postrouting, prerouting, limits string) {
 		c := chainsFor(name)
-		return c.input, c.forward, c.postrouting, c.limits
+		return c.input, c.forward, c.postrouting, c.prerouting, c.limits
 	}
 	IFBName         = ifbName
 	BurstBytes      = burstBytes
@@ -20,10 +26,10 @@ var (
 	ConnRule        = connRule
 	ConnRuleChanges = connRuleChanges
 	// Rules returns the rules of a host named name, as iptables -S lists
-	// them.
-	Rules = func(name, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix) (filter, nat []string) {
+	// them; dnsPort 0 is a host with no DNS.
+	Rules = func(name, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix, dnsPort int) (filter, nat []string) {
 		c := chainsFor(name)
-		return filterRules(c, linkPrefix, subnet, deny), natRules(c, linkPrefix, subnet)
+		return filterRules(c, linkPrefix, subnet, deny, dnsPort), natRules(c, linkPrefix, subnet, dnsPort)
 	}
 	RestoreInput = func(name string, filter, nat []string) string {
 		return restoreInput(chainsFor(name), filter, nat)
@@ -34,3 +40,10 @@ var (
 		return hookPlacement(listing, hook{from: from, to: to})
 	}
 )
+
+// ServeDNSOn runs a DNS forwarder as ServeDNS does, on pc and ln, for the
+// clients allow allows, with timeout per upstream exchange.
+func ServeDNSOn(ctx context.Context, pc *net.UDPConn, ln net.Listener, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration) error {
+	f := &forwarder{upstreams: upstreams, allow: allow, timeout: timeout, log: slog.New(slog.DiscardHandler)}
+	return f.serve(ctx, pc, ln)
+}

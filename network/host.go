@@ -48,6 +48,18 @@ type Options struct {
 	// 2 to 4 lowercase letters, which no other interface of the host may
 	// begin with (the rules match sandboxes by it). Empty means "hv".
 	LinkPrefix string
+	// DNSUpstreams are the name servers the Host's DNS forwarder
+	// (ServeDNS) sends sandboxes' queries to, in order; none means
+	// sandboxes get no name service (no redirect rules, and ServeDNS
+	// refuses to run). The daemon uses the host's own (its resolv.conf:
+	// see Nameservers); they are reached from the host, not the sandbox,
+	// so a loopback resolver works.
+	DNSUpstreams []netip.AddrPort
+	// DNSPort is the port the forwarder listens on, on every address of
+	// the host, and the sandboxes' queries are redirected to. Zero means
+	// DefaultDNSPort (10053). Two Hosts on one machine need different
+	// ones.
+	DNSPort int
 	// Logger receives the Host's log; nil discards.
 	Logger *slog.Logger
 }
@@ -67,6 +79,10 @@ type Host struct {
 	restoreBin string
 	tcBin      string
 	log        *slog.Logger
+	// dnsUpstreams are where the forwarder sends queries (none: no
+	// name service); dnsPort is where it listens.
+	dnsUpstreams []netip.AddrPort
+	dnsPort      int
 
 	mu    sync.Mutex // guards the records (allocation) and setUp
 	setUp bool
@@ -107,6 +123,18 @@ func New(opts Options) (*Host, error) {
 	if stateDir == "" {
 		stateDir = "/var/lib/hearth/network"
 	}
+	dnsPort := opts.DNSPort
+	if dnsPort == 0 {
+		dnsPort = DefaultDNSPort
+	}
+	if dnsPort < 1 || dnsPort > 65535 || dnsPort == 53 {
+		return nil, fmt.Errorf("network: dns port %d: want a port from 1 to 65535 other than 53", dnsPort)
+	}
+	for _, u := range opts.DNSUpstreams {
+		if !u.IsValid() || u.Port() == 0 {
+			return nil, fmt.Errorf("network: dns upstream %v: want an address and a port", u)
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -122,6 +150,9 @@ func New(opts Options) (*Host, error) {
 		linkPrefix: prefix,
 		chains:     chainsFor(name),
 		log:        log,
+
+		dnsUpstreams: slices.Clone(opts.DNSUpstreams),
+		dnsPort:      dnsPort,
 	}
 	for _, b := range []struct {
 		bin  *string
@@ -158,7 +189,9 @@ func (h *Host) Subnet() netip.Prefix { return h.subnet }
 // on, and the Host's policy chains created or emptied and filled with the
 // policy (see the package doc) in one iptables-restore transaction per
 // table, so that no packet ever sees them half made, then jumped to from
-// the first rule of INPUT, FORWARD and nat POSTROUTING (once each). Calling
+// the first rule of INPUT, FORWARD, nat POSTROUTING and nat PREROUTING
+// (once each; the PREROUTING chain holds the DNS redirect, and is empty
+// when the Host serves no DNS). Calling
 // it at every daemon start refreshes the rules without duplicating any.
 // The limits chain (<NAME>-LIMITS) is created when missing but never
 // emptied: it holds the connection caps of attached sandboxes, which Attach
@@ -175,7 +208,7 @@ func (h *Host) setupLocked(ctx context.Context) error {
 	if err := h.ensureChain(ctx, "filter", h.chains.limits); err != nil {
 		return fmt.Errorf("network: setup: %w", err)
 	}
-	in := restoreInput(h.chains, filterRules(h.chains, h.linkPrefix, h.subnet, h.deny), natRules(h.chains, h.linkPrefix, h.subnet))
+	in := restoreInput(h.chains, h.filterRules(), h.natRules())
 	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
 		return fmt.Errorf("network: setup: %w", err)
 	}
@@ -190,7 +223,7 @@ func (h *Host) setupLocked(ctx context.Context) error {
 		return fmt.Errorf("network: setup: turn on IPv4 forwarding: %w", err)
 	}
 	h.setUp = true
-	h.log.Info("sandbox network set up", "subnet", h.subnet, "chains", h.chains.input+" "+h.chains.forward+" "+h.chains.postrouting)
+	h.log.Info("sandbox network set up", "subnet", h.subnet, "chains", h.chains.input+" "+h.chains.forward+" "+h.chains.postrouting+" "+h.chains.prerouting, "dns", h.ServesDNS())
 	return nil
 }
 
@@ -280,7 +313,7 @@ func (h *Host) Teardown(ctx context.Context) error {
 		}
 	}
 	// The limits chain after the forward chain, the one that jumps to it.
-	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.limits}, {"nat", h.chains.postrouting}} {
+	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.limits}, {"nat", h.chains.postrouting}, {"nat", h.chains.prerouting}} {
 		exists, err := h.chainExists(ctx, c.table, c.chain)
 		if err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
@@ -301,7 +334,24 @@ func (h *Host) Teardown(ctx context.Context) error {
 // Rules returns the Host's rules as iptables -S lists them, by table: what
 // Setup installs.
 func (h *Host) Rules() (filter, nat []string) {
-	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny), natRules(h.chains, h.linkPrefix, h.subnet)
+	return h.filterRules(), h.natRules()
+}
+
+// redirectPort is the port sandboxes' DNS queries are redirected to, or 0
+// when the Host serves no DNS (no redirect, no accept).
+func (h *Host) redirectPort() int {
+	if !h.ServesDNS() {
+		return 0
+	}
+	return h.dnsPort
+}
+
+func (h *Host) filterRules() []string {
+	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny, h.redirectPort())
+}
+
+func (h *Host) natRules() []string {
+	return natRules(h.chains, h.linkPrefix, h.subnet, h.redirectPort())
 }
 
 // ensureChain creates chain in table unless it is there.

@@ -2,6 +2,8 @@ package network_test
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -29,10 +31,15 @@ const (
 
 var testSubnet = netip.MustParsePrefix("10.202.0.0/16")
 
-// openHost returns a Host on stateDir for the tests.
-func openHost(t *testing.T, stateDir string) *network.Host {
+// testDNSPort is where the DNS forwarder of these tests listens: not a
+// daemon's, nor driver/oci's tests'.
+const testDNSPort = 10253
+
+// openHost returns a Host on stateDir for the tests, serving DNS through
+// upstreams when there are any.
+func openHost(t *testing.T, stateDir string, upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
-	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix})
+	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix, DNSUpstreams: upstreams, DNSPort: testDNSPort})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -41,11 +48,11 @@ func openHost(t *testing.T, stateDir string) *network.Host {
 
 // newHost is openHost on a fresh state directory, as root; t's cleanup
 // tears it down and wants nothing of it left on the host.
-func newHost(t *testing.T) (*network.Host, string) {
+func newHost(t *testing.T, upstreams ...netip.AddrPort) (*network.Host, string) {
 	t.Helper()
 	drivertest.RequireRoot(t)
 	dir := t.TempDir()
-	h := openHost(t, dir)
+	h := openHost(t, dir, upstreams...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -103,7 +110,8 @@ func rules(t *testing.T, table, chain string) []string {
 }
 
 // TestSetup: two Setups (a daemon restart) leave the policy once, its
-// chains each the first rule of INPUT, FORWARD and POSTROUTING, and IPv4
+// chains each the first rule of INPUT, FORWARD, POSTROUTING and
+// PREROUTING (empty with no DNS), and IPv4
 // forwarding on; a Setup after another program put a rule above a jump
 // (and a stray copy of it further down) moves the jump back up, leaving
 // that program's rule alone.
@@ -129,7 +137,8 @@ func TestSetup(t *testing.T) {
 		t.Fatalf("Setup() by another Host = %v", err)
 	}
 	filter, nat := h.Rules()
-	for _, c := range []struct{ table, chain string }{{"filter", testChain + "-INPUT"}, {"filter", testChain + "-FORWARD"}, {"nat", testChain + "-POSTROUTING"}} {
+	// With no DNS, the PREROUTING chain is there, hooked, and empty.
+	for _, c := range []struct{ table, chain string }{{"filter", testChain + "-INPUT"}, {"filter", testChain + "-FORWARD"}, {"nat", testChain + "-POSTROUTING"}, {"nat", testChain + "-PREROUTING"}} {
 		var want []string
 		for _, r := range slices.Concat(filter, nat) {
 			if strings.HasPrefix(r, "-A "+c.chain+" ") {
@@ -140,7 +149,7 @@ func TestSetup(t *testing.T) {
 			t.Errorf("%s %s after three Setups:\n%s\nwant:\n%s", c.table, c.chain, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
-	for _, c := range []struct{ table, from, to string }{{"filter", "INPUT", "-INPUT"}, {"filter", "FORWARD", "-FORWARD"}, {"nat", "POSTROUTING", "-POSTROUTING"}} {
+	for _, c := range []struct{ table, from, to string }{{"filter", "INPUT", "-INPUT"}, {"filter", "FORWARD", "-FORWARD"}, {"nat", "POSTROUTING", "-POSTROUTING"}, {"nat", "PREROUTING", "-PREROUTING"}} {
 		got := rules(t, c.table, c.from)
 		hook := "-A " + c.from + " -j " + testChain + c.to
 		if n := strings.Count(strings.Join(got, "\n")+"\n", hook+"\n"); n != 1 || got[0] != hook {
@@ -152,6 +161,138 @@ func TestSetup(t *testing.T) {
 	}
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(b)) != "1" {
 		t.Errorf("ip_forward = %q, %v; want 1", b, err)
+	}
+}
+
+// TestSetupDNS: a Host with DNS upstreams adds, at two Setups once each,
+// the redirect of port 53 in its PREROUTING chain (hooked first in nat
+// PREROUTING) and the accept of redirected queries first in its INPUT
+// chain; Teardown (newHost's cleanup) leaves none of it. A Host with no
+// upstreams refuses to serve DNS.
+func TestSetupDNS(t *testing.T) {
+	h, _ := newHost(t, netip.MustParseAddrPort("127.0.0.1:1053"))
+	for i := range 2 {
+		if err := h.Setup(t.Context()); err != nil {
+			t.Fatalf("Setup() #%d = %v", i+1, err)
+		}
+	}
+	filter, nat := h.Rules()
+	for _, c := range []struct{ table, chain string }{{"filter", testChain + "-INPUT"}, {"nat", testChain + "-PREROUTING"}} {
+		var want []string
+		for _, r := range slices.Concat(filter, nat) {
+			if strings.HasPrefix(r, "-A "+c.chain+" ") {
+				want = append(want, r)
+			}
+		}
+		if got := rules(t, c.table, c.chain); !slices.Equal(got, want) {
+			t.Errorf("%s %s after two Setups:\n%s\nwant:\n%s", c.table, c.chain, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	port := strconv.Itoa(testDNSPort)
+	for _, c := range []struct {
+		table, chain, rule string
+		at                 int
+	}{
+		{"nat", "PREROUTING", "-A PREROUTING -j " + testChain + "-PREROUTING", 0},
+		{"nat", testChain + "-PREROUTING", "-A " + testChain + "-PREROUTING -i " + testPrefix + "+ -p udp -m udp --dport 53 -j REDIRECT --to-ports " + port, 0},
+		{"nat", testChain + "-PREROUTING", "-A " + testChain + "-PREROUTING -i " + testPrefix + "+ -p tcp -m tcp --dport 53 -j REDIRECT --to-ports " + port, 1},
+		{"filter", testChain + "-INPUT", "-A " + testChain + "-INPUT -i " + testPrefix + "+ -p udp -m udp --dport " + port + " -m conntrack --ctstate DNAT -j ACCEPT", 0},
+		{"filter", testChain + "-INPUT", "-A " + testChain + "-INPUT -i " + testPrefix + "+ -p tcp -m tcp --dport " + port + " -m conntrack --ctstate DNAT -j ACCEPT", 1},
+	} {
+		got := rules(t, c.table, c.chain)
+		if n := strings.Count(strings.Join(got, "\n")+"\n", c.rule+"\n"); n != 1 || len(got) <= c.at || got[c.at] != c.rule {
+			t.Errorf("%s %s = %q, want %q once, rule %d", c.table, c.chain, got, c.rule, c.at+1)
+		}
+	}
+	if err := openHost(t, t.TempDir()).ServeDNS(t.Context()); !errors.Is(err, network.ErrNoDNS) {
+		t.Errorf("ServeDNS() with no upstreams = %v, want ErrNoDNS", err)
+	}
+}
+
+// dnsProbe is a python3 program that sends its first argument, a DNS query
+// in hex, to each "udp:addr:port" or "tcp:addr:port" of the others (TCP
+// framed by its length) and prints one line per target: the target and
+// the answer in hex, "timeout", "refused" or "error" and the errno.
+const dnsProbe = `import socket, sys
+q = bytes.fromhex(sys.argv[1])
+for t in sys.argv[2:]:
+    proto, host, port = t.split(":")
+    try:
+        if proto == "udp":
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.settimeout(3)
+            s.connect((host, int(port)))
+            s.send(q)
+            r = s.recv(65535)
+        else:
+            s = socket.create_connection((host, int(port)), timeout=3)
+            s.sendall(len(q).to_bytes(2, "big") + q)
+            h = b""
+            while len(h) < 2:
+                b = s.recv(2 - len(h))
+                if not b:
+                    raise ConnectionRefusedError()
+                h += b
+            n, r = int.from_bytes(h, "big"), b""
+            while len(r) < n:
+                b = s.recv(n - len(r))
+                if not b:
+                    break
+                r += b
+        print(t, r.hex())
+    except socket.timeout:
+        print(t, "timeout")
+    except ConnectionRefusedError:
+        print(t, "refused")
+    except OSError as e:
+        print(t, "error", e.errno)
+`
+
+// TestDNS, with the kernel's own stack in a sandbox's namespace: a DNS
+// query to port 53 of its gateway, over UDP and TCP, and to port 53 of an
+// address that is not the host's (a private one, which the policy would
+// reject) reaches the forwarder and gets the test upstream's answer; the
+// forwarder's own port, asked directly, refuses.
+func TestDNS(t *testing.T) {
+	upstream := drivertest.NewTestDNS(t, map[string]netip.Addr{testDNSName: testAddr})
+	h, _ := newHost(t, upstream)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.ServeDNS(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeDNS() = %v", err)
+		}
+	})
+	a, err := h.Attach(t.Context(), "dnsa", network.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, port := a.Gateway.String(), strconv.Itoa(testDNSPort)
+	targets := []string{"udp:" + gw + ":53", "tcp:" + gw + ":53", "udp:10.124.53.53:53"}
+	direct := []string{"udp:" + gw + ":" + port, "tcp:" + gw + ":" + port}
+	var got map[string]string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out := run(t, "ip", append([]string{"netns", "exec", filepath.Base(a.Namespace), "python3", "-c", dnsProbe, hex.EncodeToString(drivertest.DNSQuery(77, testDNSName))}, slices.Concat(targets, direct)...)...)
+		got = drivertest.ParseProbe(out)
+		if got[targets[0]] != "timeout" || time.Now().After(deadline) {
+			break // the forwarder listens (or never will)
+		}
+	}
+	t.Logf("in %s: %v", a.ID, got)
+	for _, target := range targets {
+		b, err := hex.DecodeString(got[target])
+		var r drivertest.DNSReply
+		if err == nil {
+			r, err = drivertest.ParseDNSReply(b)
+		}
+		wantAnswer(t, a.ID+" → "+target, r, err, 77)
+	}
+	for _, target := range direct {
+		if got[target] != "refused" {
+			t.Errorf("%s → %s (the forwarder's own port) = %s, want refused", a.ID, target, got[target])
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package network
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,14 +29,15 @@ const reject = "-j REJECT --reject-with icmp-port-unreachable"
 // chains are the names of a Host's own iptables chains: the policy's, and
 // limits, which holds the sandboxes' connection caps (see connRule).
 type chains struct {
-	input, forward, postrouting, limits string
+	input, forward, postrouting, prerouting, limits string
 }
 
 // chainsFor returns the chains of the host named name: <NAME>-INPUT,
-// <NAME>-FORWARD, <NAME>-LIMITS (filter) and <NAME>-POSTROUTING (nat).
+// <NAME>-FORWARD, <NAME>-LIMITS (filter), <NAME>-POSTROUTING and
+// <NAME>-PREROUTING (nat).
 func chainsFor(name string) chains {
 	up := strings.ToUpper(name)
-	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", limits: up + "-LIMITS"}
+	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", prerouting: up + "-PREROUTING", limits: up + "-LIMITS"}
 }
 
 // hook is a jump from a built-in chain to one of ours.
@@ -47,29 +49,42 @@ type hook struct {
 func (h hook) rule() string { return "-A " + h.from + " -j " + h.to }
 
 // hooks are where the chains are jumped to from: each the first rule of its
-// built-in chain.
+// built-in chain. The PREROUTING chain is hooked (and emptied) by every
+// Setup, even with no DNS to redirect to, so that a daemon restarted
+// without DNS leaves no redirect of an earlier run behind.
 func (c chains) hooks() []hook {
 	return []hook{
 		{"filter", "INPUT", c.input},
 		{"filter", "FORWARD", c.forward},
 		{"nat", "POSTROUTING", c.postrouting},
+		{"nat", "PREROUTING", c.prerouting},
 	}
 }
 
 // filterRules returns the rules of the filter table's chains, each as
 // iptables -S prints it, so that a listing can be compared with them.
-// links is the link prefix followed by "+" (iptables' wildcard).
-func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix) []string {
+// links is the link prefix followed by "+" (iptables' wildcard). dnsPort
+// is the DNS forwarder's port, 0 for none.
+func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix, dnsPort int) []string {
 	links := linkPrefix + "+"
-	rules := []string{
-		// The host, at any of its addresses.
-		"-A " + c.input + " -i " + links + " " + reject,
-		// Into a sandbox: only what belongs to its own connections.
-		"-A " + c.forward + " -o " + links + " -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-		"-A " + c.forward + " -o " + links + " " + reject,
-		// Out of one: never with a source that is not a sandbox's.
-		"-A " + c.forward + " ! -s " + subnet.Masked().String() + " -i " + links + " -j DROP",
+	var rules []string
+	if dnsPort != 0 {
+		// The forwarder, but only for what PREROUTING redirected there
+		// (conntrack's DNAT): a sandbox reaches it at port 53 of any
+		// address, and never at its own port.
+		for _, proto := range []string{"udp", "tcp"} {
+			rules = append(rules, "-A "+c.input+" -i "+links+" -p "+proto+" -m "+proto+" --dport "+strconv.Itoa(dnsPort)+" -m conntrack --ctstate DNAT -j ACCEPT")
+		}
 	}
+	rules = append(rules,
+		// The host, at any of its addresses.
+		"-A "+c.input+" -i "+links+" "+reject,
+		// Into a sandbox: only what belongs to its own connections.
+		"-A "+c.forward+" -o "+links+" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"-A "+c.forward+" -o "+links+" "+reject,
+		// Out of one: never with a source that is not a sandbox's.
+		"-A "+c.forward+" ! -s "+subnet.Masked().String()+" -i "+links+" -j DROP",
+	)
 	dsts := append(slices.Clone(blocked), subnet.Masked())
 	for _, p := range deny {
 		dsts = append(dsts, p.Masked())
@@ -86,11 +101,18 @@ func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.
 	)
 }
 
-// natRules returns the rules of the nat table's chain, as iptables -S
+// natRules returns the rules of the nat table's chains, as iptables -S
 // prints them: masquerade what leaves the subnet for anywhere but another
-// sandbox.
-func natRules(c chains, linkPrefix string, subnet netip.Prefix) []string {
-	return []string{"-A " + c.postrouting + " -s " + subnet.Masked().String() + " ! -o " + linkPrefix + "+ -j MASQUERADE"}
+// sandbox; and, when dnsPort is not 0, redirect every DNS query of a
+// sandbox (port 53, whatever the address) to the forwarder at dnsPort.
+func natRules(c chains, linkPrefix string, subnet netip.Prefix, dnsPort int) []string {
+	rules := []string{"-A " + c.postrouting + " -s " + subnet.Masked().String() + " ! -o " + linkPrefix + "+ -j MASQUERADE"}
+	if dnsPort != 0 {
+		for _, proto := range []string{"udp", "tcp"} {
+			rules = append(rules, "-A "+c.prerouting+" -i "+linkPrefix+"+ -p "+proto+" -m "+proto+" --dport 53 -j REDIRECT --to-ports "+strconv.Itoa(dnsPort))
+		}
+	}
+	return rules
 }
 
 // restoreInput is the input of `iptables-restore --noflush` that creates
@@ -101,7 +123,7 @@ func restoreInput(c chains, filter, nat []string) string {
 	for _, r := range filter {
 		b.WriteString(r + "\n")
 	}
-	b.WriteString("COMMIT\n*nat\n:" + c.postrouting + " - [0:0]\n")
+	b.WriteString("COMMIT\n*nat\n:" + c.postrouting + " - [0:0]\n:" + c.prerouting + " - [0:0]\n")
 	for _, r := range nat {
 		b.WriteString(r + "\n")
 	}

@@ -11,7 +11,7 @@ import (
 
 // TestRules: the whole policy, rule by rule, as iptables -S lists it.
 func TestRules(t *testing.T) {
-	filter, nat := network.Rules("hearth", "hv", netip.MustParsePrefix("10.89.0.0/16"), []netip.Prefix{netip.MustParsePrefix("192.0.2.7/24")})
+	filter, nat := network.Rules("hearth", "hv", netip.MustParsePrefix("10.89.0.0/16"), []netip.Prefix{netip.MustParsePrefix("192.0.2.7/24")}, 0)
 	const reject = " -i hv+ -j REJECT --reject-with icmp-port-unreachable"
 	wantFilter := []string{
 		"-A HEARTH-INPUT -i hv+ -j REJECT --reject-with icmp-port-unreachable",
@@ -43,7 +43,8 @@ func TestRules(t *testing.T) {
 	in := network.RestoreInput("hearth", filter, nat)
 	for _, want := range []string{
 		"*filter\n:HEARTH-INPUT - [0:0]\n:HEARTH-FORWARD - [0:0]\n-A HEARTH-INPUT ",
-		"\n-A HEARTH-FORWARD -i hv+ -j ACCEPT\nCOMMIT\n*nat\n:HEARTH-POSTROUTING - [0:0]\n-A HEARTH-POSTROUTING ",
+		// The PREROUTING chain is emptied even with no DNS.
+		"\n-A HEARTH-FORWARD -i hv+ -j ACCEPT\nCOMMIT\n*nat\n:HEARTH-POSTROUTING - [0:0]\n:HEARTH-PREROUTING - [0:0]\n-A HEARTH-POSTROUTING ",
 	} {
 		if !strings.Contains(in, want) {
 			t.Errorf("restore input:\n%s\nwant it to hold %q", in, want)
@@ -52,12 +53,38 @@ func TestRules(t *testing.T) {
 	if !strings.HasSuffix(in, "MASQUERADE\nCOMMIT\n") {
 		t.Errorf("restore input:\n%s\nwant it to end with the nat COMMIT", in)
 	}
-	if input, forward, post, limits := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" || limits != "HEARTHOCI-LIMITS" {
-		t.Errorf("chainsFor(hearthoci) = %s, %s, %s, %s", input, forward, post, limits)
+	if input, forward, post, pre, limits := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" || pre != "HEARTHOCI-PREROUTING" || limits != "HEARTHOCI-LIMITS" {
+		t.Errorf("chainsFor(hearthoci) = %s, %s, %s, %s, %s", input, forward, post, pre, limits)
 	}
 	// The limits chain is not the restore's: it would empty it.
 	if strings.Contains(in, ":HEARTH-LIMITS") {
 		t.Errorf("restore input:\n%s\nwant no declaration of HEARTH-LIMITS", in)
+	}
+}
+
+// TestRulesDNS: with a DNS port, PREROUTING redirects sandboxes' queries
+// to it, and INPUT accepts them there only when redirected, before it
+// rejects everything else; the rest of the policy is as without.
+func TestRulesDNS(t *testing.T) {
+	subnet := netip.MustParsePrefix("10.89.0.0/16")
+	plainFilter, plainNat := network.Rules("hearth", "hv", subnet, nil, 0)
+	filter, nat := network.Rules("hearth", "hv", subnet, nil, 10053)
+	wantFilter := append([]string{
+		"-A HEARTH-INPUT -i hv+ -p udp -m udp --dport 10053 -m conntrack --ctstate DNAT -j ACCEPT",
+		"-A HEARTH-INPUT -i hv+ -p tcp -m tcp --dport 10053 -m conntrack --ctstate DNAT -j ACCEPT",
+	}, plainFilter...)
+	if !slices.Equal(filter, wantFilter) {
+		t.Errorf("filter rules with DNS:\n%s\nwant:\n%s", strings.Join(filter, "\n"), strings.Join(wantFilter, "\n"))
+	}
+	wantNat := append(plainNat,
+		"-A HEARTH-PREROUTING -i hv+ -p udp -m udp --dport 53 -j REDIRECT --to-ports 10053",
+		"-A HEARTH-PREROUTING -i hv+ -p tcp -m tcp --dport 53 -j REDIRECT --to-ports 10053",
+	)
+	if !slices.Equal(nat, wantNat) {
+		t.Errorf("nat rules with DNS:\n%s\nwant:\n%s", strings.Join(nat, "\n"), strings.Join(wantNat, "\n"))
+	}
+	if in := network.RestoreInput("hearth", filter, nat); !strings.Contains(in, ":HEARTH-PREROUTING - [0:0]\n") || !strings.HasSuffix(in, "--to-ports 10053\nCOMMIT\n") {
+		t.Errorf("restore input:\n%s\nwant the PREROUTING chain declared and filled", in)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,6 +61,11 @@ type serveConfig struct {
 	// auditRetention is how long the audit log keeps an event (0: for
 	// ever).
 	auditRetention time.Duration
+	// dnsUpstreams are where egress sandboxes' DNS queries are forwarded
+	// (--dns-upstream); none given means the host's resolv.conf's, and
+	// dnsOff (--dns-upstream none) no name service.
+	dnsUpstreams []netip.AddrPort
+	dnsOff       bool
 	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
 	// the MCP door; for hearth's own tests only (a hidden flag).
 	mcpConformanceFixtures bool
@@ -97,10 +103,21 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		log.Warn("cannot read the host's uplink networks; sandboxes with egress may reach its LAN", "err", err)
 	}
+	// Egress sandboxes resolve names through the daemon's DNS forwarder,
+	// which sends their queries to these, by default the host's own.
+	dnsUpstreams := cfg.dnsUpstreams
+	if !cfg.dnsOff && len(dnsUpstreams) == 0 {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err != nil {
+			log.Warn("cannot read the host's name servers: sandboxes get no name service", "err", err)
+		} else if dnsUpstreams = network.Nameservers(b); len(dnsUpstreams) == 0 {
+			log.Warn("the host's /etc/resolv.conf names no name server: sandboxes get no name service")
+		}
+	}
 	netHost, err := network.New(network.Options{
-		StateDir: filepath.Join(cfg.dataDir, "network"),
-		Deny:     uplink,
-		Logger:   log.With("component", "network"),
+		StateDir:     filepath.Join(cfg.dataDir, "network"),
+		Deny:         uplink,
+		DNSUpstreams: dnsUpstreams,
+		Logger:       log.With("component", "network"),
 	})
 	if errors.Is(err, network.ErrUnavailable) {
 		log.Warn("sandboxes can have no network: egress is off", "err", err)
@@ -108,6 +125,13 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	if err != nil {
 		return err
+	}
+	if netHost != nil && netHost.ServesDNS() {
+		go func() {
+			if err := netHost.ServeDNS(ctx); err != nil {
+				log.Error("the DNS forwarder is not running: egress sandboxes resolve no names", "err", err)
+			}
+		}()
 	}
 	drv, err := oci.New(oci.Options{
 		Runtime:  cfg.runtime,
@@ -248,6 +272,24 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.baseDomain, "base-domain", "", "serve each sandbox port at the host {port}-{name}.`DOMAIN` too (point a wildcard DNS name at the daemon)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
+	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "none" {
+				cfg.dnsOff = true
+				continue
+			}
+			ap, err := network.ParseUpstream(s)
+			if err != nil {
+				return err
+			}
+			cfg.dnsUpstreams = append(cfg.dnsUpstreams, ap)
+		}
+		if cfg.dnsOff && len(cfg.dnsUpstreams) > 0 {
+			return errors.New("none turns DNS off: give no name server with it")
+		}
+		return nil
+	})
 	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")
 	// Hidden and for tests only (test/e2e/mcp_conformance_test.go): the
 	// MCP conformance suite's fixture tools, prompts and resources.

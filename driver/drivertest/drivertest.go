@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,12 @@ type Config struct {
 	AgentPath string
 	// StartTimeout bounds each Start; zero means 60 seconds.
 	StartTimeout time.Duration
+	// NewDNS is New for a driver whose network host serves sandboxes
+	// DNS, forwarding their queries to upstream: a test name server of
+	// the suite's own on 127.0.0.1 (see NewTestDNS), reached from the
+	// test's process. Nil skips the name service test (EgressDNS), as
+	// does a driver whose Capabilities do not say Egress.
+	NewDNS func(t *testing.T, upstream netip.AddrPort) Target
 }
 
 // Run runs the conformance suite: the lifecycle of one sandbox (start,
@@ -69,7 +76,9 @@ type Config struct {
 // implements an optional capability, that capability (Freeze:
 // driver.Freezer); and for one whose Capabilities say Egress, the egress
 // network policy and the network caps of Resources, against test hosts of
-// its own on this machine (Egress, EgressLimits: see NewTestHost).
+// its own on this machine (Egress, EgressLimits: see NewTestHost), and,
+// with Config.NewDNS, names resolved through the host (EgressDNS, against
+// a name server of its own: see NewTestDNS).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -86,6 +95,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Freeze", s.testFreeze)
 	t.Run("Egress", s.testEgress)
 	t.Run("EgressLimits", s.testEgressLimits)
+	t.Run("EgressDNS", s.testEgressDNS)
 }
 
 type suite struct {

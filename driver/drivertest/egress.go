@@ -3,9 +3,11 @@ package drivertest
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,4 +238,93 @@ func execArgv(t *testing.T, d driver.Driver, id string, argv ...string) string {
 		t.Fatalf("Exec(%s, %s) = %+v, %v: %s%s", id, argv[0], res, err, stdout.Bytes(), stderr.Bytes())
 	}
 	return stdout.String()
+}
+
+// egressDNSName is the name testEgressDNS resolves, which its own name
+// server answers with egressDNSHost (a test host's, TEST-NET-2), and
+// egressDNSPrivate an address a query to port 53 is sent to: private, so
+// that the policy would reject it if the host did not redirect it.
+var (
+	egressDNSName    = "testhost.hearth.test"
+	egressDNSHost    = netip.MustParseAddr("198.51.100.3")
+	egressDNSPrivate = netip.MustParseAddr("10.123.53.53")
+)
+
+// resolveScript resolves its first argument (IPv4, with the C library, as
+// any program would) and prints "resolved" and the addresses, or
+// "unresolved" and the error; when resolved, it connects to the name at
+// its second argument's port and prints "connected" or the error.
+const resolveScript = `import socket, sys
+name, port = sys.argv[1], int(sys.argv[2])
+try:
+    addrs = sorted({ai[4][0] for ai in socket.getaddrinfo(name, port, socket.AF_INET, socket.SOCK_STREAM)})
+except socket.gaierror as e:
+    print("unresolved", e)
+    sys.exit(0)
+print("resolved", " ".join(addrs))
+try:
+    socket.create_connection((name, port), timeout=5).close()
+    print("connected")
+except OSError as e:
+    print("connect", e)
+`
+
+// rawQueryScript sends its second argument, a DNS query in hex, over UDP
+// to port 53 of its first and prints the answer in hex, or "timeout".
+const rawQueryScript = `import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+s.sendto(bytes.fromhex(sys.argv[2]), (sys.argv[1], 53))
+try:
+    print(s.recv(65535).hex())
+except socket.timeout:
+    print("timeout")
+`
+
+// testEgressDNS, for a driver whose network host serves DNS (Config.NewDNS)
+// and whose Capabilities say Egress: an egress sandbox resolves a name
+// that the test's own name server answers, with the C library and its
+// resolv.conf, and connects to the test host by that name; a query it
+// sends to port 53 of any other address gets the same answer (the host
+// redirects it); a sandbox with no network resolves nothing.
+func (s *suite) testEgressDNS(t *testing.T) {
+	if s.cfg.NewDNS == nil {
+		t.Skip("the driver's test gives no network host with DNS (Config.NewDNS is nil)")
+	}
+	RequireRoot(t)
+	host := NewTestHost(t, egressDNSHost, egressPort)
+	upstream := NewTestDNS(t, map[string]netip.Addr{egressDNSName: host.Addr})
+	tg := s.cfg.NewDNS(t, upstream)
+	d := tg.Driver
+	if !d.Capabilities().Egress {
+		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
+	}
+	a, none := s.spec(t), s.spec(t)
+	a.Network, none.Network = driver.NetworkEgress, driver.NetworkNone
+	for _, spec := range []driver.Spec{a, none} {
+		s.start(t, d, spec)
+	}
+	port := strconv.Itoa(egressPort)
+	t.Logf("sandbox %s: /etc/resolv.conf:\n%s", a.ID, execArgv(t, d, a.ID, "cat", "/etc/resolv.conf"))
+	got := strings.Split(strings.TrimSpace(execArgv(t, d, a.ID, "python3", "-c", resolveScript, egressDNSName, port)), "\n")
+	want := []string{"resolved " + host.Addr.String(), "connected"}
+	if !slices.Equal(got, want) {
+		t.Errorf("egress sandbox %s: resolve %s and connect = %q, want %q", a.ID, egressDNSName, got, want)
+	}
+
+	q := DNSQuery(0x4448, egressDNSName)
+	out := strings.TrimSpace(execArgv(t, d, a.ID, "python3", "-c", rawQueryScript, egressDNSPrivate.String(), hex.EncodeToString(q)))
+	reply, err := hex.DecodeString(out)
+	var r DNSReply
+	if err == nil {
+		r, err = ParseDNSReply(reply)
+	}
+	if err != nil || r.ID != 0x4448 || !slices.Equal(r.A, []netip.Addr{host.Addr}) {
+		t.Errorf("egress sandbox %s: a query to %s:53 = %q (%+v, %v), want the answer %s", a.ID, egressDNSPrivate, out, r, err, host.Addr)
+	}
+
+	got = strings.Split(strings.TrimSpace(execArgv(t, d, none.ID, "python3", "-c", resolveScript, egressDNSName, port)), "\n")
+	if len(got) == 0 || !strings.HasPrefix(got[0], "unresolved") {
+		t.Errorf("sandbox %s with network %q: resolve %s = %q, want it unresolved", none.ID, none.Network, egressDNSName, got)
+	}
 }

@@ -126,7 +126,7 @@ func BenchmarkBareRun(b *testing.B) {
 					RootFS:    drivertest.OverlayRootFS(b, base),
 					AgentPath: agentPath,
 					Resources: sandbox.Sizes()[sandbox.DefaultSize],
-				}, sock, "hearth", "")
+				}, sock, "hearth", "", "")
 				spec.Process.Args = []string{"/bin/echo", "hi"}
 				cfg, err := json.Marshal(spec)
 				if err != nil {

@@ -21,6 +21,7 @@
 //	  oom                  present when the sandbox's last run hit its memory limit
 //	  pid                  the runtime's pid of the sandbox (run --pid-file): State's while it is frozen
 //	  stopped              present when Stop deleted the container (no need to ask the runtime)
+//	  resolv.conf          an egress sandbox's, when the network host serves DNS: mounted on /etc/resolv.conf
 //	  run/agent.sock       the agent's socket, mounted at /run/hearth in the sandbox
 //
 // Surviving the daemon: sandboxes are made with `run --detach` (one runtime
@@ -73,7 +74,12 @@
 // interface, which the next Start's attach puts back). Every Start passes
 // the spec's network caps (Resources.NetBitsPerSec and NetConns) to the
 // attach, which enforces them on the host, out of the sandbox's reach, and
-// replaces those of the previous run: a wake gets its spec's. The
+// replaces those of the previous run: a wake gets its spec's. When the
+// network host serves DNS (network.Host.ServesDNS), every Start of an
+// egress sandbox writes <dir>/resolv.conf, naming the sandbox's gateway,
+// and bind-mounts it read-only on the root's /etc/resolv.conf (made empty
+// when missing, refused when not a regular file); a sandbox in mode none
+// keeps its image's file. The
 // attachment, and with it the sandbox's address, lives until Delete (Stop
 // keeps it for the wake); Recover removes attachments whose sandbox has no
 // directory.

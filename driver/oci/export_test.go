@@ -69,3 +69,7 @@ func (d *Driver) Leftovers(id string) []string {
 
 // EnsureTmp is ensureTmp, for the tests of the /tmp mount's source.
 var EnsureTmp = ensureTmp
+
+// EnsureResolvConf is ensureResolvConf, for the tests of the mount point
+// of an egress sandbox's resolv.conf.
+var EnsureResolvConf = ensureResolvConf

@@ -3,9 +3,13 @@ package oci_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,15 +32,22 @@ const (
 
 var netSubnet = netip.MustParsePrefix("10.201.0.0/16")
 
-// openNetHost returns a network host on stateDir for the tests.
-func openNetHost(t testing.TB, stateDir string) *network.Host {
+// netDNSPort is where the DNS forwarder of these tests listens: not a
+// daemon's, nor the network package's tests'.
+const netDNSPort = 10153
+
+// openNetHost returns a network host on stateDir for the tests, serving
+// DNS through upstreams when there are any.
+func openNetHost(t testing.TB, stateDir string, upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
 	h, err := network.New(network.Options{
-		Subnet:     netSubnet,
-		StateDir:   stateDir,
-		Name:       netName,
-		LinkPrefix: netPrefix,
-		Logger:     testLogger(t),
+		Subnet:       netSubnet,
+		StateDir:     stateDir,
+		Name:         netName,
+		LinkPrefix:   netPrefix,
+		DNSUpstreams: upstreams,
+		DNSPort:      netDNSPort,
+		Logger:       testLogger(t),
 	})
 	if err != nil {
 		t.Fatalf("network.New() = %v", err)
@@ -47,9 +58,9 @@ func openNetHost(t testing.TB, stateDir string) *network.Host {
 // newNetHost is openNetHost, and in t's cleanup (which runs after that of
 // sandboxes started later) it tears the host down and wants nothing of it
 // left: no namespace, no link, no iptables rule.
-func newNetHost(t testing.TB, stateDir string) *network.Host {
+func newNetHost(t testing.TB, stateDir string, upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
-	h := openNetHost(t, stateDir)
+	h := openNetHost(t, stateDir, upstreams...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -61,6 +72,32 @@ func newNetHost(t testing.TB, stateDir string) *network.Host {
 		}
 	})
 	return h
+}
+
+// serveDNS runs h's DNS forwarder until t's cleanup, which wants it to
+// return nil; it returns once the forwarder listens (a TCP connection from
+// loopback tells: it is closed unanswered, loopback not being a sandbox).
+func serveDNS(t testing.TB, h *network.Host) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.ServeDNS(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeDNS() = %v", err)
+		}
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(h.DNSPort()))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp4", addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the DNS forwarder does not listen on %s", addr)
+		}
+	}
 }
 
 // netLeftovers lists what the tests' network hosts left on the host.
@@ -146,10 +183,73 @@ func TestNetworkFlags(t *testing.T) {
 func TestBundleSpecNetns(t *testing.T) {
 	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a"}
 	for _, netns := range []string{"", "/run/netns/hearth-x1"} {
-		got := oci.BundleSpec(oci.RuntimeRunsc, spec, "/s", "hearth", netns)
+		got := oci.BundleSpec(oci.RuntimeRunsc, spec, "/s", "hearth", netns, "")
 		i := slices.IndexFunc(got.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.NetworkNamespace })
 		if i < 0 || got.Linux.Namespaces[i].Path != netns {
 			t.Errorf("BundleSpec(netns %q).Namespaces = %+v, want a network namespace at %q", netns, got.Linux.Namespaces, netns)
+		}
+	}
+}
+
+// TestBundleSpecResolvConf: a resolv.conf given is bind-mounted read-only
+// on /etc/resolv.conf; with none, nothing is mounted there.
+func TestBundleSpecResolvConf(t *testing.T) {
+	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a"}
+	for _, resolv := range []string{"", "/state/sandboxes/x1/resolv.conf"} {
+		got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "hearth", "/run/netns/hearth-x1", resolv)
+		var on []specs.Mount
+		for _, m := range got.Mounts {
+			if m.Destination == oci.ResolvConf {
+				on = append(on, m)
+			}
+		}
+		switch {
+		case resolv == "" && len(on) != 0:
+			t.Errorf("BundleSpec(no resolv.conf) mounts %+v on %s, want nothing", on, oci.ResolvConf)
+		case resolv != "" && (len(on) != 1 || on[0].Source != resolv || on[0].Type != "bind" || !slices.Contains(on[0].Options, "ro")):
+			t.Errorf("BundleSpec(resolv.conf %s) mounts %+v on %s, want it bound read-only", resolv, on, oci.ResolvConf)
+		}
+	}
+}
+
+// TestEnsureResolvConf: the mount point of the generated resolv.conf is
+// the root's own regular file, made empty (with /etc) when missing, and
+// refused when anything else: a symlink (resolved on the host), a
+// directory, an /etc that is a symlink.
+func TestEnsureResolvConf(t *testing.T) {
+	root := t.TempDir()
+	if err := oci.EnsureResolvConf(root); err != nil {
+		t.Fatalf("EnsureResolvConf(no /etc) = %v", err)
+	}
+	path := filepath.Join(root, "etc", "resolv.conf")
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Fatalf("made %s: %v, %v; want an empty regular file", path, fi, err)
+	}
+	if err := os.WriteFile(path, []byte("nameserver 192.0.2.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := oci.EnsureResolvConf(root); err != nil {
+		t.Fatalf("EnsureResolvConf(a regular file) = %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "nameserver 192.0.2.1\n" {
+		t.Errorf("EnsureResolvConf changed an existing file: %q", b)
+	}
+	link := t.TempDir()
+	os.Mkdir(filepath.Join(link, "etc"), 0o755)
+	if err := os.Symlink("/etc/hostname", filepath.Join(link, "etc", "resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "etc", "resolv.conf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	etcLink := t.TempDir()
+	if err := os.Symlink("/etc", filepath.Join(etcLink, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	for what, r := range map[string]string{"a symlink": link, "a directory": dir, "an /etc symlink": etcLink} {
+		if err := oci.EnsureResolvConf(r); err == nil {
+			t.Errorf("EnsureResolvConf(%s) = nil, want an error", what)
 		}
 	}
 }

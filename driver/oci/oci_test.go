@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,13 @@ func TestConformance(t *testing.T) {
 						},
 						Leftovers: d.Leftovers,
 					}
+				},
+				NewDNS: func(t *testing.T, upstream netip.AddrPort) drivertest.Target {
+					dir := t.TempDir()
+					t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+					nh := newNetHost(t, t.TempDir(), upstream)
+					serveDNS(t, nh)
+					return drivertest.Target{Driver: newDriverNet(t, rt, bin, dir, nh)}
 				},
 				RootFS:    func(t *testing.T) string { return drivertest.OverlayRootFS(t, base) },
 				AgentPath: agentPath,
@@ -295,7 +303,7 @@ func TestBundleSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base
 			spec.Resources = tc.res
-			got := oci.BundleSpec(tc.runtime, spec, "/state/sandboxes/abc123/run", "hearth", "")
+			got := oci.BundleSpec(tc.runtime, spec, "/state/sandboxes/abc123/run", "hearth", "", "")
 
 			if got.Root.Path != spec.RootFS || got.Root.Readonly {
 				t.Errorf("Root = %+v, want %s writable", got.Root, spec.RootFS)
@@ -401,7 +409,7 @@ func TestBundleSpec(t *testing.T) {
 
 func TestBundleSpecDefaults(t *testing.T) {
 	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a", Env: []string{"PATH=/opt/bin"}}
-	got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "/custom/parent/", "")
+	got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "/custom/parent/", "", "")
 	if got.Hostname != "x1" {
 		t.Errorf("Hostname = %q, want the id when the spec names none", got.Hostname)
 	}

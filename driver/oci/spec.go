@@ -24,6 +24,9 @@ const (
 	SocketDir = "/run/hearth"
 	// SocketName is the agent socket's file name in SocketDir.
 	SocketName = "agent.sock"
+	// ResolvConf is where an egress sandbox's generated resolv.conf is
+	// bind-mounted, read-only, when the network host serves DNS.
+	ResolvConf = "/etc/resolv.conf"
 )
 
 // defaultPath is PID 1's PATH when Spec.Env names none: the agent runs
@@ -114,10 +117,11 @@ var (
 // pure function so that what each runtime is asked for can be read and
 // tested without running one.
 //
-// Nothing is mounted on /etc/resolv.conf: the sandbox has the image's, and
-// hearth provides no name service yet, so an egress sandbox reaches
-// addresses, not names.
-func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns string) *specs.Spec {
+// resolvConf, when not "", is the host file bind-mounted read-only on
+// /etc/resolv.conf: an egress sandbox's, naming its gateway, whose DNS
+// queries the host's forwarder answers (see network.Host.ServeDNS). With
+// "" the sandbox has the image's file.
+func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns, resolvConf string) *specs.Spec {
 	hostname := spec.Hostname
 	if hostname == "" {
 		hostname = spec.ID
@@ -146,7 +150,7 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns
 			// it is left to the agent.
 			NoNewPrivileges: false,
 		},
-		Mounts: mounts(spec.RootFS, spec.AgentPath, socketDir),
+		Mounts: mounts(spec.RootFS, spec.AgentPath, socketDir, resolvConf),
 		Linux: &specs.Linux{
 			CgroupsPath: cgroupsPath(cgroupParent, spec.ID),
 			Resources:   resources(runtime, spec),
@@ -210,9 +214,10 @@ func processEnv(env []string) []string {
 // mounts are runc's default mounts plus the agent and its socket directory,
 // and the root's own /tmp bound on /tmp, so that /tmp persists with the
 // sandbox (across sleep, restore and fork, and in its checkpoints): without
-// an explicit /tmp mount gVisor puts an internal tmpfs there.
-func mounts(rootfs, agentPath, socketDir string) []specs.Mount {
-	return []specs.Mount{
+// an explicit /tmp mount gVisor puts an internal tmpfs there. A resolvConf
+// that is not "" goes on /etc/resolv.conf, read-only.
+func mounts(rootfs, agentPath, socketDir, resolvConf string) []specs.Mount {
+	m := []specs.Mount{
 		{Destination: "/tmp", Type: "bind", Source: filepath.Join(rootfs, "tmp"),
 			Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 		{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -233,6 +238,11 @@ func mounts(rootfs, agentPath, socketDir string) []specs.Mount {
 		{Destination: SocketDir, Type: "bind", Source: socketDir,
 			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
 	}
+	if resolvConf != "" {
+		m = append(m, specs.Mount{Destination: ResolvConf, Type: "bind", Source: resolvConf,
+			Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+	}
+	return m
 }
 
 // cgroupsPath is the sandbox's cgroup relative to every hierarchy's root:

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hearth/hearth/agent"
@@ -100,11 +101,11 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
 		}
 	}()
 
-	netns, err := d.attach(ctx, spec)
+	att, err := d.attach(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("oci: start %s: network: %w", id, err)
 	}
-	if err := d.writeBundle(spec, netns); err != nil {
+	if err := d.writeBundle(spec, att); err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
 	if err := d.createFirst(ctx, id, spec.Network); err != nil {
@@ -143,35 +144,40 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 
 // attach gives an egress sandbox its network attachment, under the
 // network caps of its Resources (at every start: a wake may bring other
-// ones), and returns the path of its namespace. For any other it returns "" (a new empty
-// namespace) and removes an attachment the sandbox kept from an egress
-// run before, so that a sandbox's network is only ever what its spec
-// asks for.
-func (d *Driver) attach(ctx context.Context, spec driver.Spec) (string, error) {
+// ones), and returns it. For any other it returns the zero Attachment (a
+// new empty namespace) and removes an attachment the sandbox kept from an
+// egress run before, so that a sandbox's network is only ever what its
+// spec asks for.
+func (d *Driver) attach(ctx context.Context, spec driver.Spec) (network.Attachment, error) {
 	if spec.Network != driver.NetworkEgress {
 		if d.net != nil {
-			return "", d.net.Detach(ctx, spec.ID)
+			return network.Attachment{}, d.net.Detach(ctx, spec.ID)
 		}
-		return "", nil
+		return network.Attachment{}, nil
 	}
 	a, err := d.net.Attach(ctx, spec.ID, network.Limits{BitsPerSec: spec.Resources.NetBitsPerSec, Conns: spec.Resources.NetConns})
 	if err != nil {
-		return "", err
+		return network.Attachment{}, err
 	}
 	d.log.Debug("sandbox attached to the network", "sandbox", spec.ID, "addr", a.Addr, "gateway", a.Gateway, "netns", a.Namespace)
-	return a.Namespace, nil
+	return a, nil
 }
 
 // writeBundle makes the sandbox's directory and writes its config.json,
-// with the network namespace at netns ("" for a new empty one); it also
-// forgets the previous run's stopped marker, OOM, pid and socket, and
-// keeps its console log as console.log.1.
-func (d *Driver) writeBundle(spec driver.Spec, netns string) error {
+// in the namespace of att (a new empty one for the zero Attachment), with
+// its resolv.conf when it has one (see writeResolvConf); it also forgets
+// the previous run's stopped marker, OOM, pid and socket, and keeps its
+// console log as console.log.1.
+func (d *Driver) writeBundle(spec driver.Spec, att network.Attachment) error {
 	id := spec.ID
 	if err := os.MkdirAll(d.socketDir(id), 0o700); err != nil {
 		return err
 	}
 	if err := ensureTmp(spec.RootFS); err != nil {
+		return err
+	}
+	resolv, err := d.writeResolvConf(spec, att)
+	if err != nil {
 		return err
 	}
 	for _, p := range []string{d.stoppedMarker(id), d.socketPath(id), d.oomMarker(id), d.pidFile(id)} {
@@ -182,7 +188,7 @@ func (d *Driver) writeBundle(spec driver.Spec, netns string) error {
 	if err := os.Rename(d.consoleLog(id), d.consoleLog(id)+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	cfg := bundleSpec(d.runtime, spec, d.socketDir(id), d.cgroupParent, netns)
+	cfg := bundleSpec(d.runtime, spec, d.socketDir(id), d.cgroupParent, att.Namespace, resolv)
 	b, err := json.MarshalIndent(cfg, "", "\t")
 	if err != nil {
 		return err
@@ -211,6 +217,69 @@ func ensureTmp(rootfs string) error {
 		return err
 	case !fi.IsDir():
 		return fmt.Errorf("the root's /tmp is a %v, not a directory", fi.Mode().Type())
+	}
+	return nil
+}
+
+// writeResolvConf writes the resolv.conf of an egress sandbox whose
+// network host serves DNS, in its directory, and returns its path, for
+// bundleSpec to mount on /etc/resolv.conf: its gateway as its only name
+// server, which the host's rules redirect to the forwarder (see
+// network.Host.ServeDNS), with glibc's retries shortened so that a
+// resolver that does not answer fails a lookup in seconds. Any other
+// sandbox keeps its image's file: it returns "", and removes the file a
+// previous egress run left.
+func (d *Driver) writeResolvConf(spec driver.Spec, att network.Attachment) (string, error) {
+	path := filepath.Join(d.sandboxDir(spec.ID), "resolv.conf")
+	if att.Namespace == "" || d.net == nil || !d.net.ServesDNS() {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return "", nil
+	}
+	if err := ensureResolvConf(spec.RootFS); err != nil {
+		return "", err
+	}
+	content := "nameserver " + att.Gateway.String() + "\noptions timeout:2 attempts:2\n"
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
+}
+
+// ensureResolvConf makes sure the root's /etc/resolv.conf is a regular
+// file, the mount point of the generated one, creating an empty one (and
+// /etc) when missing. Anything else there, a symlink included (as
+// systemd-resolved images have), is refused, and so is an /etc that is not
+// a directory: the path is resolved on the host, where a symlink would
+// lead out of the root.
+func ensureResolvConf(rootfs string) error {
+	etc := filepath.Join(rootfs, "etc")
+	fi, err := os.Lstat(etc)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(etc, 0o755); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("the root's /etc is a %v, not a directory", fi.Mode().Type())
+	}
+	path := filepath.Join(etc, "resolv.conf")
+	fi, err = os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("the root's /etc/resolv.conf is a %v, not a regular file: hearth mounts the sandbox's own on it", fi.Mode().Type())
 	}
 	return nil
 }
