@@ -256,15 +256,7 @@ for t in sys.argv[2:]:
 func TestDNS(t *testing.T) {
 	upstream := drivertest.NewTestDNS(t, map[string]netip.Addr{testDNSName: testAddr})
 	h, _ := newHost(t, upstream)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.ServeDNS(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeDNS() = %v", err)
-		}
-	})
+	drivertest.ServeDNS(t, h)
 	a, err := h.Attach(t.Context(), "dnsa", network.Limits{})
 	if err != nil {
 		t.Fatal(err)

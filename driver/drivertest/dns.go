@@ -2,15 +2,19 @@ package drivertest
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hearth/hearth/network"
 )
 
 // NewTestDNS starts a name server of the test's own on 127.0.0.1, on UDP
@@ -223,4 +227,30 @@ func ParseDNSReply(reply []byte) (DNSReply, error) {
 		off = data + rdlen
 	}
 	return r, nil
+}
+
+// ServeDNS runs h's DNS forwarder until t's cleanup, which wants it to
+// return nil; it returns once the forwarder listens (a TCP connection from
+// loopback tells: it is closed unanswered, loopback not being a sandbox).
+func ServeDNS(t testing.TB, h *network.Host) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.ServeDNS(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeDNS() = %v", err)
+		}
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(h.DNSPort()))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp4", addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the DNS forwarder does not listen on %s", addr)
+		}
+	}
 }

@@ -3,13 +3,11 @@ package oci_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,32 +70,6 @@ func newNetHost(t testing.TB, stateDir string, upstreams ...netip.AddrPort) *net
 		}
 	})
 	return h
-}
-
-// serveDNS runs h's DNS forwarder until t's cleanup, which wants it to
-// return nil; it returns once the forwarder listens (a TCP connection from
-// loopback tells: it is closed unanswered, loopback not being a sandbox).
-func serveDNS(t testing.TB, h *network.Host) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.ServeDNS(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("ServeDNS() = %v", err)
-		}
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(h.DNSPort()))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("tcp4", addr); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the DNS forwarder does not listen on %s", addr)
-		}
-	}
 }
 
 // netLeftovers lists what the tests' network hosts left on the host.

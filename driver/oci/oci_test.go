@@ -118,7 +118,7 @@ func TestConformance(t *testing.T) {
 					dir := t.TempDir()
 					t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
 					nh := newNetHost(t, t.TempDir(), upstream)
-					serveDNS(t, nh)
+					drivertest.ServeDNS(t, nh)
 					return drivertest.Target{Driver: newDriverNet(t, rt, bin, dir, nh)}
 				},
 				RootFS:    func(t *testing.T) string { return drivertest.OverlayRootFS(t, base) },
