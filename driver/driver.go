@@ -16,19 +16,23 @@
 //   - Freezer: freeze every process of a sandbox in place and thaw it
 //     again, so that the host can take a consistent snapshot of a running
 //     sandbox's root (a live checkpoint) without stopping it.
+//   - EgressSetter: change an egress sandbox's own egress rules
+//     (EgressRules) while it runs. A driver whose Capabilities say Egress
+//     implements it.
 package driver
 
 import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 
 	"github.com/hearth/hearth/sandbox"
 )
 
-// ErrNotFound is returned by State, Dial, Stop, Delete, and Freezer's
-// Freeze and Thaw, for an id the driver does not know (never created, or
-// already deleted).
+// ErrNotFound is returned by State, Dial, Stop, Delete, Freezer's Freeze
+// and Thaw, and EgressSetter's SetEgress, for an id the driver does not
+// know (never created, or already deleted).
 var ErrNotFound = errors.New("driver: sandbox not found")
 
 // Spec is everything a driver needs to start one sandbox.
@@ -58,6 +62,40 @@ type Spec struct {
 	// Capabilities say Egress accepts; any other value fails Start. A wake
 	// may change it.
 	Network string
+	// Egress are the sandbox's own egress rules, on top of the egress
+	// policy every egress sandbox has; ignored unless Network is
+	// NetworkEgress. Every Start applies them whole (a wake may change
+	// them), and EgressSetter changes them while the sandbox runs.
+	Egress EgressRules
+}
+
+// EgressRules narrow where one egress sandbox may connect, on top of the
+// policy every egress sandbox has (see NetworkEgress), which they can
+// never open: a destination that policy blocks stays blocked whatever
+// Allow says. The zero value narrows nothing. Prefixes are IPv4 (a
+// sandbox has no IPv6); a driver fails on any other.
+type EgressRules struct {
+	// Allow, when not empty, are the only destinations the sandbox may
+	// reach; a packet to any other is refused.
+	Allow []netip.Prefix
+	// Deny are destinations the sandbox may not reach, even when Allow
+	// lists them; a packet to one is refused.
+	Deny []netip.Prefix
+}
+
+// EgressSetter is implemented by drivers that can change an egress
+// sandbox's EgressRules live: a driver whose Capabilities say Egress.
+type EgressSetter interface {
+	// SetEgress replaces the egress rules of sandbox id, running or
+	// stopped, with rules, and returns once they hold: a running sandbox's
+	// packets (on the connections it has open too) meet the new rules
+	// from then on, and no packet is let through in between that both the
+	// old and the new rules refuse. Setting the rules it has is not an
+	// error. A stopped sandbox's next Start applies its Spec.Egress, not
+	// what SetEgress set, so the host starts it with the rules it wants.
+	// It returns ErrNotFound for an unknown id, and an error saying so for
+	// a sandbox whose network is not NetworkEgress.
+	SetEgress(ctx context.Context, id string, rules EgressRules) error
 }
 
 // Network modes (Spec.Network).

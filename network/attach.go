@@ -51,15 +51,20 @@ func (h *Host) nsName(id string) string { return h.name + "-" + id }
 // free one recorded now (ErrNoAddress when none is left). The sandbox must
 // not be running: Attach may reset its interface.
 //
-// lim caps the sandbox's traffic and connections (see Limits and the
-// package doc). Every Attach applies it whole, replacing the caps an
-// earlier one applied: a wake may change them, and a zero field removes
-// that cap.
-func (h *Host) Attach(ctx context.Context, id string, lim Limits) (Attachment, error) {
+// lim caps the sandbox's traffic and connections, and eg is its own
+// egress policy (see Limits, Egress and the package doc). Every Attach
+// applies both whole, replacing what an earlier one (or SetEgress)
+// applied: a wake may change them, a zero field of lim removes that cap,
+// and the zero Egress removes the sandbox's egress rules. A negative cap
+// or a prefix of eg that is not IPv4 fails before anything is made.
+func (h *Host) Attach(ctx context.Context, id string, lim Limits, eg Egress) (Attachment, error) {
 	if err := checkID(id); err != nil {
 		return Attachment{}, err
 	}
 	if err := lim.check(); err != nil {
+		return Attachment{}, err
+	}
+	if err := eg.check(); err != nil {
 		return Attachment{}, err
 	}
 	if err := h.ensureSetup(ctx); err != nil {
@@ -78,7 +83,10 @@ func (h *Host) Attach(ctx context.Context, id string, lim Limits) (Attachment, e
 	if err := h.limit(ctx, id, lim); err != nil {
 		return Attachment{}, fmt.Errorf("network: attach %s: limits: %w", id, err)
 	}
-	h.log.Debug("sandbox attached", "sandbox", id, "addr", addr, "link", a.Link, "bits_per_sec", lim.BitsPerSec, "conns", lim.Conns)
+	if err := h.egress(ctx, id, eg); err != nil {
+		return Attachment{}, fmt.Errorf("network: attach %s: egress: %w", id, err)
+	}
+	h.log.Debug("sandbox attached", "sandbox", id, "addr", addr, "link", a.Link, "bits_per_sec", lim.BitsPerSec, "conns", lim.Conns, "allow", eg.Allow, "deny", eg.Deny)
 	return a, nil
 }
 
@@ -155,8 +163,8 @@ func (h *Host) batch(ctx context.Context, ns string, cmds ...string) error {
 	return err
 }
 
-// Detach removes sandbox id's connection cap, veth (and the shaper on it),
-// ifb, namespace and address record. It is idempotent: what is missing is
+// Detach removes sandbox id's egress rules, connection cap, veth (and the
+// shaper on it), ifb, namespace and address record. It is idempotent: what is missing is
 // not an error, and an id with nothing left costs no command. The sandbox
 // should be stopped: a runtime still in the namespace keeps it alive
 // (without its veth) until it exits.
@@ -167,9 +175,12 @@ func (h *Host) Detach(ctx context.Context, id string) error {
 	if !h.Attached(id) {
 		return nil
 	}
-	// The cap first: it is found by the veth's name, while the address
-	// record, removed last, keeps the id Attached for a Detach that
-	// repeats one cut short.
+	// The rules first: they are found by the veth's name, while the
+	// address record, removed last, keeps the id Attached for a Detach
+	// that repeats one cut short.
+	if err := h.egress(ctx, id, Egress{}); err != nil {
+		return fmt.Errorf("network: detach %s: %w", id, err)
+	}
 	if err := h.capConns(ctx, id, 0); err != nil {
 		return fmt.Errorf("network: detach %s: %w", id, err)
 	}

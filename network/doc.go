@@ -40,8 +40,9 @@
 // The rules live in chains of their own, <NAME>-INPUT and <NAME>-FORWARD in
 // the filter table and <NAME>-POSTROUTING and <NAME>-PREROUTING in the nat
 // table, jumped to from the first rule of INPUT, FORWARD, POSTROUTING and
-// PREROUTING (and <NAME>-LIMITS, for the limits below; <NAME>-PREROUTING,
-// for the name service below, is empty without one). Setup rewrites them
+// PREROUTING (and <NAME>-EGRESS and <NAME>-LIMITS, for the per-sandbox
+// rules and the limits below; <NAME>-PREROUTING, for the name service
+// below, is empty without one). Setup rewrites them
 // whole in one iptables-restore transaction, so that a daemon restart
 // neither duplicates them nor leaves a moment without them. They match
 // sandboxes by the name of the host side of their veth, which begins with
@@ -56,6 +57,26 @@
 // reloading) takes the rules with it until Setup runs again: the driver
 // runs it at the first egress start and at every Recover that finds
 // sandboxes attached.
+//
+// Per-sandbox egress rules: Attach takes a sandbox's own policy (Egress),
+// and SetEgress replaces it while the sandbox runs. It narrows, never
+// widens, the policy above: Deny lists destinations the sandbox may not
+// reach, and a non-empty Allow the only ones it may. <NAME>-FORWARD jumps
+// to <NAME>-EGRESS for every packet out of a sandbox (not only new
+// connections: a change cuts the connections it forbids), after the
+// rejects of the always-blocked and denied destinations, so that no Allow
+// ever opens one, and before the limits. There, matched by the name of its
+// veth, each sandbox with a policy has a REJECT (ICMP port unreachable)
+// per denied prefix, then, with an allow list, a RETURN per allowed one
+// and a REJECT of the rest; a sandbox with none has no rule and falls
+// through. SetEgress (and Attach, and Detach, which removes them) changes
+// one sandbox's rules in one iptables-restore --noflush transaction that
+// appends the new rules and deletes the old ones by their spec, so that
+// no packet ever meets half a change, and other sandboxes' rules are
+// never touched. Like the limits chain, Setup creates it when missing but
+// never empties it, so the rules survive a daemon restart; a firewall
+// flush takes them until the sandbox's next Attach (its next start). IPv4
+// prefixes only: a sandbox has no IPv6.
 //
 // Limits: Attach takes a sandbox's caps (Limits), so that one sandbox
 // cannot take the host's uplink, nor its connection tracking, for itself;

@@ -15,10 +15,13 @@ var (
 	Allocate  = allocate
 	LinkName  = linkName
 	CheckID   = checkID
-	ChainsFor = func(name string) (input, forward, postrouting, prerouting, limits string) {
+	ChainsFor = func(name string) (input, forward, postrouting, prerouting, egress, limits string) {
 		c := chainsFor(name)
-		return c.input, c.forward, c.postrouting, c.prerouting, c.limits
+		return c.input, c.forward, c.postrouting, c.prerouting, c.egress, c.limits
 	}
+	EgressRules     = egressRules
+	EgressRestore   = egressRestore
+	CheckEgress     = func(e Egress) error { return e.check() }
 	IFBName         = ifbName
 	BurstBytes      = burstBytes
 	ShapeLines      = shapeLines

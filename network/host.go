@@ -193,10 +193,11 @@ func (h *Host) Subnet() netip.Prefix { return h.subnet }
 // (once each; the PREROUTING chain holds the DNS redirect, and is empty
 // when the Host serves no DNS). Calling
 // it at every daemon start refreshes the rules without duplicating any.
-// The limits chain (<NAME>-LIMITS) is created when missing but never
-// emptied: it holds the connection caps of attached sandboxes, which Attach
-// puts there and Detach takes out. Attach calls Setup the first time it is
-// used.
+// The egress and limits chains (<NAME>-EGRESS, <NAME>-LIMITS) are created
+// when missing but never emptied: they hold the egress rules and the
+// connection caps of attached sandboxes, which Attach and SetEgress put
+// there and Detach takes out. Attach and SetEgress call Setup the first
+// time they are used.
 func (h *Host) Setup(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -204,9 +205,11 @@ func (h *Host) Setup(ctx context.Context) error {
 }
 
 func (h *Host) setupLocked(ctx context.Context) error {
-	// Before the policy, which jumps to it.
-	if err := h.ensureChain(ctx, "filter", h.chains.limits); err != nil {
-		return fmt.Errorf("network: setup: %w", err)
+	// Before the policy, which jumps to them.
+	for _, chain := range []string{h.chains.egress, h.chains.limits} {
+		if err := h.ensureChain(ctx, "filter", chain); err != nil {
+			return fmt.Errorf("network: setup: %w", err)
+		}
 	}
 	in := restoreInput(h.chains, h.filterRules(), h.natRules())
 	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
@@ -312,8 +315,9 @@ func (h *Host) Teardown(ctx context.Context) error {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 	}
-	// The limits chain after the forward chain, the one that jumps to it.
-	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.limits}, {"nat", h.chains.postrouting}, {"nat", h.chains.prerouting}} {
+	// The egress and limits chains after the forward chain, the one that
+	// jumps to them.
+	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.egress}, {"filter", h.chains.limits}, {"nat", h.chains.postrouting}, {"nat", h.chains.prerouting}} {
 		exists, err := h.chainExists(ctx, c.table, c.chain)
 		if err != nil {
 			return fmt.Errorf("network: teardown: %w", err)

@@ -257,7 +257,7 @@ func TestDNS(t *testing.T) {
 	upstream := drivertest.NewTestDNS(t, map[string]netip.Addr{testDNSName: testAddr})
 	h, _ := newHost(t, upstream)
 	drivertest.ServeDNS(t, h)
-	a, err := h.Attach(t.Context(), "dnsa", network.Limits{})
+	a, err := h.Attach(t.Context(), "dnsa", network.Limits{}, network.Egress{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestDNS(t *testing.T) {
 func TestAttach(t *testing.T) {
 	h, dir := newHost(t)
 	ctx := t.Context()
-	a, err := h.Attach(ctx, "sba", network.Limits{})
+	a, err := h.Attach(ctx, "sba", network.Limits{}, network.Egress{})
 	if err != nil {
 		t.Fatalf("Attach(sba) = %v", err)
 	}
@@ -305,7 +305,7 @@ func TestAttach(t *testing.T) {
 	}
 	wantPlumbed(t, a)
 
-	b, err := h.Attach(ctx, "sbb", network.Limits{})
+	b, err := h.Attach(ctx, "sbb", network.Limits{}, network.Egress{})
 	if err != nil {
 		t.Fatalf("Attach(sbb) = %v", err)
 	}
@@ -315,7 +315,7 @@ func TestAttach(t *testing.T) {
 
 	// gVisor takes eth0's addresses (and with them the routes) away.
 	run(t, "ip", "-n", testName+"-sba", "address", "flush", "dev", "eth0")
-	again, err := openHost(t, dir).Attach(ctx, "sba", network.Limits{})
+	again, err := openHost(t, dir).Attach(ctx, "sba", network.Limits{}, network.Egress{})
 	if err != nil || again != a {
 		t.Errorf("Attach(sba) by a new Host = %+v, %v; want %+v", again, err, a)
 	}
@@ -386,18 +386,18 @@ func wantPlumbed(t *testing.T, a network.Attachment) {
 func TestLimits(t *testing.T) {
 	h, dir := newHost(t)
 	ctx := t.Context()
-	if _, err := h.Attach(ctx, "limneg", network.Limits{BitsPerSec: -1}); err == nil {
+	if _, err := h.Attach(ctx, "limneg", network.Limits{BitsPerSec: -1}, network.Egress{}); err == nil {
 		t.Errorf("Attach(limneg, a negative rate) = nil, want an error")
 	}
 	if h.Attached("limneg") {
 		t.Errorf("Attach(limneg, a negative rate) attached it")
 	}
 	small := network.Limits{BitsPerSec: 8e6, Conns: 5}
-	a, err := h.Attach(ctx, "lima", small)
+	a, err := h.Attach(ctx, "lima", small, network.Egress{})
 	if err != nil {
 		t.Fatalf("Attach(lima, %+v) = %v", small, err)
 	}
-	b, err := h.Attach(ctx, "limb", network.Limits{})
+	b, err := h.Attach(ctx, "limb", network.Limits{}, network.Egress{})
 	if err != nil {
 		t.Fatalf("Attach(limb) = %v", err)
 	}
@@ -413,7 +413,7 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("Setup() by another Host = %v", err)
 	}
 	wantLimits(t, h, a, small)
-	if again, err := openHost(t, dir).Attach(ctx, "lima", small); err != nil || again != a {
+	if again, err := openHost(t, dir).Attach(ctx, "lima", small, network.Egress{}); err != nil || again != a {
 		t.Fatalf("Attach(lima, %+v) again by a new Host = %+v, %v; want %+v", small, again, err, a)
 	}
 	wantLimits(t, h, a, small)
@@ -425,7 +425,7 @@ func TestLimits(t *testing.T) {
 		{},
 		small,
 	} {
-		if _, err := h.Attach(ctx, "lima", lim); err != nil {
+		if _, err := h.Attach(ctx, "lima", lim, network.Egress{}); err != nil {
 			t.Fatalf("Attach(lima, %+v) = %v", lim, err)
 		}
 		wantLimits(t, h, a, lim)
@@ -512,11 +512,11 @@ func TestPolicy(t *testing.T) {
 	public := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.1"), 8080)
 	private := drivertest.NewTestHost(t, netip.MustParseAddr("10.124.0.1"), 8080)
 	linkLocal := drivertest.NewTestHost(t, netip.MustParseAddr("169.254.124.1"), 8080)
-	a, err := h.Attach(ctx, "pola", network.Limits{})
+	a, err := h.Attach(ctx, "pola", network.Limits{}, network.Egress{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := h.Attach(ctx, "polb", network.Limits{})
+	b, err := h.Attach(ctx, "polb", network.Limits{}, network.Egress{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,7 +190,7 @@ func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
 // goes in before the old one comes out, so that the sandbox is never
 // without a cap it had.
 func (h *Host) capConns(ctx context.Context, id string, conns int64) error {
-	listing, err := h.limitRules(ctx)
+	listing, err := h.chainRules(ctx, h.chains.limits)
 	if err != nil {
 		return err
 	}
@@ -210,14 +210,15 @@ func (h *Host) capConns(ctx context.Context, id string, conns int64) error {
 	return nil
 }
 
-// limitRules lists the limits chain (iptables -S). A host where Setup has
-// not run since it booted has no chain, and so no rules.
-func (h *Host) limitRules(ctx context.Context) ([]string, error) {
-	listing, err := h.listChain(ctx, "filter", h.chains.limits)
+// chainRules lists chain of the filter table, the limits or the egress
+// one (iptables -S). A host where Setup has not run since it booted has no
+// such chain, and so no rules.
+func (h *Host) chainRules(ctx context.Context, chain string) ([]string, error) {
+	listing, err := h.listChain(ctx, "filter", chain)
 	if err == nil {
 		return listing, nil
 	}
-	if exists, lerr := h.chainExists(ctx, "filter", h.chains.limits); lerr == nil && !exists {
+	if exists, lerr := h.chainExists(ctx, "filter", chain); lerr == nil && !exists {
 		return nil, nil
 	}
 	return nil, err

@@ -26,18 +26,19 @@ var blocked = []netip.Prefix{
 // timeout).
 const reject = "-j REJECT --reject-with icmp-port-unreachable"
 
-// chains are the names of a Host's own iptables chains: the policy's, and
-// limits, which holds the sandboxes' connection caps (see connRule).
+// chains are the names of a Host's own iptables chains: the policy's;
+// egress, which holds the sandboxes' own egress rules (see egressRules);
+// and limits, which holds their connection caps (see connRule).
 type chains struct {
-	input, forward, postrouting, prerouting, limits string
+	input, forward, postrouting, prerouting, egress, limits string
 }
 
 // chainsFor returns the chains of the host named name: <NAME>-INPUT,
-// <NAME>-FORWARD, <NAME>-LIMITS (filter), <NAME>-POSTROUTING and
-// <NAME>-PREROUTING (nat).
+// <NAME>-FORWARD, <NAME>-EGRESS, <NAME>-LIMITS (filter),
+// <NAME>-POSTROUTING and <NAME>-PREROUTING (nat).
 func chainsFor(name string) chains {
 	up := strings.ToUpper(name)
-	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", prerouting: up + "-PREROUTING", limits: up + "-LIMITS"}
+	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", prerouting: up + "-PREROUTING", egress: up + "-EGRESS", limits: up + "-LIMITS"}
 }
 
 // hook is a jump from a built-in chain to one of ours.
@@ -93,6 +94,10 @@ func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.
 		rules = append(rules, "-A "+c.forward+" -d "+p.String()+" -i "+links+" "+reject)
 	}
 	return append(rules,
+		// Every packet out of a sandbox, past the sandbox's own egress
+		// rules (none for most): a live change of them applies to the
+		// connections it has open too.
+		"-A "+c.forward+" -i "+links+" -j "+c.egress,
 		// A new TCP connection to where it may go: past its sandbox's
 		// cap, if it has one. Only SYNs walk the limits chain, one rule
 		// per capped sandbox.

@@ -29,6 +29,7 @@ func TestRules(t *testing.T) {
 		"-A HEARTH-FORWARD -d 240.0.0.0/4" + reject,
 		"-A HEARTH-FORWARD -d 10.89.0.0/16" + reject,
 		"-A HEARTH-FORWARD -d 192.0.2.0/24" + reject,
+		"-A HEARTH-FORWARD -i hv+ -j HEARTH-EGRESS",
 		"-A HEARTH-FORWARD -i hv+ -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -j HEARTH-LIMITS",
 		"-A HEARTH-FORWARD -i hv+ -j ACCEPT",
 	}
@@ -53,12 +54,15 @@ func TestRules(t *testing.T) {
 	if !strings.HasSuffix(in, "MASQUERADE\nCOMMIT\n") {
 		t.Errorf("restore input:\n%s\nwant it to end with the nat COMMIT", in)
 	}
-	if input, forward, post, pre, limits := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" || pre != "HEARTHOCI-PREROUTING" || limits != "HEARTHOCI-LIMITS" {
-		t.Errorf("chainsFor(hearthoci) = %s, %s, %s, %s, %s", input, forward, post, pre, limits)
+	if input, forward, post, pre, egress, limits := network.ChainsFor("hearthoci"); input != "HEARTHOCI-INPUT" || forward != "HEARTHOCI-FORWARD" || post != "HEARTHOCI-POSTROUTING" || pre != "HEARTHOCI-PREROUTING" || egress != "HEARTHOCI-EGRESS" || limits != "HEARTHOCI-LIMITS" {
+		t.Errorf("chainsFor(hearthoci) = %s, %s, %s, %s, %s, %s", input, forward, post, pre, egress, limits)
 	}
-	// The limits chain is not the restore's: it would empty it.
-	if strings.Contains(in, ":HEARTH-LIMITS") {
-		t.Errorf("restore input:\n%s\nwant no declaration of HEARTH-LIMITS", in)
+	// The egress and limits chains are not the restore's: it would empty
+	// them.
+	for _, chain := range []string{":HEARTH-EGRESS", ":HEARTH-LIMITS"} {
+		if strings.Contains(in, chain) {
+			t.Errorf("restore input:\n%s\nwant no declaration %s", in, chain)
+		}
 	}
 }
 

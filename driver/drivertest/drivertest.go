@@ -76,7 +76,9 @@ type Config struct {
 // implements an optional capability, that capability (Freeze:
 // driver.Freezer); and for one whose Capabilities say Egress, the egress
 // network policy and the network caps of Resources, against test hosts of
-// its own on this machine (Egress, EgressLimits: see NewTestHost), and,
+// its own on this machine (Egress, EgressLimits: see NewTestHost), its
+// own egress rules at Start and changed live (EgressRules:
+// driver.EgressSetter), and,
 // with Config.NewDNS, names resolved through the host (EgressDNS, against
 // a name server of its own: see NewTestDNS).
 func Run(t *testing.T, cfg Config) {
@@ -95,6 +97,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("Freeze", s.testFreeze)
 	t.Run("Egress", s.testEgress)
 	t.Run("EgressLimits", s.testEgressLimits)
+	t.Run("EgressRules", s.testEgressRules)
 	t.Run("EgressDNS", s.testEgressDNS)
 }
 

@@ -34,6 +34,9 @@
 // the end of its context, so an agent call made during a checkpoint
 // completes after it. It freezes no host process: commands already running,
 // and calls on connections opened before Freeze, go on.
+//
+// It is a driver.EgressSetter too, with the contract's errors: it records
+// each sandbox's egress rules (EgressOf), and enforces none.
 package fake
 
 import (
@@ -74,15 +77,16 @@ type Driver struct {
 }
 
 var (
-	_ driver.Driver  = (*Driver)(nil)
-	_ driver.Freezer = (*Driver)(nil)
+	_ driver.Driver       = (*Driver)(nil)
+	_ driver.Freezer      = (*Driver)(nil)
+	_ driver.EgressSetter = (*Driver)(nil)
 )
 
 // Op names a driver.Driver method, in Calls.
 type Op string
 
-// The recorded methods, of driver.Driver and driver.Freezer (Capabilities
-// is not recorded).
+// The recorded methods, of driver.Driver, driver.Freezer and
+// driver.EgressSetter (Capabilities is not recorded).
 const (
 	OpStart   Op = "Start"
 	OpDial    Op = "Dial"
@@ -92,6 +96,8 @@ const (
 	OpRecover Op = "Recover"
 	OpFreeze  Op = "Freeze"
 	OpThaw    Op = "Thaw"
+	// OpSetEgress is driver.EgressSetter's SetEgress.
+	OpSetEgress Op = "SetEgress"
 )
 
 // Call is one recorded call of a driver.Driver method.
@@ -130,6 +136,9 @@ type box struct {
 	oomExecs  int           // results of exec to report as OOM killed
 	agent     *live         // nil unless running
 	thawed    chan struct{} // non-nil while frozen; closed by thaw
+	// egress are the egress rules last applied: Spec.Egress at Start,
+	// then what SetEgress set.
+	egress driver.EgressRules
 }
 
 // thaw ends a freeze of b, if any, releasing the Dials it holds.
@@ -262,6 +271,10 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 		srv.Serve(a.ln)
 	}()
 	b.spec, b.status, b.pid, b.oomKilled, b.agent = spec, driver.StatusRunning, d.w.nextPID, false, a
+	b.egress = driver.EgressRules{}
+	if spec.Network == driver.NetworkEgress {
+		b.egress = spec.Egress
+	}
 	d.w.nextPID++
 	return nil
 }
@@ -383,6 +396,39 @@ func (d *Driver) Thaw(ctx context.Context, id string) error {
 	}
 	b.thaw()
 	return nil
+}
+
+// SetEgress records rules as sandbox id's egress rules (EgressOf tells a
+// test), running or stopped; it enforces nothing, like the fake's egress
+// itself. It returns driver.ErrNotFound for an unknown id, and an error
+// saying so for a sandbox last started without the egress network. See
+// driver.EgressSetter.
+func (d *Driver) SetEgress(ctx context.Context, id string, rules driver.EgressRules) error {
+	d.record(OpSetEgress, id)
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		return fmt.Errorf("fake: SetEgress(%s): %w", id, driver.ErrNotFound)
+	}
+	if b.spec.Network != driver.NetworkEgress {
+		return fmt.Errorf("fake: SetEgress(%s): sandbox has no egress network (network %q)", id, b.spec.Network)
+	}
+	b.egress = rules
+	return nil
+}
+
+// EgressOf returns the egress rules sandbox id has: its Spec.Egress at its
+// last Start (none when that was not an egress start), or what SetEgress
+// set since; false for an unknown id.
+func (d *Driver) EgressOf(id string) (driver.EgressRules, bool) {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		return driver.EgressRules{}, false
+	}
+	return b.egress, true
 }
 
 // Frozen reports whether sandbox id is frozen (false for an unknown id).

@@ -74,7 +74,14 @@
 // interface, which the next Start's attach puts back). Every Start passes
 // the spec's network caps (Resources.NetBitsPerSec and NetConns) to the
 // attach, which enforces them on the host, out of the sandbox's reach, and
-// replaces those of the previous run: a wake gets its spec's. When the
+// replaces those of the previous run: a wake gets its spec's. So do its
+// own egress rules (Spec.Egress), which the host enforces in a chain of
+// per-sandbox rules; the driver is a driver.EgressSetter, and SetEgress
+// replaces them while the sandbox runs (network.Host.SetEgress, one
+// iptables transaction), also on its open connections, recording nothing:
+// the next Start applies Spec.Egress again, so the host keeps the spec
+// up to date. SetEgress on a sandbox with no attachment (mode none) is an
+// error. When the
 // network host serves DNS (network.Host.ServesDNS), every Start of an
 // egress sandbox writes <dir>/resolv.conf, naming the sandbox's gateway,
 // and bind-mounts it read-only on the root's /etc/resolv.conf (made empty

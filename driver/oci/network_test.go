@@ -237,7 +237,7 @@ func TestRecoverDetachesOrphans(t *testing.T) {
 	nh := newNetHost(t, t.TempDir())
 	d := newDriverNet(t, oci.RuntimeRunc, bin, dir, nh)
 	ctx := t.Context()
-	if _, err := nh.Attach(ctx, "orphan1", network.Limits{}); err != nil {
+	if _, err := nh.Attach(ctx, "orphan1", network.Limits{}, network.Egress{}); err != nil {
 		t.Fatalf("Attach(orphan1) = %v", err)
 	}
 	if _, err := d.Recover(ctx); err != nil {
@@ -247,7 +247,7 @@ func TestRecoverDetachesOrphans(t *testing.T) {
 		t.Errorf("Recover() left the attachment of unknown sandbox orphan1")
 	}
 	// Delete of an id known only by its attachment removes it.
-	if _, err := nh.Attach(ctx, "orphan2", network.Limits{}); err != nil {
+	if _, err := nh.Attach(ctx, "orphan2", network.Limits{}, network.Egress{}); err != nil {
 		t.Fatalf("Attach(orphan2) = %v", err)
 	}
 	if err := d.Delete(ctx, "orphan2"); err != nil {

@@ -136,6 +136,9 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 		if d.net == nil {
 			return fmt.Errorf("oci: start %s: network %q: %w", spec.ID, spec.Network, ErrNoEgress)
 		}
+		if err := checkEgress(spec.Egress); err != nil {
+			return fmt.Errorf("oci: start %s: %w", spec.ID, err)
+		}
 	default:
 		return fmt.Errorf("oci: start %s: unknown network mode %q (want %q or %q)", spec.ID, spec.Network, driver.NetworkNone, driver.NetworkEgress)
 	}
@@ -143,8 +146,8 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 }
 
 // attach gives an egress sandbox its network attachment, under the
-// network caps of its Resources (at every start: a wake may bring other
-// ones), and returns it. For any other it returns the zero Attachment (a
+// network caps of its Resources and its own egress rules (Spec.Egress; at
+// every start: a wake may bring other ones), and returns it. For any other it returns the zero Attachment (a
 // new empty namespace) and removes an attachment the sandbox kept from an
 // egress run before, so that a sandbox's network is only ever what its
 // spec asks for.
@@ -155,7 +158,7 @@ func (d *Driver) attach(ctx context.Context, spec driver.Spec) (network.Attachme
 		}
 		return network.Attachment{}, nil
 	}
-	a, err := d.net.Attach(ctx, spec.ID, network.Limits{BitsPerSec: spec.Resources.NetBitsPerSec, Conns: spec.Resources.NetConns})
+	a, err := d.net.Attach(ctx, spec.ID, network.Limits{BitsPerSec: spec.Resources.NetBitsPerSec, Conns: spec.Resources.NetConns}, egressOf(spec.Egress))
 	if err != nil {
 		return network.Attachment{}, err
 	}
