@@ -220,7 +220,7 @@ func TestStrictDecoding(t *testing.T) {
 	}
 	t.Run("hint lists the fields", func(t *testing.T) {
 		resp, body := call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"nmae":"x"}`)
-		if got := errorOf(t, resp, body); got.Hint != "the fields are: image, labels, name, network, size, ttl" {
+		if got := errorOf(t, resp, body); got.Hint != "the fields are: egress, image, labels, name, network, size, ttl" {
 			t.Fatalf("hint = %q", got.Hint)
 		}
 	})

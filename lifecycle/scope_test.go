@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -188,4 +189,50 @@ func TestNetworkWithoutEgress(t *testing.T) {
 		t.Errorf("message %q", se.Message)
 	}
 	e.wantHeld(t)
+}
+
+// Egress policies: a sandbox's own within its tenant's, checked at create
+// and update, given to the runtime at start and, live, to a running
+// sandbox when it or its tenant's changes.
+func TestEgressPolicy(t *testing.T) {
+	e := newEnv(t, func(o *lifecycle.Options) { o.Driver = driverfake.New(driverfake.Options{Egress: true}) })
+	ctx := t.Context()
+	drv := e.opts.Driver.(*driverfake.Driver)
+	tenant := sandbox.EgressPolicy{Allow: []string{"203.0.113.0/24"}, Deny: []string{"203.0.113.9"}}
+	if _, err := e.svc.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Egress: &tenant}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "wide", Network: sandbox.NetworkEgress,
+		Egress: &sandbox.EgressPolicy{Allow: []string{"198.51.100.0/24"}}})
+	wantCode(t, "Create(allow outside the tenant's)", err, sandbox.CodeInvalidArgument)
+	sb, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress,
+		Egress: &sandbox.EgressPolicy{Allow: []string{"203.0.113.128/25"}, Deny: []string{"203.0.113.200"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := drv.Spec(sb.ID)
+	if got := fmt.Sprint(spec.Egress.Allow, spec.Egress.Deny); got != "[203.0.113.128/25] [203.0.113.9/32 203.0.113.200/32]" {
+		t.Errorf("the runtime's rules at start = %s", got)
+	}
+	// A live change of the sandbox's own policy.
+	if _, err := e.svc.Update(ctx, a1, "out", sandbox.SandboxUpdate{Egress: &sandbox.EgressPolicy{}}); err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := drv.EgressOf(sb.ID)
+	if got := fmt.Sprint(rules.Allow, rules.Deny); got != "[203.0.113.0/24] [203.0.113.9/32]" {
+		t.Errorf("rules after clearing the sandbox's own = %s; want the tenant's", got)
+	}
+	_, err = e.svc.Update(ctx, a1, "out", sandbox.SandboxUpdate{Egress: &sandbox.EgressPolicy{Deny: []string{"nope"}}})
+	wantCode(t, "Update(bad network)", err, sandbox.CodeInvalidArgument)
+	// A live change of the tenant's.
+	none := sandbox.EgressPolicy{Deny: []string{"192.0.2.1"}}
+	if _, err := e.svc.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Egress: &none}}); err != nil {
+		t.Fatal(err)
+	}
+	rules, _ = drv.EgressOf(sb.ID)
+	if got := fmt.Sprint(rules.Allow, rules.Deny); got != "[] [192.0.2.1/32]" {
+		t.Errorf("rules after the tenant's change = %s", got)
+	}
+	_, err = e.svc.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Egress: &sandbox.EgressPolicy{Allow: []string{"::/0"}}}})
+	wantCode(t, "UpdateTenant(IPv6 allow)", err, sandbox.CodeInvalidArgument)
 }

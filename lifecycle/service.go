@@ -222,6 +222,17 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	if req.Network, err = s.networkFor(ctx, p, limited, req.Network); err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
+	var egress sandbox.EgressPolicy
+	if req.Egress != nil {
+		egress = *req.Egress
+		tenant, err := s.tenantEgress(ctx, p.Tenant)
+		if err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		if _, _, err := egress.Effective(tenant); err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+	}
 	if req.Size == "" {
 		req.Size = sandbox.DefaultSize
 	}
@@ -266,7 +277,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	}
 	// Pool members have no network: only a create that asks for none
 	// can claim one.
-	if from == "" && req.Image == s.opts.DefaultImage && !forPool && req.Network == sandbox.NetworkNone {
+	if from == "" && req.Image == s.opts.DefaultImage && !forPool && req.Network == sandbox.NetworkNone && req.Egress == nil {
 		sb, ok, err := s.claim(ctx, p, req, ttl)
 		if ok {
 			s.forgetGone(ctx, sb.Name)
@@ -299,6 +310,7 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		Labels:      req.Labels,
 		PublicPorts: []int{},
 		Network:     req.Network,
+		Egress:      egress,
 	}
 	if forPool {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
@@ -388,6 +400,11 @@ func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
 		UID: 1000, GID: 1000, Home: "/home/sandbox",
 		Resources: sb.Resources,
 		Network:   sb.Network,
+	}
+	if sb.Network == sandbox.NetworkEgress {
+		if spec.Egress, err = s.egressRules(ctx, sb); err != nil {
+			return err
+		}
 	}
 	if err := s.opts.Driver.Start(ctx, spec); err != nil {
 		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "err", err)
@@ -669,6 +686,11 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 			return sandbox.Sandbox{}, err
 		}
 	}
+	if u.Egress != nil {
+		if _, _, err := u.Egress.Prefixes(); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
 	unlock := s.locks.lock(name)
 	defer unlock()
 	sb, err := s.Get(ctx, p, name)
@@ -681,9 +703,24 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 	if u.PublicPorts != nil {
 		sb.PublicPorts = slices.Sorted(slices.Values(*u.PublicPorts))
 	}
+	if u.Egress != nil {
+		tenant, err := s.tenantEgress(ctx, sb.Tenant)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		if _, _, err := u.Egress.Effective(tenant); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		sb.Egress = *u.Egress
+	}
 	sb.UpdatedAt = s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	}
+	if u.Egress != nil {
+		if err := s.applyEgress(ctx, sb); err != nil {
+			return sandbox.Sandbox{}, err
+		}
 	}
 	return sb, nil
 }

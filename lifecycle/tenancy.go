@@ -130,6 +130,9 @@ func (s *Service) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 		return sandbox.Tenant{}, s.internal("update tenant", err)
 	}
 	s.log.Info("tenant updated", "tenant", t.Name, "by", p.Agent)
+	if u.Policy.Egress != nil || u.ResetPolicy {
+		s.applyTenantEgress(ctx, t.Name)
+	}
 	return t, nil
 }
 

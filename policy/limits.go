@@ -109,7 +109,7 @@ func setGate(l *Limits, o sandbox.PolicyOverrides) error {
 
 // setNetwork applies the network overrides: the default mode, and whether
 // egress is allowed; a default of egress where egress is not allowed is
-// refused.
+// refused, and so is an egress policy that does not parse.
 func setNetwork(l *Limits, o sandbox.PolicyOverrides) error {
 	if o.Network != nil {
 		if err := sandbox.ValidateNetwork(*o.Network); err != nil || *o.Network == "" {
@@ -120,6 +120,11 @@ func setNetwork(l *Limits, o sandbox.PolicyOverrides) error {
 	}
 	if o.AllowEgress != nil {
 		l.AllowEgress = *o.AllowEgress
+	}
+	if o.Egress != nil {
+		if _, _, err := o.Egress.Prefixes(); err != nil {
+			return err
+		}
 	}
 	if l.Network == sandbox.NetworkEgress && !l.AllowEgress {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "policy.network is %q but policy.allow_egress is false", sandbox.NetworkEgress).

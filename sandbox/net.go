@@ -1,6 +1,10 @@
 package sandbox
 
-import "strconv"
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+)
 
 // ListeningPort is a TCP port a process in a sandbox listens on: Address
 // is the local address it is bound to ("0.0.0.0", "127.0.0.1", "::").
@@ -79,4 +83,84 @@ func ValidateNetwork(mode string) error {
 	}
 	return Errorf(CodeInvalidArgument, "unknown network mode %q", mode).
 		WithHint("use %q (loopback only) or %q (outbound connections)", NetworkNone, NetworkEgress)
+}
+
+// MaxEgressRules is how many entries each list of an EgressPolicy holds at
+// most.
+const MaxEgressRules = 256
+
+// EgressPolicy narrows where an egress sandbox may connect, on top of what
+// is always blocked (the host, other sandboxes, private and reserved
+// networks): no destination in Deny, and, when Allow is not empty, only
+// destinations in Allow. Entries are IPv4 networks ("203.0.113.0/24") or
+// addresses ("203.0.113.7"). A tenant's policy applies to all its
+// sandboxes; a sandbox's own adds to the tenant's Deny, and its Allow, when
+// the tenant has one, must lie within it.
+type EgressPolicy struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Prefixes parses the policy: its lists as networks, each entry checked.
+func (e EgressPolicy) Prefixes() (allow, deny []netip.Prefix, err error) {
+	if allow, err = parseNetworks("allow", e.Allow); err != nil {
+		return nil, nil, err
+	}
+	if deny, err = parseNetworks("deny", e.Deny); err != nil {
+		return nil, nil, err
+	}
+	return allow, deny, nil
+}
+
+// parseNetworks parses one list of an EgressPolicy.
+func parseNetworks(list string, entries []string) ([]netip.Prefix, error) {
+	if len(entries) > MaxEgressRules {
+		return nil, Errorf(CodeInvalidArgument, "egress %s has %d entries, over the limit of %d", list, len(entries), MaxEgressRules).
+			With("limit", MaxEgressRules).With("used", len(entries))
+	}
+	out := make([]netip.Prefix, 0, len(entries))
+	for _, s := range entries {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, Errorf(CodeInvalidArgument, "egress %s entry %q is not an IPv4 network or address", list, s).
+					WithHint("write e.g. 203.0.113.0/24 or 203.0.113.7")
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if !p.Addr().Is4() {
+			return nil, Errorf(CodeInvalidArgument, "egress %s entry %q is not IPv4: sandboxes have no IPv6", list, s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Effective returns the networks a sandbox with policy own, in a tenant
+// with policy tenant, may reach (allow, empty for anywhere not blocked)
+// and may not (deny). Its own Allow must lie within the tenant's, when the
+// tenant has one (invalid_argument otherwise); an empty own Allow takes the
+// tenant's.
+func (own EgressPolicy) Effective(tenant EgressPolicy) (allow, deny []netip.Prefix, err error) {
+	tAllow, tDeny, err := tenant.Prefixes()
+	if err != nil {
+		return nil, nil, err
+	}
+	allow, deny, err = own.Prefixes()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(tAllow) > 0 {
+		for _, p := range allow {
+			if !slices.ContainsFunc(tAllow, func(t netip.Prefix) bool { return t.Bits() <= p.Bits() && t.Contains(p.Addr()) }) {
+				return nil, nil, Errorf(CodeInvalidArgument, "egress allow entry %s is outside the tenant's allow list", p).
+					WithHint("allow only networks within %v, or ask a tenant admin to widen the tenant's", tenant.Allow)
+			}
+		}
+		if len(allow) == 0 {
+			allow = tAllow
+		}
+	}
+	return allow, append(tDeny, deny...), nil
 }

@@ -60,6 +60,9 @@ type Sandbox struct {
 	PublicPorts []int `json:"public_ports"`
 	// Network is the sandbox's network mode: NetworkNone or NetworkEgress.
 	Network string `json:"network"`
+	// Egress is the sandbox's own egress policy, on top of its tenant's
+	// (see EgressPolicy); it applies while Network is egress.
+	Egress EgressPolicy `json:"egress"`
 }
 
 // SandboxUpdate changes what a sandbox's owner may change after create; a
@@ -70,6 +73,9 @@ type SandboxUpdate struct {
 	// PublicPorts replaces the sandbox's public ports; an empty list makes
 	// every port private again.
 	PublicPorts *[]int `json:"public_ports,omitempty"`
+	// Egress replaces the sandbox's own egress policy; a running sandbox
+	// gets it at once.
+	Egress *EgressPolicy `json:"egress,omitempty"`
 }
 
 // Capabilities a sandbox can report.
@@ -94,6 +100,8 @@ type CreateRequest struct {
 	// Network is the sandbox's network mode (NetworkNone, NetworkEgress);
 	// empty means the tenant's default.
 	Network string `json:"network,omitempty"`
+	// Egress is the sandbox's own egress policy (see EgressPolicy).
+	Egress *EgressPolicy `json:"egress,omitempty"`
 }
 
 // Role is what a Principal may do.

@@ -54,6 +54,9 @@ type PolicyOverrides struct {
 	// AllowEgress says whether a sandbox may have egress at all.
 	Network     *string `json:"network,omitempty"`
 	AllowEgress *bool   `json:"allow_egress,omitempty"`
+	// Egress narrows where the tenant's egress sandboxes may connect (see
+	// EgressPolicy); a change applies to running sandboxes at once.
+	Egress *EgressPolicy `json:"egress,omitempty"`
 }
 
 // Agent is an agent identity: who, inside a tenant, creates and owns

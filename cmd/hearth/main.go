@@ -94,6 +94,7 @@ func verbs() []verb {
 		{"exec", "run a command in a sandbox", runExec},
 		{"fs", "read, write and manage files in a sandbox", runFS},
 		{"url", "print the URL of a sandbox's port, list its listening ports, make one public", runURL},
+		{"egress", "show or change where an egress sandbox may connect", runEgress},
 		{"checkpoint", "save a sandbox's disk as a checkpoint, live (or --delete one)", runCheckpoint},
 		{"checkpoints", "list a sandbox's checkpoints", runCheckpoints},
 		{"pool", "show the warm pool (operators)", runPool},

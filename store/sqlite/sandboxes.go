@@ -13,10 +13,10 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?23.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?24.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
-	public_ports, network, net_bits_per_sec, net_conns`
+	public_ports, network, net_bits_per_sec, net_conns, egress`
 
 // CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
 // is taken, and an error if either is empty.
@@ -27,7 +27,7 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -48,7 +48,8 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
 			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20,
-			network = ?21, net_bits_per_sec = ?22, net_conns = ?23
+			network = ?21, net_bits_per_sec = ?22, net_conns = ?23,
+			egress = ?24
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -155,6 +156,10 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
+	egressJSON, err := json.Marshal(sb.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
 	network := sb.Network
 	if network == "" {
 		network = sandbox.NetworkNone
@@ -172,7 +177,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
 		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head, sb.Resources.DiskBytes,
 		string(labelsJSON), string(portsJSON), network,
-		sb.Resources.NetBitsPerSec, sb.Resources.NetConns,
+		sb.Resources.NetBitsPerSec, sb.Resources.NetConns, string(egressJSON),
 	}, nil
 }
 
@@ -191,13 +196,13 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 		created, updated       string
 		expires                sql.NullString
 		capsJSON, labelsJSON   string
-		portsJSON              string
+		portsJSON, egressJSON  string
 		milli, mem, pids, disk int64
 		netBits, netConns      int64
 	)
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
-		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON, &sb.Network, &netBits, &netConns); err != nil {
+		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON, &sb.Network, &netBits, &netConns, &egressJSON); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)
@@ -220,6 +225,9 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	sb.Labels = []string{}
 	if err := json.Unmarshal([]byte(labelsJSON), &sb.Labels); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q labels: %w", sb.ID, err)
+	}
+	if err := json.Unmarshal([]byte(egressJSON), &sb.Egress); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q egress: %w", sb.ID, err)
 	}
 	sb.PublicPorts = []int{}
 	if err := json.Unmarshal([]byte(portsJSON), &sb.PublicPorts); err != nil {

@@ -20,6 +20,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	full.Labels = []string{"team-search", "Ünïcode label", "b", "a"} // order kept
 	full.PublicPorts = []int{8080, 3000}
 	full.Network = sandbox.NetworkEgress
+	full.Egress = sandbox.EgressPolicy{Allow: []string{"203.0.113.0/24"}, Deny: []string{"203.0.113.9"}}
 
 	minimal := sandbox.Sandbox{
 		ID:        "sb-min",

@@ -34,6 +34,7 @@ func newTenant(name string, created time.Time) sandbox.Tenant {
 			GateOnFailure:         new("allow"),
 			Network:               new(sandbox.NetworkEgress),
 			AllowEgress:           new(false), // false, not unset
+			Egress:                &sandbox.EgressPolicy{Deny: []string{"198.51.100.0/24"}},
 		},
 		CreatedAt: created,
 		UpdatedAt: created,

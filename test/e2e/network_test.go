@@ -42,6 +42,22 @@ func TestNetworkModes(t *testing.T) {
 		if err != nil || sb.Network != sandbox.NetworkEgress {
 			t.Errorf("get out = %q, %v; want network egress", sb.Network, err)
 		}
+		// A live change of the sandbox's egress policy, while it runs.
+		if out, stderr, code := d.cli("", "egress", "out", "--deny", host.Addr.String()); code != 0 || !strings.Contains(out, host.Addr.String()) {
+			t.Fatalf("hearth egress out --deny = %d %q %q", code, out, stderr)
+		}
+		if got := probe("out"); got == "ok" {
+			t.Errorf("egress sandbox reached a host its policy denies")
+		}
+		if _, stderr, code := d.cli("", "egress", "out", "--clear"); code != 0 {
+			t.Fatalf("hearth egress out --clear = %d %q", code, stderr)
+		}
+		if got := probe("out"); got != "ok" {
+			t.Errorf("after --clear: %s, want ok", got)
+		}
+		if _, stderr, code := d.cli("", "egress", "out", "--allow", "fe80::/10"); code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(stderr, "not IPv4") {
+			t.Errorf("hearth egress --allow fe80::/10 = %d %q; want invalid_argument", code, stderr)
+		}
 
 		tok := d.agentToken(t, "closed", "boxed", 2)
 		no := false

@@ -1,0 +1,79 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// tenantEgress returns the egress policy of tenant ("system", with no
+// row, has none).
+func (s *Service) tenantEgress(ctx context.Context, tenant string) (sandbox.EgressPolicy, error) {
+	t, err := s.opts.Store.GetTenant(ctx, tenant)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return sandbox.EgressPolicy{}, nil
+	case err != nil:
+		return sandbox.EgressPolicy{}, s.internal("get tenant", err)
+	case t.Policy.Egress == nil:
+		return sandbox.EgressPolicy{}, nil
+	}
+	return *t.Policy.Egress, nil
+}
+
+// egressRules are the rules the runtime enforces for sb, its own policy
+// within its tenant's (see sandbox.EgressPolicy.Effective). An own Allow
+// that the tenant has since narrowed past is dropped for the tenant's,
+// which bounds it anyway.
+func (s *Service) egressRules(ctx context.Context, sb sandbox.Sandbox) (driver.EgressRules, error) {
+	tenant, err := s.tenantEgress(ctx, sb.Tenant)
+	if err != nil {
+		return driver.EgressRules{}, err
+	}
+	allow, deny, err := sb.Egress.Effective(tenant)
+	if err != nil {
+		s.log.Warn("the sandbox's egress allow list is outside its tenant's; the tenant's applies", "sandbox", sb.Name, "err", err)
+		own := sandbox.EgressPolicy{Deny: sb.Egress.Deny}
+		if allow, deny, err = own.Effective(tenant); err != nil {
+			return driver.EgressRules{}, s.internal("egress policy of "+sb.Name, err)
+		}
+	}
+	return driver.EgressRules{Allow: allow, Deny: deny}, nil
+}
+
+// applyEgress gives the running egress sandbox sb its egress rules now, a
+// live change: the runtime enforces them from the next packet on. Other
+// sandboxes get theirs at their next start.
+func (s *Service) applyEgress(ctx context.Context, sb sandbox.Sandbox) error {
+	setter, ok := s.opts.Driver.(driver.EgressSetter)
+	if !ok || sb.Network != sandbox.NetworkEgress || sb.Status != sandbox.StatusRunning {
+		return nil
+	}
+	rules, err := s.egressRules(ctx, sb)
+	if err != nil {
+		return err
+	}
+	if err := setter.SetEgress(ctx, sb.ID, rules); err != nil {
+		return s.internal("set the egress rules of "+sb.Name, err)
+	}
+	return nil
+}
+
+// applyTenantEgress gives every running egress sandbox of tenant its
+// rules again, after a change of the tenant's policy; a failure is logged
+// (the sandbox gets its rules at its next start).
+func (s *Service) applyTenantEgress(ctx context.Context, tenant string) {
+	list, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: tenant})
+	if err != nil {
+		s.log.Error("list the tenant's sandboxes to apply its egress policy", "tenant", tenant, "err", err)
+		return
+	}
+	for _, sb := range list {
+		if err := s.applyEgress(ctx, sb); err != nil {
+			s.log.Error("apply the tenant's egress policy", "sandbox", sb.Name, "err", err)
+		}
+	}
+}
