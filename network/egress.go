@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 )
 
 // Egress is one sandbox's own egress policy, on top of the Host's (the
@@ -73,49 +72,6 @@ func uniqueMasked(ps []netip.Prefix) []netip.Prefix {
 	return out
 }
 
-// ofLink reports whether rule, as iptables -S lists it, matches packets
-// in from link (-i link), and no longer name that begins with it.
-func ofLink(rule, link string) bool {
-	f := strings.Fields(rule)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-i" && f[i+1] == link {
-			return true
-		}
-	}
-	return false
-}
-
-// egressRestore compares listing, the egress chain as iptables -S lists
-// it, with want, the rules link should have there (egressRules), and
-// returns the input of `iptables-restore --noflush` that makes the chain
-// hold them, or "" when it does already. The transaction appends every
-// wanted rule, then deletes every rule link had, each by its spec: a -D
-// deletes the first rule that matches, which is the old one, listed
-// before the ones just appended. The kernel takes the table whole at the
-// COMMIT, so no packet ever meets half a change. Other links' rules are
-// left alone.
-func egressRestore(listing []string, chain, link string, want []string) string {
-	var have []string
-	for _, r := range listing {
-		if strings.HasPrefix(r, "-A "+chain+" ") && ofLink(r, link) {
-			have = append(have, r)
-		}
-	}
-	if slices.Equal(have, want) {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("*filter\n")
-	for _, r := range want {
-		b.WriteString(r + "\n")
-	}
-	for _, r := range have {
-		b.WriteString("-D" + strings.TrimPrefix(r, "-A") + "\n")
-	}
-	b.WriteString("COMMIT\n")
-	return b.String()
-}
-
 // SetEgress replaces sandbox id's egress policy with e, while it runs or
 // not: the rules of the egress chain for its veth become e's (none for
 // the zero Egress) in one iptables-restore transaction, so that no packet
@@ -144,20 +100,12 @@ func (h *Host) SetEgress(ctx context.Context, id string, e Egress) error {
 }
 
 // egress makes the egress chain hold e's rules for sandbox id, and no
-// others of its (see egressRestore).
+// others of its (see setLinkRules).
 func (h *Host) egress(ctx context.Context, id string, e Egress) error {
-	listing, err := h.chainRules(ctx, h.chains.egress)
-	if err != nil {
-		return err
-	}
 	link := h.Link(id)
-	in := egressRestore(listing, h.chains.egress, link, egressRules(h.chains.egress, link, e))
-	if in == "" {
-		return nil
+	changed, err := h.setLinkRules(ctx, h.chains.egress, link, egressRules(h.chains.egress, link, e))
+	if changed {
+		h.log.Debug("sandbox egress set", "sandbox", id, "allow", e.Allow, "deny", e.Deny)
 	}
-	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
-		return err
-	}
-	h.log.Debug("sandbox egress set", "sandbox", id, "allow", e.Allow, "deny", e.Deny)
-	return nil
+	return err
 }

@@ -112,13 +112,13 @@ func TestEgressRestore(t *testing.T) {
 		{"a longer name", []string{"-N " + chain, "-A " + chain + " -i " + link + "x -j RETURN"}, network.Egress{}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := network.EgressRestore(tc.listing, chain, link, rules(link, tc.e))
+			got := network.LinkRulesRestore(tc.listing, chain, link, rules(link, tc.e))
 			want := ""
 			if tc.want != nil {
 				want = "*filter\n" + strings.Join(tc.want, "\n") + "\nCOMMIT\n"
 			}
 			if got != want {
-				t.Errorf("egressRestore(%q, %+v):\n%s\nwant:\n%s", tc.listing, tc.e, got, want)
+				t.Errorf("linkRulesRestore(%q, %+v):\n%s\nwant:\n%s", tc.listing, tc.e, got, want)
 			}
 		})
 	}

@@ -19,15 +19,14 @@ var (
 		c := chainsFor(name)
 		return c.input, c.forward, c.postrouting, c.prerouting, c.egress, c.limits
 	}
-	EgressRules     = egressRules
-	EgressRestore   = egressRestore
-	CheckEgress     = func(e Egress) error { return e.check() }
-	IFBName         = ifbName
-	BurstBytes      = burstBytes
-	ShapeLines      = shapeLines
-	UnshapeLines    = unshapeLines
-	ConnRule        = connRule
-	ConnRuleChanges = connRuleChanges
+	EgressRules      = egressRules
+	LinkRulesRestore = linkRulesRestore
+	CheckEgress      = func(e Egress) error { return e.check() }
+	IFBName          = ifbName
+	BurstBytes       = burstBytes
+	ShapeLines       = shapeLines
+	UnshapeLines     = unshapeLines
+	ConnRule         = connRule
 	// Rules returns the rules of a host named name, as iptables -S lists
 	// them; dnsPort 0 is a host with no DNS.
 	Rules = func(name, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix, dnsPort int) (filter, nat []string) {

@@ -99,32 +99,6 @@ func connRule(chain, link string, conns int64) string {
 	return fmt.Sprintf("-A %s -i %s -p tcp -m connlimit --connlimit-above %d --connlimit-mask 32 --connlimit-saddr -j REJECT --reject-with tcp-reset", chain, link, conns)
 }
 
-// connRuleChanges compares listing, the limits chain as iptables -S lists
-// it, with the one rule that link should have there (none when conns is
-// 0): add is the rule to append ("" when it is there already), del the
-// rules of link to delete, each as listed (a cap that changed, and copies).
-func connRuleChanges(listing []string, chain, link string, conns int64) (add string, del []string) {
-	want := ""
-	if conns > 0 {
-		want = connRule(chain, link, conns)
-	}
-	kept := false
-	for _, r := range listing {
-		if !strings.HasPrefix(r, "-A "+chain+" -i "+link+" ") {
-			continue
-		}
-		if r == want && !kept {
-			kept = true
-			continue
-		}
-		del = append(del, r)
-	}
-	if want != "" && !kept {
-		add = want
-	}
-	return add, del
-}
-
 // ifbName is the ifb device that shapes sandbox id's traffic from it: the
 // link prefix, a 0 and the hash of linkName, 15 characters in all. The
 // base32 of the hash has no 0, so it is never a veth's name; it begins
@@ -187,27 +161,34 @@ func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
 
 // capConns makes the limits chain hold one rule for sandbox id that caps
 // its TCP connections at conns, or none when conns is 0. A changed rule
-// goes in before the old one comes out, so that the sandbox is never
-// without a cap it had.
+// goes in before the old one comes out, in one transaction (see
+// setLinkRules), so that the sandbox is never without a cap it had.
 func (h *Host) capConns(ctx context.Context, id string, conns int64) error {
-	listing, err := h.chainRules(ctx, h.chains.limits)
+	link := h.Link(id)
+	var want []string
+	if conns > 0 {
+		want = []string{connRule(h.chains.limits, link, conns)}
+	}
+	_, err := h.setLinkRules(ctx, h.chains.limits, link, want)
+	return err
+}
+
+// setLinkRules makes chain, one of the Host's per-sandbox chains, hold
+// want as link's rules and no others of link's, in one iptables-restore
+// transaction (see linkRulesRestore); changed says whether it had to.
+func (h *Host) setLinkRules(ctx context.Context, chain, link string, want []string) (changed bool, err error) {
+	listing, err := h.chainRules(ctx, chain)
 	if err != nil {
-		return err
+		return false, err
 	}
-	add, del := connRuleChanges(listing, h.chains.limits, h.Link(id), conns)
-	if add != "" {
-		if _, err := h.iptables(ctx, strings.Fields(add)...); err != nil {
-			return err
-		}
+	in := linkRulesRestore(listing, chain, link, want)
+	if in == "" {
+		return false, nil
 	}
-	for _, r := range del {
-		args := strings.Fields(r)
-		args[0] = "-D"
-		if _, err := h.iptables(ctx, args...); err != nil {
-			return err
-		}
+	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
 // chainRules lists chain of the filter table, the limits or the egress

@@ -80,30 +80,44 @@ func TestConnRule(t *testing.T) {
 	}
 }
 
+// A sandbox's connection cap goes through the same per-link replacement
+// as its egress rules: a changed cap in before the old one out, copies
+// and other links' rules handled alike.
 func TestConnRuleChanges(t *testing.T) {
 	const chain, link, other = "HEARTH-LIMITS", "hvaaaaaaaaaaaaa", "hvbbbbbbbbbbbbb"
 	rule := func(l string, n int64) string { return network.ConnRule(chain, l, n) }
+	del := func(r string) string { return "-D" + strings.TrimPrefix(r, "-A") }
 	for _, tc := range []struct {
 		name    string
 		listing []string
 		conns   int64
-		add     string
-		del     []string
+		lines   []string // the transaction's lines between *filter and COMMIT; nil for none
 	}{
-		{"new", []string{"-N " + chain}, 5, rule(link, 5), nil},
-		{"no chain listed", nil, 5, rule(link, 5), nil},
-		{"there already", []string{"-N " + chain, rule(other, 9), rule(link, 5)}, 5, "", nil},
-		{"changed", []string{"-N " + chain, rule(link, 3), rule(other, 9)}, 5, rule(link, 5), []string{rule(link, 3)}},
-		{"removed", []string{"-N " + chain, rule(other, 9), rule(link, 3)}, 0, "", []string{rule(link, 3)}},
-		{"none to remove", []string{"-N " + chain, rule(other, 9)}, 0, "", nil},
-		{"copies", []string{"-N " + chain, rule(link, 5), rule(link, 5), rule(link, 3)}, 5, "", []string{rule(link, 5), rule(link, 3)}},
-		{"another host's chain", []string{"-N " + chain, "-A HEARTHOCI-LIMITS -i " + link + " -p tcp"}, 5, rule(link, 5), nil},
-		{"a longer name", []string{"-N " + chain, "-A " + chain + " -i " + link + "x -p tcp"}, 0, "", nil},
+		{"new", []string{"-N " + chain}, 5, []string{rule(link, 5)}},
+		{"no chain listed", nil, 5, []string{rule(link, 5)}},
+		{"there already", []string{"-N " + chain, rule(other, 9), rule(link, 5)}, 5, nil},
+		{"changed", []string{"-N " + chain, rule(link, 3), rule(other, 9)}, 5, []string{rule(link, 5), del(rule(link, 3))}},
+		{"removed", []string{"-N " + chain, rule(other, 9), rule(link, 3)}, 0, []string{del(rule(link, 3))}},
+		{"none to remove", []string{"-N " + chain, rule(other, 9)}, 0, nil},
+		// The new rule is appended after the copies, and each -D takes the
+		// first match: one copy of rule(link, 5) stays, the last.
+		{"copies", []string{"-N " + chain, rule(link, 5), rule(link, 5), rule(link, 3)}, 5,
+			[]string{rule(link, 5), del(rule(link, 5)), del(rule(link, 5)), del(rule(link, 3))}},
+		{"another host's chain", []string{"-N " + chain, "-A HEARTHOCI-LIMITS -i " + link + " -p tcp"}, 5, []string{rule(link, 5)}},
+		{"a longer name", []string{"-N " + chain, "-A " + chain + " -i " + link + "x -p tcp"}, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			add, del := network.ConnRuleChanges(tc.listing, chain, link, tc.conns)
-			if add != tc.add || !slices.Equal(del, tc.del) {
-				t.Errorf("connRuleChanges(%q, %d) = %q, %q; want %q, %q", tc.listing, tc.conns, add, del, tc.add, tc.del)
+			var want []string
+			if tc.conns > 0 {
+				want = []string{rule(link, tc.conns)}
+			}
+			got := network.LinkRulesRestore(tc.listing, chain, link, want)
+			wantIn := ""
+			if tc.lines != nil {
+				wantIn = "*filter\n" + strings.Join(tc.lines, "\n") + "\nCOMMIT\n"
+			}
+			if got != wantIn {
+				t.Errorf("linkRulesRestore(%q, conns %d):\n%s\nwant:\n%s", tc.listing, tc.conns, got, wantIn)
 			}
 		})
 	}

@@ -152,3 +152,46 @@ func hookPlacement(listing []string, h hook) (count int, first bool) {
 	}
 	return count, first
 }
+
+// ofLink reports whether rule, as iptables -S lists it, matches packets
+// in from link (-i link), and no longer name that begins with it.
+func ofLink(rule, link string) bool {
+	f := strings.Fields(rule)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "-i" && f[i+1] == link {
+			return true
+		}
+	}
+	return false
+}
+
+// linkRulesRestore compares listing, one of the Host's per-sandbox chains
+// (egress, limits) as iptables -S lists it, with want, the rules link
+// should have there, and returns the input of `iptables-restore --noflush` that makes the chain
+// hold them, or "" when it does already. The transaction appends every
+// wanted rule, then deletes every rule link had, each by its spec: a -D
+// deletes the first rule that matches, which is the old one, listed
+// before the ones just appended. The kernel takes the table whole at the
+// COMMIT, so no packet ever meets half a change. Other links' rules are
+// left alone.
+func linkRulesRestore(listing []string, chain, link string, want []string) string {
+	var have []string
+	for _, r := range listing {
+		if strings.HasPrefix(r, "-A "+chain+" ") && ofLink(r, link) {
+			have = append(have, r)
+		}
+	}
+	if slices.Equal(have, want) {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("*filter\n")
+	for _, r := range want {
+		b.WriteString(r + "\n")
+	}
+	for _, r := range have {
+		b.WriteString("-D" + strings.TrimPrefix(r, "-A") + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
+}
