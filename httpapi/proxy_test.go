@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -129,7 +130,7 @@ func TestProxy(t *testing.T) {
 	}
 
 	// Errors: nothing listening, a bad port.
-	free := freePort(t)
+	free := testenv.FreePort(t)
 	resp, body = call(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, free), tokenA1, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeUnavailable || !strings.Contains(got.Message, strconv.Itoa(free)) {
 		t.Errorf("nothing listening = %d %s; want unavailable naming the port", resp.StatusCode, body)
@@ -140,18 +141,6 @@ func TestProxy(t *testing.T) {
 			t.Errorf("port %s = %d %s; want invalid_argument", bad, resp.StatusCode, body)
 		}
 	}
-}
-
-// freePort is a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
 }
 
 // A request to a sleeping sandbox's URL wakes it.

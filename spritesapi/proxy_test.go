@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/internal/testenv"
 )
 
 // tcpEcho is a TCP server standing in for one in the sprite (under
@@ -87,21 +88,9 @@ func TestTCPProxy(t *testing.T) {
 	if _, reply = open(`{"host":"10.0.0.1","port":` + strconv.Itoa(port) + `}`); reply["status"] != "error" || !strings.Contains(reply["message"], "loopback") {
 		t.Errorf("another host: %v", reply)
 	}
-	if _, reply = open(`{"port":` + strconv.Itoa(freePort(t)) + `}`); reply["status"] != "error" || !strings.Contains(reply["message"], "listening") {
+	if _, reply = open(`{"port":` + strconv.Itoa(testenv.FreePort(t)) + `}`); reply["status"] != "error" || !strings.Contains(reply["message"], "listening") {
 		t.Errorf("nothing listening: %v", reply)
 	}
-}
-
-// freePort is a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
 }
 
 // A sprite's url is its port 8080's URL; url_settings public makes that

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -129,7 +130,7 @@ func BenchmarkSandboxURL(b *testing.B) {
 	b.Run("host", func(b *testing.B) {
 		dir := b.TempDir()
 		writeServed(b, func(name string, data []byte) error { return os.WriteFile(filepath.Join(dir, name), data, 0o644) })
-		port := freeLoopbackPort(b)
+		port := testenv.FreePort(b)
 		srv := exec.Command("python3", "-m", "http.server", strconv.Itoa(port), "--bind", "127.0.0.1")
 		srv.Dir = dir
 		if err := srv.Start(); err != nil {
@@ -195,15 +196,4 @@ func benchGets(b *testing.B, base, token string) {
 			lat.report(b)
 		})
 	}
-}
-
-// freeLoopbackPort is a loopback port nothing listens on.
-func freeLoopbackPort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
