@@ -173,12 +173,7 @@ func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.P
 		}
 		asked = append(asked, port)
 	}
-	sb, err := s.svc.Get(r.Context(), p, name)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	listening, err := s.svc.Ports(r.Context(), p, name)
+	sb, listening, err := s.svc.Ports(r.Context(), p, name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -51,22 +51,20 @@ func (s *Service) ConnectPublic(ctx context.Context, name string, port int) (net
 	return s.Connect(ctx, tenant, sb.Name, port)
 }
 
-// Ports lists the TCP ports processes in p's sandbox called name listen
-// on, by port. A sandbox that is not running listens on none: Ports does
-// not wake it (its processes would start afresh, with no server yet).
-func (s *Service) Ports(ctx context.Context, p sandbox.Principal, name string) ([]sandbox.ListeningPort, error) {
+// Ports returns p's sandbox called name and the TCP ports processes in it
+// listen on, by port. A sandbox that is not running listens on none: Ports
+// does not wake it (its processes would start afresh, with no server yet).
+func (s *Service) Ports(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, []sandbox.ListeningPort, error) {
 	sb, err := s.Get(ctx, p, p.Resolve(name))
 	if err != nil {
-		return nil, err
+		return sandbox.Sandbox{}, nil, err
 	}
 	if sb.Status != sandbox.StatusRunning {
-		return []sandbox.ListeningPort{}, nil
+		return sb, []sandbox.ListeningPort{}, nil
 	}
-	_, ag, err := s.running(ctx, p, sb.Name)
-	if err != nil {
-		return nil, err
-	}
-	return ag.Ports(ctx)
+	s.leases.touch(sb.ID, s.now())
+	ports, err := s.agentOf(sb).Ports(ctx)
+	return sb, ports, err
 }
 
 // leasedConn is a stream into a sandbox that keeps it busy until closed.

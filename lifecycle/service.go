@@ -774,9 +774,12 @@ func (s *Service) running(ctx context.Context, p sandbox.Principal, name string)
 		}
 	}
 	s.leases.touch(sb.ID, s.now())
-	return sb, agent.NewClient(func(ctx context.Context) (net.Conn, error) {
-		return s.dial(ctx, sb)
-	}), nil
+	return sb, s.agentOf(sb), nil
+}
+
+// agentOf is the client of running sandbox sb's agent.
+func (s *Service) agentOf(sb sandbox.Sandbox) *agent.Client {
+	return agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.dial(ctx, sb) })
 }
 
 // dial connects to the sandbox's agent. When that fails because the runtime
