@@ -118,18 +118,28 @@ func (d *door) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p s
 }
 
 func (d *door) handleGetCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
-	list, err := d.svc.ListCheckpoints(r.Context(), p, r.PathValue("name"))
+	c, err := d.findCheckpoint(r, p)
 	if err != nil {
 		return err
 	}
-	id := r.PathValue("id")
+	encode(w, http.StatusOK, checkpointOf(c))
+	return nil
+}
+
+// findCheckpoint returns the checkpoint {id} of the sprite {name} of r,
+// or not_found.
+func (d *door) findCheckpoint(r *http.Request, p sandbox.Principal) (sandbox.Checkpoint, error) {
+	name, id := r.PathValue("name"), r.PathValue("id")
+	list, err := d.svc.ListCheckpoints(r.Context(), p, name)
+	if err != nil {
+		return sandbox.Checkpoint{}, err
+	}
 	for _, c := range list {
 		if c.ID == id {
-			encode(w, http.StatusOK, checkpointOf(c))
-			return nil
+			return c, nil
 		}
 	}
-	return sandbox.Errorf(sandbox.CodeNotFound, "checkpoint %q of sprite %q not found", id, r.PathValue("name")).
+	return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeNotFound, "checkpoint %q of sprite %q not found", id, name).
 		WithHint("list the sprite's checkpoints")
 }
 
@@ -137,18 +147,10 @@ func (d *door) handleGetCheckpoint(w http.ResponseWriter, r *http.Request, p san
 // sandbox's processes are stopped (ending its exec sessions), its files
 // become the checkpoint's, and it runs again before the complete event.
 func (d *door) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+	if _, err := d.findCheckpoint(r, p); err != nil {
+		return err // before the stream starts: a plain 404
+	}
 	name, id := r.PathValue("name"), r.PathValue("id")
-	list, err := d.svc.ListCheckpoints(r.Context(), p, name)
-	if err != nil {
-		return err
-	}
-	known := false
-	for _, c := range list {
-		known = known || c.ID == id
-	}
-	if !known {
-		return sandbox.Errorf(sandbox.CodeNotFound, "checkpoint %q of sprite %q not found", id, name).WithHint("list the sprite's checkpoints")
-	}
 	s := startEvents(w)
 	s.send(event{Type: "info", Data: "Restoring checkpoint " + id + "..."})
 	if _, err := d.svc.Restore(r.Context(), p, name, id); err != nil {
