@@ -343,23 +343,19 @@ func (o *wsOut) keepalive(ctx context.Context, every time.Duration) (stop func()
 // stream returns a writer onto stream id: each write goes out as messages
 // of at most outputChunk bytes, prefixed by id (raw in TTY mode).
 func (o *wsOut) stream(id byte) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
+	return chunkWriter(func(chunk []byte) error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		for rest := p; len(rest) > 0; {
-			chunk := rest[:min(len(rest), outputChunk)]
-			rest = rest[len(chunk):]
-			o.buf = o.buf[:0]
-			if !o.tty {
-				o.buf = append(o.buf, id)
-			}
-			o.buf = append(o.buf, chunk...)
-			if err := o.conn.Write(o.ctx, websocket.MessageBinary, o.buf); err != nil {
-				return 0, err
-			}
-			o.last = time.Now()
+		o.buf = o.buf[:0]
+		if !o.tty {
+			o.buf = append(o.buf, id)
 		}
-		return len(p), nil
+		o.buf = append(o.buf, chunk...)
+		if err := o.conn.Write(o.ctx, websocket.MessageBinary, o.buf); err != nil {
+			return err
+		}
+		o.last = time.Now()
+		return nil
 	})
 }
 
@@ -399,9 +395,20 @@ func (o *wsOut) close(status websocket.StatusCode, reason string) {
 	}
 }
 
-type writerFunc func(p []byte) (int, error)
+// chunkWriter is a writer that hands send each write in pieces of at most
+// outputChunk bytes, in order, stopping at the first error.
+type chunkWriter func(chunk []byte) error
 
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+func (send chunkWriter) Write(p []byte) (int, error) {
+	for rest := p; len(rest) > 0; {
+		chunk := rest[:min(len(rest), outputChunk)]
+		rest = rest[len(chunk):]
+		if err := send(chunk); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
 
 // input is what the client sends while the command runs: stdin, as an
 // io.Reader for lifecycle's Exec, and resizes and signals, as its
@@ -560,16 +567,7 @@ type frameWriter struct {
 }
 
 func (f *frameWriter) stream(id byte) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		for rest := p; len(rest) > 0; {
-			chunk := rest[:min(len(rest), outputChunk)]
-			rest = rest[len(chunk):]
-			if err := f.frame(id, chunk); err != nil {
-				return 0, err
-			}
-		}
-		return len(p), nil
-	})
+	return chunkWriter(func(chunk []byte) error { return f.frame(id, chunk) })
 }
 
 func (f *frameWriter) frame(id byte, p []byte) error {
