@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/internal/mcptest"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/sandbox"
@@ -102,14 +102,8 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any,
 		t.Fatalf("%s(%v): protocol error %v", tool, args, err)
 	}
 	if out != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if res.IsError { // {"error": the API's error object}
-			var c struct{ Error json.RawMessage }
-			json.Unmarshal(b, &c)
-			b = c.Error
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: structured content %s: %v", tool, b, err)
+		if err := mcptest.Decode(res, out); err != nil {
+			t.Fatalf("%s: %v", tool, err)
 		}
 	}
 	return res

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hearth/hearth/internal/mcptest"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -55,14 +55,8 @@ func callTool(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]
 		t.Fatalf("%s(%v): %v", tool, args, err)
 	}
 	if out != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if res.IsError { // {"error": the API's error object}
-			var c struct{ Error json.RawMessage }
-			json.Unmarshal(b, &c)
-			b = c.Error
-		}
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s: %s: %v", tool, b, err)
+		if err := mcptest.Decode(res, out); err != nil {
+			t.Fatalf("%s: %v", tool, err)
 		}
 	}
 	return res
