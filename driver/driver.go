@@ -73,14 +73,21 @@ type Spec struct {
 // policy every egress sandbox has (see NetworkEgress), which they can
 // never open: a destination that policy blocks stays blocked whatever
 // Allow says. The zero value narrows nothing. Prefixes are IPv4 (a
-// sandbox has no IPv6); a driver fails on any other.
+// sandbox has no IPv6), domains patterns as sandbox.DomainPattern returns
+// them; a driver fails on any other.
 type EgressRules struct {
-	// Allow, when not empty, are the only destinations the sandbox may
-	// reach; a packet to any other is refused.
-	Allow []netip.Prefix
-	// Deny are destinations the sandbox may not reach, even when Allow
-	// lists them; a packet to one is refused.
-	Deny []netip.Prefix
+	// Allow and AllowDomains, when either is not empty, are the only
+	// destinations the sandbox may reach: the networks, and the addresses
+	// that names matching the domain patterns resolved to for it (no other
+	// name resolves); a packet to any other is refused.
+	Allow        []netip.Prefix
+	AllowDomains []string
+	// Deny are networks the sandbox may not reach, even when Allow lists
+	// them, and DenyDomains names it may not resolve, nor reach at the
+	// addresses they resolved to for it before; a packet to one is
+	// refused.
+	Deny        []netip.Prefix
+	DenyDomains []string
 }
 
 // EgressSetter is implemented by drivers that can change an egress

@@ -41,7 +41,7 @@ func (s *Service) egressRules(ctx context.Context, sb sandbox.Sandbox) (driver.E
 			return driver.EgressRules{}, s.internal("egress policy of "+sb.Name, err)
 		}
 	}
-	return driver.EgressRules{Allow: allow, Deny: deny}, nil
+	return driver.EgressRules{Allow: allow.Networks, AllowDomains: allow.Domains, Deny: deny.Networks, DenyDomains: deny.Domains}, nil
 }
 
 // applyEgress gives the running egress sandbox sb its egress rules now, a

@@ -235,4 +235,27 @@ func TestEgressPolicy(t *testing.T) {
 	}
 	_, err = e.svc.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Egress: &sandbox.EgressPolicy{Allow: []string{"::/0"}}}})
 	wantCode(t, "UpdateTenant(IPv6 allow)", err, sandbox.CodeInvalidArgument)
+
+	// Domains: the tenant allows *.example.com, the sandbox one name
+	// within it (not one outside), and denies another; the runtime gets
+	// the names, normalized, next to the networks.
+	byName := sandbox.EgressPolicy{Allow: []string{"*.Example.com."}, Deny: []string{"ads.example.com"}}
+	if _, err := e.svc.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Egress: &byName}}); err != nil {
+		t.Fatal(err)
+	}
+	rules, _ = drv.EgressOf(sb.ID)
+	if got := fmt.Sprint(rules.Allow, rules.AllowDomains, rules.Deny, rules.DenyDomains); got != "[] [*.example.com] [] [ads.example.com]" {
+		t.Errorf("rules after the tenant's change to domains = %s", got)
+	}
+	_, err = e.svc.Update(ctx, a1, "out", sandbox.SandboxUpdate{Egress: &sandbox.EgressPolicy{Allow: []string{"example.org"}}})
+	wantCode(t, "Update(a domain outside the tenant's)", err, sandbox.CodeInvalidArgument)
+	_, err = e.svc.Update(ctx, a1, "out", sandbox.SandboxUpdate{Egress: &sandbox.EgressPolicy{Allow: []string{"203.0.113.0/24"}}})
+	wantCode(t, "Update(a network, the tenant allowing only domains)", err, sandbox.CodeInvalidArgument)
+	if _, err := e.svc.Update(ctx, a1, "out", sandbox.SandboxUpdate{Egress: &sandbox.EgressPolicy{Allow: []string{"api.example.com"}, Deny: []string{"*.cdn.example.net"}}}); err != nil {
+		t.Fatal(err)
+	}
+	rules, _ = drv.EgressOf(sb.ID)
+	if got := fmt.Sprint(rules.AllowDomains, rules.DenyDomains); got != "[api.example.com] [ads.example.com *.cdn.example.net]" {
+		t.Errorf("rules after the sandbox's own domains = %s", got)
+	}
 }

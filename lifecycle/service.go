@@ -687,7 +687,7 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 		}
 	}
 	if u.Egress != nil {
-		if _, _, err := u.Egress.Prefixes(); err != nil {
+		if _, _, err := u.Egress.Parse(); err != nil {
 			return sandbox.Sandbox{}, err
 		}
 	}

@@ -64,7 +64,7 @@ func (h *Host) Attach(ctx context.Context, id string, lim Limits, eg Egress) (At
 	if err := lim.check(); err != nil {
 		return Attachment{}, err
 	}
-	if err := eg.check(); err != nil {
+	if err := eg.Validate(); err != nil {
 		return Attachment{}, err
 	}
 	if err := h.ensureSetup(ctx); err != nil {
@@ -178,7 +178,7 @@ func (h *Host) Detach(ctx context.Context, id string) error {
 	// The rules first: they are found by the veth's name, while the
 	// address record, removed last, keeps the id Attached for a Detach
 	// that repeats one cut short.
-	if err := h.egress(ctx, id, Egress{}); err != nil {
+	if err := h.forgetEgress(ctx, id); err != nil {
 		return fmt.Errorf("network: detach %s: %w", id, err)
 	}
 	if err := h.capConns(ctx, id, 0); err != nil {

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hearth/hearth/sandbox"
 )
 
 // DefaultDNSPort is where the Host's forwarder listens when
@@ -82,7 +84,7 @@ func (h *Host) ServeDNS(ctx context.Context) error {
 		return fmt.Errorf("network: dns: %w", err)
 	}
 	h.log.Info("dns forwarder listening", "addr", addr, "upstreams", h.dnsUpstreams)
-	f := &forwarder{upstreams: h.dnsUpstreams, allow: h.subnet.Contains, timeout: dnsTimeout, log: h.log}
+	f := &forwarder{upstreams: h.dnsUpstreams, allow: h.subnet.Contains, names: h, timeout: dnsTimeout, log: h.log}
 	return f.serve(ctx, pc.(*net.UDPConn), ln)
 }
 
@@ -90,9 +92,56 @@ func (h *Host) ServeDNS(ctx context.Context) error {
 type forwarder struct {
 	upstreams []netip.AddrPort
 	// allow says which client addresses are served: the sandbox subnet.
-	allow   func(netip.Addr) bool
+	allow func(netip.Addr) bool
+	// names judges each query by its client's policy; nil forwards every
+	// query.
+	names   namePolicy
 	timeout time.Duration
 	log     *slog.Logger
+}
+
+// namePolicy is what a forwarder asks about the queries of its clients
+// (the Host: the sandboxes' egress policies).
+type namePolicy interface {
+	// permit reports whether client may resolve name (normalized, see
+	// sandbox.DomainName; "" for a query whose name is not a domain
+	// name).
+	permit(client netip.Addr, name string) bool
+	// learn records that name resolved to addrs for client; the answer
+	// goes back once it returns.
+	learn(ctx context.Context, client netip.Addr, name string, addrs []netip.Addr)
+	// local returns the address to answer name with for client without
+	// asking the upstreams, if there is one.
+	local(client netip.Addr, name string) (netip.Addr, bool)
+}
+
+// answer returns the reply to query q of client, nil for none: REFUSED
+// for a name the client may not resolve, the local answer for one the
+// policy answers itself, or else the upstreams' reply (exchange), whose
+// addresses the policy learns before it goes back.
+func (f *forwarder) answer(ctx context.Context, client netip.Addr, q []byte, exchange func(context.Context, []byte) []byte) []byte {
+	if f.names == nil {
+		return exchange(ctx, q)
+	}
+	hdr, question, err := parseQuery(q)
+	if err != nil {
+		if !f.names.permit(client, "") {
+			return refusedHeader(q)
+		}
+		return exchange(ctx, q)
+	}
+	name, _ := sandbox.DomainName(question.Name.String())
+	if a, ok := f.names.local(client, name); ok {
+		return localAnswer(hdr, question, a)
+	}
+	if !f.names.permit(client, name) {
+		return refused(hdr, question)
+	}
+	reply := exchange(ctx, q)
+	if addrs := answerAddrs(reply); len(addrs) > 0 && name != "" {
+		f.names.learn(ctx, client, name, addrs)
+	}
+	return reply
 }
 
 // serve serves queries on pc and ln until ctx ends, then closes them and
@@ -142,7 +191,7 @@ func (f *forwarder) serveUDP(ctx context.Context, pc *net.UDPConn, wg *sync.Wait
 		q := bytes.Clone(buf[:n])
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if reply := f.exchangeUDP(ctx, q); reply != nil {
+			if reply := f.answer(ctx, from.Addr().Unmap(), q, f.exchangeUDP); reply != nil {
 				pc.WriteToUDPAddrPort(reply, from)
 			}
 		})
@@ -217,7 +266,7 @@ func (f *forwarder) serveTCP(ctx context.Context, ln net.Listener, wg *sync.Wait
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			f.serveConn(ctx, c)
+			f.serveConn(ctx, c, from.Addr().Unmap())
 		})
 	}
 }
@@ -225,7 +274,7 @@ func (f *forwarder) serveTCP(ctx context.Context, ln net.Listener, wg *sync.Wait
 // serveConn answers the queries of one TCP connection, each framed by its
 // two-byte length (RFC 1035 4.2.2), one after another, until the client
 // closes it, sends nothing for dnsIdle, or no upstream answers.
-func (f *forwarder) serveConn(ctx context.Context, c net.Conn) {
+func (f *forwarder) serveConn(ctx context.Context, c net.Conn, client netip.Addr) {
 	defer c.Close()
 	defer context.AfterFunc(ctx, func() { c.Close() })()
 	r := bufio.NewReader(c)
@@ -235,7 +284,7 @@ func (f *forwarder) serveConn(ctx context.Context, c net.Conn) {
 		if err != nil || len(q) < dnsHeaderLen {
 			return
 		}
-		reply := f.exchangeTCP(ctx, q)
+		reply := f.answer(ctx, client, q, f.exchangeTCP)
 		if reply == nil {
 			return
 		}

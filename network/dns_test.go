@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +81,11 @@ var (
 // timeout; it returns its addresses and stops it in t's cleanup, wanting
 // it to return nil.
 func startForwarder(t *testing.T, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration) (udp, tcp string) {
+	return startForwarderWith(t, upstreams, allow, timeout, nil)
+}
+
+// startForwarderWith is startForwarder with a name policy.
+func startForwarderWith(t *testing.T, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration, names *network.Names) (udp, tcp string) {
 	t.Helper()
 	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -91,7 +98,7 @@ func startForwarder(t *testing.T, upstreams []netip.AddrPort, allow func(netip.A
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- network.ServeDNSOn(ctx, pc, ln, upstreams, allow, timeout) }()
+	go func() { done <- network.ServeDNSOn(ctx, pc, ln, upstreams, allow, timeout, names) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -211,4 +218,93 @@ func TestForwarderRefuses(t *testing.T) {
 	if n, err := c.Read(make([]byte, 512)); n != 0 || err == nil || errors.As(err, &ne) && ne.Timeout() {
 		t.Errorf("tcp query from 127.0.0.1: read %d bytes, %v; want the connection closed unanswered", n, err)
 	}
+}
+
+// TestForwarderPolicy: with a name policy, a name it does not permit gets
+// REFUSED over UDP and TCP without the upstream being asked; a permitted
+// one the upstream's answer, whose addresses the policy has learned
+// before the answer arrives; a name the policy answers locally gets that
+// address (A) or no record (another type), the upstream not asked.
+func TestForwarderPolicy(t *testing.T) {
+	upstream := drivertest.NewTestDNS(t, map[string]netip.Addr{testDNSName: testAddr, "denied.hearth.test": testAddr})
+	gateway := netip.MustParseAddr("10.89.0.2")
+	var mu sync.Mutex
+	var asked, learned []string
+	names := &network.Names{
+		Permit: func(client netip.Addr, name string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, name)
+			return name != "denied.hearth.test"
+		},
+		Learn: func(client netip.Addr, name string, addrs []netip.Addr) {
+			mu.Lock()
+			defer mu.Unlock()
+			learned = append(learned, fmt.Sprint(client, " ", name, " ", addrs))
+		},
+		Local: func(client netip.Addr, name string) (netip.Addr, bool) {
+			return gateway, name == "gw.hearth.internal"
+		},
+	}
+	udp, tcp := startForwarderWith(t, []netip.AddrPort{upstream}, netip.Addr.IsLoopback, time.Second, names)
+
+	r, err := askUDP(t, udp, 1, "Denied.Hearth.Test.", 5*time.Second)
+	if err != nil || r.ID != 1 || r.RCode != 5 || len(r.A) != 0 {
+		t.Errorf("udp query of a denied name: %+v, %v; want ID 1, REFUSED (5), no answer", r, err)
+	}
+	if r, err := askTCP(t, tcp, 2, "denied.hearth.test"); err != nil || r.ID != 2 || r.RCode != 5 {
+		t.Errorf("tcp query of a denied name: %+v, %v; want ID 2, REFUSED", r, err)
+	}
+	mu.Lock()
+	if len(learned) != 0 {
+		t.Errorf("learned %q after refused queries, want nothing", learned)
+	}
+	mu.Unlock()
+
+	r, err = askUDP(t, udp, 3, testDNSName, 5*time.Second)
+	wantAnswer(t, "udp query of a permitted name", r, err, 3)
+	r, err = askTCP(t, tcp, 4, testDNSName)
+	wantAnswer(t, "tcp query of a permitted name", r, err, 4)
+	mu.Lock()
+	wantLearned := []string{"127.0.0.1 " + testDNSName + " [" + testAddr.String() + "]", "127.0.0.1 " + testDNSName + " [" + testAddr.String() + "]"}
+	if !slices.Equal(learned, wantLearned) {
+		t.Errorf("learned %q, want %q", learned, wantLearned)
+	}
+	mu.Unlock()
+
+	r, err = askUDP(t, udp, 5, "gw.hearth.internal", 5*time.Second)
+	if err != nil || r.ID != 5 || r.RCode != 0 || !slices.Equal(r.A, []netip.Addr{gateway}) {
+		t.Errorf("query of a local name: %+v, %v; want ID 5, NOERROR, A %s", r, err, gateway)
+	}
+	mu.Lock()
+	wantAsked := []string{"denied.hearth.test", "denied.hearth.test", testDNSName, testDNSName}
+	if !slices.Equal(asked, wantAsked) {
+		t.Errorf("the policy was asked about %q, want %q (a local name is not asked)", asked, wantAsked)
+	}
+	mu.Unlock()
+}
+
+// askTCP sends a query for name with id to addr over TCP and returns the
+// answer.
+func askTCP(t *testing.T, addr string, id uint16, name string) (drivertest.DNSReply, error) {
+	t.Helper()
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	q := drivertest.DNSQuery(id, name)
+	if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
+		return drivertest.DNSReply{}, err
+	}
+	var n [2]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return drivertest.DNSReply{}, err
+	}
+	msg := make([]byte, binary.BigEndian.Uint16(n[:]))
+	if _, err := io.ReadFull(c, msg); err != nil {
+		return drivertest.DNSReply{}, err
+	}
+	return drivertest.ParseDNSReply(msg)
 }

@@ -31,9 +31,13 @@ func TestCheckEgress(t *testing.T) {
 		{"IPv6 deny", network.Egress{Deny: prefixes("198.51.100.0/24", "::/0")}, false},
 		{"IPv4 in IPv6", network.Egress{Deny: prefixes("::ffff:198.51.100.1/128")}, false},
 		{"invalid", network.Egress{Deny: []netip.Prefix{{}}}, false},
+		{"domains", network.Egress{AllowDomains: []string{"example.com", "*.example.org"}, DenyDomains: []string{"x.example.org"}}, true},
+		{"domain not normalized", network.Egress{AllowDomains: []string{"Example.com."}}, false},
+		{"not a domain", network.Egress{DenyDomains: []string{"exa mple.com"}}, false},
+		{"address as a domain", network.Egress{DenyDomains: []string{"198.51.100.1"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := network.CheckEgress(tc.e); (err == nil) != tc.ok {
+			if err := tc.e.Validate(); (err == nil) != tc.ok {
 				t.Errorf("check(%+v) = %v, want ok %v", tc.e, err, tc.ok)
 			}
 		})
@@ -44,7 +48,7 @@ func TestEgressRules(t *testing.T) {
 	const (
 		chain  = "HEARTH-EGRESS"
 		link   = "hvabcdefghijklm"
-		reject = " -i " + link + " -j REJECT --reject-with icmp-port-unreachable"
+		reject = " -i " + link + " -j HEARTH-REFUSE"
 		ret    = " -i " + link + " -j RETURN"
 	)
 	for _, tc := range []struct {
@@ -75,9 +79,23 @@ func TestEgressRules(t *testing.T) {
 			"-A HEARTH-EGRESS" + ret,
 			"-A HEARTH-EGRESS" + reject,
 		}},
+		{"denied domains", network.Egress{Deny: prefixes("198.51.100.40/32"), DenyDomains: []string{"example.com"}}, []string{
+			"-A HEARTH-EGRESS -d 198.51.100.40/32" + reject,
+			"-A HEARTH-EGRESS -i " + link + " -m set --match-set hearth-deny dst,src -j HEARTH-REFUSE",
+		}},
+		{"allowed domains", network.Egress{Allow: prefixes("198.51.100.41/32"), AllowDomains: []string{"*.example.com"}}, []string{
+			"-A HEARTH-EGRESS -d 198.51.100.41/32" + ret,
+			"-A HEARTH-EGRESS -i " + link + " -m set --match-set hearth-allow dst,src -j RETURN",
+			"-A HEARTH-EGRESS" + reject,
+		}},
+		{"allowed domains only", network.Egress{AllowDomains: []string{"example.com"}, DenyDomains: []string{"x.example.com"}}, []string{
+			"-A HEARTH-EGRESS -i " + link + " -m set --match-set hearth-deny dst,src -j HEARTH-REFUSE",
+			"-A HEARTH-EGRESS -i " + link + " -m set --match-set hearth-allow dst,src -j RETURN",
+			"-A HEARTH-EGRESS" + reject,
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := network.EgressRules(chain, link, tc.e); !slices.Equal(got, tc.want) {
+			if got := network.EgressRules("hearth", link, tc.e); !slices.Equal(got, tc.want) {
 				t.Errorf("egressRules(%+v):\n%s\nwant:\n%s", tc.e, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
@@ -86,7 +104,7 @@ func TestEgressRules(t *testing.T) {
 
 func TestEgressRestore(t *testing.T) {
 	const chain, link, other = "HEARTH-EGRESS", "hvaaaaaaaaaaaaa", "hvbbbbbbbbbbbbb"
-	rules := func(l string, e network.Egress) []string { return network.EgressRules(chain, l, e) }
+	rules := func(l string, e network.Egress) []string { return network.EgressRules("hearth", l, e) }
 	denyA := network.Egress{Deny: prefixes("198.51.100.40/32")}
 	allowB := network.Egress{Allow: prefixes("198.51.100.41/32")}
 	del := func(r string) string { return "-D" + strings.TrimPrefix(r, "-A") }
@@ -168,10 +186,10 @@ func TestEgress(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Attach(egb, %+v) = %v", allowTwo, err)
 	}
-	bRules := network.EgressRules(testChain+"-EGRESS", b.Link, allowTwo)
+	bRules := network.EgressRules(testName, b.Link, allowTwo)
 	check := func(when string, e network.Egress, oneWant, twoWant string) {
 		t.Helper()
-		want := network.EgressRules(testChain+"-EGRESS", a.Link, e)
+		want := network.EgressRules(testName, a.Link, e)
 		if got := egressRulesOf(t, a.Link); !slices.Equal(got, want) {
 			t.Errorf("%s: egress rules of %s:\n%s\nwant:\n%s", when, a.ID, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}

@@ -13,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hearth/hearth/sandbox"
 )
 
 // ErrUnavailable is returned by New when this host cannot give sandboxes a
-// network: not root, or iproute2 or iptables missing. A daemon then runs
+// network: not root, or iproute2, iptables or ipset missing. A daemon then runs
 // sandboxes without one (and refuses to start one that asks for it).
 var ErrUnavailable = errors.New("network: sandbox networking is not available on this host")
 
@@ -60,6 +62,19 @@ type Options struct {
 	// DefaultDNSPort (10053). Two Hosts on one machine need different
 	// ones.
 	DNSPort int
+	// GatewayPort is where the daemon's egress gateway listens, on every
+	// address of the host; zero means the Host has none. With one, a
+	// sandbox's connections to port 80 of its gateway address are
+	// redirected there, and the forwarder answers GatewayDomain, and
+	// every name below it, with that address (see the package doc).
+	GatewayPort int
+	// GatewayDomain is the gateway's domain; empty means
+	// "hearth.internal".
+	GatewayDomain string
+	// OnRefusal, when not nil, is called for every refusal of a
+	// sandbox's lookup by the forwarder, and for each refused connection
+	// WatchRefusals reads from the kernel's log. It must not block.
+	OnRefusal func(Refusal)
 	// Logger receives the Host's log; nil discards.
 	Logger *slog.Logger
 }
@@ -78,14 +93,24 @@ type Host struct {
 	iptBin     string
 	restoreBin string
 	tcBin      string
+	ipsetBin   string
 	log        *slog.Logger
+	onRefusal  func(Refusal)
 	// dnsUpstreams are where the forwarder sends queries (none: no
 	// name service); dnsPort is where it listens.
 	dnsUpstreams []netip.AddrPort
 	dnsPort      int
+	// gatewayPort is the egress gateway's port (0: none), and
+	// gatewayDomain its names' domain.
+	gatewayPort   int
+	gatewayDomain string
 
 	mu    sync.Mutex // guards the records (allocation) and setUp
 	setUp bool
+
+	netMu   sync.Mutex // guards byAddr, its sandboxNets, and scanned
+	byAddr  map[netip.Addr]*sandboxNet
+	scanned time.Time
 }
 
 // New returns a Host for opts. It checks the options and that this host
@@ -135,9 +160,23 @@ func New(opts Options) (*Host, error) {
 			return nil, fmt.Errorf("network: dns upstream %v: want an address and a port", u)
 		}
 	}
+	if opts.GatewayPort < 0 || opts.GatewayPort > 65535 || opts.GatewayPort == 80 || opts.GatewayPort != 0 && opts.GatewayPort == dnsPort {
+		return nil, fmt.Errorf("network: gateway port %d: want a port from 1 to 65535 other than 80 and the DNS port", opts.GatewayPort)
+	}
+	gatewayDomain := opts.GatewayDomain
+	if gatewayDomain == "" {
+		gatewayDomain = "hearth.internal"
+	}
+	if d, ok := sandbox.DomainName(gatewayDomain); !ok || d != gatewayDomain {
+		return nil, fmt.Errorf("network: gateway domain %q: want a domain name in lower case", gatewayDomain)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	onRefusal := opts.OnRefusal
+	if onRefusal == nil {
+		onRefusal = func(Refusal) {}
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: it needs root", ErrUnavailable)
@@ -151,14 +190,18 @@ func New(opts Options) (*Host, error) {
 		chains:     chainsFor(name),
 		log:        log,
 
-		dnsUpstreams: slices.Clone(opts.DNSUpstreams),
-		dnsPort:      dnsPort,
+		dnsUpstreams:  slices.Clone(opts.DNSUpstreams),
+		dnsPort:       dnsPort,
+		gatewayPort:   opts.GatewayPort,
+		gatewayDomain: gatewayDomain,
+		onRefusal:     onRefusal,
+		byAddr:        map[netip.Addr]*sandboxNet{},
 	}
 	for _, b := range []struct {
 		bin  *string
 		name string
 		pkg  string
-	}{{&h.ipBin, "ip", "iproute2"}, {&h.tcBin, "tc", "iproute2"}, {&h.iptBin, "iptables", "iptables"}, {&h.restoreBin, "iptables-restore", "iptables"}} {
+	}{{&h.ipBin, "ip", "iproute2"}, {&h.tcBin, "tc", "iproute2"}, {&h.iptBin, "iptables", "iptables"}, {&h.restoreBin, "iptables-restore", "iptables"}, {&h.ipsetBin, "ipset", "ipset"}} {
 		p, err := exec.LookPath(b.name)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s not found (install %s)", ErrUnavailable, b.name, b.pkg)
@@ -205,6 +248,10 @@ func (h *Host) Setup(ctx context.Context) error {
 }
 
 func (h *Host) setupLocked(ctx context.Context) error {
+	// The sets before the rules that match them.
+	if err := h.ensureSets(ctx); err != nil {
+		return fmt.Errorf("network: setup: %w", err)
+	}
 	// Before the policy, which jumps to them.
 	for _, chain := range []string{h.chains.egress, h.chains.limits} {
 		if err := h.ensureChain(ctx, "filter", chain); err != nil {
@@ -317,7 +364,7 @@ func (h *Host) Teardown(ctx context.Context) error {
 	}
 	// The egress and limits chains after the forward chain, the one that
 	// jumps to them.
-	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.egress}, {"filter", h.chains.limits}, {"nat", h.chains.postrouting}, {"nat", h.chains.prerouting}} {
+	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.egress}, {"filter", h.chains.limits}, {"filter", h.chains.refuse}, {"nat", h.chains.postrouting}, {"nat", h.chains.prerouting}} {
 		exists, err := h.chainExists(ctx, c.table, c.chain)
 		if err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
@@ -329,6 +376,15 @@ func (h *Host) Teardown(ctx context.Context) error {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 		if _, err := h.iptables(ctx, "-t", c.table, "-X", c.chain); err != nil {
+			return fmt.Errorf("network: teardown: %w", err)
+		}
+	}
+	// The sets once no rule matches them.
+	for _, set := range []string{h.chains.allowSet, h.chains.denySet} {
+		if _, err := h.run(ctx, nil, h.ipsetBin, "list", "-n", set); err != nil {
+			continue
+		}
+		if _, err := h.run(ctx, nil, h.ipsetBin, "destroy", set); err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 	}
@@ -351,11 +407,11 @@ func (h *Host) redirectPort() int {
 }
 
 func (h *Host) filterRules() []string {
-	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny, h.redirectPort())
+	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny, h.redirectPort(), h.gatewayPort)
 }
 
 func (h *Host) natRules() []string {
-	return natRules(h.chains, h.linkPrefix, h.subnet, h.redirectPort())
+	return natRules(h.chains, h.linkPrefix, h.subnet, h.redirectPort(), h.gatewayPort)
 }
 
 // ensureChain creates chain in table unless it is there.

@@ -39,7 +39,13 @@ const testDNSPort = 10253
 // upstreams when there are any.
 func openHost(t *testing.T, stateDir string, upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
-	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix, DNSUpstreams: upstreams, DNSPort: testDNSPort})
+	return openHostWith(t, stateDir, nil, upstreams...)
+}
+
+// openHostWith is openHost with Options.OnRefusal.
+func openHostWith(t *testing.T, stateDir string, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) *network.Host {
+	t.Helper()
+	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix, DNSUpstreams: upstreams, DNSPort: testDNSPort, OnRefusal: onRefusal})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -50,9 +56,15 @@ func openHost(t *testing.T, stateDir string, upstreams ...netip.AddrPort) *netwo
 // tears it down and wants nothing of it left on the host.
 func newHost(t *testing.T, upstreams ...netip.AddrPort) (*network.Host, string) {
 	t.Helper()
+	return newHostWith(t, nil, upstreams...)
+}
+
+// newHostWith is newHost with Options.OnRefusal.
+func newHostWith(t *testing.T, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) (*network.Host, string) {
+	t.Helper()
 	drivertest.RequireRoot(t)
 	dir := t.TempDir()
-	h := openHost(t, dir, upstreams...)
+	h := openHostWith(t, dir, onRefusal, upstreams...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -82,6 +94,11 @@ func leftovers(t *testing.T) []string {
 			if strings.Contains(line, testChain) {
 				left = append(left, line)
 			}
+		}
+	}
+	for _, line := range strings.Split(run(t, "ipset", "list", "-n"), "\n") {
+		if strings.HasPrefix(line, testName+"-") {
+			left = append(left, "ipset "+line)
 		}
 	}
 	return left

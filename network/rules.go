@@ -31,14 +31,29 @@ const reject = "-j REJECT --reject-with icmp-port-unreachable"
 // and limits, which holds their connection caps (see connRule).
 type chains struct {
 	input, forward, postrouting, prerouting, egress, limits string
+	// refuse logs a sandbox's refused connection and rejects it: every
+	// refusal of a sandbox's packet jumps to it.
+	refuse string
+	// allowSet and denySet are the ipsets of the addresses names
+	// resolved to for each sandbox (see the package doc).
+	allowSet, denySet string
+	// logPrefix begins the kernel's log line of each refusal (see
+	// WatchRefusals).
+	logPrefix string
 }
 
 // chainsFor returns the chains of the host named name: <NAME>-INPUT,
-// <NAME>-FORWARD, <NAME>-EGRESS, <NAME>-LIMITS (filter),
-// <NAME>-POSTROUTING and <NAME>-PREROUTING (nat).
+// <NAME>-FORWARD, <NAME>-EGRESS, <NAME>-LIMITS, <NAME>-REFUSE (filter),
+// <NAME>-POSTROUTING and <NAME>-PREROUTING (nat); its sets, <name>-allow
+// and <name>-deny; and its log prefix, "<name>-refused: ".
 func chainsFor(name string) chains {
 	up := strings.ToUpper(name)
-	return chains{input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", prerouting: up + "-PREROUTING", egress: up + "-EGRESS", limits: up + "-LIMITS"}
+	return chains{
+		input: up + "-INPUT", forward: up + "-FORWARD", postrouting: up + "-POSTROUTING", prerouting: up + "-PREROUTING",
+		egress: up + "-EGRESS", limits: up + "-LIMITS", refuse: up + "-REFUSE",
+		allowSet: name + "-allow", denySet: name + "-deny",
+		logPrefix: name + "-refused: ",
+	}
 }
 
 // hook is a jump from a built-in chain to one of ours.
@@ -65,21 +80,28 @@ func (c chains) hooks() []hook {
 // filterRules returns the rules of the filter table's chains, each as
 // iptables -S prints it, so that a listing can be compared with them.
 // links is the link prefix followed by "+" (iptables' wildcard). dnsPort
-// is the DNS forwarder's port, 0 for none.
-func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix, dnsPort int) []string {
+// is the DNS forwarder's port and gatewayPort the egress gateway's, 0 for
+// none.
+func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.Prefix, dnsPort, gatewayPort int) []string {
 	links := linkPrefix + "+"
+	refuse := "-j " + c.refuse
 	var rules []string
+	// The forwarder and the gateway, but only for what PREROUTING
+	// redirected there (conntrack's DNAT): a sandbox reaches the forwarder
+	// at port 53 of any address and the gateway at port 80 of its gateway
+	// address, and neither at its own port.
+	accept := func(proto string, port int) string {
+		return "-A " + c.input + " -i " + links + " -p " + proto + " -m " + proto + " --dport " + strconv.Itoa(port) + " -m conntrack --ctstate DNAT -j ACCEPT"
+	}
 	if dnsPort != 0 {
-		// The forwarder, but only for what PREROUTING redirected there
-		// (conntrack's DNAT): a sandbox reaches it at port 53 of any
-		// address, and never at its own port.
-		for _, proto := range []string{"udp", "tcp"} {
-			rules = append(rules, "-A "+c.input+" -i "+links+" -p "+proto+" -m "+proto+" --dport "+strconv.Itoa(dnsPort)+" -m conntrack --ctstate DNAT -j ACCEPT")
-		}
+		rules = append(rules, accept("udp", dnsPort), accept("tcp", dnsPort))
+	}
+	if gatewayPort != 0 {
+		rules = append(rules, accept("tcp", gatewayPort))
 	}
 	rules = append(rules,
 		// The host, at any of its addresses.
-		"-A "+c.input+" -i "+links+" "+reject,
+		"-A "+c.input+" -i "+links+" "+refuse,
 		// Into a sandbox: only what belongs to its own connections.
 		"-A "+c.forward+" -o "+links+" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 		"-A "+c.forward+" -o "+links+" "+reject,
@@ -91,7 +113,7 @@ func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.
 		dsts = append(dsts, p.Masked())
 	}
 	for _, p := range dsts {
-		rules = append(rules, "-A "+c.forward+" -d "+p.String()+" -i "+links+" "+reject)
+		rules = append(rules, "-A "+c.forward+" -d "+p.String()+" -i "+links+" "+refuse)
 	}
 	return append(rules,
 		// Every packet out of a sandbox, past the sandbox's own egress
@@ -103,19 +125,38 @@ func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.
 		// per capped sandbox.
 		"-A "+c.forward+" -i "+links+" -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -j "+c.limits,
 		"-A "+c.forward+" -i "+links+" -j ACCEPT",
+		// A refusal: the first packet of each refused connection logged
+		// (at most 10 a second per sandbox address, 20 at once), for
+		// WatchRefusals; every packet rejected.
+		"-A "+c.refuse+" -m conntrack --ctstate NEW -m hashlimit --hashlimit-upto 10/sec --hashlimit-burst 20 --hashlimit-mode srcip --hashlimit-name "+hashlimitName(c)+" -j LOG --log-prefix \""+c.logPrefix+"\"",
+		"-A "+c.refuse+" "+reject,
 	)
+}
+
+// hashlimitName names the rate table of the refuse chain's log rule: at
+// most 15 characters, as the kernel wants.
+func hashlimitName(c chains) string {
+	n := strings.ToLower(c.refuse)
+	return n[:min(len(n), 15)]
 }
 
 // natRules returns the rules of the nat table's chains, as iptables -S
 // prints them: masquerade what leaves the subnet for anywhere but another
-// sandbox; and, when dnsPort is not 0, redirect every DNS query of a
-// sandbox (port 53, whatever the address) to the forwarder at dnsPort.
-func natRules(c chains, linkPrefix string, subnet netip.Prefix, dnsPort int) []string {
-	rules := []string{"-A " + c.postrouting + " -s " + subnet.Masked().String() + " ! -o " + linkPrefix + "+ -j MASQUERADE"}
+// sandbox; when dnsPort is not 0, redirect every DNS query of a sandbox
+// (port 53, whatever the address) to the forwarder at dnsPort; and when
+// gatewayPort is not 0, redirect a sandbox's connections to port 80 of an
+// address of the subnet (its gateway: every other one is another
+// sandbox's, refused anyway) to the egress gateway at gatewayPort.
+func natRules(c chains, linkPrefix string, subnet netip.Prefix, dnsPort, gatewayPort int) []string {
+	links := linkPrefix + "+"
+	rules := []string{"-A " + c.postrouting + " -s " + subnet.Masked().String() + " ! -o " + links + " -j MASQUERADE"}
 	if dnsPort != 0 {
 		for _, proto := range []string{"udp", "tcp"} {
-			rules = append(rules, "-A "+c.prerouting+" -i "+linkPrefix+"+ -p "+proto+" -m "+proto+" --dport 53 -j REDIRECT --to-ports "+strconv.Itoa(dnsPort))
+			rules = append(rules, "-A "+c.prerouting+" -i "+links+" -p "+proto+" -m "+proto+" --dport 53 -j REDIRECT --to-ports "+strconv.Itoa(dnsPort))
 		}
+	}
+	if gatewayPort != 0 {
+		rules = append(rules, "-A "+c.prerouting+" -d "+subnet.Masked().String()+" -i "+links+" -p tcp -m tcp --dport 80 -j REDIRECT --to-ports "+strconv.Itoa(gatewayPort))
 	}
 	return rules
 }
@@ -124,7 +165,7 @@ func natRules(c chains, linkPrefix string, subnet netip.Prefix, dnsPort int) []s
 // (or empties) the chains and fills them, in one transaction per table.
 func restoreInput(c chains, filter, nat []string) string {
 	var b strings.Builder
-	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n")
+	b.WriteString("*filter\n:" + c.input + " - [0:0]\n:" + c.forward + " - [0:0]\n:" + c.refuse + " - [0:0]\n")
 	for _, r := range filter {
 		b.WriteString(r + "\n")
 	}

@@ -11,10 +11,10 @@ import (
 
 // TestRules: the whole policy, rule by rule, as iptables -S lists it.
 func TestRules(t *testing.T) {
-	filter, nat := network.Rules("hearth", "hv", netip.MustParsePrefix("10.89.0.0/16"), []netip.Prefix{netip.MustParsePrefix("192.0.2.7/24")}, 0)
-	const reject = " -i hv+ -j REJECT --reject-with icmp-port-unreachable"
+	filter, nat := network.Rules("hearth", "hv", netip.MustParsePrefix("10.89.0.0/16"), []netip.Prefix{netip.MustParsePrefix("192.0.2.7/24")}, 0, 0)
+	const reject = " -i hv+ -j HEARTH-REFUSE"
 	wantFilter := []string{
-		"-A HEARTH-INPUT -i hv+ -j REJECT --reject-with icmp-port-unreachable",
+		"-A HEARTH-INPUT -i hv+ -j HEARTH-REFUSE",
 		"-A HEARTH-FORWARD -o hv+ -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
 		"-A HEARTH-FORWARD -o hv+ -j REJECT --reject-with icmp-port-unreachable",
 		"-A HEARTH-FORWARD ! -s 10.89.0.0/16 -i hv+ -j DROP",
@@ -32,6 +32,8 @@ func TestRules(t *testing.T) {
 		"-A HEARTH-FORWARD -i hv+ -j HEARTH-EGRESS",
 		"-A HEARTH-FORWARD -i hv+ -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -j HEARTH-LIMITS",
 		"-A HEARTH-FORWARD -i hv+ -j ACCEPT",
+		`-A HEARTH-REFUSE -m conntrack --ctstate NEW -m hashlimit --hashlimit-upto 10/sec --hashlimit-burst 20 --hashlimit-mode srcip --hashlimit-name hearth-refuse -j LOG --log-prefix "hearth-refused: "`,
+		"-A HEARTH-REFUSE -j REJECT --reject-with icmp-port-unreachable",
 	}
 	if !slices.Equal(filter, wantFilter) {
 		t.Errorf("filter rules:\n%s\nwant:\n%s", strings.Join(filter, "\n"), strings.Join(wantFilter, "\n"))
@@ -43,9 +45,9 @@ func TestRules(t *testing.T) {
 
 	in := network.RestoreInput("hearth", filter, nat)
 	for _, want := range []string{
-		"*filter\n:HEARTH-INPUT - [0:0]\n:HEARTH-FORWARD - [0:0]\n-A HEARTH-INPUT ",
+		"*filter\n:HEARTH-INPUT - [0:0]\n:HEARTH-FORWARD - [0:0]\n:HEARTH-REFUSE - [0:0]\n-A HEARTH-INPUT ",
 		// The PREROUTING chain is emptied even with no DNS.
-		"\n-A HEARTH-FORWARD -i hv+ -j ACCEPT\nCOMMIT\n*nat\n:HEARTH-POSTROUTING - [0:0]\n:HEARTH-PREROUTING - [0:0]\n-A HEARTH-POSTROUTING ",
+		"\n-A HEARTH-REFUSE -j REJECT --reject-with icmp-port-unreachable\nCOMMIT\n*nat\n:HEARTH-POSTROUTING - [0:0]\n:HEARTH-PREROUTING - [0:0]\n-A HEARTH-POSTROUTING ",
 	} {
 		if !strings.Contains(in, want) {
 			t.Errorf("restore input:\n%s\nwant it to hold %q", in, want)
@@ -71,8 +73,8 @@ func TestRules(t *testing.T) {
 // rejects everything else; the rest of the policy is as without.
 func TestRulesDNS(t *testing.T) {
 	subnet := netip.MustParsePrefix("10.89.0.0/16")
-	plainFilter, plainNat := network.Rules("hearth", "hv", subnet, nil, 0)
-	filter, nat := network.Rules("hearth", "hv", subnet, nil, 10053)
+	plainFilter, plainNat := network.Rules("hearth", "hv", subnet, nil, 0, 0)
+	filter, nat := network.Rules("hearth", "hv", subnet, nil, 10053, 0)
 	wantFilter := append([]string{
 		"-A HEARTH-INPUT -i hv+ -p udp -m udp --dport 10053 -m conntrack --ctstate DNAT -j ACCEPT",
 		"-A HEARTH-INPUT -i hv+ -p tcp -m tcp --dport 10053 -m conntrack --ctstate DNAT -j ACCEPT",
@@ -89,6 +91,23 @@ func TestRulesDNS(t *testing.T) {
 	}
 	if in := network.RestoreInput("hearth", filter, nat); !strings.Contains(in, ":HEARTH-PREROUTING - [0:0]\n") || !strings.HasSuffix(in, "--to-ports 10053\nCOMMIT\n") {
 		t.Errorf("restore input:\n%s\nwant the PREROUTING chain declared and filled", in)
+	}
+}
+
+// TestRulesGateway: with a gateway port, PREROUTING redirects sandboxes'
+// connections to port 80 of the subnet (their gateway) to it, and INPUT
+// accepts them there only when redirected; the rest is as without.
+func TestRulesGateway(t *testing.T) {
+	subnet := netip.MustParsePrefix("10.89.0.0/16")
+	plainFilter, plainNat := network.Rules("hearth", "hv", subnet, nil, 10053, 0)
+	filter, nat := network.Rules("hearth", "hv", subnet, nil, 10053, 10080)
+	wantFilter := slices.Insert(slices.Clone(plainFilter), 2, "-A HEARTH-INPUT -i hv+ -p tcp -m tcp --dport 10080 -m conntrack --ctstate DNAT -j ACCEPT")
+	if !slices.Equal(filter, wantFilter) {
+		t.Errorf("filter rules with a gateway:\n%s\nwant:\n%s", strings.Join(filter, "\n"), strings.Join(wantFilter, "\n"))
+	}
+	wantNat := append(plainNat, "-A HEARTH-PREROUTING -d 10.89.0.0/16 -i hv+ -p tcp -m tcp --dport 80 -j REDIRECT --to-ports 10080")
+	if !slices.Equal(nat, wantNat) {
+		t.Errorf("nat rules with a gateway:\n%s\nwant:\n%s", strings.Join(nat, "\n"), strings.Join(wantNat, "\n"))
 	}
 }
 

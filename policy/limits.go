@@ -122,7 +122,7 @@ func setNetwork(l *Limits, o sandbox.PolicyOverrides) error {
 		l.AllowEgress = *o.AllowEgress
 	}
 	if o.Egress != nil {
-		if _, _, err := o.Egress.Prefixes(); err != nil {
+		if _, _, err := o.Egress.Parse(); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // ListeningPort is a TCP port a process in a sandbox listens on: Address
@@ -92,75 +93,173 @@ const MaxEgressRules = 256
 // EgressPolicy narrows where an egress sandbox may connect, on top of what
 // is always blocked (the host, other sandboxes, private and reserved
 // networks): no destination in Deny, and, when Allow is not empty, only
-// destinations in Allow. Entries are IPv4 networks ("203.0.113.0/24") or
-// addresses ("203.0.113.7"). A tenant's policy applies to all its
-// sandboxes; a sandbox's own adds to the tenant's Deny, and its Allow, when
-// the tenant has one, must lie within it.
+// destinations in Allow. Entries are IPv4 networks ("203.0.113.0/24"),
+// addresses ("203.0.113.7") or domain names: "example.com" is that name
+// only, "*.example.com" every name below it (not example.com itself). A
+// denied name does not resolve; with names in Allow only those resolve,
+// and connections go only to the addresses they resolved to (and to the
+// allowed networks). A tenant's policy applies to all its sandboxes; a
+// sandbox's own adds to the tenant's Deny, and its Allow, when the tenant
+// has one, must lie within it.
 type EgressPolicy struct {
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
 }
 
-// Prefixes parses the policy: its lists as networks, each entry checked.
-func (e EgressPolicy) Prefixes() (allow, deny []netip.Prefix, err error) {
-	if allow, err = parseNetworks("allow", e.Allow); err != nil {
-		return nil, nil, err
+// EgressList is one list of an EgressPolicy, parsed: its networks
+// (masked) and its domain patterns (lower case, no trailing dot).
+type EgressList struct {
+	Networks []netip.Prefix
+	Domains  []string
+}
+
+// Empty reports whether l lists nothing.
+func (l EgressList) Empty() bool { return len(l.Networks) == 0 && len(l.Domains) == 0 }
+
+// Parse parses the policy's lists, each entry checked.
+func (e EgressPolicy) Parse() (allow, deny EgressList, err error) {
+	if allow, err = parseEgressList("allow", e.Allow); err != nil {
+		return EgressList{}, EgressList{}, err
 	}
-	if deny, err = parseNetworks("deny", e.Deny); err != nil {
-		return nil, nil, err
+	if deny, err = parseEgressList("deny", e.Deny); err != nil {
+		return EgressList{}, EgressList{}, err
 	}
 	return allow, deny, nil
 }
 
-// parseNetworks parses one list of an EgressPolicy.
-func parseNetworks(list string, entries []string) ([]netip.Prefix, error) {
+// parseEgressList parses one list of an EgressPolicy.
+func parseEgressList(list string, entries []string) (EgressList, error) {
 	if len(entries) > MaxEgressRules {
-		return nil, Errorf(CodeInvalidArgument, "egress %s has %d entries, over the limit of %d", list, len(entries), MaxEgressRules).
+		return EgressList{}, Errorf(CodeInvalidArgument, "egress %s has %d entries, over the limit of %d", list, len(entries), MaxEgressRules).
 			With("limit", MaxEgressRules).With("used", len(entries))
 	}
-	out := make([]netip.Prefix, 0, len(entries))
+	var out EgressList
 	for _, s := range entries {
+		if d, ok := DomainPattern(s); ok {
+			out.Domains = append(out.Domains, d)
+			continue
+		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			a, aerr := netip.ParseAddr(s)
 			if aerr != nil {
-				return nil, Errorf(CodeInvalidArgument, "egress %s entry %q is not an IPv4 network or address", list, s).
-					WithHint("write e.g. 203.0.113.0/24 or 203.0.113.7")
+				return EgressList{}, Errorf(CodeInvalidArgument, "egress %s entry %q is not an IPv4 network or address, nor a domain name", list, s).
+					WithHint("write e.g. 203.0.113.0/24, 203.0.113.7, example.com or *.example.com")
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		if !p.Addr().Is4() {
-			return nil, Errorf(CodeInvalidArgument, "egress %s entry %q is not IPv4: sandboxes have no IPv6", list, s)
+			return EgressList{}, Errorf(CodeInvalidArgument, "egress %s entry %q is not IPv4: sandboxes have no IPv6", list, s)
 		}
-		out = append(out, p.Masked())
+		out.Networks = append(out.Networks, p.Masked())
 	}
 	return out, nil
 }
 
-// Effective returns the networks a sandbox with policy own, in a tenant
-// with policy tenant, may reach (allow, empty for anywhere not blocked)
-// and may not (deny). Its own Allow must lie within the tenant's, when the
-// tenant has one (invalid_argument otherwise); an empty own Allow takes the
-// tenant's.
-func (own EgressPolicy) Effective(tenant EgressPolicy) (allow, deny []netip.Prefix, err error) {
-	tAllow, tDeny, err := tenant.Prefixes()
+// Effective returns where a sandbox with policy own, in a tenant with
+// policy tenant, may connect (allow, empty for anywhere not blocked) and
+// may not (deny). Its own Allow must lie within the tenant's, when the
+// tenant has one (invalid_argument otherwise): each network within one of
+// the tenant's networks, each domain pattern within one of its patterns
+// (see DomainWithin). An empty own Allow takes the tenant's.
+func (own EgressPolicy) Effective(tenant EgressPolicy) (allow, deny EgressList, err error) {
+	tAllow, tDeny, err := tenant.Parse()
 	if err != nil {
-		return nil, nil, err
+		return EgressList{}, EgressList{}, err
 	}
-	allow, deny, err = own.Prefixes()
+	allow, deny, err = own.Parse()
 	if err != nil {
-		return nil, nil, err
+		return EgressList{}, EgressList{}, err
 	}
-	if len(tAllow) > 0 {
-		for _, p := range allow {
-			if !slices.ContainsFunc(tAllow, func(t netip.Prefix) bool { return t.Bits() <= p.Bits() && t.Contains(p.Addr()) }) {
-				return nil, nil, Errorf(CodeInvalidArgument, "egress allow entry %s is outside the tenant's allow list", p).
-					WithHint("allow only networks within %v, or ask a tenant admin to widen the tenant's", tenant.Allow)
+	if !tAllow.Empty() {
+		outside := func(entry string) error {
+			return Errorf(CodeInvalidArgument, "egress allow entry %s is outside the tenant's allow list", entry).
+				WithHint("allow only destinations within %v, or ask a tenant admin to widen the tenant's", tenant.Allow)
+		}
+		for _, p := range allow.Networks {
+			if !slices.ContainsFunc(tAllow.Networks, func(t netip.Prefix) bool { return t.Bits() <= p.Bits() && t.Contains(p.Addr()) }) {
+				return EgressList{}, EgressList{}, outside(p.String())
 			}
 		}
-		if len(allow) == 0 {
+		for _, d := range allow.Domains {
+			if !slices.ContainsFunc(tAllow.Domains, func(t string) bool { return DomainWithin(d, t) }) {
+				return EgressList{}, EgressList{}, outside(d)
+			}
+		}
+		if allow.Empty() {
 			allow = tAllow
 		}
 	}
-	return allow, append(tDeny, deny...), nil
+	deny = EgressList{
+		Networks: slices.Concat(tDeny.Networks, deny.Networks),
+		Domains:  slices.Concat(tDeny.Domains, deny.Domains),
+	}
+	return allow, deny, nil
+}
+
+// DomainPattern checks and normalizes a domain pattern of an egress
+// list: a name ("example.com") or a wildcard over the names below one
+// ("*.example.com"), in any case, with or without a final dot. A name
+// has two labels or more, of 1 to 63 letters, digits, hyphens and
+// underscores, not beginning or ending with a hyphen, at most 253
+// characters in all, and a last label that is not all digits (so that no mistyped address reads
+// as a name). It returns the pattern in lower case without the final
+// dot.
+func DomainPattern(s string) (string, bool) {
+	name, wild := strings.CutPrefix(s, "*.")
+	name, ok := DomainName(name)
+	if !ok {
+		return "", false
+	}
+	if wild {
+		return "*." + name, true
+	}
+	return name, true
+}
+
+// DomainName checks and normalizes a domain name, by DomainPattern's
+// rules for a name (no wildcard): the name in lower case without its
+// final dot, or false.
+func DomainName(s string) (string, bool) {
+	s = strings.ToLower(strings.TrimSuffix(s, "."))
+	if s == "" || len(s) > 253 {
+		return "", false
+	}
+	labels := strings.Split(s, ".")
+	if len(labels) < 2 {
+		return "", false
+	}
+	for _, l := range labels {
+		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return "", false
+		}
+		for _, c := range []byte(l) {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+				return "", false
+			}
+		}
+	}
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return "", false
+	}
+	return s, true
+}
+
+// DomainMatches reports whether the name (normalized, see DomainName)
+// matches the pattern (normalized, see DomainPattern): the same name, or,
+// for "*.example.com", a name below example.com.
+func DomainMatches(pattern, name string) bool {
+	if suffix, ok := strings.CutPrefix(pattern, "*"); ok {
+		return len(name) > len(suffix) && strings.HasSuffix(name, suffix)
+	}
+	return name == pattern
+}
+
+// DomainWithin reports whether every name that pattern inner matches,
+// outer matches too (both normalized, see DomainPattern).
+func DomainWithin(inner, outer string) bool {
+	if base, ok := strings.CutPrefix(inner, "*."); ok {
+		return inner == outer || strings.HasPrefix(outer, "*.") && DomainMatches(outer, base)
+	}
+	return DomainMatches(outer, inner)
 }

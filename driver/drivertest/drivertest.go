@@ -80,7 +80,8 @@ type Config struct {
 // own egress rules at Start and changed live (EgressRules:
 // driver.EgressSetter), and,
 // with Config.NewDNS, names resolved through the host (EgressDNS, against
-// a name server of its own: see NewTestDNS).
+// a name server of its own: see NewTestDNS) and egress rules by domain
+// (EgressDomains).
 func Run(t *testing.T, cfg Config) {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 60 * time.Second
@@ -99,6 +100,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("EgressLimits", s.testEgressLimits)
 	t.Run("EgressRules", s.testEgressRules)
 	t.Run("EgressDNS", s.testEgressDNS)
+	t.Run("EgressDomains", s.testEgressDomains)
 }
 
 type suite struct {

@@ -3,7 +3,6 @@ package oci
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/network"
@@ -23,7 +22,7 @@ func (d *Driver) SetEgress(ctx context.Context, id string, rules driver.EgressRu
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	if err := checkEgress(rules); err != nil {
+	if err := egressOf(rules).Validate(); err != nil {
 		return fmt.Errorf("oci: set egress %s: %w", id, err)
 	}
 	defer d.lock(id)()
@@ -40,22 +39,11 @@ func (d *Driver) SetEgress(ctx context.Context, id string, rules driver.EgressRu
 	if err := d.net.SetEgress(ctx, id, egressOf(rules)); err != nil {
 		return fmt.Errorf("oci: set egress %s: %w", id, err)
 	}
-	d.log.Info("sandbox egress rules set", "sandbox", id, "allow", len(rules.Allow), "deny", len(rules.Deny))
-	return nil
-}
-
-// checkEgress rejects rules with a prefix that is not IPv4, before
-// anything is made.
-func checkEgress(rules driver.EgressRules) error {
-	for _, p := range slices.Concat(rules.Allow, rules.Deny) {
-		if !p.IsValid() || !p.Addr().Is4() {
-			return fmt.Errorf("egress rule %v: want an IPv4 prefix", p)
-		}
-	}
+	d.log.Info("sandbox egress rules set", "sandbox", id, "allow", len(rules.Allow)+len(rules.AllowDomains), "deny", len(rules.Deny)+len(rules.DenyDomains))
 	return nil
 }
 
 // egressOf is the network host's form of rules.
 func egressOf(rules driver.EgressRules) network.Egress {
-	return network.Egress{Allow: rules.Allow, Deny: rules.Deny}
+	return network.Egress{Allow: rules.Allow, Deny: rules.Deny, AllowDomains: rules.AllowDomains, DenyDomains: rules.DenyDomains}
 }

@@ -136,7 +136,7 @@ func (d *Driver) checkSpec(spec driver.Spec) error {
 		if d.net == nil {
 			return fmt.Errorf("oci: start %s: network %q: %w", spec.ID, spec.Network, ErrNoEgress)
 		}
-		if err := checkEgress(spec.Egress); err != nil {
+		if err := egressOf(spec.Egress).Validate(); err != nil {
 			return fmt.Errorf("oci: start %s: %w", spec.ID, err)
 		}
 	default:

@@ -1,0 +1,381 @@
+package network
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Domain policy: what the Host keeps per attached sandbox so that its
+// forwarder can judge each lookup by the sandbox's policy, and the
+// addresses names resolved to, in two ipsets of the kernel (see the
+// package doc).
+
+const (
+	// learnedTTL is how long an address a name resolved to stays in a
+	// set after the last lookup that gave it: far longer than most DNS
+	// TTLs, because a connection outlives the TTL of the name it was
+	// opened to, and the egress rules judge every packet of it.
+	learnedTTL = 24 * time.Hour
+	// learnedRefresh is how often the same name and address is written
+	// to a set again (its timeout renewed): lookups in between cost no
+	// command.
+	learnedRefresh = time.Hour
+	// maxLearned caps the names and addresses one sandbox has in the
+	// sets; more are not recorded (and, with domains in its allow list,
+	// not reachable) until older ones expire.
+	maxLearned = 4096
+	// setMaxElem caps each set, for all sandboxes together.
+	setMaxElem = 262144
+	// rescanEvery bounds how often a lookup from an address the Host
+	// does not know makes it read its state dir again.
+	rescanEvery = time.Second
+)
+
+// sandboxNet is what the Host knows of one attached sandbox.
+type sandboxNet struct {
+	id, link string
+	addr     netip.Addr
+	egress   Egress
+	// learned are the names and addresses written to a set, with when.
+	learned map[learnedKey]time.Time
+}
+
+type learnedKey struct {
+	name string
+	addr netip.Addr
+}
+
+// SandboxAt returns the id of the sandbox whose address is addr, if one
+// is attached to this Host. A lookup of an address the Host has not seen
+// since it started reads its state dir (at most once a second).
+func (h *Host) SandboxAt(addr netip.Addr) (string, bool) {
+	if sn := h.netAt(addr); sn != nil {
+		return sn.id, true
+	}
+	return "", false
+}
+
+// netAt returns what the Host knows of the sandbox at addr, or nil.
+func (h *Host) netAt(addr netip.Addr) *sandboxNet {
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	if sn := h.byAddr[addr.Unmap()]; sn != nil {
+		return sn
+	}
+	if !h.subnet.Contains(addr.Unmap()) || time.Since(h.scanned) < rescanEvery {
+		return nil
+	}
+	h.scanLocked()
+	return h.byAddr[addr.Unmap()]
+}
+
+// netOfLink returns what the Host knows of the sandbox whose host-side
+// veth is link, or nil.
+func (h *Host) netOfLink(link string) *sandboxNet {
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	for _, sn := range h.byAddr {
+		if sn.link == link {
+			return sn
+		}
+	}
+	if time.Since(h.scanned) < rescanEvery {
+		return nil
+	}
+	h.scanLocked()
+	for _, sn := range h.byAddr {
+		if sn.link == link {
+			return sn
+		}
+	}
+	return nil
+}
+
+// scanLocked adds every sandbox recorded in the state dir that the Host
+// does not know yet, with its recorded egress policy. netMu is held.
+func (h *Host) scanLocked() {
+	h.scanned = time.Now()
+	entries, err := os.ReadDir(h.stateDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		id := e.Name()
+		if !e.Type().IsRegular() || checkID(id) != nil {
+			continue
+		}
+		addr, ok := h.readRecord(id)
+		if !ok || h.byAddr[addr] != nil {
+			continue
+		}
+		var eg Egress
+		if b, err := os.ReadFile(h.egressPath(id)); err == nil {
+			if err := json.Unmarshal(b, &eg); err != nil || eg.Validate() != nil {
+				h.log.Warn("ignoring a damaged egress record", "sandbox", id, "err", err)
+				eg = Egress{}
+			}
+		}
+		h.byAddr[addr] = &sandboxNet{id: id, link: h.Link(id), addr: addr, egress: eg, learned: map[learnedKey]time.Time{}}
+	}
+}
+
+// egressPath is the file that records sandbox id's egress policy.
+func (h *Host) egressPath(id string) string { return filepath.Join(h.stateDir, "egress", id) }
+
+// rememberEgress makes e sandbox id's policy for the forwarder, and
+// records it in the state dir for the Host of the next daemon start.
+func (h *Host) rememberEgress(id string, e Egress) error {
+	addr, ok := h.readRecord(id)
+	if !ok {
+		return fmt.Errorf("no address recorded for %s", id)
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(h.egressPath(id), b); err != nil {
+		return err
+	}
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	sn := h.byAddr[addr]
+	if sn == nil || sn.id != id {
+		sn = &sandboxNet{id: id, link: h.Link(id), addr: addr, learned: map[learnedKey]time.Time{}}
+		h.byAddr[addr] = sn
+	}
+	sn.egress = e
+	return nil
+}
+
+// forgetEgress removes sandbox id's egress rules, the addresses it
+// learned and its recorded policy.
+func (h *Host) forgetEgress(ctx context.Context, id string) error {
+	link := h.Link(id)
+	if _, err := h.setLinkRules(ctx, h.chains.egress, link, nil); err != nil {
+		return err
+	}
+	if err := h.sortLearned(ctx, link, nil); err != nil {
+		return err
+	}
+	if err := os.Remove(h.egressPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	for addr, sn := range h.byAddr {
+		if sn.id == id {
+			delete(h.byAddr, addr)
+		}
+	}
+	return nil
+}
+
+// writeFileAtomic writes b to path (its directory made if missing) by a
+// rename, so that a reader finds the old content or the new.
+func writeFileAtomic(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// permit reports whether the sandbox at client may resolve name (see
+// Egress.permits); a refusal is reported (Options.OnRefusal). A client
+// the Host does not know has no policy: it may resolve any name.
+func (h *Host) permit(client netip.Addr, name string) bool {
+	sn := h.netAt(client)
+	if sn == nil {
+		return true
+	}
+	h.netMu.Lock()
+	ok := sn.egress.permits(name)
+	h.netMu.Unlock()
+	if !ok {
+		h.log.Info("sandbox lookup refused by its egress policy", "sandbox", sn.id, "domain", name)
+		h.onRefusal(Refusal{Sandbox: sn.id, Domain: name})
+	}
+	return ok
+}
+
+// learn records that name resolved to addrs for the sandbox at client,
+// in the allow set (see the package doc), before the forwarder answers
+// it: a connection it opens at once meets the address there. Names that
+// are not domain names (see sandbox.DomainName) are not recorded; nor are
+// any once the sandbox has maxLearned.
+func (h *Host) learn(ctx context.Context, client netip.Addr, name string, addrs []netip.Addr) {
+	sn := h.netAt(client)
+	if sn == nil || name == "" {
+		return
+	}
+	now := time.Now()
+	var lines []string
+	h.netMu.Lock()
+	for k, at := range sn.learned {
+		if now.Sub(at) > learnedTTL {
+			delete(sn.learned, k)
+		}
+	}
+	for _, a := range addrs {
+		k := learnedKey{name, a.Unmap()}
+		if at, ok := sn.learned[k]; ok && now.Sub(at) < learnedRefresh {
+			continue
+		}
+		if _, ok := sn.learned[k]; !ok && len(sn.learned) >= maxLearned {
+			h.log.Warn("sandbox has too many resolved addresses recorded; not recording more", "sandbox", sn.id, "limit", maxLearned, "domain", name)
+			break
+		}
+		sn.learned[k] = now
+		lines = append(lines, setAddLine(h.chains.allowSet, k.addr, sn.link, name, learnedTTL))
+	}
+	link := sn.link
+	h.netMu.Unlock()
+	if len(lines) == 0 {
+		return
+	}
+	if err := h.ipsetRestore(ctx, lines); err != nil {
+		h.log.Error("record the addresses a sandbox resolved", "sandbox", sn.id, "link", link, "domain", name, "err", err)
+	}
+}
+
+// local returns the address the forwarder answers name with itself for
+// the sandbox at client: its gateway, for the egress gateway's names
+// (Options.GatewayDomain and the names below it), when the Host has a
+// gateway.
+func (h *Host) local(client netip.Addr, name string) (netip.Addr, bool) {
+	if h.gatewayPort == 0 || name != h.gatewayDomain && !strings.HasSuffix(name, "."+h.gatewayDomain) {
+		return netip.Addr{}, false
+	}
+	k, ok := pairOf(h.subnet, client)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	gw, _ := pair(h.subnet, k)
+	return gw, true
+}
+
+// An entry of the allow or deny set: an address a name resolved to for
+// the sandbox whose veth is link, until expires.
+type learnedEntry struct {
+	set, link, name string
+	addr            netip.Addr
+	timeout         time.Duration
+}
+
+// sortLearned moves the entries of link in the allow and deny sets to
+// where policy e puts their names: the deny set for a name e denies, the
+// allow set for one it permits, neither for one its allow list leaves
+// out. A nil e removes them all. It adds before it removes, in one ipset
+// process.
+func (h *Host) sortLearned(ctx context.Context, link string, e *Egress) error {
+	entries, err := h.learnedEntries(ctx, link)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	var adds, dels []string
+	for _, en := range entries {
+		want := ""
+		switch {
+		case e == nil:
+		case e.denies(en.name):
+			want = h.chains.denySet
+		case e.permits(en.name):
+			want = h.chains.allowSet
+		}
+		if want == en.set {
+			continue
+		}
+		if want != "" {
+			adds = append(adds, setAddLine(want, en.addr, link, en.name, en.timeout))
+		}
+		dels = append(dels, "del "+en.set+" "+en.addr.String()+","+link)
+	}
+	h.netMu.Lock()
+	for _, sn := range h.byAddr {
+		if sn.link == link {
+			clear(sn.learned)
+		}
+	}
+	h.netMu.Unlock()
+	return h.ipsetRestore(ctx, append(adds, dels...))
+}
+
+// learnedEntries lists link's entries in the allow and deny sets.
+func (h *Host) learnedEntries(ctx context.Context, link string) ([]learnedEntry, error) {
+	var out []learnedEntry
+	for _, set := range []string{h.chains.allowSet, h.chains.denySet} {
+		listing, err := h.run(ctx, nil, h.ipsetBin, "save", set)
+		if err != nil {
+			return nil, err
+		}
+		for line := range strings.Lines(string(listing)) {
+			if en, ok := parseSetEntry(line); ok && en.link == link {
+				out = append(out, en)
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseSetEntry parses an entry as `ipset save` lists it:
+//
+//	add SET ADDR,LINK timeout SECONDS comment "NAME"
+func parseSetEntry(line string) (learnedEntry, bool) {
+	f := strings.Fields(line)
+	if len(f) != 7 || f[0] != "add" || f[3] != "timeout" || f[5] != "comment" {
+		return learnedEntry{}, false
+	}
+	addr, link, ok := strings.Cut(f[2], ",")
+	a, err := netip.ParseAddr(addr)
+	secs, serr := strconv.Atoi(f[4])
+	name, nok := sandbox.DomainName(strings.Trim(f[6], `"`))
+	if !ok || err != nil || serr != nil || !nok {
+		return learnedEntry{}, false
+	}
+	return learnedEntry{set: f[1], link: link, name: name, addr: a, timeout: time.Duration(secs) * time.Second}, true
+}
+
+// setAddLine is the ipset restore line that adds addr for link to set,
+// for timeout, with name as its comment (a domain name: no quote or space
+// in it).
+func setAddLine(set string, addr netip.Addr, link, name string, timeout time.Duration) string {
+	return fmt.Sprintf("add %s %s,%s timeout %d comment %q", set, addr, link, max(int(timeout.Seconds()), 1), name)
+}
+
+// ipsetRestore runs ipset restore on lines (-exist: an add of an entry
+// that is there renews it, a del of one that is not is no error).
+func (h *Host) ipsetRestore(ctx context.Context, lines []string) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := h.run(ctx, strings.NewReader(strings.Join(lines, "\n")+"\n"), h.ipsetBin, "-exist", "restore")
+	return err
+}
+
+// ensureSets creates the allow and deny sets when they are missing.
+func (h *Host) ensureSets(ctx context.Context) error {
+	for _, set := range []string{h.chains.allowSet, h.chains.denySet} {
+		if _, err := h.run(ctx, nil, h.ipsetBin, "-exist", "create", set, "hash:net,iface", "timeout", "0", "comment", "maxelem", strconv.Itoa(setMaxElem)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
