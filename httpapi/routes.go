@@ -37,6 +37,9 @@ func (s *server) routes() {
 	s.route("PUT /v1/secrets/{secret}", "secret.set", s.authed(s.handleSetSecret))
 	s.route("GET /v1/secrets", "secret.list", s.authed(s.handleListSecrets))
 	s.route("DELETE /v1/secrets/{secret}", "secret.delete", s.authed(s.handleDeleteSecret))
+	s.route("PUT /v1/bindings/{binding}", "binding.set", s.authed(s.handleSetBinding))
+	s.route("GET /v1/bindings", "binding.list", s.authed(s.handleListBindings))
+	s.route("DELETE /v1/bindings/{binding}", "binding.delete", s.authed(s.handleDeleteBinding))
 
 	s.route("POST /v1/sandboxes", verbCreate, s.authed(s.handleCreate))
 	s.route("GET /v1/sandboxes", "sandbox.list", s.authed(s.handleList))

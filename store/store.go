@@ -64,6 +64,9 @@ type Store interface {
 	// GetSandbox finds a sandbox by name; ErrNotFound if missing. Its
 	// Capabilities are never nil (an empty list renders as [], not null).
 	GetSandbox(ctx context.Context, name string) (sandbox.Sandbox, error)
+	// SandboxByID finds a sandbox by id, as GetSandbox does by name;
+	// ErrNotFound if missing.
+	SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, error)
 	// ListSandboxes returns the sandboxes matching f, oldest CreatedAt first
 	// (insertion order among equals). No match is an empty slice, not an
 	// error.
@@ -148,6 +151,21 @@ type Store interface {
 	ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error)
 	// DeleteSecret removes tenant's secret name; ErrNotFound if missing.
 	DeleteSecret(ctx context.Context, tenant, name string) error
+
+	// PutBinding stores tenant b.Tenant's credential binding b.Name (see
+	// sandbox.Binding), created or replaced. A new one is created at
+	// b.CreatedAt (b.UpdatedAt when that is zero); a replacement keeps the
+	// stored CreatedAt. Either way UpdatedAt is b.UpdatedAt. An empty Tenant, Name, Secret, Upstream, Header or
+	// Format is an error; the store checks nothing else.
+	PutBinding(ctx context.Context, b sandbox.Binding) error
+	// GetBinding returns tenant's binding name; ErrNotFound if missing.
+	GetBinding(ctx context.Context, tenant, name string) (sandbox.Binding, error)
+	// ListBindings returns tenant's bindings, by name. None, or no such
+	// tenant, is an empty slice, not an error.
+	ListBindings(ctx context.Context, tenant string) ([]sandbox.Binding, error)
+	// DeleteBinding removes tenant's binding name; ErrNotFound if missing.
+	// Deleting the secret a binding names leaves the binding.
+	DeleteBinding(ctx context.Context, tenant, name string) error
 
 	// RecordGone keeps why a sandbox went, by name, replacing the record of
 	// an earlier sandbox of that name. An empty name is an error.

@@ -104,6 +104,7 @@ func verbs() []verb {
 		{"token", "manage tokens (create, list, revoke)", runToken},
 		{"audit", "show the audit log of calls to the daemon (JSONL with --json)", runAudit},
 		{"secret", "manage a tenant's secrets (set, list, rm)", runSecret},
+		{"binding", "bind a secret to an upstream API sandboxes call via NAME.hearth.internal (set, list, rm)", runBinding},
 		{"restore", "put a sandbox's disk back to a checkpoint", runRestore},
 		{"fork", "create a new sandbox from a checkpoint", runFork},
 		{"sleep", "stop a sandbox's processes to free memory, keeping its disk", runSleep},

@@ -70,7 +70,7 @@ func TestMigrateFresh(t *testing.T) {
 			tables = append(tables, strings.Fields(s)[1])
 		}
 	}
-	if want := []string{"agents:", "audit:", "checkpoints:", "gone:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"agents:", "audit:", "bindings:", "checkpoints:", "gone:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }

@@ -72,6 +72,20 @@ func (db *DB) GetSandbox(ctx context.Context, name string) (sandbox.Sandbox, err
 	return sb, nil
 }
 
+// SandboxByID returns the sandbox whose id is id, or store.ErrNotFound.
+func (db *DB) SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	row := db.r.QueryRowContext(ctx,
+		`SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Sandbox{}, fmt.Errorf("sqlite: sandbox id %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sqlite: get sandbox id %q: %w", id, err)
+	}
+	return sb, nil
+}
+
 // ListSandboxes returns the sandboxes matching f, oldest CreatedAt first and
 // insertion order among equals. No match is an empty slice and no error.
 func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sandbox, error) {

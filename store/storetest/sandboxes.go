@@ -109,6 +109,41 @@ func testSandboxGetMissing(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testSandboxByID: SandboxByID finds a sandbox by id, with every field as
+// GetSandbox has it, follows a rename, and is ErrNotFound for a name, an
+// unknown or a deleted id.
+func testSandboxByID(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	sb := newSandbox("sb-1", "present", "acme", "alice", t0)
+	sb.Network = sandbox.NetworkEgress
+	mustCreate(t, s, sb)
+	mustCreate(t, s, newSandbox("sb-2", "other", "globex", "bob", at(time.Second)))
+	got, err := s.SandboxByID(ctx, "sb-1")
+	if err != nil {
+		t.Fatalf("SandboxByID(sb-1) = %v, want nil", err)
+	}
+	checkSandbox(t, "SandboxByID(sb-1)", got, sb)
+	sb.Name, sb.UpdatedAt = "renamed", at(time.Minute)
+	if err := s.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatalf("UpdateSandbox = %v", err)
+	}
+	if got, err := s.SandboxByID(ctx, "sb-1"); err != nil || got.Name != "renamed" {
+		t.Errorf("SandboxByID(sb-1) after a rename = %q, %v; want renamed", got.Name, err)
+	}
+	for _, id := range []string{"present", "renamed", "", "SB-1", "sb-3"} {
+		if _, err := s.SandboxByID(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("SandboxByID(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+	if err := s.DeleteSandbox(ctx, "sb-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SandboxByID(ctx, "sb-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SandboxByID(deleted) = %v, want ErrNotFound", err)
+	}
+}
+
 func testSandboxUpdate(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx := t.Context()
