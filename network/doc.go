@@ -60,23 +60,69 @@
 //
 // Per-sandbox egress rules: Attach takes a sandbox's own policy (Egress),
 // and SetEgress replaces it while the sandbox runs. It narrows, never
-// widens, the policy above: Deny lists destinations the sandbox may not
-// reach, and a non-empty Allow the only ones it may. <NAME>-FORWARD jumps
-// to <NAME>-EGRESS for every packet out of a sandbox (not only new
-// connections: a change cuts the connections it forbids), after the
-// rejects of the always-blocked and denied destinations, so that no Allow
-// ever opens one, and before the limits. There, matched by the name of its
-// veth, each sandbox with a policy has a REJECT (ICMP port unreachable)
-// per denied prefix, then, with an allow list, a RETURN per allowed one
-// and a REJECT of the rest; a sandbox with none has no rule and falls
-// through. SetEgress (and Attach, and Detach, which removes them) changes
-// one sandbox's rules in one iptables-restore --noflush transaction that
-// appends the new rules and deletes the old ones by their spec, so that
-// no packet ever meets half a change, and other sandboxes' rules are
-// never touched. Like the limits chain, Setup creates it when missing but
-// never empties it, so the rules survive a daemon restart; a firewall
-// flush takes them until the sandbox's next Attach (its next start). IPv4
-// prefixes only: a sandbox has no IPv6.
+// widens, the policy above: Deny lists networks the sandbox may not reach
+// and DenyDomains names, and a non-empty Allow or AllowDomains the only
+// destinations it may. <NAME>-FORWARD jumps to <NAME>-EGRESS for every
+// packet out of a sandbox (not only new connections: a change cuts the
+// connections it forbids), after the rejects of the always-blocked and
+// denied destinations, so that no Allow ever opens one, and before the
+// limits. There, matched by the name of its veth, each sandbox with a
+// policy has a refusal per denied network and, with denied names, of the
+// addresses in <name>-deny for its veth; then, with an allow list, a
+// RETURN per allowed network and, with allowed names, of the addresses in
+// <name>-allow for its veth, and a refusal of the rest; a sandbox with no
+// policy has no rule and falls through. SetEgress (and Attach, and
+// Detach, which removes them) changes one sandbox's rules in one
+// iptables-restore --noflush transaction that appends the new rules and
+// deletes the old ones by their spec, so that no packet ever meets half a
+// change, and other sandboxes' rules are never touched. Like the limits
+// chain, Setup creates it when missing but never empties it, so the rules
+// survive a daemon restart; a firewall flush takes them until the
+// sandbox's next Attach (its next start). IPv4 prefixes only: a sandbox
+// has no IPv6.
+//
+// Names: domain rules are enforced twice. The forwarder (below) judges
+// each query by the asking sandbox's policy, found by its address: a name
+// a DenyDomains pattern matches, or, with AllowDomains, one none of them
+// matches, gets REFUSED at once, and is not sent upstream (so, with an
+// allow list of names, names are no side channel out of the sandbox). A
+// query of a name it answers goes upstream, and the IPv4 addresses of the
+// answer are written to <name>-allow, an ipset of (address, veth) pairs,
+// with the name as the entry's comment, before the answer goes back, so
+// that the connection the sandbox opens at once meets them there. An
+// entry lasts 24 hours after the last lookup that gave it, not the DNS
+// TTL: a connection outlives the TTL of the name it was opened to, and the
+// rules judge every packet of it. A change of policy moves the sandbox's
+// entries by their names: to <name>-deny (refused, connections already
+// open included) for a name it now denies, out of both for one its allow
+// list now leaves out. Every egress sandbox's lookups are recorded, so a
+// name denied later is refused at the addresses the sandbox resolved
+// before, whatever its own cache holds. Two sets serve all sandboxes (the
+// kernel allows few), at most 4096 entries per sandbox. The Host records
+// each sandbox's policy in Options.StateDir too, so that the forwarder of
+// a restarted daemon judges by it before any Attach; the sets are the
+// kernel's and survive the restart. An address is judged, not a name: an
+// address several names share (a CDN) is reachable once an allowed name
+// resolved to it, unless a denied one did.
+//
+// Refusals: every refusal of a sandbox's packet (to the host, to an
+// always-blocked or denied destination, past an allow list) jumps to
+// <NAME>-REFUSE, which logs the first packet of each refused connection
+// (conntrack NEW) to the kernel's log with the prefix "<name>-refused: ",
+// at most 10 a second per sandbox address (20 at once), and rejects every
+// packet. WatchRefusals reads the kernel's log (/dev/kmsg) and reports
+// each to Options.OnRefusal with the sandbox's id (found by the veth the
+// packet came in on), destination, protocol and port; the forwarder
+// reports each refused lookup there too, with the name.
+//
+// Gateway: with Options.GatewayPort, <NAME>-PREROUTING redirects a
+// sandbox's TCP connections to port 80 of any address of the subnet (its
+// gateway: every other is another sandbox's, refused anyway) to that port
+// of the host, where the daemon's egress gateway listens, and
+// <NAME>-INPUT accepts them there only when so redirected; the forwarder
+// answers Options.GatewayDomain ("hearth.internal"), and every name below
+// it, with the asking sandbox's gateway address itself (an A record, TTL
+// 60 s). SandboxAt tells the gateway which sandbox an address is.
 //
 // Limits: Attach takes a sandbox's caps (Limits), so that one sandbox
 // cannot take the host's uplink, nor its connection tracking, for itself;
@@ -112,9 +158,10 @@
 // a sandbox then has no connection cap until its next Attach (its next
 // start); the shapers are not the firewall's and stay.
 //
-// Names: a Host with upstream name servers (Options.DNSUpstreams; the
-// daemon's default is the host's own, from its /etc/resolv.conf) gives
-// egress sandboxes a name service, with no per-domain policy yet. The
+// The name service: a Host with upstream name servers
+// (Options.DNSUpstreams; the daemon's default is the host's own, from its
+// /etc/resolv.conf) gives egress sandboxes a name service, judged by
+// their domain rules (above). The
 // daemon runs a DNS forwarder (ServeDNS) on the host, on UDP and TCP at
 // Options.DNSPort (10053) of every address, and the driver mounts on an
 // egress sandbox's /etc/resolv.conf a file naming its gateway as its only
@@ -131,7 +178,8 @@
 // verbatim. Its queries to the upstreams are the host's own, so they are
 // not filtered as a sandbox's are: a loopback resolver works, and a
 // sandbox can resolve (not reach) whatever names the host's resolver
-// knows, and can send data out in the names it asks. At most 256 UDP
+// knows and its policy allows, and, without an allow list of names, can
+// send data out in the names it asks. At most 256 UDP
 // queries and 64 TCP connections are in flight; more are dropped. With no
 // upstreams there are no such rules, and a sandbox's resolv.conf is its
 // image's (whose resolver, at a private address, is blocked like any
@@ -151,9 +199,10 @@
 // the veth is the link prefix followed by a hash of the id, since a Linux
 // interface name has at most 15 characters.
 //
-// The package drives iproute2's ip and tc, and iptables (-w, with
-// iptables-restore) as root; it needs no library. The kernel needs veth,
-// ifb, the tbf and ingress qdiscs, the u32 classifier with the mirred
-// action, and the conntrack, connlimit, REJECT and REDIRECT matches and
-// targets.
+// The package drives iproute2's ip and tc, iptables (-w, with
+// iptables-restore) and ipset as root; it needs no library. The kernel
+// needs veth, ifb, the tbf and ingress qdiscs, the u32 classifier with the
+// mirred action, hash:net,iface ipsets with comments and timeouts, and
+// the conntrack, connlimit, hashlimit, set, LOG, REJECT and REDIRECT
+// matches and targets.
 package network

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what hearth needs on a Debian/Ubuntu host and builds it:
 #   - apt packages: runc (container runtime), debootstrap (the default image),
-#     btrfs-progs (the layer store), util-linux/mount, iproute2, iptables,
+#     btrfs-progs (the layer store), util-linux/mount, iproute2, iptables and
+#     ipset (sandbox networking),
 #     python3 (the host side of the sandbox-URL benchmark);
 #   - gVisor's runsc, built static from the Go module proxy once and cached in
 #     $HEARTH_CACHE (default /var/cache/hearth); linked into /usr/local/bin;
@@ -36,7 +37,7 @@ fi
 command -v go >/dev/null || { say "Go is missing: install Go 1.26 or newer (https://go.dev/doc/install)"; exit 1; }
 
 need=()
-for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables npm:npm python3:python3; do
+for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null || need+=("$pkg")
 done

@@ -11,13 +11,17 @@ import (
 // runEgress shows or changes a sandbox's own egress policy; a running
 // sandbox gets a change at once.
 func runEgress(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("egress", "NAME [--allow NET]... [--deny NET]... [--clear]",
+	fs := c.clientFlagSet("egress", "NAME [--allow DEST]... [--deny DEST]... [--clear]",
 		"Show or change where an egress sandbox may connect, on top of its tenant's policy: never to\n"+
-			"a --deny network, and, with --allow, only to those networks (IPv4, e.g. 203.0.113.0/24).\n"+
+			"a --deny destination, and, with --allow, only to those. A destination is an IPv4 network or\n"+
+			"address (203.0.113.0/24, 203.0.113.7) or a domain name (api.example.com; *.example.com for\n"+
+			"every name below it). A denied name does not resolve in the sandbox, and the addresses it\n"+
+			"resolved to before are refused; with names in --allow, no other name resolves and connections\n"+
+			"go only to what the allowed names resolved to (and to allowed networks).\n"+
 			"The new lists replace the old; a running sandbox gets them at once.")
 	var allow, deny listFlag
-	fs.Var(&allow, "allow", "let the sandbox reach only `NET` (repeatable)")
-	fs.Var(&deny, "deny", "keep the sandbox from `NET` (repeatable)")
+	fs.Var(&allow, "allow", "let the sandbox reach only `DEST` (repeatable)")
+	fs.Var(&deny, "deny", "keep the sandbox from `DEST` (repeatable)")
 	clear := fs.Bool("clear", false, "drop the sandbox's own lists (its tenant's policy stays)")
 	pos, err := fs.parse(args)
 	if err != nil {
