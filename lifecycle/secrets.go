@@ -7,6 +7,7 @@ import (
 	"maps"
 
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/scrub"
 	"github.com/hearth/hearth/store"
 )
 
@@ -128,25 +129,18 @@ func (s *Service) withSecrets(ctx context.Context, tenant string, req sandbox.Ex
 	if env == nil {
 		env = map[string]string{}
 	}
-	var values []secretValue
+	var values []scrub.Secret
 	for _, name := range req.Secrets {
-		sealed, err := s.opts.Store.GetSecret(ctx, tenant, name)
-		if errors.Is(err, store.ErrNotFound) {
-			return req, nil, nil, noop, secretNotFound(tenant, name)
-		}
+		v, err := s.openSecret(ctx, box, tenant, name)
 		if err != nil {
-			return req, nil, nil, noop, s.internal("get secret", err)
-		}
-		v, err := box.Open(tenant, name, sealed)
-		if err != nil {
-			return req, nil, nil, noop, s.internal("open secret "+name, err)
+			return req, nil, nil, noop, err
 		}
 		env[name] = string(v)
-		values = append(values, secretValue{name: name, value: v})
+		values = append(values, scrub.Secret{Name: name, Value: v})
 	}
 	req.Env, req.Secrets = env, nil
-	out, errw := newScrubber(orDiscard(stdout), values), newScrubber(orDiscard(stderr), values)
-	return req, out, errw, func() { out.flush(); errw.flush() }, nil
+	out, errw := scrub.NewWriter(orDiscard(stdout), values), scrub.NewWriter(orDiscard(stderr), values)
+	return req, out, errw, func() { out.Flush(); errw.Flush() }, nil
 }
 
 func orDiscard(w io.Writer) io.Writer {
