@@ -488,3 +488,22 @@ func writeSysctl(path, value string) error {
 	}
 	return os.WriteFile(path, []byte(value), 0o644)
 }
+
+// Blocks reports whether addr is a destination the Host's policy keeps
+// every sandbox from: an always-blocked range, the sandbox subnet, or
+// Options.Deny; for IPv6 (which sandboxes do not have), any address that
+// is not a global unicast one, or is a unique-local one. The daemon's
+// egress gateway, which connects from the host on a sandbox's behalf,
+// refuses such an upstream.
+func (h *Host) Blocks(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	if addr.Is6() {
+		return !addr.IsGlobalUnicast() || addr.IsPrivate()
+	}
+	for _, p := range slices.Concat(blocked, []netip.Prefix{h.subnet}, h.deny) {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

@@ -66,6 +66,8 @@ type serveConfig struct {
 	// dnsOff (--dns-upstream none) no name service.
 	dnsUpstreams []netip.AddrPort
 	dnsOff       bool
+	// gatewayPort is where the egress gateway listens (0: no gateway).
+	gatewayPort int
 	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
 	// the MCP door; for hearth's own tests only (a hidden flag).
 	mcpConformanceFixtures bool
@@ -113,11 +115,16 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 			log.Warn("the host's /etc/resolv.conf names no name server: sandboxes get no name service")
 		}
 	}
+	// Metrics come first: the network host counts refusals.
+	reg := metrics.NewRegistry()
 	netHost, err := network.New(network.Options{
-		StateDir:     filepath.Join(cfg.dataDir, "network"),
-		Deny:         uplink,
-		DNSUpstreams: dnsUpstreams,
-		Logger:       log.With("component", "network"),
+		StateDir:      filepath.Join(cfg.dataDir, "network"),
+		Deny:          uplink,
+		DNSUpstreams:  dnsUpstreams,
+		GatewayPort:   cfg.gatewayPort,
+		GatewayDomain: sandbox.GatewayDomain,
+		OnRefusal:     egressRefusals(db, reg, log.With("component", "network")),
+		Logger:        log.With("component", "network"),
 	})
 	if errors.Is(err, network.ErrUnavailable) {
 		log.Warn("sandboxes can have no network: egress is off", "err", err)
@@ -125,13 +132,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	if err != nil {
 		return err
-	}
-	if netHost != nil && netHost.ServesDNS() {
-		go func() {
-			if err := netHost.ServeDNS(ctx); err != nil {
-				log.Error("the DNS forwarder is not running: egress sandboxes resolve no names", "err", err)
-			}
-		}()
 	}
 	drv, err := oci.New(oci.Options{
 		Runtime:  cfg.runtime,
@@ -166,7 +166,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}()
 	// Alarms are audited, counted for /metrics, and posted to the webhook
 	// if any.
-	reg := metrics.NewRegistry()
 	count := httpapi.CountAlarms(reg)
 	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
 	if cfg.alarmWebhook != "" {
@@ -192,6 +191,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	})
 	if err != nil {
 		return err
+	}
+	if netHost != nil {
+		startNetwork(ctx, cfg, netHost, svc, reg, log)
 	}
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("reconcile with the runtime: %w", err)
@@ -250,6 +252,31 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	return nil
 }
 
+// startNetwork runs, each in a goroutine of its own until ctx ends, the
+// network host's DNS forwarder, its watch of refused connections and the
+// egress gateway; one that cannot run is logged, not fatal.
+func startNetwork(ctx context.Context, cfg serveConfig, netHost *network.Host, svc *lifecycle.Service, reg *metrics.Registry, log *slog.Logger) {
+	if netHost.ServesDNS() {
+		go func() {
+			if err := netHost.ServeDNS(ctx); err != nil {
+				log.Error("the DNS forwarder is not running: egress sandboxes resolve no names", "err", err)
+			}
+		}()
+	}
+	go func() {
+		if err := netHost.WatchRefusals(ctx); err != nil {
+			log.Error("refused connections of sandboxes are not logged", "err", err)
+		}
+	}()
+	if cfg.gatewayPort != 0 {
+		go func() {
+			if err := serveGateway(ctx, cfg.gatewayPort, netHost, svc, reg, log.With("component", "gateway")); err != nil {
+				log.Error("the egress gateway is not running: credential bindings do not work", "err", err)
+			}
+		}()
+	}
+}
+
 func parseServe(args []string, env func(string) string, stderr io.Writer) (serveConfig, error) {
 	fl := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)
@@ -272,6 +299,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.baseDomain, "base-domain", "", "serve each sandbox port at the host {port}-{name}.`DOMAIN` too (point a wildcard DNS name at the daemon)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
+	fl.IntVar(&cfg.gatewayPort, "gateway-port", defaultGatewayPort, "`PORT` of the egress gateway, where sandboxes reach credential bindings at http://NAME."+sandbox.GatewayDomain+" (0: no gateway)")
 	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", func(v string) error {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)

@@ -195,6 +195,41 @@ def handle(c):
         c.close()
 ` + serverLoop
 
+// HeaderServer answers each HTTP request (one per connection) with 200 and
+// a body of "path=PATH" and "NAME=VALUE" lines, where NAME is its third
+// argument (a header name, e.g. Authorization) and VALUE that header of
+// the request ("-" when it has none); it echoes VALUE in an X-Seen header
+// too, and appends the line "PATH VALUE" to the file at its fourth
+// argument, where a test reads what the server saw.
+const HeaderServer = `import socket, sys, threading
+want, seen_path = sys.argv[3].lower(), sys.argv[4]
+lock = threading.Lock()
+def handle(c):
+    try:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            b = c.recv(65536)
+            if not b:
+                return
+            data += b
+        head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+        path = head[0].split(" ")[1]
+        value = "-"
+        for line in head[1:]:
+            k, _, v = line.partition(":")
+            if k.strip().lower() == want:
+                value = v.strip()
+        with lock:
+            with open(seen_path, "a") as f:
+                f.write(path + " " + value + "\n")
+        body = ("path=%s\n%s=%s\n" % (path, sys.argv[3], value)).encode("latin-1")
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Seen: " + value.encode("latin-1") + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    except OSError:
+        pass
+    finally:
+        c.close()
+` + serverLoop
+
 // ConnectProbe is a python3 program that tries a TCP connection to each
 // "addr:port" of its arguments at once (numeric: it looks no name up), each
 // with a 3 s timeout, and
