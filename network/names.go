@@ -210,7 +210,7 @@ func (h *Host) permit(client netip.Addr, name string) bool {
 	ok := sn.egress.permits(name)
 	h.netMu.Unlock()
 	if !ok {
-		h.log.Info("sandbox lookup refused by its egress policy", "sandbox", sn.id, "domain", name)
+		h.log.Debug("sandbox lookup refused by its egress policy", "sandbox", sn.id, "domain", name)
 		h.onRefusal(Refusal{Sandbox: sn.id, Domain: name})
 	}
 	return ok

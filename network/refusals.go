@@ -78,7 +78,7 @@ func (h *Host) WatchRefusals(ctx context.Context) error {
 			continue
 		}
 		r.Sandbox = sn.id
-		h.log.Info("sandbox connection refused by its network policy", "sandbox", sn.id, "dst", r.Dst, "proto", r.Proto, "port", r.Port)
+		h.log.Debug("sandbox connection refused by its network policy", "sandbox", sn.id, "dst", r.Dst, "proto", r.Proto, "port", r.Port)
 		h.onRefusal(r)
 	}
 }

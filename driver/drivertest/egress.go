@@ -250,11 +250,11 @@ var (
 	egressDNSPrivate = netip.MustParseAddr("10.123.53.53")
 )
 
-// resolveScript resolves its first argument (IPv4, with the C library, as
+// ResolveScript resolves its first argument (IPv4, with the C library, as
 // any program would) and prints "resolved" and the addresses, or
 // "unresolved" and the error; when resolved, it connects to the name at
 // its second argument's port and prints "connected" or the error.
-const resolveScript = `import socket, sys
+const ResolveScript = `import socket, sys
 name, port = sys.argv[1], int(sys.argv[2])
 try:
     addrs = sorted({ai[4][0] for ai in socket.getaddrinfo(name, port, socket.AF_INET, socket.SOCK_STREAM)})
@@ -306,7 +306,7 @@ func (s *suite) testEgressDNS(t *testing.T) {
 	}
 	port := strconv.Itoa(egressPort)
 	t.Logf("sandbox %s: /etc/resolv.conf:\n%s", a.ID, execArgv(t, d, a.ID, "cat", "/etc/resolv.conf"))
-	got := strings.Split(strings.TrimSpace(execArgv(t, d, a.ID, "python3", "-c", resolveScript, egressDNSName, port)), "\n")
+	got := strings.Split(strings.TrimSpace(execArgv(t, d, a.ID, "python3", "-c", ResolveScript, egressDNSName, port)), "\n")
 	want := []string{"resolved " + host.Addr.String(), "connected"}
 	if !slices.Equal(got, want) {
 		t.Errorf("egress sandbox %s: resolve %s and connect = %q, want %q", a.ID, egressDNSName, got, want)
@@ -323,7 +323,7 @@ func (s *suite) testEgressDNS(t *testing.T) {
 		t.Errorf("egress sandbox %s: a query to %s:53 = %q (%+v, %v), want the answer %s", a.ID, egressDNSPrivate, out, r, err, host.Addr)
 	}
 
-	got = strings.Split(strings.TrimSpace(execArgv(t, d, none.ID, "python3", "-c", resolveScript, egressDNSName, port)), "\n")
+	got = strings.Split(strings.TrimSpace(execArgv(t, d, none.ID, "python3", "-c", ResolveScript, egressDNSName, port)), "\n")
 	if len(got) == 0 || !strings.HasPrefix(got[0], "unresolved") {
 		t.Errorf("sandbox %s with network %q: resolve %s = %q, want it unresolved", none.ID, none.Network, egressDNSName, got)
 	}

@@ -52,7 +52,7 @@ func (s *suite) testEgressDomains(t *testing.T) {
 
 	resolve := func(when, name string, want ...string) {
 		t.Helper()
-		got := strings.Split(strings.TrimSpace(execArgv(t, d, a.ID, "python3", "-c", resolveScript, name, port)), "\n")
+		got := strings.Split(strings.TrimSpace(execArgv(t, d, a.ID, "python3", "-c", ResolveScript, name, port)), "\n")
 		if len(want) == 1 && strings.HasPrefix(got[0], want[0]) || strings.Join(got, "\n") == strings.Join(want, "\n") {
 			return
 		}

@@ -1,9 +1,12 @@
 package e2e_test
 
 import (
+	"io"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/sandbox"
@@ -69,4 +72,73 @@ func TestNetworkModes(t *testing.T) {
 			t.Errorf("egress create in a closed tenant = %d %q; want %d and %q", code, stderr, sandbox.CodePermissionDenied.ExitCode(), want)
 		}
 	})
+}
+
+// TestEgressDomains: through the daemon, `hearth egress NAME --allow
+// NAME` lets a running sandbox resolve and reach that name only; a name
+// outside does not resolve, and its host is refused at its address too;
+// each refusal is in the daemon's log with the sandbox's name, tenant and
+// what was refused, and counted in /metrics. The name server and hosts are
+// the test's own.
+func TestEgressDomains(t *testing.T) {
+	requireDaemon(t)
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		allowed := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.31"), 8095)
+		other := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.33"), 8095)
+		dns := drivertest.NewTestDNS(t, map[string]netip.Addr{"api.allowed.test": allowed.Addr, "www.other.test": other.Addr})
+		d := newDaemon(t, runtime, "--dns-upstream", dns.String())
+		if _, stderr, code := d.cli("", "create", "dom", "--network", "egress"); code != 0 {
+			t.Fatalf("hearth create dom = %d %q", code, stderr)
+		}
+		if out, stderr, code := d.cli("", "egress", "dom", "--allow", "*.allowed.test"); code != 0 || !strings.Contains(out, "*.allowed.test") {
+			t.Fatalf("hearth egress dom --allow *.allowed.test = %d %q %q", code, out, stderr)
+		}
+		resolve := func(name string) string {
+			t.Helper()
+			out, stderr, code := d.cli("", "exec", "dom", "--", "python3", "-c", drivertest.ResolveScript, name, "8095")
+			if code != 0 {
+				t.Fatalf("resolve %s in dom = %d %q %q", name, code, out, stderr)
+			}
+			return strings.TrimSpace(out)
+		}
+		if got, want := resolve("api.allowed.test"), "resolved "+allowed.Addr.String()+"\nconnected"; got != want {
+			t.Errorf("resolve and connect api.allowed.test = %q, want %q", got, want)
+		}
+		if got := resolve("www.other.test"); !strings.HasPrefix(got, "unresolved") {
+			t.Errorf("resolve www.other.test = %q, want it unresolved", got)
+		}
+		out, _, _ := d.cli("", "exec", "dom", "--", "python3", "-c", drivertest.ConnectProbe, other.Target())
+		if got := drivertest.ParseProbe(out)[other.Target()]; got != "refused" {
+			t.Errorf("dom → %s by address = %q, want refused", other.Target(), got)
+		}
+		for _, want := range []string{
+			"kind=lookup sandbox=dom",
+			"tenant=system domain=www.other.test",
+			"kind=connection sandbox=dom",
+			"tenant=system dst=" + other.Addr.String() + " proto=TCP port=8095",
+		} {
+			d.out.WaitFor(t, want, 10*time.Second)
+		}
+		body := scrapeMetrics(t, d)
+		for _, want := range []string{`hearth_egress_refused_total{tenant="system",kind="lookup"}`, `hearth_egress_refused_total{tenant="system",kind="connection"}`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics has no %s", want)
+			}
+		}
+	})
+}
+
+// scrapeMetrics returns the daemon's /metrics, read with the operator's
+// token.
+func scrapeMetrics(t *testing.T, d *daemon) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctxT(t), "GET", d.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
