@@ -95,26 +95,7 @@ func NormalizeBinding(b Binding) (Binding, error) {
 // ValidateBindingName checks a binding's name, which becomes the host
 // name.hearth.internal: a DNS label of 1–63 lowercase letters, digits and
 // '-', not starting or ending with '-'.
-func ValidateBindingName(name string) error {
-	bad := func(why string) *Error {
-		return Errorf(CodeInvalidArgument, "invalid binding name %q: %s", name, why).
-			WithHint("use 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. %q", MaxNameLen, "openai")
-	}
-	switch {
-	case name == "":
-		return bad("empty")
-	case len(name) > MaxNameLen:
-		return bad("longer than 63 characters").With("limit", MaxNameLen).With("used", len(name))
-	case name[0] == '-' || name[len(name)-1] == '-':
-		return bad("starts or ends with '-'")
-	}
-	if i := strings.IndexFunc(name, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
-	}); i >= 0 {
-		return bad("character " + quoteRune(name, i) + " is not allowed")
-	}
-	return nil
-}
+func ValidateBindingName(name string) error { return validateLabel("binding name", name, "openai") }
 
 // NormalizeUpstream checks a binding's upstream and returns it normalized:
 // an absolute URL whose scheme is http or https, whose host is a DNS name

@@ -18,38 +18,21 @@ func wantInvalid(t *testing.T, call string, err error) {
 	}
 }
 
+// TestValidateBindingName: a binding's name follows the sandbox names'
+// rule (a DNS label; TestValidateName has the cases), and says it is a
+// binding's.
 func TestValidateBindingName(t *testing.T) {
-	tests := []struct {
-		name string
-		ok   bool
-	}{
-		{"openai", true},
-		{"a", true},
-		{"0", true},
-		{"gh-api-2", true},
-		{strings.Repeat("a", 63), true},
-		{"", false},
-		{strings.Repeat("a", 64), false},
-		{"-lead", false},
-		{"trail-", false},
-		{"Upper", false},
-		{"under_score", false},
-		{"dot.ted", false},
-		{"sp ace", false},
-		{"ünï", false},
-	}
-	for _, tt := range tests {
-		err := sandbox.ValidateBindingName(tt.name)
-		if (err == nil) != tt.ok {
-			t.Errorf("ValidateBindingName(%q) = %v, want ok=%v", tt.name, err, tt.ok)
-		}
-		if err != nil {
-			wantInvalid(t, "ValidateBindingName("+tt.name+")", err)
+	for _, name := range []string{"openai", "gh-api-2", strings.Repeat("a", 63)} {
+		if err := sandbox.ValidateBindingName(name); err != nil {
+			t.Errorf("ValidateBindingName(%q) = %v, want ok", name, err)
 		}
 	}
-	se := sandbox.AsError(sandbox.ValidateBindingName(strings.Repeat("a", 64)))
-	if se.Details["limit"] != sandbox.MaxNameLen || se.Details["used"] != 64 {
-		t.Errorf("ValidateBindingName(64 chars) details = %v, want limit 63, used 64", se.Details)
+	for _, name := range []string{"", "dot.ted", "Upper", "-lead"} {
+		err := sandbox.ValidateBindingName(name)
+		wantInvalid(t, "ValidateBindingName("+name+")", err)
+		if err != nil && !strings.Contains(err.Error(), "invalid binding name") {
+			t.Errorf("ValidateBindingName(%q) = %v, want it to say it is a binding name", name, err)
+		}
 	}
 }
 

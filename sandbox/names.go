@@ -12,10 +12,14 @@ const MaxNameLen = 63
 // ValidateName checks that name is a DNS label: 1–63 characters of lowercase
 // letters, digits and '-', starting and ending with a letter or digit. The
 // error is invalid_argument and says which rule failed.
-func ValidateName(name string) error {
+func ValidateName(name string) error { return validateLabel("sandbox name", name, "build-42") }
+
+// validateLabel checks that name, a what, is a DNS label (see
+// ValidateName); the hint's example is example.
+func validateLabel(what, name, example string) error {
 	bad := func(why string) *Error {
-		return Errorf(CodeInvalidArgument, "invalid sandbox name %q: %s", name, why).
-			WithHint("use 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. %q", MaxNameLen, "build-42")
+		return Errorf(CodeInvalidArgument, "invalid %s %q: %s", what, name, why).
+			WithHint("use 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit, e.g. %q", MaxNameLen, example)
 	}
 	switch {
 	case name == "":

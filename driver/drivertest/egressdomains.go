@@ -35,15 +35,8 @@ func (s *suite) testEgressDomains(t *testing.T) {
 	first := NewTestHost(t, domainsFirst, egressPort)
 	second := NewTestHost(t, domainsSecond, egressPort)
 	upstream := NewTestDNS(t, map[string]netip.Addr{domainsFirstName: first.Addr, domainsSecondName: second.Addr})
-	tg := s.cfg.NewDNS(t, upstream)
-	d := tg.Driver
-	if !d.Capabilities().Egress {
-		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
-	}
-	es, ok := d.(driver.EgressSetter)
-	if !ok {
-		t.Fatalf("the driver's Capabilities say Egress, but it is not a driver.EgressSetter")
-	}
+	d := s.cfg.NewDNS(t, upstream).Driver
+	es := egressSetter(t, d)
 	a := s.spec(t)
 	a.Network = driver.NetworkEgress
 	a.Egress = driver.EgressRules{AllowDomains: []string{"*.allowed.test"}}

@@ -16,6 +16,21 @@ var (
 	rulesSecond = netip.MustParseAddr("198.51.100.42")
 )
 
+// egressSetter returns d as a driver.EgressSetter, which a driver whose
+// Capabilities say Egress must be; it skips t for a driver without
+// egress.
+func egressSetter(t *testing.T, d driver.Driver) driver.EgressSetter {
+	t.Helper()
+	if !d.Capabilities().Egress {
+		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
+	}
+	es, ok := d.(driver.EgressSetter)
+	if !ok {
+		t.Fatalf("the driver's Capabilities say Egress, but it is not a driver.EgressSetter")
+	}
+	return es
+}
+
 // testEgressRules, for a driver whose Capabilities say Egress (which must
 // then be a driver.EgressSetter): an egress sandbox started with
 // Spec.Egress denying a test host is refused there and reaches a second
@@ -24,15 +39,8 @@ var (
 // reachable. SetEgress of an unknown id is ErrNotFound, and of a sandbox
 // with no network an error.
 func (s *suite) testEgressRules(t *testing.T) {
-	tg := s.cfg.New(t)
-	d := tg.Driver
-	if !d.Capabilities().Egress {
-		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
-	}
-	es, ok := d.(driver.EgressSetter)
-	if !ok {
-		t.Fatalf("the driver's Capabilities say Egress, but it is not a driver.EgressSetter")
-	}
+	d := s.cfg.New(t).Driver
+	es := egressSetter(t, d)
 	first := NewTestHost(t, rulesFirst, egressPort)
 	second := NewTestHost(t, rulesSecond, egressPort)
 	ctx := t.Context()

@@ -91,23 +91,7 @@ func (db *DB) ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.A
 	} else {
 		q += ` ORDER BY at, id`
 	}
-	rows, err := db.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list audit: %w", err)
-	}
-	defer rows.Close()
-	out := []sandbox.AuditEvent{}
-	for rows.Next() {
-		e, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list audit: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list audit: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, db, "list audit", scanAudit, q, args...)
 }
 
 // DeleteAuditBefore deletes the events whose At is before t and returns

@@ -57,23 +57,7 @@ func (db *DB) GetBinding(ctx context.Context, tenant, name string) (sandbox.Bind
 
 // ListBindings returns tenant's bindings, by name; none is an empty slice.
 func (db *DB) ListBindings(ctx context.Context, tenant string) ([]sandbox.Binding, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+bindingColumns+` FROM bindings WHERE tenant = ? ORDER BY name`, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list bindings of %q: %w", tenant, err)
-	}
-	defer rows.Close()
-	out := []sandbox.Binding{}
-	for rows.Next() {
-		b, err := scanBinding(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list bindings of %q: %w", tenant, err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list bindings of %q: %w", tenant, err)
-	}
-	return out, nil
+	return queryAll(ctx, db, fmt.Sprintf("list bindings of %q", tenant), scanBinding, `SELECT `+bindingColumns+` FROM bindings WHERE tenant = ? ORDER BY name`, tenant)
 }
 
 // DeleteBinding removes tenant's binding name, or returns store.ErrNotFound.

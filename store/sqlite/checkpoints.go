@@ -66,24 +66,8 @@ func (db *DB) GetCheckpoint(ctx context.Context, sandboxID, id string) (sandbox.
 // oldest CreatedAt first and insertion order among equals. None, or no such
 // sandbox, is an empty slice and no error.
 func (db *DB) ListCheckpoints(ctx context.Context, sandboxID string) ([]sandbox.Checkpoint, error) {
-	rows, err := db.r.QueryContext(ctx,
+	return queryAll(ctx, db, fmt.Sprintf("list checkpoints of %q", sandboxID), scanCheckpoint,
 		checkpointSelect+` WHERE c.sandbox_id = ? ORDER BY c.created_at, c.rowid`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list checkpoints of %q: %w", sandboxID, err)
-	}
-	defer rows.Close()
-	out := []sandbox.Checkpoint{}
-	for rows.Next() {
-		c, err := scanCheckpoint(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list checkpoints of %q: %w", sandboxID, err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list checkpoints of %q: %w", sandboxID, err)
-	}
-	return out, nil
 }
 
 // DeleteCheckpoint removes the checkpoint with that id, or returns

@@ -108,23 +108,7 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sand
 	}
 	q += ` ORDER BY created_at, rowid`
 
-	rows, err := db.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list sandboxes: %w", err)
-	}
-	defer rows.Close()
-	out := []sandbox.Sandbox{}
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list sandboxes: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, db, "list sandboxes", scanSandbox, q, args...)
 }
 
 // DeleteSandbox removes the sandbox with that id, and its checkpoints with
@@ -261,4 +245,27 @@ func affectedOne(res sql.Result, op, id string) error {
 		return fmt.Errorf("sqlite: %s %q: %w", op, id, store.ErrNotFound)
 	}
 	return nil
+}
+
+// queryAll runs query with args on the read connections and returns every
+// row scanned by scan, in order; no row is an empty slice. what names the
+// list in errors ("list tenants").
+func queryAll[T any](ctx context.Context, db *DB, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return out, nil
 }

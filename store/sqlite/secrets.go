@@ -47,30 +47,19 @@ func (db *DB) GetSecret(ctx context.Context, tenant, name string) ([]byte, error
 
 // ListSecrets describes tenant's secrets, by name.
 func (db *DB) ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT name, created_at, updated_at FROM secrets WHERE tenant = ? ORDER BY name`, tenant)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
-	}
-	defer rows.Close()
-	out := []sandbox.SecretInfo{}
-	for rows.Next() {
+	scan := func(row scanner) (sandbox.SecretInfo, error) {
 		s := sandbox.SecretInfo{Tenant: tenant}
 		var created, updated string
-		if err := rows.Scan(&s.Name, &created, &updated); err != nil {
-			return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
+		if err := row.Scan(&s.Name, &created, &updated); err != nil {
+			return s, err
 		}
+		var err error
 		if s.CreatedAt, err = parseTime(created); err == nil {
 			s.UpdatedAt, err = parseTime(updated)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
-		}
-		out = append(out, s)
+		return s, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list secrets of %q: %w", tenant, err)
-	}
-	return out, nil
+	return queryAll(ctx, db, fmt.Sprintf("list secrets of %q", tenant), scan, `SELECT name, created_at, updated_at FROM secrets WHERE tenant = ? ORDER BY name`, tenant)
 }
 
 // DeleteSecret removes tenant's secret name, or returns store.ErrNotFound.

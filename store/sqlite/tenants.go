@@ -61,23 +61,7 @@ func (db *DB) GetTenant(ctx context.Context, name string) (sandbox.Tenant, error
 // ListTenants returns every tenant, by name (byte order). None is an empty
 // slice and no error.
 func (db *DB) ListTenants(ctx context.Context) ([]sandbox.Tenant, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list tenants: %w", err)
-	}
-	defer rows.Close()
-	out := []sandbox.Tenant{}
-	for rows.Next() {
-		t, err := scanTenant(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list tenants: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list tenants: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, db, "list tenants", scanTenant, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 }
 
 // UpdateTenant replaces the allocation, policy and updated_at of the tenant
@@ -147,23 +131,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, e
 		args = append(args, tenant)
 	}
 	q += ` ORDER BY name`
-	rows, err := db.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list agents of %q: %w", tenant, err)
-	}
-	defer rows.Close()
-	out := []sandbox.Agent{}
-	for rows.Next() {
-		a, err := scanAgent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list agents of %q: %w", tenant, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list agents of %q: %w", tenant, err)
-	}
-	return out, nil
+	return queryAll(ctx, db, fmt.Sprintf("list agents of %q", tenant), scanAgent, q, args...)
 }
 
 // policyJSON encodes p for the policy column: nil fields are left out, set

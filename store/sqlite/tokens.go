@@ -61,23 +61,7 @@ func (db *DB) TokenByHash(ctx context.Context, hash string) (store.Token, error)
 // ListTokens returns every token, oldest CreatedAt first and insertion order
 // among equals.
 func (db *DB) ListTokens(ctx context.Context) ([]store.Token, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, rowid`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
-	}
-	defer rows.Close()
-	out := []store.Token{}
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list tokens: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list tokens: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, db, "list tokens", scanToken, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, rowid`)
 }
 
 // RevokeToken sets the RevokedAt of the token with that id to at, or returns
