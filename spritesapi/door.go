@@ -119,6 +119,9 @@ func (d *door) routes() []httpapi.Route {
 		{Pattern: "POST /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleHTTPExec},
 		{Pattern: "GET /v1/sprites/{name}/control", Verb: "sprite.control", Handle: d.handleControl},
 		{Pattern: "GET /v1/sprites/{name}/proxy", Verb: "sandbox.proxy", Handle: d.handleTCPProxy},
+		{Pattern: "GET /v1/sprites/{name}/policy/network", Verb: "sandbox.get", Handle: d.handleGetNetworkPolicy},
+		{Pattern: "POST /v1/sprites/{name}/policy/network", Verb: "sandbox.update", Handle: d.handleSetNetworkPolicy},
+		{Pattern: "PUT /v1/sprites/{name}/policy/network", Verb: "sandbox.update", Handle: d.handleSetNetworkPolicy},
 
 		{Pattern: "GET /v1/sprites/{name}/fs/read", Verb: "fs.read", Handle: d.handleRead},
 		{Pattern: "PUT /v1/sprites/{name}/fs/write", Verb: "fs.write", Handle: d.handleWrite},
