@@ -318,18 +318,17 @@ func (h *Host) sortLearned(ctx context.Context, link string, e *Egress) error {
 	return h.ipsetRestore(ctx, append(adds, dels...))
 }
 
-// learnedEntries lists link's entries in the allow and deny sets.
+// learnedEntries lists link's entries in the allow and deny sets (none
+// when the sets do not exist: a Host that never ran Setup).
 func (h *Host) learnedEntries(ctx context.Context, link string) ([]learnedEntry, error) {
+	listing, err := h.run(ctx, nil, h.ipsetBin, "save")
+	if err != nil {
+		return nil, err
+	}
 	var out []learnedEntry
-	for _, set := range []string{h.chains.allowSet, h.chains.denySet} {
-		listing, err := h.run(ctx, nil, h.ipsetBin, "save", set)
-		if err != nil {
-			return nil, err
-		}
-		for line := range strings.Lines(string(listing)) {
-			if en, ok := parseSetEntry(line); ok && en.link == link {
-				out = append(out, en)
-			}
+	for line := range strings.Lines(string(listing)) {
+		if en, ok := parseSetEntry(line); ok && en.link == link && (en.set == h.chains.allowSet || en.set == h.chains.denySet) {
+			out = append(out, en)
 		}
 	}
 	return out, nil

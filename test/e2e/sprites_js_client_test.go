@@ -17,8 +17,8 @@ import (
 // creates, gets, lists and deletes sprites; execs with separate streams
 // and exit code, env, dir, stdin, a TTY and a command silent for 50s
 // (the SDK drops a socket that carries no message for 45s); writes,
-// reads, lists and deletes files; and checkpoints, changes a file and
-// restores it. The script prints one line per step and stops at the
+// reads, lists and deletes files; checkpoints, changes a file and
+// restores it; and sets and reads a network policy. The script prints one line per step and stops at the
 // first mismatch, which the failure quotes first.
 func TestSpritesJSClient(t *testing.T) {
 	requireDaemon(t)

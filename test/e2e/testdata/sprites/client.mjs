@@ -325,6 +325,24 @@ await step('restore the checkpoint', async () => {
   return done;
 }, 300_000);
 
+// The network policy: set through the SDK (which wants 204), read back.
+await step('network policy', async () => {
+  await sprite.updateNetworkPolicy({ rules: [
+    { domain: '*', action: 'deny' },
+    { domain: 'API.example.com', action: 'allow' },
+    { domain: '*.pkg.example.org', action: 'allow' },
+  ] });
+  const got = await sprite.getNetworkPolicy();
+  assert.deepEqual(got.rules, [
+    { domain: 'api.example.com', action: 'allow' },
+    { domain: '*.pkg.example.org', action: 'allow' },
+  ], `getNetworkPolicy = ${JSON.stringify(got)}`);
+  const err = await rejects(sprite.updateNetworkPolicy({ rules: [{ domain: 'x.example.com', action: 'block' }] }), 'updateNetworkPolicy(bad action)');
+  assert.match(String(err), /Invalid policy/, `a bad policy: ${describe(err)}`);
+  await sprite.updateNetworkPolicy({ rules: [] });
+  assert.deepEqual((await sprite.getNetworkPolicy()).rules, [], 'rules after clearing');
+});
+
 // Deletion.
 await step(`delete sprite ${name}`, async () => {
   await sprite.delete();
