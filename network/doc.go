@@ -54,9 +54,11 @@
 // FORWARD policy is ACCEPT, that also forwards between the host's other
 // interfaces, so a host that must not route sets that policy to DROP, as
 // Docker does. Whatever flushes the host's firewall (a firewall service
-// reloading) takes the rules with it until Setup runs again: the driver
-// runs it at the first egress start and at every Recover that finds
-// sandboxes attached.
+// reloading) takes the rules with it, and would leave sandboxes routed
+// wherever the host routes: Repair (which the daemon's Guard runs every 10
+// seconds) finds a hook missing or moved down, or the forward chain or a
+// set incomplete, and runs Setup again and puts back every attached
+// sandbox's own rules, which the Host records in Options.StateDir.
 //
 // Per-sandbox egress rules: Attach takes a sandbox's own policy (Egress),
 // and SetEgress replaces it while the sandbox runs. It narrows, never
@@ -77,9 +79,8 @@
 // deletes the old ones by their spec, so that no packet ever meets half a
 // change, and other sandboxes' rules are never touched. Like the limits
 // chain, Setup creates it when missing but never empties it, so the rules
-// survive a daemon restart; a firewall flush takes them until the
-// sandbox's next Attach (its next start). IPv4 prefixes only: a sandbox
-// has no IPv6.
+// survive a daemon restart; after a firewall flush Repair puts them back.
+// IPv4 prefixes only: a sandbox has no IPv6.
 //
 // Names: domain rules are enforced twice. The forwarder (below) judges
 // each query by the asking sandbox's policy, found by its address: a name
@@ -154,9 +155,8 @@
 // wake may bring other caps); Detach removes them with the veth and its
 // ifb. Setup creates <NAME>-LIMITS when it is missing but never empties
 // it, unlike the policy's chains: the caps of attached sandboxes survive a
-// daemon restart. Whatever flushes the host's firewall takes them too, and
-// a sandbox then has no connection cap until its next Attach (its next
-// start); the shapers are not the firewall's and stay.
+// daemon restart, and Repair puts them back after a firewall flush; the
+// shapers are not the firewall's and stay.
 //
 // The name service: a Host with upstream name servers
 // (Options.DNSUpstreams; the daemon's default is the host's own, from its

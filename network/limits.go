@@ -164,13 +164,22 @@ func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
 // goes in before the old one comes out, in one transaction (see
 // setLinkRules), so that the sandbox is never without a cap it had.
 func (h *Host) capConns(ctx context.Context, id string, conns int64) error {
-	link := h.Link(id)
-	var want []string
-	if conns > 0 {
-		want = []string{connRule(h.chains.limits, link, conns)}
+	if conns > 0 || h.readPolicy(id).Conns != 0 {
+		if err := h.recordPolicy(id, func(r *policyRecord) { r.Conns = conns }); err != nil {
+			return err
+		}
 	}
-	_, err := h.setLinkRules(ctx, h.chains.limits, link, want)
+	_, err := h.setLinkRules(ctx, h.chains.limits, h.Link(id), h.connRules(id, conns))
 	return err
+}
+
+// connRules are the rules of the limits chain for sandbox id with a cap
+// of conns (none for 0).
+func (h *Host) connRules(id string, conns int64) []string {
+	if conns <= 0 {
+		return nil
+	}
+	return []string{connRule(h.chains.limits, h.Link(id), conns)}
 }
 
 // setLinkRules makes chain, one of the Host's per-sandbox chains, hold

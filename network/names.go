@@ -119,19 +119,46 @@ func (h *Host) scanLocked() {
 		if !ok || h.byAddr[addr] != nil {
 			continue
 		}
-		var eg Egress
-		if b, err := os.ReadFile(h.egressPath(id)); err == nil {
-			if err := json.Unmarshal(b, &eg); err != nil || eg.Validate() != nil {
-				h.log.Warn("ignoring a damaged egress record", "sandbox", id, "err", err)
-				eg = Egress{}
-			}
-		}
-		h.byAddr[addr] = &sandboxNet{id: id, link: h.Link(id), addr: addr, egress: eg, learned: map[learnedKey]time.Time{}}
+		h.byAddr[addr] = &sandboxNet{id: id, link: h.Link(id), addr: addr, egress: h.readPolicy(id).Egress, learned: map[learnedKey]time.Time{}}
 	}
 }
 
-// egressPath is the file that records sandbox id's egress policy.
-func (h *Host) egressPath(id string) string { return filepath.Join(h.stateDir, "egress", id) }
+// policyRecord is what the Host records of an attached sandbox's rules,
+// in Options.StateDir: its egress policy and its connection cap, which the
+// forwarder of a restarted daemon judges by and Repair puts back.
+type policyRecord struct {
+	Egress Egress `json:"egress"`
+	Conns  int64  `json:"conns,omitempty"`
+}
+
+// policyPath is the file that records sandbox id's policyRecord.
+func (h *Host) policyPath(id string) string { return filepath.Join(h.stateDir, "policy", id) }
+
+// readPolicy returns sandbox id's recorded policy; none (the zero record)
+// when there is none or it is damaged.
+func (h *Host) readPolicy(id string) policyRecord {
+	var r policyRecord
+	b, err := os.ReadFile(h.policyPath(id))
+	if err != nil {
+		return r
+	}
+	if err := json.Unmarshal(b, &r); err != nil || r.Egress.Validate() != nil || r.Conns < 0 {
+		h.log.Warn("ignoring a damaged policy record", "sandbox", id, "err", err)
+		return policyRecord{}
+	}
+	return r
+}
+
+// recordPolicy changes sandbox id's recorded policy with update.
+func (h *Host) recordPolicy(id string, update func(*policyRecord)) error {
+	r := h.readPolicy(id)
+	update(&r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(h.policyPath(id), b)
+}
 
 // rememberEgress makes e sandbox id's policy for the forwarder, and
 // records it in the state dir for the Host of the next daemon start.
@@ -140,11 +167,7 @@ func (h *Host) rememberEgress(id string, e Egress) error {
 	if !ok {
 		return fmt.Errorf("no address recorded for %s", id)
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	if err := writeFileAtomic(h.egressPath(id), b); err != nil {
+	if err := h.recordPolicy(id, func(r *policyRecord) { r.Egress = e }); err != nil {
 		return err
 	}
 	h.netMu.Lock()
@@ -159,7 +182,8 @@ func (h *Host) rememberEgress(id string, e Egress) error {
 }
 
 // forgetEgress removes sandbox id's egress rules, the addresses it
-// learned and its recorded policy.
+// learned and its recorded policy (its connection cap's too: Detach
+// removes that rule first).
 func (h *Host) forgetEgress(ctx context.Context, id string) error {
 	link := h.Link(id)
 	if _, err := h.setLinkRules(ctx, h.chains.egress, link, nil); err != nil {
@@ -168,7 +192,7 @@ func (h *Host) forgetEgress(ctx context.Context, id string) error {
 	if err := h.sortLearned(ctx, link, nil); err != nil {
 		return err
 	}
-	if err := os.Remove(h.egressPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(h.policyPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	h.netMu.Lock()

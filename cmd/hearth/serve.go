@@ -253,8 +253,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 }
 
 // startNetwork runs, each in a goroutine of its own until ctx ends, the
-// network host's DNS forwarder, its watch of refused connections and the
-// egress gateway; one that cannot run is logged, not fatal.
+// network host's DNS forwarder, its watch of refused connections, its
+// guard of the firewall rules and the egress gateway; one that cannot run
+// is logged, not fatal.
 func startNetwork(ctx context.Context, cfg serveConfig, netHost *network.Host, svc *lifecycle.Service, reg *metrics.Registry, log *slog.Logger) {
 	if netHost.ServesDNS() {
 		go func() {
@@ -268,6 +269,7 @@ func startNetwork(ctx context.Context, cfg serveConfig, netHost *network.Host, s
 			log.Error("refused connections of sandboxes are not logged", "err", err)
 		}
 	}()
+	go netHost.Guard(ctx, network.DefaultGuardInterval)
 	if cfg.gatewayPort != 0 {
 		go func() {
 			if err := serveGateway(ctx, cfg.gatewayPort, netHost, svc, reg, log.With("component", "gateway")); err != nil {
