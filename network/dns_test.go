@@ -80,12 +80,12 @@ var (
 // serving the clients allow allows, with a timeout per upstream of
 // timeout; it returns its addresses and stops it in t's cleanup, wanting
 // it to return nil.
-func startForwarder(t *testing.T, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration) (udp, tcp string) {
+func startForwarder(t testing.TB, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration) (udp, tcp string) {
 	return startForwarderWith(t, upstreams, allow, timeout, nil)
 }
 
 // startForwarderWith is startForwarder with a name policy.
-func startForwarderWith(t *testing.T, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration, names *network.Names) (udp, tcp string) {
+func startForwarderWith(t testing.TB, upstreams []netip.AddrPort, allow func(netip.Addr) bool, timeout time.Duration, names *network.Names) (udp, tcp string) {
 	t.Helper()
 	pc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -115,7 +115,7 @@ func startForwarderWith(t *testing.T, upstreams []netip.AddrPort, allow func(net
 
 // askUDP sends a query for name with id to addr and returns the answer,
 // or an error after wait.
-func askUDP(t *testing.T, addr string, id uint16, name string, wait time.Duration) (drivertest.DNSReply, error) {
+func askUDP(t testing.TB, addr string, id uint16, name string, wait time.Duration) (drivertest.DNSReply, error) {
 	t.Helper()
 	c, err := net.Dial("udp4", addr)
 	if err != nil {

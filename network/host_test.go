@@ -37,13 +37,13 @@ const testDNSPort = 10253
 
 // openHost returns a Host on stateDir for the tests, serving DNS through
 // upstreams when there are any.
-func openHost(t *testing.T, stateDir string, upstreams ...netip.AddrPort) *network.Host {
+func openHost(t testing.TB, stateDir string, upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
 	return openHostWith(t, stateDir, nil, upstreams...)
 }
 
 // openHostWith is openHost with Options.OnRefusal.
-func openHostWith(t *testing.T, stateDir string, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) *network.Host {
+func openHostWith(t testing.TB, stateDir string, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
 	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix, DNSUpstreams: upstreams, DNSPort: testDNSPort, OnRefusal: onRefusal})
 	if err != nil {
@@ -54,13 +54,13 @@ func openHostWith(t *testing.T, stateDir string, onRefusal func(network.Refusal)
 
 // newHost is openHost on a fresh state directory, as root; t's cleanup
 // tears it down and wants nothing of it left on the host.
-func newHost(t *testing.T, upstreams ...netip.AddrPort) (*network.Host, string) {
+func newHost(t testing.TB, upstreams ...netip.AddrPort) (*network.Host, string) {
 	t.Helper()
 	return newHostWith(t, nil, upstreams...)
 }
 
 // newHostWith is newHost with Options.OnRefusal.
-func newHostWith(t *testing.T, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) (*network.Host, string) {
+func newHostWith(t testing.TB, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) (*network.Host, string) {
 	t.Helper()
 	drivertest.RequireRoot(t)
 	dir := t.TempDir()
@@ -79,7 +79,7 @@ func newHostWith(t *testing.T, onRefusal func(network.Refusal), upstreams ...net
 }
 
 // leftovers lists what a test's Host left: namespaces, links, rules.
-func leftovers(t *testing.T) []string {
+func leftovers(t testing.TB) []string {
 	t.Helper()
 	var left []string
 	for _, cmd := range [][]string{{"netns", "list"}, {"-o", "link", "show"}} {
@@ -105,7 +105,7 @@ func leftovers(t *testing.T) []string {
 }
 
 // run runs a command and returns its output; it fails t on error.
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -115,7 +115,7 @@ func run(t *testing.T, name string, args ...string) string {
 }
 
 // rules returns the rules of chain in table, as iptables -S lists them.
-func rules(t *testing.T, table, chain string) []string {
+func rules(t testing.TB, table, chain string) []string {
 	t.Helper()
 	var out []string
 	for _, line := range strings.Split(run(t, "iptables", "-w", "-t", table, "-S", chain), "\n") {

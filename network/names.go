@@ -47,8 +47,10 @@ type sandboxNet struct {
 	id, link string
 	addr     netip.Addr
 	egress   Egress
-	// learned are the names and addresses written to a set, with when.
+	// learned are the names and addresses written to a set, with when;
+	// pruned is when expired ones were last dropped.
 	learned map[learnedKey]time.Time
+	pruned  time.Time
 }
 
 type learnedKey struct {
@@ -253,10 +255,13 @@ func (h *Host) learn(ctx context.Context, client netip.Addr, name string, addrs 
 	now := time.Now()
 	var lines []string
 	h.netMu.Lock()
-	for k, at := range sn.learned {
-		if now.Sub(at) > learnedTTL {
-			delete(sn.learned, k)
+	if now.Sub(sn.pruned) > learnedRefresh || len(sn.learned) >= maxLearned {
+		for k, at := range sn.learned {
+			if now.Sub(at) > learnedTTL {
+				delete(sn.learned, k)
+			}
 		}
+		sn.pruned = now
 	}
 	for _, a := range addrs {
 		k := learnedKey{name, a.Unmap()}
