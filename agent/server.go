@@ -183,6 +183,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Quiesce closes the listeners and every open connection, as Shutdown
+// does, but leaves the server open and its commands running: a Serve on a
+// new listener serves again. It is what a memory checkpoint needs, which
+// cannot save a connection to the host. Operations in flight end as if
+// their caller went away (a command keeps running for its grace period);
+// the Serve calls of the closed listeners return once they have.
+func (s *Server) Quiesce() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+}
+
 func (s *Server) runningLocked() []*execution {
 	out := make([]*execution, 0, len(s.execs))
 	for e := range s.execs {

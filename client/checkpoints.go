@@ -12,16 +12,13 @@ import (
 // optional label; the checkpoint's parent is the sandbox's head, and it
 // becomes the new head. A sleeping sandbox is checkpointed without being
 // woken.
-func (c *Client) Checkpoint(ctx context.Context, name, label string) (sandbox.Checkpoint, error) {
+func (c *Client) Checkpoint(ctx context.Context, name string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
 	var cp sandbox.Checkpoint
 	p, err := sandboxPath(name, "/checkpoints")
 	if err != nil {
 		return cp, err
 	}
-	in := struct {
-		Label string `json:"label,omitempty"`
-	}{label}
-	_, err = c.doJSON(ctx, http.MethodPost, p, nil, in, &cp)
+	_, err = c.doJSON(ctx, http.MethodPost, p, nil, req, &cp)
 	return cp, err
 }
 

@@ -43,10 +43,10 @@ func TestCheckpointRequests(t *testing.T) {
 		result   any
 	}{
 		{"checkpoint", 201, cp,
-			func() (any, error) { return c.Checkpoint(ctx, "s1", "before") },
+			func() (any, error) { return c.Checkpoint(ctx, "s1", sandbox.CheckpointRequest{Label: "before"}) },
 			recorded{Method: "POST", RawPath: "/v1/sandboxes/s1/checkpoints"}, `{"label":"before"}`, cp},
 		{"checkpoint without a label", 201, cp,
-			func() (any, error) { return c.Checkpoint(ctx, "s1", "") },
+			func() (any, error) { return c.Checkpoint(ctx, "s1", sandbox.CheckpointRequest{Label: ""}) },
 			recorded{Method: "POST", RawPath: "/v1/sandboxes/s1/checkpoints"}, `{}`, cp},
 		{"list checkpoints", 200, map[string]any{"checkpoints": []sandbox.Checkpoint{cp, cp}},
 			func() (any, error) { return c.ListCheckpoints(ctx, "s1") },

@@ -19,6 +19,9 @@
 //   - EgressSetter: change an egress sandbox's own egress rules
 //     (EgressRules) while it runs. A driver whose Capabilities say Egress
 //     implements it.
+//   - MemoryCheckpointer: save a running sandbox's memory and processes
+//     beside a snapshot of its root, and start it again from them. A
+//     driver whose Capabilities say MemoryCheckpoint implements it.
 package driver
 
 import (
@@ -183,6 +186,31 @@ type Capabilities struct {
 	// Egress says Start accepts Spec.Network NetworkEgress. Without it
 	// the driver only runs sandboxes with no network.
 	Egress bool
+	// MemoryCheckpoint says the driver is a MemoryCheckpointer.
+	MemoryCheckpoint bool
+}
+
+// MemoryCheckpointer is implemented by drivers that can checkpoint a
+// running sandbox's memory and processes, not only its files: a driver
+// whose Capabilities say MemoryCheckpoint.
+type MemoryCheckpointer interface {
+	// CheckpointMemory saves the memory and processes of running sandbox
+	// id as the image called key (letters and digits), and leaves the
+	// sandbox running. The sandbox is held still while paused runs, so
+	// that what paused captures of its root (the host's snapshot) and the
+	// image are of one instant; an error of paused fails the call, and
+	// leaves no image. Connections to the sandbox's agent in flight are
+	// closed. It returns ErrNotFound for an unknown id and an error for a
+	// stopped sandbox; a failed call leaves the sandbox running as it was.
+	CheckpointMemory(ctx context.Context, id, key string, paused func() error) error
+	// RestoreMemory starts stopped sandbox spec.ID from image key, which
+	// CheckpointMemory saved of it: its processes resume where the image
+	// left them, on the root the host has put back to the same instant.
+	// It returns once the agent answers. On error nothing is left
+	// running and the sandbox stays known and stopped, as with Start.
+	RestoreMemory(ctx context.Context, spec Spec, key string) error
+	// DeleteMemory removes image key; a missing one is no error.
+	DeleteMemory(ctx context.Context, key string) error
 }
 
 // Driver starts, finds and removes sandboxes. Implementations are safe for

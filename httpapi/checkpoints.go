@@ -8,9 +8,6 @@ import (
 
 // checkpointRequest is the body of POST .../checkpoints; an empty body
 // takes a checkpoint without a label.
-type checkpointRequest struct {
-	Label string `json:"label"`
-}
 
 // restoreRequest is the body of POST .../restore.
 type restoreRequest struct {
@@ -30,12 +27,12 @@ type checkpointList struct {
 
 // handleCheckpoint answers 201 with the checkpoint taken of the sandbox.
 func (s *server) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	var req checkpointRequest
+	var req sandbox.CheckpointRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.svc.Checkpoint(r.Context(), p, r.PathValue("name"), req.Label)
+	c, err := s.svc.Checkpoint(r.Context(), p, r.PathValue("name"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -56,7 +56,7 @@ func TestQuota(t *testing.T) {
 	}
 	e.create(t, q2, "box-0")
 	// A fork is a new sandbox too.
-	ck, err := e.svc.Checkpoint(ctx, q1, "box-0", "")
+	ck, err := e.svc.Checkpoint(ctx, q1, "box-0", sandbox.CheckpointRequest{Label: ""})
 	if err != nil {
 		t.Fatal(err)
 	}

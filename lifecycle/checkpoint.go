@@ -31,8 +31,16 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // checkpointed as it lies, without waking it: it has no processes to keep
 // consistent. The checkpoint's parent is the sandbox's head, and it becomes
 // the new head.
-func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, label string) (sandbox.Checkpoint, error) {
+//
+// With req.Memory, the processes' memory is saved too, by a driver that is
+// a driver.MemoryCheckpointer (gVisor), at the instant of the snapshot:
+// a restore resumes them where they were. It needs a running sandbox with
+// no command running (a command's stream to its caller would be cut:
+// unavailable, retry once it ends), and a runtime that can
+// (invalid_argument otherwise).
+func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
 	name = p.Resolve(name)
+	label := req.Label
 	if err := sandbox.ValidateLabel(label); err != nil {
 		return sandbox.Checkpoint{}, err
 	}
@@ -44,6 +52,10 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 	}
 	if sb.Status == sandbox.StatusCreating {
 		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", name).WithHint("retry in a moment")
+	}
+	mc, err := s.memoryCheckpointer(sb, req.Memory)
+	if err != nil {
+		return sandbox.Checkpoint{}, err
 	}
 	s.leases.touch(sb.ID, s.now())
 	// The rows and the snapshot outlive a caller that goes away.
@@ -65,6 +77,7 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 		Parent:    sb.Head,
 		CreatedAt: s.now().UTC(),
 		SizeBytes: size,
+		Memory:    mc != nil,
 	}
 	// The rows go first and the snapshot last: a checkpoint exists once
 	// its snapshot does. A daemon killed before leaves a row without a
@@ -83,12 +96,80 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name, lab
 		return sandbox.Checkpoint{}, s.internal("update head", err)
 	}
 	s.crash("checkpoint: head moved")
-	if err := s.snapshot(ctx, sb, checkpointKey(c.ID)); err != nil {
+	if mc != nil {
+		err = s.snapshotMemory(ctx, sb, c, mc)
+	} else {
+		err = s.snapshot(ctx, sb, checkpointKey(c.ID))
+	}
+	if err != nil {
 		s.unrecord(ctx, sb, c)
 		return sandbox.Checkpoint{}, err
 	}
-	s.log.Info("checkpoint taken", "sandbox", sb.Name, "checkpoint", c.ID, "label", c.Label, "parent", c.Parent)
+	s.log.Info("checkpoint taken", "sandbox", sb.Name, "checkpoint", c.ID, "label", c.Label, "parent", c.Parent, "memory", c.Memory)
 	return c, nil
+}
+
+// memoryCheckpointer returns the driver as a MemoryCheckpointer when a
+// checkpoint of sb asks for memory (nil when it does not), or why it
+// cannot have one.
+func (s *Service) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.MemoryCheckpointer, error) {
+	if !memory {
+		return nil, nil
+	}
+	mc, ok := s.opts.Driver.(driver.MemoryCheckpointer)
+	if caps := s.opts.Driver.Capabilities(); !ok || !caps.MemoryCheckpoint {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "the runtime %s cannot checkpoint memory", caps.Runtime).
+			WithHint("checkpoint without memory (the files only), or run hearth with gVisor (runsc)")
+	}
+	if sb.Status != sandbox.StatusRunning {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox %q is %s: it has no processes whose memory to save", sb.Name, sb.Status).
+			WithHint("checkpoint without memory, or wake it first")
+	}
+	if n := s.leases.running(sb.ID); n > 0 {
+		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "%d command(s) running in sandbox %q: a memory checkpoint would cut their output", n, sb.Name).
+			WithHint("retry once they end").With("running", n)
+	}
+	return mc, nil
+}
+
+// snapshotMemory takes checkpoint c of running sandbox sb with its
+// memory: the driver holds the sandbox still while the root's snapshot is
+// taken, and saves its memory as the image named after c.
+func (s *Service) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint, mc driver.MemoryCheckpointer) error {
+	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
+		syncFS(info.Path)
+	}
+	snapped := false
+	err := mc.CheckpointMemory(ctx, sb.ID, c.ID, func() error {
+		s.crash("checkpoint: frozen")
+		if err := s.opts.Layers.Snapshot(ctx, checkpointKey(c.ID), rootKey(sb.ID)); err != nil {
+			return err
+		}
+		snapped = true
+		s.crash("checkpoint: snapshot taken")
+		return nil
+	})
+	if err == nil {
+		return nil
+	}
+	if snapped {
+		if rerr := s.opts.Layers.Remove(ctx, checkpointKey(c.ID)); rerr != nil && !errors.Is(rerr, layers.ErrNotFound) {
+			s.log.Error("remove the snapshot of a failed memory checkpoint", "checkpoint", c.ID, "err", rerr)
+		}
+	}
+	return s.internal("checkpoint the memory of "+sb.ID, err)
+}
+
+// dropMemory removes the memory image of checkpoint c, if it has one; a
+// failure is logged.
+func (s *Service) dropMemory(ctx context.Context, c sandbox.Checkpoint) {
+	mc, ok := s.opts.Driver.(driver.MemoryCheckpointer)
+	if !ok || !c.Memory {
+		return
+	}
+	if err := mc.DeleteMemory(ctx, c.ID); err != nil {
+		s.log.Error("remove a checkpoint's memory image", "checkpoint", c.ID, "err", err)
+	}
 }
 
 // snapshot takes the read-only snapshot key of the sandbox's root, freezing
@@ -201,7 +282,8 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, nam
 	if err != nil {
 		return err
 	}
-	if _, err := s.checkpoint(ctx, sb, id); err != nil {
+	c, err := s.checkpoint(ctx, sb, id)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -215,13 +297,16 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, nam
 	if err := s.opts.Layers.Remove(ctx, checkpointKey(id)); err != nil && !errors.Is(err, layers.ErrNotFound) {
 		s.log.Error("remove checkpoint snapshot", "checkpoint", id, "err", err)
 	}
+	s.dropMemory(ctx, c)
 	s.log.Info("checkpoint deleted", "sandbox", sb.Name, "checkpoint", id)
 	return nil
 }
 
 // Restore makes checkpoint id the content of p's sandbox called name: its
 // processes are stopped, its root is replaced by a writable snapshot of the
-// checkpoint, and it runs again. The checkpoint stays, so restore can be
+// checkpoint, and it runs again: with the checkpoint's processes where
+// they were when it holds their memory (if that fails, afresh, which the
+// reason says), afresh otherwise. The checkpoint stays, so restore can be
 // repeated; it becomes the sandbox's head. A sleeping sandbox is woken.
 func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id string) (sandbox.Sandbox, error) {
 	name = p.Resolve(name)
@@ -231,7 +316,8 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id str
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if _, err := s.checkpoint(ctx, sb, id); err != nil {
+	c, err := s.checkpoint(ctx, sb, id)
+	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if sb.Status == sandbox.StatusCreating {
@@ -259,14 +345,24 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id str
 	s.crash("restore: root reset")
 	s.forgetUsage(sb.ID)
 	sb.Head = id
-	if err := s.start(ctx, sb); err != nil {
-		sb.Reason = "restored to checkpoint " + id + " but failed to start"
-		s.opts.Store.UpdateSandbox(ctx, sb)
-		return sandbox.Sandbox{}, err
+	reason, resumed := "restored to checkpoint "+id, false
+	if c.Memory {
+		if resumed = s.startFrom(ctx, sb, id) == nil; resumed {
+			reason += " with its processes"
+		} else {
+			reason += " (its processes started afresh: their memory could not be restored)"
+		}
+	}
+	if !resumed {
+		if err := s.start(ctx, sb); err != nil {
+			sb.Reason = "restored to checkpoint " + id + " but failed to start"
+			s.opts.Store.UpdateSandbox(ctx, sb)
+			return sandbox.Sandbox{}, err
+		}
 	}
 	s.crash("restore: started")
 	s.leases.touch(sb.ID, s.now())
-	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, "restored to checkpoint "+id, s.now().UTC()
+	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}

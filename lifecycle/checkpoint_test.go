@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -17,7 +18,7 @@ func TestCheckpointRestore(t *testing.T) {
 	ctx := t.Context()
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo v1 > data.txt")
-	ck, err := e.svc.Checkpoint(ctx, a1, "web", "before")
+	ck, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "before"})
 	if err != nil || ck.ID == "" || ck.Label != "before" || ck.SandboxID != sb.ID || ck.Parent != "" || ck.SizeBytes != int64(len("v1\n")) {
 		t.Fatalf("Checkpoint = %+v, %v; want the root's usage (3 bytes) as its size", ck, err)
 	}
@@ -34,7 +35,7 @@ func TestCheckpointRestore(t *testing.T) {
 			t.Fatalf("after Restore #%d = %q, want v1 and no extra.txt", round, out)
 		}
 	}
-	ck2, err := e.svc.Checkpoint(ctx, a1, "web", "")
+	ck2, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: ""})
 	if err != nil || ck2.Parent != ck.ID {
 		t.Fatalf("second Checkpoint = %+v, %v; want parent %s", ck2, err, ck.ID)
 	}
@@ -47,13 +48,13 @@ func TestCheckpointRestore(t *testing.T) {
 	if _, err := e.svc.Restore(ctx, a1, "web", "cnosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Restore(unknown) = %v, want not_found", err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a2, "web", ""); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Checkpoint(ctx, a2, "web", sandbox.CheckpointRequest{Label: ""}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Checkpoint by another agent = %v, want not_found", err)
 	}
 	if _, err := e.svc.ListCheckpoints(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("ListCheckpoints by another agent = %v, want not_found", err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", "bad\nlabel"); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "bad\nlabel"}); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
 		t.Errorf("Checkpoint(bad label) = %v, want invalid_argument", err)
 	}
 
@@ -85,7 +86,7 @@ func TestFork(t *testing.T) {
 	ctx := t.Context()
 	e.create(t, a1, "src")
 	e.exec(t, a1, "src", "echo base > data.txt")
-	ck, err := e.svc.Checkpoint(ctx, a1, "src", "")
+	ck, err := e.svc.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{Label: ""})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestSleepWake(t *testing.T) {
 		t.Fatalf("second Sleep = %+v, %v; want a no-op", got, err)
 	}
 	// A checkpoint of a sleeping sandbox does not wake it.
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", "asleep"); err != nil {
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "asleep"}); err != nil {
 		t.Fatal(err)
 	}
 	if row := e.row(t, "web"); row.Status != sandbox.StatusSleeping {
@@ -179,4 +180,109 @@ func TestIdleSleep(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+}
+
+// TestMemoryCheckpoint: with a driver that can, a checkpoint asked with
+// memory is taken through the driver (the root snapshotted while the
+// sandbox is held still), says so, and its restore starts the sandbox from
+// its image; deleting it, or destroying the sandbox, deletes the image. A
+// driver that cannot, a sleeping sandbox and a running command are
+// refused, with nothing left behind.
+func TestMemoryCheckpoint(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	e.create(t, a1, "plain")
+	_, err := e.svc.Checkpoint(ctx, a1, "plain", sandbox.CheckpointRequest{Memory: true})
+	if !sandbox.IsCode(err, sandbox.CodeInvalidArgument) || !strings.Contains(err.Error(), "cannot checkpoint memory") {
+		t.Errorf("memory Checkpoint with a driver that cannot = %v, want invalid_argument", err)
+	}
+	if list, _ := e.svc.ListCheckpoints(ctx, a1, "plain"); len(list) != 0 {
+		t.Errorf("a refused checkpoint left %+v", list)
+	}
+
+	drv := driverfake.New(driverfake.Options{Memory: true})
+	t.Cleanup(func() { drv.Close() })
+	e = newEnv(t, func(o *lifecycle.Options) { o.Driver = drv })
+	sb := e.create(t, a1, "web")
+	e.exec(t, a1, "web", "echo v1 > data.txt")
+	ck, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "warm", Memory: true})
+	if err != nil || !ck.Memory || ck.Label != "warm" {
+		t.Fatalf("memory Checkpoint = %+v, %v; want one with memory", ck, err)
+	}
+	if got := drv.Images(); len(got) != 1 || got[0] != ck.ID {
+		t.Errorf("images after the checkpoint = %q, want [%s]", got, ck.ID)
+	}
+	if drv.Count(driverfake.OpCheckpointMemory, sb.ID) != 1 || drv.Frozen(sb.ID) {
+		t.Errorf("CheckpointMemory calls %d, frozen %v; want one call, thawed", drv.Count(driverfake.OpCheckpointMemory, sb.ID), drv.Frozen(sb.ID))
+	}
+	e.exec(t, a1, "web", "echo v2 > data.txt")
+	got, err := e.svc.Restore(ctx, a1, "web", ck.ID)
+	if err != nil || got.Reason != "restored to checkpoint "+ck.ID+" with its processes" {
+		t.Fatalf("Restore = %+v, %v; want it restored with its processes", got, err)
+	}
+	if from := drv.RestoredFrom(sb.ID); from != ck.ID {
+		t.Errorf("the driver restored from %q, want the image %s", from, ck.ID)
+	}
+	if out, _ := e.exec(t, a1, "web", "cat data.txt"); out != "v1\n" {
+		t.Errorf("after the restore data.txt = %q, want v1 (the snapshot taken with the image)", out)
+	}
+	// An image gone: the restore starts the processes afresh, and says so.
+	drv.DeleteMemory(ctx, ck.ID)
+	if got, err := e.svc.Restore(ctx, a1, "web", ck.ID); err != nil || !strings.Contains(got.Reason, "started afresh") || drv.RestoredFrom(sb.ID) != "" {
+		t.Errorf("Restore without its image = %+v, %v; want a fresh start, said", got, err)
+	}
+
+	// A running command: refused, nothing taken.
+	started := &firstWrite{c: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.svc.Exec(context.WithoutCancel(ctx), a1, "web", sandbox.ExecRequest{Shell: "echo started; sleep 1"}, nil, started, nil)
+	}()
+	<-started.c
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); !sandbox.IsCode(err, sandbox.CodeUnavailable) || !strings.Contains(err.Error(), "running") {
+		t.Errorf("memory Checkpoint under a running command = %v, want unavailable", err)
+	}
+	<-done
+
+	ck2, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{})
+	if err != nil || ck2.Memory {
+		t.Fatalf("plain Checkpoint = %+v, %v; want one without memory", ck2, err)
+	}
+	ck3, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.DeleteCheckpoint(ctx, a1, "web", ck3.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := drv.Images(); len(got) != 0 {
+		t.Errorf("images after deleting the checkpoint = %q, want none", got)
+	}
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Sleep(ctx, a1, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+		t.Errorf("memory Checkpoint of a sleeping sandbox = %v, want invalid_argument", err)
+	}
+	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := drv.Images(); len(got) != 0 {
+		t.Errorf("images after destroying the sandbox = %q, want none", got)
+	}
+}
+
+// firstWrite closes c at its first write.
+type firstWrite struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.c) })
+	return len(p), nil
 }

@@ -155,7 +155,7 @@ var crashCases = []crashCase{
 			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Checkpoint(ctx, a1, "web", "second")
+			_, err := svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second"})
 			return err
 		},
 		points: []crashPoint{
@@ -739,7 +739,7 @@ func (e *env) shell(t *testing.T, name, shell string) string {
 
 func (e *env) checkpoint(t *testing.T, name, label string) sandbox.Checkpoint {
 	t.Helper()
-	c, err := e.svc.Checkpoint(t.Context(), a1, name, label)
+	c, err := e.svc.Checkpoint(t.Context(), a1, name, sandbox.CheckpointRequest{Label: label})
 	if err != nil {
 		t.Fatalf("Checkpoint(%s, %q) = %v", name, label, err)
 	}

@@ -59,7 +59,7 @@ func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sand
 	if !ok {
 		return "", "", nil
 	}
-	ck, err := s.Checkpoint(ctx, p, sb.Name, gateLabel)
+	ck, err := s.Checkpoint(ctx, p, sb.Name, sandbox.CheckpointRequest{Label: gateLabel})
 	if err == nil {
 		s.log.Info("checkpoint before a destructive command", "sandbox", sb.Name, "checkpoint", ck.ID, "pattern", pattern.Name)
 		return ck.ID, fmt.Sprintf("the command looks destructive (%s): checkpoint %s was taken first; restore it to undo the command", pattern.Name, ck.ID), nil

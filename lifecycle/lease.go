@@ -74,3 +74,10 @@ func (l *leases) forget(id string) {
 	defer l.mu.Unlock()
 	delete(l.m, id)
 }
+
+// running returns how many of id's commands are running.
+func (l *leases) running(id string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.get(id).busy
+}

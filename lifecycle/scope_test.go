@@ -41,7 +41,10 @@ func TestNamePrefixScope(t *testing.T) {
 			_, err := e.svc.Update(ctx, hermes, "other", sandbox.SandboxUpdate{Labels: &[]string{"x"}})
 			return err
 		},
-		"checkpoint": func() error { _, err := e.svc.Checkpoint(ctx, hermes, "other", ""); return err },
+		"checkpoint": func() error {
+			_, err := e.svc.Checkpoint(ctx, hermes, "other", sandbox.CheckpointRequest{Label: ""})
+			return err
+		},
 	} {
 		wantCode(t, verb+"(other) outside the prefix", call(), sandbox.CodePermissionDenied)
 	}

@@ -382,6 +382,13 @@ func (s *Service) networkFor(ctx context.Context, p sandbox.Principal, limited b
 // The hostname and environment name no sandbox, so that a warm-pool member
 // started before its claim looks exactly like a sandbox started for it.
 func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
+	return s.startFrom(ctx, sb, "")
+}
+
+// startFrom starts sb, from the driver's memory image key when key is not
+// "" (see driver.MemoryCheckpointer: its processes resume), afresh on its
+// root otherwise.
+func (s *Service) startFrom(ctx context.Context, sb sandbox.Sandbox, key string) error {
 	root, err := s.root(ctx, sb)
 	if err != nil {
 		return err
@@ -406,8 +413,13 @@ func (s *Service) start(ctx context.Context, sb sandbox.Sandbox) error {
 			return err
 		}
 	}
-	if err := s.opts.Driver.Start(ctx, spec); err != nil {
-		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "err", err)
+	if mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); ok && key != "" {
+		err = mc.RestoreMemory(ctx, spec, key)
+	} else {
+		err = s.opts.Driver.Start(ctx, spec)
+	}
+	if err != nil {
+		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", key, "err", err)
 		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q failed to start", sb.Name).
 			WithHint("retry; if it keeps failing, `hearth serve`'s log has the runtime's error")
 	}
@@ -478,6 +490,7 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 	keys := []string{rootKey(sb.ID)}
 	for _, c := range cps {
 		keys = append(keys, checkpointKey(c.ID))
+		s.dropMemory(ctx, c)
 	}
 	for _, key := range keys {
 		if err := s.opts.Layers.Remove(ctx, key); err != nil && !errors.Is(err, layers.ErrNotFound) {

@@ -137,7 +137,7 @@ func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) 
 }
 
 func (t tools) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in checkpointIn) (*mcp.CallToolResult, checkpointOut, error) {
-	ck, err := t.s.svc.Checkpoint(ctx, t.p, in.Sandbox, in.Label)
+	ck, err := t.s.svc.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label})
 	if err != nil {
 		return nil, checkpointOut{}, t.s.publicError(ctx, "sandbox_checkpoint", err)
 	}

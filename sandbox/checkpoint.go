@@ -50,3 +50,13 @@ func ValidateLabel(label string) error {
 	}
 	return nil
 }
+
+// CheckpointRequest asks for a checkpoint of a sandbox.
+type CheckpointRequest struct {
+	// Label names the checkpoint for people (see ValidateLabel).
+	Label string `json:"label,omitempty"`
+	// Memory asks for the processes' memory too, where the runtime can
+	// (gVisor): a restore then resumes the processes where they were,
+	// instead of starting them afresh on the checkpoint's files.
+	Memory bool `json:"memory,omitempty"`
+}

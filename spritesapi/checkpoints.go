@@ -87,7 +87,7 @@ func (d *door) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbo
 	}
 	s := startEvents(w)
 	s.send(event{Type: "info", Data: "Creating checkpoint..."})
-	c, err := d.svc.Checkpoint(r.Context(), p, name, req.Comment)
+	c, err := d.svc.Checkpoint(r.Context(), p, name, sandbox.CheckpointRequest{Label: req.Comment})
 	if err != nil {
 		s.fail(r, "Checkpoint", err)
 		return nil

@@ -52,7 +52,7 @@ type Service interface {
 	Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error)
 	MaxWriteBytes() int64
 
-	Checkpoint(ctx context.Context, p sandbox.Principal, name, label string) (sandbox.Checkpoint, error)
+	Checkpoint(ctx context.Context, p sandbox.Principal, name string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error)
 	ListCheckpoints(ctx context.Context, p sandbox.Principal, name string) ([]sandbox.Checkpoint, error)
 	Restore(ctx context.Context, p sandbox.Principal, name, id string) (sandbox.Sandbox, error)
 }

@@ -50,12 +50,7 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	os.Remove(*socket) // a stale socket from an earlier start of this sandbox
 	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
-		return err
-	}
-	ln, err := net.Listen("unix", *socket)
-	if err != nil {
 		return err
 	}
 	srv := agent.NewServer(agent.Options{
@@ -69,21 +64,58 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	stopped := make(chan error, 1)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		defer cancel()
-		stopped <- srv.Shutdown(sctx)
-	}()
-	log.Info("listening", "socket", *socket, "pid", os.Getpid())
-	if err := srv.Serve(ln); err != nil {
-		return err
+	quiesce := make(chan os.Signal, 1)
+	signal.Notify(quiesce, agent.QuiesceSignal)
+	defer signal.Stop(quiesce)
+	for {
+		os.Remove(*socket) // a stale socket from an earlier start of this sandbox
+		ln, err := net.Listen("unix", *socket)
+		if err != nil {
+			return err
+		}
+		log.Info("listening", "socket", *socket, "pid", os.Getpid())
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		select {
+		case err := <-served:
+			return err
+		case <-quiesce:
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			err := srv.Shutdown(sctx)
+			cancel()
+			if err != nil {
+				log.Info("commands killed at shutdown", "err", err)
+			}
+			return <-served
+		}
+		// Quiet for a memory checkpoint: no socket to the host until the
+		// daemon says so (see agent.QuiesceSignal).
+		srv.Quiesce()
+		os.Remove(*socket)
+		log.Info("quiet until resumed", "marker", agent.ResumeMarker(*socket))
+		if err := waitResume(ctx, agent.ResumeMarker(*socket)); err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			defer cancel()
+			srv.Shutdown(sctx)
+			return nil
+		}
 	}
-	if err := <-stopped; err != nil {
-		log.Info("commands killed at shutdown", "err", err)
+}
+
+// waitResume waits until the file marker exists, then removes it; it
+// returns ctx's error if ctx ends first.
+func waitResume(ctx context.Context, marker string) error {
+	for {
+		if err := os.Remove(marker); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // defaultEnv is the sandbox's environment as the runtime gave it to PID 1,

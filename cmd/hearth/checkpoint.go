@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/hearth/hearth/sandbox"
 )
 
 // runCheckpoint takes a checkpoint of a sandbox, live, or with --delete
 // deletes one.
 func runCheckpoint(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("checkpoint", "NAME [--label LABEL] | NAME --delete ID",
+	fs := c.clientFlagSet("checkpoint", "NAME [--label LABEL] [--memory] | NAME --delete ID",
 		"Save the current content of a sandbox's disk as a checkpoint, without stopping it;\n"+
 			"'hearth restore' goes back to it and 'hearth fork' starts a new sandbox from it.\n"+
 			"With --delete, delete checkpoint ID instead.")
 	label := fs.String("label", "", "a `LABEL` to recognize the checkpoint by, e.g. \"before migration\"")
 	del := fs.String("delete", "", "delete checkpoint `ID` instead of taking one")
+	memory := fs.Bool("memory", false, "save the processes' memory too (gVisor): a restore resumes them where they were")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err
@@ -21,8 +24,8 @@ func runCheckpoint(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("checkpoint", pos, "NAME"); err != nil {
 		return err
 	}
-	if *del != "" && *label != "" {
-		return &usageError{verb: "checkpoint", msg: "--label and --delete do not go together"}
+	if *del != "" && (*label != "" || *memory) {
+		return &usageError{verb: "checkpoint", msg: "--label and --memory do not go with --delete"}
 	}
 	cl := c.client()
 	if *del != "" {
@@ -35,7 +38,7 @@ func runCheckpoint(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "deleted checkpoint %s of %s\n", *del, pos[0])
 		return nil
 	}
-	cp, err := cl.Checkpoint(ctx, pos[0], *label)
+	cp, err := cl.Checkpoint(ctx, pos[0], sandbox.CheckpointRequest{Label: *label, Memory: *memory})
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,7 @@ func printCheckpoint(w io.Writer, cp sandbox.Checkpoint) error {
 		{"label", dash(cp.Label)},
 		{"parent", dash(cp.Parent)},
 		{"size", formatBytes(cp.SizeBytes)},
+		{"memory", yesNo(cp.Memory)},
 		{"created", formatTime(cp.CreatedAt)},
 	}
 	for _, r := range rows {
@@ -215,6 +216,14 @@ func formatTime(t time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
+}
+
+// yesNo is "yes" or "no".
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func dash(s string) string {

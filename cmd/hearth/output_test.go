@@ -168,6 +168,7 @@ func TestPrintCheckpoint(t *testing.T) {
 label:    before migration
 parent:   c01
 size:     1.5 KiB
+memory:   no
 created:  2025-01-02T12:00:00Z
 `
 	if out.String() != want {

@@ -74,7 +74,7 @@ type Config struct {
 // unknown ids, commands on a terminal of the sandbox's own, and connections
 // to a server in the sandbox through its agent; for a driver that
 // implements an optional capability, that capability (Freeze:
-// driver.Freezer); and for one whose Capabilities say Egress, the egress
+// driver.Freezer; MemoryCheckpoint: driver.MemoryCheckpointer); and for one whose Capabilities say Egress, the egress
 // network policy and the network caps of Resources, against test hosts of
 // its own on this machine (Egress, EgressLimits: see NewTestHost), its
 // own egress rules at Start and changed live (EgressRules:
@@ -96,6 +96,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("TTY", s.testTTY)
 	t.Run("Connect", s.testConnect)
 	t.Run("Freeze", s.testFreeze)
+	t.Run("MemoryCheckpoint", s.testMemoryCheckpoint)
 	t.Run("Egress", s.testEgress)
 	t.Run("EgressLimits", s.testEgressLimits)
 	t.Run("EgressRules", s.testEgressRules)

@@ -37,6 +37,12 @@
 //
 // It is a driver.EgressSetter too, with the contract's errors: it records
 // each sandbox's egress rules (EgressOf), and enforces none.
+//
+// With Options.Memory it is a driver.MemoryCheckpointer too: it runs the
+// paused function while the sandbox is frozen and records an image per
+// key (Images), and RestoreMemory starts the sandbox as Start does,
+// recording which image it came from (RestoredFrom). It saves no memory:
+// the commands of a restored fake sandbox are not back.
 package fake
 
 import (
@@ -44,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -65,6 +72,8 @@ type Options struct {
 	// Spec.Network egress. The fake's sandboxes share the host's network
 	// whatever their mode: it isolates nothing.
 	Egress bool
+	// Memory is what Capabilities reports as MemoryCheckpoint.
+	Memory bool
 	// Logger receives the agents' logs; nil discards.
 	Logger *slog.Logger
 }
@@ -77,9 +86,10 @@ type Driver struct {
 }
 
 var (
-	_ driver.Driver       = (*Driver)(nil)
-	_ driver.Freezer      = (*Driver)(nil)
-	_ driver.EgressSetter = (*Driver)(nil)
+	_ driver.Driver             = (*Driver)(nil)
+	_ driver.Freezer            = (*Driver)(nil)
+	_ driver.EgressSetter       = (*Driver)(nil)
+	_ driver.MemoryCheckpointer = (*Driver)(nil)
 )
 
 // Op names a driver.Driver method, in Calls.
@@ -98,6 +108,10 @@ const (
 	OpThaw    Op = "Thaw"
 	// OpSetEgress is driver.EgressSetter's SetEgress.
 	OpSetEgress Op = "SetEgress"
+	// The driver.MemoryCheckpointer methods.
+	OpCheckpointMemory Op = "CheckpointMemory"
+	OpRestoreMemory    Op = "RestoreMemory"
+	OpDeleteMemory     Op = "DeleteMemory"
 )
 
 // Call is one recorded call of a driver.Driver method.
@@ -125,6 +139,8 @@ type world struct {
 	startHook func(context.Context, driver.Spec) error
 	nextPID   int
 	closed    bool
+	// images are the memory images, by key, each the id it is of.
+	images map[string]string
 }
 
 // box is one sandbox.
@@ -139,6 +155,8 @@ type box struct {
 	// egress are the egress rules last applied: Spec.Egress at Start,
 	// then what SetEgress set.
 	egress driver.EgressRules
+	// restoredFrom is the memory image of its last start, "" for none.
+	restoredFrom string
 }
 
 // thaw ends a freeze of b, if any, releasing the Dials it holds.
@@ -159,7 +177,7 @@ type live struct {
 // New returns a Driver with no sandboxes. Close it when done, to stop the
 // agents.
 func New(opts Options) *Driver {
-	caps := driver.Capabilities{Runtime: opts.Runtime, Isolation: opts.Isolation, Egress: opts.Egress}
+	caps := driver.Capabilities{Runtime: opts.Runtime, Isolation: opts.Isolation, Egress: opts.Egress, MemoryCheckpoint: opts.Memory}
 	if caps.Runtime == "" {
 		caps.Runtime = "fake"
 	}
@@ -170,7 +188,7 @@ func New(opts Options) *Driver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{w: &world{caps: caps, log: log, sandboxes: map[string]*box{}, nextPID: firstPID}}
+	return &Driver{w: &world{caps: caps, log: log, sandboxes: map[string]*box{}, nextPID: firstPID, images: map[string]string{}}}
 }
 
 // Reopen returns another Driver over the same sandboxes, as a daemon
@@ -214,6 +232,12 @@ func (d *Driver) Capabilities() driver.Capabilities { return d.w.caps }
 // directory, or when the sandbox is running. See driver.Driver.
 func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 	d.record(OpStart, spec.ID)
+	return d.start(ctx, spec, "")
+}
+
+// start is Start, recording image as where the sandbox's memory came
+// from.
+func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) error {
 	d.w.mu.Lock()
 	hook := d.w.startHook
 	d.w.mu.Unlock()
@@ -271,7 +295,7 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 		srv.Serve(a.ln)
 	}()
 	b.spec, b.status, b.pid, b.oomKilled, b.agent = spec, driver.StatusRunning, d.w.nextPID, false, a
-	b.egress = driver.EgressRules{}
+	b.egress, b.restoredFrom = driver.EgressRules{}, image
 	if spec.Network == driver.NetworkEgress {
 		b.egress = spec.Egress
 	}
@@ -429,6 +453,73 @@ func (d *Driver) EgressOf(id string) (driver.EgressRules, bool) {
 		return driver.EgressRules{}, false
 	}
 	return b.egress, true
+}
+
+// CheckpointMemory freezes running sandbox id, runs paused, thaws it, and
+// records image key of it when paused succeeded. It returns
+// driver.ErrNotFound for an unknown id, and an error for a stopped
+// sandbox or a driver made without Options.Memory. See
+// driver.MemoryCheckpointer.
+func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused func() error) error {
+	d.record(OpCheckpointMemory, id)
+	if !d.w.caps.MemoryCheckpoint {
+		return fmt.Errorf("fake: CheckpointMemory(%s): the driver was made without Options.Memory", id)
+	}
+	if err := d.Freeze(ctx, id); err != nil {
+		return err
+	}
+	err := paused()
+	if terr := d.Thaw(ctx, id); terr != nil {
+		return errors.Join(err, terr)
+	}
+	if err != nil {
+		return err
+	}
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	d.w.images[key] = id
+	return nil
+}
+
+// RestoreMemory starts stopped sandbox spec.ID as Start does, from image
+// key (RestoredFrom tells a test), which must be one of its. See
+// driver.MemoryCheckpointer.
+func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string) error {
+	d.record(OpRestoreMemory, spec.ID)
+	d.w.mu.Lock()
+	of, ok := d.w.images[key]
+	d.w.mu.Unlock()
+	if !ok || of != spec.ID {
+		return fmt.Errorf("fake: RestoreMemory(%s): no memory image %q of it", spec.ID, key)
+	}
+	return d.start(ctx, spec, key)
+}
+
+// DeleteMemory forgets image key. See driver.MemoryCheckpointer.
+func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
+	d.record(OpDeleteMemory, "")
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	delete(d.w.images, key)
+	return nil
+}
+
+// Images returns the keys of the memory images there are, sorted.
+func (d *Driver) Images() []string {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	return slices.Sorted(maps.Keys(d.w.images))
+}
+
+// RestoredFrom returns the memory image sandbox id's last start came from
+// ("" for a plain start or an unknown id).
+func (d *Driver) RestoredFrom(id string) string {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	if b := d.w.sandboxes[id]; b != nil {
+		return b.restoredFrom
+	}
+	return ""
 }
 
 // Frozen reports whether sandbox id is frozen (false for an unknown id).

@@ -259,7 +259,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	if d.runtime == RuntimeRunsc {
 		iso = "gvisor"
 	}
-	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net != nil}
+	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net != nil,
+		MemoryCheckpoint: d.runtime == RuntimeRunsc}
 }
 
 // StateDir returns the directory the driver owns.
@@ -429,6 +430,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		}
 		dirs[e.Name()] = true
 		d.thawLeftFrozen(e.Name())
+		d.resumeLeftQuiet(e.Name())
 		st, err := d.recoverState(ctx, e.Name())
 		if errors.Is(err, driver.ErrNotFound) {
 			continue // deleted meanwhile

@@ -57,22 +57,27 @@ func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, er
 }
 
 // create runs `run --detach` for id, in network mode (driver.Spec.Network;
-// see networkFlags). The container's stdio (inherited from the run
+// see networkFlags), or `restore --detach` from the memory image at image
+// when it is not "" (runsc only). The container's stdio (inherited from the run
 // command) is the sandbox's console.log, opened here and closed when
 // create returns: no pipe of the daemon's is ever an end of it, so the
 // sandbox neither blocks on nor dies with the daemon.
-func (d *Driver) create(ctx context.Context, id, network string) error {
+func (d *Driver) create(ctx context.Context, id, network, image string) error {
 	logf, err := os.OpenFile(d.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	args := append(networkFlags(d.runtime, network), "run", "--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id)
+	verb := []string{"run"}
+	if image != "" {
+		verb = []string{"restore", "--image-path", image}
+	}
+	args := slices.Concat(networkFlags(d.runtime, network), verb, []string{"--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id})
 	cmd := d.command(ctx, id, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s run: %w", d.runtime, err)
+		return fmt.Errorf("%s %s: %w", d.runtime, verb[0], err)
 	}
 	// While run works, its pid is on disk: a daemon killed meanwhile leaves
 	// run going in its own session, and the next one stops it (see
@@ -82,9 +87,9 @@ func (d *Driver) create(ctx context.Context, id, network string) error {
 	}
 	err = cmd.Wait()
 	os.Remove(d.runPidFile(id))
-	d.log.Debug("runtime command", "args", []string{"run", "--detach", id}, "took", time.Since(began).Round(time.Microsecond), "err", err)
+	d.log.Debug("runtime command", "args", append(verb, "--detach", id), "took", time.Since(began).Round(time.Microsecond), "err", err)
 	if err != nil {
-		return fmt.Errorf("%s run: %w", d.runtime, err)
+		return fmt.Errorf("%s %s: %w", d.runtime, verb[0], err)
 	}
 	return nil
 }

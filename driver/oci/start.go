@@ -34,7 +34,13 @@ import (
 // anything. The attachment outlives Stop (a wake reuses it, with the same
 // address) and goes with Delete, or with a failed start of a new id. A
 // sandbox woken with no network loses the attachment it had.
-func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
+func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
+	return d.start(ctx, spec, "")
+}
+
+// start is Start, from the memory image at image when it is not "" (see
+// RestoreMemory).
+func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err error) {
 	if err := d.checkSpec(spec); err != nil {
 		return err
 	}
@@ -108,13 +114,24 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) (err error) {
 	if err := d.writeBundle(spec, att); err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
-	if err := d.createFirst(ctx, id, spec.Network); err != nil {
+	if image != "" {
+		// The restored agent is quiet (it was for the checkpoint): no
+		// socket until the resume marker, and none left of the old one.
+		os.Remove(d.socketPath(id))
+		os.Remove(d.resumeMarker(id))
+	}
+	if err := d.createFirst(ctx, id, spec.Network, image); err != nil {
 		return d.startError(id, "run", err)
+	}
+	if image != "" {
+		if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
+			return fmt.Errorf("oci: restore %s: %w", id, err)
+		}
 	}
 	if err := d.waitAgent(ctx, id); err != nil {
 		return d.startError(id, "wait for the agent", err)
 	}
-	log.Info("sandbox started", "wake", existed, "took", time.Since(began).Round(time.Millisecond))
+	log.Info("sandbox started", "wake", existed, "memory", image != "", "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
@@ -291,14 +308,14 @@ func ensureResolvConf(rootfs string) error {
 // <root>/null-netns yet run one at a time: each runsc gofer joins an empty
 // network namespace that the first one bind-mounts there, and two first
 // creates at once would both mount one (a mount leaked per race).
-func (d *Driver) createFirst(ctx context.Context, id, network string) error {
+func (d *Driver) createFirst(ctx context.Context, id, network, image string) error {
 	if d.runtime == RuntimeRunsc {
 		if _, err := os.Stat(filepath.Join(d.root, "null-netns")); err != nil {
 			d.nullNetns.Lock()
 			defer d.nullNetns.Unlock()
 		}
 	}
-	return d.create(ctx, id, network)
+	return d.create(ctx, id, network, image)
 }
 
 // startError wraps a failed start step with the tail of the sandbox's logs.

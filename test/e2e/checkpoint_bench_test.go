@@ -33,7 +33,7 @@ func benchCheckpoint(b *testing.B, restore bool) {
 				if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: script, Timeout: sandbox.Duration(5 * time.Minute)}, nil, io.Discard, io.Discard); err != nil || res.ExitCode != 0 {
 					b.Fatalf("write %d MB = %+v, %v", mb, res, err)
 				}
-				base, err := c.Checkpoint(ctx, name, "base")
+				base, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Label: "base"})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func benchCheckpoint(b *testing.B, restore bool) {
 						lat = append(lat, time.Since(start))
 						continue
 					}
-					ck, err := c.Checkpoint(ctx, name, "")
+					ck, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Label: ""})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -79,7 +79,7 @@ func BenchmarkFork(b *testing.B) {
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "fork-src"}); err != nil {
 			b.Fatal(err)
 		}
-		ck, err := c.Checkpoint(ctx, "fork-src", "")
+		ck, err := c.Checkpoint(ctx, "fork-src", sandbox.CheckpointRequest{Label: ""})
 		if err != nil {
 			b.Fatal(err)
 		}

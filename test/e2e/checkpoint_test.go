@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestCheckpoints(t *testing.T) {
 		// A background writer keeps running through the checkpoint.
 		sh("cp", "echo v1 > data.txt; (i=0; while :; do i=$((i+1)); echo $i > /tmp/tick; sleep 0.05; done) > /dev/null 2>&1 &")
 		time.Sleep(200 * time.Millisecond)
-		ck, err := c.Checkpoint(ctx, "cp", "before change")
+		ck, err := c.Checkpoint(ctx, "cp", sandbox.CheckpointRequest{Label: "before change"})
 		if err != nil || ck.ID == "" || ck.Label != "before change" || ck.CreatedAt.IsZero() {
 			t.Fatalf("Checkpoint = %+v, %v", ck, err)
 		}
@@ -61,7 +62,7 @@ func TestCheckpoints(t *testing.T) {
 		// The size is what the sandbox wrote since its last restore: the
 		// 3 MiB blob and a few small files.
 		sh("cp", "head -c 3145728 /dev/urandom > blob")
-		ck2, err := c.Checkpoint(ctx, "cp", "")
+		ck2, err := c.Checkpoint(ctx, "cp", sandbox.CheckpointRequest{Label: ""})
 		if err != nil || ck2.Parent != ck.ID || ck2.SizeBytes < 3<<20 || ck2.SizeBytes > 5<<20 || ck.SizeBytes <= 0 {
 			t.Fatalf("second Checkpoint = %+v, %v (first's size %d); want parent %s, 3-5 MiB, and a first size above 0", ck2, err, ck.SizeBytes, ck.ID)
 		}
@@ -176,7 +177,7 @@ func TestDiskLimit(t *testing.T) {
 		if sb.Resources.DiskBytes != 2<<30 {
 			t.Fatalf("small sandbox disk limit = %d, want 2 GiB", sb.Resources.DiskBytes)
 		}
-		ck, err := c.Checkpoint(ctx, "disk", "empty")
+		ck, err := c.Checkpoint(ctx, "disk", sandbox.CheckpointRequest{Label: "empty"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,6 +196,77 @@ func TestDiskLimit(t *testing.T) {
 		out.Reset()
 		if res, err := c.Exec(ctx, "disk", sandbox.ExecRequest{Shell: "head -c 100M /dev/zero > c && echo ok"}, nil, &out, &out); err != nil || res.ExitCode != 0 || out.String() != "ok\n" {
 			t.Fatalf("a write after the restore = %+v, %v, %q", res, err, out.String())
+		}
+	})
+}
+
+// TestMemoryCheckpoint: through the CLI, `hearth checkpoint --memory`
+// under runsc saves a running process's memory: after the process is
+// killed and its file changed, `hearth restore` brings back both the file
+// (the snapshot taken at the same instant) and the process, with the value
+// only its memory held; a plain checkpoint's restore starts without it.
+// Under runc, --memory is refused with invalid_argument and nothing taken.
+func TestMemoryCheckpoint(t *testing.T) {
+	forEachRuntime(t, func(t *testing.T, runtime string) {
+		d := newDaemon(t, runtime)
+		if _, stderr, code := d.cli("", "create", "mem"); code != 0 {
+			t.Fatalf("hearth create = %d %q", code, stderr)
+		}
+		sh := func(script string) string {
+			t.Helper()
+			out, stderr, code := d.cli("", "exec", "mem", "--", "sh", "-c", script)
+			if code != 0 {
+				t.Fatalf("exec %q = %d %q %q", script, code, out, stderr)
+			}
+			return strings.TrimSpace(out)
+		}
+		// A process whose value is only in its memory writes it to a file.
+		sh(`echo v1 > data.txt; python3 -c 'import os, time
+v = os.urandom(8).hex()
+open("/tmp/v.pid", "w").write(str(os.getpid()))
+while True:
+    open("/tmp/v.tmp", "w").write(v); os.replace("/tmp/v.tmp", "/tmp/v"); time.sleep(0.05)' >/dev/null 2>&1 &`)
+		held := ""
+		for deadline := time.Now().Add(10 * time.Second); held == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			held = sh("cat /tmp/v 2>/dev/null || true")
+		}
+		out, stderr, code := d.cli("", "checkpoint", "mem", "--memory", "--json")
+		if runtime != "runsc" {
+			if code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(stderr, "cannot checkpoint memory") {
+				t.Errorf("hearth checkpoint --memory under %s = %d %q; want invalid_argument", runtime, code, stderr)
+			}
+			return
+		}
+		var ck sandbox.Checkpoint
+		if code != 0 || json.Unmarshal([]byte(out), &ck) != nil || !ck.Memory {
+			t.Fatalf("hearth checkpoint --memory = %d %q %q; want a checkpoint with memory", code, out, stderr)
+		}
+		plain, stderr, code := d.cli("", "checkpoint", "mem", "--json")
+		var ck2 sandbox.Checkpoint
+		if code != 0 || json.Unmarshal([]byte(plain), &ck2) != nil || ck2.Memory {
+			t.Fatalf("hearth checkpoint = %d %q %q", code, plain, stderr)
+		}
+		sh("kill -9 $(cat /tmp/v.pid); rm -f /tmp/v; echo v2 > data.txt")
+		if got := sh("sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {
+			t.Fatalf("the process still writes %q after it was killed", got)
+		}
+		out, stderr, code = d.cli("", "restore", "mem", ck.ID, "--json")
+		var sb sandbox.Sandbox
+		if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || !strings.HasSuffix(sb.Reason, "with its processes") {
+			t.Fatalf("hearth restore (memory) = %d %q %q; want it restored with its processes", code, out, stderr)
+		}
+		got := ""
+		for deadline := time.Now().Add(10 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			got = sh("cat /tmp/v 2>/dev/null || true")
+		}
+		if got != held || sh("cat data.txt") != "v1" {
+			t.Errorf("after the memory restore: the process wrote %q (want %q, the value it held) and data.txt is %q (want v1)", got, held, sh("cat data.txt"))
+		}
+		if _, stderr, code := d.cli("", "restore", "mem", ck2.ID); code != 0 {
+			t.Fatalf("hearth restore (plain) = %d %q", code, stderr)
+		}
+		if got := sh("rm -f /tmp/v; sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {
+			t.Errorf("after a plain restore a process still writes %q; want none running", got)
 		}
 	})
 }

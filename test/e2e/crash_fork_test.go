@@ -38,7 +38,7 @@ func TestKillDuringFork(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.sh(ctx, "src", "echo saved > data.txt; mkdir dir; echo deep > dir/file")
-		ck, err := c.Checkpoint(ctx, "src", "saved")
+		ck, err := c.Checkpoint(ctx, "src", sandbox.CheckpointRequest{Label: "saved"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ func TestKillDuringDestroy(t *testing.T) {
 			var cks []sandbox.Checkpoint
 			for _, data := range []string{"one", "two"} {
 				d.sh(ctx, "victim", "echo "+data+" > data.txt")
-				ck, err := c.Checkpoint(ctx, "victim", data)
+				ck, err := c.Checkpoint(ctx, "victim", sandbox.CheckpointRequest{Label: data})
 				if err != nil {
 					t.Fatal(err)
 				}

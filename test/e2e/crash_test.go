@@ -36,7 +36,7 @@ func TestKillDuringRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.sh(ctx, "crash", "echo saved > data.txt")
-	ck, err := c.Checkpoint(ctx, "crash", "saved")
+	ck, err := c.Checkpoint(ctx, "crash", sandbox.CheckpointRequest{Label: "saved"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 			t.Fatal(err)
 		}
 		ckErr := d.killDuring(ctx, time.Duration(r.IntN(150))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
-			_, err := c.Checkpoint(ctx, "crash", fmt.Sprintf("round %d", round))
+			_, err := c.Checkpoint(ctx, "crash", sandbox.CheckpointRequest{Label: fmt.Sprintf("round %d", round)})
 			return err
 		})
 		c = d.client()
@@ -126,6 +126,60 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 		}
 		d.sh(ctx, "crash", "true")
 		t.Logf("round %d: %d → %d checkpoints; after the sleep kill: %s (%s)", round, len(before), len(after), sb.Status, sb.Reason)
+	}
+}
+
+// TestKillDuringMemoryCheckpoint: the daemon killed at a random moment of
+// a memory checkpoint (gVisor's: the agent quiet, the sandbox paused, the
+// image being written) leaves the sandbox whole: after the restart it
+// runs and answers, with one checkpoint more or none, and a checkpoint
+// taken as the daemon died restores (with its processes or, its image
+// unfinished, afresh) to the file it saw.
+func TestKillDuringMemoryCheckpoint(t *testing.T) {
+	requireDaemon(t)
+	if !slices.Contains(bins.runtimes, "runsc") {
+		t.Skip("memory checkpoints need runsc, which is not installed")
+	}
+	d := newDaemon(t, "runsc")
+	ctx := ctxT(t)
+	c := d.client()
+	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {
+		t.Fatal(err)
+	}
+	r := crashRand(t)
+	for round := range 4 {
+		want := fmt.Sprintf("round %d\n", round)
+		d.sh(ctx, "crash", "echo 'round "+fmt.Sprint(round)+"' > data.txt")
+		before, err := c.ListCheckpoints(ctx, "crash")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ckErr := d.killDuring(ctx, time.Duration(r.IntN(200))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
+			_, err := c.Checkpoint(ctx, "crash", sandbox.CheckpointRequest{Memory: true})
+			return err
+		})
+		c = d.client()
+		d.wantWhole(ctx)
+		if got := d.sh(ctx, "crash", "cat data.txt"); got != want {
+			t.Fatalf("round %d: after the kill the sandbox holds %q, want %q", round, got, want)
+		}
+		after, err := c.ListCheckpoints(ctx, "crash")
+		if err != nil || len(after) < len(before) || len(after) > len(before)+1 || ckErr == nil && len(after) == len(before) {
+			t.Fatalf("round %d: checkpoints %d before the kill, %+v (%v) after, the checkpoint call returned %v", round, len(before), after, err, ckErr)
+		}
+		if len(after) == len(before)+1 {
+			d.sh(ctx, "crash", "echo scribble > data.txt")
+			sb, err := c.Restore(ctx, "crash", after[len(after)-1].ID)
+			if err != nil {
+				t.Fatalf("round %d: restore of the checkpoint taken as the daemon died = %v", round, err)
+			}
+			if got := d.sh(ctx, "crash", "cat data.txt"); got != want {
+				t.Fatalf("round %d: the checkpoint taken as the daemon died holds %q, want %q", round, got, want)
+			}
+			t.Logf("round %d: %s", round, sb.Reason)
+		} else {
+			t.Logf("round %d: no checkpoint (the call returned %v)", round, ckErr)
+		}
 	}
 }
 

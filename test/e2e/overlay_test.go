@@ -30,7 +30,7 @@ func TestOverlayLayers(t *testing.T) {
 			t.Fatal(err)
 		}
 		sh("ov", "echo v1 > data.txt; mkdir -p keep; echo k > keep/k; rm -f /home/sandbox/.bashrc")
-		ck, err := c.Checkpoint(ctx, "ov", "v1")
+		ck, err := c.Checkpoint(ctx, "ov", sandbox.CheckpointRequest{Label: "v1"})
 		if err != nil || ck.SizeBytes <= 0 {
 			t.Fatalf("Checkpoint = %+v, %v", ck, err)
 		}

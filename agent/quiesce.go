@@ -1,0 +1,20 @@
+package agent
+
+import (
+	"path/filepath"
+	"syscall"
+)
+
+// QuiesceSignal, sent to the agent (PID 1 of the sandbox), makes it quiet
+// for a memory checkpoint, which cannot save a socket to the host: it
+// closes its listener and every connection (Server.Quiesce) and removes
+// its socket, which tells the host it is quiet; then it waits, serving
+// nothing, until the file ResumeMarker(socket) appears, removes it and
+// listens again. A sandbox restored from a checkpoint taken while it was
+// quiet is quiet too, and resumes the same way.
+const QuiesceSignal = syscall.SIGUSR1
+
+// ResumeMarker is the file that resumes a quiet agent listening on
+// socket: "resume" beside the socket, in the directory the host shares
+// with the sandbox.
+func ResumeMarker(socket string) string { return filepath.Join(filepath.Dir(socket), "resume") }

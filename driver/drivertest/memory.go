@@ -1,0 +1,101 @@
+package drivertest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+)
+
+// holdScript is a background process whose only copy of a random value is
+// in its memory: it writes the value to /tmp/held every 50 ms, and its pid
+// to /tmp/held.pid.
+const holdScript = `import os, time
+open("/tmp/held.pid", "w").write(str(os.getpid()))
+v = os.urandom(8).hex()
+while True:
+    open("/tmp/held.tmp", "w").write(v)
+    os.replace("/tmp/held.tmp", "/tmp/held")
+    time.sleep(0.05)
+`
+
+// testMemoryCheckpoint, for a driver whose Capabilities say
+// MemoryCheckpoint (a driver.MemoryCheckpointer): CheckpointMemory of a
+// running sandbox runs the paused function and leaves the sandbox running
+// and answering; after its process is killed, its value's file removed
+// and the sandbox stopped, RestoreMemory brings the process back with the
+// value it held in memory; an unknown image fails RestoreMemory, leaving
+// the sandbox stopped and startable; DeleteMemory removes the image.
+func (s *suite) testMemoryCheckpoint(t *testing.T) {
+	d := s.cfg.New(t).Driver
+	mc, ok := d.(driver.MemoryCheckpointer)
+	if !d.Capabilities().MemoryCheckpoint {
+		t.Skip("the driver cannot checkpoint memory (Capabilities().MemoryCheckpoint is false)")
+	}
+	if !ok {
+		t.Fatalf("the driver's Capabilities say MemoryCheckpoint, but it is not a driver.MemoryCheckpointer")
+	}
+	spec := s.spec(t)
+	s.start(t, d, spec)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	sh := func(script string) string { return execArgv(t, d, spec.ID, "sh", "-c", script) }
+	sh("python3 -c '" + holdScript + "' >/dev/null 2>&1 &")
+	held := waitFile(t, sh, "/tmp/held")
+
+	key := "img" + newID()
+	pausedRan := false
+	began := time.Now()
+	if err := mc.CheckpointMemory(ctx, spec.ID, key, func() error { pausedRan = true; return nil }); err != nil {
+		t.Fatalf("CheckpointMemory(%s) = %v", spec.ID, err)
+	}
+	t.Logf("CheckpointMemory(%s) took %v", spec.ID, time.Since(began).Round(time.Millisecond))
+	if !pausedRan {
+		t.Errorf("CheckpointMemory did not run the paused function")
+	}
+	if got := strings.TrimSpace(sh("cat /tmp/held")); got != held {
+		t.Errorf("after CheckpointMemory the process wrote %q, want it still running with %q", got, held)
+	}
+
+	sh("kill -9 $(cat /tmp/held.pid); rm -f /tmp/held")
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.RestoreMemory(ctx, spec, "nosuchimage"); err == nil {
+		t.Errorf("RestoreMemory(an unknown image) = nil, want an error")
+	}
+	began = time.Now()
+	if err := mc.RestoreMemory(ctx, spec, key); err != nil {
+		t.Fatalf("RestoreMemory(%s) = %v", spec.ID, err)
+	}
+	t.Logf("RestoreMemory(%s) took %v", spec.ID, time.Since(began).Round(time.Millisecond))
+	if got := waitFile(t, sh, "/tmp/held"); got != held {
+		t.Errorf("after RestoreMemory the process wrote %q, want the value it held in memory, %q", got, held)
+	}
+	if err := mc.DeleteMemory(ctx, key); err != nil {
+		t.Errorf("DeleteMemory = %v", err)
+	}
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.RestoreMemory(ctx, spec, key); err == nil {
+		t.Errorf("RestoreMemory of a deleted image = nil, want an error")
+	}
+	s.start(t, d, spec)
+}
+
+// waitFile returns the content of path in the sandbox once it exists (10
+// seconds at most).
+func waitFile(t *testing.T, sh func(string) string, path string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if out := strings.TrimSpace(sh("cat " + path + " 2>/dev/null || true")); out != "" {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared in the sandbox", path)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+)
+
+var _ driver.MemoryCheckpointer = (*Driver)(nil)
+
+// quietTimeout bounds the wait for the agent to close its socket.
+const quietTimeout = 5 * time.Second
+
+// errNoMemory is returned by the memory calls of a runtime that cannot
+// save a sandbox's memory (runc and crun here: their checkpoints need
+// CRIU).
+var errNoMemory = errors.New("this runtime cannot checkpoint memory (runsc can)")
+
+// memoryDir is where the memory images are, one directory per key.
+func (d *Driver) memoryDir(key string) string { return filepath.Join(d.stateDir, "memory", key) }
+
+// resumeMarker is the file that resumes sandbox id's quiet agent (see
+// agent.QuiesceSignal).
+func (d *Driver) resumeMarker(id string) string { return agent.ResumeMarker(d.socketPath(id)) }
+
+// CheckpointMemory saves running sandbox id's memory and processes as image
+// key, with gVisor's own checkpoint, and leaves it running. gVisor cannot
+// save a socket to the host, so the agent is quieted first (its socket
+// closed: see agent.QuiesceSignal); then the sandbox is paused (gVisor's
+// pause, as Freeze does), paused runs, `runsc checkpoint --leave-running`
+// writes the image (into a temporary directory renamed into place, so
+// that a key names a whole image or none), the sandbox resumes and the
+// agent is told to listen again, and CheckpointMemory returns once it
+// answers. A daemon killed in between leaves the sandbox paused or its
+// agent quiet: Recover resumes both.
+func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused func() error) (err error) {
+	if validID(id) != nil {
+		return driver.ErrNotFound
+	}
+	if validID(key) != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: image key %q: want lowercase letters and digits", id, key)
+	}
+	if d.runtime != RuntimeRunsc {
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, errNoMemory)
+	}
+	defer d.lock(id)()
+	dir, _, err := d.liveFreezer(id)
+	if err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.startTimeout)
+		defer cancel()
+	}
+	began := time.Now()
+	os.Remove(d.resumeMarker(id))
+	if _, err := d.run(ctx, id, "kill", id, "USR1"); err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
+	}
+	defer func() {
+		if rerr := d.resumeAgent(ctx, id); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume the agent: %w", id, rerr))
+		}
+	}()
+	if err := waitGone(ctx, d.socketPath(id)); err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
+	}
+	if err := d.pauseRunsc(ctx, id, dir); err != nil {
+		return err
+	}
+	err = d.saveMemory(ctx, id, key, paused)
+	if rerr := d.resumeRunsc(id); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
+	}
+	if err == nil {
+		d.log.Info("sandbox memory checkpointed", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
+	}
+	return err
+}
+
+// saveMemory runs paused, then writes the image of paused sandbox id.
+func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() error) error {
+	if err := paused(); err != nil {
+		return err
+	}
+	final := d.memoryDir(key)
+	tmp := final + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
+	if _, err := d.run(ctx, id, "checkpoint", "--image-path", tmp, "--leave-running", id); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
+	os.RemoveAll(final)
+	if err := os.Rename(tmp, final); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
+	return nil
+}
+
+// resumeAgent tells sandbox id's quiet agent to listen again, and waits
+// until it answers.
+func (d *Driver) resumeAgent(ctx context.Context, id string) error {
+	if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
+		return err
+	}
+	return d.waitAgent(ctx, id)
+}
+
+// waitGone waits until path does not exist, at most quietTimeout.
+func waitGone(ctx context.Context, path string) error {
+	deadline := time.Now().Add(quietTimeout)
+	for {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s still there after %v", path, quietTimeout)
+		}
+		if err := sleep(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// RestoreMemory starts stopped sandbox spec.ID as Start does, but with
+// `runsc restore` from image key instead of `runsc run`: its processes go
+// on from the image. The restored agent is quiet, as it was when the
+// image was taken; the resume marker makes it listen.
+func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string) error {
+	if validID(key) != nil {
+		return fmt.Errorf("oci: restore %s: image key %q: want lowercase letters and digits", spec.ID, key)
+	}
+	if d.runtime != RuntimeRunsc {
+		return fmt.Errorf("oci: restore %s: %w", spec.ID, errNoMemory)
+	}
+	image := d.memoryDir(key)
+	if _, err := os.Stat(filepath.Join(image, "checkpoint.img")); err != nil {
+		return fmt.Errorf("oci: restore %s: memory image %s: %w", spec.ID, key, err)
+	}
+	return d.start(ctx, spec, image)
+}
+
+// DeleteMemory removes image key.
+func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
+	if validID(key) != nil {
+		return fmt.Errorf("oci: delete memory image %q: want lowercase letters and digits", key)
+	}
+	return os.RemoveAll(d.memoryDir(key))
+}
+
+// resumeLeftQuiet lets the agent of running sandbox id listen again if a
+// daemon died while it was quiet (its socket gone, and no marker yet).
+func (d *Driver) resumeLeftQuiet(id string) {
+	if _, err := os.Lstat(d.socketPath(id)); err == nil {
+		return
+	}
+	if _, err := os.Stat(d.socketDir(id)); err != nil {
+		return
+	}
+	if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
+		d.log.Error("recover: resume a quiet agent", "sandbox", id, "err", err)
+	}
+}
