@@ -73,6 +73,7 @@ type execOut struct {
 type checkpointIn struct {
 	Sandbox string `json:"sandbox"`
 	Label   string `json:"label,omitempty"`
+	Memory  bool   `json:"memory,omitempty" jsonschema:"save the processes' memory too (gVisor only): a restore resumes them where they were"`
 }
 
 type checkpointOut struct {
@@ -80,6 +81,7 @@ type checkpointOut struct {
 	Label     string    `json:"label,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	SizeBytes int64     `json:"size_bytes"`
+	Memory    bool      `json:"memory,omitempty"`
 }
 
 type restoreIn struct {
@@ -137,11 +139,11 @@ func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) 
 }
 
 func (t tools) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in checkpointIn) (*mcp.CallToolResult, checkpointOut, error) {
-	ck, err := t.s.svc.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label})
+	ck, err := t.s.svc.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label, Memory: in.Memory})
 	if err != nil {
 		return nil, checkpointOut{}, t.s.publicError(ctx, "sandbox_checkpoint", err)
 	}
-	return nil, checkpointOut{ID: ck.ID, Label: ck.Label, CreatedAt: ck.CreatedAt, SizeBytes: ck.SizeBytes}, nil
+	return nil, checkpointOut{ID: ck.ID, Label: ck.Label, CreatedAt: ck.CreatedAt, SizeBytes: ck.SizeBytes, Memory: ck.Memory}, nil
 }
 
 func (t tools) restore(ctx context.Context, _ *mcp.CallToolRequest, in restoreIn) (*mcp.CallToolResult, restoreOut, error) {

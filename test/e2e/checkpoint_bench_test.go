@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,4 +146,77 @@ func sleepingKiB(id string) int64 {
 		total += pssKiB(pid)
 	}
 	return total
+}
+
+// BenchmarkMemoryCheckpoint, under runsc: a checkpoint with memory of a
+// sandbox whose process holds 10 MB or 100 MB, and a restore to it until
+// the sandbox answers an exec (its process back), next to a checkpoint
+// and a restore of the files only of the same sandbox, in the same run.
+func BenchmarkMemoryCheckpoint(b *testing.B) {
+	requireDaemon(b)
+	if !slices.Contains(bins.runtimes, "runsc") {
+		b.Skip("memory checkpoints need runsc")
+	}
+	d := newDaemon(b, "runsc")
+	ctx := context.Background()
+	c := d.client()
+	for _, mb := range []int{10, 100} {
+		name := fmt.Sprintf("mem-bench-%d", mb)
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name, Size: "medium"}); err != nil {
+			b.Fatal(err)
+		}
+		hold := fmt.Sprintf("python3 -c 'import os, time; b = bytearray(os.urandom(%d)); time.sleep(100000)' >/dev/null 2>&1 & sleep 2", mb<<20)
+		if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: hold}, nil, io.Discard, io.Discard); err != nil || res.ExitCode != 0 {
+			b.Fatalf("hold %d MB = %+v, %v", mb, res, err)
+		}
+		for _, memory := range []bool{false, true} {
+			kind := "files"
+			if memory {
+				kind = "memory"
+			}
+			base, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Memory: memory})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("checkpoint/%s/%dMB", kind, mb), func(b *testing.B) {
+				var lat latencies
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					ck, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Memory: memory})
+					if err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(start))
+					b.StopTimer()
+					if err := c.DeleteCheckpoint(ctx, name, ck.ID); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				lat.report(b)
+			})
+			b.Run(fmt.Sprintf("restore/%s/%dMB", kind, mb), func(b *testing.B) {
+				var lat latencies
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					if _, err := c.Restore(ctx, name, base.ID); err != nil {
+						b.Fatal(err)
+					}
+					if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+						b.Fatalf("true after restore = %+v, %v", res, err)
+					}
+					lat = append(lat, time.Since(start))
+				}
+				lat.report(b)
+			})
+			// Back to the memory checkpoint, so that the process holds its
+			// memory for the next kind.
+			if memory {
+				continue
+			}
+			if _, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: hold}, nil, io.Discard, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
