@@ -183,18 +183,33 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Quiesce closes the listeners and every open connection, as Shutdown
-// does, but leaves the server open and its commands running: a Serve on a
-// new listener serves again. It is what a memory checkpoint needs, which
-// cannot save a connection to the host. Operations in flight end as if
-// their caller went away (a command keeps running for its grace period);
-// the Serve calls of the closed listeners return once they have.
-func (s *Server) Quiesce() {
+// Quiesce closes the listeners, waits until the operations in flight end
+// or ctx does, then closes the connections left, but leaves the server
+// open and its commands running: a Serve on a new listener serves again.
+// It is what a memory checkpoint needs, which cannot save a connection to
+// the host. An operation still open when ctx ends ends as if its caller
+// went away (a command keeps running for its grace period); the Serve
+// calls of the closed listeners return once their operations have.
+func (s *Server) Quiesce(ctx context.Context) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for ln := range s.listeners {
 		ln.Close()
 	}
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Millisecond):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for c := range s.conns {
 		c.Close()
 	}

@@ -27,6 +27,11 @@ import (
 // agent forwards to them and their SIGKILL, when the agent is stopped.
 const shutdownGrace = 5 * time.Second
 
+// quiesceDrain is how long the operations in flight get to end when the
+// agent goes quiet for a memory checkpoint (see agent.QuiesceSignal),
+// before their connections are closed; the host waits longer for it.
+const quiesceDrain = 2 * time.Second
+
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
@@ -91,7 +96,9 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 		}
 		// Quiet for a memory checkpoint: no socket to the host until the
 		// daemon says so (see agent.QuiesceSignal).
-		srv.Quiesce()
+		qctx, cancel := context.WithTimeout(ctx, quiesceDrain)
+		srv.Quiesce(qctx)
+		cancel()
 		os.Remove(*socket)
 		log.Info("quiet until resumed", "marker", agent.ResumeMarker(*socket))
 		if err := waitResume(ctx, agent.ResumeMarker(*socket)); err != nil {

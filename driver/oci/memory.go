@@ -25,6 +25,17 @@ var errNoMemory = errors.New("this runtime cannot checkpoint memory (runsc can)"
 // memoryDir is where the memory images are, one directory per key.
 func (d *Driver) memoryDir(key string) string { return filepath.Join(d.stateDir, "memory", key) }
 
+// quietMarker says a memory checkpoint has sandbox id's agent quiet: Dial
+// waits for it instead of failing.
+func (d *Driver) quietMarker(id string) string { return filepath.Join(d.sandboxDir(id), "quiet") }
+
+// quiet reports whether sandbox id's agent is quiet for a memory
+// checkpoint.
+func (d *Driver) quiet(id string) bool {
+	_, err := os.Stat(d.quietMarker(id))
+	return err == nil
+}
+
 // resumeMarker is the file that resumes sandbox id's quiet agent (see
 // agent.QuiesceSignal).
 func (d *Driver) resumeMarker(id string) string { return agent.ResumeMarker(d.socketPath(id)) }
@@ -61,6 +72,10 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	}
 	began := time.Now()
 	os.Remove(d.resumeMarker(id))
+	if err := os.WriteFile(d.quietMarker(id), nil, 0o600); err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
+	defer os.Remove(d.quietMarker(id))
 	if _, err := d.run(ctx, id, "kill", id, "USR1"); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
@@ -162,6 +177,7 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 // resumeLeftQuiet lets the agent of running sandbox id listen again if a
 // daemon died while it was quiet (its socket gone, and no marker yet).
 func (d *Driver) resumeLeftQuiet(id string) {
+	os.Remove(d.quietMarker(id))
 	if _, err := os.Lstat(d.socketPath(id)); err == nil {
 		return
 	}

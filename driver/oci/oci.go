@@ -331,7 +331,9 @@ func (d *Driver) known(id string) (bool, error) {
 
 // Dial connects to the agent of sandbox id. It returns driver.ErrNotFound
 // for an unknown id, and the connect error for a sandbox whose agent is not
-// listening (stopped, or still starting).
+// listening (stopped, or still starting). While a memory checkpoint has
+// the agent quiet (see CheckpointMemory), it waits until the agent
+// listens again or ctx ends.
 func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if validID(id) != nil {
 		return nil, driver.ErrNotFound
@@ -342,6 +344,12 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	}
 	if !ok {
 		return nil, driver.ErrNotFound
+	}
+	// A memory checkpoint has the agent quiet for a moment: wait for it,
+	// as for a frozen sandbox, without connecting meanwhile (a connection
+	// the agent has not accepted when it closes its listener is reset).
+	for d.quiet(id) && ctx.Err() == nil {
+		sleep(ctx, 2*time.Millisecond)
 	}
 	conn, err := dialUnix(ctx, d.socketPath(id))
 	if err != nil {

@@ -245,15 +245,16 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New(runsc) = %v", err)
 	}
-	// gVisor's pause is tens of milliseconds, not a cgroup write.
-	if got, want := gv.Capabilities(), (driver.Capabilities{Runtime: "runsc", Isolation: "gvisor"}); got != want {
+	// gVisor's pause is tens of milliseconds, not a cgroup write; it
+	// checkpoints memory.
+	if got, want := gv.Capabilities(), (driver.Capabilities{Runtime: "runsc", Isolation: "gvisor", MemoryCheckpoint: true}); got != want {
 		t.Errorf("Capabilities() of runsc = %+v, want %+v", got, want)
 	}
 	d, err = oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: "/bin/true", StateDir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("New(runsc) = %v", err)
 	}
-	if got, want := d.Capabilities(), (driver.Capabilities{Runtime: "runsc", Isolation: "gvisor"}); got != want {
+	if got, want := d.Capabilities(), (driver.Capabilities{Runtime: "runsc", Isolation: "gvisor", MemoryCheckpoint: true}); got != want {
 		t.Errorf("Capabilities() = %+v, want %+v", got, want)
 	}
 	if err := d.Start(t.Context(), driver.Spec{ID: "Bad-ID", RootFS: "/", AgentPath: "/bin/true"}); err == nil {

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +263,45 @@ while True:
 		if got != held || sh("cat data.txt") != "v1" {
 			t.Errorf("after the memory restore: the process wrote %q (want %q, the value it held) and data.txt is %q (want v1)", got, held, sh("cat data.txt"))
 		}
+		// Calls that arrive while a memory checkpoint has the agent quiet
+		// wait for it: none fails. (A checkpoint that meets a command
+		// running is refused, unavailable, and tried again.)
+		c := d.client()
+		ctx := ctxT(t)
+		stop := make(chan struct{})
+		failed := make(chan error, 1)
+		go func() {
+			defer close(failed)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if res, err := c.Exec(ctx, "mem", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+					failed <- fmt.Errorf("exec during memory checkpoints = %+v, %v", res, err)
+					return
+				}
+			}
+		}()
+		taken := 0
+		for deadline := time.Now().Add(60 * time.Second); taken < 3 && time.Now().Before(deadline); {
+			_, err := c.Checkpoint(ctx, "mem", sandbox.CheckpointRequest{Memory: true})
+			switch {
+			case err == nil:
+				taken++
+			case !sandbox.IsCode(err, sandbox.CodeUnavailable):
+				t.Fatalf("memory checkpoint under calls = %v", err)
+			}
+		}
+		close(stop)
+		if err := <-failed; err != nil {
+			t.Error(err)
+		}
+		if taken < 3 {
+			t.Errorf("took %d memory checkpoints among calls in 60 s, want 3", taken)
+		}
+
 		if _, stderr, code := d.cli("", "restore", "mem", ck2.ID); code != 0 {
 			t.Fatalf("hearth restore (plain) = %d %q", code, stderr)
 		}
