@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -41,27 +42,11 @@ func benchCheckpoint(b *testing.B, restore bool) {
 				var lat latencies
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					start := time.Now()
 					if restore {
-						if _, err := c.Restore(ctx, name, base.ID); err != nil {
-							b.Fatal(err)
-						}
-						if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
-							b.Fatalf("true after restore = %+v, %v", res, err)
-						}
-						lat = append(lat, time.Since(start))
-						continue
+						lat = append(lat, timeRestore(b, c, name, base.ID))
+					} else {
+						lat = append(lat, timeCheckpoint(b, c, name, sandbox.CheckpointRequest{}))
 					}
-					ck, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Label: ""})
-					if err != nil {
-						b.Fatal(err)
-					}
-					lat = append(lat, time.Since(start))
-					b.StopTimer()
-					if err := c.DeleteCheckpoint(ctx, name, ck.ID); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
 				}
 				lat.report(b)
 			})
@@ -181,31 +166,14 @@ func BenchmarkMemoryCheckpoint(b *testing.B) {
 			b.Run(fmt.Sprintf("checkpoint/%s/%dMB", kind, mb), func(b *testing.B) {
 				var lat latencies
 				for i := 0; i < b.N; i++ {
-					start := time.Now()
-					ck, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Memory: memory})
-					if err != nil {
-						b.Fatal(err)
-					}
-					lat = append(lat, time.Since(start))
-					b.StopTimer()
-					if err := c.DeleteCheckpoint(ctx, name, ck.ID); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
+					lat = append(lat, timeCheckpoint(b, c, name, sandbox.CheckpointRequest{Memory: memory}))
 				}
 				lat.report(b)
 			})
 			b.Run(fmt.Sprintf("restore/%s/%dMB", kind, mb), func(b *testing.B) {
 				var lat latencies
 				for i := 0; i < b.N; i++ {
-					start := time.Now()
-					if _, err := c.Restore(ctx, name, base.ID); err != nil {
-						b.Fatal(err)
-					}
-					if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
-						b.Fatalf("true after restore = %+v, %v", res, err)
-					}
-					lat = append(lat, time.Since(start))
+					lat = append(lat, timeRestore(b, c, name, base.ID))
 				}
 				lat.report(b)
 			})
@@ -219,4 +187,38 @@ func BenchmarkMemoryCheckpoint(b *testing.B) {
 			}
 		}
 	}
+}
+
+// timeCheckpoint returns how long a checkpoint of name with req takes;
+// the checkpoint is deleted after, off the clock.
+func timeCheckpoint(b *testing.B, c *client.Client, name string, req sandbox.CheckpointRequest) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	ck, err := c.Checkpoint(ctx, name, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	defer b.StartTimer()
+	if err := c.DeleteCheckpoint(ctx, name, ck.ID); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// timeRestore returns how long a restore of name to checkpoint id takes,
+// until the sandbox answers an exec.
+func timeRestore(b *testing.B, c *client.Client, name, id string) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := c.Restore(ctx, name, id); err != nil {
+		b.Fatal(err)
+	}
+	if res, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+		b.Fatalf("true after restore = %+v, %v", res, err)
+	}
+	return time.Since(start)
 }
