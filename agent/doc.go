@@ -93,6 +93,12 @@
 // /proc/net/tcp and /proc/net/tcp6 of the agent's network namespace, each
 // as a port and the address it is bound to, sorted by port then address.
 //
+// # Quiet for a memory checkpoint
+//
+// A memory checkpoint (gVisor's) cannot save a socket to the host, so the
+// agent goes quiet on QuiesceSignal: no listener and no connection until
+// the host writes ResumeMarker beside the socket (see quiesce.go).
+//
 // # Files
 //
 // File operations run as the agent (root in the sandbox, with
