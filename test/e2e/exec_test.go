@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,21 @@ func TestExecSemantics(t *testing.T) {
 		}
 		if res, out, _ = run(sandbox.ExecRequest{Shell: "echo still here"}, ""); res.ExitCode != 0 || out != "still here\n" {
 			t.Fatalf("sandbox after memory hog and fork bomb: %+v, %q", res, out)
+		}
+		// The deadline killed the bomb's whole group: its processes go
+		// (under gVisor, after a bomb, that can take a minute or two), and
+		// what follows runs on a calm sandbox.
+		began := time.Now()
+		for {
+			_, out, _ = run(sandbox.ExecRequest{Shell: "ls -d /proc/[0-9]* | wc -l"}, "")
+			if n, err := strconv.Atoi(strings.TrimSpace(out)); err == nil && n < 10 {
+				t.Logf("the fork bomb's processes were gone %v after it timed out", time.Since(began).Round(time.Second))
+				break
+			}
+			if time.Since(began) > 4*time.Minute {
+				t.Fatalf("4 minutes after the fork bomb timed out, the sandbox still has %s processes", strings.TrimSpace(out))
+			}
+			time.Sleep(time.Second)
 		}
 		if sb, err := c.Get(ctx, "ex"); err != nil || sb.Status != sandbox.StatusRunning {
 			t.Fatalf("Get(ex) after the abuse = %+v, %v; want running", sb, err)
