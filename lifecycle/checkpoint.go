@@ -77,7 +77,6 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name stri
 		Parent:    sb.Head,
 		CreatedAt: s.now().UTC(),
 		SizeBytes: size,
-		Memory:    mc != nil,
 	}
 	// The rows go first and the snapshot last: a checkpoint exists once
 	// its snapshot does. A daemon killed before leaves a row without a
@@ -104,6 +103,16 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name stri
 	if err != nil {
 		s.unrecord(ctx, sb, c)
 		return sandbox.Checkpoint{}, err
+	}
+	// The row says memory once the image is whole: a daemon killed
+	// before leaves a checkpoint of the files only (its image, if any, is
+	// deleted with it).
+	if mc != nil {
+		s.crash("checkpoint: memory saved")
+		if err := s.opts.Store.SetCheckpointMemory(ctx, c.ID, true); err != nil {
+			return sandbox.Checkpoint{}, s.internal("record the checkpoint's memory", err)
+		}
+		c.Memory = true
 	}
 	s.log.Info("checkpoint taken", "sandbox", sb.Name, "checkpoint", c.ID, "label", c.Label, "parent", c.Parent, "memory", c.Memory)
 	return c, nil
@@ -160,11 +169,12 @@ func (s *Service) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sand
 	return s.internal("checkpoint the memory of "+sb.ID, err)
 }
 
-// dropMemory removes the memory image of checkpoint c, if it has one; a
-// failure is logged.
+// dropMemory removes the memory image of checkpoint c, if the driver
+// keeps images: whatever its row says (a daemon killed between the image
+// and the row leaves one the row does not mention); a failure is logged.
 func (s *Service) dropMemory(ctx context.Context, c sandbox.Checkpoint) {
 	mc, ok := s.opts.Driver.(driver.MemoryCheckpointer)
-	if !ok || !c.Memory {
+	if !ok || !s.opts.Driver.Capabilities().MemoryCheckpoint {
 		return
 	}
 	if err := mc.DeleteMemory(ctx, c.ID); err != nil {

@@ -188,6 +188,51 @@ var crashCases = []crashCase{
 		},
 	},
 	{
+		name: "MemoryCheckpoint",
+		opts: func(o *lifecycle.Options) { o.Driver = driverfake.New(driverfake.Options{Memory: true}) },
+		setup: func(t *testing.T, e *env) scene {
+			t.Cleanup(func() { e.drv.Close() })
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			ck := e.checkpoint(t, "web", "first")
+			e.write(t, "web", "v2")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second", Memory: true})
+			return err
+		},
+		points: []crashPoint{
+			{"checkpoint: row inserted", false},
+			{"checkpoint: head moved", false},
+			{"checkpoint: frozen", false},
+			{"checkpoint: snapshot taken", true},
+			{"checkpoint: memory saved", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantRow(t, "web", sandbox.StatusRunning, "adopted")
+			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			cks := e.checkpoints(t, "web")
+			if len(cks) != 2 || cks[1].Parent != sc.cks[0].ID || cks[1].Label != "second" {
+				t.Fatalf("checkpoints = %+v, want %s and a child of it labelled second", cks, sc.cks[0].ID)
+			}
+			// Killed before the row said memory: a checkpoint of the
+			// files, whatever image the driver got.
+			if cks[1].Memory {
+				if got := e.drv.Images(); !slices.Contains(got, cks[1].ID) {
+					t.Fatalf("checkpoint %s says memory, but the driver has images %q", cks[1].ID, got)
+				}
+			}
+			e.wantTree(t, "web", cks[1].ID, cks...)
+			e.write(t, "web", "v3")
+			e.restore(t, "web", cks[1].ID)
+			e.wantData(t, "web", sc.data)
+		},
+	},
+	{
 		name: "DeleteCheckpoint",
 		setup: func(t *testing.T, e *env) scene {
 			sb := e.create(t, a1, "web")

@@ -93,6 +93,9 @@ func newEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
 	}
 	if adjust != nil {
 		adjust(&e.opts)
+		if d, ok := e.opts.Driver.(*driverfake.Driver); ok {
+			e.drv = d // the helpers and the crash tests drive the one in use
+		}
 	}
 	e.svc = e.newService(t, e.opts)
 	// Tenants with room enough that only the tests of the guardrails

@@ -97,6 +97,10 @@ type Store interface {
 	GetCheckpoint(ctx context.Context, sandboxID, id string) (sandbox.Checkpoint, error)
 	// ListCheckpoints returns the sandbox's checkpoints, oldest first.
 	ListCheckpoints(ctx context.Context, sandboxID string) ([]sandbox.Checkpoint, error)
+	// SetCheckpointMemory records whether checkpoint id includes the
+	// processes' memory (sandbox.Checkpoint.Memory); ErrNotFound if
+	// missing.
+	SetCheckpointMemory(ctx context.Context, id string, memory bool) error
 	// DeleteCheckpoint removes checkpoint id; ErrNotFound if missing.
 	// Deleting a sandbox deletes its checkpoints' rows too.
 	DeleteCheckpoint(ctx context.Context, id string) error

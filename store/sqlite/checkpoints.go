@@ -62,6 +62,25 @@ func (db *DB) GetCheckpoint(ctx context.Context, sandboxID, id string) (sandbox.
 	return c, nil
 }
 
+// SetCheckpointMemory sets the memory flag of checkpoint id, or returns
+// store.ErrNotFound.
+func (db *DB) SetCheckpointMemory(ctx context.Context, id string, memory bool) error {
+	flag := 0
+	if memory {
+		flag = 1
+	}
+	res, err := db.w.ExecContext(ctx, `UPDATE checkpoints SET memory = ? WHERE id = ?`, flag, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: set memory of checkpoint %q: %w", id, writeErr(err))
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlite: set memory of checkpoint %q: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("sqlite: checkpoint %q: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
 // ListCheckpoints returns the checkpoints of the sandbox with sandboxID,
 // oldest CreatedAt first and insertion order among equals. None, or no such
 // sandbox, is an empty slice and no error.

@@ -305,6 +305,26 @@ func testCheckpointDelete(t *testing.T, open OpenFunc) {
 	checkSandbox(t, "sandbox after a checkpoint delete", mustGet(t, s, sb.Name), sb)
 }
 
+func testCheckpointSetMemory(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	sb := newSandbox("sb-1", "owner", "acme", "alice", t0)
+	mustCreate(t, s, sb)
+	c := newCheckpoint("ck-1", sb, "", t0)
+	c.Memory = false
+	mustCreateCheckpoint(t, s, c)
+	for _, memory := range []bool{true, false, true} {
+		if err := s.SetCheckpointMemory(ctx, c.ID, memory); err != nil {
+			t.Fatalf("SetCheckpointMemory(%q, %v) = %v, want nil", c.ID, memory, err)
+		}
+		c.Memory = memory
+		checkCheckpoint(t, "after SetCheckpointMemory", mustGetCheckpoint(t, s, sb.ID, c.ID), c)
+	}
+	if err := s.SetCheckpointMemory(ctx, "ck-missing", true); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetCheckpointMemory(missing) = %v, want ErrNotFound", err)
+	}
+}
+
 func testCheckpointSandboxDeleted(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx := t.Context()

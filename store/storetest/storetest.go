@@ -60,6 +60,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Checkpoint/GetMissing", testCheckpointGetMissing},
 		{"Checkpoint/List", testCheckpointList},
 		{"Checkpoint/Delete", testCheckpointDelete},
+		{"Checkpoint/SetMemory", testCheckpointSetMemory},
 		{"Checkpoint/SandboxDeleted", testCheckpointSandboxDeleted},
 		{"Token/RoundTrip", testTokenRoundTrip},
 		{"Token/Conflict", testTokenConflict},
