@@ -59,6 +59,70 @@ type crashPoint struct {
 	new  bool
 }
 
+// checkpointCase is a checkpoint of a running sandbox, killed at each of
+// its points; with memory, a memory checkpoint (the fake driver's), which
+// passes one point more.
+func checkpointCase(memory bool) crashCase {
+	c := crashCase{
+		name: "Checkpoint",
+		setup: func(t *testing.T, e *env) scene {
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			ck := e.checkpoint(t, "web", "first")
+			e.write(t, "web", "v2")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second", Memory: memory})
+			return err
+		},
+		points: []crashPoint{
+			{"checkpoint: row inserted", false},
+			{"checkpoint: head moved", false},
+			{"checkpoint: frozen", false},
+			{"checkpoint: snapshot taken", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			// Its processes never stopped: the next daemon adopted them.
+			e.wantRow(t, "web", sandbox.StatusRunning, "adopted")
+			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "web", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			cks := e.checkpoints(t, "web")
+			if len(cks) != 2 || cks[0].ID != sc.cks[0].ID || cks[1].Parent != sc.cks[0].ID || cks[1].Label != "second" {
+				t.Fatalf("checkpoints = %+v, want %s and a child of it labelled second", cks, sc.cks[0].ID)
+			}
+			// A memory checkpoint killed before its row said memory is
+			// one of the files, whatever image the driver got.
+			if cks[1].Memory && !slices.Contains(e.drv.Images(), cks[1].ID) {
+				t.Fatalf("checkpoint %s says memory, but the driver has images %q", cks[1].ID, e.drv.Images())
+			}
+			e.wantRow(t, "web", sandbox.StatusRunning, "")
+			e.wantTree(t, "web", cks[1].ID, cks...)
+			e.wantData(t, "web", sc.data)
+			// The new checkpoint holds what the sandbox held, and the old
+			// one still restores.
+			e.write(t, "web", "v3")
+			e.restore(t, "web", cks[1].ID)
+			e.wantData(t, "web", sc.data)
+			e.restore(t, "web", cks[0].ID)
+			e.wantData(t, "web", "v1")
+		},
+	}
+	if memory {
+		c.name = "MemoryCheckpoint"
+		c.opts = func(o *lifecycle.Options) { o.Driver = driverfake.New(driverfake.Options{Memory: true}) }
+		setup := c.setup
+		c.setup = func(t *testing.T, e *env) scene {
+			t.Cleanup(func() { e.drv.Close() })
+			return setup(t, e)
+		}
+		c.points = append(c.points, crashPoint{"checkpoint: memory saved", true})
+	}
+	return c
+}
+
 // scene is what a crash case's setup made: sandbox web (or src, for
 // Fork), its checkpoints, oldest first, and what data.txt holds in it.
 type scene struct {
@@ -145,93 +209,8 @@ var crashCases = []crashCase{
 		},
 		new: func(t *testing.T, e *env, sc scene) { e.wantGone(t, "web") },
 	},
-	{
-		name: "Checkpoint",
-		setup: func(t *testing.T, e *env) scene {
-			sb := e.create(t, a1, "web")
-			e.write(t, "web", "v1")
-			ck := e.checkpoint(t, "web", "first")
-			e.write(t, "web", "v2")
-			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
-		},
-		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second"})
-			return err
-		},
-		points: []crashPoint{
-			{"checkpoint: row inserted", false},
-			{"checkpoint: head moved", false},
-			{"checkpoint: frozen", false},
-			{"checkpoint: snapshot taken", true},
-		},
-		old: func(t *testing.T, e *env, sc scene) {
-			// Its processes never stopped: the next daemon adopted them.
-			e.wantRow(t, "web", sandbox.StatusRunning, "adopted")
-			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
-			e.wantData(t, "web", sc.data)
-		},
-		new: func(t *testing.T, e *env, sc scene) {
-			cks := e.checkpoints(t, "web")
-			if len(cks) != 2 || cks[0].ID != sc.cks[0].ID || cks[1].Parent != sc.cks[0].ID || cks[1].Label != "second" {
-				t.Fatalf("checkpoints = %+v, want %s and a child of it labelled second", cks, sc.cks[0].ID)
-			}
-			e.wantRow(t, "web", sandbox.StatusRunning, "")
-			e.wantTree(t, "web", cks[1].ID, cks...)
-			e.wantData(t, "web", sc.data)
-			// The new checkpoint holds what the sandbox held, and the old
-			// one still restores.
-			e.write(t, "web", "v3")
-			e.restore(t, "web", cks[1].ID)
-			e.wantData(t, "web", sc.data)
-			e.restore(t, "web", cks[0].ID)
-			e.wantData(t, "web", "v1")
-		},
-	},
-	{
-		name: "MemoryCheckpoint",
-		opts: func(o *lifecycle.Options) { o.Driver = driverfake.New(driverfake.Options{Memory: true}) },
-		setup: func(t *testing.T, e *env) scene {
-			t.Cleanup(func() { e.drv.Close() })
-			sb := e.create(t, a1, "web")
-			e.write(t, "web", "v1")
-			ck := e.checkpoint(t, "web", "first")
-			e.write(t, "web", "v2")
-			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
-		},
-		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second", Memory: true})
-			return err
-		},
-		points: []crashPoint{
-			{"checkpoint: row inserted", false},
-			{"checkpoint: head moved", false},
-			{"checkpoint: frozen", false},
-			{"checkpoint: snapshot taken", true},
-			{"checkpoint: memory saved", true},
-		},
-		old: func(t *testing.T, e *env, sc scene) {
-			e.wantRow(t, "web", sandbox.StatusRunning, "adopted")
-			e.wantTree(t, "web", sc.cks[0].ID, sc.cks...)
-			e.wantData(t, "web", sc.data)
-		},
-		new: func(t *testing.T, e *env, sc scene) {
-			cks := e.checkpoints(t, "web")
-			if len(cks) != 2 || cks[1].Parent != sc.cks[0].ID || cks[1].Label != "second" {
-				t.Fatalf("checkpoints = %+v, want %s and a child of it labelled second", cks, sc.cks[0].ID)
-			}
-			// Killed before the row said memory: a checkpoint of the
-			// files, whatever image the driver got.
-			if cks[1].Memory {
-				if got := e.drv.Images(); !slices.Contains(got, cks[1].ID) {
-					t.Fatalf("checkpoint %s says memory, but the driver has images %q", cks[1].ID, got)
-				}
-			}
-			e.wantTree(t, "web", cks[1].ID, cks...)
-			e.write(t, "web", "v3")
-			e.restore(t, "web", cks[1].ID)
-			e.wantData(t, "web", sc.data)
-		},
-	},
+	checkpointCase(false),
+	checkpointCase(true),
 	{
 		name: "DeleteCheckpoint",
 		setup: func(t *testing.T, e *env) scene {
