@@ -439,9 +439,7 @@ func (g *Gateway) internal(w *recorder, c *call, err error) {
 // fail answers e with status as the native API's error body.
 func (g *Gateway) fail(w *recorder, c *call, status int, e *sandbox.Error) {
 	c.code = e.Code
-	b, err := json.Marshal(struct {
-		Error sandbox.WireError `json:"error"`
-	}{e.Wire()})
+	b, err := json.Marshal(e.Body())
 	if err != nil { // a detail that does not marshal: a bug
 		g.log.Error("internal error", "op", "encode error", "err", err)
 		b = []byte(`{"error":{"code":"internal","message":"internal error","hint":"","details":{}}}`)

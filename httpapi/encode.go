@@ -14,12 +14,6 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// errorBody is the body of every error response:
-// {"error": {"code", "message", "hint", "details"}}.
-type errorBody struct {
-	Error sandbox.WireError `json:"error"`
-}
-
 // publicError returns the *sandbox.Error to show for err. An error that is
 // not one becomes the opaque internal error and its cause is logged here,
 // never sent. When ctx has ended the error is most likely the caller going
@@ -55,7 +49,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		c.door.WriteError(w, r, status, e)
 		return
 	}
-	s.encode(w, status, errorBody{Error: e.Wire()})
+	s.encode(w, status, e.Body())
 }
 
 // encode answers v as JSON with status; a nil v sends no body (204).
@@ -68,7 +62,7 @@ func (s *server) encode(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		s.log.Error("internal error", "op", "encode response", "err", err)
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{Error: sandbox.AsError(err).Wire()})
+		b, _ = json.Marshal(sandbox.AsError(err).Body())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -108,7 +108,5 @@ func writeError(w http.ResponseWriter, e *sandbox.Error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		Error sandbox.WireError `json:"error"`
-	}{e.Wire()})
+	json.NewEncoder(w).Encode(e.Body())
 }

@@ -237,7 +237,7 @@ func (s *Server) audit(p sandbox.Principal, req mcp.Request, res mcp.Result, sta
 		Sandbox: sandboxArg(req), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
 	}
 	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
-		if c, ok := r.StructuredContent.(errorContent); ok {
+		if c, ok := r.StructuredContent.(sandbox.ErrorBody); ok {
 			e.Code, e.Status = c.Error.Code, c.Error.Code.HTTPStatus()
 		}
 	}
@@ -281,17 +281,12 @@ func textOf(r *mcp.CallToolResult) string {
 	return s
 }
 
-// errorContent is the structured content of a failed tool result.
-type errorContent struct {
-	Error sandbox.WireError `json:"error"`
-}
-
 // errorResult is the failed tool result for e.
 func errorResult(e *sandbox.Error) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: e.Text()}},
-		StructuredContent: errorContent{Error: e.Wire()},
+		StructuredContent: e.Body(), // the API's error body
 	}
 }
 

@@ -204,6 +204,16 @@ type WireError struct {
 	Details map[string]any `json:"details"`
 }
 
+// ErrorBody is the body of every error response of the HTTP API (and the
+// egress gateway's, and MCP's over HTTP): {"error": {"code", "message",
+// "hint", "details"}}.
+type ErrorBody struct {
+	Error WireError `json:"error"`
+}
+
+// Body returns e as an error response's body.
+func (e *Error) Body() ErrorBody { return ErrorBody{Error: e.Wire()} }
+
 // Wire returns e as it travels to clients.
 func (e *Error) Wire() WireError {
 	details := e.Details

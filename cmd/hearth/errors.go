@@ -89,9 +89,7 @@ func classify(ctx context.Context, err error) (*sandbox.Error, int) {
 // key present so that scripts can index it without guarding.
 func writeError(w io.Writer, asJSON bool, e *sandbox.Error) {
 	if asJSON {
-		b, _ := json.Marshal(struct {
-			Error sandbox.WireError `json:"error"`
-		}{e.Wire()}) // the API's error body, key for key
+		b, _ := json.Marshal(e.Body()) // the API's error body, key for key
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
