@@ -145,8 +145,14 @@ func TestEgressRestore(t *testing.T) {
 // egressRulesOf returns the rules of the egress chain for link.
 func egressRulesOf(t *testing.T, link string) []string {
 	t.Helper()
+	return linkRulesOf(t, testChain+"-EGRESS", link)
+}
+
+// linkRulesOf returns the rules of the filter chain for link.
+func linkRulesOf(t *testing.T, chain, link string) []string {
+	t.Helper()
 	var out []string
-	for _, r := range rules(t, "filter", testChain+"-EGRESS") {
+	for _, r := range rules(t, "filter", chain) {
 		if strings.Contains(r, " -i "+link+" ") {
 			out = append(out, r)
 		}

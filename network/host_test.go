@@ -510,13 +510,7 @@ func wantLimits(t *testing.T, h *network.Host, a network.Attachment, lim network
 // limitRulesOf returns the rules of the limits chain for link.
 func limitRulesOf(t *testing.T, link string) []string {
 	t.Helper()
-	var out []string
-	for _, r := range rules(t, "filter", testChain+"-LIMITS") {
-		if strings.Contains(r, " -i "+link+" ") {
-			out = append(out, r)
-		}
-	}
-	return out
+	return linkRulesOf(t, testChain+"-LIMITS", link)
 }
 
 // TestPolicy, with the kernel's own stack in the namespaces (no runtime):

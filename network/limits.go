@@ -164,8 +164,9 @@ func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
 // goes in before the old one comes out, in one transaction (see
 // setLinkRules), so that the sandbox is never without a cap it had.
 func (h *Host) capConns(ctx context.Context, id string, conns int64) error {
-	if conns > 0 || h.readPolicy(id).Conns != 0 {
-		if err := h.recordPolicy(id, func(r *policyRecord) { r.Conns = conns }); err != nil {
+	if r := h.readPolicy(id); conns > 0 || r.Conns != 0 {
+		r.Conns = conns
+		if err := h.writePolicy(id, r); err != nil {
 			return err
 		}
 	}

@@ -87,21 +87,19 @@ func (h *Host) netAt(addr netip.Addr) *sandboxNet {
 func (h *Host) netOfLink(link string) *sandboxNet {
 	h.netMu.Lock()
 	defer h.netMu.Unlock()
-	for _, sn := range h.byAddr {
-		if sn.link == link {
-			return sn
+	find := func() *sandboxNet {
+		for _, sn := range h.byAddr {
+			if sn.link == link {
+				return sn
+			}
 		}
-	}
-	if time.Since(h.scanned) < rescanEvery {
 		return nil
 	}
-	h.scanLocked()
-	for _, sn := range h.byAddr {
-		if sn.link == link {
-			return sn
-		}
+	if sn := find(); sn != nil || time.Since(h.scanned) < rescanEvery {
+		return sn
 	}
-	return nil
+	h.scanLocked()
+	return find()
 }
 
 // scanLocked adds every sandbox recorded in the state dir that the Host
@@ -121,7 +119,7 @@ func (h *Host) scanLocked() {
 		if !ok || h.byAddr[addr] != nil {
 			continue
 		}
-		h.byAddr[addr] = &sandboxNet{id: id, link: h.Link(id), addr: addr, egress: h.readPolicy(id).Egress, learned: map[learnedKey]time.Time{}}
+		h.byAddr[addr] = h.newSandboxNet(id, addr, h.readPolicy(id).Egress)
 	}
 }
 
@@ -151,10 +149,14 @@ func (h *Host) readPolicy(id string) policyRecord {
 	return r
 }
 
-// recordPolicy changes sandbox id's recorded policy with update.
-func (h *Host) recordPolicy(id string, update func(*policyRecord)) error {
-	r := h.readPolicy(id)
-	update(&r)
+// newSandboxNet is what the Host knows of sandbox id at addr, with
+// egress policy e, having learned nothing yet.
+func (h *Host) newSandboxNet(id string, addr netip.Addr, e Egress) *sandboxNet {
+	return &sandboxNet{id: id, link: h.Link(id), addr: addr, egress: e, learned: map[learnedKey]time.Time{}}
+}
+
+// writePolicy records r as sandbox id's policy.
+func (h *Host) writePolicy(id string, r policyRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -169,17 +171,18 @@ func (h *Host) rememberEgress(id string, e Egress) error {
 	if !ok {
 		return fmt.Errorf("no address recorded for %s", id)
 	}
-	if err := h.recordPolicy(id, func(r *policyRecord) { r.Egress = e }); err != nil {
+	r := h.readPolicy(id)
+	r.Egress = e
+	if err := h.writePolicy(id, r); err != nil {
 		return err
 	}
 	h.netMu.Lock()
 	defer h.netMu.Unlock()
-	sn := h.byAddr[addr]
-	if sn == nil || sn.id != id {
-		sn = &sandboxNet{id: id, link: h.Link(id), addr: addr, learned: map[learnedKey]time.Time{}}
-		h.byAddr[addr] = sn
+	if sn := h.byAddr[addr]; sn != nil && sn.id == id {
+		sn.egress = e
+	} else {
+		h.byAddr[addr] = h.newSandboxNet(id, addr, e)
 	}
-	sn.egress = e
 	return nil
 }
 
