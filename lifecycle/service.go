@@ -413,10 +413,15 @@ func (s *Service) startFrom(ctx context.Context, sb sandbox.Sandbox, key string)
 			return err
 		}
 	}
-	if mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); ok && key != "" {
-		err = mc.RestoreMemory(ctx, spec, key)
-	} else {
+	switch mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); {
+	case key == "":
 		err = s.opts.Driver.Start(ctx, spec)
+	case ok:
+		err = mc.RestoreMemory(ctx, spec, key)
+	default:
+		// Never a plain start in its place: the caller would report the
+		// processes back.
+		err = errors.New("the driver cannot restore memory")
 	}
 	if err != nil {
 		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", key, "err", err)
