@@ -8,31 +8,9 @@ import (
 	"testing"
 
 	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
-
-// call sends one raw request with token (none when "") and returns the
-// response with its body read.
-func call(t *testing.T, method, url, token, body string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
-}
 
 // errorOf checks that a response is a well-formed error body with every
 // key present and the status of its code, and returns the error.
@@ -104,7 +82,7 @@ func TestAuthentication(t *testing.T) {
 		}
 	})
 	t.Run("health needs none", func(t *testing.T) {
-		resp, body := call(t, "GET", e.url+"/v1/health", "", "")
+		resp, body := testenv.Do(t, "GET", e.url+"/v1/health", "", "")
 		if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"status":"ok","runtime":"fake"}` {
 			t.Fatalf("GET /v1/health = %d %s", resp.StatusCode, body)
 		}
@@ -129,7 +107,7 @@ func TestRoutingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			resp, body := call(t, tt.method, e.url+tt.path, tokenA1, "")
+			resp, body := testenv.Do(t, tt.method, e.url+tt.path, tokenA1, "")
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status = %d, want %d (%s)", resp.StatusCode, tt.status, body)
 			}
@@ -145,49 +123,49 @@ func TestRoutingErrors(t *testing.T) {
 
 func TestSandboxes(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	resp, body := call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"name":"box-1","size":"small"}`)
+	resp, body := testenv.Do(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"name":"box-1","size":"small"}`)
 	var sb sandbox.Sandbox
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.Name != "agent-a1-box-1" || sb.Owner != "a1" {
 		t.Fatalf("create = %d %s; want 201 and the sandbox, named with its creator", resp.StatusCode, body)
 	}
-	if resp, body = call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"name":"box-1"}`); resp.StatusCode != http.StatusOK {
+	if resp, body = testenv.Do(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"name":"box-1"}`); resp.StatusCode != http.StatusOK {
 		t.Fatalf("create again = %d %s; want 200 (the existing sandbox)", resp.StatusCode, body)
 	}
-	if resp, body = call(t, "POST", e.url+"/v1/sandboxes", tokenA1, ``); resp.StatusCode != http.StatusCreated {
+	if resp, body = testenv.Do(t, "POST", e.url+"/v1/sandboxes", tokenA1, ``); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create with an empty body = %d %s; want 201 with a generated name", resp.StatusCode, body)
 	}
-	resp, body = call(t, "GET", e.url+"/v1/sandboxes", tokenA1, "")
+	resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes", tokenA1, "")
 	var list struct{ Sandboxes []sandbox.Sandbox }
 	if resp.StatusCode != 200 || json.Unmarshal(body, &list) != nil || len(list.Sandboxes) != 2 {
 		t.Fatalf("list = %d %s; want both sandboxes", resp.StatusCode, body)
 	}
-	if resp, body = call(t, "GET", e.url+"/v1/sandboxes", tokenA2, ""); resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"sandboxes":[]}` {
+	if resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes", tokenA2, ""); resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"sandboxes":[]}` {
 		t.Fatalf("list of another agent = %d %s; want an empty list", resp.StatusCode, body)
 	}
-	if resp, body = call(t, "GET", e.url+"/v1/sandboxes/box-1", tokenA1, ""); resp.StatusCode != 200 {
+	if resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes/box-1", tokenA1, ""); resp.StatusCode != 200 {
 		t.Fatalf("get = %d %s", resp.StatusCode, body)
 	}
-	resp, body = call(t, "PATCH", e.url+"/v1/sandboxes/box-1", tokenA1, `{"labels":["ci","x"]}`)
+	resp, body = testenv.Do(t, "PATCH", e.url+"/v1/sandboxes/box-1", tokenA1, `{"labels":["ci","x"]}`)
 	if resp.StatusCode != 200 || json.Unmarshal(body, &sb) != nil || strings.Join(sb.Labels, ",") != "ci,x" {
 		t.Fatalf("update labels = %d %s; want 200 and the labels", resp.StatusCode, body)
 	}
-	resp, body = call(t, "PATCH", e.url+"/v1/sandboxes/box-1", tokenA1, `{"labels":["x","x"]}`)
+	resp, body = testenv.Do(t, "PATCH", e.url+"/v1/sandboxes/box-1", tokenA1, `{"labels":["x","x"]}`)
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeInvalidArgument {
 		t.Fatalf("update with a repeated label = %d %s; want invalid_argument", resp.StatusCode, body)
 	}
 	// Another agent's sandbox does not exist for the caller.
-	resp, body = call(t, "GET", e.url+"/v1/sandboxes/box-1", tokenA2, "")
+	resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes/box-1", tokenA2, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound {
 		t.Fatalf("get by another agent = %d %s; want not_found", resp.StatusCode, body)
 	}
-	resp, body = call(t, "GET", e.url+"/v1/sandboxes/Bad_Name", tokenA1, "")
+	resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes/Bad_Name", tokenA1, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeInvalidArgument || got.Hint == "" {
 		t.Fatalf("get with a bad name = %d %s; want invalid_argument with a hint", resp.StatusCode, body)
 	}
-	if resp, body = call(t, "DELETE", e.url+"/v1/sandboxes/box-1", tokenA1, ""); resp.StatusCode != http.StatusNoContent || len(body) != 0 {
+	if resp, body = testenv.Do(t, "DELETE", e.url+"/v1/sandboxes/box-1", tokenA1, ""); resp.StatusCode != http.StatusNoContent || len(body) != 0 {
 		t.Fatalf("destroy = %d %q; want 204 and no body", resp.StatusCode, body)
 	}
-	resp, body = call(t, "DELETE", e.url+"/v1/sandboxes/box-1", tokenA1, "")
+	resp, body = testenv.Do(t, "DELETE", e.url+"/v1/sandboxes/box-1", tokenA1, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound {
 		t.Fatalf("destroy again = %d %s; want not_found", resp.StatusCode, body)
 	}
@@ -211,7 +189,7 @@ func TestStrictDecoding(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := call(t, "POST", e.url+"/v1/sandboxes", tokenA1, tt.body)
+			resp, body := testenv.Do(t, "POST", e.url+"/v1/sandboxes", tokenA1, tt.body)
 			got := errorOf(t, resp, body)
 			if got.Code != tt.code || !strings.Contains(got.Message, tt.mention) {
 				t.Fatalf("create with %s = %d %s; want %s naming %s", tt.body, resp.StatusCode, body, tt.code, tt.mention)
@@ -219,7 +197,7 @@ func TestStrictDecoding(t *testing.T) {
 		})
 	}
 	t.Run("hint lists the fields", func(t *testing.T) {
-		resp, body := call(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"nmae":"x"}`)
+		resp, body := testenv.Do(t, "POST", e.url+"/v1/sandboxes", tokenA1, `{"nmae":"x"}`)
 		if got := errorOf(t, resp, body); got.Hint != "the fields are: egress, image, labels, name, network, size, ttl" {
 			t.Fatalf("hint = %q", got.Hint)
 		}

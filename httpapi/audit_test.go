@@ -14,6 +14,7 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
@@ -116,10 +117,10 @@ func TestAuditEvents(t *testing.T) {
 	if _, err := api.Get(ctx, "nosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Fatalf("Get(nosuch) = %v, want not_found", err)
 	}
-	if resp, _ := call(t, "GET", e.url+"/v1/sandboxes", tokenBogus, ""); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := testenv.Do(t, "GET", e.url+"/v1/sandboxes", tokenBogus, ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET /v1/sandboxes with a bogus token = %d, want 401", resp.StatusCode)
 	}
-	if resp, _ := call(t, "GET", e.url+"/v1/health", "", ""); resp.StatusCode != http.StatusOK {
+	if resp, _ := testenv.Do(t, "GET", e.url+"/v1/health", "", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/health = %d", resp.StatusCode)
 	}
 
@@ -159,7 +160,7 @@ func TestAuditList(t *testing.T) {
 	e := auditEnv(t, nil)
 	get := func(token string) {
 		t.Helper()
-		if resp, _ := call(t, "GET", e.url+"/v1/limits", token, ""); resp.StatusCode != http.StatusOK {
+		if resp, _ := testenv.Do(t, "GET", e.url+"/v1/limits", token, ""); resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /v1/limits = %d", resp.StatusCode)
 		}
 	}
@@ -168,13 +169,13 @@ func TestAuditList(t *testing.T) {
 	get(tokenB1)
 	get(tokenAdminT1)
 	get(tokenOperator)
-	call(t, "GET", e.url+"/v1/limits", tokenBogus, "")
+	testenv.Do(t, "GET", e.url+"/v1/limits", tokenBogus, "")
 	eventually(t, "the 6 calls recorded", func() bool { return len(stored(t, e)) == 6 })
 
 	// who lists the callers of the events answered, in order.
 	who := func(token, query string) []string {
 		t.Helper()
-		resp, body := call(t, "GET", e.url+"/v1/audit"+query, token, "")
+		resp, body := testenv.Do(t, "GET", e.url+"/v1/audit"+query, token, "")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /v1/audit%s = %d %s", query, resp.StatusCode, body)
 		}
@@ -236,12 +237,12 @@ func TestAuditList(t *testing.T) {
 		{"?limit=-1", "not a non-negative integer"},
 		{"?agnet=a1", "unknown query parameter"},
 	} {
-		resp, body := call(t, "GET", e.url+"/v1/audit"+tt.query, tokenOperator, "")
+		resp, body := testenv.Do(t, "GET", e.url+"/v1/audit"+tt.query, tokenOperator, "")
 		if got := errorOf(t, resp, body); got.Code != sandbox.CodeInvalidArgument || !strings.Contains(got.Message, tt.msg) {
 			t.Errorf("GET /v1/audit%s = %s %q, want invalid_argument %q", tt.query, got.Code, got.Message, tt.msg)
 		}
 	}
-	if resp, body := call(t, "GET", e.url+"/v1/audit", "", ""); errorOf(t, resp, body).Code != sandbox.CodeUnauthenticated {
+	if resp, body := testenv.Do(t, "GET", e.url+"/v1/audit", "", ""); errorOf(t, resp, body).Code != sandbox.CodeUnauthenticated {
 		t.Errorf("GET /v1/audit without a token = %d %s, want 401", resp.StatusCode, body)
 	}
 }
@@ -250,7 +251,7 @@ func TestAuditOff(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	addToken(t, e, "tok-operator", tokenOperator, operatorP)
 	for _, path := range []string{"/v1/audit", "/metrics"} {
-		resp, body := call(t, "GET", e.url+path, tokenOperator, "")
+		resp, body := testenv.Do(t, "GET", e.url+path, tokenOperator, "")
 		if got := errorOf(t, resp, body); got.Code != sandbox.CodeUnavailable {
 			t.Errorf("GET %s without an audit log or metrics = %s, want unavailable", path, got.Code)
 		}
@@ -282,7 +283,7 @@ func TestMetrics(t *testing.T) {
 	if _, err := api.Get(ctx, "nosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Fatalf("Get(nosuch) = %v", err)
 	}
-	call(t, "GET", e.url+"/v1/sandboxes", tokenBogus, "")
+	testenv.Do(t, "GET", e.url+"/v1/sandboxes", tokenBogus, "")
 	alarm(sandbox.Alarm{Kind: "create_rate", Tenant: "t1", Agent: "a1"})
 	alarm(sandbox.Alarm{Kind: "circuit_open", Tenant: "t1", Agent: "a1"})
 	alarm(sandbox.Alarm{Kind: "circuit_open", Tenant: "t1", Agent: "a2"})
@@ -291,7 +292,7 @@ func TestMetrics(t *testing.T) {
 		token string
 		code  sandbox.Code
 	}{{"", sandbox.CodeUnauthenticated}, {tokenA1, sandbox.CodePermissionDenied}, {tokenAdminT1, sandbox.CodePermissionDenied}} {
-		resp, body := call(t, "GET", e.url+"/metrics", tt.token, "")
+		resp, body := testenv.Do(t, "GET", e.url+"/metrics", tt.token, "")
 		if got := errorOf(t, resp, body); got.Code != tt.code {
 			t.Errorf("GET /metrics with %q = %s, want %s", tt.token, got.Code, tt.code)
 		}
@@ -299,7 +300,7 @@ func TestMetrics(t *testing.T) {
 
 	scrape := func() []string {
 		t.Helper()
-		resp, body := call(t, "GET", e.url+"/metrics", tokenOperator, "")
+		resp, body := testenv.Do(t, "GET", e.url+"/metrics", tokenOperator, "")
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != metrics.ContentType {
 			t.Fatalf("GET /metrics = %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}

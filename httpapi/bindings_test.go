@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -26,7 +27,7 @@ func TestBindings(t *testing.T) {
 		}
 	}
 
-	resp, body := call(t, "PUT", e.url+"/v1/bindings/openai", tokenAdminT1, `{"secret":"API_KEY","upstream":"https://API.openai.com/v1"}`)
+	resp, body := testenv.Do(t, "PUT", e.url+"/v1/bindings/openai", tokenAdminT1, `{"secret":"API_KEY","upstream":"https://API.openai.com/v1"}`)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT /v1/bindings/openai = %d %s, want 200", resp.StatusCode, body)
 	}
@@ -58,13 +59,13 @@ func TestBindings(t *testing.T) {
 		{"no such secret", "/v1/bindings/x", tokenAdminT1, `{"secret":"NOPE","upstream":"https://x"}`, sandbox.CodeNotFound},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := call(t, "PUT", e.url+tt.path, tt.token, tt.body)
+			resp, body := testenv.Do(t, "PUT", e.url+tt.path, tt.token, tt.body)
 			if got := errorOf(t, resp, body); got.Code != tt.code {
 				t.Errorf("PUT %s %s = %s %q, want %s", tt.path, tt.body, got.Code, got.Message, tt.code)
 			}
 		})
 	}
-	if resp, body := call(t, "PUT", e.url+"/v1/bindings/x", tokenAdminT1, `{"upstream":"https://x"}`); !strings.Contains(errorOf(t, resp, body).Message, `missing field "secret"`) {
+	if resp, body := testenv.Do(t, "PUT", e.url+"/v1/bindings/x", tokenAdminT1, `{"upstream":"https://x"}`); !strings.Contains(errorOf(t, resp, body).Message, `missing field "secret"`) {
 		t.Errorf("PUT without secret = %s, want it named missing", body)
 	}
 
@@ -91,10 +92,10 @@ func TestBindings(t *testing.T) {
 		t.Errorf("ListBindings(t2) as the operator = %+v, %v; want gh", list, err)
 	}
 
-	if resp, body := call(t, "DELETE", e.url+"/v1/bindings/openai", tokenAdminT1, ""); resp.StatusCode != http.StatusNoContent || len(body) != 0 {
+	if resp, body := testenv.Do(t, "DELETE", e.url+"/v1/bindings/openai", tokenAdminT1, ""); resp.StatusCode != http.StatusNoContent || len(body) != 0 {
 		t.Errorf("DELETE /v1/bindings/openai = %d %s, want 204 and no body", resp.StatusCode, body)
 	}
-	resp, body = call(t, "DELETE", e.url+"/v1/bindings/openai", tokenAdminT1, "")
+	resp, body = testenv.Do(t, "DELETE", e.url+"/v1/bindings/openai", tokenAdminT1, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound || !strings.Contains(got.Hint, "hearth binding list") {
 		t.Errorf("DELETE twice = %+v, want not_found with a hint", got)
 	}

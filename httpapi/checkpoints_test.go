@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -19,7 +20,7 @@ func TestCheckpoints(t *testing.T) {
 	url := e.url + "/v1/sandboxes/box"
 	e.write(t, "box", "notes.txt", "v1")
 
-	resp, body := call(t, "POST", url+"/checkpoints", tokenA1, `{"label":"before migration"}`)
+	resp, body := testenv.Do(t, "POST", url+"/checkpoints", tokenA1, `{"label":"before migration"}`)
 	var c1 sandbox.Checkpoint
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &c1) != nil || c1.ID == "" ||
 		c1.Sandbox != "agent-a1-box" || c1.Label != "before migration" || c1.Parent != "" || c1.CreatedAt.IsZero() {
@@ -27,7 +28,7 @@ func TestCheckpoints(t *testing.T) {
 	}
 	e.write(t, "box", "notes.txt", "v2")
 	// An empty body is a checkpoint without a label; its parent is the head.
-	resp, body = call(t, "POST", url+"/checkpoints", tokenA1, ``)
+	resp, body = testenv.Do(t, "POST", url+"/checkpoints", tokenA1, ``)
 	var c2 sandbox.Checkpoint
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &c2) != nil || c2.Label != "" || c2.Parent != c1.ID {
 		t.Fatalf("checkpoint with an empty body = %d %s; want 201 and parent %s", resp.StatusCode, body, c1.ID)
@@ -36,7 +37,7 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("head after two checkpoints = %q, want %q", sb.Head, c2.ID)
 	}
 
-	resp, body = call(t, "GET", url+"/checkpoints", tokenA1, "")
+	resp, body = testenv.Do(t, "GET", url+"/checkpoints", tokenA1, "")
 	var list struct{ Checkpoints []sandbox.Checkpoint }
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil ||
 		len(list.Checkpoints) != 2 || list.Checkpoints[0].ID != c1.ID || list.Checkpoints[1].ID != c2.ID {
@@ -44,7 +45,7 @@ func TestCheckpoints(t *testing.T) {
 	}
 
 	e.write(t, "box", "notes.txt", "v3")
-	resp, body = call(t, "POST", url+"/restore", tokenA1, `{"checkpoint":"`+c1.ID+`"}`)
+	resp, body = testenv.Do(t, "POST", url+"/restore", tokenA1, `{"checkpoint":"`+c1.ID+`"}`)
 	var sb sandbox.Sandbox
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &sb) != nil || sb.Name != "agent-a1-box" ||
 		sb.Status != sandbox.StatusRunning || sb.Head != c1.ID {
@@ -54,7 +55,7 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("notes.txt after restore = %q, want v1", got)
 	}
 
-	resp, body = call(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"box-2"}`)
+	resp, body = testenv.Do(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"box-2"}`)
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.Name != "agent-a1-box-2" ||
 		sb.Owner != "a1" || sb.Status != sandbox.StatusRunning {
 		t.Fatalf("fork = %d %s; want 201 and the new running sandbox", resp.StatusCode, body)
@@ -65,11 +66,11 @@ func TestCheckpoints(t *testing.T) {
 	if got := e.read(t, "box", "notes.txt"); got != "v1" {
 		t.Fatalf("notes.txt in the original after the fork = %q, want v1", got)
 	}
-	resp, body = call(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"box-2"}`)
+	resp, body = testenv.Do(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"box-2"}`)
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeAlreadyExists || got.Hint == "" {
 		t.Fatalf("fork into a taken name = %d %s; want already_exists with a hint", resp.StatusCode, body)
 	}
-	resp, body = call(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"Bad_Name"}`)
+	resp, body = testenv.Do(t, "POST", url+"/fork", tokenA1, `{"checkpoint":"`+c2.ID+`","name":"Bad_Name"}`)
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeInvalidArgument || got.Hint == "" {
 		t.Fatalf("fork into a bad name = %d %s; want invalid_argument with a hint", resp.StatusCode, body)
 	}
@@ -83,7 +84,7 @@ func TestCheckpoints(t *testing.T) {
 		{"/wake", sandbox.StatusRunning},
 		{"/wake", sandbox.StatusRunning}, // a no-op
 	} {
-		resp, body = call(t, "POST", url+step.path, tokenA1, "")
+		resp, body = testenv.Do(t, "POST", url+step.path, tokenA1, "")
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &sb) != nil || sb.Status != step.want {
 			t.Fatalf("POST %s = %d %s; want 200 and status %s", step.path, resp.StatusCode, body, step.want)
 		}
@@ -95,10 +96,10 @@ func TestCheckpoints(t *testing.T) {
 		t.Fatalf("notes.txt after sleep and wake = %q, want v1", got)
 	}
 
-	if resp, body = call(t, "DELETE", url+"/checkpoints/"+c2.ID, tokenA1, ""); resp.StatusCode != http.StatusNoContent || len(body) != 0 {
+	if resp, body = testenv.Do(t, "DELETE", url+"/checkpoints/"+c2.ID, tokenA1, ""); resp.StatusCode != http.StatusNoContent || len(body) != 0 {
 		t.Fatalf("delete = %d %q; want 204 and no body", resp.StatusCode, body)
 	}
-	resp, body = call(t, "GET", url+"/checkpoints", tokenA1, "")
+	resp, body = testenv.Do(t, "GET", url+"/checkpoints", tokenA1, "")
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Checkpoints) != 1 || list.Checkpoints[0].ID != c1.ID {
 		t.Fatalf("list after delete = %d %s; want only %s", resp.StatusCode, body, c1.ID)
 	}
@@ -106,14 +107,14 @@ func TestCheckpoints(t *testing.T) {
 	if got := e.read(t, "box-2", "notes.txt"); got != "v2" {
 		t.Fatalf("notes.txt in the fork after its checkpoint went = %q, want v2", got)
 	}
-	resp, body = call(t, "DELETE", url+"/checkpoints/"+c2.ID, tokenA1, "")
+	resp, body = testenv.Do(t, "DELETE", url+"/checkpoints/"+c2.ID, tokenA1, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound || got.Hint == "" {
 		t.Fatalf("delete again = %d %s; want not_found with a hint", resp.StatusCode, body)
 	}
 
 	// A fresh sandbox's list is [], not null.
 	e.create(t, "empty")
-	resp, body = call(t, "GET", e.url+"/v1/sandboxes/empty/checkpoints", tokenA1, "")
+	resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes/empty/checkpoints", tokenA1, "")
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"checkpoints":[]}` {
 		t.Fatalf("list of a sandbox without checkpoints = %d %s", resp.StatusCode, body)
 	}
@@ -125,7 +126,7 @@ func TestCheckpointNotFound(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.create(t, "box")
 	url := e.url + "/v1/sandboxes/box"
-	resp, body := call(t, "POST", url+"/checkpoints", tokenA1, "")
+	resp, body := testenv.Do(t, "POST", url+"/checkpoints", tokenA1, "")
 	var c sandbox.Checkpoint
 	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &c) != nil {
 		t.Fatalf("checkpoint = %d %s", resp.StatusCode, body)
@@ -149,7 +150,7 @@ func TestCheckpointNotFound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := call(t, tt.method, e.url+tt.path, tt.token, tt.body)
+			resp, body := testenv.Do(t, tt.method, e.url+tt.path, tt.token, tt.body)
 			got := errorOf(t, resp, body)
 			if resp.StatusCode != http.StatusNotFound || got.Code != sandbox.CodeNotFound || got.Hint == "" || !strings.Contains(got.Message, tt.mention) {
 				t.Fatalf("%s %s = %d %s; want 404 not_found naming %s, with a hint", tt.method, tt.path, resp.StatusCode, body, tt.mention)
@@ -190,7 +191,7 @@ func TestCheckpointBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := call(t, "POST", e.url+"/v1/sandboxes/box/"+tt.path, tokenA1, tt.body)
+			resp, body := testenv.Do(t, "POST", e.url+"/v1/sandboxes/box/"+tt.path, tokenA1, tt.body)
 			got := errorOf(t, resp, body)
 			if got.Code != tt.code || !strings.Contains(got.Message, tt.mention) || !strings.Contains(got.Hint, tt.hint) {
 				t.Fatalf("POST .../%s with %.80s = %d %s; want %s naming %s, hint with %s", tt.path, tt.body, resp.StatusCode, body, tt.code, tt.mention, tt.hint)
@@ -201,7 +202,7 @@ func TestCheckpointBadRequests(t *testing.T) {
 		})
 	}
 	// Nothing was taken, restored or forked.
-	resp, body := call(t, "GET", e.url+"/v1/sandboxes/box/checkpoints", tokenA1, "")
+	resp, body := testenv.Do(t, "GET", e.url+"/v1/sandboxes/box/checkpoints", tokenA1, "")
 	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != `{"checkpoints":[]}` {
 		t.Fatalf("list after bad requests = %d %s; want none", resp.StatusCode, body)
 	}
@@ -221,7 +222,7 @@ func TestCheckpointRoutingErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
-			resp, body := call(t, tt.method, e.url+tt.path, tokenA1, "")
+			resp, body := testenv.Do(t, tt.method, e.url+tt.path, tokenA1, "")
 			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tt.allow {
 				t.Fatalf("status %d, Allow %q (%s); want 405 and %q", resp.StatusCode, resp.Header.Get("Allow"), body, tt.allow)
 			}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -72,7 +73,7 @@ func TestFiles(t *testing.T) {
 		t.Fatalf("Stat after Remove = %v; want not_found", err)
 	}
 	// The lists of an empty directory is [], not null.
-	resp, body := call(t, "GET", e.url+"/v1/sandboxes/files/fs/list?path=deep/dir/../../deep", tokenA1, "")
+	resp, body := testenv.Do(t, "GET", e.url+"/v1/sandboxes/files/fs/list?path=deep/dir/../../deep", tokenA1, "")
 	var entries struct{ Entries json.RawMessage }
 	if resp.StatusCode != 200 || json.Unmarshal(body, &entries) != nil || len(entries.Entries) == 0 || entries.Entries[0] != '[' {
 		t.Fatalf("list = %d %s", resp.StatusCode, body)
@@ -108,7 +109,7 @@ func TestFileErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+strings.TrimPrefix(tt.url, e.url), func(t *testing.T) {
-			resp, body := call(t, tt.method, tt.url, tokenA1, "")
+			resp, body := testenv.Do(t, tt.method, tt.url, tokenA1, "")
 			got := errorOf(t, resp, body)
 			if got.Code != tt.code || !strings.Contains(got.Message, tt.mention) {
 				t.Fatalf("= %d %s; want %s naming %s", resp.StatusCode, body, tt.code, tt.mention)

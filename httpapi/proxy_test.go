@@ -71,7 +71,7 @@ func TestProxy(t *testing.T) {
 	port := echoServer(t)
 	base := fmt.Sprintf("%s/v1/sandboxes/agent-a1-web/proxy/%d", e.url, port)
 
-	resp, body := call(t, "POST", base+"/a/b%20c?x=1&y=2", tokenA1, "")
+	resp, body := testenv.Do(t, "POST", base+"/a/b%20c?x=1&y=2", tokenA1, "")
 	var s seen
 	if resp.StatusCode != 200 || json.Unmarshal(body, &s) != nil {
 		t.Fatalf("proxied POST = %d %s", resp.StatusCode, body)
@@ -81,20 +81,20 @@ func TestProxy(t *testing.T) {
 		t.Errorf("the server saw %+v", s)
 	}
 	// The short name works for its owner too.
-	if resp, body = call(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, port), tokenA1, ""); resp.StatusCode != 200 {
+	if resp, body = testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, port), tokenA1, ""); resp.StatusCode != 200 {
 		t.Errorf("proxy by short name = %d %s", resp.StatusCode, body)
 	}
 	// Private: no token is 401, another agent's is 404.
-	resp, body = call(t, "GET", base+"/", "", "")
+	resp, body = testenv.Do(t, "GET", base+"/", "", "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeUnauthenticated || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Errorf("no token = %d %s; want 401", resp.StatusCode, body)
 	}
-	resp, body = call(t, "GET", base+"/", tokenA2, "")
+	resp, body = testenv.Do(t, "GET", base+"/", tokenA2, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound {
 		t.Errorf("another agent = %d %s; want 404", resp.StatusCode, body)
 	}
 	// A missing sandbox without a token is the same 401: nothing leaks.
-	resp, body = call(t, "GET", fmt.Sprintf("%s/v1/sandboxes/nope/proxy/%d/", e.url, port), "", "")
+	resp, body = testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/nope/proxy/%d/", e.url, port), "", "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeUnauthenticated {
 		t.Errorf("missing sandbox, no token = %d %s; want 401", resp.StatusCode, body)
 	}
@@ -102,7 +102,7 @@ func TestProxy(t *testing.T) {
 	if _, err := e.client().Update(t.Context(), "web", sandbox.SandboxUpdate{PublicPorts: &[]int{port}}); err != nil {
 		t.Fatal(err)
 	}
-	if resp, body = call(t, "GET", base+"/open", "", ""); resp.StatusCode != 200 {
+	if resp, body = testenv.Do(t, "GET", base+"/open", "", ""); resp.StatusCode != 200 {
 		t.Errorf("public port without a token = %d %s", resp.StatusCode, body)
 	}
 	// Without the trailing slash: a redirect to the root.
@@ -131,12 +131,12 @@ func TestProxy(t *testing.T) {
 
 	// Errors: nothing listening, a bad port.
 	free := testenv.FreePort(t)
-	resp, body = call(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, free), tokenA1, "")
+	resp, body = testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, free), tokenA1, "")
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeUnavailable || !strings.Contains(got.Message, strconv.Itoa(free)) {
 		t.Errorf("nothing listening = %d %s; want unavailable naming the port", resp.StatusCode, body)
 	}
 	for _, bad := range []string{"0", "65536", "http"} {
-		resp, body = call(t, "GET", e.url+"/v1/sandboxes/web/proxy/"+bad+"/", tokenA1, "")
+		resp, body = testenv.Do(t, "GET", e.url+"/v1/sandboxes/web/proxy/"+bad+"/", tokenA1, "")
 		if got := errorOf(t, resp, body); got.Code != sandbox.CodeInvalidArgument {
 			t.Errorf("port %s = %d %s; want invalid_argument", bad, resp.StatusCode, body)
 		}
@@ -151,7 +151,7 @@ func TestProxyWakes(t *testing.T) {
 	if _, err := e.svc.Sleep(t.Context(), agentA1, "web"); err != nil {
 		t.Fatal(err)
 	}
-	if resp, body := call(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, port), tokenA1, ""); resp.StatusCode != 200 {
+	if resp, body := testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, port), tokenA1, ""); resp.StatusCode != 200 {
 		t.Fatalf("proxy to a sleeping sandbox = %d %s", resp.StatusCode, body)
 	}
 	if sb, err := e.svc.Get(t.Context(), agentA1, "web"); err != nil || sb.Status != sandbox.StatusRunning {

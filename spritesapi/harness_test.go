@@ -3,16 +3,15 @@ package spritesapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/spritesapi"
 )
 
@@ -43,23 +42,7 @@ func newEnv(t *testing.T, o daemontest.Options) *env {
 // response and its body.
 func (e *env) do(t *testing.T, method, path, token, body string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, e.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", method, path, err)
-	}
-	return resp, b
+	return testenv.Do(t, method, e.url+path, token, body)
 }
 
 // want sends the request and wants status; it decodes a JSON body into out

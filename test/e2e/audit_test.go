@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -120,15 +119,7 @@ func TestAudit(t *testing.T) {
 	}
 	scrape := func(token string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/metrics", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return get(t, d.url+"/metrics", token)
 	}
 	if code, body := scrape(agentTok); code != http.StatusForbidden {
 		t.Errorf("GET /metrics as an agent = %d %s, want 403", code, body)

@@ -1,8 +1,6 @@
 package e2e_test
 
 import (
-	"io"
-	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -119,26 +117,11 @@ func TestEgressDomains(t *testing.T) {
 		} {
 			d.out.WaitFor(t, want, 10*time.Second)
 		}
-		body := scrapeMetrics(t, d)
+		_, body := get(t, d.url+"/metrics", d.token)
 		for _, want := range []string{`hearth_egress_refused_total{tenant="system",kind="lookup"}`, `hearth_egress_refused_total{tenant="system",kind="connection"}`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics has no %s", want)
 			}
 		}
 	})
-}
-
-// scrapeMetrics returns the daemon's /metrics, read with the operator's
-// token.
-func scrapeMetrics(t *testing.T, d *daemon) string {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctxT(t), "GET", d.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }

@@ -48,19 +48,7 @@ func serveInSandbox(t testing.TB, c *client.Client, name string, port int) {
 // body.
 func get(t testing.TB, url, token string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testenv.Do(t, "GET", url, token, "")
 	return resp.StatusCode, string(b)
 }
 
