@@ -126,6 +126,25 @@ func rules(t testing.TB, table, chain string) []string {
 	return out
 }
 
+// wantChains checks that each of h's chains (a table and the suffix of
+// the chain's name) holds exactly h's rules for it.
+func wantChains(t *testing.T, h *network.Host, when string, chains ...[2]string) {
+	t.Helper()
+	filter, nat := h.Rules()
+	for _, c := range chains {
+		table, chain := c[0], testChain+c[1]
+		var want []string
+		for _, r := range slices.Concat(filter, nat) {
+			if strings.HasPrefix(r, "-A "+chain+" ") {
+				want = append(want, r)
+			}
+		}
+		if got := rules(t, table, chain); !slices.Equal(got, want) {
+			t.Errorf("%s %s %s:\n%s\nwant:\n%s", table, chain, when, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
 // TestSetup: two Setups (a daemon restart) leave the policy once, its
 // chains each the first rule of INPUT, FORWARD, POSTROUTING and
 // PREROUTING (empty with no DNS), and IPv4
@@ -153,19 +172,8 @@ func TestSetup(t *testing.T) {
 	if err := openHost(t, t.TempDir()).Setup(t.Context()); err != nil {
 		t.Fatalf("Setup() by another Host = %v", err)
 	}
-	filter, nat := h.Rules()
 	// With no DNS, the PREROUTING chain is there, hooked, and empty.
-	for _, c := range []struct{ table, chain string }{{"filter", testChain + "-INPUT"}, {"filter", testChain + "-FORWARD"}, {"nat", testChain + "-POSTROUTING"}, {"nat", testChain + "-PREROUTING"}} {
-		var want []string
-		for _, r := range slices.Concat(filter, nat) {
-			if strings.HasPrefix(r, "-A "+c.chain+" ") {
-				want = append(want, r)
-			}
-		}
-		if got := rules(t, c.table, c.chain); !slices.Equal(got, want) {
-			t.Errorf("%s %s after three Setups:\n%s\nwant:\n%s", c.table, c.chain, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	wantChains(t, h, "after three Setups", [2]string{"filter", "-INPUT"}, [2]string{"filter", "-FORWARD"}, [2]string{"nat", "-POSTROUTING"}, [2]string{"nat", "-PREROUTING"})
 	for _, c := range []struct{ table, from, to string }{{"filter", "INPUT", "-INPUT"}, {"filter", "FORWARD", "-FORWARD"}, {"nat", "POSTROUTING", "-POSTROUTING"}, {"nat", "PREROUTING", "-PREROUTING"}} {
 		got := rules(t, c.table, c.from)
 		hook := "-A " + c.from + " -j " + testChain + c.to
@@ -193,18 +201,7 @@ func TestSetupDNS(t *testing.T) {
 			t.Fatalf("Setup() #%d = %v", i+1, err)
 		}
 	}
-	filter, nat := h.Rules()
-	for _, c := range []struct{ table, chain string }{{"filter", testChain + "-INPUT"}, {"nat", testChain + "-PREROUTING"}} {
-		var want []string
-		for _, r := range slices.Concat(filter, nat) {
-			if strings.HasPrefix(r, "-A "+c.chain+" ") {
-				want = append(want, r)
-			}
-		}
-		if got := rules(t, c.table, c.chain); !slices.Equal(got, want) {
-			t.Errorf("%s %s after two Setups:\n%s\nwant:\n%s", c.table, c.chain, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	wantChains(t, h, "after two Setups", [2]string{"filter", "-INPUT"}, [2]string{"nat", "-PREROUTING"})
 	port := strconv.Itoa(testDNSPort)
 	for _, c := range []struct {
 		table, chain, rule string

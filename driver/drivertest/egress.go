@@ -61,9 +61,7 @@ for line in open("/proc/net/route").read().splitlines()[1:]:
 func (s *suite) testEgress(t *testing.T) {
 	tg := s.cfg.New(t)
 	d := tg.Driver
-	if !d.Capabilities().Egress {
-		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
-	}
+	requireEgress(t, d)
 	public := NewTestHost(t, egressPublic, egressPort)
 	private := NewTestHost(t, egressPrivate, egressPort)
 	linkLocal := NewTestHost(t, egressLinkLocal, egressPort)
@@ -296,9 +294,7 @@ func (s *suite) testEgressDNS(t *testing.T) {
 	upstream := NewTestDNS(t, map[string]netip.Addr{egressDNSName: host.Addr})
 	tg := s.cfg.NewDNS(t, upstream)
 	d := tg.Driver
-	if !d.Capabilities().Egress {
-		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
-	}
+	requireEgress(t, d)
 	a, none := s.spec(t), s.spec(t)
 	a.Network, none.Network = driver.NetworkEgress, driver.NetworkNone
 	for _, spec := range []driver.Spec{a, none} {

@@ -16,14 +16,21 @@ var (
 	rulesSecond = netip.MustParseAddr("198.51.100.42")
 )
 
+// requireEgress skips t for a driver whose Capabilities do not say
+// Egress.
+func requireEgress(t *testing.T, d driver.Driver) {
+	t.Helper()
+	if !d.Capabilities().Egress {
+		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
+	}
+}
+
 // egressSetter returns d as a driver.EgressSetter, which a driver whose
 // Capabilities say Egress must be; it skips t for a driver without
 // egress.
 func egressSetter(t *testing.T, d driver.Driver) driver.EgressSetter {
 	t.Helper()
-	if !d.Capabilities().Egress {
-		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
-	}
+	requireEgress(t, d)
 	es, ok := d.(driver.EgressSetter)
 	if !ok {
 		t.Fatalf("the driver's Capabilities say Egress, but it is not a driver.EgressSetter")

@@ -130,9 +130,7 @@ print(r)
 func (s *suite) testEgressLimits(t *testing.T) {
 	tg := s.cfg.New(t)
 	d := tg.Driver
-	if !d.Capabilities().Egress {
-		t.Skip("the driver does not support egress networking (Capabilities().Egress is false)")
-	}
+	requireEgress(t, d)
 	host := NewTestHost(t, limitsHost, limitsAcceptPort)
 	send := host.Serve(t, limitsSendPort, SendServer, strconv.Itoa(limitsBytes))
 	sink := host.Serve(t, limitsSinkPort, SinkServer)
