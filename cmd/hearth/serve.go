@@ -68,6 +68,9 @@ type serveConfig struct {
 	dnsOff       bool
 	// gatewayPort is where the egress gateway listens (0: no gateway).
 	gatewayPort int
+	// runtimeFlags are extra global flags of every runtime invocation
+	// (--runtime-flag), e.g. runsc's --platform=kvm.
+	runtimeFlags []string
 	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
 	// the MCP door; for hearth's own tests only (a hidden flag).
 	mcpConformanceFixtures bool
@@ -134,10 +137,11 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		return err
 	}
 	drv, err := oci.New(oci.Options{
-		Runtime:  cfg.runtime,
-		StateDir: filepath.Join(cfg.dataDir, "oci", cfg.runtime),
-		Network:  netHost,
-		Logger:   log.With("component", "driver"),
+		Runtime:      cfg.runtime,
+		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
+		RuntimeFlags: cfg.runtimeFlags,
+		Network:      netHost,
+		Logger:       log.With("component", "driver"),
 	})
 	if err != nil {
 		return err
@@ -286,6 +290,13 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.dataDir, "data-dir", orDefault(env("HEARTH_DATA_DIR"), "/var/lib/hearth"), "state, layers and the operator token")
 	fl.StringVar(&cfg.listen, "listen", "127.0.0.1:7077", "address of the HTTP API")
 	fl.StringVar(&cfg.runtime, "runtime", "", "OCI runtime: runsc, runc or crun (default: runsc when present)")
+	fl.Func("runtime-flag", "extra global `FLAG` of every invocation of the OCI runtime, after hearth's own (repeatable): e.g. --platform=kvm for runsc on a host whose KVM runs gVisor, or --debug-log=/tmp/runsc/", func(v string) error {
+		if !strings.HasPrefix(v, "-") {
+			return fmt.Errorf("%q is not a flag (write it as --name=value)", v)
+		}
+		cfg.runtimeFlags = append(cfg.runtimeFlags, v)
+		return nil
+	})
 	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
 	fl.StringVar(&cfg.agentPath, "agent", "", "path of the static hearth-agent binary (default: beside hearth, then PATH)")
 	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
