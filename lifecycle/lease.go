@@ -19,6 +19,9 @@ type leases struct {
 type lease struct {
 	last time.Time
 	busy int
+	// calls counts calls and command starts and ends, so that a watcher
+	// can tell activity apart from silence without the clock (activity).
+	calls uint64
 }
 
 func (l *leases) get(id string) *lease {
@@ -37,7 +40,9 @@ func (l *leases) get(id string) *lease {
 func (l *leases) touch(id string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.get(id).last = now
+	e := l.get(id)
+	e.last = now
+	e.calls++
 }
 
 // begin marks a command of id running until the returned func is called,
@@ -46,12 +51,14 @@ func (l *leases) begin(id string, now func() time.Time) (end func()) {
 	l.mu.Lock()
 	e := l.get(id)
 	e.busy++
+	e.calls++
 	e.last = now()
 	l.mu.Unlock()
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		e.busy--
+		e.calls++
 		e.last = now()
 	}
 }
@@ -80,4 +87,16 @@ func (l *leases) running(id string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.get(id).busy
+}
+
+// activity returns how many of id's commands are running and a count that
+// changes with every call and every command's start and end; a sandbox the
+// leases do not know has neither.
+func (l *leases) activity(id string) (busy int, calls uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.m[id]; e != nil {
+		return e.busy, e.calls
+	}
+	return 0, 0
 }

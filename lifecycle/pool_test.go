@@ -186,25 +186,70 @@ func TestWarmPoolConcurrentClaims(t *testing.T) {
 // without the caller waiting.
 func TestWarmPoolRefill(t *testing.T) {
 	e := newEnv(t, func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 2} })
+	e.run(t)
+	e.waitMembers(t, 2)
+	if sb := e.create(t, a1, "web"); sb.Reason != "created (from the warm pool)" {
+		t.Fatalf("Create(web) = %+v, want a claim", sb)
+	}
+	e.waitMembers(t, 2)
+	e.wantMembers(t, 2)
+}
+
+// TestWarmPoolRefillWaitsForQuiet: the refill after a claim waits while the
+// claimed sandbox runs a command and until it has been quiet for a while,
+// but no longer than its bound.
+func TestWarmPoolRefillWaitsForQuiet(t *testing.T) {
+	e := newEnv(t, func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 2} })
+	lifecycle.SetRefillWait(e.svc, 500*time.Millisecond, 5*time.Second)
+	ctx := e.run(t)
+	e.waitMembers(t, 2)
+
+	// The claimant's command, at once: nothing refills while it runs, nor
+	// as it ends.
+	e.create(t, a1, "web")
+	e.exec(t, a1, "web", "sleep 1")
+	if n := len(e.members(t)); n != 1 {
+		t.Fatalf("the pool holds %d members as the claimant's command ends, want 1: the refill did not wait", n)
+	}
+	e.waitMembers(t, 2)
+
+	// A command that outlasts the bound: the refill goes anyway.
+	lifecycle.SetRefillWait(e.svc, 500*time.Millisecond, time.Second)
+	e.create(t, a1, "db")
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Exec(ctx, a1, "db", sandbox.ExecRequest{Shell: "sleep 4"}, nil, nil, nil)
+		done <- err
+	}()
+	e.waitMembers(t, 2)
+	select {
+	case err := <-done:
+		t.Fatalf("the command ended (%v) before the pool refilled; want the refill after 1 s, while it runs", err)
+	default:
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs the service (its sweeps and refiller) until the test ends, and
+// returns the context it runs under.
+func (e *env) run(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Go(func() { e.svc.Run(ctx) })
+	return ctx
+}
 
-	waitMembers := func(n int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); len(e.members(t)) != n || anyCreating(e.members(t)); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the pool holds %+v, want %d running members", e.members(t), n)
-			}
+// waitMembers waits up to 10 s until the pool holds n running members.
+func (e *env) waitMembers(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(e.members(t)) != n || anyCreating(e.members(t)); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool holds %+v, want %d running members", e.members(t), n)
 		}
 	}
-	waitMembers(2)
-	if sb := e.create(t, a1, "web"); sb.Reason != "created (from the warm pool)" {
-		t.Fatalf("Create(web) = %+v, want a claim", sb)
-	}
-	waitMembers(2)
-	e.wantMembers(t, 2)
 }
 
 func anyCreating(sbs []sandbox.Sandbox) bool {

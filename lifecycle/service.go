@@ -150,6 +150,7 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{opts: opts, log: opts.Logger, now: opts.Now, memInfo: opts.MemInfo}
 	s.pool.kick = make(chan struct{}, 1)
+	s.pool.quiet, s.pool.waitMax = refillQuiet, refillWaitMax
 	if s.memInfo == nil {
 		s.memInfo = procMeminfo
 	}
