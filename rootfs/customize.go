@@ -3,12 +3,15 @@ package rootfs
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // The sandbox user every command runs as by default.
@@ -121,6 +124,38 @@ func customize(root string) error {
 		if err := os.Remove(filepath.Join(root, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+	}
+	return nil
+}
+
+// localeDir is where glibc finds compiled locales, one directory each, and
+// the archive that holds them in one file.
+const localeDir = "usr/lib/locale"
+
+// archiveLocales puts root's compiled locales (Debian's minbase has
+// C.utf8, which every sandbox's LANG=C.UTF-8 names) into
+// usr/lib/locale/locale-archive, with root's own localedef run chrooted
+// into root. glibc then loads a locale by mapping that one file: `echo hi`
+// makes 42 system calls instead of 108 (a dozen LC_* files, each opened,
+// mapped and closed), which under gVisor saves ≈3.5 ms on every command
+// (docs/BENCHMARKS.md). The directories stay, for programs that read them.
+// A root with no localedef or no compiled locale (a test's fake) is left
+// as it is.
+func archiveLocales(ctx context.Context, root string) error {
+	ctypes, err := filepath.Glob(filepath.Join(root, localeDir, "*", "LC_CTYPE"))
+	if err != nil || len(ctypes) == 0 || !exists(filepath.Join(root, "usr/bin/localedef")) {
+		return err
+	}
+	args := []string{"--add-to-archive", "--replace"}
+	for _, c := range ctypes {
+		args = append(args, "/"+filepath.Join(localeDir, filepath.Base(filepath.Dir(c))))
+	}
+	cmd := exec.CommandContext(ctx, "/usr/bin/localedef", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	cmd.Dir = "/"
+	cmd.Env = []string{"LC_ALL=C", "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("localedef --add-to-archive: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
 }

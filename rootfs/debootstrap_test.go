@@ -55,6 +55,10 @@ func TestDebootstrap(t *testing.T) {
 		}
 		t.Logf("chroot %v: %s", cmd, bytes.TrimSpace(out))
 	}
+	// The compiled C.utf8 locale is in the locale archive.
+	if out, err := exec.Command("chroot", rootDir, "/usr/bin/localedef", "--list-archive").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "C.utf8" {
+		t.Errorf("localedef --list-archive = %q, %v; want C.utf8", out, err)
+	}
 
 	// A second Build reuses the image.
 	start = time.Now()

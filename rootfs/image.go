@@ -33,7 +33,7 @@ const (
 
 // recipe is the part of the marker that is about this code: bump it when
 // the root filesystem Build makes changes, and every host rebuilds.
-const recipe = "hearth-image/1 minbase include=python3,ca-certificates"
+const recipe = "hearth-image/2 minbase include=python3,ca-certificates locale-archive"
 
 // Layout of Options.Dir.
 const (
@@ -157,6 +157,10 @@ func Build(ctx context.Context, opts Options) (string, error) {
 	if err := customize(tmp); err != nil {
 		removeAll(tmp)
 		return "", fmt.Errorf("image: customize: %w", err)
+	}
+	if err := archiveLocales(ctx, tmp); err != nil {
+		removeAll(tmp)
+		return "", fmt.Errorf("image: %w", err)
 	}
 	// Swap: the marker goes first, so a crash from here on rebuilds.
 	if err := os.Remove(filepath.Join(opts.Dir, markerName)); err != nil && !errors.Is(err, fs.ErrNotExist) {

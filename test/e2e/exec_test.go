@@ -68,6 +68,11 @@ func TestExecSemantics(t *testing.T) {
 		if _, out, _ = run(sandbox.ExecRequest{Shell: "pwd; id -un"}, ""); out != "/home/sandbox\nsandbox\n" {
 			t.Fatalf("default cwd and user = %q", out)
 		}
+		// The default locale is UTF-8 and comes from the image's locale
+		// archive (one file mapped per command, not a dozen).
+		if _, out, _ = run(sandbox.ExecRequest{Shell: "echo $LANG; locale charmap; localedef --list-archive"}, ""); out != "C.UTF-8\nUTF-8\nC.utf8\n" {
+			t.Fatalf("locale = %q; want LANG C.UTF-8, charmap UTF-8, C.utf8 in the locale archive", out)
+		}
 
 		// A memory hog over the small size's 512 MiB dies alone.
 		res, _, _ = run(sandbox.ExecRequest{Argv: []string{"python3", "-c", "b = bytearray(1500 << 20); b[::4096] = b'x' * len(b[::4096]); print('survived')"}, Timeout: sandbox.Duration(60 * time.Second)}, "")
