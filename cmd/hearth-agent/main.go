@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,10 +52,12 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	home := fl.String("home", "/home/sandbox", "home and default working directory")
 	nproc := fl.Uint64("nproc", 0, "RLIMIT_NPROC of every command (0: none)")
 	as := fl.Uint64("address-space", 0, "RLIMIT_AS of every command in bytes (0: none)")
+	threads := fl.Int("threads", 0, "OS threads to create at start and keep idle, for when commands have used up the sandbox's pids (0: none)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	reserveThreads(*threads)
 
 	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
 		return err
@@ -108,6 +112,35 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 			return nil
 		}
 	}
+}
+
+// reserveThreads makes the Go runtime create n OS threads now and keep
+// them: the runtime never ends an idle thread, and takes an idle one before
+// it creates one. Under runc and crun the sandbox's pids cgroup counts the
+// agent's threads with the commands' processes, so a fork bomb can fill it;
+// an agent that then needed a new thread (a goroutine blocking in a system
+// call hands its processor to another thread) would die of it, and the
+// sandbox with it (PID 1). With threads in reserve it goes on, and kills
+// the bomb at its deadline.
+func reserveThreads(n int) {
+	var locked, done sync.WaitGroup
+	release := make(chan struct{})
+	locked.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			// While locked, the goroutine's thread runs nothing else: n
+			// locked at once are n threads.
+			runtime.LockOSThread()
+			locked.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	locked.Wait()
+	close(release)
+	done.Wait()
 }
 
 // waitResume waits until the file marker exists, then removes it; it

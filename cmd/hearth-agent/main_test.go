@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,4 +155,36 @@ func TestDefaultEnv(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("defaultEnv = %q, want %q", got, want)
 	}
+}
+
+// TestReserveThreads: the threads made at start stay, idle, so that the
+// runtime has them when it cannot create one.
+func TestReserveThreads(t *testing.T) {
+	const n = 40
+	reserveThreads(n)
+	runtime.GC()
+	time.Sleep(100 * time.Millisecond)
+	if got := threadCount(t); got < n+1 {
+		t.Fatalf("the process has %d threads after reserving %d, want at least %d", got, n, n+1)
+	}
+}
+
+// threadCount is the Threads line of /proc/self/status.
+func threadCount(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
 }

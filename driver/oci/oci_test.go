@@ -281,6 +281,9 @@ func TestBundleSpec(t *testing.T) {
 		Resources: sandbox.Resources{MilliCPU: 1500, MemoryBytes: 512 * mib, Pids: 256},
 	}
 	agentArgs := []string{oci.AgentMount, "--socket", "/run/hearth/agent.sock", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox"}
+	// Under runc and crun the agent keeps threads in reserve against a
+	// fork bomb that fills the pids cgroup.
+	reserving := append(slices.Clone(agentArgs), "--threads", "32")
 	for _, tc := range []struct {
 		name      string
 		runtime   string
@@ -290,12 +293,12 @@ func TestBundleSpec(t *testing.T) {
 		wantMem   int64 // 0: no memory limit
 		wantPids  int64 // 0: no pids limit
 	}{
-		{"runc", oci.RuntimeRunc, base.Resources, agentArgs, 150_000, 512 * mib, 256 + 64},
-		{"crun", oci.RuntimeCrun, base.Resources, agentArgs, 150_000, 512 * mib, 256 + 64},
+		{"runc", oci.RuntimeRunc, base.Resources, reserving, 150_000, 512 * mib, 256 + 64},
+		{"crun", oci.RuntimeCrun, base.Resources, reserving, 150_000, 512 * mib, 256 + 64},
 		{"runsc", oci.RuntimeRunsc, base.Resources,
 			append(slices.Clone(agentArgs), "--nproc", "256", "--address-space", "536870912"),
 			150_000, 512*mib + 128*mib + 192*mib, 2*256 + 256},
-		{"runc unlimited", oci.RuntimeRunc, sandbox.Resources{}, agentArgs, 0, 0, 0},
+		{"runc unlimited", oci.RuntimeRunc, sandbox.Resources{}, reserving, 0, 0, 0},
 		{"runsc unlimited", oci.RuntimeRunsc, sandbox.Resources{}, agentArgs, 0, 0, 0},
 		{"runsc small", oci.RuntimeRunsc, sandbox.Resources{MilliCPU: 250, MemoryBytes: 64 * mib, Pids: 10},
 			append(slices.Clone(agentArgs), "--nproc", "10", "--address-space", "67108864"),

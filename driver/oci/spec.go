@@ -37,9 +37,11 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // Host cgroup headroom above a sandbox's Resources.
 //
 // Under runc and crun the cgroup is the limit, but pids counts threads and the
-// agent is a Go program with a handful of its own: without headroom a fork
-// bomb that fills the pids limit would also stop the agent from starting the
-// thread it needs to kill it.
+// agent is a Go program with a handful of its own: a fork bomb that fills the
+// pids limit would also stop the agent from starting a thread, which a Go
+// program cannot survive. So the agent creates agentThreads threads at start
+// and keeps them (--threads), within agentTasks of headroom: the commands can
+// fill what is left, the agent needs no new thread.
 //
 // Under runsc the host cgroup holds the whole user-space kernel (the sentry,
 // the gofer, and one systrap stub process plus stub threads per guest
@@ -49,6 +51,7 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // the host kills the sentry and with it the whole sandbox.
 const (
 	agentTasks        = 64        // threads of the agent itself (runc, crun)
+	agentThreads      = 32        // of which it creates at start (runc, crun)
 	gvisorTasks       = 256       // sentry, gofer and stub threads (runsc)
 	gvisorTasksFactor = 2         // host tasks per guest task under systrap
 	gvisorMemory      = 192 << 20 // sentry and gofer memory (runsc)
@@ -178,7 +181,8 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns
 // enforce inside (its memory cgroup only reports, and a fork bomb that
 // reaches the host pids limit would take the whole sandbox with it). Under
 // runc and crun RLIMIT_NPROC would count the uid across the host, shared
-// with every other sandbox, so the cgroup alone limits them.
+// with every other sandbox, so the cgroup alone limits them, and the agent
+// keeps threads in reserve instead (see agentTasks).
 func agentArgs(runtime string, spec driver.Spec) []string {
 	args := []string{
 		AgentMount,
@@ -189,13 +193,14 @@ func agentArgs(runtime string, spec driver.Spec) []string {
 	if spec.Home != "" {
 		args = append(args, "--home", spec.Home)
 	}
-	if runtime == RuntimeRunsc {
-		if n := spec.Resources.Pids; n > 0 {
-			args = append(args, "--nproc", strconv.FormatInt(n, 10))
-		}
-		if n := spec.Resources.MemoryBytes; n > 0 {
-			args = append(args, "--address-space", strconv.FormatInt(n, 10))
-		}
+	if runtime != RuntimeRunsc {
+		return append(args, "--threads", strconv.Itoa(agentThreads))
+	}
+	if n := spec.Resources.Pids; n > 0 {
+		args = append(args, "--nproc", strconv.FormatInt(n, 10))
+	}
+	if n := spec.Resources.MemoryBytes; n > 0 {
+		args = append(args, "--address-space", strconv.FormatInt(n, 10))
 	}
 	return args
 }
