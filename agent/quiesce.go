@@ -12,7 +12,10 @@ import (
 // removes its socket, which tells the host it is quiet; then it waits, serving
 // nothing, until the file ResumeMarker(socket) appears, removes it and
 // listens again. A sandbox restored from a checkpoint taken while it was
-// quiet is quiet too, and resumes the same way.
+// quiet is quiet too, and resumes the same way. A signal that finds the
+// marker there already is late (the host that sent it gave up on the
+// checkpoint and resumed the agent before it arrived): the agent removes
+// the marker and goes on serving.
 const QuiesceSignal = syscall.SIGUSR1
 
 // ResumeMarker is the file that resumes a quiet agent listening on

@@ -85,18 +85,25 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 		log.Info("listening", "socket", *socket, "pid", os.Getpid())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
-		select {
-		case err := <-served:
-			return err
-		case <-quiesce:
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-			err := srv.Shutdown(sctx)
-			cancel()
-			if err != nil {
-				log.Info("commands killed at shutdown", "err", err)
+		for quiet := false; !quiet; {
+			select {
+			case err := <-served:
+				return err
+			case <-quiesce:
+				// A late signal finds the resume marker (see
+				// agent.QuiesceSignal): stay.
+				if quiet = os.Remove(agent.ResumeMarker(*socket)) != nil; !quiet {
+					log.Info("quiesce signal after its resume marker: staying")
+				}
+			case <-ctx.Done():
+				sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+				err := srv.Shutdown(sctx)
+				cancel()
+				if err != nil {
+					log.Info("commands killed at shutdown", "err", err)
+				}
+				return <-served
 			}
-			return <-served
 		}
 		// Quiet for a memory checkpoint: no socket to the host until the
 		// daemon says so (see agent.QuiesceSignal).

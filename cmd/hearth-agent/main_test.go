@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"github.com/hearth/hearth/internal/testenv"
 	"net"
 	"os"
@@ -187,4 +188,65 @@ func threadCount(t *testing.T) int {
 	}
 	t.Fatal("no Threads line in /proc/self/status")
 	return 0
+}
+
+// TestQuiesceAndResume: the quiesce signal closes the agent's socket until
+// the resume marker appears; a late signal, one that finds the marker
+// already there, is dropped with the marker and the agent keeps serving.
+func TestQuiesceAndResume(t *testing.T) {
+	c, cmd, _ := startAgent(t)
+	sock := cmd.Args[2] // startAgent's -socket
+	marker := agent.ResumeMarker(sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 10s for %s", what)
+			}
+		}
+	}
+	gone := func(p string) func() bool {
+		return func() bool { _, err := os.Lstat(p); return errors.Is(err, os.ErrNotExist) }
+	}
+
+	if err := cmd.Process.Signal(agent.QuiesceSignal); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the socket to go", gone(sock))
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the marker to be taken", gone(marker))
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping after the resume marker = %v", err)
+	}
+
+	// Late: the marker is there before the signal. The agent does not go
+	// quiet: its socket stays the same file, not one made again (the inode
+	// number may come back; its time would not).
+	before, err := os.Lstat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(agent.QuiesceSignal); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the marker to be taken", gone(marker))
+	time.Sleep(100 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // a socket made again would show a later time
+	after, err := os.Lstat(sock)
+	if err != nil {
+		t.Fatalf("after a late quiesce signal: %v; want the agent listening on", err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("after a late quiesce signal the socket was made again (at %v, first at %v); want the agent listening on", after.ModTime(), before.ModTime())
+	}
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping after a late quiesce signal = %v", err)
+	}
 }

@@ -73,3 +73,7 @@ var EnsureTmp = ensureTmp
 // EnsureResolvConf is ensureResolvConf, for the tests of the mount point
 // of an egress sandbox's resolv.conf.
 var EnsureResolvConf = ensureResolvConf
+
+// ResumeLeftQuiet is what Recover does for a sandbox an earlier daemon may
+// have left quiet or quieting.
+func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }

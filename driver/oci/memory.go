@@ -174,14 +174,19 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 	return os.RemoveAll(d.memoryDir(key))
 }
 
-// resumeLeftQuiet lets the agent of running sandbox id listen again if a
-// daemon died while it was quiet (its socket gone, and no marker yet).
+// resumeLeftQuiet lets the agent of sandbox id listen again if a daemon
+// died while it was quiet (its socket gone, and no resume marker yet), or
+// while a memory checkpoint was quieting it (the quiet marker there): then
+// the checkpoint's signal may still be on its way, from a `runsc kill` that
+// outlived the daemon, and the agent ignores a signal that finds the resume
+// marker (see agent.QuiesceSignal). A marker that nothing consumes is
+// removed by the next memory checkpoint before its signal.
 func (d *Driver) resumeLeftQuiet(id string) {
-	os.Remove(d.quietMarker(id))
-	if _, err := os.Lstat(d.socketPath(id)); err == nil {
+	quieting := os.Remove(d.quietMarker(id)) == nil
+	if _, err := os.Stat(d.socketDir(id)); err != nil {
 		return
 	}
-	if _, err := os.Stat(d.socketDir(id)); err != nil {
+	if _, err := os.Lstat(d.socketPath(id)); err == nil && !quieting {
 		return
 	}
 	if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
