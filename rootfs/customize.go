@@ -137,7 +137,7 @@ const localeDir = "usr/lib/locale"
 // usr/lib/locale/locale-archive, with root's own localedef run chrooted
 // into root. glibc then loads a locale by mapping that one file: `echo hi`
 // makes 42 system calls instead of 108 (a dozen LC_* files, each opened,
-// mapped and closed), which under gVisor saves ≈3.5 ms on every command
+// mapped and closed), which under gVisor saves ≈2 ms on every command
 // (docs/BENCHMARKS.md). The directories stay, for programs that read them.
 // A root with no localedef or no compiled locale (a test's fake) is left
 // as it is.
