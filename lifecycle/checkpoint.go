@@ -125,9 +125,9 @@ func (s *Service) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.Me
 	if !memory {
 		return nil, nil
 	}
-	mc, ok := s.opts.Driver.(driver.MemoryCheckpointer)
-	if caps := s.opts.Driver.Capabilities(); !ok || !caps.MemoryCheckpoint {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "the runtime %s cannot checkpoint memory", caps.Runtime).
+	mc := s.memoryDriver()
+	if mc == nil {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "the runtime %s cannot checkpoint memory", s.opts.Driver.Capabilities().Runtime).
 			WithHint("checkpoint without memory (the files only), or run hearth with gVisor (runsc)")
 	}
 	if sb.Status != sandbox.StatusRunning {
@@ -139,6 +139,15 @@ func (s *Service) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.Me
 			WithHint("retry once they end").With("running", n)
 	}
 	return mc, nil
+}
+
+// memoryDriver returns the driver as a driver.MemoryCheckpointer when it
+// is one and says it can checkpoint memory, nil otherwise.
+func (s *Service) memoryDriver() driver.MemoryCheckpointer {
+	if mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); ok && s.opts.Driver.Capabilities().MemoryCheckpoint {
+		return mc
+	}
+	return nil
 }
 
 // snapshotMemory takes checkpoint c of running sandbox sb with its
@@ -173,8 +182,8 @@ func (s *Service) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sand
 // keeps images: whatever its row says (a daemon killed between the image
 // and the row leaves one the row does not mention); a failure is logged.
 func (s *Service) dropMemory(ctx context.Context, c sandbox.Checkpoint) {
-	mc, ok := s.opts.Driver.(driver.MemoryCheckpointer)
-	if !ok || !s.opts.Driver.Capabilities().MemoryCheckpoint {
+	mc := s.memoryDriver()
+	if mc == nil {
 		return
 	}
 	if err := mc.DeleteMemory(ctx, c.ID); err != nil {

@@ -414,10 +414,10 @@ func (s *Service) startFrom(ctx context.Context, sb sandbox.Sandbox, key string)
 			return err
 		}
 	}
-	switch mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); {
+	switch mc := s.memoryDriver(); {
 	case key == "":
 		err = s.opts.Driver.Start(ctx, spec)
-	case ok:
+	case mc != nil:
 		err = mc.RestoreMemory(ctx, spec, key)
 	default:
 		// Never a plain start in its place: the caller would report the
