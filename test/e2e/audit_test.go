@@ -18,35 +18,35 @@ import (
 // a token, and GET /metrics counts the running sandbox.
 func TestAudit(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
 
 	cli := func(token string, args ...string) string {
 		t.Helper()
-		out, errOut, code := d.cliAs(token, "", args...)
+		out, errOut, code := d.CLIAs(token, "", args...)
 		if code != 0 {
 			t.Fatalf("hearth %s = %d %q %q", strings.Join(args, " "), code, out, errOut)
 		}
 		return out
 	}
-	cli(d.token, "create", "audited")
-	cli(d.token, "exec", "audited", "--", "true")
-	if _, _, code := d.cli("", "get", "nosuch"); code != sandbox.CodeNotFound.ExitCode() {
+	cli(d.Token, "create", "audited")
+	cli(d.Token, "exec", "audited", "--", "true")
+	if _, _, code := d.CLI("", "get", "nosuch"); code != sandbox.CodeNotFound.ExitCode() {
 		t.Fatalf("hearth get nosuch = %d, want %d", code, sandbox.CodeNotFound.ExitCode())
 	}
-	if _, err := d.client().List(ctx); err != nil {
+	if _, err := d.Client().List(ctx); err != nil {
 		t.Fatalf("List through the Go client = %v", err)
 	}
-	cli(d.token, "tenant", "create", "acme", "--cpu", "64", "--memory", "256GiB", "--disk", "2TiB")
-	cli(d.token, "agent", "create", "claude-1", "--tenant", "acme")
-	agentTok := strings.TrimSpace(cli(d.token, "token", "create", "--tenant", "acme", "--agent", "claude-1"))
+	cli(d.Token, "tenant", "create", "acme", "--cpu", "64", "--memory", "256GiB", "--disk", "2TiB")
+	cli(d.Token, "agent", "create", "claude-1", "--tenant", "acme")
+	agentTok := strings.TrimSpace(cli(d.Token, "token", "create", "--tenant", "acme", "--agent", "claude-1"))
 	cli(agentTok, "list")
 
 	// audit reads the events as JSONL, one object per line.
 	audit := func(token string, args ...string) []sandbox.AuditEvent {
 		t.Helper()
 		out := cli(token, append([]string{"audit", "--json"}, args...)...)
-		if strings.Contains(out, d.token) || strings.Contains(out, agentTok) || strings.Contains(out, "hearth_") {
+		if strings.Contains(out, d.Token) || strings.Contains(out, agentTok) || strings.Contains(out, "hearth_") {
 			t.Errorf("hearth audit --json shows a token:\n%s", out)
 		}
 		var events []sandbox.AuditEvent
@@ -71,7 +71,7 @@ func TestAudit(t *testing.T) {
 	// CLI has its result.
 	var events []sandbox.AuditEvent
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		events = audit(d.token)
+		events = audit(d.Token)
 		if _, ok := find(events, "sandbox.exec", "audited"); ok || time.Now().After(deadline) {
 			break
 		}
@@ -106,25 +106,25 @@ func TestAudit(t *testing.T) {
 	}
 
 	// The table, for people.
-	out := cli(d.token, "audit", "--agent", "claude-1")
+	out := cli(d.Token, "audit", "--agent", "claude-1")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) < 2 ||
 		strings.Join(strings.Fields(lines[0]), " ") != "AT DOOR VERB WHO SANDBOX CODE MS" || !strings.Contains(out, "acme/claude-1") {
 		t.Errorf("hearth audit --agent claude-1 =\n%s", out)
 	}
 
 	// GET /metrics, for operators, counts the running sandbox.
-	sb, err := d.client().Get(ctx, "audited")
+	sb, err := d.Client().Get(ctx, "audited")
 	if err != nil {
 		t.Fatal(err)
 	}
 	scrape := func(token string) (int, string) {
 		t.Helper()
-		return get(t, d.url+"/metrics", token)
+		return get(t, d.URL+"/metrics", token)
 	}
 	if code, body := scrape(agentTok); code != http.StatusForbidden {
 		t.Errorf("GET /metrics as an agent = %d %s, want 403", code, body)
 	}
-	code, body := scrape(d.token)
+	code, body := scrape(d.Token)
 	lines := strings.Split(body, "\n")
 	for _, want := range []string{
 		fmt.Sprintf(`hearth_sandboxes{tenant=%q,status="running"} 1`, sb.Tenant),
@@ -137,7 +137,7 @@ func TestAudit(t *testing.T) {
 			t.Errorf("GET /metrics = %d, has no line %s", code, want)
 		}
 	}
-	if strings.Contains(body, d.token) || strings.Contains(body, agentTok) {
+	if strings.Contains(body, d.Token) || strings.Contains(body, agentTok) {
 		t.Errorf("GET /metrics shows a token")
 	}
 	if t.Failed() {

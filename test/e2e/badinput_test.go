@@ -20,9 +20,9 @@ import (
 // that each gets a clear, structured error and that nothing is lost.
 func TestBadInput(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "bad"}); err != nil {
 		t.Fatal(err)
 	}
@@ -111,12 +111,12 @@ func TestBadInput(t *testing.T) {
 	})
 	t.Run("missing or wrong token", func(t *testing.T) {
 		for _, tok := range []string{"", "hearth_wrong", "garbage"} {
-			_, err := client.New(d.url, tok, nil).List(ctx)
+			_, err := client.New(d.URL, tok, nil).List(ctx)
 			if !sandbox.IsCode(err, sandbox.CodeUnauthenticated) {
 				t.Errorf("List with token %q = %v; want unauthenticated", tok, err)
 			}
 		}
-		resp, err := http.Get(d.url + "/v1/sandboxes")
+		resp, err := http.Get(d.URL + "/v1/sandboxes")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,8 +154,8 @@ func rawExec(t *testing.T, d *daemon, typ websocket.MessageType, msg []byte) end
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := "ws" + strings.TrimPrefix(d.url, "http") + "/v1/sandboxes/bad/exec"
-	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.token}}})
+	url := "ws" + strings.TrimPrefix(d.URL, "http") + "/v1/sandboxes/bad/exec"
+	conn, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + d.Token}}})
 	if err != nil {
 		t.Fatal(err)
 	}

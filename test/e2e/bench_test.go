@@ -46,7 +46,7 @@ func (f *firstByte) Write(p []byte) (int, error) {
 func BenchmarkCreateToFirstOutput(b *testing.B) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		var lat latencies
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -76,7 +76,7 @@ func BenchmarkCreateToFirstOutput(b *testing.B) {
 func BenchmarkExecTrue(b *testing.B) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "exec-bench"}); err != nil {
 			b.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func BenchmarkExecTrue(b *testing.B) {
 func BenchmarkExecLocale(b *testing.B) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "locale-bench"}); err != nil {
 			b.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func BenchmarkHostForkExec(b *testing.B) {
 func BenchmarkMemory(b *testing.B) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "idle"})
 		if err != nil {
 			b.Fatal(err)
@@ -156,7 +156,7 @@ func BenchmarkMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		time.Sleep(time.Second) // let the exec's process be reaped
-		b.ReportMetric(float64(pssKiB(d.cmd.Process.Pid))/1024, "daemon-MiB")
+		b.ReportMetric(float64(pssKiB(d.Cmd.Process.Pid))/1024, "daemon-MiB")
 		b.ReportMetric(float64(sandboxPSSKiB(b, sb.ID))/1024, "idle-sandbox-MiB")
 	})
 }
@@ -164,7 +164,7 @@ func BenchmarkMemory(b *testing.B) {
 // forEachRuntimeB runs f per installed runtime with one daemon each.
 func forEachRuntimeB(b *testing.B, f func(b *testing.B, d *daemon)) {
 	requireDaemon(b)
-	for _, rt := range bins.runtimes {
+	for _, rt := range bins.Runtimes {
 		b.Run(rt, func(b *testing.B) {
 			d := newDaemon(b, rt)
 			f(b, d)

@@ -23,7 +23,7 @@ func BenchmarkRestore(b *testing.B) { benchCheckpoint(b, true) }
 func benchCheckpoint(b *testing.B, restore bool) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		for _, mb := range []int{1, 100, 1000} {
 			b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) {
 				name := fmt.Sprintf("ck-bench-%d", mb)
@@ -61,7 +61,7 @@ func benchCheckpoint(b *testing.B, restore bool) {
 func BenchmarkFork(b *testing.B) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "fork-src"}); err != nil {
 			b.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func BenchmarkFork(b *testing.B) {
 func BenchmarkWake(b *testing.B) {
 	forEachRuntimeB(b, func(b *testing.B, d *daemon) {
 		ctx := context.Background()
-		c := d.client()
+		c := d.Client()
 		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "wake"})
 		if err != nil {
 			b.Fatal(err)
@@ -139,12 +139,12 @@ func sleepingKiB(id string) int64 {
 // and a restore of the files only of the same sandbox, in the same run.
 func BenchmarkMemoryCheckpoint(b *testing.B) {
 	requireDaemon(b)
-	if !slices.Contains(bins.runtimes, "runsc") {
+	if !slices.Contains(bins.Runtimes, "runsc") {
 		b.Skip("memory checkpoints need runsc")
 	}
 	d := newDaemon(b, "runsc")
 	ctx := context.Background()
-	c := d.client()
+	c := d.Client()
 	for _, mb := range []int{10, 100} {
 		name := fmt.Sprintf("mem-bench-%d", mb)
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name, Size: "medium"}); err != nil {

@@ -19,7 +19,7 @@ func TestCheckpoints(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "cp"}); err != nil {
 			t.Fatal(err)
 		}
@@ -132,9 +132,9 @@ func TestCheckpoints(t *testing.T) {
 // and the next call wakes it; a running command keeps it awake.
 func TestIdleSleep(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0], "--idle-timeout", "2s")
+	d := newDaemon(t, bins.Runtimes[0], "--idle-timeout", "2s")
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "nap"}); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestDiskLimit(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "disk"}) // small: 2 GiB
 		if err != nil {
 			t.Fatal(err)
@@ -210,12 +210,12 @@ func TestDiskLimit(t *testing.T) {
 func TestMemoryCheckpoint(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
-		if _, stderr, code := d.cli("", "create", "mem"); code != 0 {
+		if _, stderr, code := d.CLI("", "create", "mem"); code != 0 {
 			t.Fatalf("hearth create = %d %q", code, stderr)
 		}
 		sh := func(script string) string {
 			t.Helper()
-			out, stderr, code := d.cli("", "exec", "mem", "--", "sh", "-c", script)
+			out, stderr, code := d.CLI("", "exec", "mem", "--", "sh", "-c", script)
 			if code != 0 {
 				t.Fatalf("exec %q = %d %q %q", script, code, out, stderr)
 			}
@@ -231,7 +231,7 @@ while True:
 		for deadline := time.Now().Add(10 * time.Second); held == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 			held = sh("cat /tmp/v 2>/dev/null || true")
 		}
-		out, stderr, code := d.cli("", "checkpoint", "mem", "--memory", "--json")
+		out, stderr, code := d.CLI("", "checkpoint", "mem", "--memory", "--json")
 		if runtime != "runsc" {
 			if code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(stderr, "cannot checkpoint memory") {
 				t.Errorf("hearth checkpoint --memory under %s = %d %q; want invalid_argument", runtime, code, stderr)
@@ -242,7 +242,7 @@ while True:
 		if code != 0 || json.Unmarshal([]byte(out), &ck) != nil || !ck.Memory {
 			t.Fatalf("hearth checkpoint --memory = %d %q %q; want a checkpoint with memory", code, out, stderr)
 		}
-		plain, stderr, code := d.cli("", "checkpoint", "mem", "--json")
+		plain, stderr, code := d.CLI("", "checkpoint", "mem", "--json")
 		var ck2 sandbox.Checkpoint
 		if code != 0 || json.Unmarshal([]byte(plain), &ck2) != nil || ck2.Memory {
 			t.Fatalf("hearth checkpoint = %d %q %q", code, plain, stderr)
@@ -251,7 +251,7 @@ while True:
 		if got := sh("sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {
 			t.Fatalf("the process still writes %q after it was killed", got)
 		}
-		out, stderr, code = d.cli("", "restore", "mem", ck.ID, "--json")
+		out, stderr, code = d.CLI("", "restore", "mem", ck.ID, "--json")
 		var sb sandbox.Sandbox
 		if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || !strings.HasSuffix(sb.Reason, "with its processes") {
 			t.Fatalf("hearth restore (memory) = %d %q %q; want it restored with its processes", code, out, stderr)
@@ -266,7 +266,7 @@ while True:
 		// Calls that arrive while a memory checkpoint has the agent quiet
 		// wait for it: none fails. (A checkpoint that meets a command
 		// running is refused, unavailable, and tried again.)
-		c := d.client()
+		c := d.Client()
 		ctx := ctxT(t)
 		stop := make(chan struct{})
 		failed := make(chan error, 1)
@@ -302,7 +302,7 @@ while True:
 			t.Errorf("took %d memory checkpoints among calls in 60 s, want 3", taken)
 		}
 
-		if _, stderr, code := d.cli("", "restore", "mem", ck2.ID); code != 0 {
+		if _, stderr, code := d.CLI("", "restore", "mem", ck2.ID); code != 0 {
 			t.Fatalf("hearth restore (plain) = %d %q", code, stderr)
 		}
 		if got := sh("rm -f /tmp/v; sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {

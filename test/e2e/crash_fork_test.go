@@ -33,7 +33,7 @@ func TestKillDuringFork(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "src"}); err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestKillDuringFork(t *testing.T) {
 				_, err := c.Fork(ctx, "src", ck.ID, name)
 				return err
 			})
-			c = d.client()
+			c = d.Client()
 			d.wantWhole(ctx)
 			wantSource(round)
 			var outcome string
@@ -129,7 +129,7 @@ func TestKillDuringFork(t *testing.T) {
 					t.Fatalf("round %d: the daemon acknowledged the fork, but %s is gone after the kill", round, name)
 				}
 				outcome = "not forked"
-				if id := undoneCreate(d.out.String(), name); id != "" {
+				if id := undoneCreate(d.Out.String(), name); id != "" {
 					outcome = "not forked, " + id + " undone at the restart"
 					assertNothingLeft(t, d, id)
 				}
@@ -169,7 +169,7 @@ func TestKillDuringDestroy(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 		// create makes the sandbox victim, which starts with no
 		// checkpoint even where a destroyed one had some, and gives it
 		// two checkpoints and content of its own.
@@ -226,7 +226,7 @@ func TestKillDuringDestroy(t *testing.T) {
 			destroyErr := d.killDuring(ctx, delay, func(ctx context.Context, c *client.Client) error {
 				return c.Destroy(ctx, "victim")
 			})
-			c = d.client()
+			c = d.Client()
 			d.wantWhole(ctx)
 			outcome := "gone"
 			got, err := c.Get(ctx, "victim")

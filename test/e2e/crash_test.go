@@ -29,9 +29,9 @@ import (
 // fakes; this one does it with btrfs and the OCI runtime.)
 func TestKillDuringRestore(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestKillDuringRestore(t *testing.T) {
 			_, err := c.Restore(ctx, "crash", ck.ID)
 			return err
 		})
-		c = d.client()
+		c = d.Client()
 		d.wantWhole(ctx)
 		sb, err := c.Get(ctx, "crash")
 		if err != nil {
@@ -80,9 +80,9 @@ func TestKillDuringRestore(t *testing.T) {
 // its content) and that the sandbox answers.
 func TestKillDuringCheckpointAndSleep(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 			_, err := c.Checkpoint(ctx, "crash", sandbox.CheckpointRequest{Label: fmt.Sprintf("round %d", round)})
 			return err
 		})
-		c = d.client()
+		c = d.Client()
 		d.wantWhole(ctx)
 		after, err := c.ListCheckpoints(ctx, "crash")
 		if err != nil || len(after) < len(before) || len(after) > len(before)+1 || ckErr == nil && len(after) == len(before) {
@@ -118,7 +118,7 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 			_, err := c.Sleep(ctx, "crash")
 			return err
 		})
-		c = d.client()
+		c = d.Client()
 		d.wantWhole(ctx)
 		sb, err := c.Get(ctx, "crash")
 		if err != nil || sb.Status != sandbox.StatusRunning && sb.Status != sandbox.StatusSleeping || sleepErr == nil && sb.Status != sandbox.StatusSleeping {
@@ -137,12 +137,12 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 // unfinished, afresh) to the file it saw.
 func TestKillDuringMemoryCheckpoint(t *testing.T) {
 	requireDaemon(t)
-	if !slices.Contains(bins.runtimes, "runsc") {
+	if !slices.Contains(bins.Runtimes, "runsc") {
 		t.Skip("memory checkpoints need runsc, which is not installed")
 	}
 	d := newDaemon(t, "runsc")
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestKillDuringMemoryCheckpoint(t *testing.T) {
 			_, err := c.Checkpoint(ctx, "crash", sandbox.CheckpointRequest{Memory: true})
 			return err
 		})
-		c = d.client()
+		c = d.Client()
 		d.wantWhole(ctx)
 		if got := d.sh(ctx, "crash", "cat data.txt"); got != want {
 			t.Fatalf("round %d: after the kill the sandbox holds %q, want %q", round, got, want)
@@ -215,8 +215,8 @@ func killDelays(r *rand.Rand, rounds int, span time.Duration) []time.Duration {
 // data dir. It returns op's error: nil means the daemon had acknowledged op
 // before it died.
 func (d *daemon) killDuring(ctx context.Context, delay time.Duration, op func(context.Context, *client.Client) error) error {
-	d.t.Helper()
-	c := d.client()
+	d.T.Helper()
+	c := d.Client()
 	done := make(chan error, 1)
 	go func() {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -224,22 +224,22 @@ func (d *daemon) killDuring(ctx context.Context, delay time.Duration, op func(co
 		done <- op(octx, c)
 	}()
 	time.Sleep(delay)
-	d.kill()
+	d.Kill()
 	err := <-done // fails or succeeds; the daemon is gone either way
-	d.start()
+	d.Start()
 	return err
 }
 
 // sh runs script in the sandbox name and returns its output, failing the
 // test, with the sandbox as it then is, unless it exits 0.
 func (d *daemon) sh(ctx context.Context, name, script string) string {
-	d.t.Helper()
-	c := d.client()
+	d.T.Helper()
+	c := d.Client()
 	var out bytes.Buffer
 	res, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: script}, nil, &out, &out)
 	if err != nil || res.ExitCode != 0 {
 		sb, gerr := c.Get(ctx, name)
-		d.t.Fatalf("exec %q in %s = %+v, %v, %q; the sandbox then: %+v, %v", script, name, res, err, out.String(), sb, gerr)
+		d.T.Fatalf("exec %q in %s = %+v, %v, %q; the sandbox then: %+v, %v", script, name, res, err, out.String(), sb, gerr)
 	}
 	return out.String()
 }
@@ -253,9 +253,9 @@ func (d *daemon) sh(ctx context.Context, name, script string) string {
 // sandboxes only, and a running container under each sandbox that says
 // running.
 func (d *daemon) wantWhole(ctx context.Context) {
-	t := d.t
+	t := d.T
 	t.Helper()
-	c := d.client()
+	c := d.Client()
 	list, err := c.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 			wantCks = append(wantCks, "ck-"+ck.ID)
 		}
 	}
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.Join(d.dataDir, "hearth.db"), RawQuery: "_query_only=on&_busy_timeout=5000"}).String())
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.Join(d.DataDir, "hearth.db"), RawQuery: "_query_only=on&_busy_timeout=5000"}).String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 
 	// The btrfs store keeps meta/<key>, a symlink to its JSON record, and
 	// snapshots/<id>, the subvolume the record names (see layers.Btrfs).
-	layersDir := filepath.Join(d.dataDir, "layers")
+	layersDir := filepath.Join(d.DataDir, "layers")
 	records, err := os.ReadDir(filepath.Join(layersDir, "meta"))
 	if err != nil {
 		t.Fatal(err)
@@ -342,10 +342,10 @@ func (d *daemon) wantWhole(ctx context.Context) {
 
 	// The runtime: its containers under the driver's --root, and the
 	// driver's directory per sandbox.
-	stateDir := filepath.Join(d.dataDir, "oci", d.runtime)
-	out, err := exec.CommandContext(ctx, d.runtime, "--root", filepath.Join(stateDir, "root"), "list", "--format", "json").Output()
+	stateDir := filepath.Join(d.DataDir, "oci", d.Runtime)
+	out, err := exec.CommandContext(ctx, d.Runtime, "--root", filepath.Join(stateDir, "root"), "list", "--format", "json").Output()
 	if err != nil {
-		t.Fatalf("%s list: %v", d.runtime, err)
+		t.Fatalf("%s list: %v", d.Runtime, err)
 	}
 	var containers []struct {
 		ID     string `json:"id"`
@@ -353,7 +353,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 	}
 	if out = bytes.TrimSpace(out); len(out) > 0 {
 		if err := json.Unmarshal(out, &containers); err != nil {
-			t.Fatalf("%s list: %v in %q", d.runtime, err, out)
+			t.Fatalf("%s list: %v in %q", d.Runtime, err, out)
 		}
 	}
 	runs := map[string]bool{}

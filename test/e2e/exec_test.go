@@ -19,7 +19,7 @@ func TestExecSemantics(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "ex"}); err != nil {
 			t.Fatal(err)
 		}

@@ -55,20 +55,20 @@ func TestCredentialGateway(t *testing.T) {
 
 		value := "hk-" + randomHex(t, 16)
 		tok := d.agentToken(t, "acme", "coder", 4)
-		if _, err := d.client().SetSecret(ctxT(t), "acme", "UPSTREAM_KEY", value); err != nil {
+		if _, err := d.Client().SetSecret(ctxT(t), "acme", "UPSTREAM_KEY", value); err != nil {
 			t.Fatal(err)
 		}
-		if out, stderr, code := d.cli("", "binding", "set", "api", "--tenant", "acme", "--secret", "UPSTREAM_KEY", "--upstream", "http://"+target+"/v1"); code != 0 || !strings.Contains(out, "api") {
+		if out, stderr, code := d.CLI("", "binding", "set", "api", "--tenant", "acme", "--secret", "UPSTREAM_KEY", "--upstream", "http://"+target+"/v1"); code != 0 || !strings.Contains(out, "api") {
 			t.Fatalf("hearth binding set = %d %q %q", code, out, stderr)
 		}
 		for _, args := range [][]string{{"create", "gw", "--network", "egress"}, {"create", "closed"}} {
-			if _, stderr, code := d.cliAs(tok, "", args...); code != 0 {
+			if _, stderr, code := d.CLIAs(tok, "", args...); code != 0 {
 				t.Fatalf("hearth %s = %d %q", strings.Join(args, " "), code, stderr)
 			}
 		}
 		get := func(name, url string) string {
 			t.Helper()
-			out, stderr, code := d.cliAs(tok, "", "exec", name, "--", "python3", "-c", gatewayClient, url)
+			out, stderr, code := d.CLIAs(tok, "", "exec", name, "--", "python3", "-c", gatewayClient, url)
 			if code != 0 {
 				return "exit " + strconv.Itoa(code) + ": " + stderr
 			}
@@ -95,17 +95,17 @@ func TestCredentialGateway(t *testing.T) {
 		// The search, tried on markers first: one only in a process's
 		// memory (joined there from two halves), one in its environment,
 		// one in a file.
-		sb, err := client.New(d.url, tok, nil).Get(ctxT(t), "gw")
+		sb, err := client.New(d.URL, tok, nil).Get(ctxT(t), "gw")
 		if err != nil {
 			t.Fatal(err)
 		}
 		mem1, mem2, envMark, diskMark := "ctl-"+randomHex(t, 8), randomHex(t, 8), "ctlenv-"+randomHex(t, 12), "ctldisk-"+randomHex(t, 12)
-		if _, stderr, code := d.cliAs(tok, "", "exec", "gw", "--", "sh", "-c", "echo "+diskMark+" > /tmp/ctl"); code != 0 {
+		if _, stderr, code := d.CLIAs(tok, "", "exec", "gw", "--", "sh", "-c", "echo "+diskMark+" > /tmp/ctl"); code != 0 {
 			t.Fatal(stderr)
 		}
-		holder := exec.Command(bins.hearth, "exec", "gw", "--env", "CTL="+envMark, "--", "python3", "-c",
+		holder := exec.Command(bins.Hearth, "exec", "gw", "--env", "CTL="+envMark, "--", "python3", "-c",
 			"import sys, time\nm = (sys.argv[1] + sys.argv[2]).encode()\nprint('ready', flush=True)\ntime.sleep(120)", mem1, mem2)
-		holder.Env = append(os.Environ(), "HEARTH_URL="+d.url, "HEARTH_TOKEN="+tok)
+		holder.Env = append(os.Environ(), "HEARTH_URL="+d.URL, "HEARTH_TOKEN="+tok)
 		out, err := holder.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -118,7 +118,7 @@ func TestCredentialGateway(t *testing.T) {
 			t.Fatalf("the marker holder said %q, %v", line, err)
 		}
 		for _, mark := range []string{mem1 + mem2, envMark, diskMark, value} {
-			found := traces(t, d.dataDir, sb.ID, []byte(mark))
+			found := traces(t, d.DataDir, sb.ID, []byte(mark))
 			t.Logf("%s found in %d places: %q", mark, len(found), found)
 			if mark == value {
 				if len(found) > 0 {

@@ -20,7 +20,7 @@ func TestLifecycle(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 
 		sb, created, err := c.Create(ctx, sandbox.CreateRequest{Name: "life", Size: "small"})
 		if err != nil || !created {
@@ -76,9 +76,9 @@ func TestLifecycle(t *testing.T) {
 		}
 
 		// the daemon dies; the sandbox does not.
-		d.kill()
-		d.start()
-		c = d.client()
+		d.Kill()
+		d.Start()
+		c = d.Client()
 		got, err := c.Get(ctx, "life")
 		if err != nil || got.ID != sb.ID || got.Status != sandbox.StatusRunning {
 			t.Fatalf("Get(life) after restart = %+v, %v; want %s running", got, err, sb.ID)
@@ -134,7 +134,7 @@ func assertNothingLeft(t *testing.T, d *daemon, id string) {
 		}
 		return nil
 	})
-	filepath.WalkDir(d.dataDir, func(p string, e os.DirEntry, err error) error {
+	filepath.WalkDir(d.DataDir, func(p string, e os.DirEntry, err error) error {
 		if err == nil && strings.Contains(e.Name(), id) {
 			t.Errorf("file of %s remains: %s", id, p)
 			if e.IsDir() {
@@ -183,9 +183,9 @@ func contains(list []string, s string) bool {
 // would, including --json and error exit codes.
 func TestCLI(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 
-	out, errOut, code := d.cli("", "create", "clitest", "--json")
+	out, errOut, code := d.CLI("", "create", "clitest", "--json")
 	if code != 0 {
 		t.Fatalf("hearth create clitest = exit %d, stderr %q", code, errOut)
 	}
@@ -193,28 +193,28 @@ func TestCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sb); err != nil || sb.Name != "clitest" || sb.Status != sandbox.StatusRunning {
 		t.Fatalf("hearth create --json = %q (%v); want the running sandbox", out, err)
 	}
-	out, errOut, code = d.cli("", "exec", "clitest", "--", "sh", "-c", "echo hi; echo oops >&2; exit 7")
+	out, errOut, code = d.CLI("", "exec", "clitest", "--", "sh", "-c", "echo hi; echo oops >&2; exit 7")
 	if code != 7 || out != "hi\n" || errOut != "oops\n" {
 		t.Fatalf("hearth exec = exit %d, stdout %q, stderr %q; want 7, \"hi\\n\", \"oops\\n\"", code, out, errOut)
 	}
-	if _, errOut, code = d.cli("payload\n", "fs", "write", "clitest", "notes/a.txt", "--parents"); code != 0 {
+	if _, errOut, code = d.CLI("payload\n", "fs", "write", "clitest", "notes/a.txt", "--parents"); code != 0 {
 		t.Fatalf("hearth fs write = exit %d, %q", code, errOut)
 	}
-	if out, errOut, code = d.cli("", "fs", "read", "clitest", "notes/a.txt"); code != 0 || out != "payload\n" {
+	if out, errOut, code = d.CLI("", "fs", "read", "clitest", "notes/a.txt"); code != 0 || out != "payload\n" {
 		t.Fatalf("hearth fs read = exit %d, %q, %q; want \"payload\\n\"", code, out, errOut)
 	}
-	if out, _, code = d.cli("", "list"); code != 0 || !strings.Contains(out, "clitest") {
+	if out, _, code = d.CLI("", "list"); code != 0 || !strings.Contains(out, "clitest") {
 		t.Fatalf("hearth list = exit %d, %q; want clitest listed", code, out)
 	}
-	_, errOut, code = d.cli("", "get", "nosuch")
+	_, errOut, code = d.CLI("", "get", "nosuch")
 	if code != sandbox.CodeNotFound.ExitCode() || !strings.Contains(errOut, "error: ") || !strings.Contains(errOut, "hint: ") {
 		t.Fatalf("hearth get nosuch = exit %d, stderr %q; want exit %d with error and hint", code, errOut, sandbox.CodeNotFound.ExitCode())
 	}
-	_, errOut, code = d.cli("", "create", "Bad_Name")
+	_, errOut, code = d.CLI("", "create", "Bad_Name")
 	if code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(errOut, "invalid sandbox name") {
 		t.Fatalf("hearth create Bad_Name = exit %d, %q; want invalid_argument", code, errOut)
 	}
-	if _, errOut, code = d.cli("", "destroy", "clitest"); code != 0 {
+	if _, errOut, code = d.CLI("", "destroy", "clitest"); code != 0 {
 		t.Fatalf("hearth destroy = exit %d, %q", code, errOut)
 	}
 }

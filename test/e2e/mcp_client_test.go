@@ -19,20 +19,20 @@ import (
 func TestMCPClientJS(t *testing.T) {
 	requireDaemon(t)
 	node, prefix := nodeJS(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
 	tok := d.agentToken(t, "acme", "bot", 1)
 
 	// What the CLI prints when the agent, with its one sandbox in use,
 	// creates another: the script must get the same words over MCP.
-	if _, stderr, code := d.cliAs(tok, "", "create", "probe"); code != 0 {
+	if _, stderr, code := d.CLIAs(tok, "", "create", "probe"); code != 0 {
 		t.Fatalf("hearth create probe = %d %q", code, stderr)
 	}
-	_, quotaText, code := d.cliAs(tok, "", "create", "probe2")
+	_, quotaText, code := d.CLIAs(tok, "", "create", "probe2")
 	if want := "error: quota exceeded: 1 of 1 sandboxes in use for agent-bot\nhint: destroy one or wait\n"; code != sandbox.CodeQuotaExceeded.ExitCode() || quotaText != want {
 		t.Fatalf("hearth create probe2 over the quota = %d %q; want %q", code, quotaText, want)
 	}
-	if _, stderr, code := d.cliAs(tok, "", "destroy", "probe"); code != 0 {
+	if _, stderr, code := d.CLIAs(tok, "", "destroy", "probe"); code != 0 {
 		t.Fatalf("hearth destroy probe = %d %q", code, stderr)
 	}
 
@@ -44,7 +44,7 @@ func TestMCPClientJS(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(rctx, node, script)
 	cmd.Env = append(os.Environ(),
-		"HEARTH_MCP_URL="+d.url+"/mcp", "HEARTH_TOKEN="+tok, "HEARTH_MCP_JS="+prefix, "HEARTH_QUOTA_TEXT="+quotaText)
+		"HEARTH_MCP_URL="+d.URL+"/mcp", "HEARTH_TOKEN="+tok, "HEARTH_MCP_JS="+prefix, "HEARTH_QUOTA_TEXT="+quotaText)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node %s: %v\n%s", filepath.Base(script), err, out)

@@ -71,8 +71,8 @@ func TestMCPConformance(t *testing.T) {
 	requireDaemon(t)
 	node, prefix := nodeJS(t)
 	expected := readExpectedFailures(t, filepath.Join("testdata", "mcp-conformance-expected-failures.txt"))
-	d := newDaemon(t, bins.runtimes[0], "--mcp-conformance-fixtures")
-	mcpURL := bearerProxy(t, d.url, d.token) + "/mcp"
+	d := newDaemon(t, bins.Runtimes[0], "--mcp-conformance-fixtures")
+	mcpURL := bearerProxy(t, d.URL, d.Token) + "/mcp"
 
 	results := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

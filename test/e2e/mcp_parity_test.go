@@ -32,9 +32,9 @@ type parityCase struct {
 // why no tool can meet it.
 func TestMCPParity(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
-	op := d.client()
+	op := d.Client()
 	tenant := func(name string, milliCPU int64, o sandbox.PolicyOverrides) {
 		t.Helper()
 		if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: name, Policy: o,
@@ -64,13 +64,13 @@ func TestMCPParity(t *testing.T) {
 	tenant("fast", 400_000, sandbox.PolicyOverrides{AlarmCreatesPerMinute: &one, BreakerFactor: &one, BreakerCooldown: &day})
 	fast := token("fast", "fast-1")
 
-	if out, errOut, code := d.cliAs(bot, "", "create", "box"); code != 0 {
+	if out, errOut, code := d.CLIAs(bot, "", "create", "box"); code != 0 {
 		t.Fatalf("hearth create box as bot = %d %q %q", code, out, errOut)
 	}
-	if out, errOut, code := d.cliAs(tight1, "", "create", "job"); code != 0 {
+	if out, errOut, code := d.CLIAs(tight1, "", "create", "job"); code != 0 {
 		t.Fatalf("hearth create job as tight-1 = %d %q %q", code, out, errOut)
 	}
-	if out, errOut, code := d.cliAs(fast, "", "create", "first"); code != 0 {
+	if out, errOut, code := d.CLIAs(fast, "", "create", "first"); code != 0 {
 		t.Fatalf("hearth create first as fast-1 = %d %q %q", code, out, errOut)
 	}
 
@@ -112,7 +112,7 @@ func TestMCPParity(t *testing.T) {
 			Code sandbox.Code `json:"code"`
 		}
 		res := callTool(t, cs, tc.tool, tc.args, &te)
-		_, stderr, code := d.cliAs(tc.token, "", tc.cli...)
+		_, stderr, code := d.CLIAs(tc.token, "", tc.cli...)
 		mcpWords, cliWords := mcpText(res), stderr
 		if tc.timed {
 			mcpWords, cliWords = strings.Split(mcpWords, "\nhint:")[0], strings.Split(cliWords, "\nhint:")[0]
@@ -145,7 +145,7 @@ func TestMCPParity(t *testing.T) {
 		Sandboxes []struct{ Name string }
 	}
 	callTool(t, sessions[bot], "sandbox_list", nil, &ls)
-	out, _, _ := d.cliAs(bot, "", "list")
+	out, _, _ := d.CLIAs(bot, "", "list")
 	if len(ls.Sandboxes) != 1 || !strings.Contains(out, ls.Sandboxes[0].Name) {
 		t.Errorf("sandbox_list = %+v; hearth list = %q; want the same sandbox", ls, out)
 	}

@@ -34,7 +34,7 @@ func mcpConnect(t *testing.T, d *daemon, token string, progress func(string)) *m
 		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress(r.Params.Message) }
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, opts).Connect(ctxT(t), &mcp.StreamableClientTransport{
-		Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{token}}}, nil)
+		Endpoint: d.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func mcpText(res *mcp.CallToolResult) string {
 // `hearth mcp`. TestMCPParity holds the two doors to the same words.
 func TestMCP(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0])
+	d := newDaemon(t, bins.Runtimes[0])
 	ctx := ctxT(t)
 	tok := d.agentToken(t, "acme", "bot", 1)
 
@@ -154,8 +154,8 @@ func TestMCP(t *testing.T) {
 	}
 
 	// The stdio bridge reaches the same tools with the same token.
-	cmd := exec.Command(bins.hearth, "mcp")
-	cmd.Env = append(os.Environ(), "HEARTH_URL="+d.url, "HEARTH_TOKEN="+tok)
+	cmd := exec.Command(bins.Hearth, "mcp")
+	cmd.Env = append(os.Environ(), "HEARTH_URL="+d.URL, "HEARTH_TOKEN="+tok)
 	bs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatalf("hearth mcp: %v", err)
@@ -169,7 +169,7 @@ func TestMCP(t *testing.T) {
 		t.Errorf("sandbox_exec through hearth mcp = %+v, %v", bres, err)
 	}
 	bres, err = bs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_destroy", Arguments: map[string]any{"sandbox": "nosuch"}})
-	if _, stderr, _ := d.cliAs(tok, "", "destroy", "nosuch"); err != nil || !bres.IsError || mcpText(bres) != stderr {
+	if _, stderr, _ := d.CLIAs(tok, "", "destroy", "nosuch"); err != nil || !bres.IsError || mcpText(bres) != stderr {
 		t.Errorf("sandbox_destroy(nosuch) through hearth mcp = %+v, %v; want the CLI's %q", bres, err, stderr)
 	}
 	bs.Close()

@@ -21,16 +21,16 @@ func TestNetworkModes(t *testing.T) {
 		host := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.7"), 8099)
 		probe := func(name string) string {
 			t.Helper()
-			out, stderr, code := d.cli("", "exec", name, "--", "python3", "-c", drivertest.ConnectProbe, host.Target())
+			out, stderr, code := d.CLI("", "exec", name, "--", "python3", "-c", drivertest.ConnectProbe, host.Target())
 			if code != 0 {
 				t.Fatalf("probe in %s = %d %q %q", name, code, out, stderr)
 			}
 			return drivertest.ParseProbe(out)[host.Target()]
 		}
-		if out, stderr, code := d.cli("", "create", "out", "--network", "egress"); code != 0 || !strings.Contains(out, "created") {
+		if out, stderr, code := d.CLI("", "create", "out", "--network", "egress"); code != 0 || !strings.Contains(out, "created") {
 			t.Fatalf("hearth create out --network egress = %d %q %q", code, out, stderr)
 		}
-		if _, stderr, code := d.cli("", "create", "in"); code != 0 {
+		if _, stderr, code := d.CLI("", "create", "in"); code != 0 {
 			t.Fatalf("hearth create in = %d %q", code, stderr)
 		}
 		if got := probe("out"); got != "ok" {
@@ -39,33 +39,33 @@ func TestNetworkModes(t *testing.T) {
 		if got := probe("in"); got == "ok" {
 			t.Errorf("sandbox without network reached the test host")
 		}
-		sb, err := d.client().Get(ctxT(t), "out")
+		sb, err := d.Client().Get(ctxT(t), "out")
 		if err != nil || sb.Network != sandbox.NetworkEgress {
 			t.Errorf("get out = %q, %v; want network egress", sb.Network, err)
 		}
 		// A live change of the sandbox's egress policy, while it runs.
-		if out, stderr, code := d.cli("", "egress", "out", "--deny", host.Addr.String()); code != 0 || !strings.Contains(out, host.Addr.String()) {
+		if out, stderr, code := d.CLI("", "egress", "out", "--deny", host.Addr.String()); code != 0 || !strings.Contains(out, host.Addr.String()) {
 			t.Fatalf("hearth egress out --deny = %d %q %q", code, out, stderr)
 		}
 		if got := probe("out"); got == "ok" {
 			t.Errorf("egress sandbox reached a host its policy denies")
 		}
-		if _, stderr, code := d.cli("", "egress", "out", "--clear"); code != 0 {
+		if _, stderr, code := d.CLI("", "egress", "out", "--clear"); code != 0 {
 			t.Fatalf("hearth egress out --clear = %d %q", code, stderr)
 		}
 		if got := probe("out"); got != "ok" {
 			t.Errorf("after --clear: %s, want ok", got)
 		}
-		if _, stderr, code := d.cli("", "egress", "out", "--allow", "fe80::/10"); code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(stderr, "not IPv4") {
+		if _, stderr, code := d.CLI("", "egress", "out", "--allow", "fe80::/10"); code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(stderr, "not IPv4") {
 			t.Errorf("hearth egress --allow fe80::/10 = %d %q; want invalid_argument", code, stderr)
 		}
 
 		tok := d.agentToken(t, "closed", "boxed", 2)
 		no := false
-		if _, err := d.client().UpdateTenant(ctxT(t), "closed", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{AllowEgress: &no}}); err != nil {
+		if _, err := d.Client().UpdateTenant(ctxT(t), "closed", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{AllowEgress: &no}}); err != nil {
 			t.Fatal(err)
 		}
-		_, stderr, code := d.cliAs(tok, "", "create", "x", "--network", "egress")
+		_, stderr, code := d.CLIAs(tok, "", "create", "x", "--network", "egress")
 		if want := "error: the tenant's policy does not allow egress\n"; code != sandbox.CodePermissionDenied.ExitCode() || !strings.HasPrefix(stderr, want) {
 			t.Errorf("egress create in a closed tenant = %d %q; want %d and %q", code, stderr, sandbox.CodePermissionDenied.ExitCode(), want)
 		}
@@ -85,15 +85,15 @@ func TestEgressDomains(t *testing.T) {
 		other := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.33"), 8095)
 		dns := drivertest.NewTestDNS(t, map[string]netip.Addr{"api.allowed.test": allowed.Addr, "www.other.test": other.Addr})
 		d := newDaemon(t, runtime, "--dns-upstream", dns.String())
-		if _, stderr, code := d.cli("", "create", "dom", "--network", "egress"); code != 0 {
+		if _, stderr, code := d.CLI("", "create", "dom", "--network", "egress"); code != 0 {
 			t.Fatalf("hearth create dom = %d %q", code, stderr)
 		}
-		if out, stderr, code := d.cli("", "egress", "dom", "--allow", "*.allowed.test"); code != 0 || !strings.Contains(out, "*.allowed.test") {
+		if out, stderr, code := d.CLI("", "egress", "dom", "--allow", "*.allowed.test"); code != 0 || !strings.Contains(out, "*.allowed.test") {
 			t.Fatalf("hearth egress dom --allow *.allowed.test = %d %q %q", code, out, stderr)
 		}
 		resolve := func(name string) string {
 			t.Helper()
-			out, stderr, code := d.cli("", "exec", "dom", "--", "python3", "-c", drivertest.ResolveScript, name, "8095")
+			out, stderr, code := d.CLI("", "exec", "dom", "--", "python3", "-c", drivertest.ResolveScript, name, "8095")
 			if code != 0 {
 				t.Fatalf("resolve %s in dom = %d %q %q", name, code, out, stderr)
 			}
@@ -105,7 +105,7 @@ func TestEgressDomains(t *testing.T) {
 		if got := resolve("www.other.test"); !strings.HasPrefix(got, "unresolved") {
 			t.Errorf("resolve www.other.test = %q, want it unresolved", got)
 		}
-		out, _, _ := d.cli("", "exec", "dom", "--", "python3", "-c", drivertest.ConnectProbe, other.Target())
+		out, _, _ := d.CLI("", "exec", "dom", "--", "python3", "-c", drivertest.ConnectProbe, other.Target())
 		if got := drivertest.ParseProbe(out)[other.Target()]; got != "refused" {
 			t.Errorf("dom → %s by address = %q, want refused", other.Target(), got)
 		}
@@ -115,9 +115,9 @@ func TestEgressDomains(t *testing.T) {
 			"kind=connection sandbox=dom",
 			"tenant=system dst=" + other.Addr.String() + " proto=TCP port=8095",
 		} {
-			d.out.WaitFor(t, want, 10*time.Second)
+			d.Out.WaitFor(t, want, 10*time.Second)
 		}
-		_, body := get(t, d.url+"/metrics", d.token)
+		_, body := get(t, d.URL+"/metrics", d.Token)
 		for _, want := range []string{`hearth_egress_refused_total{tenant="system",kind="lookup"}`, `hearth_egress_refused_total{tenant="system",kind="connection"}`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics has no %s", want)

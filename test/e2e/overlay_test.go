@@ -16,7 +16,7 @@ func TestOverlayLayers(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime, "--layers", "overlay")
 		ctx := ctxT(t)
-		c := d.client()
+		c := d.Client()
 		sh := func(name, script string) string {
 			t.Helper()
 			var out bytes.Buffer
@@ -53,9 +53,9 @@ func TestOverlayLayers(t *testing.T) {
 		if _, err := c.Sleep(ctx, "ov"); err != nil {
 			t.Fatal(err)
 		}
-		d.stop()
-		d.start()
-		c = d.client()
+		d.Stop()
+		d.Start()
+		c = d.Client()
 		if got := sh("ov", "cat data.txt"); got != "v1\n" {
 			t.Fatalf("after sleep, a daemon restart and a wake: %q", got)
 		}

@@ -19,9 +19,9 @@ const warmReady = "warm pool member ready"
 // since it started.
 func (d *daemon) waitWarm(t testing.TB, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); strings.Count(d.out.String(), warmReady) < n; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); strings.Count(d.Out.String(), warmReady) < n; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the daemon made %d warm-pool members in 1m, want %d:\n%s", strings.Count(d.out.String(), warmReady), n, d.out.String())
+			t.Fatalf("the daemon made %d warm-pool members in 1m, want %d:\n%s", strings.Count(d.Out.String(), warmReady), n, d.Out.String())
 		}
 	}
 }
@@ -31,10 +31,10 @@ func (d *daemon) waitWarm(t testing.TB, n int) {
 // survive a daemon restart.
 func TestWarmPool(t *testing.T) {
 	requireDaemon(t)
-	rt := bins.runtimes[0]
+	rt := bins.Runtimes[0]
 	d := newDaemon(t, rt, "--warm-pool", "small=2")
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	d.waitWarm(t, 2)
 	if sizes, err := c.Pool(ctx); err != nil || len(sizes) != 1 || sizes[0] != (sandbox.PoolSize{Size: "small", Image: "default", Target: 2, Ready: 2}) {
 		t.Fatalf("Pool() = %+v, %v; want 2 of 2 small members ready", sizes, err)
@@ -53,16 +53,16 @@ func TestWarmPool(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Name != "warm" {
 		t.Fatalf("List() = %+v, %v; want warm alone, no pool member", list, err)
 	}
-	if stdout, stderr, code := d.cli("", "list"); code != 0 || strings.Contains(stdout, "pool-") || !strings.Contains(stdout, "warm") {
+	if stdout, stderr, code := d.CLI("", "list"); code != 0 || strings.Contains(stdout, "pool-") || !strings.Contains(stdout, "warm") {
 		t.Fatalf("hearth list = %q, %q, exit %d; want warm and no pool member", stdout, stderr, code)
 	}
 
 	// The pool refilled in the background; after a restart its members
 	// are adopted and claimed.
 	d.waitWarm(t, 3)
-	d.stop()
-	d.start()
-	c = d.client()
+	d.Stop()
+	d.Start()
+	c = d.Client()
 	sb, _, err = c.Create(ctx, sandbox.CreateRequest{Name: "after-restart"})
 	if err != nil || sb.Reason != "created (from the warm pool)" {
 		t.Fatalf("Create(after-restart) = %+v, %v; want a member adopted after the restart", sb, err)
@@ -74,11 +74,11 @@ func TestWarmPool(t *testing.T) {
 // outside the timer, it destroys the sandbox and waits for the refill.
 func BenchmarkCreateFromPool(b *testing.B) {
 	requireDaemon(b)
-	for _, rt := range bins.runtimes {
+	for _, rt := range bins.Runtimes {
 		b.Run(rt, func(b *testing.B) {
 			d := newDaemon(b, rt, "--warm-pool", "small=2")
 			ctx := context.Background()
-			c := d.client()
+			c := d.Client()
 			d.waitWarm(b, 2)
 			var lat latencies
 			b.ResetTimer()

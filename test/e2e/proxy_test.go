@@ -60,36 +60,36 @@ func TestSandboxURL(t *testing.T) {
 	requireDaemon(t)
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		d := newDaemon(t, runtime)
-		c := d.client()
+		c := d.Client()
 		ctx := ctxT(t)
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "web"}); err != nil {
 			t.Fatal(err)
 		}
 		serveInSandbox(t, c, "web", 8000)
-		url, _, code := d.cli("", "url", "web", "8000")
+		url, _, code := d.CLI("", "url", "web", "8000")
 		url = strings.TrimSpace(url)
-		if code != 0 || url != d.url+"/v1/sandboxes/web/proxy/8000/" {
+		if code != 0 || url != d.URL+"/v1/sandboxes/web/proxy/8000/" {
 			t.Fatalf("hearth url web 8000 = %d %q", code, url)
 		}
 		if _, err := c.WriteFile(ctx, "web", sandbox.WriteRequest{Path: "/tmp/index.txt"}, strings.NewReader("served from the sandbox\n")); err != nil {
 			t.Fatal(err)
 		}
-		if status, body := get(t, url+"index.txt", d.token); status != 200 || body != "served from the sandbox\n" {
+		if status, body := get(t, url+"index.txt", d.Token); status != 200 || body != "served from the sandbox\n" {
 			t.Errorf("GET /index.txt through the URL = %d %q", status, body)
 		}
-		if status, body := get(t, url, d.token); status != 200 || !strings.Contains(body, "index.txt") {
+		if status, body := get(t, url, d.Token); status != 200 || !strings.Contains(body, "index.txt") {
 			t.Errorf("GET / through the URL = %d, want /tmp's listing; %q", status, body)
 		}
 		if status, _ := get(t, url, ""); status != http.StatusUnauthorized {
 			t.Errorf("GET without a token = %d, want 401", status)
 		}
-		if _, stderr, code := d.cli("", "url", "web", "8000", "--public"); code != 0 {
+		if _, stderr, code := d.CLI("", "url", "web", "8000", "--public"); code != 0 {
 			t.Fatalf("hearth url --public = %d %q", code, stderr)
 		}
 		if status, _ := get(t, url, ""); status != 200 {
 			t.Errorf("GET of a public port without a token = %d, want 200", status)
 		}
-		list, _, code := d.cli("", "url", "web")
+		list, _, code := d.CLI("", "url", "web")
 		if code != 0 || !strings.Contains(list, "8000") || !strings.Contains(list, "public") || !strings.Contains(list, url) {
 			t.Errorf("hearth url web = %d %q", code, list)
 		}
@@ -136,10 +136,10 @@ func BenchmarkSandboxURL(b *testing.B) {
 		}
 		benchGets(b, fmt.Sprintf("http://127.0.0.1:%d/", port), "")
 	})
-	for _, rt := range bins.runtimes {
+	for _, rt := range bins.Runtimes {
 		b.Run(rt, func(b *testing.B) {
 			d := newDaemon(b, rt)
-			c := d.client()
+			c := d.Client()
 			if _, _, err := c.Create(b.Context(), sandbox.CreateRequest{Name: "web"}); err != nil {
 				b.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func BenchmarkSandboxURL(b *testing.B) {
 				return err
 			})
 			serveInSandbox(b, c, "web", 8000)
-			benchGets(b, d.url+"/v1/sandboxes/web/proxy/8000/", d.token)
+			benchGets(b, d.URL+"/v1/sandboxes/web/proxy/8000/", d.Token)
 		})
 	}
 }

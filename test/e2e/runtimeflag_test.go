@@ -22,7 +22,7 @@ func TestRuntimeFlag(t *testing.T) {
 			flag = "--debug-log=" + logs + "/"
 		}
 		d := newDaemon(t, runtime, "--runtime-flag", flag)
-		c := d.client()
+		c := d.Client()
 		ctx := context.Background()
 		sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "flagged"})
 		if err != nil {
@@ -38,7 +38,7 @@ func TestRuntimeFlag(t *testing.T) {
 			}
 			return
 		}
-		b, err := os.ReadFile(filepath.Join(d.dataDir, "oci", runtime, "sandboxes", sb.ID, "runtime.log"))
+		b, err := os.ReadFile(filepath.Join(d.DataDir, "oci", runtime, "sandboxes", sb.ID, "runtime.log"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestSpritesJSClient(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, node, script)
 		cmd.Env = append(os.Environ(),
-			"HEARTH_SPRITES_URL="+d.url, "HEARTH_TOKEN="+tok, "HEARTH_SPRITES_JS="+prefix)
+			"HEARTH_SPRITES_URL="+d.URL, "HEARTH_TOKEN="+tok, "HEARTH_SPRITES_JS="+prefix)
 		cmd.WaitDelay = 10 * time.Second
 		out, err := cmd.CombinedOutput()
 		if err != nil {

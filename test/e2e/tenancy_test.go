@@ -54,18 +54,18 @@ func TestTenancy(t *testing.T) {
 	if err := os.WriteFile(file, []byte(tenantsJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := newDaemon(t, bins.runtimes[0], "--tenants", file, "--alarm-webhook", hook.URL)
+	d := newDaemon(t, bins.Runtimes[0], "--tenants", file, "--alarm-webhook", hook.URL)
 	ctx := ctxT(t)
 
 	token := func(tenant, agent string) string {
 		t.Helper()
-		out, errOut, code := d.cli("", "token", "create", "--tenant", tenant, "--agent", agent)
+		out, errOut, code := d.CLI("", "token", "create", "--tenant", tenant, "--agent", agent)
 		if code != 0 || !strings.HasPrefix(out, "hearth_") || !strings.Contains(errOut, "shown once") {
 			t.Fatalf("token create %s/%s = %d %q %q", tenant, agent, code, out, errOut)
 		}
 		return strings.TrimSpace(out)
 	}
-	as := func(tok string) *client.Client { return client.New(d.url, tok, nil) }
+	as := func(tok string) *client.Client { return client.New(d.URL, tok, nil) }
 	c1tok := token("acme", "claude-1")
 	c1, c2, t1, t2, t3 := as(c1tok), as(token("acme", "claude-2")), as(token("tiny", "tiny-1")), as(token("tiny", "tiny-2")), as(token("tiny", "tiny-3"))
 	c2tok := token("acme", "claude-2")
@@ -83,7 +83,7 @@ func TestTenancy(t *testing.T) {
 	}
 
 	// A destructive command gets a checkpoint first, which undoes it.
-	stdout, stderr, code := d.cliAs(c1tok, "", "exec", "box-0", "--", "sh", "-c", "rm -rf f && echo removed")
+	stdout, stderr, code := d.CLIAs(c1tok, "", "exec", "box-0", "--", "sh", "-c", "rm -rf f && echo removed")
 	if code != 0 || stdout != "removed\n" || !strings.Contains(stderr, "was taken before this destructive command; `hearth restore box-0 c") {
 		t.Fatalf("hearth exec box-0 -- rm -rf f = %d %q %q; want it run after a checkpoint", code, stdout, stderr)
 	}
@@ -98,7 +98,7 @@ func TestTenancy(t *testing.T) {
 
 	// The sixth create: exact words through the CLI, the same code and
 	// numbers through the API.
-	stdout, stderr, code = d.cliAs(c1tok, "", "create", "box-5")
+	stdout, stderr, code = d.CLIAs(c1tok, "", "create", "box-5")
 	if want := "error: quota exceeded: 5 of 5 sandboxes in use for agent-claude-1\nhint: destroy one or wait\n"; code != sandbox.CodeQuotaExceeded.ExitCode() || stderr != want || stdout != "" {
 		t.Errorf("hearth create box-5 as claude-1 = %d, %q, %q; want %d and %q", code, stdout, stderr, sandbox.CodeQuotaExceeded.ExitCode(), want)
 	}
@@ -110,29 +110,29 @@ func TestTenancy(t *testing.T) {
 	if _, _, err := c2.Create(ctx, sandbox.CreateRequest{Name: "box-0"}); err != nil {
 		t.Errorf("Create as claude-2 while claude-1 is at its quota = %v", err)
 	}
-	stdout, _, code = d.cliAs(c1tok, "", "limits")
+	stdout, _, code = d.CLIAs(c1tok, "", "limits")
 	if code != 0 || !strings.Contains(stdout, "sandboxes:     5 of 5") || !strings.Contains(stdout, "budget:") ||
 		!strings.Contains(stdout, "network:       none by default, egress allowed") {
 		t.Errorf("hearth limits as claude-1 = %d %q", code, stdout)
 	}
 
 	// A token restricted to a name prefix reaches only names inside it.
-	out2, errOut, code := d.cli("", "token", "create", "--tenant", "acme", "--agent", "claude-2", "--name-prefix", "hermes-")
+	out2, errOut, code := d.CLI("", "token", "create", "--tenant", "acme", "--agent", "claude-2", "--name-prefix", "hermes-")
 	if code != 0 || !strings.Contains(errOut, "shown once") {
 		t.Fatalf("token create --name-prefix = %d %q %q", code, out2, errOut)
 	}
 	hermes := strings.TrimSpace(out2)
-	stdout, stderr, code = d.cliAs(hermes, "", "create", "box-9")
+	stdout, stderr, code = d.CLIAs(hermes, "", "create", "box-9")
 	if want := "error: this token is restricted to sandbox names starting with \"hermes-\"; \"box-9\" is outside it\nhint: use a name starting with \"hermes-\", or a token without that restriction\n"; code != sandbox.CodePermissionDenied.ExitCode() || stderr != want {
 		t.Errorf("hearth create box-9 with a hermes- token = %d %q %q; want %d and %q", code, stdout, stderr, sandbox.CodePermissionDenied.ExitCode(), want)
 	}
-	if stdout, stderr, code = d.cliAs(hermes, "", "create", "hermes-1"); code != 0 {
+	if stdout, stderr, code = d.CLIAs(hermes, "", "create", "hermes-1"); code != 0 {
 		t.Errorf("hearth create hermes-1 with a hermes- token = %d %q %q", code, stdout, stderr)
 	}
-	if stdout, _, code = d.cliAs(hermes, "", "list"); code != 0 || !strings.Contains(stdout, "agent-claude-2-hermes-1") || strings.Contains(stdout, "box-0") {
+	if stdout, _, code = d.CLIAs(hermes, "", "list"); code != 0 || !strings.Contains(stdout, "agent-claude-2-hermes-1") || strings.Contains(stdout, "box-0") {
 		t.Errorf("hearth list with a hermes- token = %d %q; want hermes-1 only", code, stdout)
 	}
-	if stdout, _, code = d.cli("", "token", "list"); code != 0 || !strings.Contains(stdout, "hermes-*") {
+	if stdout, _, code = d.CLI("", "token", "list"); code != 0 || !strings.Contains(stdout, "hermes-*") {
 		t.Errorf("hearth token list = %d %q; want the restriction shown", code, stdout)
 	}
 
@@ -198,19 +198,19 @@ func TestTenancy(t *testing.T) {
 	}
 
 	// The alarms are in the audit log too, at the identity.
-	if audit, _, code := d.cli("", "audit", "--agent", "claude-1", "--json"); code != 0 ||
+	if audit, _, code := d.CLI("", "audit", "--agent", "claude-1", "--json"); code != 0 ||
 		!strings.Contains(audit, `"verb":"alarm.create_rate"`) || !strings.Contains(audit, `"verb":"alarm.circuit_open"`) {
 		t.Errorf("hearth audit --agent claude-1 = %d %q; want both alarms", code, audit)
 	}
 
 	// A revoked token is refused at once.
-	tokens, err := d.client().ListTokens(ctx)
+	tokens, err := d.Client().ListTokens(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tk := range tokens {
 		if tk.Agent == "claude-2" {
-			if err := d.client().RevokeToken(ctx, tk.ID); err != nil {
+			if err := d.Client().RevokeToken(ctx, tk.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -224,9 +224,9 @@ func TestTenancy(t *testing.T) {
 // unasked, leaves nothing of it, and get of its name then says why.
 func TestReaped(t *testing.T) {
 	requireDaemon(t)
-	d := newDaemon(t, bins.runtimes[0], "--idle-timeout", "4s") // sweeps every second
+	d := newDaemon(t, bins.Runtimes[0], "--idle-timeout", "4s") // sweeps every second
 	ctx := ctxT(t)
-	c := d.client()
+	c := d.Client()
 	sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "brief", TTL: sandbox.Duration(2 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestReaped(t *testing.T) {
 // quota) unless it exists, an agent identity in it, and a token for it.
 func (d *daemon) agentToken(t *testing.T, tenant, agent string, quota int) string {
 	t.Helper()
-	ctx, op := ctxT(t), d.client()
+	ctx, op := ctxT(t), d.Client()
 	_, err := op.CreateTenant(ctx, sandbox.Tenant{Name: tenant, Policy: sandbox.PolicyOverrides{AgentQuota: &quota},
 		Allocation: sandbox.Resources{MilliCPU: 400_000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42}})
 	if err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
