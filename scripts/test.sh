@@ -23,3 +23,18 @@ export HEARTH_TEST_ROOTFS=$HEARTH_IMAGE_CACHE/default/rootfs
 export HEARTH_TEST_STRICT=1
 
 go test -race -timeout 60m -count=1 ./...
+
+# A short run of every fuzz test beyond its checked-in seeds (which the run
+# above already replays): HEARTH_FUZZTIME each (10s by default; 0 skips).
+fuzztime=${HEARTH_FUZZTIME:-10s}
+if [ "$fuzztime" != 0 ]; then
+	grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u | while read -r pkg; do
+		for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$pkg"/*_test.go | cut -d' ' -f2); do
+			echo "fuzz: $pkg $f ($fuzztime)"
+			if ! out=$(go test -run '^$' -fuzz "^$f\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+				echo "$out" >&2
+				exit 1
+			fi
+		done
+	done
+fi
