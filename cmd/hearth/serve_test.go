@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hearth/hearth/instance"
 )
 
 // TestParseServeRuntimeFlags: --runtime-flag is repeatable, keeps the
@@ -26,5 +28,42 @@ func TestParseServeRuntimeFlags(t *testing.T) {
 	var usage *usageError
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), `"platform=kvm" is not a flag`) {
 		t.Errorf("--runtime-flag platform=kvm: %v; want a usage error naming it", err)
+	}
+}
+
+// TestServePorts: without --dns-port and --gateway-port the default
+// instance keeps 10053 and 10080 and any other picks free ports (0);
+// --gateway-port 0 turns the gateway off (-1); given ports win.
+func TestServePorts(t *testing.T) {
+	env := func(string) string { return "" }
+	def, other := &instance.Instance{Names: instance.NamesOf(instance.DefaultName, 0)}, &instance.Instance{Names: instance.NamesOf("staging", 3)}
+	for _, tc := range []struct {
+		args        []string
+		inst        *instance.Instance
+		dns, gateway int
+	}{
+		{nil, def, 10053, 10080},
+		{nil, other, 0, 0},
+		{[]string{"--gateway-port", "0"}, def, 10053, -1},
+		{[]string{"--gateway-port", "0"}, other, 0, -1},
+		{[]string{"--gateway-port", "10081", "--dns-port", "10054"}, other, 10054, 10081},
+		{[]string{"--dns-port", "0"}, def, 0, 10080},
+	} {
+		cfg, err := parseServe(append([]string{"--agent", "/bin/true"}, tc.args...), env, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dns, gateway := servePorts(cfg, tc.inst); dns != tc.dns || gateway != tc.gateway {
+			t.Errorf("servePorts(%q, %s) = %d, %d; want %d, %d", tc.args, tc.inst.Instance, dns, gateway, tc.dns, tc.gateway)
+		}
+	}
+	for _, args := range [][]string{{"--dns-port", "65536"}, {"--gateway-port", "-1"}, {"--dns-port", "x"}} {
+		var usage *usageError
+		if _, err := parseServe(append([]string{"--agent", "/bin/true"}, args...), env, io.Discard); !errors.As(err, &usage) {
+			t.Errorf("parseServe(%q) = %v, want a usage error", args, err)
+		}
+	}
+	if cfg, err := parseServe([]string{"--agent", "/bin/true", "--instance", "staging"}, env, io.Discard); err != nil || cfg.instance != "staging" {
+		t.Errorf("--instance staging: instance = %q, %v", cfg.instance, err)
 	}
 }
