@@ -38,8 +38,8 @@ func TestServePorts(t *testing.T) {
 	env := func(string) string { return "" }
 	def, other := &instance.Instance{Names: instance.NamesOf(instance.DefaultName, 0)}, &instance.Instance{Names: instance.NamesOf("staging", 3)}
 	for _, tc := range []struct {
-		args        []string
-		inst        *instance.Instance
+		args         []string
+		inst         *instance.Instance
 		dns, gateway int
 	}{
 		{nil, def, 10053, 10080},
