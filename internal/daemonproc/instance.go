@@ -61,7 +61,8 @@ func (d *Daemon) TearDown() {
 // is on the host, one line each: processes in its cgroups or naming its
 // data dir (not zombies, which the host's init reaps), mounts under the data dir, its network's objects (chains,
 // jumps, sets, namespaces, links: drivertest.NetworkObjects), and its
-// cgroups in every hierarchy. After its daemon stopped with every sandbox
+// cgroup parent ("cgroup parent DIR") and the cgroups in it ("cgroup DIR")
+// in every hierarchy. After its daemon stopped with every sandbox
 // destroyed, what may be left is its network's chains, jumps and sets, its
 // empty cgroup parent and the data dir's mounts (the layer store's loop
 // mount, runsc's empty namespace), which TearDown and the cleanup remove.
@@ -89,8 +90,9 @@ func Leftovers(t testing.TB, names instance.Names, dataDir string) []string {
 	}
 	left = append(left, drivertest.NetworkObjects(t, names.Network, names.LinkPrefix)...)
 	for _, dir := range cgroupDirs(t, names.CgroupParent) {
+		left = append(left, "cgroup parent "+dir)
 		filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
-			if err == nil && e.IsDir() {
+			if err == nil && e.IsDir() && path != dir {
 				left = append(left, "cgroup "+path)
 			}
 			return nil
