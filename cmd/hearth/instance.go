@@ -16,17 +16,18 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// openInstance claims the data dir's instance (package instance): a data
-// dir that holds a database but no record predates instances, and is the
-// default instance. It logs the instance's names; the daemon holds the
-// claim until it stops.
-func openInstance(cfg serveConfig, log *slog.Logger) (*instance.Instance, error) {
+// openInstance claims the data dir's instance (package instance) in
+// registry (empty: the host's): a data dir that holds a database but no
+// record predates instances, and is the default instance. It logs the
+// instance's names; the daemon holds the claim until it stops.
+func openInstance(cfg serveConfig, registry string, log *slog.Logger) (*instance.Instance, error) {
 	_, dbErr := os.Stat(filepath.Join(cfg.dataDir, "hearth.db"))
 	_, recErr := instance.Read(cfg.dataDir)
 	inst, err := instance.Open(instance.Options{
-		DataDir: cfg.dataDir,
-		Name:    cfg.instance,
-		Legacy:  dbErr == nil && errors.Is(recErr, fs.ErrNotExist),
+		DataDir:  cfg.dataDir,
+		Name:     cfg.instance,
+		Legacy:   dbErr == nil && errors.Is(recErr, fs.ErrNotExist),
+		Registry: registry,
 	})
 	if err != nil {
 		return nil, err

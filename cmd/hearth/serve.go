@@ -97,7 +97,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	// Before the database, whose file tells a data dir made before
 	// instances.
-	inst, err := openInstance(cfg, log)
+	inst, err := openInstance(cfg, "", log)
 	if err != nil {
 		return err
 	}
@@ -223,7 +223,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(svc, httpapi.Options{

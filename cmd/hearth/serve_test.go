@@ -3,6 +3,9 @@ package main
 import (
 	"errors"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -65,5 +68,38 @@ func TestServePorts(t *testing.T) {
 	}
 	if cfg, err := parseServe([]string{"--agent", "/bin/true", "--instance", "staging"}, env, io.Discard); err != nil || cfg.instance != "staging" {
 		t.Errorf("--instance staging: instance = %q, %v", cfg.instance, err)
+	}
+}
+
+// TestOpenInstance: a new data dir is an instance of its own, named from
+// its path or by --instance; one that holds a database but no record
+// (made before instances) is the default instance, whose objects keep
+// the names they had.
+func TestOpenInstance(t *testing.T) {
+	reg, log := t.TempDir(), slog.New(slog.DiscardHandler)
+	open := func(dir, name string) instance.Names {
+		t.Helper()
+		inst, err := openInstance(serveConfig{dataDir: dir, instance: name}, reg, log)
+		if err != nil {
+			t.Fatalf("openInstance(%s, %q) = %v", dir, name, err)
+		}
+		inst.Close()
+		return inst.Names
+	}
+	if got := open(t.TempDir(), ""); got.Default() || got.Network == "hearth" {
+		t.Errorf("a new data dir's instance = %+v, want one of its own", got)
+	}
+	if got := open(t.TempDir(), "staging"); got.Instance != "staging" || got.CgroupParent != "hearth-staging" {
+		t.Errorf("a new data dir's instance with --instance staging = %+v", got)
+	}
+	old := t.TempDir()
+	if err := os.WriteFile(filepath.Join(old, "hearth.db"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := open(old, ""), instance.NamesOf(instance.DefaultName, 0); got != want {
+		t.Errorf("a data dir from before instances = %+v, want the default instance %+v", got, want)
+	}
+	if got := open(old, ""); !got.Default() {
+		t.Errorf("again = %+v, want the default instance (recorded)", got)
 	}
 }
