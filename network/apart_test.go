@@ -157,7 +157,8 @@ func TestHostsApart(t *testing.T) {
 	}
 }
 
-// watchRefusals runs h.WatchRefusals until t ends.
+// watchRefusals runs h.WatchRefusals until t ends, and wants it to
+// return nil then.
 func watchRefusals(t *testing.T, h *network.Host) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -165,7 +166,7 @@ func watchRefusals(t *testing.T, h *network.Host) {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("WatchRefusals() = %v", err)
+			t.Errorf("WatchRefusals() = %v, want nil once its context ended", err)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package network_test
 
 import (
-	"context"
 	"encoding/hex"
 	"net/netip"
 	"path/filepath"
@@ -28,15 +27,7 @@ func TestDomainPolicy(t *testing.T) {
 	refusals := make(chan network.Refusal, 16)
 	h, dir := newHostWith(t, func(r network.Refusal) { refusals <- r }, upstream)
 	drivertest.ServeDNS(t, h)
-	ctx, cancel := context.WithCancel(t.Context())
-	watched := make(chan error, 1)
-	go func() { watched <- h.WatchRefusals(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-watched; err != nil {
-			t.Errorf("WatchRefusals() = %v, want nil once its context ended", err)
-		}
-	})
+	watchRefusals(t, h)
 
 	a, err := h.Attach(t.Context(), "dpa", network.Limits{}, network.Egress{AllowDomains: []string{allowed}})
 	if err != nil {
