@@ -224,3 +224,22 @@ func mkdir(t *testing.T, parts ...string) string {
 	}
 	return dir
 }
+
+// TestOpenThroughLink: a data dir reached through a symbolic link is the
+// same instance as by its own path.
+func TestOpenThroughLink(t *testing.T) {
+	reg, root := t.TempDir(), t.TempDir()
+	first, err := openIn(t, reg, filepath.Join(root, "real"), instance.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	link := filepath.Join(root, "link")
+	if err := os.Symlink(first.DataDir, link); err != nil {
+		t.Fatal(err)
+	}
+	again, err := openIn(t, reg, link, instance.Options{})
+	if err != nil || again.Names != first.Names || again.DataDir != first.DataDir {
+		t.Errorf("Open(%s → %s) = %+v, %v; want %+v", link, first.DataDir, again, err, first.Names)
+	}
+}

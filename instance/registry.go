@@ -19,7 +19,8 @@ import (
 
 // Options configure Open.
 type Options struct {
-	// DataDir is the daemon's data dir; it must exist.
+	// DataDir is the daemon's data dir; it must exist. Claims know it by
+	// its real path (links resolved).
 	DataDir string
 	// Name is the instance's name (`hearth serve --instance`; see
 	// CheckName). Empty means the one the data dir records, else the
@@ -41,7 +42,7 @@ type Options struct {
 // its claim, held until Close.
 type Instance struct {
 	Names
-	// DataDir is the data dir's absolute path.
+	// DataDir is the data dir's real path.
 	DataDir string
 	// Moved is set when the slot the data dir recorded was another
 	// instance's (claimed while this one's daemon was away, after a
@@ -76,13 +77,19 @@ func Open(opts Options) (*Instance, error) { return open(opts, hostUses) }
 // open is Open, with uses telling whether a departed instance left links
 // or rules of a slot's names on the host.
 func open(opts Options, uses func(Names) (bool, error)) (*Instance, error) {
-	dir, err := filepath.Abs(opts.DataDir)
+	abs, err := filepath.Abs(opts.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("instance: data dir: %w", err)
 	}
-	name, err := nameFor(dir, opts)
+	name, err := nameFor(abs, opts)
 	if err != nil {
 		return nil, err
+	}
+	// Claims name the data dir by its real path, whichever link led to
+	// it.
+	dir, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("instance: data dir: %w", err)
 	}
 	reg := opts.Registry
 	if reg == "" {
@@ -289,8 +296,8 @@ func hostUses(n Names) (bool, error) {
 		}
 	}
 	ipt, err := exec.LookPath("iptables")
-	if err != nil {
-		return false, nil // no firewall rules to leave
+	if err != nil || os.Geteuid() != 0 {
+		return false, nil // no firewall rules to leave, or to read
 	}
 	for _, table := range []string{"filter", "nat"} {
 		out, err := exec.Command(ipt, "-w", "-t", table, "-S").Output()
