@@ -81,15 +81,20 @@ func open(opts Options, uses func(Names) (bool, error)) (*Instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("instance: data dir: %w", err)
 	}
-	name, err := nameFor(abs, opts)
-	if err != nil {
-		return nil, err
-	}
-	// Claims name the data dir by its real path, whichever link led to
-	// it.
+	// Claims and derived names know the data dir by its real path,
+	// whichever link led to it; the default data dir is the default
+	// instance's whatever it links to.
 	dir, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, fmt.Errorf("instance: data dir: %w", err)
+	}
+	nameDir := dir
+	if abs == DefaultDataDir {
+		nameDir = abs
+	}
+	name, err := nameFor(nameDir, opts)
+	if err != nil {
+		return nil, err
 	}
 	reg := opts.Registry
 	if reg == "" {
