@@ -7,3 +7,6 @@ var (
 	// slot's link prefix and subnet.
 	OpenWith = open
 )
+
+// HostUses is the host's check of a slot's link prefix and subnet.
+var HostUses = hostUses
