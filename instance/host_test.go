@@ -25,7 +25,10 @@ func TestHostUses(t *testing.T) {
 	t.Cleanup(func() { exec.Command("ip", "link", "del", dummy).Run() })
 	const chain = "HEARTHUSETEST"
 	sh(t, "iptables", "-w", "-N", chain)
-	t.Cleanup(func() { exec.Command("iptables", "-w", "-F", chain).Run(); exec.Command("iptables", "-w", "-X", chain).Run() })
+	t.Cleanup(func() {
+		exec.Command("iptables", "-w", "-F", chain).Run()
+		exec.Command("iptables", "-w", "-X", chain).Run()
+	})
 	sh(t, "iptables", "-w", "-A", chain, "-i", rule.LinkPrefix+"+", "-j", "RETURN")
 	for _, n := range []instance.Names{link, rule} {
 		if used, err := instance.HostUses(n); !used || err != nil {
