@@ -20,9 +20,9 @@ func TestHostUses(t *testing.T) {
 			t.Fatalf("HostUses(slot %d) = %v, %v before the test made anything", n.Slot, used, err)
 		}
 	}
-	dummy := link.LinkPrefix + "use"
-	sh(t, "ip", "link", "add", dummy, "type", "veth", "peer", "name", dummy+"p")
-	t.Cleanup(func() { exec.Command("ip", "link", "del", dummy).Run() })
+	veth := link.LinkPrefix + "use"
+	sh(t, "ip", "link", "add", veth, "type", "veth", "peer", "name", veth+"p")
+	t.Cleanup(func() { exec.Command("ip", "link", "del", veth).Run() })
 	const chain = "HEARTHUSETEST"
 	sh(t, "iptables", "-w", "-N", chain)
 	t.Cleanup(func() {
@@ -35,7 +35,7 @@ func TestHostUses(t *testing.T) {
 			t.Errorf("HostUses(slot %d, %s) = %v, %v; want true", n.Slot, n.LinkPrefix, used, err)
 		}
 	}
-	sh(t, "ip", "link", "del", dummy)
+	sh(t, "ip", "link", "del", veth)
 	sh(t, "iptables", "-w", "-F", chain)
 	for _, n := range []instance.Names{link, rule} {
 		if used, err := instance.HostUses(n); used || err != nil {
