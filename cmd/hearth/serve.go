@@ -248,7 +248,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	go svc.Run(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir)
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance)
 
 	select {
 	case err := <-errc:
