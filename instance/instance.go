@@ -17,8 +17,8 @@
 //
 // The default instance, "hearth" in slot 0, is the data dir
 // /var/lib/hearth's, and that of every data dir made before instances
-// (it holds a database but no record): its objects keep the names they
-// had (chains HEARTH-…, namespaces hearth-<id>, links hv…, subnet
+// that still has sandboxes (Options.Legacy): its objects keep the names
+// they had (chains HEARTH-…, namespaces hearth-<id>, links hv…, subnet
 // 10.89.0.0/16, cgroups /hearth/<id>), so an upgraded daemon finds its
 // own. Any other data dir's instance is named at its first start by
 // Options.Name (`hearth serve --instance`) or, without one, by a hash of

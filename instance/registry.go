@@ -29,9 +29,8 @@ type Options struct {
 	// the data dir records (or, for a Legacy one, the default) is
 	// ErrRenamed: the sandboxes' objects carry the old one.
 	Name string
-	// Legacy says the data dir predates instances: it holds state (a
-	// database) but no record, so its sandboxes' objects carry the
-	// default instance's names.
+	// Legacy says the data dir predates instances: it holds sandboxes but
+	// no record, so their objects carry the default instance's names.
 	Legacy bool
 	// Registry is where instances are claimed; empty means
 	// DefaultRegistry. Every daemon of the host must use the same.

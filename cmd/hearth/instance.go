@@ -17,8 +17,10 @@ import (
 )
 
 // openInstance claims the data dir's instance (package instance) in
-// registry (empty: the host's): a data dir that holds a database but no
-// record predates instances, and is the default instance. It logs the
+// registry (empty: the host's). A data dir that holds a database but no
+// record predates instances: while it has sandboxes, whose networks and
+// cgroups carry the default instance's names, it is the default
+// instance; with none left, it is named like a new one. It logs the
 // instance's names; the daemon holds the claim until it stops.
 func openInstance(cfg serveConfig, registry string, log *slog.Logger) (*instance.Instance, error) {
 	_, dbErr := os.Stat(filepath.Join(cfg.dataDir, "hearth.db"))
@@ -26,7 +28,7 @@ func openInstance(cfg serveConfig, registry string, log *slog.Logger) (*instance
 	inst, err := instance.Open(instance.Options{
 		DataDir:  cfg.dataDir,
 		Name:     cfg.instance,
-		Legacy:   dbErr == nil && errors.Is(recErr, fs.ErrNotExist),
+		Legacy:   dbErr == nil && errors.Is(recErr, fs.ErrNotExist) && hasSandboxes(cfg.dataDir),
 		Registry: registry,
 	})
 	if err != nil {
@@ -37,6 +39,26 @@ func openInstance(cfg serveConfig, registry string, log *slog.Logger) (*instance
 	}
 	log.Info("instance", "name", inst.Instance, "slot", inst.Slot, "network", inst.Network, "link_prefix", inst.LinkPrefix, "subnet", inst.Subnet, "cgroup_parent", "/"+inst.CgroupParent)
 	return inst, nil
+}
+
+// hasSandboxes reports whether data dir dir holds a sandbox of any
+// runtime (the driver's directory of it) or a network attachment's
+// address record; one it cannot read counts as holding one.
+func hasSandboxes(dir string) bool {
+	held, err := filepath.Glob(filepath.Join(dir, "oci", "*", "sandboxes", "*"))
+	if err != nil || len(held) > 0 {
+		return true
+	}
+	records, err := os.ReadDir(filepath.Join(dir, "network"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	for _, e := range records {
+		if e.Type().IsRegular() {
+			return true
+		}
+	}
+	return false
 }
 
 // sandboxNet is the daemon's sandbox network: the network host (nil when

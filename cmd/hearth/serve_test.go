@@ -72,9 +72,10 @@ func TestServePorts(t *testing.T) {
 }
 
 // TestOpenInstance: a new data dir is an instance of its own, named from
-// its path or by --instance; one that holds a database but no record
-// (made before instances) is the default instance, whose objects keep
-// the names they had.
+// its path or by --instance; one that holds a database and sandboxes but
+// no record (made before instances) is the default instance, whose
+// objects keep the names they had; one from before instances with no
+// sandbox left is named like a new one.
 func TestOpenInstance(t *testing.T) {
 	reg, log := t.TempDir(), slog.New(slog.DiscardHandler)
 	open := func(dir, name string) instance.Names {
@@ -92,9 +93,17 @@ func TestOpenInstance(t *testing.T) {
 	if got := open(t.TempDir(), "staging"); got.Instance != "staging" || got.CgroupParent != "hearth-staging" {
 		t.Errorf("a new data dir's instance with --instance staging = %+v", got)
 	}
-	old := t.TempDir()
-	if err := os.WriteFile(filepath.Join(old, "hearth.db"), nil, 0o600); err != nil {
-		t.Fatal(err)
+	old, empty := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(old, "hearth.db"), filepath.Join(old, "oci", "runsc", "sandboxes", "abc", "pid"), filepath.Join(empty, "hearth.db"), filepath.Join(empty, "network", "policy", "x")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := open(empty, "prod"); got.Instance != "prod" {
+		t.Errorf("a data dir from before instances with no sandbox, --instance prod = %+v", got)
 	}
 	if got, want := open(old, ""), instance.NamesOf(instance.DefaultName, 0); got != want {
 		t.Errorf("a data dir from before instances = %+v, want the default instance %+v", got, want)
