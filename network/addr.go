@@ -17,9 +17,10 @@ var ErrNoAddress = errors.New("network: no free address left in the sandbox subn
 // maxLinkName is the longest Linux interface name (IFNAMSIZ less the NUL).
 const maxLinkName = 15
 
-// checkSubnet refuses a subnet the addressing cannot use: IPv4 only, and
-// room for at least two sandboxes besides the pairs at both ends (see
-// usablePairs).
+// checkSubnet refuses a subnet the addressing cannot use: IPv4 only, room
+// for at least two sandboxes besides the pairs at both ends (see
+// usablePairs), and inside a range every Host blocks (see
+// Options.Subnet).
 func checkSubnet(p netip.Prefix) error {
 	if !p.IsValid() || !p.Addr().Is4() {
 		return fmt.Errorf("network: subnet %v: want an IPv4 prefix", p)
@@ -27,7 +28,21 @@ func checkSubnet(p netip.Prefix) error {
 	if p.Bits() < 8 || p.Bits() > 29 {
 		return fmt.Errorf("network: subnet %v: want a prefix length from 8 to 29", p)
 	}
-	return nil
+	for _, r := range subnetRanges {
+		if r.Bits() <= p.Bits() && r.Contains(p.Addr()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("network: subnet %v: want one inside %v, which every Host blocks", p, subnetRanges)
+}
+
+// subnetRanges are the always-blocked ranges a Host's subnet must lie in
+// (see Options.Subnet).
+var subnetRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"),
 }
 
 // pairCount is the number of /31 pairs in subnet.

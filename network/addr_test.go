@@ -131,7 +131,13 @@ func TestNewOptions(t *testing.T) {
 		{"subnet too small", network.Options{Subnet: netip.MustParsePrefix("10.0.0.0/30")}},
 		{"subnet too large", network.Options{Subnet: netip.MustParsePrefix("10.0.0.0/7")}},
 		{"bad name", network.Options{Name: "Hearth"}},
-		{"long name", network.Options{Name: strings.Repeat("h", 17)}},
+		{"long name", network.Options{Name: "hearth" + strings.Repeat("h", 11)}},
+		{"name not of hearth", network.Options{Name: "staging"}},
+		{"name ending in a dash", network.Options{Name: "hearth-"}},
+		{"name with two dashes", network.Options{Name: "hearth--x"}},
+		{"name with an underscore", network.Options{Name: "hearth_x"}},
+		{"public subnet", network.Options{Subnet: netip.MustParsePrefix("203.0.113.0/24")}},
+		{"subnet across a private range", network.Options{Subnet: netip.MustParsePrefix("172.0.0.0/10")}},
 		{"short prefix", network.Options{LinkPrefix: "h"}},
 		{"long prefix", network.Options{LinkPrefix: "hearth"}},
 		{"prefix with a digit", network.Options{LinkPrefix: "h1"}},
@@ -142,5 +148,20 @@ func TestNewOptions(t *testing.T) {
 				t.Errorf("New(%+v) = %v, want an options error", tc.opts, err)
 			}
 		})
+	}
+}
+
+// New takes names and subnets of instances beside the default one.
+func TestNewNames(t *testing.T) {
+	for _, opts := range []network.Options{
+		{Name: "hearth"},
+		{Name: "hearthnet"},
+		{Name: "hearth-staging", Subnet: netip.MustParsePrefix("10.90.8.0/21")},
+		{Name: "hearth-a1b2c3d4e", Subnet: netip.MustParsePrefix("192.168.77.0/24")},
+		{Name: "hearth-x", Subnet: netip.MustParsePrefix("100.127.0.0/16"), LinkPrefix: "hxab"},
+	} {
+		if _, err := network.New(opts); err != nil && !errors.Is(err, network.ErrUnavailable) {
+			t.Errorf("New(%+v) = %v, want nil", opts, err)
+		}
 	}
 }

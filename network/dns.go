@@ -72,21 +72,67 @@ func (h *Host) ServeDNS(ctx context.Context) error {
 	if !h.ServesDNS() {
 		return ErrNoDNS
 	}
-	addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(h.dnsPort))
-	var lc net.ListenConfig
-	pc, err := lc.ListenPacket(ctx, "udp4", addr)
+	l, err := ListenDNS(ctx, h.dnsPort)
 	if err != nil {
-		return fmt.Errorf("network: dns: %w", err)
+		return err
 	}
-	ln, err := lc.Listen(ctx, "tcp4", addr)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("network: dns: %w", err)
-	}
-	h.log.Info("dns forwarder listening", "addr", addr, "upstreams", h.dnsUpstreams)
-	f := &forwarder{upstreams: h.dnsUpstreams, allow: h.subnet.Contains, names: h, timeout: dnsTimeout, log: h.log}
-	return f.serve(ctx, pc.(*net.UDPConn), ln)
+	return h.ServeDNSOn(ctx, l)
 }
+
+// ServeDNSOn is ServeDNS on l, which must listen at the Host's DNS port
+// (Options.DNSPort, where the rules redirect sandboxes' queries): a daemon
+// that lets ListenDNS pick a free port listens before it makes the Host.
+// It closes l when it returns.
+func (h *Host) ServeDNSOn(ctx context.Context, l *DNSListener) error {
+	if !h.ServesDNS() {
+		l.Close()
+		return ErrNoDNS
+	}
+	if l.Port() != h.dnsPort {
+		l.Close()
+		return fmt.Errorf("network: dns: listening at port %d, not at the Host's DNS port %d", l.Port(), h.dnsPort)
+	}
+	h.log.Info("dns forwarder listening", "addr", l.tcp.Addr(), "upstreams", h.dnsUpstreams)
+	f := &forwarder{upstreams: h.dnsUpstreams, allow: h.subnet.Contains, names: h, timeout: dnsTimeout, log: h.log}
+	return f.serve(ctx, l.udp, l.tcp)
+}
+
+// DNSListener is where a forwarder listens: a UDP socket and a TCP
+// listener at one port of every IPv4 address of the host.
+type DNSListener struct {
+	udp *net.UDPConn
+	tcp net.Listener
+}
+
+// ListenDNS listens for a forwarder on UDP and TCP at port of every IPv4
+// address, or, with port 0, at a port it picks that is free for both (a
+// daemon's instance other than the default one takes one so: see
+// Options.DNSPort). The error is that of listening (the port is taken).
+func ListenDNS(ctx context.Context, port int) (*DNSListener, error) {
+	var lc net.ListenConfig
+	for try := 0; ; try++ {
+		ln, err := lc.Listen(ctx, "tcp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
+		if err != nil {
+			return nil, fmt.Errorf("network: dns: %w", err)
+		}
+		addr := net.JoinHostPort("0.0.0.0", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+		pc, err := lc.ListenPacket(ctx, "udp4", addr)
+		if err == nil {
+			return &DNSListener{udp: pc.(*net.UDPConn), tcp: ln}, nil
+		}
+		ln.Close()
+		// A port free for TCP may be taken for UDP: pick another.
+		if port != 0 || try == 20 {
+			return nil, fmt.Errorf("network: dns: %w", err)
+		}
+	}
+}
+
+// Port returns the port l listens at.
+func (l *DNSListener) Port() int { return l.tcp.Addr().(*net.TCPAddr).Port }
+
+// Close closes both sockets.
+func (l *DNSListener) Close() error { return errors.Join(l.udp.Close(), l.tcp.Close()) }
 
 // forwarder forwards DNS queries of the clients it allows to upstreams.
 type forwarder struct {

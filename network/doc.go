@@ -39,8 +39,9 @@
 //
 // The rules live in chains of their own, <NAME>-INPUT and <NAME>-FORWARD in
 // the filter table and <NAME>-POSTROUTING and <NAME>-PREROUTING in the nat
-// table, jumped to from the first rule of INPUT, FORWARD, POSTROUTING and
-// PREROUTING (and <NAME>-EGRESS and <NAME>-LIMITS, for the per-sandbox
+// table, jumped to from the top of INPUT, FORWARD, POSTROUTING and
+// PREROUTING (above every rule but other Hosts' jumps, see Instances
+// below; and <NAME>-EGRESS and <NAME>-LIMITS, for the per-sandbox
 // rules and the limits below; <NAME>-PREROUTING, for the name service
 // below, is empty without one). Setup rewrites them
 // whole in one iptables-restore transaction, so that a daemon restart
@@ -59,6 +60,25 @@
 // seconds) finds a hook missing or moved down, or the forward chain or a
 // set incomplete, and runs Setup again and puts back every attached
 // sandbox's own rules, which the Host records in Options.StateDir.
+//
+// Instances: several Hosts share one machine (two daemons, each an
+// instance of its own: production and staging, or a test run beside
+// either) without touching each other's objects, because every object a
+// Host makes carries its name, its link prefix or its subnet, and
+// everything it lists, checks or removes is found by them: its chains
+// (<NAME>-…), sets (<name>-allow, <name>-deny), namespaces
+// (/run/netns/<name>-<id>), links (the prefix), the log prefix of its
+// refusals ("<name>-refused: ") and their rate table, its address records
+// (Options.StateDir) and the DNS port its rules redirect to. Each Host's
+// rules match only packets of its own links (and, for masquerading, of its
+// subnet), so the order of the Hosts' jumps decides nothing: each Host
+// keeps its jump in the block of Hosts' jumps at the top of each built-in
+// chain, whatever the order there (Hosts know each other's jumps by their
+// targets, HEARTH…-<chain>), and none moves another's. The subnets lie in
+// the ranges every Host refuses (Options.Subnet), so a sandbox of one Host
+// never reaches one of another's, whichever Host's chains judge the packet
+// first; the forwarders answer only their own subnets, and the gateway,
+// redirected to at each Host's own port, knows only its own sandboxes.
 //
 // Per-sandbox egress rules: Attach takes a sandbox's own policy (Egress),
 // and SetEgress replaces it while the sandbox runs. It narrows, never

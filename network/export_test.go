@@ -39,9 +39,11 @@ var (
 	}
 	// HookPlacement is hookPlacement for the jump from chain from to
 	// chain to.
-	HookPlacement = func(listing []string, from, to string) (count int, first bool) {
+	HookPlacement = func(listing []string, from, to string) (count int, placed bool) {
 		return hookPlacement(listing, hook{from: from, to: to})
 	}
+	// HashlimitName is hashlimitName for the host named name.
+	HashlimitName = func(name string) string { return hashlimitName(chainsFor(name)) }
 )
 
 // ServeDNSOn runs a DNS forwarder as ServeDNS does, on pc and ln, for the

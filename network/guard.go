@@ -30,14 +30,18 @@ func (h *Host) Guard(ctx context.Context, interval time.Duration) error {
 }
 
 // Repair checks that the Host's rules are in place, once Setup has run:
-// each hook the first rule of its built-in chain, the forward chain whole,
-// and the sets there. Something that rewrote the host's firewall (a
+// each hook at the top of its built-in chain (above every rule but other
+// Hosts' jumps, see hookPlacement), the forward chain whole, and the sets
+// there. Something that rewrote the host's firewall (a
 // firewall service reloading, an `iptables -F`) would otherwise leave
 // sandboxes unfiltered, routed wherever the host routes. When one is
 // missing, Repair runs Setup again and puts back every attached
 // sandbox's own rules (its egress rules and connection cap, from the
 // state dir), and says it did. A Host that has not set up yet has
-// nothing to repair.
+// nothing to repair. It checks and repairs this Host's objects only:
+// another Host's (another daemon's instance) missing rules are that
+// Host's Guard's to repair, and a jump of another Host above this one's
+// is in its place.
 func (h *Host) Repair(ctx context.Context) (repaired bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -72,7 +76,7 @@ func (h *Host) Repair(ctx context.Context) (repaired bool, err error) {
 }
 
 // missing returns what of the Host's rules is not in place ("" when all
-// is): a hook not first in its chain, a forward chain without all its
+// is): a hook not at the top of its chain, a forward chain without all its
 // rules, a set that is gone.
 func (h *Host) missing(ctx context.Context) (string, error) {
 	for _, hk := range h.chains.hooks() {
@@ -80,7 +84,7 @@ func (h *Host) missing(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if count, first := hookPlacement(listing, hk); count != 1 || !first {
+		if count, placed := hookPlacement(listing, hk); count != 1 || !placed {
 			return "the jump from " + hk.from + " to " + hk.to, nil
 		}
 	}

@@ -30,8 +30,13 @@ var defaultSubnet = netip.MustParsePrefix("10.89.0.0/16")
 // else uses 10.89.0.0/16.
 type Options struct {
 	// Subnet holds every sandbox's address pair (see the package doc); it
-	// must not overlap a network the host reaches. Zero means
-	// 10.89.0.0/16. IPv4, with a prefix length from 8 to 29.
+	// must not overlap a network the host reaches, nor another Host's
+	// subnet. Zero means 10.89.0.0/16. IPv4, with a prefix length from 8
+	// to 29, inside one of the private or shared ranges every Host always
+	// blocks (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10):
+	// so every other Host's rules refuse it too, and no sandbox of
+	// another Host (another daemon's instance) reaches one of this Host's,
+	// whichever Host's chains judge the packet first.
 	Subnet netip.Prefix
 	// Deny are more destinations no sandbox may reach, besides the private
 	// and reserved ranges that are always blocked: a host whose own LAN
@@ -41,14 +46,22 @@ type Options struct {
 	// persist across daemon restarts and belong to this Host alone. Empty
 	// means /var/lib/hearth/network.
 	StateDir string
-	// Name names the Host's namespaces (/run/netns/<name>-<id>) and,
-	// upper-cased, its iptables chains (<NAME>-INPUT, ...): lowercase
-	// letters and digits, at most 16. Empty means "hearth". Two Hosts on
-	// one machine (tests) need different names, link prefixes and subnets.
+	// Name names the Host's namespaces (/run/netns/<name>-<id>), its
+	// ipsets (<name>-allow, <name>-deny), the prefix of its refusals in
+	// the kernel's log ("<name>-refused: ") and, upper-cased, its iptables
+	// chains (<NAME>-INPUT, ...): "hearth" followed by lowercase letters,
+	// digits and dashes, at most 16 characters in all (a chain name has
+	// at most 28), not ending in a dash nor holding two in a row. Empty
+	// means "hearth". Two Hosts on one machine (two daemons' instances,
+	// tests) need different names, link prefixes, subnets and DNS ports;
+	// a name may begin with another's (hearth, hearth-staging), since no
+	// sandbox id holds a dash. Every Host's name begins with "hearth" so
+	// that Hosts know each other's jumps (see Setup).
 	Name string
 	// LinkPrefix begins the name of the host side of every sandbox's veth:
 	// 2 to 4 lowercase letters, which no other interface of the host may
-	// begin with (the rules match sandboxes by it). Empty means "hv".
+	// begin with (the rules match sandboxes by it): another Host's link
+	// prefix may neither equal it nor begin with it. Empty means "hv".
 	LinkPrefix string
 	// DNSUpstreams are the name servers the Host's DNS forwarder
 	// (ServeDNS) sends sandboxes' queries to, in order; none means
@@ -60,7 +73,8 @@ type Options struct {
 	// DNSPort is the port the forwarder listens on, on every address of
 	// the host, and the sandboxes' queries are redirected to. Zero means
 	// DefaultDNSPort (10053). Two Hosts on one machine need different
-	// ones.
+	// ones: a daemon's instance other than the default one listens first,
+	// at a port ListenDNS picks, and passes that port here.
 	DNSPort int
 	// GatewayPort is where the daemon's egress gateway listens, on every
 	// address of the host; zero means the Host has none. With one, a
@@ -134,8 +148,8 @@ func New(opts Options) (*Host, error) {
 	if name == "" {
 		name = "hearth"
 	}
-	if !lowerAlnum(name, 1, 16, true) {
-		return nil, fmt.Errorf("network: name %q: want 1 to 16 lowercase letters and digits", name)
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
 	prefix := opts.LinkPrefix
 	if prefix == "" {
@@ -211,6 +225,15 @@ func New(opts Options) (*Host, error) {
 	return h, nil
 }
 
+// checkName refuses a Host name that is not one (see Options.Name).
+func checkName(name string) error {
+	rest, ok := strings.CutPrefix(name, "hearth")
+	if !ok || len(name) > 16 || strings.HasSuffix(name, "-") || strings.Contains(name, "--") || !lowerAlnum(strings.ReplaceAll(rest, "-", ""), 0, 16, true) {
+		return fmt.Errorf("network: name %q: want hearth followed by lowercase letters, digits and single dashes, at most 16 characters", name)
+	}
+	return nil
+}
+
 // lowerAlnum reports whether s has lo to hi lowercase letters (and
 // digits, when digits is set) only.
 func lowerAlnum(s string, lo, hi int, digits bool) bool {
@@ -232,9 +255,11 @@ func (h *Host) Subnet() netip.Prefix { return h.subnet }
 // on, and the Host's policy chains created or emptied and filled with the
 // policy (see the package doc) in one iptables-restore transaction per
 // table, so that no packet ever sees them half made, then jumped to from
-// the first rule of INPUT, FORWARD, nat POSTROUTING and nat PREROUTING
-// (once each; the PREROUTING chain holds the DNS redirect, and is empty
-// when the Host serves no DNS). Calling
+// the top of INPUT, FORWARD, nat POSTROUTING and nat PREROUTING (once
+// each, above every rule but other Hosts' jumps: see hookPlacement; the
+// PREROUTING chain holds the DNS redirect, and is empty when the Host
+// serves no DNS). Other Hosts' chains, sets and jumps are never touched.
+// Calling
 // it at every daemon start refreshes the rules without duplicating any.
 // The egress and limits chains (<NAME>-EGRESS, <NAME>-LIMITS) are created
 // when missing but never emptied: they hold the egress rules and the
@@ -277,9 +302,11 @@ func (h *Host) setupLocked(ctx context.Context) error {
 	return nil
 }
 
-// hookFirst makes hk the first rule of its built-in chain, and the only
-// jump of its kind there. A jump found further down (another program
-// inserted rules above it) moves up without a moment unhooked, and without
+// hookFirst places hk at the top of its built-in chain (see
+// hookPlacement), as the only jump of its kind there: where other Hosts'
+// jumps alone are above it, it stays. A jump found further down (another
+// program inserted rules above it) moves to the first rule without a
+// moment unhooked, and without
 // deleting by rule number, which a program changing the chain meanwhile
 // would make delete the wrong rule: a marked copy of the jump goes in
 // first, then every plain one comes out (by its spec), the plain one goes in
@@ -289,8 +316,8 @@ func (h *Host) hookFirst(ctx context.Context, hk hook) error {
 	if err != nil {
 		return err
 	}
-	count, first := hookPlacement(listing, hk)
-	if count == 1 && first {
+	count, placed := hookPlacement(listing, hk)
+	if count == 1 && placed {
 		return nil
 	}
 	plain := []string{"-t", hk.table, "-I", hk.from, "1", "-j", hk.to}
@@ -298,7 +325,7 @@ func (h *Host) hookFirst(ctx context.Context, hk hook) error {
 		_, err := h.iptables(ctx, plain...)
 		return err
 	}
-	marked := []string{"-m", "comment", "--comment", "hearth: moving this jump up", "-j", hk.to}
+	marked := []string{"-m", "comment", "--comment", movingComment, "-j", hk.to}
 	if _, err := h.iptables(ctx, append([]string{"-t", hk.table, "-I", hk.from, "1"}, marked...)...); err != nil {
 		return err
 	}

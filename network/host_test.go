@@ -35,17 +35,29 @@ var testSubnet = netip.MustParsePrefix("10.202.0.0/16")
 // daemon's, nor driver/oci's tests'.
 const testDNSPort = 10253
 
+// hostNames are what sets a test's Host apart from every other on this
+// machine: its name, link prefix, subnet and DNS port.
+type hostNames struct {
+	name, prefix string
+	subnet       netip.Prefix
+	dnsPort      int
+}
+
+// testHost is the names of the Host of most tests.
+var testHost = hostNames{testName, testPrefix, testSubnet, testDNSPort}
+
 // openHost returns a Host on stateDir for the tests, serving DNS through
 // upstreams when there are any.
 func openHost(t testing.TB, stateDir string, upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
-	return openHostWith(t, stateDir, nil, upstreams...)
+	return openNamedHost(t, testHost, stateDir, nil, upstreams...)
 }
 
-// openHostWith is openHost with Options.OnRefusal.
-func openHostWith(t testing.TB, stateDir string, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) *network.Host {
+// openNamedHost is openHost for the Host named by names, with
+// Options.OnRefusal.
+func openNamedHost(t testing.TB, names hostNames, stateDir string, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) *network.Host {
 	t.Helper()
-	h, err := network.New(network.Options{Subnet: testSubnet, StateDir: stateDir, Name: testName, LinkPrefix: testPrefix, DNSUpstreams: upstreams, DNSPort: testDNSPort, OnRefusal: onRefusal})
+	h, err := network.New(network.Options{Subnet: names.subnet, StateDir: stateDir, Name: names.name, LinkPrefix: names.prefix, DNSUpstreams: upstreams, DNSPort: names.dnsPort, OnRefusal: onRefusal})
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
@@ -56,52 +68,32 @@ func openHostWith(t testing.TB, stateDir string, onRefusal func(network.Refusal)
 // tears it down and wants nothing of it left on the host.
 func newHost(t testing.TB, upstreams ...netip.AddrPort) (*network.Host, string) {
 	t.Helper()
-	return newHostWith(t, nil, upstreams...)
+	return newNamedHost(t, testHost, nil, upstreams...)
 }
 
 // newHostWith is newHost with Options.OnRefusal.
 func newHostWith(t testing.TB, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) (*network.Host, string) {
 	t.Helper()
+	return newNamedHost(t, testHost, onRefusal, upstreams...)
+}
+
+// newNamedHost is newHostWith for the Host named by names.
+func newNamedHost(t testing.TB, names hostNames, onRefusal func(network.Refusal), upstreams ...netip.AddrPort) (*network.Host, string) {
+	t.Helper()
 	drivertest.RequireRoot(t)
 	dir := t.TempDir()
-	h := openHostWith(t, dir, onRefusal, upstreams...)
+	h := openNamedHost(t, names, dir, onRefusal, upstreams...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := h.Teardown(ctx); err != nil {
 			t.Errorf("cleanup: Teardown() = %v", err)
 		}
-		for _, left := range leftovers(t) {
+		for _, left := range drivertest.NetworkObjects(t, names.name, names.prefix) {
 			t.Errorf("after Teardown, left on the host: %s", left)
 		}
 	})
 	return h, dir
-}
-
-// leftovers lists what a test's Host left: namespaces, links, rules.
-func leftovers(t testing.TB) []string {
-	t.Helper()
-	var left []string
-	for _, cmd := range [][]string{{"netns", "list"}, {"-o", "link", "show"}} {
-		for _, line := range strings.Split(run(t, "ip", cmd...), "\n") {
-			if strings.Contains(line, testName+"-") || strings.Contains(line, ": "+testPrefix) {
-				left = append(left, line)
-			}
-		}
-	}
-	for _, table := range []string{"filter", "nat"} {
-		for _, line := range strings.Split(run(t, "iptables", "-w", "-t", table, "-S"), "\n") {
-			if strings.Contains(line, testChain) {
-				left = append(left, line)
-			}
-		}
-	}
-	for _, line := range strings.Split(run(t, "ipset", "list", "-n"), "\n") {
-		if strings.HasPrefix(line, testName+"-") {
-			left = append(left, "ipset "+line)
-		}
-	}
-	return left
 }
 
 // run runs a command and returns its output; it fails t on error.
@@ -126,6 +118,14 @@ func rules(t testing.TB, table, chain string) []string {
 	return out
 }
 
+// hookPlaced reports whether listing, the rules of built-in chain from,
+// holds the jump to chain to once, with nothing above it but other
+// hosts' jumps (another daemon's or test's Host may run meanwhile).
+func hookPlaced(listing []string, from, to string) bool {
+	count, placed := network.HookPlacement(listing, from, to)
+	return count == 1 && placed
+}
+
 // wantChains checks that each of h's chains (a table and the suffix of
 // the chain's name) holds exactly h's rules for it.
 func wantChains(t *testing.T, h *network.Host, when string, chains ...[2]string) {
@@ -146,8 +146,8 @@ func wantChains(t *testing.T, h *network.Host, when string, chains ...[2]string)
 }
 
 // TestSetup: two Setups (a daemon restart) leave the policy once, its
-// chains each the first rule of INPUT, FORWARD, POSTROUTING and
-// PREROUTING (empty with no DNS), and IPv4
+// chains each jumped to once from the top of INPUT, FORWARD, POSTROUTING
+// and PREROUTING (empty with no DNS), and IPv4
 // forwarding on; a Setup after another program put a rule above a jump
 // (and a stray copy of it further down) moves the jump back up, leaving
 // that program's rule alone.
@@ -175,10 +175,8 @@ func TestSetup(t *testing.T) {
 	// With no DNS, the PREROUTING chain is there, hooked, and empty.
 	wantChains(t, h, "after three Setups", [2]string{"filter", "-INPUT"}, [2]string{"filter", "-FORWARD"}, [2]string{"nat", "-POSTROUTING"}, [2]string{"nat", "-PREROUTING"})
 	for _, c := range []struct{ table, from, to string }{{"filter", "INPUT", "-INPUT"}, {"filter", "FORWARD", "-FORWARD"}, {"nat", "POSTROUTING", "-POSTROUTING"}, {"nat", "PREROUTING", "-PREROUTING"}} {
-		got := rules(t, c.table, c.from)
-		hook := "-A " + c.from + " -j " + testChain + c.to
-		if n := strings.Count(strings.Join(got, "\n")+"\n", hook+"\n"); n != 1 || got[0] != hook {
-			t.Errorf("%s %s = %q, want %q once, first", c.table, c.from, got, hook)
+		if got := rules(t, c.table, c.from); !hookPlaced(got, c.from, testChain+c.to) {
+			t.Errorf("%s %s = %q, want the jump to %s once, at the top", c.table, c.from, got, testChain+c.to)
 		}
 	}
 	if got := rules(t, "filter", testChain+"-LIMITS"); len(got) != 0 {

@@ -1,7 +1,6 @@
 package network_test
 
 import (
-	"context"
 	"encoding/hex"
 	"net/netip"
 	"path/filepath"
@@ -28,15 +27,7 @@ func TestDomainPolicy(t *testing.T) {
 	refusals := make(chan network.Refusal, 16)
 	h, dir := newHostWith(t, func(r network.Refusal) { refusals <- r }, upstream)
 	drivertest.ServeDNS(t, h)
-	ctx, cancel := context.WithCancel(t.Context())
-	watched := make(chan error, 1)
-	go func() { watched <- h.WatchRefusals(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-watched; err != nil {
-			t.Errorf("WatchRefusals() = %v, want nil once its context ended", err)
-		}
-	})
+	watchRefusals(t, h)
 
 	a, err := h.Attach(t.Context(), "dpa", network.Limits{}, network.Egress{AllowDomains: []string{allowed}})
 	if err != nil {
@@ -50,24 +41,7 @@ func TestDomainPolicy(t *testing.T) {
 	}
 	ask := func(id uint16, name string) drivertest.DNSReply {
 		t.Helper()
-		target := "udp:" + a.Gateway.String() + ":53"
-		var got map[string]string
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			out := run(t, "ip", "netns", "exec", filepath.Base(a.Namespace), "python3", "-c", dnsProbe, hex.EncodeToString(drivertest.DNSQuery(id, name)), target)
-			got = drivertest.ParseProbe(out)
-			if got[target] != "timeout" || time.Now().After(deadline) {
-				break
-			}
-		}
-		b, err := hex.DecodeString(got[target])
-		if err != nil {
-			t.Fatalf("query of %s: %q", name, got[target])
-		}
-		r, err := drivertest.ParseDNSReply(b)
-		if err != nil {
-			t.Fatalf("query of %s: %v", name, err)
-		}
-		return r
+		return queryIn(t, a, id, name)
 	}
 	if r := ask(1, allowed); r.RCode != 0 || len(r.A) != 1 || r.A[0] != okAddr {
 		t.Errorf("query of the allowed %s = %+v, want NOERROR and A %s", allowed, r, okAddr)
@@ -123,4 +97,29 @@ func TestDomainPolicy(t *testing.T) {
 	if id, ok := h.SandboxAt(a.Addr); ok {
 		t.Errorf("after Detach: SandboxAt(%s) = %q, want none", a.Addr, id)
 	}
+}
+
+// queryIn sends a DNS query of name with id from a's namespace to port 53
+// of its gateway, asking again for up to 10 seconds while it times out
+// (the forwarder may not listen yet), and returns the reply.
+func queryIn(t *testing.T, a network.Attachment, id uint16, name string) drivertest.DNSReply {
+	t.Helper()
+	target := "udp:" + a.Gateway.String() + ":53"
+	var got map[string]string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out := run(t, "ip", "netns", "exec", filepath.Base(a.Namespace), "python3", "-c", dnsProbe, hex.EncodeToString(drivertest.DNSQuery(id, name)), target)
+		got = drivertest.ParseProbe(out)
+		if got[target] != "timeout" || time.Now().After(deadline) {
+			break
+		}
+	}
+	b, err := hex.DecodeString(got[target])
+	if err != nil {
+		t.Fatalf("%s: query of %s: %q", a.ID, name, got[target])
+	}
+	r, err := drivertest.ParseDNSReply(b)
+	if err != nil {
+		t.Fatalf("%s: query of %s: %v", a.ID, name, err)
+	}
+	return r
 }

@@ -1,6 +1,8 @@
 package network
 
 import (
+	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -64,10 +66,11 @@ type hook struct {
 // rule is the hook as iptables -S prints it.
 func (h hook) rule() string { return "-A " + h.from + " -j " + h.to }
 
-// hooks are where the chains are jumped to from: each the first rule of its
-// built-in chain. The PREROUTING chain is hooked (and emptied) by every
-// Setup, even with no DNS to redirect to, so that a daemon restarted
-// without DNS leaves no redirect of an earlier run behind.
+// hooks are where the chains are jumped to from: each near the top of its
+// built-in chain (see hookPlacement). The PREROUTING chain is hooked (and
+// emptied) by every Setup, even with no DNS to redirect to, so that a
+// daemon restarted without DNS leaves no redirect of an earlier run
+// behind.
 func (c chains) hooks() []hook {
 	return []hook{
 		{"filter", "INPUT", c.input},
@@ -134,10 +137,18 @@ func filterRules(c chains, linkPrefix string, subnet netip.Prefix, deny []netip.
 }
 
 // hashlimitName names the rate table of the refuse chain's log rule: at
-// most 15 characters, as the kernel wants.
+// most 15 characters, as the kernel wants, and one of this Host's own (a
+// table of that name is shared by every rule that names it): the chain's
+// name in lower case when it fits, else its first 6 characters, a dash
+// and a hash of the whole.
 func hashlimitName(c chains) string {
 	n := strings.ToLower(c.refuse)
-	return n[:min(len(n), 15)]
+	if len(n) <= 15 {
+		return n
+	}
+	h := fnv.New32a()
+	h.Write([]byte(n))
+	return fmt.Sprintf("%s-%08x", n[:6], h.Sum32())
 }
 
 // natRules returns the rules of the nat table's chains, as iptables -S
@@ -178,20 +189,43 @@ func restoreInput(c chains, filter, nat []string) string {
 }
 
 // hookPlacement reads the listing of h's built-in chain (iptables -S
-// <chain>): how many jumps h it holds, and whether the first rule is one.
-func hookPlacement(listing []string, h hook) (count int, first bool) {
-	n := 0
+// <chain>): how many jumps h it holds, and whether the first one is
+// placed: above every rule but other Hosts' jumps (see isHook), so that
+// no rule of another program judges a sandbox's packet before this
+// Host's chain does. Every Host of every daemon on the machine keeps its
+// jump in that block at the top, in any order: each Host's chains match
+// only its own sandboxes' links and subnet, so the order among them
+// decides nothing, and no two of them fight for the first place.
+func hookPlacement(listing []string, h hook) (count int, placed bool) {
+	above := true // only Hosts' jumps so far
 	for _, line := range listing {
 		if !strings.HasPrefix(line, "-A "+h.from+" ") {
 			continue
 		}
-		n++
 		if line == h.rule() {
 			count++
-			first = first || n == 1
+			placed = placed || above
+			continue
 		}
+		above = above && isHook(line, h.from)
 	}
-	return count, first
+	return count, placed
+}
+
+// movingComment marks the copy of a jump that hookFirst puts above while
+// it moves the jump up.
+const movingComment = "hearth: moving this jump up"
+
+// isHook reports whether rule, a rule of the built-in chain from as
+// iptables -S lists it, is a Host's jump to its chain for from, or the
+// marked copy of one that hookFirst is moving: a jump to a chain named
+// HEARTH…-<from> (every Host's name begins with "hearth", see
+// Options.Name) that matches every packet.
+func isHook(rule, from string) bool {
+	rest, ok := strings.CutPrefix(rule, "-A "+from+" ")
+	rest = strings.TrimPrefix(rest, `-m comment --comment "`+movingComment+`" `)
+	to, jump := strings.CutPrefix(rest, "-j ")
+	return ok && jump && strings.HasPrefix(to, "HEARTH") && strings.HasSuffix(to, "-"+from) && !strings.Contains(to, " ")
 }
 
 // ofLink reports whether rule, as iptables -S lists it, matches packets

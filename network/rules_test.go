@@ -111,13 +111,16 @@ func TestRulesGateway(t *testing.T) {
 	}
 }
 
+// TestHookPlacement: a Host's jump is in place at the top of its
+// built-in chain, above every rule but other Hosts' jumps (and the marked
+// copy of one being moved up), in any order among them.
 func TestHookPlacement(t *testing.T) {
 	const hook = "-A INPUT -j HEARTH-INPUT"
 	for _, tc := range []struct {
 		name    string
 		listing []string
 		count   int
-		first   bool
+		placed  bool
 	}{
 		{"missing", []string{"-P INPUT ACCEPT"}, 0, false},
 		{"missing among others", []string{"-P INPUT ACCEPT", "-A INPUT -i lo -j ACCEPT", "-A INPUT -j OTHER"}, 0, false},
@@ -126,14 +129,39 @@ func TestHookPlacement(t *testing.T) {
 		{"not first", []string{"-P INPUT ACCEPT", "-A INPUT -j DOCKER", hook}, 1, false},
 		{"twice, not first", []string{"-P INPUT ACCEPT", "-A INPUT -j DOCKER", hook, "-A INPUT -i lo -j ACCEPT", hook}, 2, false},
 		{"another host's", []string{"-P INPUT ACCEPT", "-A INPUT -j HEARTHOCI-INPUT"}, 0, false},
+		{"below other hosts'", []string{"-P INPUT ACCEPT", "-A INPUT -j HEARTH-STAGING-INPUT", "-A INPUT -j HEARTHOCI-INPUT", hook, "-A INPUT -j DOCKER"}, 1, true},
+		{"below one being moved", []string{"-P INPUT ACCEPT", `-A INPUT -m comment --comment "hearth: moving this jump up" -j HEARTH-X-INPUT`, hook}, 1, true},
+		{"below another host's, below another rule", []string{"-P INPUT ACCEPT", "-A INPUT -j DOCKER", "-A INPUT -j HEARTHOCI-INPUT", hook}, 1, false},
+		{"below a host's chain that is not a jump's", []string{"-P INPUT ACCEPT", "-A INPUT -j HEARTH-X-EGRESS", hook}, 1, false},
+		{"below a rule that only looks like a host's jump", []string{"-P INPUT ACCEPT", "-A INPUT -i hv+ -j HEARTH-X-INPUT", hook}, 1, false},
 		{"a rule that only looks like it", []string{"-P INPUT ACCEPT", "-A INPUT -i hv+ -j HEARTH-INPUT", hook}, 1, false},
 		{"another chain's", []string{"-P FORWARD ACCEPT", "-A FORWARD -j HEARTH-INPUT"}, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			count, first := network.HookPlacement(tc.listing, "INPUT", "HEARTH-INPUT")
-			if count != tc.count || first != tc.first {
-				t.Errorf("hookPlacement(%q) = %d, %v; want %d, %v", tc.listing, count, first, tc.count, tc.first)
+			count, placed := network.HookPlacement(tc.listing, "INPUT", "HEARTH-INPUT")
+			if count != tc.count || placed != tc.placed {
+				t.Errorf("hookPlacement(%q) = %d, %v; want %d, %v", tc.listing, count, placed, tc.count, tc.placed)
 			}
 		})
+	}
+}
+
+// TestHashlimitName: each host's refusal log rule has a rate table of its
+// own, named in at most 15 characters, even where the hosts' names are
+// longer and begin alike; the default host's keeps its name.
+func TestHashlimitName(t *testing.T) {
+	seen := map[string]string{}
+	for _, name := range []string{"hearth", "hearthnet", "hearthnettwo", "hearth-staging", "hearth-stagingb", "hearth-abcdefghi", "hearth-abcdefghj"} {
+		got := network.HashlimitName(name)
+		if len(got) > 15 || got == "" {
+			t.Errorf("hashlimitName(%s) = %q, want 1 to 15 characters", name, got)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("hashlimitName(%s) = %q, as for %s", name, got, other)
+		}
+		seen[got] = name
+	}
+	if got := network.HashlimitName("hearth"); got != "hearth-refuse" {
+		t.Errorf("hashlimitName(hearth) = %q, want hearth-refuse (as before instances)", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/hearth/hearth/gateway"
@@ -50,10 +49,11 @@ func (g gatewayRoutes) Route(ctx context.Context, client netip.Addr, binding str
 	return gateway.Route{Upstream: u, Header: b.Header, Value: b.HeaderValue(value), Secret: value, SecretName: b.Secret}, nil
 }
 
-// serveGateway runs the egress gateway on every address at port until
-// ctx ends; it serves the sandbox subnet only and never dials what the
-// network host blocks for sandboxes. Each request is logged and counted.
-func serveGateway(ctx context.Context, port int, netHost *network.Host, svc *lifecycle.Service, reg *metrics.Registry, log *slog.Logger) error {
+// serveGateway runs the egress gateway on ln (every address, at the port
+// the network host's rules redirect to) until ctx ends; it serves the
+// sandbox subnet only and never dials what the network host blocks for
+// sandboxes. Each request is logged and counted.
+func serveGateway(ctx context.Context, ln net.Listener, netHost *network.Host, svc *lifecycle.Service, reg *metrics.Registry, log *slog.Logger) error {
 	requests := reg.Counter("hearth_gateway_requests_total", "Requests of sandboxes through the egress gateway, by the error code of the gateway's own refusal (ok when the upstream answered).", "code")
 	gw := gateway.New(gateway.Options{
 		Resolver: gatewayRoutes{net: netHost, svc: svc},
@@ -69,11 +69,6 @@ func serveGateway(ctx context.Context, port int, netHost *network.Host, svc *lif
 			log.Info("gateway request", "binding", r.Binding, "client", r.Client, "upstream", r.Upstream, "status", r.Status, "bytes", r.Bytes, "code", code)
 		},
 	})
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	stop := context.AfterFunc(ctx, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

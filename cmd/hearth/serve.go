@@ -66,8 +66,13 @@ type serveConfig struct {
 	// dnsOff (--dns-upstream none) no name service.
 	dnsUpstreams []netip.AddrPort
 	dnsOff       bool
-	// gatewayPort is where the egress gateway listens (0: no gateway).
-	gatewayPort int
+	// instance names the data dir's instance (--instance; empty: the
+	// recorded or derived one, see package instance).
+	instance string
+	// gatewayPort is where the egress gateway listens (--gateway-port; 0:
+	// no gateway) and dnsPort the DNS forwarder (--dns-port; 0: a free
+	// port); -1 when not given (see servePorts).
+	gatewayPort, dnsPort int
 	// runtimeFlags are extra global flags of every runtime invocation
 	// (--runtime-flag), e.g. runsc's --platform=kvm.
 	runtimeFlags []string
@@ -90,6 +95,13 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return err
 	}
+	// Before the database, whose file tells a data dir made before
+	// instances.
+	inst, err := openInstance(cfg, "", log)
+	if err != nil {
+		return err
+	}
+	defer inst.Close()
 	db, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"), nil)
 	if err != nil {
 		return err
@@ -120,27 +132,23 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	// Metrics come first: the network host counts refusals.
 	reg := metrics.NewRegistry()
-	netHost, err := network.New(network.Options{
-		StateDir:      filepath.Join(cfg.dataDir, "network"),
-		Deny:          uplink,
-		DNSUpstreams:  dnsUpstreams,
-		GatewayPort:   cfg.gatewayPort,
-		GatewayDomain: sandbox.GatewayDomain,
-		OnRefusal:     egressRefusals(db, reg, log.With("component", "network")),
-		Logger:        log.With("component", "network"),
-	})
-	if errors.Is(err, network.ErrUnavailable) {
-		log.Warn("sandboxes can have no network: egress is off", "err", err)
-		netHost, err = nil, nil
-	}
+	nets, err := openNetwork(ctx, cfg, inst, network.Options{
+		StateDir:     filepath.Join(cfg.dataDir, "network"),
+		Deny:         uplink,
+		DNSUpstreams: dnsUpstreams,
+		OnRefusal:    egressRefusals(db, reg, log.With("component", "network")),
+		Logger:       log.With("component", "network"),
+	}, log)
 	if err != nil {
 		return err
 	}
+	defer nets.close()
 	drv, err := oci.New(oci.Options{
 		Runtime:      cfg.runtime,
 		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
+		CgroupParent: inst.CgroupParent,
 		RuntimeFlags: cfg.runtimeFlags,
-		Network:      netHost,
+		Network:      nets.host,
 		Logger:       log.With("component", "driver"),
 	})
 	if err != nil {
@@ -196,8 +204,8 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	if netHost != nil {
-		startNetwork(ctx, cfg, netHost, svc, reg, log)
+	if nets.host != nil {
+		startNetwork(ctx, nets, svc, reg, log)
 	}
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("reconcile with the runtime: %w", err)
@@ -215,7 +223,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(svc, httpapi.Options{
@@ -240,7 +248,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	go svc.Run(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir)
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance)
 
 	select {
 	case err := <-errc:
@@ -258,12 +266,13 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 
 // startNetwork runs, each in a goroutine of its own until ctx ends, the
 // network host's DNS forwarder, its watch of refused connections, its
-// guard of the firewall rules and the egress gateway; one that cannot run
-// is logged, not fatal.
-func startNetwork(ctx context.Context, cfg serveConfig, netHost *network.Host, svc *lifecycle.Service, reg *metrics.Registry, log *slog.Logger) {
-	if netHost.ServesDNS() {
+// guard of the firewall rules and the egress gateway, on the listeners
+// of nets; one that cannot run is logged, not fatal.
+func startNetwork(ctx context.Context, nets sandboxNet, svc *lifecycle.Service, reg *metrics.Registry, log *slog.Logger) {
+	netHost := nets.host
+	if nets.dns != nil {
 		go func() {
-			if err := netHost.ServeDNS(ctx); err != nil {
+			if err := netHost.ServeDNSOn(ctx, nets.dns); err != nil {
 				log.Error("the DNS forwarder is not running: egress sandboxes resolve no names", "err", err)
 			}
 		}()
@@ -274,9 +283,9 @@ func startNetwork(ctx context.Context, cfg serveConfig, netHost *network.Host, s
 		}
 	}()
 	go netHost.Guard(ctx, network.DefaultGuardInterval)
-	if cfg.gatewayPort != 0 {
+	if nets.gateway != nil {
 		go func() {
-			if err := serveGateway(ctx, cfg.gatewayPort, netHost, svc, reg, log.With("component", "gateway")); err != nil {
+			if err := serveGateway(ctx, nets.gateway, netHost, svc, reg, log.With("component", "gateway")); err != nil {
 				log.Error("the egress gateway is not running: credential bindings do not work", "err", err)
 			}
 		}()
@@ -286,7 +295,7 @@ func startNetwork(ctx context.Context, cfg serveConfig, netHost *network.Host, s
 func parseServe(args []string, env func(string) string, stderr io.Writer) (serveConfig, error) {
 	fl := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	cfg := serveConfig{}
+	cfg := serveConfig{gatewayPort: -1, dnsPort: -1}
 	fl.StringVar(&cfg.dataDir, "data-dir", orDefault(env("HEARTH_DATA_DIR"), "/var/lib/hearth"), "state, layers and the operator token")
 	fl.StringVar(&cfg.listen, "listen", "127.0.0.1:7077", "address of the HTTP API")
 	fl.StringVar(&cfg.runtime, "runtime", "", "OCI runtime: runsc, runc or crun (default: runsc when present)")
@@ -312,7 +321,9 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.baseDomain, "base-domain", "", "serve each sandbox port at the host {port}-{name}.`DOMAIN` too (point a wildcard DNS name at the daemon)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
-	fl.IntVar(&cfg.gatewayPort, "gateway-port", defaultGatewayPort, "`PORT` of the egress gateway, where sandboxes reach credential bindings at http://NAME."+sandbox.GatewayDomain+" (0: no gateway)")
+	fl.StringVar(&cfg.instance, "instance", "", "`NAME` of this data dir's instance, which names its networks and cgroups apart from other daemons' on this host: 1 to 9 lowercase letters and digits, given at its first start (default: hearth for /var/lib/hearth, else one derived from the data dir)")
+	fl.Func("gateway-port", "`PORT` of the egress gateway, where sandboxes reach credential bindings at http://NAME."+sandbox.GatewayDomain+" (default: 10080 for the default instance, a free port for others; 0: no gateway)", portFlag(&cfg.gatewayPort))
+	fl.Func("dns-port", "`PORT` of the DNS forwarder egress sandboxes' lookups are redirected to (default: 10053 for the default instance, a free port for others)", portFlag(&cfg.dnsPort))
 	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", func(v string) error {
 		for _, s := range strings.Split(v, ",") {
 			s = strings.TrimSpace(s)
@@ -542,6 +553,18 @@ func ensureOperatorToken(ctx context.Context, svc *lifecycle.Service, path strin
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// portFlag parses a port flag into p: 0 to 65535.
+func portFlag(p *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("%q is not a port (0 to 65535)", v)
+		}
+		*p = n
+		return nil
+	}
 }
 
 func orDefault(v, def string) string {

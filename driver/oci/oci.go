@@ -66,7 +66,8 @@ type Options struct {
 	StateDir string
 	// CgroupParent is the cgroup, relative to the root of every hierarchy,
 	// under which each sandbox gets <CgroupParent>/<id>. Empty means
-	// "hearth".
+	// "hearth". Two daemons on one host need different ones: the daemon
+	// passes its instance's (package instance).
 	CgroupParent string
 	// RuntimeFlags are extra global flags for every runtime invocation,
 	// after the driver's own, so they override them (for runsc, e.g.
@@ -77,7 +78,9 @@ type Options struct {
 	// host's network; nil means the driver runs sandboxes with no network
 	// only (Capabilities says so, and an egress Start fails). The driver
 	// owns it: Recover detaches every attachment of it whose sandbox the
-	// driver does not know.
+	// driver does not know. The Host lists only its own attachments (its
+	// name's namespaces, its state dir's records), so another daemon's
+	// instance's sandboxes are never among them.
 	Network *network.Host
 	// StartTimeout bounds Start when its context has no deadline. Zero
 	// means 30 seconds.

@@ -3,7 +3,9 @@
 // suite (test/attack). It builds the hearth and hearth-agent binaries once
 // per test binary, starts daemons on temporary data dirs, and cleans up
 // after them: every sandbox destroyed, the daemon stopped, the runtime's
-// leftovers deleted, mounts under the data dir unmounted, the dir removed.
+// leftovers deleted, its instance's network and cgroup parent torn down
+// (each daemon is an instance of its own, see package instance), mounts
+// under the data dir unmounted, the dir removed.
 package daemonproc
 
 import (
@@ -153,6 +155,7 @@ func New(t testing.TB, runtime string, serveArgs ...string) *Daemon {
 			d.Stop()
 		}
 		d.DeleteLeftovers()
+		d.TearDown()
 		if t.Failed() {
 			for i, out := range d.before {
 				t.Logf("daemon output, run %d:\n%s", i+1, out)
@@ -233,7 +236,12 @@ func (d *Daemon) Running() bool {
 // one, outlive the daemon on purpose.
 func (d *Daemon) DeleteLeftovers() {
 	d.T.Helper()
-	drv, err := oci.New(oci.Options{Runtime: d.Runtime, StateDir: filepath.Join(d.DataDir, "oci", d.Runtime)})
+	names, err := d.Names()
+	if err != nil {
+		d.T.Errorf("clean up: %v", err)
+		return
+	}
+	drv, err := oci.New(oci.Options{Runtime: d.Runtime, StateDir: filepath.Join(d.DataDir, "oci", d.Runtime), CgroupParent: names.CgroupParent})
 	if err != nil {
 		d.T.Errorf("open the runtime to clean up: %v", err)
 		return

@@ -166,7 +166,9 @@ func traces(t *testing.T, dataDir, id string, needle []byte) []string {
 	for _, p := range procs {
 		cg, _ := os.ReadFile(p + "/cgroup")
 		cmd, _ := os.ReadFile(p + "/cmdline")
-		if !bytes.Contains(cg, []byte("/hearth/"+id)) && !bytes.Contains(cmd, []byte(id)) {
+		// The sandbox's cgroup is <parent>/<id>, the parent its
+		// daemon's instance's.
+		if !bytes.Contains(cg, []byte("/"+id+"\n")) && !bytes.Contains(cmd, []byte(id)) {
 			continue
 		}
 		if env, _ := os.ReadFile(p + "/environ"); bytes.Contains(env, needle) {
