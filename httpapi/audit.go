@@ -46,7 +46,7 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 			WithHint("the audit log is kept by `hearth serve`; this server was started without one"))
 		return
 	}
-	f, ok := p.ScopeAudit(f)
+	f, ok := s.svc.AuditScope(p, f)
 	if !ok {
 		s.encode(w, http.StatusOK, auditList{Events: []sandbox.AuditEvent{}})
 		return

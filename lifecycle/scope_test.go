@@ -12,8 +12,10 @@ import (
 )
 
 // A token restricted to a name prefix reaches only names inside it, on
-// every verb, and sees only those in list; the names it chooses are kept
-// (its attribution prefix aside).
+// every verb (another name is not_found, as a sandbox that does not
+// exist; a create of one is permission_denied, naming the prefix), and
+// sees only those in list; the names it chooses are kept (its attribution
+// prefix aside).
 func TestNamePrefixScope(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
@@ -46,7 +48,10 @@ func TestNamePrefixScope(t *testing.T) {
 			return err
 		},
 	} {
-		wantCode(t, verb+"(other) outside the prefix", call(), sandbox.CodePermissionDenied)
+		se := wantCode(t, verb+"(other) outside the prefix", call(), sandbox.CodeNotFound)
+		if se.Message != `sandbox "agent-a1-other" not found` {
+			t.Errorf("%s(other) outside the prefix = %q, want the not_found of a sandbox that does not exist", verb, se.Message)
+		}
 	}
 	if _, err := e.svc.Get(ctx, hermes, "hermes-task-1"); err != nil {
 		t.Errorf("Get(hermes-task-1) = %v, want it", err)

@@ -103,8 +103,9 @@ func TestSpriteAuthAndRoutes(t *testing.T) {
 	e.want(t, http.StatusOK, "HEAD", "/v1/sprites/box/exec", tok, "", nil)
 }
 
-// A token restricted to a prefix may only touch names inside it: 403
-// outside, and list shows only its names.
+// A token restricted to a prefix may only touch names inside it: a create
+// outside is 403, any other call 404 (as a sprite that does not exist),
+// and list shows only its names.
 func TestSpriteNamePrefix(t *testing.T) {
 	e := newEnv(t, daemontest.Options{})
 	restricted := daemontest.AgentA1
@@ -116,8 +117,13 @@ func TestSpriteNamePrefix(t *testing.T) {
 	if !strings.Contains(ae.Message, `"hermes-"`) {
 		t.Errorf("403 message %q does not name the prefix", ae.Message)
 	}
-	e.wantError(t, http.StatusForbidden, "permission_denied", "GET", "/v1/sprites/other", "hearth_hermesonly", "")
-	e.wantError(t, http.StatusForbidden, "permission_denied", "DELETE", "/v1/sprites/other", "hearth_hermesonly", "")
+	for _, name := range []string{"other", "nothing"} {
+		e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/"+name, "hearth_hermesonly", "")
+		e.wantError(t, http.StatusNotFound, "not_found", "DELETE", "/v1/sprites/"+name, "hearth_hermesonly", "")
+	}
+	if _, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "other"); err != nil {
+		t.Errorf("other after the restricted token's delete = %v, want it kept", err)
+	}
 	var list struct{ Sprites []sprite }
 	e.want(t, http.StatusOK, "GET", "/v1/sprites", "hearth_hermesonly", "", &list)
 	if len(list.Sprites) != 1 || list.Sprites[0].Name != "hermes-1" {
@@ -236,7 +242,7 @@ func TestSpriteAudit(t *testing.T) {
 	}
 	want := []string{
 		"sprites sandbox.create agent-a1-box  201",
-		"sprites sandbox.get nope not_found 404",
+		"sprites sandbox.get agent-a1-nope not_found 404",
 		"sprites sandbox.list  unauthenticated 401",
 	}
 	if !slices.Equal(got, want) {
