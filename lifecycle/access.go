@@ -146,8 +146,12 @@ func (a access) elsewhere(ctx context.Context, t target, err error) error {
 		return err
 	}
 	slices.Sort(tenants)
-	return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found in tenant %s; tenant %s has a sandbox of that name",
-		t.name, sandbox.SystemTenant, strings.Join(tenants, ", ")).
+	who := "tenant " + tenants[0] + " has"
+	if len(tenants) > 1 {
+		who = "tenants " + strings.Join(tenants, ", ") + " have"
+	}
+	return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found in tenant %s; %s a sandbox of that name",
+		t.name, sandbox.SystemTenant, who).
 		WithHint("a name without a tenant is the %s tenant's: write TENANT/NAME, e.g. %q", sandbox.SystemTenant, sandbox.Ref(tenants[0], t.name)).
 		With("tenants", tenants)
 }

@@ -177,16 +177,23 @@ func refs(short, id string) []struct {
 // exactly as if it did not exist; and nothing it tried changed anything.
 func TestAuthorization(t *testing.T) {
 	tw := newTwins(t)
-	e := tw.with
-	before := e.row(t, "agent-a1-hermes-box")
-	verbs := sandboxVerbs(tw.ck)
+	before := tw.with.row(t, "agent-a1-hermes-box")
+	tw.sandboxRefs(t)
+	tw.otherRefs(t)
+	tw.unchanged(t, before)
+	tw.gone(t)
+}
 
+// sandboxRefs: every way of writing t1's sandboxes, by every caller, on
+// every verb: found by those who reach it, not_found alike otherwise.
+func (tw *twins) sandboxRefs(t *testing.T) {
+	verbs := sandboxVerbs(tw.ck)
 	for _, sb := range []sandbox.Sandbox{tw.victim, tw.web} {
 		short := strings.TrimPrefix(sb.Name, "agent-a1-")
 		for _, r := range refs(short, sb.ID) {
 			for _, pp := range principals {
 				if slices.Contains(r.sees, pp.p) {
-					got, err := e.svc.Get(bg, pp.p, r.ref)
+					got, err := tw.with.svc.Get(bg, pp.p, r.ref)
 					if err != nil || got.ID != sb.ID {
 						t.Errorf("Get(%s) as %s = %+v, %v; want %s", r.ref, pp.who, got, err, sb.ID)
 					}
@@ -198,15 +205,18 @@ func TestAuthorization(t *testing.T) {
 			}
 		}
 	}
+}
 
+// otherRefs: t1's checkpoint through the caller's own sandbox, images
+// that are layer keys, and t1's secrets and bindings from outside t1.
+func (tw *twins) otherRefs(t *testing.T) {
+	verbs := sandboxVerbs(tw.ck)
 	for _, pp := range principals {
 		mine := pp.p.RefOf(pp.p.Home(), pp.p.Resolve("hermes-mine"))
-		// Another sandbox's checkpoint, through one's own sandbox.
 		for _, verb := range []string{"restore", "fork", "delete checkpoint"} {
 			tw.same(t, pp.p, fmt.Sprintf("%s(%s, t1's checkpoint) as %s", verb, mine, pp.who),
 				func(e *env) error { return verbs[verb](e, pp.p, mine) })
 		}
-		// Images are only images.
 		for _, image := range []string{"ck-" + tw.ck, "sb-" + tw.victim.ID, "c" + tw.ck, tw.ck, "../default"} {
 			tw.same(t, pp.p, fmt.Sprintf("Create(image %s) as %s", image, pp.who), func(e *env) error {
 				_, _, err := e.svc.Create(bg, pp.p, sandbox.CreateRequest{Name: "hermes-from-image", Image: image})
@@ -216,7 +226,6 @@ func TestAuthorization(t *testing.T) {
 		if pp.p.Tenant == "t1" || pp.p.Role == sandbox.RoleOperator {
 			continue
 		}
-		// t1's secrets and bindings, from outside t1.
 		for what, call := range map[string]func(e *env) error{
 			"ListSecrets(t1)":  func(e *env) error { _, err := e.svc.ListSecrets(bg, pp.p, "t1"); return err },
 			"DeleteSecret(t1)": func(e *env) error { return e.svc.DeleteSecret(bg, pp.p, "t1", "API_KEY") },
@@ -235,10 +244,13 @@ func TestAuthorization(t *testing.T) {
 			tw.same(t, pp.p, what+" as "+pp.who, call)
 		}
 	}
+}
 
-	// Nothing any of it changed.
-	after := e.row(t, "agent-a1-hermes-box")
-	if !reflect.DeepEqual(before, after) {
+// unchanged: nothing the calls tried changed t1's sandbox (before is its
+// row before them), files, checkpoints, secret, binding, or anyone's list.
+func (tw *twins) unchanged(t *testing.T, before sandbox.Sandbox) {
+	e := tw.with
+	if after := e.row(t, "agent-a1-hermes-box"); !reflect.DeepEqual(before, after) {
 		t.Errorf("t1's sandbox changed:\n\tbefore %+v\n\tafter  %+v", before, after)
 	}
 	if out, _ := e.exec(t, a1, "hermes-box", "cat marker; ls"); out != marker+"\nmarker\n" {
@@ -264,15 +276,17 @@ func TestAuthorization(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// A sandbox that went: only its own callers learn why.
-	if err := e.svc.Destroy(bg, a1, "web"); err != nil {
+// gone: once t1's web is destroyed, only its own callers learn why.
+func (tw *twins) gone(t *testing.T) {
+	if err := tw.with.svc.Destroy(bg, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range refs("web", tw.web.ID) {
 		for _, pp := range principals {
 			if slices.Contains(r.sees, pp.p) {
-				if _, err := e.svc.Get(bg, pp.p, r.ref); err == nil || !strings.Contains(err.Error(), "is gone") {
+				if _, err := tw.with.svc.Get(bg, pp.p, r.ref); err == nil || !strings.Contains(err.Error(), "is gone") {
 					t.Errorf("Get(%s) as %s after its destroy = %v, want why it went", r.ref, pp.who, err)
 				}
 				continue

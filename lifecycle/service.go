@@ -198,93 +198,35 @@ func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.C
 // (a checkpoint's layer key) or, when from is empty, of its image; reason
 // is the status reason once it runs.
 func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
-	forPool := p == poolPrincipal()
-	// limited: the guardrails apply, and the name carries the creator.
-	limited := !forPool && p.Role != sandbox.RoleOperator
-	if req.Name == "" {
-		req.Name = "sb-" + newID()[1:9]
-	}
-	asked := req.Name
-	if limited {
-		if err := ownName(p, req.Name); err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-		if req.Name, err = sandbox.AttributedName(p.Agent, req.Name); err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-	} else if err := sandbox.ValidateName(req.Name); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	if !p.InScope(req.Name) {
-		return sandbox.Sandbox{}, false, p.OutOfScope(asked)
-	}
-	a := s.access(p)
-	if req.Image, err = a.image(ctx, req.Image); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	if err := sandbox.ValidateLabels(req.Labels); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	if req.Labels == nil {
-		req.Labels = []string{}
-	}
-	if req.Network, err = s.networkFor(ctx, p, limited, req.Network); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	var egress sandbox.EgressPolicy
-	if req.Egress != nil {
-		egress = *req.Egress
-		tenant, err := s.tenantEgress(ctx, p.Tenant)
-		if err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-		if _, _, err := egress.Effective(tenant); err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-	}
-	if req.Size == "" {
-		req.Size = sandbox.DefaultSize
-	}
-	res, err := sandbox.LookupSize(req.Size)
+	spec, err := s.checkCreate(ctx, p, req)
 	if err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
-	ttl := time.Duration(req.TTL)
-	switch {
-	case limited: // admit decides, with the tenant's cap
-	case ttl < 0:
-		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
-	case ttl > s.opts.MaxTTL:
-		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
-			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
-	case ttl == 0:
-		ttl = s.opts.DefaultTTL
-	}
-
+	req = spec.req
 	tenant := p.Home()
 	unlock := s.locks.lock(sandbox.Ref(tenant, req.Name))
 	defer unlock()
 	// Only p's own tenant is looked in: whether another tenant has the
 	// name changes nothing, and shows nowhere.
 	if existing, err := s.opts.Store.GetSandbox(ctx, tenant, req.Name); err == nil {
-		if !a.sees(existing) {
-			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
+		if !s.access(p).sees(existing) {
+			return sandbox.Sandbox{}, false, nameTaken(req.Name)
 		}
 		return existing, false, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return sandbox.Sandbox{}, false, s.internal("get sandbox", err)
 	}
 	admitted := func() {}
-	if limited {
-		if ttl, admitted, err = s.admit(ctx, p, req.Size, res, ttl); err != nil {
+	if spec.limited {
+		if spec.ttl, admitted, err = s.admit(ctx, p, req.Size, spec.res, spec.ttl); err != nil {
 			return sandbox.Sandbox{}, false, err
 		}
 		defer admitted()
 	}
 	// Pool members have no network: only a create that asks for none
 	// can claim one.
-	if from == "" && req.Image == s.opts.DefaultImage && !forPool && req.Network == sandbox.NetworkNone && req.Egress == nil {
-		sb, ok, err := s.claim(ctx, p, req, ttl)
+	if from == "" && req.Image == s.opts.DefaultImage && p != poolPrincipal() && req.Network == sandbox.NetworkNone && req.Egress == nil {
+		sb, ok, err := s.claim(ctx, p, req, spec.ttl)
 		if ok {
 			s.forgetGone(ctx, sb)
 		}
@@ -292,13 +234,109 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 			return sb, ok, err
 		}
 	}
+	sb, err = s.launch(ctx, p, spec, from, reason, admitted)
+	return sb, err == nil, err
+}
 
-	caps := s.opts.Driver.Capabilities()
-	now := s.now().UTC()
-	sb = sandbox.Sandbox{
+// createSpec is a create request checked and completed by checkCreate.
+type createSpec struct {
+	// req has its name attributed, and its image, size, labels and
+	// network set.
+	req    sandbox.CreateRequest
+	res    sandbox.Resources
+	egress sandbox.EgressPolicy
+	// ttl is the sandbox's life; for a limited create, what it asked for
+	// (0: the default), which admission decides.
+	ttl time.Duration
+	// limited: the guardrails apply, and the name carries the creator.
+	limited bool
+}
+
+// checkCreate validates p's create request req and fills in its defaults.
+// The image is resolved in p's scope (access.image).
+func (s *Service) checkCreate(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (createSpec, error) {
+	spec := createSpec{limited: p != poolPrincipal() && p.Role != sandbox.RoleOperator}
+	var err error
+	if req.Name == "" {
+		req.Name = "sb-" + newID()[1:9]
+	}
+	asked := req.Name
+	if spec.limited {
+		if err := ownName(p, req.Name); err != nil {
+			return spec, err
+		}
+		if req.Name, err = sandbox.AttributedName(p.Agent, req.Name); err != nil {
+			return spec, err
+		}
+	} else if err := sandbox.ValidateName(req.Name); err != nil {
+		return spec, err
+	}
+	if !p.InScope(req.Name) {
+		return spec, p.OutOfScope(asked)
+	}
+	if req.Image, err = s.access(p).image(ctx, req.Image); err != nil {
+		return spec, err
+	}
+	if err := sandbox.ValidateLabels(req.Labels); err != nil {
+		return spec, err
+	}
+	if req.Labels == nil {
+		req.Labels = []string{}
+	}
+	if req.Network, err = s.networkFor(ctx, p, spec.limited, req.Network); err != nil {
+		return spec, err
+	}
+	if req.Egress != nil {
+		spec.egress = *req.Egress
+		tenant, err := s.tenantEgress(ctx, p.Tenant)
+		if err != nil {
+			return spec, err
+		}
+		if _, _, err := spec.egress.Effective(tenant); err != nil {
+			return spec, err
+		}
+	}
+	if req.Size == "" {
+		req.Size = sandbox.DefaultSize
+	}
+	if spec.res, err = sandbox.LookupSize(req.Size); err != nil {
+		return spec, err
+	}
+	spec.req = req
+	spec.ttl, err = s.ttlFor(spec.limited, time.Duration(req.TTL))
+	return spec, err
+}
+
+// ttlFor is the life of a create that asked for ttl (0: the default),
+// within the daemon's cap; a limited create's is admission's to decide.
+func (s *Service) ttlFor(limited bool, ttl time.Duration) (time.Duration, error) {
+	switch {
+	case limited: // admit decides, with the tenant's cap
+	case ttl < 0:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
+	case ttl > s.opts.MaxTTL:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
+			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
+	case ttl == 0:
+		ttl = s.opts.DefaultTTL
+	}
+	return ttl, nil
+}
+
+func nameTaken(name string) error {
+	return sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", name).WithHint("choose another name")
+}
+
+// launch makes the new sandbox of spec for p in p's tenant: its row, its
+// root (from from, or its image), its runtime start, its row running with
+// reason. admitted is called once the row counts in the tenant's usage.
+// The caller holds the name's lock.
+func (s *Service) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
+	req, caps, now := spec.req, s.opts.Driver.Capabilities(), s.now().UTC()
+	sb := sandbox.Sandbox{
 		ID:        newID(),
 		Name:      req.Name,
-		Tenant:    tenant,
+		Tenant:    p.Home(),
 		Owner:     p.Agent,
 		Image:     req.Image,
 		Size:      req.Size,
@@ -307,27 +345,27 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		Reason:    "create requested",
 		CreatedAt: now,
 		UpdatedAt: now,
-		ExpiresAt: now.Add(ttl),
+		ExpiresAt: now.Add(spec.ttl),
 		Capabilities: []string{
 			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
 			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
 		},
-		Resources:   res,
+		Resources:   spec.res,
 		Labels:      req.Labels,
 		PublicPorts: []int{},
 		Network:     req.Network,
-		Egress:      egress,
+		Egress:      spec.egress,
 	}
-	if forPool {
+	if p == poolPrincipal() {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
 	}
 	// The row goes first: a daemon killed from here on leaves a creating row
 	// that Recover cleans up, never an untracked container or root.
 	if err := s.opts.Store.CreateSandbox(ctx, sb); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
+			return sandbox.Sandbox{}, nameTaken(req.Name)
 		}
-		return sandbox.Sandbox{}, false, s.internal("create sandbox row", err)
+		return sandbox.Sandbox{}, s.internal("create sandbox row", err)
 	}
 	admitted() // the row now counts in the tenant's usage
 	s.forgetGone(ctx, sb)
@@ -340,26 +378,26 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	}
 	if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, s.internal("prepare root from "+from, err)
+		return sandbox.Sandbox{}, s.internal("prepare root from "+from, err)
 	}
 	if err := s.limitDisk(ctx, sb); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, err
+		return sandbox.Sandbox{}, err
 	}
 	s.crash("create: root prepared")
 	if err := s.start(ctx, sb); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, err
+		return sandbox.Sandbox{}, err
 	}
 	s.crash("create: started")
 	s.leases.touch(sb.ID, s.now())
 	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, s.internal("update sandbox row", err)
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
-	return sb, true, nil
+	return sb, nil
 }
 
 // networkFor decides the network mode of a create that asked for mode:

@@ -303,49 +303,7 @@ func TestMigrateFromV3(t *testing.T) {
 // and names are then unique within each tenant only.
 func TestMigrateFromV13(t *testing.T) {
 	path := tempPath(t)
-	old := raw(t, path)
-	for v := 1; v <= 13; v++ {
-		matches, err := filepath.Glob(fmt.Sprintf("migrations/%04d_*.sql", v))
-		if err != nil || len(matches) != 1 {
-			t.Fatalf("migration %d: %v, %q", v, err, matches)
-		}
-		q, err := os.ReadFile(matches[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := old.Exec(string(q)); err != nil {
-			t.Fatalf("building a version-13 database: %s: %v", matches[0], err)
-		}
-	}
-	for _, q := range []string{
-		`INSERT INTO tenants VALUES ('acme', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
-		`INSERT INTO tenants VALUES ('globex', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
-		`INSERT INTO agents VALUES ('alice', 'acme', '2025-03-14T14:00:01.000000000Z')`,
-		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
-			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes,
-			labels, public_ports, network, net_bits_per_sec, net_conns, egress)
-		VALUES ('x1', 'agent-alice-web', 'acme', 'alice', 'default', 'small', 'runsc',
-			'running', 'created', '2025-03-14T14:09:26.535897000Z', '2025-03-14T14:10:00.000000000Z',
-			NULL, '["exec"]', 1000, 1073741824, 512, 'c1', 2147483648,
-			'["team"]', '[8080]', 'egress', 1000000, 64, '{"allow":["example.com"]}')`,
-		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
-			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids)
-		VALUES ('x2', 'pool-1', 'system', 'pool', 'default', 'small', 'runsc',
-			'running', 'warm pool member', '2025-03-14T14:09:27.000000000Z', '2025-03-14T14:09:27.000000000Z',
-			NULL, '[]', 1000, 1073741824, 512)`,
-		`INSERT INTO checkpoints VALUES ('c0', 'x1', 'first', '', '2025-03-14T14:09:29.000000000Z', 2048, 0)`,
-		`INSERT INTO checkpoints VALUES ('c1', 'x1', 'second', 'c0', '2025-03-14T14:09:30.000000000Z', 4096, 1)`,
-		`INSERT INTO gone VALUES ('agent-alice-old', 'x0', 'acme', 'alice', 'destroyed by alice (agent)', 'oom', '2025-03-14T14:00:02.000000000Z')`,
-		`PRAGMA user_version = 13`,
-	} {
-		if _, err := old.Exec(q); err != nil {
-			t.Fatalf("building a version-13 database: %v", err)
-		}
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
-
+	v13Database(t, path)
 	db := open(t, path)
 	ctx := t.Context()
 	if got, want := userVersion(t, path), latest(t); got != want {
@@ -404,4 +362,53 @@ func TestMigrateFromV13(t *testing.T) {
 		t.Errorf("CreateAgent(in a missing tenant) after migration = %v, want ErrNotFound", err)
 	}
 	checkIntegrity(t, path)
+}
+
+// v13Database leaves at path a database an older hearth left at schema
+// version 13, as its migrations made it (released migrations are never
+// edited), with rows in the tables 0014 rebuilds.
+func v13Database(t *testing.T, path string) {
+	t.Helper()
+	old := raw(t, path)
+	for v := 1; v <= 13; v++ {
+		matches, err := filepath.Glob(fmt.Sprintf("migrations/%04d_*.sql", v))
+		if err != nil || len(matches) != 1 {
+			t.Fatalf("migration %d: %v, %q", v, err, matches)
+		}
+		q, err := os.ReadFile(matches[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.Exec(string(q)); err != nil {
+			t.Fatalf("building a version-13 database: %s: %v", matches[0], err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO tenants VALUES ('acme', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
+		`INSERT INTO tenants VALUES ('globex', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
+		`INSERT INTO agents VALUES ('alice', 'acme', '2025-03-14T14:00:01.000000000Z')`,
+		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
+			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes,
+			labels, public_ports, network, net_bits_per_sec, net_conns, egress)
+		VALUES ('x1', 'agent-alice-web', 'acme', 'alice', 'default', 'small', 'runsc',
+			'running', 'created', '2025-03-14T14:09:26.535897000Z', '2025-03-14T14:10:00.000000000Z',
+			NULL, '["exec"]', 1000, 1073741824, 512, 'c1', 2147483648,
+			'["team"]', '[8080]', 'egress', 1000000, 64, '{"allow":["example.com"]}')`,
+		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
+			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids)
+		VALUES ('x2', 'pool-1', 'system', 'pool', 'default', 'small', 'runsc',
+			'running', 'warm pool member', '2025-03-14T14:09:27.000000000Z', '2025-03-14T14:09:27.000000000Z',
+			NULL, '[]', 1000, 1073741824, 512)`,
+		`INSERT INTO checkpoints VALUES ('c0', 'x1', 'first', '', '2025-03-14T14:09:29.000000000Z', 2048, 0)`,
+		`INSERT INTO checkpoints VALUES ('c1', 'x1', 'second', 'c0', '2025-03-14T14:09:30.000000000Z', 4096, 1)`,
+		`INSERT INTO gone VALUES ('agent-alice-old', 'x0', 'acme', 'alice', 'destroyed by alice (agent)', 'oom', '2025-03-14T14:00:02.000000000Z')`,
+		`PRAGMA user_version = 13`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatalf("building a version-13 database: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
