@@ -254,8 +254,8 @@ func TestAuditList(t *testing.T) {
 // callers wrote them and whichever token made them, and is told the usage
 // of those sandboxes only.
 func TestAuditNamePrefix(t *testing.T) {
-	const tokenHermes = "hearth_testtokenforhermesprefix"
-	e := auditEnv(t, nil)
+	const tokenHermes, tokenOpHermes = "hearth_testtokenforhermesprefix", "hearth_testtokenforoperatorhermes"
+	e := auditEnv(t, metrics.NewRegistry())
 	hermes := agentA1
 	hermes.NamePrefix = "hermes-"
 	addToken(t, e, "tok-hermes", tokenHermes, hermes)
@@ -306,6 +306,20 @@ func TestAuditNamePrefix(t *testing.T) {
 	}
 	if rep := limits(tokenA1); rep.Sandboxes.Used != 2 || rep.Budget.Used.MemoryBytes != 2*small.MemoryBytes {
 		t.Errorf("limits as a1 = %d sandboxes, %d bytes of memory used; want 2 and two sandboxes'", rep.Sandboxes.Used, rep.Budget.Used.MemoryBytes)
+	}
+	// An operator's token restricted to a prefix reads no fleet-wide
+	// counts: the metrics and the warm pool count every sandbox.
+	opHermes := operatorP
+	opHermes.NamePrefix = "hermes-"
+	addToken(t, e, "tok-op-hermes", tokenOpHermes, opHermes)
+	for _, path := range []string{"/metrics", "/v1/pool"} {
+		resp, body := testenv.Do(t, "GET", e.url+path, tokenOpHermes, "")
+		if got := errorOf(t, resp, body); got.Code != sandbox.CodePermissionDenied || !strings.Contains(got.Message, `"hermes-"`) {
+			t.Errorf("GET %s as a restricted operator = %d %s; want permission_denied naming the prefix", path, resp.StatusCode, body)
+		}
+		if resp, body := testenv.Do(t, "GET", e.url+path, tokenOperator, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s as the operator = %d %s", path, resp.StatusCode, body)
+		}
 	}
 }
 

@@ -207,6 +207,21 @@ func (a access) tenant(tenant string, manage bool, what string) (string, error) 
 	return tenant, err
 }
 
+// Fleetwide is nil when p may read what counts every tenant's sandboxes
+// (what, e.g. "read the metrics"): an operator, unless its token is
+// restricted to a name prefix, which may read the counts of its own
+// sandboxes only. Else permission_denied.
+func (s *Service) Fleetwide(p sandbox.Principal, what string) error {
+	switch {
+	case p.Role != sandbox.RoleOperator:
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may %s", what).WithHint("use an operator token")
+	case p.NamePrefix != "":
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "this token is restricted to sandbox names starting with %q; it may not %s, which counts every sandbox", p.NamePrefix, what).
+			WithHint("use an operator token without a name prefix").With("name_prefix", p.NamePrefix)
+	}
+	return nil
+}
+
 // AuditScope narrows f to the audit events p may read (see
 // sandbox.Principal.ScopeAudit): its tenant's or its own, and, for a
 // token restricted to a name prefix, only those on sandboxes inside it.

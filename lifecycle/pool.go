@@ -323,12 +323,12 @@ func (s *Service) warmUp(ctx context.Context, sb sandbox.Sandbox) {
 }
 
 // Pool reports the warm pool per size preset, sizes in name order: what it
-// aims at and what it has. Only an operator may see it; anyone else gets
-// permission_denied (the pool belongs to no tenant).
+// aims at and what it has. Only an operator may see it, with a token not
+// restricted to a name prefix; anyone else gets permission_denied (the
+// pool belongs to no tenant).
 func (s *Service) Pool(ctx context.Context, p sandbox.Principal) ([]sandbox.PoolSize, error) {
-	if p.Role != sandbox.RoleOperator {
-		return nil, sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may see the warm pool").
-			WithHint("use an operator token")
+	if err := s.Fleetwide(p, "see the warm pool"); err != nil {
+		return nil, err
 	}
 	members, err := s.poolMembers(ctx)
 	if err != nil {

@@ -267,3 +267,35 @@ func TestEgressPolicy(t *testing.T) {
 		t.Errorf("rules after the sandbox's own domains = %s", got)
 	}
 }
+
+// A token restricted to a name prefix is told the usage of its own
+// sandboxes only: its limits count those inside the prefix, and a quota or
+// budget refusal gives it the limit without the count of the others.
+func TestNamePrefixUsage(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	q := e.guarded(t, "quota", wide, sandbox.PolicyOverrides{AgentQuota: intp(3)}, "q")
+	restricted := q
+	restricted.NamePrefix = "hermes-"
+	for _, name := range []string{"web", "db"} {
+		e.create(t, q, name)
+	}
+	inside := e.create(t, restricted, "hermes-1")
+	rep, err := e.svc.Limits(ctx, restricted)
+	if err != nil || rep.Sandboxes == nil || rep.Sandboxes.Used != 1 ||
+		rep.Budget.Used.MilliCPU != inside.Resources.MilliCPU || rep.Budget.Used.MemoryBytes != inside.Resources.MemoryBytes {
+		t.Errorf("Limits as hermes- = %+v, %v; want the usage of hermes-1 alone", rep, err)
+	}
+	if rep, err := e.svc.Limits(ctx, q); err != nil || rep.Sandboxes.Used != 3 {
+		t.Errorf("Limits unrestricted = %+v, %v; want 3 sandboxes used", rep.Sandboxes, err)
+	}
+	_, _, err = e.svc.Create(ctx, restricted, sandbox.CreateRequest{Name: "hermes-2"})
+	se := wantCode(t, "Create(hermes-2) at the quota", err, sandbox.CodeQuotaExceeded)
+	if _, ok := se.Details["used"]; ok || se.Details["limit"] != 3 || strings.Contains(se.Message, "3 of 3") {
+		t.Errorf("quota refusal to hermes- = %q %v; want the limit without the usage", se.Message, se.Details)
+	}
+	_, _, err = e.svc.Create(ctx, q, sandbox.CreateRequest{Name: "hermes-2"})
+	if se := wantCode(t, "Create(hermes-2) unrestricted", err, sandbox.CodeQuotaExceeded); se.Details["used"] != 3 {
+		t.Errorf("quota refusal unrestricted = %v, want used 3", se.Details)
+	}
+}

@@ -131,6 +131,28 @@ func TestSpriteNamePrefix(t *testing.T) {
 	}
 }
 
+// An operator's token sees a tenant's sprite as TENANT/NAME and reaches it
+// so (names are unique per tenant); a bare name is an operators' own.
+func TestSpriteOperatorNames(t *testing.T) {
+	e := newEnv(t, daemontest.Options{})
+	e.d.AddToken(t, "tok-op", "hearth_operatortoken", sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator})
+	e.create(t, tok, "box")
+	var list struct{ Sprites []sprite }
+	e.want(t, http.StatusOK, "GET", "/v1/sprites", "hearth_operatortoken", "", &list)
+	if len(list.Sprites) != 1 || list.Sprites[0].Name != "t1/agent-a1-box" {
+		t.Fatalf("list as operator = %+v, want t1/agent-a1-box", list.Sprites)
+	}
+	var got sprite
+	e.want(t, http.StatusOK, "GET", "/v1/sprites/t1%2Fagent-a1-box", "hearth_operatortoken", "", &got)
+	if got.Name != "t1/agent-a1-box" || got.Organization != "t1" {
+		t.Errorf("GET /v1/sprites/t1%%2Fagent-a1-box as operator = %+v", got)
+	}
+	e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/agent-a1-box", "hearth_operatortoken", "")
+	// The tenant's own token may write its tenant too, and no other.
+	e.want(t, http.StatusOK, "GET", "/v1/sprites/t1%2Fbox", tok, "", &got)
+	e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/t2%2Fagent-a1-box", tok, "")
+}
+
 // List filters by prefix, pages by continuation token in name order,
 // clamps max_results, and carries the counts where each SDK reads them.
 func TestSpriteList(t *testing.T) {
