@@ -145,9 +145,11 @@ func (c *Client) Destroy(ctx context.Context, name string) error {
 	return err
 }
 
-// sandboxPath is the API path of sandbox name plus suffix. The name is
-// escaped as one path segment; "", "." and ".." cannot be one, and are
-// refused here (the daemon validates names).
+// sandboxPath is the API path of sandbox name plus suffix. name is a
+// sandbox reference: NAME, or TENANT/NAME (an operator's way to a tenant's
+// sandbox; docs/API.md). It is escaped as one path segment, its '/' as
+// %2F; "", "." and ".." cannot be one, and are refused here (the daemon
+// validates references).
 func sandboxPath(name, suffix string) (string, error) {
 	switch name {
 	case "", ".", "..":

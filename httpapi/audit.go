@@ -46,7 +46,7 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 			WithHint("the audit log is kept by `hearth serve`; this server was started without one"))
 		return
 	}
-	f, ok := p.ScopeAudit(f)
+	f, ok := s.svc.AuditScope(p, f)
 	if !ok {
 		s.encode(w, http.StatusOK, auditList{Events: []sandbox.AuditEvent{}})
 		return
@@ -67,11 +67,11 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 }
 
 // handleMetrics answers the metrics in the Prometheus text format, to
-// operators only.
+// operators only (lifecycle's Fleetwide: not to a token restricted to a
+// name prefix, since they count every sandbox).
 func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if p.Role != sandbox.RoleOperator {
-		s.writeError(w, r, sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may read the metrics").
-			WithHint("scrape with an operator token"))
+	if err := s.svc.Fleetwide(p, "read the metrics"); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if s.opts.Metrics == nil {

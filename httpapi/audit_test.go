@@ -133,9 +133,11 @@ func TestAuditEvents(t *testing.T) {
 	}
 	want := []sandbox.AuditEvent{
 		a1(sandbox.AuditEvent{Door: "api", Verb: "sandbox.create", Sandbox: "agent-a1-web", Status: 201}),
-		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "web", Status: 101}),
-		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "nosuch", Status: 101, Code: sandbox.CodeNotFound}),
-		a1(sandbox.AuditEvent{Door: "api", Verb: "sandbox.get", Sandbox: "nosuch", Status: 404, Code: sandbox.CodeNotFound}),
+		// The sandbox as the caller's reference resolves: one spelling,
+		// with or without the attribution prefix.
+		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "agent-a1-web", Status: 101}),
+		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "agent-a1-nosuch", Status: 101, Code: sandbox.CodeNotFound}),
+		a1(sandbox.AuditEvent{Door: "api", Verb: "sandbox.get", Sandbox: "agent-a1-nosuch", Status: 404, Code: sandbox.CodeNotFound}),
 		{Door: "api", Verb: "sandbox.list", Status: 401, Code: sandbox.CodeUnauthenticated},
 	}
 	if len(events) != len(want) {
@@ -244,6 +246,80 @@ func TestAuditList(t *testing.T) {
 	}
 	if resp, body := testenv.Do(t, "GET", e.url+"/v1/audit", "", ""); errorOf(t, resp, body).Code != sandbox.CodeUnauthenticated {
 		t.Errorf("GET /v1/audit without a token = %d %s, want 401", resp.StatusCode, body)
+	}
+}
+
+// TestAuditNamePrefix: a token restricted to a name prefix reads the
+// audit events of the sandboxes inside it only, whichever way their
+// callers wrote them and whichever token made them, and is told the usage
+// of those sandboxes only.
+func TestAuditNamePrefix(t *testing.T) {
+	const tokenHermes, tokenOpHermes = "hearth_testtokenforhermesprefix", "hearth_testtokenforoperatorhermes"
+	e := auditEnv(t, metrics.NewRegistry())
+	hermes := agentA1
+	hermes.NamePrefix = "hermes-"
+	addToken(t, e, "tok-hermes", tokenHermes, hermes)
+	ctx := t.Context()
+	api := e.client() // a1, unrestricted
+	for _, name := range []string{"web", "hermes-1"} {
+		if _, _, err := api.Create(ctx, sandbox.CreateRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ref := range []string{"web", "agent-a1-web", "t1/agent-a1-web", "hermes-1", "agent-a1-hermes-1", "t1/hermes-1"} {
+		if _, err := api.Get(ctx, ref); err != nil {
+			t.Fatalf("Get(%s) = %v", ref, err)
+		}
+	}
+	// a2 names a sandbox inside the prefix as written, which is its own.
+	client.New(e.url, tokenA2, nil).Get(ctx, "hermes-1")
+	eventually(t, "the 9 calls recorded", func() bool { return len(stored(t, e)) >= 9 })
+
+	resp, body := testenv.Do(t, "GET", e.url+"/v1/audit", tokenHermes, "")
+	var list struct {
+		Events []sandbox.AuditEvent `json:"events"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil {
+		t.Fatalf("GET /v1/audit as hermes- = %d %s", resp.StatusCode, body)
+	}
+	var got []string
+	for _, ev := range list.Events {
+		got = append(got, ev.Verb+" "+ev.Sandbox)
+	}
+	want := []string{"sandbox.create agent-a1-hermes-1", "sandbox.get agent-a1-hermes-1", "sandbox.get agent-a1-hermes-1", "sandbox.get agent-a1-hermes-1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("GET /v1/audit as hermes- = %q, want %q", got, want)
+	}
+
+	limits := func(token string) sandbox.LimitsReport {
+		t.Helper()
+		resp, body := testenv.Do(t, "GET", e.url+"/v1/limits", token, "")
+		var rep sandbox.LimitsReport
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &rep) != nil || rep.Sandboxes == nil || rep.Budget == nil {
+			t.Fatalf("GET /v1/limits = %d %s", resp.StatusCode, body)
+		}
+		return rep
+	}
+	small, _ := sandbox.LookupSize(sandbox.DefaultSize)
+	if rep := limits(tokenHermes); rep.Sandboxes.Used != 1 || rep.Budget.Used.MemoryBytes != small.MemoryBytes {
+		t.Errorf("limits as hermes- = %d sandboxes, %d bytes of memory used; want 1 and one %s sandbox's", rep.Sandboxes.Used, rep.Budget.Used.MemoryBytes, sandbox.DefaultSize)
+	}
+	if rep := limits(tokenA1); rep.Sandboxes.Used != 2 || rep.Budget.Used.MemoryBytes != 2*small.MemoryBytes {
+		t.Errorf("limits as a1 = %d sandboxes, %d bytes of memory used; want 2 and two sandboxes'", rep.Sandboxes.Used, rep.Budget.Used.MemoryBytes)
+	}
+	// An operator's token restricted to a prefix reads no fleet-wide
+	// counts: the metrics and the warm pool count every sandbox.
+	opHermes := operatorP
+	opHermes.NamePrefix = "hermes-"
+	addToken(t, e, "tok-op-hermes", tokenOpHermes, opHermes)
+	for _, path := range []string{"/metrics", "/v1/pool"} {
+		resp, body := testenv.Do(t, "GET", e.url+path, tokenOpHermes, "")
+		if got := errorOf(t, resp, body); got.Code != sandbox.CodePermissionDenied || !strings.Contains(got.Message, `"hermes-"`) {
+			t.Errorf("GET %s as a restricted operator = %d %s; want permission_denied naming the prefix", path, resp.StatusCode, body)
+		}
+		if resp, body := testenv.Do(t, "GET", e.url+path, tokenOperator, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s as the operator = %d %s", path, resp.StatusCode, body)
+		}
 	}
 }
 

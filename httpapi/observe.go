@@ -127,6 +127,12 @@ func (s *server) record(verb, door string, r *http.Request, c *call, status int,
 	if c.sandbox != "" {
 		name = c.sandbox
 	}
+	if name != "" {
+		// One spelling per sandbox, whichever the caller wrote, so that a
+		// token restricted to a name prefix reads its events and no
+		// others' (see sandbox.AuditFilter).
+		name = c.principal.Canonical(name)
+	}
 	s.opts.Audit.Record(sandbox.AuditEvent{
 		At:         start.UTC(),
 		Door:       door,

@@ -58,8 +58,9 @@ func (s *server) handleProxyRoot(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 }
 
-// hostTarget reads a request to {port}-{name}.{BaseDomain}; ok is false
-// for any other host.
+// hostTarget reads a request to {port}-{name}.{BaseDomain}, an operators'
+// sandbox, or {port}-{name}.{tenant}.{BaseDomain}, a tenant's (see
+// sandbox.ProxyURL); ok is false for any other host.
 func (s *server) hostTarget(r *http.Request) (proxyTarget, bool) {
 	if s.opts.BaseDomain == "" {
 		return proxyTarget{}, false
@@ -68,14 +69,18 @@ func (s *server) hostTarget(r *http.Request) (proxyTarget, bool) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	label, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(s.opts.BaseDomain))
-	if !ok || strings.Contains(label, ".") {
+	labels, ok := strings.CutSuffix(strings.ToLower(host), "."+strings.ToLower(s.opts.BaseDomain))
+	label, tenant, qualified := strings.Cut(labels, ".")
+	if !ok || strings.Contains(tenant, ".") || qualified && tenant == "" {
 		return proxyTarget{}, false
 	}
 	portText, name, ok := strings.Cut(label, "-")
 	port, err := strconv.Atoi(portText)
 	if !ok || err != nil {
 		return proxyTarget{}, false
+	}
+	if qualified {
+		name = sandbox.Ref(tenant, name)
 	}
 	return proxyTarget{name: name, port: port, path: r.URL.Path}, true
 }
@@ -186,7 +191,7 @@ func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.P
 	info := func(port int) *sandbox.PortInfo {
 		if byPort[port] == nil {
 			byPort[port] = &sandbox.PortInfo{Port: port, Public: slices.Contains(sb.PublicPorts, port),
-				URL: sandbox.ProxyURL(scheme, r.Host, s.opts.BaseDomain, sb.Name, port)}
+				URL: sandbox.ProxyURL(scheme, r.Host, s.opts.BaseDomain, sb.Tenant, sb.Name, port)}
 		}
 		return byPort[port]
 	}

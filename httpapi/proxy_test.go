@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,12 +65,13 @@ type seen struct{ Path, Query, Host, Auth, Prefix, Method string }
 
 // A sandbox's URL: requests reach the port inside it with their path,
 // query and method, without hearth's token, behind a private-by-default
-// gate; a public port needs no token; WebSockets pass through.
+// gate; a public port needs no token; WebSockets pass through. The URL
+// names the sandbox's tenant (TENANT%2FNAME): names are unique per tenant.
 func TestProxy(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.create(t, "web")
 	port := echoServer(t)
-	base := fmt.Sprintf("%s/v1/sandboxes/agent-a1-web/proxy/%d", e.url, port)
+	base := fmt.Sprintf("%s/v1/sandboxes/t1%%2Fagent-a1-web/proxy/%d", e.url, port)
 
 	resp, body := testenv.Do(t, "POST", base+"/a/b%20c?x=1&y=2", tokenA1, "")
 	var s seen
@@ -77,7 +79,7 @@ func TestProxy(t *testing.T) {
 		t.Fatalf("proxied POST = %d %s", resp.StatusCode, body)
 	}
 	if s.Path != "/a/b c" || s.Query != "x=1&y=2" || s.Method != "POST" || s.Auth != "" || s.Host != "localhost:"+strconv.Itoa(port) ||
-		s.Prefix != fmt.Sprintf("/v1/sandboxes/agent-a1-web/proxy/%d", port) {
+		s.Prefix != fmt.Sprintf("/v1/sandboxes/t1%%2Fagent-a1-web/proxy/%d", port) {
 		t.Errorf("the server saw %+v", s)
 	}
 	// The short name works for its owner too.
@@ -105,9 +107,19 @@ func TestProxy(t *testing.T) {
 	if resp, body = testenv.Do(t, "GET", base+"/open", "", ""); resp.StatusCode != 200 {
 		t.Errorf("public port without a token = %d %s", resp.StatusCode, body)
 	}
+	// Without a token a bare name is an operators' sandbox: the tenant's
+	// name does not reach it, so no tenant can stand in for another's URL.
+	resp, body = testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/agent-a1-web/proxy/%d/open", e.url, port), "", "")
+	if got := errorOf(t, resp, body); got.Code != sandbox.CodeUnauthenticated {
+		t.Errorf("public port by bare name, no token = %d %s; want 401", resp.StatusCode, body)
+	}
+	infos, err := e.client().Ports(t.Context(), "web", port)
+	if i := slices.IndexFunc(infos, func(pi sandbox.PortInfo) bool { return pi.Port == port }); err != nil || i < 0 || infos[i].URL != base+"/" || !infos[i].Public {
+		t.Errorf("Ports(web) = %+v, %v; want port %d public at %s/", infos, err, port, base)
+	}
 	// Without the trailing slash: a redirect to the root.
 	req, _ := http.NewRequest("GET", base+"?q=1", nil)
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err = http.DefaultTransport.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,14 +171,15 @@ func TestProxyWakes(t *testing.T) {
 	}
 }
 
-// With a base domain, the host {port}-{name}.{domain} is the sandbox's
-// URL; the ports route lists listening ports with their URLs.
+// With a base domain, the host {port}-{name}.{tenant}.{domain} is a
+// tenant's sandbox's URL; the ports route lists listening ports with their
+// URLs.
 func TestProxyHostAndPorts(t *testing.T) {
 	e := newEnv(t, envOptions{api: httpapi.Options{BaseDomain: "sb.example.test"}})
 	e.create(t, "web")
 	port := echoServer(t)
 	req, _ := http.NewRequest("GET", e.url+"/deep/path?z=9", nil)
-	req.Host = fmt.Sprintf("%d-agent-a1-web.sb.example.test", port)
+	req.Host = fmt.Sprintf("%d-agent-a1-web.t1.sb.example.test", port)
 	req.Header.Set("Authorization", "Bearer "+tokenA1)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -192,10 +205,10 @@ func TestProxyHostAndPorts(t *testing.T) {
 			asked = &infos[i]
 		}
 	}
-	if got == nil || !got.Listening || got.Address != "127.0.0.1" || got.URL != fmt.Sprintf("http://%d-agent-a1-web.sb.example.test/", port) {
+	if got == nil || !got.Listening || got.Address != "127.0.0.1" || got.URL != fmt.Sprintf("http://%d-agent-a1-web.t1.sb.example.test/", port) {
 		t.Errorf("ports: the server's port = %+v (all: %+v)", got, infos)
 	}
-	if asked == nil || asked.Listening || asked.Public || asked.URL != "http://9999-agent-a1-web.sb.example.test/" {
+	if asked == nil || asked.Listening || asked.Public || asked.URL != "http://9999-agent-a1-web.t1.sb.example.test/" {
 		t.Errorf("ports: the asked port = %+v", asked)
 	}
 }
@@ -208,7 +221,7 @@ func BenchmarkProxy(b *testing.B) {
 	e.create(b, "web")
 	port := echoServer(b)
 	direct := fmt.Sprintf("http://127.0.0.1:%d", port)
-	proxied := fmt.Sprintf("%s/v1/sandboxes/agent-a1-web/proxy/%d", e.url, port)
+	proxied := fmt.Sprintf("%s/v1/sandboxes/t1%%2Fagent-a1-web/proxy/%d", e.url, port)
 	for _, c := range []struct{ name, url string }{
 		{"direct/small", direct + "/"}, {"proxy/small", proxied + "/"},
 		{"direct/16MiB", direct + "/big?n=16777216"}, {"proxy/16MiB", proxied + "/big?n=16777216"},

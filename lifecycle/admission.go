@@ -20,7 +20,8 @@ import (
 // held until the new row exists, so that concurrent creates count each
 // other. Create-rate state lives in memory: a daemon restart forgets it.
 
-// rates holds each identity's create history (see policy.Rate).
+// rates holds each identity's create history (see policy.Rate), keyed
+// TENANT/AGENT: agent names are unique within a tenant only.
 type rates struct {
 	mu sync.Mutex
 	m  map[string]policy.Rate
@@ -41,7 +42,7 @@ func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, r
 		unlock()
 		return 0, nil, err
 	}
-	u, err := s.usageOf(ctx, p)
+	u, err := s.usageOf(ctx, p, false)
 	if err != nil {
 		unlock()
 		return 0, nil, err
@@ -54,26 +55,52 @@ func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, r
 	}, u, t.Allocation, lim)
 	if err != nil {
 		unlock()
-		return 0, nil, err
+		return 0, nil, withoutUsage(p, err)
 	}
 	return ttl, sync.OnceFunc(unlock), nil
 }
 
 // usageOf is what p's tenant holds now (the sum of its sandboxes' sizes)
-// and how many sandboxes p holds.
-func (s *Service) usageOf(ctx context.Context, p sandbox.Principal) (policy.Usage, error) {
+// and how many sandboxes p's identity holds. With scoped, it counts only
+// the sandboxes inside p's name prefix (access.sees's rule): what a token
+// restricted to a prefix may be told, which admission, counting all, never
+// uses.
+func (s *Service) usageOf(ctx context.Context, p sandbox.Principal, scoped bool) (policy.Usage, error) {
 	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
 	if err != nil {
 		return policy.Usage{}, s.internal("list the tenant's sandboxes", err)
 	}
 	var u policy.Usage
 	for _, sb := range rows {
+		if scoped && !p.InScope(sb.Name) {
+			continue
+		}
 		u.Tenant = addResources(u.Tenant, sb.Resources)
 		if sb.Owner == p.Agent {
 			u.AgentSandboxes++
 		}
 	}
 	return u, nil
+}
+
+// withoutUsage restates a quota or budget refusal of p's create without
+// the usage it counted when p's token is restricted to a name prefix: that
+// usage counts sandboxes outside the prefix, which the token may not be
+// told of (see Limits). The limit and what was asked stay.
+func withoutUsage(p sandbox.Principal, err error) error {
+	var se *sandbox.Error
+	if p.NamePrefix == "" || !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code {
+	case sandbox.CodeQuotaExceeded:
+		return sandbox.Errorf(se.Code, "quota exceeded: agent-%s's quota of %v sandboxes is in use", p.Agent, se.Details["limit"]).
+			WithHint("%s", se.Hint).With("limit", se.Details["limit"])
+	case sandbox.CodeBudgetExceeded:
+		return sandbox.Errorf(se.Code, "budget exceeded: tenant %s's sandboxes would go over its %v budget", p.Tenant, se.Details["resource"]).
+			WithHint("%s", se.Hint).With("resource", se.Details["resource"]).With("limit", se.Details["limit"]).With("requested", se.Details["requested"])
+	}
+	return err
 }
 
 // tenantLimits returns tenant and the guardrails in force for it: the
@@ -111,8 +138,9 @@ func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
 	if s.rates.m == nil {
 		s.rates.m = map[string]policy.Rate{}
 	}
-	r, d := s.rates.m[p.Agent].Admit(p.Agent, now, lim)
-	s.rates.m[p.Agent] = r
+	key := sandbox.Ref(p.Tenant, p.Agent)
+	r, d := s.rates.m[key].Admit(p.Agent, now, lim)
+	s.rates.m[key] = r
 	s.rates.mu.Unlock()
 	_, recent, _ := r.Status(now, lim)
 	switch {
@@ -132,10 +160,10 @@ func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
 	return d.Err
 }
 
-// rateStatus reports agent's create rate and breaker at now.
-func (s *Service) rateStatus(agent string, now time.Time, lim policy.Limits) sandbox.RateReport {
+// rateStatus reports p's identity's create rate and breaker at now.
+func (s *Service) rateStatus(p sandbox.Principal, now time.Time, lim policy.Limits) sandbox.RateReport {
 	s.rates.mu.Lock()
-	r := s.rates.m[agent]
+	r := s.rates.m[sandbox.Ref(p.Tenant, p.Agent)]
 	s.rates.mu.Unlock()
 	state, recent, until := r.Status(now, lim)
 	rep := sandbox.RateReport{
@@ -170,7 +198,9 @@ func addResources(a, b sandbox.Resources) sandbox.Resources {
 }
 
 // Limits reports the guardrails p is under and its usage of each (see
-// sandbox.LimitsReport).
+// sandbox.LimitsReport). A token restricted to a name prefix is told the
+// usage of the sandboxes inside it only: the counts of the others are
+// theirs.
 func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error) {
 	rep := sandbox.LimitsReport{Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, MaxTTL: sandbox.Duration(s.opts.MaxTTL)}
 	if p.Role == sandbox.RoleOperator {
@@ -180,12 +210,12 @@ func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.Limi
 	if err != nil {
 		return sandbox.LimitsReport{}, err
 	}
-	u, err := s.usageOf(ctx, p)
+	u, err := s.usageOf(ctx, p, true)
 	if err != nil {
 		return sandbox.LimitsReport{}, err
 	}
 	budget := policy.Budget(t.Allocation, lim)
-	rate := s.rateStatus(p.Agent, s.now(), lim)
+	rate := s.rateStatus(p, s.now(), lim)
 	rep.Sandboxes = &sandbox.Quota{Limit: policy.AgentQuota(lim, budget), Used: u.AgentSandboxes}
 	rep.Budget = &sandbox.ResourceQuota{Limit: budget, Used: u.Tenant}
 	rep.Allocation, rep.CreateRate = &t.Allocation, &rate

@@ -47,7 +47,7 @@ func TestQuota(t *testing.T) {
 		se.Details["limit"] != 5 || se.Details["used"] != 5 {
 		t.Errorf("the 6th Create = %q %v, want the quota's words and numbers", se.Error(), se.Details)
 	}
-	if _, err := e.db.GetSandbox(ctx, "agent-q1-box-5"); err == nil {
+	if _, err := e.find(t, "agent-q1-box-5"); err == nil {
 		t.Errorf("a refused create left a row")
 	}
 	// A resume is not a new sandbox.

@@ -15,22 +15,12 @@ import (
 // asks GatewayRoute where that goes and with which header, and adds the
 // secret on the way out, so that the sandbox never sees it. A binding names
 // its secret and holds no value. Who may do what is the secrets' rule
-// (secretTenant): operators any tenant's, a tenant admin its own; an agent
+// (access.tenant): operators any tenant's, a tenant admin its own; an agent
 // may list its tenant's bindings (and use them) but not set or delete one.
 
 func bindingNotFound(tenant, name string) error {
 	return sandbox.Errorf(sandbox.CodeNotFound, "no binding %q in tenant %q", name, tenant).
 		WithHint("`hearth binding list` shows the tenant's bindings")
-}
-
-// bindingTenant is secretTenant for bindings: the same decision, with a
-// refusal that names bindings.
-func bindingTenant(p sandbox.Principal, tenant string, manage bool) (string, error) {
-	tenant, err := secretTenant(p, tenant, manage)
-	if sandbox.IsCode(err, sandbox.CodePermissionDenied) {
-		return "", sandbox.Errorf(sandbox.CodePermissionDenied, "only a tenant admin may set or delete bindings").WithHint("ask a tenant admin")
-	}
-	return tenant, err
 }
 
 // SetBinding stores b as a binding of tenant ("" for the caller's tenant),
@@ -40,7 +30,7 @@ func bindingTenant(p sandbox.Principal, tenant string, manage bool) (string, err
 // not_found when the tenant has no secret b.Secret (set the secret first),
 // permission_denied for an agent.
 func (s *Service) SetBinding(ctx context.Context, p sandbox.Principal, tenant string, b sandbox.Binding) (sandbox.Binding, error) {
-	tenant, err := bindingTenant(p, tenant, true)
+	tenant, err := s.access(p).tenant(tenant, true, "bindings")
 	if err != nil {
 		return sandbox.Binding{}, err
 	}
@@ -68,7 +58,7 @@ func (s *Service) SetBinding(ctx context.Context, p sandbox.Principal, tenant st
 
 // ListBindings returns tenant's bindings ("" for the caller's), by name.
 func (s *Service) ListBindings(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.Binding, error) {
-	tenant, err := bindingTenant(p, tenant, false)
+	tenant, err := s.access(p).tenant(tenant, false, "bindings")
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +72,7 @@ func (s *Service) ListBindings(ctx context.Context, p sandbox.Principal, tenant 
 // DeleteBinding removes tenant's binding name ("" for the caller's
 // tenant); the secret it names stays. not_found if there is none.
 func (s *Service) DeleteBinding(ctx context.Context, p sandbox.Principal, tenant, name string) error {
-	tenant, err := bindingTenant(p, tenant, true)
+	tenant, err := s.access(p).tenant(tenant, true, "bindings")
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ func checkpointKey(id string) string { return "ck-" + id }
 // newCheckpointID returns a fresh checkpoint id.
 func newCheckpointID() string { return "c" + newID()[1:] }
 
-// Checkpoint saves the current content of p's sandbox called name, live: a
+// Checkpoint saves the current content of the sandbox ref names for p
+// (see Get), live: a
 // running sandbox is frozen for the few milliseconds of a snapshot and
 // thawed, its processes never stop. A sleeping or stopped sandbox is
 // checkpointed as it lies, without waking it: it has no processes to keep
@@ -38,20 +39,18 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // no command running (a command's stream to its caller would be cut:
 // unavailable, retry once it ends), and a runtime that can
 // (invalid_argument otherwise).
-func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, name string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
-	name = p.Resolve(name)
+func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, ref string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
 	label := req.Label
 	if err := sandbox.ValidateLabel(label); err != nil {
 		return sandbox.Checkpoint{}, err
 	}
-	unlock := s.locks.lock(name)
-	defer unlock()
-	sb, err := s.Get(ctx, p, name)
+	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return sandbox.Checkpoint{}, err
 	}
+	defer unlock()
 	if sb.Status == sandbox.StatusCreating {
-		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", name).WithHint("retry in a moment")
+		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", ref).WithHint("retry in a moment")
 	}
 	mc, err := s.memoryCheckpointer(sb, req.Memory)
 	if err != nil {
@@ -259,11 +258,10 @@ func (s *Service) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Ch
 	return head
 }
 
-// ListCheckpoints returns the checkpoints of p's sandbox called name,
+// ListCheckpoints returns the checkpoints of the sandbox ref names for p,
 // oldest first; Parent links make the tree.
-func (s *Service) ListCheckpoints(ctx context.Context, p sandbox.Principal, name string) ([]sandbox.Checkpoint, error) {
-	name = p.Resolve(name)
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) ListCheckpoints(ctx context.Context, p sandbox.Principal, ref string) ([]sandbox.Checkpoint, error) {
+	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -277,31 +275,17 @@ func (s *Service) ListCheckpoints(ctx context.Context, p sandbox.Principal, name
 	return cps, nil
 }
 
-// checkpoint returns checkpoint id of sb, or not_found naming both.
-func (s *Service) checkpoint(ctx context.Context, sb sandbox.Sandbox, id string) (sandbox.Checkpoint, error) {
-	c, err := s.opts.Store.GetCheckpoint(ctx, sb.ID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q has no checkpoint %q", sb.Name, id).
-			WithHint("`hearth checkpoints %s` lists its checkpoints", sb.Name)
-	}
-	if err != nil {
-		return sandbox.Checkpoint{}, s.internal("get checkpoint", err)
-	}
-	return c, nil
-}
-
-// DeleteCheckpoint deletes checkpoint id of p's sandbox called name and
-// reclaims the data only it held. Its children keep their content and stay
-// in the tree (their parent link names a checkpoint that is gone).
-func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, name, id string) error {
-	name = p.Resolve(name)
-	unlock := s.locks.lock(name)
-	defer unlock()
-	sb, err := s.Get(ctx, p, name)
+// DeleteCheckpoint deletes checkpoint id of the sandbox ref names for p
+// and reclaims the data only it held. Its children keep their content and
+// stay in the tree (their parent link names a checkpoint that is gone). A
+// checkpoint of another sandbox is not_found.
+func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, ref, id string) error {
+	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return err
 	}
-	c, err := s.checkpoint(ctx, sb, id)
+	defer unlock()
+	c, err := s.access(p).checkpoint(ctx, sb, id)
 	if err != nil {
 		return err
 	}
@@ -321,26 +305,25 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, nam
 	return nil
 }
 
-// Restore makes checkpoint id the content of p's sandbox called name: its
+// Restore makes checkpoint id the content of the sandbox ref names for p
+// (a checkpoint of another sandbox is not_found): its
 // processes are stopped, its root is replaced by a writable snapshot of the
 // checkpoint, and it runs again: with the checkpoint's processes where
 // they were when it holds their memory (if that fails, afresh, which the
 // reason says), afresh otherwise. The checkpoint stays, so restore can be
 // repeated; it becomes the sandbox's head. A sleeping sandbox is woken.
-func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id string) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
-	unlock := s.locks.lock(name)
-	defer unlock()
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) Restore(ctx context.Context, p sandbox.Principal, ref, id string) (sandbox.Sandbox, error) {
+	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	c, err := s.checkpoint(ctx, sb, id)
+	defer unlock()
+	c, err := s.access(p).checkpoint(ctx, sb, id)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if sb.Status == sandbox.StatusCreating {
-		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", name).WithHint("retry in a moment")
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", ref).WithHint("retry in a moment")
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
@@ -390,16 +373,17 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, name, id str
 }
 
 // Fork creates a new sandbox for p, called newName, whose root starts as
-// checkpoint id of p's sandbox called name; the two are independent from
-// then on. The new sandbox has the same image and size, the default TTL,
-// and a checkpoint tree of its own.
-func (s *Service) Fork(ctx context.Context, p sandbox.Principal, name, id, newName string) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
-	src, err := s.Get(ctx, p, name)
+// checkpoint id of the sandbox ref names for p (a checkpoint of another
+// sandbox is not_found); the two are independent from then on. The new
+// sandbox is p's, in p's tenant, with the same image and size, the
+// default TTL, and a checkpoint tree of its own.
+func (s *Service) Fork(ctx context.Context, p sandbox.Principal, ref, id, newName string) (sandbox.Sandbox, error) {
+	a := s.access(p)
+	src, err := a.get(ctx, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if _, err := s.checkpoint(ctx, src, id); err != nil {
+	if _, err := a.checkpoint(ctx, src, id); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if newName == "" {

@@ -10,18 +10,18 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Connect opens a stream to TCP port on the loopback of p's sandbox called
-// name, waking it if it sleeps: what the sandbox's URL (httpapi's proxy)
-// and the Sprites TCP proxy are made of. It works whatever the sandbox's
-// network, since the sandbox's agent makes the connection. While the stream
-// is open the sandbox is busy (it does not sleep); closing it ends that.
-// Errors: those of Get, invalid_argument for a bad port, unavailable when
-// nothing listens on it.
-func (s *Service) Connect(ctx context.Context, p sandbox.Principal, name string, port int) (net.Conn, error) {
+// Connect opens a stream to TCP port on the loopback of the sandbox ref
+// names for p (see Get), waking it if it sleeps: what the sandbox's URL
+// (httpapi's proxy) and the Sprites TCP proxy are made of. It works
+// whatever the sandbox's network, since the sandbox's agent makes the
+// connection. While the stream is open the sandbox is busy (it does not
+// sleep); closing it ends that. Errors: those of Get, invalid_argument for
+// a bad port, unavailable when nothing listens on it.
+func (s *Service) Connect(ctx context.Context, p sandbox.Principal, ref string, port int) (net.Conn, error) {
 	if err := sandbox.ValidatePort(port); err != nil {
 		return nil, err
 	}
-	sb, ag, err := s.running(ctx, p, p.Resolve(name))
+	sb, ag, err := s.running(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -35,27 +35,35 @@ func (s *Service) Connect(ctx context.Context, p sandbox.Principal, name string,
 }
 
 // ConnectPublic is Connect for a caller without a token: it reaches a port
-// that the sandbox called name (its stored name) made public
-// (Sandbox.PublicPorts). Any other port, like a
-// sandbox that does not exist, is not_found: a caller without a token
+// that the sandbox ref names made public (Sandbox.PublicPorts). ref is
+// read as by a caller of no tenant: NAME is an operators' sandbox (tenant
+// system), TENANT/NAME a tenant's, so that no tenant can take another's
+// URL by naming a sandbox alike. Any other port, like a sandbox that does
+// not exist or a malformed ref, is not_found: a caller without a token
 // learns nothing about private ports.
-func (s *Service) ConnectPublic(ctx context.Context, name string, port int) (net.Conn, error) {
-	sb, err := s.opts.Store.GetSandbox(ctx, name)
+func (s *Service) ConnectPublic(ctx context.Context, ref string, port int) (net.Conn, error) {
+	missing := sandbox.Errorf(sandbox.CodeNotFound, "no public port %d on sandbox %q", port, ref).
+		WithHint("send a token of someone who may see the sandbox, or ask its owner to make the port public")
+	tenant, name, err := sandbox.Principal{}.Locate(ref)
+	if err != nil {
+		return nil, missing
+	}
+	sb, err := s.opts.Store.GetSandbox(ctx, tenant, name)
 	if err != nil || isPoolMember(sb) || !slices.Contains(sb.PublicPorts, port) {
-		return nil, sandbox.Errorf(sandbox.CodeNotFound, "no public port %d on sandbox %q", port, name).
-			WithHint("send a token of someone who may see the sandbox, or ask its owner to make the port public")
+		return nil, missing
 	}
 	// The sandbox's tenant, as no one in particular: a principal with no
 	// agent takes names as they are stored (see Principal.Resolve).
-	tenant := sandbox.Principal{Tenant: sb.Tenant, Role: sandbox.RoleTenantAdmin}
-	return s.Connect(ctx, tenant, sb.Name, port)
+	owner := sandbox.Principal{Tenant: sb.Tenant, Role: sandbox.RoleTenantAdmin}
+	return s.Connect(ctx, owner, sb.Name, port)
 }
 
-// Ports returns p's sandbox called name and the TCP ports processes in it
-// listen on, by port. A sandbox that is not running listens on none: Ports
-// does not wake it (its processes would start afresh, with no server yet).
-func (s *Service) Ports(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, []sandbox.ListeningPort, error) {
-	sb, err := s.Get(ctx, p, p.Resolve(name))
+// Ports returns the sandbox ref names for p and the TCP ports processes in
+// it listen on, by port. A sandbox that is not running listens on none:
+// Ports does not wake it (its processes would start afresh, with no server
+// yet).
+func (s *Service) Ports(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, []sandbox.ListeningPort, error) {
+	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, nil, err
 	}

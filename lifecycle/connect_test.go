@@ -31,25 +31,35 @@ func TestConnectPublic(t *testing.T) {
 		}
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
+	// A public URL names its sandbox as a caller of no tenant does: NAME
+	// for an operators' sandbox, TENANT/NAME for a tenant's.
 	for _, p := range []sandbox.Principal{op, a1} {
 		sb := e.create(t, p, "site")
-		if _, err := e.svc.ConnectPublic(ctx, sb.Name, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
-			t.Errorf("ConnectPublic(%s, private port) = %v, want not_found", sb.Name, err)
+		ref := sandbox.Principal{}.RefOf(sb.Tenant, sb.Name)
+		if _, err := e.svc.ConnectPublic(ctx, ref, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			t.Errorf("ConnectPublic(%s, private port) = %v, want not_found", ref, err)
 		}
 		if _, err := e.svc.Update(ctx, p, sb.Name, sandbox.SandboxUpdate{PublicPorts: &[]int{port}}); err != nil {
 			t.Fatal(err)
 		}
-		conn, err := e.svc.ConnectPublic(ctx, sb.Name, port)
+		conn, err := e.svc.ConnectPublic(ctx, ref, port)
 		if err != nil {
-			t.Fatalf("ConnectPublic(%s, public port) = %v", sb.Name, err)
+			t.Fatalf("ConnectPublic(%s, public port) = %v", ref, err)
 		}
 		if b, err := io.ReadAll(conn); err != nil || string(b) != "hi" {
 			t.Errorf("read %q, %v", b, err)
 		}
 		conn.Close()
 	}
-	if _, err := e.svc.ConnectPublic(ctx, "nope", port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
-		t.Errorf("ConnectPublic(missing) = %v, want not_found", err)
+	// Another tenant's sandbox of the same name, public on the same port,
+	// takes nothing from t1's: each URL reaches its own.
+	if twin := e.create(t, twinA1, "site"); twin.Name != "agent-a1-site" || twin.Tenant != "t2" {
+		t.Fatalf("t2's a1 created %+v, want t2's agent-a1-site", twin)
+	}
+	for _, ref := range []string{"nope", "agent-a1-site", "t3/agent-a1-site", "T1/agent-a1-site", "t2/agent-a1-site"} {
+		if _, err := e.svc.ConnectPublic(ctx, ref, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			t.Errorf("ConnectPublic(%s) = %v, want not_found", ref, err)
+		}
 	}
 	_, err = e.svc.Update(ctx, a1, "site", sandbox.SandboxUpdate{PublicPorts: &[]int{80, 80}})
 	wantCode(t, "Update(repeated port)", err, sandbox.CodeInvalidArgument)

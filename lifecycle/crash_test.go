@@ -702,7 +702,7 @@ func (e *env) wantWhole(t *testing.T) {
 // wantGone wants no sandbox called name.
 func (e *env) wantGone(t *testing.T, name string) {
 	t.Helper()
-	if sb, err := e.db.GetSandbox(t.Context(), name); !errors.Is(err, store.ErrNotFound) {
+	if sb, err := e.find(t, name); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetSandbox(%s) = %+v, %v; want it gone", name, sb, err)
 	}
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Exec runs one command in p's sandbox called name, waking it if it sleeps.
+// Exec runs one command in the sandbox ref names for p (see Get), waking it
+// if it sleeps.
 // stdout and stderr receive the command's output as it is produced; stdin,
 // when req.Stdin is set, is streamed to the command until it returns EOF.
 // If ctx ends before the command does, the command keeps running for its
 // grace period and is then killed; Exec returns ctx's error.
 func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
-	name = p.Resolve(name)
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -59,7 +59,7 @@ func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sand
 	if !ok {
 		return "", "", nil
 	}
-	ck, err := s.Checkpoint(ctx, p, sb.Name, sandbox.CheckpointRequest{Label: gateLabel})
+	ck, err := s.Checkpoint(ctx, p, p.RefOf(sb.Tenant, sb.Name), sandbox.CheckpointRequest{Label: gateLabel})
 	if err == nil {
 		s.log.Info("checkpoint before a destructive command", "sandbox", sb.Name, "checkpoint", ck.ID, "pattern", pattern.Name)
 		return ck.ID, fmt.Sprintf("the command looks destructive (%s): checkpoint %s was taken first; restore it to undo the command", pattern.Name, ck.ID), nil
@@ -84,19 +84,17 @@ func (s *Service) limitsOf(ctx context.Context, tenant string) policy.Limits {
 // noteOOM records in the sandbox's status that its memory limit killed a
 // command, so that the status, not only that exec's result, tells it.
 func (s *Service) noteOOM(ctx context.Context, sb sandbox.Sandbox) {
-	unlock := s.locks.lock(sb.Name)
-	defer unlock()
-	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
-	if err != nil || cur.ID != sb.ID {
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
 		return
 	}
+	defer unlock()
 	s.setStatus(ctx, cur, cur.Status, fmt.Sprintf("oom: the memory limit (%d MiB) killed a command at %s", cur.Resources.MemoryBytes>>20, s.now().UTC().Format(time.RFC3339)))
 }
 
 // ReadFile streams the file at path in p's sandbox to w. Errors (not_found,
 // invalid_argument for a directory, …) come before any byte is written.
 func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path string, w io.Writer) error {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return err
@@ -108,7 +106,6 @@ func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path 
 // over the daemon's limit is too_large and nothing is kept; an existing
 // file keeps its mode and owner.
 func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name string, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error) {
-	name = p.Resolve(name)
 	if req.MaxBytes <= 0 || req.MaxBytes > s.opts.MaxWriteBytes {
 		req.MaxBytes = s.opts.MaxWriteBytes
 	}
@@ -121,7 +118,6 @@ func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name strin
 
 // ListDir lists the directory at path in p's sandbox.
 func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path string) ([]sandbox.FileInfo, error) {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return nil, err
@@ -131,7 +127,6 @@ func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path s
 
 // Stat describes the file at path in p's sandbox (not following a symlink).
 func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -141,7 +136,6 @@ func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path stri
 
 // Mkdir creates the directory at path and its missing parents (mkdir -p).
 func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -151,7 +145,6 @@ func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path str
 
 // Remove deletes the file at path; a directory needs recursive unless empty.
 func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path string, recursive bool) error {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return err
@@ -161,7 +154,6 @@ func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path st
 
 // Rename moves from to to inside p's sandbox.
 func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, to string) (sandbox.FileInfo, error) {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -171,7 +163,6 @@ func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, t
 
 // Chmod sets the permission bits of the file at path.
 func (s *Service) Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
-	name = p.Resolve(name)
 	_, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err

@@ -23,13 +23,15 @@ import (
 )
 
 // Principals the tests act as: two agents of tenant t1, its admin, an agent
-// of tenant t2, and an operator.
+// of tenant t2, t2's own agent called a1 (agent names are unique within a
+// tenant only), and an operator.
 var (
-	a1    = sandbox.Principal{Tenant: "t1", Agent: "a1", Role: sandbox.RoleAgent}
-	a2    = sandbox.Principal{Tenant: "t1", Agent: "a2", Role: sandbox.RoleAgent}
-	admin = sandbox.Principal{Tenant: "t1", Agent: "boss", Role: sandbox.RoleTenantAdmin}
-	b1    = sandbox.Principal{Tenant: "t2", Agent: "b1", Role: sandbox.RoleAgent}
-	op    = sandbox.Principal{Tenant: "system", Agent: "ops", Role: sandbox.RoleOperator}
+	a1     = sandbox.Principal{Tenant: "t1", Agent: "a1", Role: sandbox.RoleAgent}
+	a2     = sandbox.Principal{Tenant: "t1", Agent: "a2", Role: sandbox.RoleAgent}
+	admin  = sandbox.Principal{Tenant: "t1", Agent: "boss", Role: sandbox.RoleTenantAdmin}
+	b1     = sandbox.Principal{Tenant: "t2", Agent: "b1", Role: sandbox.RoleAgent}
+	twinA1 = sandbox.Principal{Tenant: "t2", Agent: "a1", Role: sandbox.RoleAgent}
+	op     = sandbox.Principal{Tenant: "system", Agent: "ops", Role: sandbox.RoleOperator}
 )
 
 // epoch is the fake clock's start.
@@ -139,13 +141,30 @@ func (e *env) create(t *testing.T, p sandbox.Principal, name string) sandbox.San
 	return sb
 }
 
+// find returns the stored row of the sandbox whose stored name is name,
+// in whichever tenant holds it (the test fails when several do), or
+// store.ErrNotFound.
+func (e *env) find(t *testing.T, name string) (sandbox.Sandbox, error) {
+	t.Helper()
+	rows, err := e.db.ListSandboxes(t.Context(), store.Filter{Name: name})
+	switch {
+	case err != nil:
+		return sandbox.Sandbox{}, err
+	case len(rows) == 0:
+		return sandbox.Sandbox{}, store.ErrNotFound
+	case len(rows) > 1:
+		t.Fatalf("%d tenants have a sandbox called %s; name the tenant", len(rows), name)
+	}
+	return rows[0], nil
+}
+
 // row returns the stored row of sandbox name.
 func (e *env) row(t *testing.T, name string) sandbox.Sandbox {
 	t.Helper()
-	sb, err := e.db.GetSandbox(t.Context(), name)
+	sb, err := e.find(t, name)
 	for _, p := range []sandbox.Principal{a1, a2, admin, b1} {
 		if errors.Is(err, store.ErrNotFound) {
-			sb, err = e.db.GetSandbox(t.Context(), p.Resolve(name)) // a test principal's short name
+			sb, err = e.find(t, p.Resolve(name)) // a test principal's short name
 		}
 	}
 	if err != nil {

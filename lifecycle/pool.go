@@ -47,7 +47,7 @@ const (
 
 // poolTenant and poolOwner own the warm pool's members until a claim.
 const (
-	poolTenant = "system"
+	poolTenant = sandbox.SystemTenant
 	poolOwner  = "pool"
 	// pressurePercent is the share of MemTotal below which MemAvailable
 	// means memory pressure: the pool shrinks and stops refilling.
@@ -105,15 +105,17 @@ func (s *Service) claim(ctx context.Context, p sandbox.Principal, req sandbox.Cr
 // claimMember rewrites member m's row into p's sandbox req.Name, under m's
 // lock, unless the sweep removed or stopped m since it was listed.
 func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
-	unlock := s.locks.lock(m.Name)
+	sb, unlock, err := s.current(ctx, m)
+	if err != nil {
+		return sandbox.Sandbox{}, false, nil
+	}
 	defer unlock()
-	sb, err := s.opts.Store.GetSandbox(ctx, m.Name)
-	if err != nil || sb.ID != m.ID || !isPoolMember(sb) || sb.Status != sandbox.StatusRunning {
+	if !isPoolMember(sb) || sb.Status != sandbox.StatusRunning {
 		return sandbox.Sandbox{}, false, nil
 	}
 	s.crash("claim: member picked")
 	now := s.now().UTC()
-	sb.Name, sb.Tenant, sb.Owner, sb.Labels = req.Name, p.Tenant, p.Agent, req.Labels
+	sb.Name, sb.Tenant, sb.Owner, sb.Labels = req.Name, p.Home(), p.Agent, req.Labels
 	sb.CreatedAt, sb.UpdatedAt, sb.ExpiresAt = now, now, now.Add(ttl)
 	sb.Status, sb.Reason = sandbox.StatusRunning, "created (from the warm pool)"
 	// The commit point: one row update turns the member into the caller's.
@@ -250,10 +252,12 @@ func (s *Service) tendPool(ctx context.Context, members []sandbox.Sandbox) {
 // removeMember releases the pool member m, unless a claim took it since it
 // was listed.
 func (s *Service) removeMember(ctx context.Context, m sandbox.Sandbox, why string) {
-	unlock := s.locks.lock(m.Name)
+	cur, unlock, err := s.current(ctx, m)
+	if err != nil {
+		return
+	}
 	defer unlock()
-	cur, err := s.opts.Store.GetSandbox(ctx, m.Name)
-	if err != nil || cur.ID != m.ID || !isPoolMember(cur) {
+	if !isPoolMember(cur) {
 		return
 	}
 	if err := s.release(ctx, cur); err != nil {
@@ -319,12 +323,12 @@ func (s *Service) warmUp(ctx context.Context, sb sandbox.Sandbox) {
 }
 
 // Pool reports the warm pool per size preset, sizes in name order: what it
-// aims at and what it has. Only an operator may see it; anyone else gets
-// permission_denied (the pool belongs to no tenant).
+// aims at and what it has. Only an operator may see it, with a token not
+// restricted to a name prefix; anyone else gets permission_denied (the
+// pool belongs to no tenant).
 func (s *Service) Pool(ctx context.Context, p sandbox.Principal) ([]sandbox.PoolSize, error) {
-	if p.Role != sandbox.RoleOperator {
-		return nil, sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may see the warm pool").
-			WithHint("use an operator token")
+	if err := s.Fleetwide(p, "see the warm pool"); err != nil {
+		return nil, err
 	}
 	members, err := s.poolMembers(ctx)
 	if err != nil {

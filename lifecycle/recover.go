@@ -40,7 +40,7 @@ func (s *Service) Recover(ctx context.Context) error {
 			sb = s.dropUnfinishedCheckpoints(ctx, sb)
 		}
 		restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
-		if g, err := s.opts.Store.GetGone(ctx, sb.Name); err == nil && g.ID == sb.ID {
+		if g, err := s.opts.Store.GetGone(ctx, sb.Tenant, sb.Name); err == nil && g.ID == sb.ID {
 			// destroy records why a sandbox goes before it releases it.
 			s.log.Warn("finishing a destroy interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
 			if err := s.release(ctx, sb); err != nil {
@@ -201,7 +201,7 @@ func (s *Service) sweep(ctx context.Context) {
 		return
 	}
 	now := s.now()
-	if err := s.opts.Store.ForgetGone(ctx, "", now.Add(-s.opts.GoneRetention)); err != nil {
+	if err := s.opts.Store.ForgetGone(ctx, "", "", now.Add(-s.opts.GoneRetention)); err != nil {
 		s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
 	}
 	var members []sandbox.Sandbox
@@ -212,7 +212,7 @@ func (s *Service) sweep(ctx context.Context) {
 		}
 		if !sb.ExpiresAt.IsZero() && !now.Before(sb.ExpiresAt) {
 			s.log.Info("reaping expired sandbox", "sandbox", sb.Name, "expired_at", sb.ExpiresAt)
-			if err := s.reap(ctx, sb.Name); err != nil {
+			if err := s.reap(ctx, sb.Tenant, sb.Name); err != nil {
 				s.log.Error("reap", "sandbox", sb.Name, "err", err)
 			}
 			continue
@@ -236,10 +236,12 @@ func (s *Service) sweep(ctx context.Context) {
 // markStopped records that a running sandbox died, unless a concurrent
 // destroy or wake changed it since the sweep read it.
 func (s *Service) markStopped(ctx context.Context, sb sandbox.Sandbox, reason string) {
-	unlock := s.locks.lock(sb.Name)
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return
+	}
 	defer unlock()
-	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
-	if err != nil || cur.ID != sb.ID || cur.Status != sandbox.StatusRunning || cur.UpdatedAt != sb.UpdatedAt {
+	if cur.Status != sandbox.StatusRunning || cur.UpdatedAt != sb.UpdatedAt {
 		return
 	}
 	s.setStatus(ctx, cur, sandbox.StatusStopped, reason)

@@ -101,7 +101,7 @@ func TestRecover(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"half-row", "half-root", "half-runtime"} {
-		if _, err := e.db.GetSandbox(ctx, name); !errors.Is(err, store.ErrNotFound) {
+		if _, err := e.find(t, name); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("GetSandbox(%s) after Recover = %v, want the interrupted create undone", name, err)
 		}
 	}
@@ -194,7 +194,7 @@ func TestSweep(t *testing.T) {
 		<-done
 
 		for _, sb := range []sandbox.Sandbox{expired, expiredAsleep, edge} {
-			if _, err := e.db.GetSandbox(ctx, sb.Name); !errors.Is(err, store.ErrNotFound) {
+			if _, err := e.find(t, sb.Name); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("GetSandbox(%s) after the sweep = %v, want it destroyed (expired at %v, now %v)", sb.Name, err, sb.ExpiresAt, e.clock.Now())
 			}
 		}

@@ -12,8 +12,10 @@ import (
 )
 
 // A token restricted to a name prefix reaches only names inside it, on
-// every verb, and sees only those in list; the names it chooses are kept
-// (its attribution prefix aside).
+// every verb (another name is not_found, as a sandbox that does not
+// exist; a create of one is permission_denied, naming the prefix), and
+// sees only those in list; the names it chooses are kept (its attribution
+// prefix aside).
 func TestNamePrefixScope(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
@@ -46,7 +48,10 @@ func TestNamePrefixScope(t *testing.T) {
 			return err
 		},
 	} {
-		wantCode(t, verb+"(other) outside the prefix", call(), sandbox.CodePermissionDenied)
+		se := wantCode(t, verb+"(other) outside the prefix", call(), sandbox.CodeNotFound)
+		if se.Message != `sandbox "agent-a1-other" not found` {
+			t.Errorf("%s(other) outside the prefix = %q, want the not_found of a sandbox that does not exist", verb, se.Message)
+		}
 	}
 	if _, err := e.svc.Get(ctx, hermes, "hermes-task-1"); err != nil {
 		t.Errorf("Get(hermes-task-1) = %v, want it", err)
@@ -260,5 +265,37 @@ func TestEgressPolicy(t *testing.T) {
 	rules, _ = drv.EgressOf(sb.ID)
 	if got := fmt.Sprint(rules.AllowDomains, rules.DenyDomains); got != "[api.example.com] [ads.example.com *.cdn.example.net]" {
 		t.Errorf("rules after the sandbox's own domains = %s", got)
+	}
+}
+
+// A token restricted to a name prefix is told the usage of its own
+// sandboxes only: its limits count those inside the prefix, and a quota or
+// budget refusal gives it the limit without the count of the others.
+func TestNamePrefixUsage(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	q := e.guarded(t, "quota", wide, sandbox.PolicyOverrides{AgentQuota: intp(3)}, "q")
+	restricted := q
+	restricted.NamePrefix = "hermes-"
+	for _, name := range []string{"web", "db"} {
+		e.create(t, q, name)
+	}
+	inside := e.create(t, restricted, "hermes-1")
+	rep, err := e.svc.Limits(ctx, restricted)
+	if err != nil || rep.Sandboxes == nil || rep.Sandboxes.Used != 1 ||
+		rep.Budget.Used.MilliCPU != inside.Resources.MilliCPU || rep.Budget.Used.MemoryBytes != inside.Resources.MemoryBytes {
+		t.Errorf("Limits as hermes- = %+v, %v; want the usage of hermes-1 alone", rep, err)
+	}
+	if rep, err := e.svc.Limits(ctx, q); err != nil || rep.Sandboxes.Used != 3 {
+		t.Errorf("Limits unrestricted = %+v, %v; want 3 sandboxes used", rep.Sandboxes, err)
+	}
+	_, _, err = e.svc.Create(ctx, restricted, sandbox.CreateRequest{Name: "hermes-2"})
+	se := wantCode(t, "Create(hermes-2) at the quota", err, sandbox.CodeQuotaExceeded)
+	if _, ok := se.Details["used"]; ok || se.Details["limit"] != 3 || strings.Contains(se.Message, "3 of 3") {
+		t.Errorf("quota refusal to hermes- = %q %v; want the limit without the usage", se.Message, se.Details)
+	}
+	_, _, err = e.svc.Create(ctx, q, sandbox.CreateRequest{Name: "hermes-2"})
+	if se := wantCode(t, "Create(hermes-2) unrestricted", err, sandbox.CodeQuotaExceeded); se.Details["used"] != 3 {
+		t.Errorf("quota refusal unrestricted = %v, want used 3", se.Details)
 	}
 }

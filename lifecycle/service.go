@@ -181,11 +181,15 @@ func newID() string {
 	return "x" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))[:15]
 }
 
-// Create makes a sandbox for p, or returns p's existing sandbox of the same
-// name with created false (resume, not duplicate). A name held by a sandbox
-// p cannot see is already_exists. Errors: invalid_argument for a bad name,
-// size, image or ttl; unavailable when the runtime fails to start it (and
-// then nothing is left behind).
+// Create makes a sandbox for p in p's tenant (the system tenant for an
+// operator), or returns p's existing sandbox of the same name with created
+// false (resume, not duplicate). Names are unique within a tenant: another
+// tenant's sandbox of the same name is no conflict and stays unseen. A
+// name held in p's tenant by a sandbox p cannot see is already_exists.
+// Errors: invalid_argument for a bad name, size or ttl; not_found for an
+// image that is not one (see access.image); permission_denied for a name
+// outside p's name prefix; unavailable when the runtime fails to start it
+// (and then nothing is left behind).
 func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
 	return s.create(ctx, p, req, "", "created")
 }
@@ -194,106 +198,145 @@ func (s *Service) Create(ctx context.Context, p sandbox.Principal, req sandbox.C
 // (a checkpoint's layer key) or, when from is empty, of its image; reason
 // is the status reason once it runs.
 func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
-	forPool := p == poolPrincipal()
-	// limited: the guardrails apply, and the name carries the creator.
-	limited := !forPool && p.Role != sandbox.RoleOperator
-	if req.Name == "" {
-		req.Name = "sb-" + newID()[1:9]
-	}
-	asked := req.Name
-	if limited {
-		if err := ownName(p, req.Name); err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-		if req.Name, err = sandbox.AttributedName(p.Agent, req.Name); err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-	} else if err := sandbox.ValidateName(req.Name); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	if !p.InScope(req.Name) {
-		return sandbox.Sandbox{}, false, p.OutOfScope(asked)
-	}
-	if err := sandbox.ValidateLabels(req.Labels); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	if req.Labels == nil {
-		req.Labels = []string{}
-	}
-	if req.Network, err = s.networkFor(ctx, p, limited, req.Network); err != nil {
-		return sandbox.Sandbox{}, false, err
-	}
-	var egress sandbox.EgressPolicy
-	if req.Egress != nil {
-		egress = *req.Egress
-		tenant, err := s.tenantEgress(ctx, p.Tenant)
-		if err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-		if _, _, err := egress.Effective(tenant); err != nil {
-			return sandbox.Sandbox{}, false, err
-		}
-	}
-	if req.Size == "" {
-		req.Size = sandbox.DefaultSize
-	}
-	res, err := sandbox.LookupSize(req.Size)
+	spec, err := s.checkCreate(ctx, p, req)
 	if err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
-	if req.Image == "" {
-		req.Image = s.opts.DefaultImage
-	}
-	ttl := time.Duration(req.TTL)
-	switch {
-	case limited: // admit decides, with the tenant's cap
-	case ttl < 0:
-		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
-	case ttl > s.opts.MaxTTL:
-		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
-			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
-	case ttl == 0:
-		ttl = s.opts.DefaultTTL
-	}
-
-	unlock := s.locks.lock(req.Name)
+	req = spec.req
+	tenant := p.Home()
+	unlock := s.locks.lock(sandbox.Ref(tenant, req.Name))
 	defer unlock()
-	if existing, err := s.opts.Store.GetSandbox(ctx, req.Name); err == nil {
-		if isPoolMember(existing) || !p.Owns(existing.Tenant, existing.Owner) {
-			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
+	// Only p's own tenant is looked in: whether another tenant has the
+	// name changes nothing, and shows nowhere.
+	if existing, err := s.opts.Store.GetSandbox(ctx, tenant, req.Name); err == nil {
+		if !s.access(p).sees(existing) {
+			return sandbox.Sandbox{}, false, nameTaken(req.Name)
 		}
 		return existing, false, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return sandbox.Sandbox{}, false, s.internal("get sandbox", err)
 	}
-	if info, err := s.opts.Layers.Stat(ctx, req.Image); err != nil || info.Kind != layers.KindCommitted {
-		return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown image %q", req.Image).WithHint("use the image %q or leave it out", s.opts.DefaultImage)
-	}
 	admitted := func() {}
-	if limited {
-		if ttl, admitted, err = s.admit(ctx, p, req.Size, res, ttl); err != nil {
+	if spec.limited {
+		if spec.ttl, admitted, err = s.admit(ctx, p, req.Size, spec.res, spec.ttl); err != nil {
 			return sandbox.Sandbox{}, false, err
 		}
 		defer admitted()
 	}
 	// Pool members have no network: only a create that asks for none
 	// can claim one.
-	if from == "" && req.Image == s.opts.DefaultImage && !forPool && req.Network == sandbox.NetworkNone && req.Egress == nil {
-		sb, ok, err := s.claim(ctx, p, req, ttl)
+	if from == "" && req.Image == s.opts.DefaultImage && p != poolPrincipal() && req.Network == sandbox.NetworkNone && req.Egress == nil {
+		sb, ok, err := s.claim(ctx, p, req, spec.ttl)
 		if ok {
-			s.forgetGone(ctx, sb.Name)
+			s.forgetGone(ctx, sb)
 		}
 		if err != nil || ok {
 			return sb, ok, err
 		}
 	}
+	sb, err = s.launch(ctx, p, spec, from, reason, admitted)
+	return sb, err == nil, err
+}
 
-	caps := s.opts.Driver.Capabilities()
-	now := s.now().UTC()
-	sb = sandbox.Sandbox{
+// createSpec is a create request checked and completed by checkCreate.
+type createSpec struct {
+	// req has its name attributed, and its image, size, labels and
+	// network set.
+	req    sandbox.CreateRequest
+	res    sandbox.Resources
+	egress sandbox.EgressPolicy
+	// ttl is the sandbox's life; for a limited create, what it asked for
+	// (0: the default), which admission decides.
+	ttl time.Duration
+	// limited: the guardrails apply, and the name carries the creator.
+	limited bool
+}
+
+// checkCreate validates p's create request req and fills in its defaults.
+// The image is resolved in p's scope (access.image).
+func (s *Service) checkCreate(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (createSpec, error) {
+	spec := createSpec{limited: p != poolPrincipal() && p.Role != sandbox.RoleOperator}
+	var err error
+	if req.Name == "" {
+		req.Name = "sb-" + newID()[1:9]
+	}
+	asked := req.Name
+	if spec.limited {
+		if err := ownName(p, req.Name); err != nil {
+			return spec, err
+		}
+		if req.Name, err = sandbox.AttributedName(p.Agent, req.Name); err != nil {
+			return spec, err
+		}
+	} else if err := sandbox.ValidateName(req.Name); err != nil {
+		return spec, err
+	}
+	if !p.InScope(req.Name) {
+		return spec, p.OutOfScope(asked)
+	}
+	if req.Image, err = s.access(p).image(ctx, req.Image); err != nil {
+		return spec, err
+	}
+	if err := sandbox.ValidateLabels(req.Labels); err != nil {
+		return spec, err
+	}
+	if req.Labels == nil {
+		req.Labels = []string{}
+	}
+	if req.Network, err = s.networkFor(ctx, p, spec.limited, req.Network); err != nil {
+		return spec, err
+	}
+	if req.Egress != nil {
+		spec.egress = *req.Egress
+		tenant, err := s.tenantEgress(ctx, p.Tenant)
+		if err != nil {
+			return spec, err
+		}
+		if _, _, err := spec.egress.Effective(tenant); err != nil {
+			return spec, err
+		}
+	}
+	if req.Size == "" {
+		req.Size = sandbox.DefaultSize
+	}
+	if spec.res, err = sandbox.LookupSize(req.Size); err != nil {
+		return spec, err
+	}
+	spec.req = req
+	spec.ttl, err = s.ttlFor(spec.limited, time.Duration(req.TTL))
+	return spec, err
+}
+
+// ttlFor is the life of a create that asked for ttl (0: the default),
+// within the daemon's cap; a limited create's is admission's to decide.
+func (s *Service) ttlFor(limited bool, ttl time.Duration) (time.Duration, error) {
+	switch {
+	case limited: // admit decides, with the tenant's cap
+	case ttl < 0:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
+	case ttl > s.opts.MaxTTL:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
+			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
+	case ttl == 0:
+		ttl = s.opts.DefaultTTL
+	}
+	return ttl, nil
+}
+
+func nameTaken(name string) error {
+	return sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", name).WithHint("choose another name")
+}
+
+// launch makes the new sandbox of spec for p in p's tenant: its row, its
+// root (from from, or its image), its runtime start, its row running with
+// reason. admitted is called once the row counts in the tenant's usage.
+// The caller holds the name's lock.
+func (s *Service) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
+	req, caps, now := spec.req, s.opts.Driver.Capabilities(), s.now().UTC()
+	sb := sandbox.Sandbox{
 		ID:        newID(),
 		Name:      req.Name,
-		Tenant:    p.Tenant,
+		Tenant:    p.Home(),
 		Owner:     p.Agent,
 		Image:     req.Image,
 		Size:      req.Size,
@@ -302,30 +345,30 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 		Reason:    "create requested",
 		CreatedAt: now,
 		UpdatedAt: now,
-		ExpiresAt: now.Add(ttl),
+		ExpiresAt: now.Add(spec.ttl),
 		Capabilities: []string{
 			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
 			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
 		},
-		Resources:   res,
+		Resources:   spec.res,
 		Labels:      req.Labels,
 		PublicPorts: []int{},
 		Network:     req.Network,
-		Egress:      egress,
+		Egress:      spec.egress,
 	}
-	if forPool {
+	if p == poolPrincipal() {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
 	}
 	// The row goes first: a daemon killed from here on leaves a creating row
 	// that Recover cleans up, never an untracked container or root.
 	if err := s.opts.Store.CreateSandbox(ctx, sb); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", req.Name).WithHint("choose another name")
+			return sandbox.Sandbox{}, nameTaken(req.Name)
 		}
-		return sandbox.Sandbox{}, false, s.internal("create sandbox row", err)
+		return sandbox.Sandbox{}, s.internal("create sandbox row", err)
 	}
 	admitted() // the row now counts in the tenant's usage
-	s.forgetGone(ctx, sb.Name)
+	s.forgetGone(ctx, sb)
 	s.crash("create: row inserted")
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -335,26 +378,26 @@ func (s *Service) create(ctx context.Context, p sandbox.Principal, req sandbox.C
 	}
 	if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, s.internal("prepare root from "+from, err)
+		return sandbox.Sandbox{}, s.internal("prepare root from "+from, err)
 	}
 	if err := s.limitDisk(ctx, sb); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, err
+		return sandbox.Sandbox{}, err
 	}
 	s.crash("create: root prepared")
 	if err := s.start(ctx, sb); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, err
+		return sandbox.Sandbox{}, err
 	}
 	s.crash("create: started")
 	s.leases.touch(sb.ID, s.now())
 	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
 	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
 		s.release(ctx, sb)
-		return sandbox.Sandbox{}, false, s.internal("update sandbox row", err)
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
-	return sb, true, nil
+	return sb, nil
 }
 
 // networkFor decides the network mode of a create that asked for mode:
@@ -507,37 +550,21 @@ func (s *Service) release(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
-// Get returns the sandbox called name if p may see it, else not_found;
-// a name outside p's NamePrefix is permission_denied. Unclaimed warm-pool
-// members are not_found to everyone. Every verb on an existing sandbox
-// finds it through Get.
-func (s *Service) Get(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
-	if err := sandbox.ValidateName(name); err != nil {
-		return sandbox.Sandbox{}, err
-	}
-	if !p.InScope(name) {
-		return sandbox.Sandbox{}, p.OutOfScope(name)
-	}
-	sb, err := s.opts.Store.GetSandbox(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return sandbox.Sandbox{}, s.goneOrNotFound(ctx, p, name)
-	}
-	if err == nil && (isPoolMember(sb) || !p.Owns(sb.Tenant, sb.Owner)) {
-		return sandbox.Sandbox{}, notFound(name)
-	}
-	if err != nil {
-		return sandbox.Sandbox{}, s.internal("get sandbox", err)
-	}
-	return sb, nil
+// Get returns the sandbox ref names (a sandbox reference: NAME or
+// TENANT/NAME, see sandbox.ParseRef) if p may see it, else not_found, the
+// same whether it exists or not: another tenant's sandbox, another agent's,
+// one outside p's name prefix, an unclaimed warm-pool member. A malformed
+// reference is invalid_argument. Every verb on an existing sandbox finds
+// it through access, as Get does.
+func (s *Service) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	return s.access(p).get(ctx, ref)
 }
 
 // Describe is Get plus what the sandbox's root really holds on disk
 // (DiskUsedBytes), measured at most two seconds ago. A sandbox at its disk limit says so in its status
 // reason, since writes in it now fail with EDQUOT.
-func (s *Service) Describe(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) Describe(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -606,14 +633,14 @@ func (s *Service) forgetUsage(id string) {
 	s.usage.mu.Unlock()
 }
 
-// forgetGone drops the record of why an earlier sandbox called name went:
-// the name is a new sandbox's now.
-func (s *Service) forgetGone(ctx context.Context, name string) {
-	if _, err := s.opts.Store.GetGone(ctx, name); errors.Is(err, store.ErrNotFound) {
+// forgetGone drops the record of why an earlier sandbox of sb's name in
+// its tenant went: the name is sb's now.
+func (s *Service) forgetGone(ctx context.Context, sb sandbox.Sandbox) {
+	if _, err := s.opts.Store.GetGone(ctx, sb.Tenant, sb.Name); errors.Is(err, store.ErrNotFound) {
 		return // the common case, and a read: no write (and fsync) for it
 	}
-	if err := s.opts.Store.ForgetGone(ctx, name, time.Time{}); err != nil {
-		s.log.Error("forget why an earlier sandbox went", "sandbox", name, "err", err)
+	if err := s.opts.Store.ForgetGone(ctx, sb.Tenant, sb.Name, time.Time{}); err != nil {
+		s.log.Error("forget why an earlier sandbox went", "sandbox", sb.Name, "tenant", sb.Tenant, "err", err)
 	}
 }
 
@@ -627,33 +654,10 @@ func ownName(p sandbox.Principal, name string) error {
 	return nil
 }
 
-// goneOrNotFound is the not_found of a name with no sandbox: when p's
-// sandbox of that name went within the retention period, it says why and
-// when (details reason, last_status, gone_at).
-func (s *Service) goneOrNotFound(ctx context.Context, p sandbox.Principal, name string) error {
-	g, err := s.opts.Store.GetGone(ctx, name)
-	if err != nil || !p.Owns(g.Tenant, g.Owner) || s.now().Sub(g.At) > s.opts.GoneRetention {
-		return notFound(name)
-	}
-	msg := fmt.Sprintf("sandbox %q is gone: %s at %s", name, g.Reason, g.At.UTC().Format(time.RFC3339))
-	if g.Last != "" {
-		msg += "; its status before: " + g.Last
-	}
-	e := sandbox.Errorf(sandbox.CodeNotFound, "%s", msg).WithHint("create it again to start afresh").
-		With("reason", g.Reason).With("gone_at", g.At.UTC().Format(time.RFC3339))
-	if g.Last != "" {
-		e = e.With("last_status", g.Last)
-	}
-	return e
-}
-
-func notFound(name string) error {
-	return sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q not found", name).WithHint("`hearth list` shows your sandboxes")
-}
-
-// List returns the sandboxes p may see, oldest first: an agent its own, a
-// tenant admin its tenant's, an operator all but the warm pool's members;
-// of those, only the names inside p's NamePrefix.
+// List returns the sandboxes p may see (access.sees), oldest first: an
+// agent its own, a tenant admin its tenant's, an operator every tenant's
+// but the warm pool's members; of those, only the names inside p's
+// NamePrefix.
 func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sandbox, error) {
 	var f store.Filter
 	switch p.Role {
@@ -667,9 +671,10 @@ func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sand
 	if err != nil {
 		return nil, s.internal("list sandboxes", err)
 	}
+	a := s.access(p)
 	out := []sandbox.Sandbox{}
 	for _, sb := range list {
-		if !isPoolMember(sb) && p.InScope(sb.Name) {
+		if a.sees(sb) {
 			out = append(out, sb)
 		}
 	}
@@ -679,22 +684,19 @@ func (s *Service) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sand
 // Destroy stops the sandbox and releases everything it holds: processes,
 // mounts, cgroups, directories, its root and its row. A caller that goes
 // away mid-destroy does not interrupt it.
-func (s *Service) Destroy(ctx context.Context, p sandbox.Principal, name string) error {
-	name = p.Resolve(name)
-	unlock := s.locks.lock(name)
-	defer unlock()
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) Destroy(ctx context.Context, p sandbox.Principal, ref string) error {
+	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return err
 	}
+	defer unlock()
 	return s.destroy(ctx, sb, fmt.Sprintf("destroyed by %s (%s)", p.Agent, p.Role))
 }
 
 // Update applies u to p's sandbox called name and returns the sandbox as
 // it now is. It changes only what u sets; it neither wakes the sandbox nor
 // renews its idle lease.
-func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
+func (s *Service) Update(ctx context.Context, p sandbox.Principal, ref string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error) {
 	if u.Labels != nil {
 		if err := sandbox.ValidateLabels(*u.Labels); err != nil {
 			return sandbox.Sandbox{}, err
@@ -710,12 +712,11 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 			return sandbox.Sandbox{}, err
 		}
 	}
-	unlock := s.locks.lock(name)
-	defer unlock()
-	sb, err := s.Get(ctx, p, name)
+	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	defer unlock()
 	if u.Labels != nil {
 		sb.Labels = append([]string{}, *u.Labels...)
 	}
@@ -744,12 +745,12 @@ func (s *Service) Update(ctx context.Context, p sandbox.Principal, name string, 
 	return sb, nil
 }
 
-// reap destroys the sandbox called name if it is still there and its TTL
-// has passed: the platform's own destroy, which nothing asks for.
-func (s *Service) reap(ctx context.Context, name string) error {
-	unlock := s.locks.lock(name)
+// reap destroys tenant's sandbox called name if it is still there and its
+// TTL has passed: the platform's own destroy, which nothing asks for.
+func (s *Service) reap(ctx context.Context, tenant, name string) error {
+	unlock := s.locks.lock(sandbox.Ref(tenant, name))
 	defer unlock()
-	sb, err := s.opts.Store.GetSandbox(ctx, name)
+	sb, err := s.opts.Store.GetSandbox(ctx, tenant, name)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (sb.ExpiresAt.IsZero() || s.now().Before(sb.ExpiresAt)) {
 		return nil // destroyed, or renamed by a claim, since the sweep listed it
 	}
@@ -780,10 +781,10 @@ func (s *Service) destroy(ctx context.Context, sb sandbox.Sandbox, reason string
 	return nil
 }
 
-// running returns p's sandbox called name and an agent client for it,
+// running returns the sandbox ref names for p and an agent client for it,
 // starting the sandbox again first if it is stopped.
-func (s *Service) running(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, *agent.Client, error) {
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) running(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, *agent.Client, error) {
+	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, nil, err
 	}
@@ -829,12 +830,11 @@ func (s *Service) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error
 
 // wake starts a stopped sandbox again on its root.
 func (s *Service) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
-	unlock := s.locks.lock(sb.Name)
-	defer unlock()
-	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
-	if err != nil || cur.ID != sb.ID {
-		return sandbox.Sandbox{}, notFound(sb.Name)
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, err
 	}
+	defer unlock()
 	if cur.Status == sandbox.StatusRunning {
 		return cur, nil
 	}
@@ -885,7 +885,40 @@ func (s *Service) internal(what string, cause error) error {
 	return sandbox.AsError(cause)
 }
 
-// keyedMutex serializes operations on one sandbox name.
+// locked returns the sandbox ref names for p (see access) with its name's
+// lock held: unlock releases it. The lock is taken before the row is
+// read, so that the caller acts on the row as it stands.
+func (s *Service) locked(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, func(), error) {
+	a := s.access(p)
+	t, err := a.locate(ref)
+	if err != nil {
+		return sandbox.Sandbox{}, nil, err
+	}
+	unlock := s.locks.lock(t.key())
+	sb, err := a.sandbox(ctx, t)
+	if err != nil {
+		unlock()
+		return sandbox.Sandbox{}, nil, err
+	}
+	return sb, unlock, nil
+}
+
+// current reads sb's row again under its name's lock, for an operation
+// that found sb earlier without the lock (a wake, a sleep, the sweep): the
+// row as it stands, and unlock. not_found when sb went or another sandbox
+// took its name meanwhile.
+func (s *Service) current(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, func(), error) {
+	unlock := s.locks.lock(sandbox.Ref(sb.Tenant, sb.Name))
+	cur, err := s.opts.Store.GetSandbox(ctx, sb.Tenant, sb.Name)
+	if err != nil || cur.ID != sb.ID {
+		unlock()
+		return sandbox.Sandbox{}, nil, notFound(sb.Name)
+	}
+	return cur, unlock, nil
+}
+
+// keyedMutex serializes operations on one sandbox name of one tenant
+// (keyed TENANT/NAME).
 type keyedMutex struct {
 	mu sync.Mutex
 	m  map[string]*keyedEntry

@@ -152,8 +152,6 @@ func TestCreateNameTaken(t *testing.T) {
 func TestCreateInvalid(t *testing.T) {
 	e := newEnv(t, func(o *lifecycle.Options) { o.MaxTTL = 2 * time.Hour })
 	ctx := t.Context()
-	// An active snapshot is not an image, even one that is a sandbox's root.
-	other := e.create(t, a2, "other")
 	tests := []struct {
 		name    string
 		req     sandbox.CreateRequest
@@ -162,9 +160,6 @@ func TestCreateInvalid(t *testing.T) {
 		{"bad name", sandbox.CreateRequest{Name: "Bad_Name"}, "Bad_Name"},
 		{"name too long", sandbox.CreateRequest{Name: strings.Repeat("a", 200)}, "aaaa"},
 		{"unknown size", sandbox.CreateRequest{Name: "x", Size: "huge"}, "huge"},
-		{"unknown image", sandbox.CreateRequest{Name: "x", Image: "nosuch"}, "nosuch"},
-		{"image path", sandbox.CreateRequest{Name: "x", Image: "../default"}, "../default"},
-		{"image is a root", sandbox.CreateRequest{Name: "x", Image: "sb-" + other.ID}, other.ID},
 		{"negative ttl", sandbox.CreateRequest{Name: "x", TTL: sandbox.Duration(-time.Second)}, "-1s"},
 	}
 	for _, tt := range tests {
@@ -185,7 +180,7 @@ func TestCreateInvalid(t *testing.T) {
 			t.Errorf("Create(ttl 3h) = %+v, want the 2h cap in message, hint and details (limit_seconds 7200, requested_seconds 10800)", se)
 		}
 	})
-	e.wantHeld(t, other.ID)
+	e.wantHeld(t)
 }
 
 func TestCreateStartFails(t *testing.T) {
@@ -295,14 +290,19 @@ func TestScoping(t *testing.T) {
 		{"tenant admin of t1", admin, "agent-a1-box", true},
 		{"tenant admin of t1", admin, "agent-a2-box", true},
 		{"tenant admin of t1", admin, "agent-b1-box", false},
-		{"operator", op, "agent-a1-box", true},
-		{"operator", op, "agent-b1-box", true},
+		{"operator", op, "t1/agent-a1-box", true},
+		{"operator", op, "t2/agent-b1-box", true},
+		{"operator", op, "agent-a1-box", false}, // a bare name is the system tenant's
+		{"agent a1", a1, "t1/box", true},        // its own tenant, written out
+		{"agent a1", a1, "t2/agent-b1-box", false},
+		{"agent b1", b1, "t1/agent-a1-box", false},
+		{"tenant admin of t1", admin, "t2/agent-b1-box", false},
 	}
 	for _, tt := range gets {
 		t.Run("Get/"+tt.who+"/"+tt.name, func(t *testing.T) {
 			sb, err := e.svc.Get(ctx, tt.p, tt.name)
 			if tt.ok {
-				if err != nil || sb.Name != tt.p.Resolve(tt.name) {
+				if _, name, _ := tt.p.Locate(tt.name); err != nil || sb.Name != name {
 					t.Errorf("Get(%s) as %s = %+v, %v; want it", tt.name, tt.who, sb, err)
 				}
 				return
@@ -363,7 +363,7 @@ func TestDestroy(t *testing.T) {
 				t.Errorf("the driver was asked to delete %s %d times, want 1", sb.ID, n)
 			}
 			e.wantHeld(t, keep.ID)
-			if _, err := e.db.GetSandbox(ctx, "doomed"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := e.find(t, "doomed"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("GetSandbox(doomed) after Destroy = %v, want ErrNotFound", err)
 			}
 			_, err := e.svc.Get(ctx, a1, "doomed")
@@ -374,7 +374,7 @@ func TestDestroy(t *testing.T) {
 	// The tenant admin and the operator may destroy others' sandboxes.
 	for _, p := range []sandbox.Principal{admin, op} {
 		sb := e.create(t, a2, "theirs")
-		if err := e.svc.Destroy(ctx, p, sb.Name); err != nil {
+		if err := e.svc.Destroy(ctx, p, p.RefOf(sb.Tenant, sb.Name)); err != nil {
 			t.Errorf("Destroy(theirs) as %s = %v", p.Role, err)
 		}
 		if _, err := e.lay.Stat(ctx, "sb-"+sb.ID); err == nil {

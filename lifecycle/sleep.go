@@ -9,12 +9,11 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Sleep stops the processes of p's sandbox called name and frees their
+// Sleep stops the processes of the sandbox ref names for p and frees their
 // memory; its disk stays, and the next call to it (or Wake) starts it again
 // on the same root. Sleeping a sleeping sandbox is a no-op.
-func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -24,12 +23,11 @@ func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, name string) (
 // sleep puts sb to sleep with the reason, under its name's lock, unless a
 // concurrent call changed it meanwhile.
 func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) (sandbox.Sandbox, error) {
-	unlock := s.locks.lock(sb.Name)
-	defer unlock()
-	cur, err := s.opts.Store.GetSandbox(ctx, sb.Name)
-	if err != nil || cur.ID != sb.ID {
-		return sandbox.Sandbox{}, notFound(sb.Name)
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, err
 	}
+	defer unlock()
 	switch cur.Status {
 	case sandbox.StatusSleeping:
 		return cur, nil
@@ -56,11 +54,10 @@ func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) 
 	return asleep, nil
 }
 
-// Wake starts p's sleeping or stopped sandbox called name again on its
+// Wake starts the sleeping or stopped sandbox ref names for p again on its
 // root; waking a running sandbox is a no-op.
-func (s *Service) Wake(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error) {
-	name = p.Resolve(name)
-	sb, err := s.Get(ctx, p, name)
+func (s *Service) Wake(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}

@@ -18,9 +18,9 @@ import (
 // tenant, itself and its own tokens. What a caller may not see is
 // not_found; what its role may never do is permission_denied.
 
-// systemTenant owns operator tokens and the warm pool; no tenant can take
-// its name.
-const systemTenant = "system"
+// systemTenant owns operator tokens, the operators' sandboxes and the warm
+// pool; no tenant can take its name.
+const systemTenant = sandbox.SystemTenant
 
 func operatorOnly(what string) error {
 	return sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may %s", what).WithHint("use an operator token")
@@ -169,7 +169,7 @@ func (s *Service) CreateAgent(ctx context.Context, p sandbox.Principal, a sandbo
 	}
 	a.CreatedAt = s.now().UTC()
 	if err := s.opts.Store.CreateAgent(ctx, a); errors.Is(err, store.ErrExists) {
-		return sandbox.Agent{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "agent %q exists", a.Name).WithHint("agent names are unique across tenants; choose another")
+		return sandbox.Agent{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "agent %q exists in tenant %q", a.Name, a.Tenant).WithHint("agent names are unique within a tenant; choose another")
 	} else if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Agent{}, tenantNotFound(a.Tenant)
 	} else if err != nil {
@@ -243,8 +243,8 @@ func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sand
 		if p.Role == sandbox.RoleTenantAdmin && req.Tenant != p.Tenant {
 			return "", sandbox.TokenInfo{}, tenantNotFound(req.Tenant)
 		}
-		a, err := s.opts.Store.GetAgent(ctx, req.Agent)
-		if errors.Is(err, store.ErrNotFound) || err == nil && a.Tenant != req.Tenant {
+		_, err := s.opts.Store.GetAgent(ctx, req.Tenant, req.Agent)
+		if errors.Is(err, store.ErrNotFound) {
 			return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeNotFound, "agent %q not found in tenant %q", req.Agent, req.Tenant).
 				WithHint("create it first: hearth agent create %s --tenant %s", req.Agent, req.Tenant)
 		}

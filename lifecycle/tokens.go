@@ -21,7 +21,7 @@ const tokenPrefix = "hearth_"
 // operatorPrincipal is the Principal of the bootstrap operator token, which
 // is also who the platform acts as when it reaps.
 func operatorPrincipal() sandbox.Principal {
-	return sandbox.Principal{Tenant: "system", Agent: "operator", Role: sandbox.RoleOperator}
+	return sandbox.Principal{Tenant: systemTenant, Agent: "operator", Role: sandbox.RoleOperator}
 }
 
 func hashToken(secret string) string {

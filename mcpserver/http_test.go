@@ -73,12 +73,13 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One event per tool call, named as the API names the operation; the
-	// HTTP requests that carried them are not events of their own.
+	// One event per tool call, named as the API names the operation, the
+	// sandbox as the caller's reference resolves; the HTTP requests that
+	// carried them are not events of their own.
 	want := []struct {
 		verb, sandbox string
 		code          sandbox.Code
-	}{{"sandbox.create", "box", ""}, {"sandbox.list", "", ""}, {"sandbox.destroy", "nope", sandbox.CodeNotFound}}
+	}{{"sandbox.create", "agent-a1-box", ""}, {"sandbox.list", "", ""}, {"sandbox.destroy", "agent-a1-nope", sandbox.CodeNotFound}}
 	if len(events) != len(want) {
 		t.Fatalf("audit = %+v; want %d tool calls", events, len(want))
 	}

@@ -234,7 +234,7 @@ func (s *Server) audit(p sandbox.Principal, req mcp.Request, res mcp.Result, sta
 	e := sandbox.AuditEvent{
 		At: start.UTC(), Door: sandbox.DoorMCP, Verb: toolVerb(toolName(req)),
 		Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, TokenID: p.TokenID,
-		Sandbox: sandboxArg(req), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
+		Sandbox: p.Canonical(sandboxArg(req)), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
 	}
 	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 		if c, ok := r.StructuredContent.(sandbox.ErrorBody); ok {

@@ -172,12 +172,14 @@ func (t tools) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mc
 	}
 	out := listOut{Sandboxes: []listItem{}}
 	for _, sb := range sbs {
-		// The filter matches the name as the caller spells it, with or
-		// without its attribution prefix.
-		if in.Filter != "" && !strings.HasPrefix(sb.Name, in.Filter) && !strings.HasPrefix(sb.Name, t.p.Resolve(in.Filter)) {
+		// The name is the one that reaches the sandbox: TENANT/NAME for an
+		// operator's view of a tenant's. The filter matches it as the
+		// caller spells it, with or without its attribution prefix.
+		name := t.p.RefOf(sb.Tenant, sb.Name)
+		if in.Filter != "" && !strings.HasPrefix(name, in.Filter) && !strings.HasPrefix(name, t.p.Resolve(in.Filter)) {
 			continue
 		}
-		out.Sandboxes = append(out.Sandboxes, listItem{Name: sb.Name, Status: string(sb.Status), Size: sb.Size, ExpiresAt: sb.ExpiresAt})
+		out.Sandboxes = append(out.Sandboxes, listItem{Name: name, Status: string(sb.Status), Size: sb.Size, ExpiresAt: sb.ExpiresAt})
 	}
 	if q := rep.Sandboxes; q != nil {
 		out.Usage = usage{Summary: fmt.Sprintf("%d of %d sandboxes", q.Used, q.Limit), Used: q.Used, Limit: q.Limit}

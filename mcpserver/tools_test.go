@@ -95,6 +95,23 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("sandbox_list as a2 = %+v; want none of a1's", ls)
 	}
 
+	// An operator sees a tenant's sandbox as TENANT/NAME, the name that
+	// reaches it (names are unique per tenant), and reaches it so.
+	operator := sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator}
+	ops := e.connect(t, operator, nil)
+	mustCall(t, ops, "sandbox_list", map[string]any{"filter": "t1/agent-a1-b"}, &ls)
+	if len(ls.Sandboxes) != 1 || ls.Sandboxes[0].Name != "t1/agent-a1-box" {
+		t.Fatalf("sandbox_list(t1/agent-a1-b) as operator = %+v", ls)
+	}
+	mustCall(t, ops, "sandbox_exec", map[string]any{"sandbox": "t1/agent-a1-box", "command": "cat f"}, &ex)
+	if ex.Stdout != "hi\n" {
+		t.Fatalf("sandbox_exec(t1/agent-a1-box) as operator = %+v", ex)
+	}
+	if res := call(t, ops, "sandbox_exec", map[string]any{"sandbox": "agent-a1-box", "command": "true"}, nil); !res.IsError ||
+		!strings.Contains(text(res), "tenant t1 has a sandbox of that name") {
+		t.Fatalf("sandbox_exec(agent-a1-box) as operator = %s; want not_found naming t1", text(res))
+	}
+
 	mustCall(t, cs, "sandbox_destroy", map[string]any{"sandbox": "box"}, nil)
 	mustCall(t, cs, "sandbox_list", nil, &ls)
 	if len(ls.Sandboxes) != 1 || ls.Sandboxes[0].Name != "agent-a1-other" {

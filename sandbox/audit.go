@@ -35,9 +35,11 @@ type AuditEvent struct {
 	Role   Role   `json:"role"`
 	// TokenID names the token the caller authenticated with.
 	TokenID string `json:"token_id,omitempty"`
-	// Sandbox is the sandbox the call addressed, its name as the caller
-	// gave it in the path; for a create, the created (or resumed)
-	// sandbox's name, or the name asked for when the create failed.
+	// Sandbox is the sandbox the call addressed, as the caller's
+	// reference resolves (Principal.Canonical): the stored name for a
+	// sandbox of the caller's tenant, TENANT/NAME for another's; for a
+	// create, the created (or resumed) sandbox's name, or the name asked
+	// for when the create failed.
 	Sandbox string `json:"sandbox,omitempty"`
 	// Code is the error code of the answer; empty for a success.
 	Code Code `json:"code,omitempty"`
@@ -59,13 +61,23 @@ type AuditFilter struct {
 	Tenant, Agent string
 	// Limit, when positive, keeps only the newest Limit events.
 	Limit int
+	// SandboxPrefix, when set, keeps only the events whose Sandbox, less
+	// OwnPrefix when it starts with it, starts with SandboxPrefix: the
+	// events of a token restricted to a name prefix (see Principal.InScope,
+	// whose rule this is).
+	SandboxPrefix, OwnPrefix string
 }
 
-// ScopeAudit narrows f to the events p may read, as Owns does for
-// sandboxes: an operator reads every event, a tenant admin its tenant's, an
-// agent its own identity's. ok is false when f asks for events outside that
-// scope, of which p may read none.
+// ScopeAudit narrows f to the events p may read, as Owns and InScope do
+// for sandboxes: an operator reads every event, a tenant admin its
+// tenant's, an agent its own identity's; a token restricted to a name
+// prefix, of those, only the events on sandboxes inside it. ok is false
+// when f asks for events outside that scope, of which p may read none.
 func (p Principal) ScopeAudit(f AuditFilter) (_ AuditFilter, ok bool) {
+	f.SandboxPrefix, f.OwnPrefix = p.NamePrefix, ""
+	if p.NamePrefix != "" && p.Agent != "" {
+		f.OwnPrefix = AttributionPrefix(p.Agent)
+	}
 	switch p.Role {
 	case RoleOperator:
 		return f, true

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,15 +57,22 @@ type PortInfo struct {
 	Public    bool   `json:"public"`
 }
 
-// ProxyURL is the URL of port of the sandbox called name (its stored name)
-// for a client that reaches the daemon at scheme://host: with a base
-// domain the host {port}-{name}.{domain}, else the daemon's proxy path
-// /v1/sandboxes/{name}/proxy/{port}/.
-func ProxyURL(scheme, host, domain, name string, port int) string {
+// ProxyURL is the URL of port of tenant's sandbox called name (its stored
+// name) for a client that reaches the daemon at scheme://host: with a base
+// domain the host {port}-{name}.{domain} for an operators' sandbox (tenant
+// system) and {port}-{name}.{tenant}.{domain} for a tenant's, else the
+// daemon's proxy path /v1/sandboxes/{ref}/proxy/{port}/ with the
+// sandbox's PublicRef (its '/' escaped). A URL names the tenant because
+// names are unique per tenant: no tenant's sandbox can take another's URL.
+func ProxyURL(scheme, host, domain, tenant, name string, port int) string {
 	if domain != "" {
-		return scheme + "://" + strconv.Itoa(port) + "-" + name + "." + domain + "/"
+		label := strconv.Itoa(port) + "-" + name
+		if tenant != SystemTenant {
+			label += "." + tenant
+		}
+		return scheme + "://" + label + "." + domain + "/"
 	}
-	return scheme + "://" + host + "/v1/sandboxes/" + name + "/proxy/" + strconv.Itoa(port) + "/"
+	return scheme + "://" + host + "/v1/sandboxes/" + url.PathEscape(PublicRef(tenant, name)) + "/proxy/" + strconv.Itoa(port) + "/"
 }
 
 // Network modes of a sandbox. None has loopback only; egress adds

@@ -22,7 +22,8 @@ type Sandbox struct {
 	// ID is unique for the life of the data dir and never reused; it names the
 	// sandbox's runtime container, root filesystem and state directory.
 	ID string `json:"id"`
-	// Name is the caller's handle: a DNS label, unique per daemon.
+	// Name is the caller's handle: a DNS label, unique within its tenant
+	// (see ParseRef for how callers of other tenants write it).
 	Name string `json:"name"`
 	// Tenant and Owner (an agent identity) attribute the sandbox to its creator.
 	Tenant string `json:"tenant"`

@@ -60,8 +60,9 @@ type PolicyOverrides struct {
 }
 
 // Agent is an agent identity: who, inside a tenant, creates and owns
-// sandboxes. Its name is unique across tenants, since it prefixes the
-// names of the sandboxes it creates (see AttributedName).
+// sandboxes. Its name is unique within its tenant, since it prefixes the
+// names of the sandboxes it creates there (see AttributedName); another
+// tenant may have an agent of the same name.
 type Agent struct {
 	Name      string    `json:"name"`
 	Tenant    string    `json:"tenant"`
@@ -139,18 +140,6 @@ func AttributedName(agent, name string) (string, error) {
 	return full, nil
 }
 
-// Resolve maps a sandbox name as p wrote it to the stored name. Operators
-// use names as they are. Anyone else may leave out their own attribution
-// prefix: a name that does not start with "agent-" is one of theirs and
-// gets their prefix; a name that does is taken as it is (their own with
-// the prefix written out, or, for a tenant admin, another agent's).
-func (p Principal) Resolve(name string) string {
-	if p.Role == RoleOperator || p.Agent == "" || strings.HasPrefix(name, "agent-") {
-		return name
-	}
-	return AttributionPrefix(p.Agent) + name
-}
-
 // LimitsReport tells a caller the guardrails it is under and how close it
 // is to each (GET /v1/limits, `hearth limits`). Operators are under none:
 // their report has only Role, Tenant, Agent and MaxTTL.
@@ -214,8 +203,10 @@ type TokenRequest struct {
 	TTL    Duration `json:"ttl,omitempty"`
 	// NamePrefix restricts the token to sandboxes whose names (as the
 	// caller writes them, without its attribution prefix) start with it,
-	// e.g. "hermes-": every call on another name is permission_denied, and
-	// list shows only names inside it. Empty: unrestricted.
+	// e.g. "hermes-": a create of another name is permission_denied, every
+	// other call on one is not_found (as a sandbox that does not exist),
+	// and list, the audit log and the usage counts of limits show only
+	// names inside it. Empty: unrestricted.
 	NamePrefix string `json:"name_prefix,omitempty"`
 }
 
@@ -279,26 +270,4 @@ func ValidateSecretName(name string) error {
 		return bad("character " + quoteRune(name, i) + " is not allowed")
 	}
 	return nil
-}
-
-// InScope reports whether p's NamePrefix restriction lets it reach the
-// sandbox called name (the stored name, as Resolve returns it): always
-// without a restriction; with one, when name, less p's own attribution
-// prefix, starts with NamePrefix.
-func (p Principal) InScope(name string) bool {
-	if p.NamePrefix == "" {
-		return true
-	}
-	if p.Agent != "" {
-		name = strings.TrimPrefix(name, AttributionPrefix(p.Agent))
-	}
-	return strings.HasPrefix(name, p.NamePrefix)
-}
-
-// OutOfScope is the permission_denied error of a call on a sandbox name
-// outside p's NamePrefix restriction.
-func (p Principal) OutOfScope(name string) *Error {
-	return Errorf(CodePermissionDenied, "this token is restricted to sandbox names starting with %q; %q is outside it", p.NamePrefix, name).
-		WithHint("use a name starting with %q, or a token without that restriction", p.NamePrefix).
-		With("name_prefix", p.NamePrefix)
 }

@@ -104,7 +104,8 @@ func TestSpriteURL(t *testing.T) {
 		} `json:"url_settings"`
 	}
 	e.want(t, http.StatusCreated, "POST", "/v1/sprites", tok, `{"name":"site","url_settings":{"auth":"public"}}`, &s)
-	if s.URL != e.url+"/v1/sandboxes/agent-a1-site/proxy/8080/" || s.URLSettings.Auth != "public" {
+	// The URL names the sandbox's tenant: names are unique per tenant.
+	if s.URL != e.url+"/v1/sandboxes/t1%2Fagent-a1-site/proxy/8080/" || s.URLSettings.Auth != "public" {
 		t.Errorf("created %+v", s)
 	}
 	sb, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "site")

@@ -76,12 +76,14 @@ func statusOf(s sandbox.Status) string {
 
 // spriteName is the name of sb as p writes it: without p's own
 // attribution prefix, which hearth adds to the names p chooses (so that a
-// client's deterministic names come back exactly as it chose them).
-func spriteName(p sandbox.Principal, name string) string {
+// client's deterministic names come back exactly as it chose them); an
+// operator sees another tenant's sandbox as TENANT/NAME, the one name that
+// reaches it (names are unique per tenant).
+func spriteName(p sandbox.Principal, sb sandbox.Sandbox) string {
 	if p.Role == sandbox.RoleOperator || p.Agent == "" {
-		return name
+		return p.RefOf(sb.Tenant, sb.Name)
 	}
-	return strings.TrimPrefix(name, sandbox.AttributionPrefix(p.Agent))
+	return strings.TrimPrefix(sb.Name, sandbox.AttributionPrefix(p.Agent))
 }
 
 // spriteOf renders sb for p, who called r.
@@ -100,11 +102,11 @@ func (d *door) spriteOf(r *http.Request, p sandbox.Principal, sb sandbox.Sandbox
 	}
 	s := sprite{
 		ID:           sb.ID,
-		Name:         spriteName(p, sb.Name),
+		Name:         spriteName(p, sb),
 		Organization: sb.Tenant,
 		OrgSlug:      sb.Tenant,
 		Status:       statusOf(sb.Status),
-		URL:          sandbox.ProxyURL(scheme, r.Host, d.domain, sb.Name, httpPort),
+		URL:          sandbox.ProxyURL(scheme, r.Host, d.domain, sb.Tenant, sb.Name, httpPort),
 		URLSettings:  urlSettings{Auth: auth},
 		Labels:       labels,
 		Config: spriteConfig{

@@ -103,8 +103,9 @@ func TestSpriteAuthAndRoutes(t *testing.T) {
 	e.want(t, http.StatusOK, "HEAD", "/v1/sprites/box/exec", tok, "", nil)
 }
 
-// A token restricted to a prefix may only touch names inside it: 403
-// outside, and list shows only its names.
+// A token restricted to a prefix may only touch names inside it: a create
+// outside is 403, any other call 404 (as a sprite that does not exist),
+// and list shows only its names.
 func TestSpriteNamePrefix(t *testing.T) {
 	e := newEnv(t, daemontest.Options{})
 	restricted := daemontest.AgentA1
@@ -116,13 +117,40 @@ func TestSpriteNamePrefix(t *testing.T) {
 	if !strings.Contains(ae.Message, `"hermes-"`) {
 		t.Errorf("403 message %q does not name the prefix", ae.Message)
 	}
-	e.wantError(t, http.StatusForbidden, "permission_denied", "GET", "/v1/sprites/other", "hearth_hermesonly", "")
-	e.wantError(t, http.StatusForbidden, "permission_denied", "DELETE", "/v1/sprites/other", "hearth_hermesonly", "")
+	for _, name := range []string{"other", "nothing"} {
+		e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/"+name, "hearth_hermesonly", "")
+		e.wantError(t, http.StatusNotFound, "not_found", "DELETE", "/v1/sprites/"+name, "hearth_hermesonly", "")
+	}
+	if _, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "other"); err != nil {
+		t.Errorf("other after the restricted token's delete = %v, want it kept", err)
+	}
 	var list struct{ Sprites []sprite }
 	e.want(t, http.StatusOK, "GET", "/v1/sprites", "hearth_hermesonly", "", &list)
 	if len(list.Sprites) != 1 || list.Sprites[0].Name != "hermes-1" {
 		t.Errorf("restricted list = %+v, want only hermes-1", list.Sprites)
 	}
+}
+
+// An operator's token sees a tenant's sprite as TENANT/NAME and reaches it
+// so (names are unique per tenant); a bare name is an operators' own.
+func TestSpriteOperatorNames(t *testing.T) {
+	e := newEnv(t, daemontest.Options{})
+	e.d.AddToken(t, "tok-op", "hearth_operatortoken", sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator})
+	e.create(t, tok, "box")
+	var list struct{ Sprites []sprite }
+	e.want(t, http.StatusOK, "GET", "/v1/sprites", "hearth_operatortoken", "", &list)
+	if len(list.Sprites) != 1 || list.Sprites[0].Name != "t1/agent-a1-box" {
+		t.Fatalf("list as operator = %+v, want t1/agent-a1-box", list.Sprites)
+	}
+	var got sprite
+	e.want(t, http.StatusOK, "GET", "/v1/sprites/t1%2Fagent-a1-box", "hearth_operatortoken", "", &got)
+	if got.Name != "t1/agent-a1-box" || got.Organization != "t1" {
+		t.Errorf("GET /v1/sprites/t1%%2Fagent-a1-box as operator = %+v", got)
+	}
+	e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/agent-a1-box", "hearth_operatortoken", "")
+	// The tenant's own token may write its tenant too, and no other.
+	e.want(t, http.StatusOK, "GET", "/v1/sprites/t1%2Fbox", tok, "", &got)
+	e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/t2%2Fagent-a1-box", tok, "")
 }
 
 // List filters by prefix, pages by continuation token in name order,
@@ -236,7 +264,7 @@ func TestSpriteAudit(t *testing.T) {
 	}
 	want := []string{
 		"sprites sandbox.create agent-a1-box  201",
-		"sprites sandbox.get nope not_found 404",
+		"sprites sandbox.get agent-a1-nope not_found 404",
 		"sprites sandbox.list  unauthenticated 401",
 	}
 	if !slices.Equal(got, want) {

@@ -18,8 +18,8 @@ import (
 var (
 	// ErrNotFound: no row matches.
 	ErrNotFound = errors.New("store: not found")
-	// ErrExists: a sandbox, tenant or agent with that name, or a token with
-	// that hash, already exists.
+	// ErrExists: a sandbox or agent with that name in that tenant, a tenant
+	// with that name, or a token with that hash, already exists.
 	ErrExists = errors.New("store: already exists")
 )
 
@@ -41,6 +41,8 @@ type Token struct {
 type Filter struct {
 	Tenant string
 	Owner  string
+	// Name matches sandboxes of that name, in any tenant Tenant allows.
+	Name string
 }
 
 // Store is the control plane's state. Implementations are safe for
@@ -55,15 +57,20 @@ type Filter struct {
 //
 // storetest.Run is the conformance suite for these promises.
 type Store interface {
-	// CreateSandbox inserts sb; ErrExists if its name (or id) is taken. An
-	// empty ID or Name is an error.
+	// CreateSandbox inserts sb; ErrExists if its tenant already has a
+	// sandbox of its name, or its id is taken. Names are unique within a
+	// tenant only: another tenant's sandbox of the same name is no
+	// conflict. An empty ID or Name is an error.
 	CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error
-	// UpdateSandbox replaces every field of the sandbox with sb.ID by sb's;
-	// ErrNotFound if missing, ErrExists if sb.Name is another sandbox's.
+	// UpdateSandbox replaces every field of the sandbox with sb.ID by sb's
+	// (its tenant and name too: a warm-pool claim moves a sandbox);
+	// ErrNotFound if missing, ErrExists if sb.Tenant has another sandbox
+	// called sb.Name.
 	UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error
-	// GetSandbox finds a sandbox by name; ErrNotFound if missing. Its
+	// GetSandbox finds tenant's sandbox called name; ErrNotFound if
+	// missing (another tenant's of that name is not found). Its
 	// Capabilities are never nil (an empty list renders as [], not null).
-	GetSandbox(ctx context.Context, name string) (sandbox.Sandbox, error)
+	GetSandbox(ctx context.Context, tenant, name string) (sandbox.Sandbox, error)
 	// SandboxByID finds a sandbox by id, as GetSandbox does by name;
 	// ErrNotFound if missing.
 	SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, error)
@@ -120,14 +127,15 @@ type Store interface {
 	// ignored.
 	UpdateTenant(ctx context.Context, t sandbox.Tenant) error
 
-	// CreateAgent inserts a; ErrExists if an agent of that name exists in
-	// any tenant, ErrNotFound if a.Tenant does not exist. An empty Name or
-	// Tenant is an error.
+	// CreateAgent inserts a; ErrExists if a.Tenant has an agent of that
+	// name (another tenant's of the same name is no conflict), ErrNotFound
+	// if a.Tenant does not exist. An empty Name or Tenant is an error.
 	CreateAgent(ctx context.Context, a sandbox.Agent) error
-	// GetAgent finds an agent by name; ErrNotFound if missing.
-	GetAgent(ctx context.Context, name string) (sandbox.Agent, error)
+	// GetAgent finds tenant's agent called name; ErrNotFound if missing.
+	GetAgent(ctx context.Context, tenant, name string) (sandbox.Agent, error)
 	// ListAgents returns the agents of tenant ("" for every tenant), by
-	// name. None, or no such tenant, is an empty slice, not an error.
+	// name and then tenant. None, or no such tenant, is an empty slice,
+	// not an error.
 	ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error)
 
 	// AppendAudit appends events to the audit log, all or none. The store
@@ -137,8 +145,9 @@ type Store interface {
 	AppendAudit(ctx context.Context, events []sandbox.AuditEvent) error
 	// ListAudit returns the events matching f, oldest At first (ID order
 	// among equals): those at or after f.Since, of f.Tenant and f.Agent
-	// when set, and, when f.Limit is positive, only the newest f.Limit of
-	// them. None is an empty slice, not an error.
+	// when set, on a sandbox inside f.SandboxPrefix when set (see
+	// sandbox.AuditFilter), and, when f.Limit is positive, only the newest
+	// f.Limit of them. None is an empty slice, not an error.
 	ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error)
 	// DeleteAuditBefore deletes the events whose At is before t and
 	// returns how many it deleted.
@@ -171,15 +180,16 @@ type Store interface {
 	// Deleting the secret a binding names leaves the binding.
 	DeleteBinding(ctx context.Context, tenant, name string) error
 
-	// RecordGone keeps why a sandbox went, by name, replacing the record of
-	// an earlier sandbox of that name. An empty name is an error.
+	// RecordGone keeps why a sandbox went, by tenant and name, replacing
+	// the record of an earlier sandbox of that name in that tenant. An
+	// empty name is an error.
 	RecordGone(ctx context.Context, g sandbox.Gone) error
-	// GetGone returns the record of name; ErrNotFound if none.
-	GetGone(ctx context.Context, name string) (sandbox.Gone, error)
-	// ForgetGone deletes the record of name (none is not an error) when
-	// name is not empty, and every record whose At is before before when
-	// before is not zero.
-	ForgetGone(ctx context.Context, name string, before time.Time) error
+	// GetGone returns the record of tenant's name; ErrNotFound if none.
+	GetGone(ctx context.Context, tenant, name string) (sandbox.Gone, error)
+	// ForgetGone deletes the record of tenant's name (none is not an
+	// error) when name is not empty, and every record whose At is before
+	// before when before is not zero.
+	ForgetGone(ctx context.Context, tenant, name string, before time.Time) error
 
 	// Close releases the store. Closing a closed store does nothing and
 	// returns nil; other methods fail after Close.

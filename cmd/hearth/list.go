@@ -10,7 +10,8 @@ import (
 // runList lists the sandboxes the caller can see: its own, its tenant's
 // for a tenant admin, every one for an operator.
 func runList(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("list", "", "List the sandboxes you can see, as a table NAME STATUS SIZE RUNTIME AGE OWNER.")
+	fs := c.clientFlagSet("list", "", "List the sandboxes you can see, as a table NAME STATUS SIZE RUNTIME AGE OWNER TENANT.\n"+
+		"Names are unique within a tenant; an operator reaches another tenant's sandbox as TENANT/NAME.")
 	pos, err := fs.parse(args)
 	if err != nil {
 		return err

@@ -133,6 +133,10 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprint(w, `
 Every verb takes --json (machine-readable output) and -h (its usage).
+A sandbox NAME is one of your tenant's: names are unique within a tenant,
+and you may leave out your attribution prefix (agent-<you>-). An operator
+writes TENANT/NAME for a tenant's sandbox; an operator's bare NAME is the
+system tenant's.
 Client verbs reach the daemon at HEARTH_URL with the token HEARTH_TOKEN
 (--url and --token override). With neither set they use the local daemon,
 `+defaultURL+`, and its operator token file when readable.

@@ -53,13 +53,15 @@ func printSandbox(w io.Writer, sb sandbox.Sandbox, now time.Time) error {
 	return tw.Flush()
 }
 
-// printSandboxTable writes the list table NAME STATUS SIZE RUNTIME AGE OWNER.
+// printSandboxTable writes the list table NAME STATUS SIZE RUNTIME AGE
+// OWNER TENANT. Names are unique within a tenant: an operator, who sees
+// every tenant's, writes TENANT/NAME for one outside the system tenant.
 func printSandboxTable(w io.Writer, sbs []sandbox.Sandbox, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATUS\tSIZE\tRUNTIME\tAGE\tOWNER")
+	fmt.Fprintln(tw, "NAME\tSTATUS\tSIZE\tRUNTIME\tAGE\tOWNER\tTENANT")
 	for _, sb := range sbs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.Status, dash(sb.Size), dash(sb.Runtime),
-			formatAge(now.Sub(sb.CreatedAt)), dash(sb.Owner))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.Status, dash(sb.Size), dash(sb.Runtime),
+			formatAge(now.Sub(sb.CreatedAt)), dash(sb.Owner), dash(sb.Tenant))
 	}
 	return tw.Flush()
 }

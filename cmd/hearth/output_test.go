@@ -147,10 +147,10 @@ func TestPrintSandboxTable(t *testing.T) {
 	if err := printSandboxTable(&out, []sandbox.Sandbox{testSandbox(now), other, asleep}, now); err != nil {
 		t.Fatal(err)
 	}
-	want := `NAME              STATUS     SIZE    RUNTIME   AGE   OWNER
-agent-bot-build   running    small   runsc     1h    bot
-x                 stopped    large   runsc     3d    -
-y                 sleeping   small   runsc     1h    bot
+	want := `NAME              STATUS     SIZE    RUNTIME   AGE   OWNER   TENANT
+agent-bot-build   running    small   runsc     1h    bot     acme
+x                 stopped    large   runsc     3d    -       acme
+y                 sleeping   small   runsc     1h    bot     acme
 `
 	if out.String() != want {
 		t.Errorf("printSandboxTable() =\n%s\nwant\n%s", out.String(), want)

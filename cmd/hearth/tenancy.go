@@ -273,7 +273,7 @@ func formatOverrides(o sandbox.PolicyOverrides) string {
 
 func agentOps() []subOp {
 	return []subOp{
-		{"create", "NAME [--tenant T]", "create an agent identity (operators; tenant admins in their tenant)", runAgentCreate},
+		{"create", "NAME [--tenant T]", "create an agent identity, its name unique within its tenant (operators; tenant admins in their tenant)", runAgentCreate},
 		{"list", "[--tenant T]", "list the agent identities you can see: NAME TENANT CREATED", runAgentList},
 	}
 }

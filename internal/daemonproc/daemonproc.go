@@ -28,6 +28,7 @@ import (
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/sandbox"
 )
 
 // Binaries are what a test binary built once for all its daemons.
@@ -149,7 +150,7 @@ func New(t testing.TB, runtime string, serveArgs ...string) *Daemon {
 			c := d.Client()
 			if list, err := c.List(ctx); err == nil {
 				for _, sb := range list {
-					c.Destroy(ctx, sb.Name)
+					c.Destroy(ctx, sandbox.Ref(sb.Tenant, sb.Name)) // names are unique per tenant
 				}
 			}
 			d.Stop()

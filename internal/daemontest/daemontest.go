@@ -77,7 +77,7 @@ func New(t testing.TB, o Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	operator := sandbox.Principal{Tenant: "system", Agent: "operator", Role: sandbox.RoleOperator}
+	operator := sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator}
 	t1 := sandbox.Tenant{Name: "t1", Allocation: sandbox.Resources{MilliCPU: 1 << 20, MemoryBytes: 1 << 45, DiskBytes: 1 << 48}}
 	if o.AgentQuota != 0 {
 		t1.Policy.AgentQuota = &o.AgentQuota
@@ -100,11 +100,15 @@ func (e *Env) AddToken(t testing.TB, id, secret string, p sandbox.Principal) {
 	}
 }
 
-// Home returns the host directory that is the home of p's sandbox name:
-// where its commands start and its relative paths resolve.
+// Home returns the host directory that is the home of the sandbox ref
+// names for p: where its commands start and its relative paths resolve.
 func (e *Env) Home(t testing.TB, p sandbox.Principal, name string) string {
 	t.Helper()
-	sb, err := e.DB.GetSandbox(t.Context(), p.Resolve(name))
+	tenant, stored, err := p.Locate(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := e.DB.GetSandbox(t.Context(), tenant, stored)
 	if err != nil {
 		t.Fatalf("GetSandbox(%s) = %v", name, err)
 	}

@@ -80,6 +80,14 @@ func (db *DB) ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.A
 		where = append(where, "agent = ?")
 		args = append(args, f.Agent)
 	}
+	if f.SandboxPrefix != "" {
+		// The sandbox less OwnPrefix when it starts with it (substr, not
+		// LIKE, whose '_' and '%' would be wildcards) starts with
+		// SandboxPrefix.
+		where = append(where, `substr(CASE WHEN substr(sandbox, 1, length(?)) = ?
+			THEN substr(sandbox, length(?) + 1) ELSE sandbox END, 1, length(?)) = ?`)
+		args = append(args, f.OwnPrefix, f.OwnPrefix, f.OwnPrefix, f.SandboxPrefix, f.SandboxPrefix)
+	}
 	q := `SELECT ` + auditColumns + ` FROM audit`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")

@@ -44,7 +44,7 @@ func TestCrashSafety(t *testing.T) {
 		}
 		db := open(t, path)
 		ctx := t.Context()
-		sb, err := db.GetSandbox(ctx, "survivor")
+		sb, err := db.GetSandbox(ctx, "", "survivor")
 		if err != nil {
 			t.Fatalf("GetSandbox(survivor) after SIGKILL = %v, want the row", err)
 		}
@@ -71,7 +71,7 @@ func TestCrashSafety(t *testing.T) {
 		db := open(t, path)
 		for _, n := range acks {
 			name := fmt.Sprintf("stream-%d", n)
-			if _, err := db.GetSandbox(t.Context(), name); err != nil {
+			if _, err := db.GetSandbox(t.Context(), "", name); err != nil {
 				t.Errorf("GetSandbox(%q), acknowledged before SIGKILL, = %v; want the row", name, err)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // RecordGone stores g, replacing what an earlier sandbox of the same name
-// left.
+// in the same tenant left.
 func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
 	if g.Name == "" {
 		return errors.New("sqlite: record gone: empty name")
@@ -23,7 +23,7 @@ func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
 	}
 	_, err = db.w.ExecContext(ctx,
 		`INSERT INTO gone (name, id, tenant, owner, reason, last_status, at) VALUES (?, ?, ?, ?, ?, ?, ?)
-		 ON CONFLICT (name) DO UPDATE SET id = excluded.id, tenant = excluded.tenant, owner = excluded.owner,
+		 ON CONFLICT (tenant, name) DO UPDATE SET id = excluded.id, owner = excluded.owner,
 		   reason = excluded.reason, last_status = excluded.last_status, at = excluded.at`,
 		g.Name, g.ID, g.Tenant, g.Owner, g.Reason, g.Last, at)
 	if err != nil {
@@ -32,14 +32,15 @@ func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
 	return nil
 }
 
-// GetGone returns what RecordGone stored for name, or store.ErrNotFound.
-func (db *DB) GetGone(ctx context.Context, name string) (sandbox.Gone, error) {
-	g := sandbox.Gone{Name: name}
+// GetGone returns what RecordGone stored for tenant's name, or
+// store.ErrNotFound.
+func (db *DB) GetGone(ctx context.Context, tenant, name string) (sandbox.Gone, error) {
+	g := sandbox.Gone{Name: name, Tenant: tenant}
 	var at string
-	err := db.r.QueryRowContext(ctx, `SELECT id, tenant, owner, reason, last_status, at FROM gone WHERE name = ?`, name).
-		Scan(&g.ID, &g.Tenant, &g.Owner, &g.Reason, &g.Last, &at)
+	err := db.r.QueryRowContext(ctx, `SELECT id, owner, reason, last_status, at FROM gone WHERE tenant = ? AND name = ?`, tenant, name).
+		Scan(&g.ID, &g.Owner, &g.Reason, &g.Last, &at)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Gone{}, fmt.Errorf("sqlite: gone %q: %w", name, store.ErrNotFound)
+		return sandbox.Gone{}, fmt.Errorf("sqlite: gone %q of %q: %w", name, tenant, store.ErrNotFound)
 	}
 	if err == nil {
 		g.At, err = parseTime(at)
@@ -50,11 +51,11 @@ func (db *DB) GetGone(ctx context.Context, name string) (sandbox.Gone, error) {
 	return g, nil
 }
 
-// ForgetGone deletes the record of name, if any, and every record older
-// than before when before is not zero.
-func (db *DB) ForgetGone(ctx context.Context, name string, before time.Time) error {
+// ForgetGone deletes the record of tenant's name, if any, and every record
+// older than before when before is not zero.
+func (db *DB) ForgetGone(ctx context.Context, tenant, name string, before time.Time) error {
 	if name != "" {
-		if _, err := db.w.ExecContext(ctx, `DELETE FROM gone WHERE name = ?`, name); err != nil {
+		if _, err := db.w.ExecContext(ctx, `DELETE FROM gone WHERE tenant = ? AND name = ?`, tenant, name); err != nil {
 			return fmt.Errorf("sqlite: forget gone %q: %w", name, writeErr(err))
 		}
 	}

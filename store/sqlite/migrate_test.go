@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -167,7 +168,7 @@ func TestMigrateFromV1(t *testing.T) {
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512},
 		Head:         "",
 	}
-	got, err := db.GetSandbox(ctx, "old")
+	got, err := db.GetSandbox(ctx, "acme", "old")
 	if err != nil {
 		t.Fatalf("GetSandbox(old) after migration = %v, want the row", err)
 	}
@@ -187,7 +188,7 @@ func TestMigrateFromV1(t *testing.T) {
 	if err := db.UpdateSandbox(ctx, want); err != nil {
 		t.Fatalf("UpdateSandbox(head) on a migrated sandbox = %v, want nil", err)
 	}
-	if got, err := db.GetSandbox(ctx, "old"); err != nil || got.Head != c.ID {
+	if got, err := db.GetSandbox(ctx, "acme", "old"); err != nil || got.Head != c.ID {
 		t.Errorf("GetSandbox(old).Head = %q, %v; want %q, nil", got.Head, err, c.ID)
 	}
 	if err := db.DeleteSandbox(ctx, "sb-1"); err != nil {
@@ -253,7 +254,7 @@ func TestMigrateFromV3(t *testing.T) {
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 10 << 30},
 		Head:         "ck-1",
 	}
-	got, err := db.GetSandbox(ctx, "old")
+	got, err := db.GetSandbox(ctx, "acme", "old")
 	if err != nil {
 		t.Fatalf("GetSandbox(old) after migration = %v, want the row", err)
 	}
@@ -292,5 +293,122 @@ func TestMigrateFromV3(t *testing.T) {
 	}
 	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: created}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("CreateAgent(missing tenant) on a migrated database = %v, want ErrNotFound", err)
+	}
+}
+
+// TestMigrateFromV13 opens, with this binary, a database an older hearth
+// left at schema version 13, when names were unique across tenants, with
+// rows in every table 0014 rebuilds: every row survives as it was (a
+// checkpoint too, which the rebuild of sandboxes must not cascade away),
+// and names are then unique within each tenant only.
+func TestMigrateFromV13(t *testing.T) {
+	path := tempPath(t)
+	v13Database(t, path)
+	db := open(t, path)
+	ctx := t.Context()
+	if got, want := userVersion(t, path), latest(t); got != want {
+		t.Errorf("user_version after migrating from 13 = %d, want %d", got, want)
+	}
+	sb, err := db.GetSandbox(ctx, "acme", "agent-alice-web")
+	if err != nil {
+		t.Fatalf("GetSandbox(acme, agent-alice-web) after migration = %v, want the row", err)
+	}
+	if sb.ID != "x1" || sb.Head != "c1" || sb.Network != sandbox.NetworkEgress || !reflect.DeepEqual(sb.PublicPorts, []int{8080}) ||
+		!reflect.DeepEqual(sb.Labels, []string{"team"}) || sb.Resources.NetConns != 64 || sb.Resources.DiskBytes != 2<<30 ||
+		!reflect.DeepEqual(sb.Egress.Allow, []string{"example.com"}) {
+		t.Errorf("sandbox after migration = %+v, want every column kept", sb)
+	}
+	cps, err := db.ListCheckpoints(ctx, "x1")
+	if err != nil || len(cps) != 2 || cps[0].ID != "c0" || cps[1].ID != "c1" || cps[1].Parent != "c0" || !cps[1].Memory || cps[1].Sandbox != "agent-alice-web" {
+		t.Errorf("ListCheckpoints(x1) after migration = %+v, %v; want c0 and c1 as they were", cps, err)
+	}
+	if a, err := db.GetAgent(ctx, "acme", "alice"); err != nil || a.Tenant != "acme" {
+		t.Errorf("GetAgent(acme, alice) after migration = %+v, %v", a, err)
+	}
+	if g, err := db.GetGone(ctx, "acme", "agent-alice-old"); err != nil || g.ID != "x0" || g.Last != "oom" {
+		t.Errorf("GetGone(acme, agent-alice-old) after migration = %+v, %v", g, err)
+	}
+	if m, err := db.GetSandbox(ctx, "system", "pool-1"); err != nil || m.ID != "x2" {
+		t.Errorf("GetSandbox(system, pool-1) after migration = %+v, %v", m, err)
+	}
+
+	// Names are now per tenant: globex takes acme's agent and sandbox
+	// names, and acme still cannot have two.
+	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "alice", Tenant: "globex", CreatedAt: time.Now()}); err != nil {
+		t.Errorf("CreateAgent(alice in globex) after migration = %v, want nil", err)
+	}
+	twin := sb
+	twin.ID, twin.Tenant = "x3", "globex"
+	if err := db.CreateSandbox(ctx, twin); err != nil {
+		t.Errorf("CreateSandbox(agent-alice-web in globex) after migration = %v, want nil", err)
+	}
+	dup := sb
+	dup.ID = "x4"
+	if err := db.CreateSandbox(ctx, dup); !errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateSandbox(a second agent-alice-web in acme) after migration = %v, want ErrExists", err)
+	}
+	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "alice", Tenant: "acme", CreatedAt: time.Now()}); !errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateAgent(a second alice in acme) after migration = %v, want ErrExists", err)
+	}
+	// The rebuilt tables keep their foreign keys: checkpoints still go
+	// with their sandbox, and an agent still needs its tenant.
+	if err := db.DeleteSandbox(ctx, "x1"); err != nil {
+		t.Fatal(err)
+	}
+	if cps, err := db.ListCheckpoints(ctx, "x1"); err != nil || len(cps) != 0 {
+		t.Errorf("ListCheckpoints(x1) after DeleteSandbox = %d, %v; want none (the cascade)", len(cps), err)
+	}
+	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "initech", CreatedAt: time.Now()}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("CreateAgent(in a missing tenant) after migration = %v, want ErrNotFound", err)
+	}
+	checkIntegrity(t, path)
+}
+
+// v13Database leaves at path a database an older hearth left at schema
+// version 13, as its migrations made it (released migrations are never
+// edited), with rows in the tables 0014 rebuilds.
+func v13Database(t *testing.T, path string) {
+	t.Helper()
+	old := raw(t, path)
+	for v := 1; v <= 13; v++ {
+		matches, err := filepath.Glob(fmt.Sprintf("migrations/%04d_*.sql", v))
+		if err != nil || len(matches) != 1 {
+			t.Fatalf("migration %d: %v, %q", v, err, matches)
+		}
+		q, err := os.ReadFile(matches[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.Exec(string(q)); err != nil {
+			t.Fatalf("building a version-13 database: %s: %v", matches[0], err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO tenants VALUES ('acme', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
+		`INSERT INTO tenants VALUES ('globex', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
+		`INSERT INTO agents VALUES ('alice', 'acme', '2025-03-14T14:00:01.000000000Z')`,
+		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
+			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes,
+			labels, public_ports, network, net_bits_per_sec, net_conns, egress)
+		VALUES ('x1', 'agent-alice-web', 'acme', 'alice', 'default', 'small', 'runsc',
+			'running', 'created', '2025-03-14T14:09:26.535897000Z', '2025-03-14T14:10:00.000000000Z',
+			NULL, '["exec"]', 1000, 1073741824, 512, 'c1', 2147483648,
+			'["team"]', '[8080]', 'egress', 1000000, 64, '{"allow":["example.com"]}')`,
+		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
+			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids)
+		VALUES ('x2', 'pool-1', 'system', 'pool', 'default', 'small', 'runsc',
+			'running', 'warm pool member', '2025-03-14T14:09:27.000000000Z', '2025-03-14T14:09:27.000000000Z',
+			NULL, '[]', 1000, 1073741824, 512)`,
+		`INSERT INTO checkpoints VALUES ('c0', 'x1', 'first', '', '2025-03-14T14:09:29.000000000Z', 2048, 0)`,
+		`INSERT INTO checkpoints VALUES ('c1', 'x1', 'second', 'c0', '2025-03-14T14:09:30.000000000Z', 4096, 1)`,
+		`INSERT INTO gone VALUES ('agent-alice-old', 'x0', 'acme', 'alice', 'destroyed by alice (agent)', 'oom', '2025-03-14T14:00:02.000000000Z')`,
+		`PRAGMA user_version = 13`,
+	} {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatalf("building a version-13 database: %v", err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,8 +18,9 @@ const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, r
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
 	public_ports, network, net_bits_per_sec, net_conns, egress`
 
-// CreateSandbox inserts sb. It returns store.ErrExists if sb.ID or sb.Name
-// is taken, and an error if either is empty.
+// CreateSandbox inserts sb. It returns store.ErrExists if sb.ID is taken
+// or sb.Tenant has a sandbox called sb.Name, and an error if either is
+// empty.
 func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	args, err := sandboxArgs(sb)
 	if err != nil {
@@ -36,8 +37,8 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 }
 
 // UpdateSandbox replaces every field of the sandbox with sb.ID by sb's. It
-// returns store.ErrNotFound if there is none, and store.ErrExists if sb.Name
-// belongs to another sandbox.
+// returns store.ErrNotFound if there is none, and store.ErrExists if
+// sb.Tenant has another sandbox called sb.Name.
 func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	args, err := sandboxArgs(sb)
 	if err != nil {
@@ -58,16 +59,16 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	return affectedOne(res, "update sandbox", sb.ID)
 }
 
-// GetSandbox returns the sandbox called name, or store.ErrNotFound.
-func (db *DB) GetSandbox(ctx context.Context, name string) (sandbox.Sandbox, error) {
+// GetSandbox returns tenant's sandbox called name, or store.ErrNotFound.
+func (db *DB) GetSandbox(ctx context.Context, tenant, name string) (sandbox.Sandbox, error) {
 	row := db.r.QueryRowContext(ctx,
-		`SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`, name)
+		`SELECT `+sandboxColumns+` FROM sandboxes WHERE tenant = ? AND name = ?`, tenant, name)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Sandbox{}, fmt.Errorf("sqlite: sandbox %q: %w", name, store.ErrNotFound)
+		return sandbox.Sandbox{}, fmt.Errorf("sqlite: sandbox %q of %q: %w", name, tenant, store.ErrNotFound)
 	}
 	if err != nil {
-		return sandbox.Sandbox{}, fmt.Errorf("sqlite: get sandbox %q: %w", name, err)
+		return sandbox.Sandbox{}, fmt.Errorf("sqlite: get sandbox %q of %q: %w", name, tenant, err)
 	}
 	return sb, nil
 }
@@ -90,8 +91,8 @@ func (db *DB) SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, erro
 // insertion order among equals. No match is an empty slice and no error.
 func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sandbox, error) {
 	// Conditions are added only when set, rather than "? = '' OR tenant = ?",
-	// so that SQLite can use the (tenant, owner, created_at) and (owner,
-	// created_at) indexes.
+	// so that SQLite can use the (tenant, owner, created_at), (owner,
+	// created_at) and (name) indexes.
 	var where []string
 	var args []any
 	if f.Tenant != "" {
@@ -101,6 +102,10 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sand
 	if f.Owner != "" {
 		where = append(where, "owner = ?")
 		args = append(args, f.Owner)
+	}
+	if f.Name != "" {
+		where = append(where, "name = ?")
+		args = append(args, f.Name)
 	}
 	q := `SELECT ` + sandboxColumns + ` FROM sandboxes`
 	if len(where) > 0 {

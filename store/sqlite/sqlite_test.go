@@ -186,7 +186,7 @@ func TestTimeNanoseconds(t *testing.T) {
 	if err := db.CreateSandbox(ctx, sb); err != nil {
 		t.Fatalf("CreateSandbox = %v", err)
 	}
-	got, err := db.GetSandbox(ctx, sb.Name)
+	got, err := db.GetSandbox(ctx, sb.Tenant, sb.Name)
 	if err != nil {
 		t.Fatalf("GetSandbox = %v", err)
 	}
@@ -221,7 +221,7 @@ func TestTimeOutOfRange(t *testing.T) {
 	if err == nil || errors.Is(err, store.ErrExists) {
 		t.Fatalf("CreateSandbox(year 10000) = %v, want a plain error", err)
 	}
-	if _, err := db.GetSandbox(t.Context(), sb.Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := db.GetSandbox(t.Context(), sb.Tenant, sb.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSandbox after refused create = %v, want ErrNotFound", err)
 	}
 }
@@ -238,7 +238,7 @@ func TestErrorsWrapContext(t *testing.T) {
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"dup"`) || !strings.Contains(err.Error(), "sandboxes.name") {
 		t.Errorf("CreateSandbox(dup) = %v, want ErrExists naming the sandbox and the column", err)
 	}
-	_, err = db.GetSandbox(ctx, "nope")
+	_, err = db.GetSandbox(ctx, "acme", "nope")
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("GetSandbox(nope) = %v, want ErrNotFound naming the sandbox", err)
 	}
@@ -359,7 +359,7 @@ func TestTenantErrors(t *testing.T) {
 		!strings.Contains(err.Error(), `"bob"`) || !strings.Contains(err.Error(), `"globex"`) {
 		t.Errorf("CreateAgent(missing tenant) = %v, want ErrNotFound naming the agent and the tenant", err)
 	}
-	_, err = db.GetAgent(ctx, "nope")
+	_, err = db.GetAgent(ctx, "acme", "nope")
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("GetAgent(nope) = %v, want ErrNotFound naming the agent", err)
 	}

@@ -85,9 +85,9 @@ func (db *DB) UpdateTenant(ctx context.Context, t sandbox.Tenant) error {
 	return affectedOne(res, "update tenant", t.Name)
 }
 
-// CreateAgent inserts a. It returns store.ErrExists if an agent called
-// a.Name exists in any tenant, store.ErrNotFound if no tenant is called
-// a.Tenant, and an error if either name is empty.
+// CreateAgent inserts a. It returns store.ErrExists if a.Tenant has an
+// agent called a.Name, store.ErrNotFound if no tenant is called a.Tenant,
+// and an error if either name is empty.
 func (db *DB) CreateAgent(ctx context.Context, a sandbox.Agent) error {
 	if a.Name == "" || a.Tenant == "" {
 		return errors.New("sqlite: create agent: agent and tenant names must not be empty")
@@ -107,22 +107,22 @@ func (db *DB) CreateAgent(ctx context.Context, a sandbox.Agent) error {
 	return nil
 }
 
-// GetAgent returns the agent called name, or store.ErrNotFound.
-func (db *DB) GetAgent(ctx context.Context, name string) (sandbox.Agent, error) {
-	row := db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE name = ?`, name)
+// GetAgent returns tenant's agent called name, or store.ErrNotFound.
+func (db *DB) GetAgent(ctx context.Context, tenant, name string) (sandbox.Agent, error) {
+	row := db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE tenant = ? AND name = ?`, tenant, name)
 	a, err := scanAgent(row)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Agent{}, fmt.Errorf("sqlite: agent %q: %w", name, store.ErrNotFound)
+		return sandbox.Agent{}, fmt.Errorf("sqlite: agent %q of %q: %w", name, tenant, store.ErrNotFound)
 	}
 	if err != nil {
-		return sandbox.Agent{}, fmt.Errorf("sqlite: get agent %q: %w", name, err)
+		return sandbox.Agent{}, fmt.Errorf("sqlite: get agent %q of %q: %w", name, tenant, err)
 	}
 	return a, nil
 }
 
 // ListAgents returns the agents of tenant, or of every tenant if it is "",
-// by name (byte order). None, or no such tenant, is an empty slice and no
-// error.
+// by name and then tenant (byte order). None, or no such tenant, is an
+// empty slice and no error.
 func (db *DB) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error) {
 	q := `SELECT ` + agentColumns + ` FROM agents`
 	var args []any
@@ -130,7 +130,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, e
 		q += ` WHERE tenant = ?`
 		args = append(args, tenant)
 	}
-	q += ` ORDER BY name`
+	q += ` ORDER BY name, tenant`
 	return queryAll(ctx, db, fmt.Sprintf("list agents of %q", tenant), scanAgent, q, args...)
 }
 

@@ -177,6 +177,52 @@ func testAuditList(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testAuditSandboxPrefix: a SandboxPrefix keeps the events on sandboxes
+// inside a name restriction (sandbox.Principal.InScope's rule): the
+// sandbox, less OwnPrefix when it starts with it, starts with the prefix;
+// '_' and '%' are plain characters; events on no sandbox are left out;
+// Limit counts only the events kept.
+func testAuditSandboxPrefix(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	on := func(verb, sb string, d time.Duration) sandbox.AuditEvent {
+		e := newEvent(verb, "acme", "alice", at(d))
+		e.Sandbox = sb
+		return e
+	}
+	mustAppend(t, s,
+		on("own-in", "agent-alice-hermes-1", time.Second),
+		on("own-out", "agent-alice-web", 2*time.Second),
+		on("bare-in", "hermes-2", 3*time.Second),
+		on("other-agent", "agent-bob-hermes-3", 4*time.Second),
+		on("no-sandbox", "", 5*time.Second),
+		on("wildcard", "hermesx", 6*time.Second),
+		on("own-in-2", "agent-alice-hermes-4", 7*time.Second),
+		on("doubled", "agent-alice-agent-alice-hermes-5", 8*time.Second),
+	)
+	tests := []struct {
+		name string
+		f    sandbox.AuditFilter
+		want []string
+	}{
+		{"own prefix", sandbox.AuditFilter{SandboxPrefix: "hermes-", OwnPrefix: "agent-alice-"},
+			[]string{"own-in", "bare-in", "own-in-2"}},
+		{"no own prefix", sandbox.AuditFilter{SandboxPrefix: "agent-bob-"}, []string{"other-agent"}},
+		{"underscore is no wildcard", sandbox.AuditFilter{SandboxPrefix: "hermes_"}, []string{}},
+		{"percent is no wildcard", sandbox.AuditFilter{SandboxPrefix: "herm%", OwnPrefix: "agent-alice-"}, []string{}},
+		{"limit counts kept events", sandbox.AuditFilter{SandboxPrefix: "hermes-", OwnPrefix: "agent-alice-", Limit: 2},
+			[]string{"bare-in", "own-in-2"}},
+		{"with since", sandbox.AuditFilter{Since: at(2 * time.Second), SandboxPrefix: "hermes-", OwnPrefix: "agent-alice-"},
+			[]string{"bare-in", "own-in-2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := verbs(mustListAudit(t, s, tt.f)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("ListAudit(%+v) = %q, want %q", tt.f, got, tt.want)
+			}
+		})
+	}
+}
+
 func testAuditDelete(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx := t.Context()

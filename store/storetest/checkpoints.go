@@ -302,7 +302,7 @@ func testCheckpointDelete(t *testing.T, open OpenFunc) {
 	if got, want := checkpointIDs(mustListCheckpoints(t, s, sb.ID)), []string{child.ID}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ListCheckpoints after delete = %q, want %q", got, want)
 	}
-	checkSandbox(t, "sandbox after a checkpoint delete", mustGet(t, s, sb.Name), sb)
+	checkSandbox(t, "sandbox after a checkpoint delete", mustGet(t, s, sb.Tenant, sb.Name), sb)
 }
 
 func testCheckpointSetMemory(t *testing.T, open OpenFunc) {
@@ -367,7 +367,7 @@ func testSandboxHead(t *testing.T, open OpenFunc) {
 	sb := newSandbox("sb-1", "headed", "acme", "alice", t0)
 	sb.Head = "ck-1"
 	mustCreate(t, s, sb)
-	checkSandbox(t, "GetSandbox after create", mustGet(t, s, sb.Name), sb)
+	checkSandbox(t, "GetSandbox after create", mustGet(t, s, sb.Tenant, sb.Name), sb)
 
 	// The head is not a reference: it need not be a stored checkpoint.
 	for _, head := range []string{"ck-2", ""} {
@@ -376,7 +376,7 @@ func testSandboxHead(t *testing.T, open OpenFunc) {
 		if err := s.UpdateSandbox(ctx, sb); err != nil {
 			t.Fatalf("UpdateSandbox(head %q) = %v, want nil", head, err)
 		}
-		checkSandbox(t, "GetSandbox after head "+head, mustGet(t, s, sb.Name), sb)
+		checkSandbox(t, "GetSandbox after head "+head, mustGet(t, s, sb.Tenant, sb.Name), sb)
 	}
 	sb.Head = "ck-3"
 	if err := s.UpdateSandbox(ctx, sb); err != nil {
@@ -399,12 +399,12 @@ func testSandboxStatuses(t *testing.T, open OpenFunc) {
 		if err := s.UpdateSandbox(t.Context(), sb); err != nil {
 			t.Fatalf("UpdateSandbox(status %s) = %v, want nil", st, err)
 		}
-		if got := mustGet(t, s, sb.Name); got.Status != st || got.Reason != sb.Reason {
+		if got := mustGet(t, s, sb.Tenant, sb.Name); got.Status != st || got.Reason != sb.Reason {
 			t.Errorf("GetSandbox after UpdateSandbox(status %s) = %s/%s, want %s/%s", st, got.Status, got.Reason, st, sb.Reason)
 		}
 	}
 	asleep := newSandbox("sb-2", "born-asleep", "acme", "alice", t0)
 	asleep.Status = sandbox.StatusSleeping
 	mustCreate(t, s, asleep)
-	checkSandbox(t, "GetSandbox(sleeping)", mustGet(t, s, asleep.Name), asleep)
+	checkSandbox(t, "GetSandbox(sleeping)", mustGet(t, s, asleep.Tenant, asleep.Name), asleep)
 }

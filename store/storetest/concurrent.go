@@ -68,7 +68,7 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 					return
 				}
 				name := fmt.Sprintf("race-%d", (r+i)%contested)
-				if _, err := s.GetSandbox(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+				if _, err := s.GetSandbox(ctx, "acme", name); err != nil && !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("reader %d: GetSandbox(%q) = %v, want nil or ErrNotFound", r, name, err)
 					return
 				}
@@ -100,7 +100,7 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 			t.Errorf("%d concurrent CreateSandbox(%q) calls succeeded (%q), want exactly 1", len(winners), name, winners)
 			continue
 		}
-		if got := mustGet(t, s, name); got.ID != winners[0] {
+		if got := mustGet(t, s, "acme", name); got.ID != winners[0] {
 			t.Errorf("GetSandbox(%q).ID = %q, want the winner %q", name, got.ID, winners[0])
 		}
 	}

@@ -47,7 +47,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mustCreate(t, s, tt.sb)
-			got := mustGet(t, s, tt.sb.Name)
+			got := mustGet(t, s, tt.sb.Tenant, tt.sb.Name)
 			checkSandbox(t, "GetSandbox("+tt.sb.Name+")", got, tt.sb)
 			if tt.sb.ExpiresAt.IsZero() && !got.ExpiresAt.IsZero() {
 				t.Errorf("ExpiresAt = %v, want zero (never)", got.ExpiresAt)
@@ -76,7 +76,7 @@ func testSandboxConflict(t *testing.T, open OpenFunc) {
 		name string
 		sb   sandbox.Sandbox
 	}{
-		{"same name", newSandbox("sb-2", "taken", "other", "mallory", at(time.Second))},
+		{"same name", newSandbox("sb-2", "taken", "acme", "mallory", at(time.Second))},
 		{"same id", newSandbox("sb-1", "fresh", "other", "mallory", at(time.Second))},
 		{"same both", newSandbox("sb-1", "taken", "acme", "alice", t0)},
 	}
@@ -89,7 +89,7 @@ func testSandboxConflict(t *testing.T, open OpenFunc) {
 			if !errors.Is(err, store.ErrExists) {
 				t.Fatalf("CreateSandbox(id %q, name %q) = %v, want ErrExists", tt.sb.ID, tt.sb.Name, err)
 			}
-			checkSandbox(t, "original after conflict", mustGet(t, s, orig.Name), orig)
+			checkSandbox(t, "original after conflict", mustGet(t, s, orig.Tenant, orig.Name), orig)
 			list, err := s.ListSandboxes(t.Context(), store.Filter{})
 			if err != nil || len(list) != 1 {
 				t.Errorf("ListSandboxes after conflict = %q, %v; want [taken], nil", names(list), err)
@@ -98,13 +98,57 @@ func testSandboxConflict(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testSandboxNamesPerTenant: a name is unique within its tenant only.
+// Another tenant's sandbox of the same name is no conflict, GetSandbox
+// finds each in its own tenant only, a Name filter lists both, and a move
+// (UpdateSandbox of tenant and name, as a warm-pool claim does) into a
+// tenant that has the name is ErrExists and changes nothing.
+func testSandboxNamesPerTenant(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	a := newSandbox("sb-a", "web", "acme", "alice", t0)
+	g := newSandbox("sb-g", "web", "globex", "alice", at(time.Second))
+	pool := newSandbox("sb-p", "pool-1", "system", "pool", at(2*time.Second))
+	for _, sb := range []sandbox.Sandbox{a, g, pool} {
+		mustCreate(t, s, sb)
+	}
+	checkSandbox(t, "acme's web", mustGet(t, s, "acme", "web"), a)
+	checkSandbox(t, "globex's web", mustGet(t, s, "globex", "web"), g)
+	if _, err := s.GetSandbox(ctx, "initech", "web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox(web of initech) = %v, want ErrNotFound", err)
+	}
+	both, err := s.ListSandboxes(ctx, store.Filter{Name: "web"})
+	if err != nil || len(both) != 2 || both[0].ID != a.ID || both[1].ID != g.ID {
+		t.Errorf("ListSandboxes(name web) = %+v, %v; want acme's and globex's, oldest first", both, err)
+	}
+	if one, err := s.ListSandboxes(ctx, store.Filter{Tenant: "globex", Name: "web"}); err != nil || len(one) != 1 || one[0].ID != g.ID {
+		t.Errorf("ListSandboxes(globex, name web) = %+v, %v; want globex's only", one, err)
+	}
+	dup := newSandbox("sb-dup", "web", "acme", "bob", at(3*time.Second))
+	if err := s.CreateSandbox(ctx, dup); !errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateSandbox(a second web in acme) = %v, want ErrExists", err)
+	}
+	claim := pool
+	claim.Name, claim.Tenant, claim.Owner = "web", "acme", "carol"
+	if err := s.UpdateSandbox(ctx, claim); !errors.Is(err, store.ErrExists) {
+		t.Errorf("UpdateSandbox(move onto acme's web) = %v, want ErrExists", err)
+	}
+	checkSandbox(t, "pool member after a refused move", mustGet(t, s, "system", "pool-1"), pool)
+	claim.Tenant = "initech"
+	if err := s.UpdateSandbox(ctx, claim); err != nil {
+		t.Fatalf("UpdateSandbox(move to initech's web) = %v, want nil", err)
+	}
+	checkSandbox(t, "initech's web", mustGet(t, s, "initech", "web"), claim)
+	checkSandbox(t, "acme's web after the move", mustGet(t, s, "acme", "web"), a)
+}
+
 func testSandboxGetMissing(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	mustCreate(t, s, newSandbox("sb-1", "present", "acme", "alice", t0))
-	for _, name := range []string{"absent", "", "sb-1", "PRESENT"} {
-		_, err := s.GetSandbox(t.Context(), name)
+	for _, tn := range [][2]string{{"acme", "absent"}, {"acme", ""}, {"acme", "sb-1"}, {"acme", "PRESENT"}, {"globex", "present"}, {"", "present"}} {
+		_, err := s.GetSandbox(t.Context(), tn[0], tn[1])
 		if !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetSandbox(%q) = %v, want ErrNotFound", name, err)
+			t.Errorf("GetSandbox(%q of %q) = %v, want ErrNotFound", tn[1], tn[0], err)
 		}
 	}
 }
@@ -172,9 +216,11 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 	if err := s.UpdateSandbox(ctx, changed); err != nil {
 		t.Fatalf("UpdateSandbox(%q) = %v, want nil", changed.ID, err)
 	}
-	checkSandbox(t, "GetSandbox(after)", mustGet(t, s, "after"), changed)
-	if _, err := s.GetSandbox(ctx, "before"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox(old name) = %v, want ErrNotFound", err)
+	checkSandbox(t, "GetSandbox(after)", mustGet(t, s, "acme-2", "after"), changed)
+	for _, tn := range [][2]string{{"acme", "before"}, {"acme", "after"}, {"acme-2", "before"}} {
+		if _, err := s.GetSandbox(ctx, tn[0], tn[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetSandbox(%q of %q) after a move = %v, want ErrNotFound", tn[1], tn[0], err)
+		}
 	}
 
 	// And back again, expiry and empty head and all, to catch an update that
@@ -182,13 +228,13 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 	if err := s.UpdateSandbox(ctx, orig); err != nil {
 		t.Fatalf("UpdateSandbox(%q) back = %v, want nil", orig.ID, err)
 	}
-	checkSandbox(t, "GetSandbox(before)", mustGet(t, s, "before"), orig)
+	checkSandbox(t, "GetSandbox(before)", mustGet(t, s, "acme", "before"), orig)
 
 	missing := newSandbox("sb-missing", "missing", "acme", "alice", t0)
 	if err := s.UpdateSandbox(ctx, missing); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("UpdateSandbox(missing id) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetSandbox(ctx, missing.Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetSandbox(ctx, missing.Tenant, missing.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSandbox after UpdateSandbox(missing id) = %v, want ErrNotFound (no upsert)", err)
 	}
 }
@@ -205,8 +251,8 @@ func testSandboxUpdateConflict(t *testing.T, open OpenFunc) {
 	if err := s.UpdateSandbox(t.Context(), rename); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("UpdateSandbox(rename onto a taken name) = %v, want ErrExists", err)
 	}
-	checkSandbox(t, "a after conflict", mustGet(t, s, "a"), a)
-	checkSandbox(t, "b after conflict", mustGet(t, s, "b"), b)
+	checkSandbox(t, "a after conflict", mustGet(t, s, "acme", "a"), a)
+	checkSandbox(t, "b after conflict", mustGet(t, s, "acme", "b"), b)
 }
 
 func testSandboxList(t *testing.T, open OpenFunc) {
@@ -291,16 +337,16 @@ func testSandboxDelete(t *testing.T, open OpenFunc) {
 	if err := s.DeleteSandbox(ctx, victim.ID); err != nil {
 		t.Fatalf("DeleteSandbox(%q) = %v, want nil", victim.ID, err)
 	}
-	if _, err := s.GetSandbox(ctx, victim.Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetSandbox(ctx, victim.Tenant, victim.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSandbox(deleted) = %v, want ErrNotFound", err)
 	}
 	if err := s.DeleteSandbox(ctx, victim.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteSandbox(deleted) again = %v, want ErrNotFound", err)
 	}
-	checkSandbox(t, "bystander", mustGet(t, s, bystander.Name), bystander)
+	checkSandbox(t, "bystander", mustGet(t, s, bystander.Tenant, bystander.Name), bystander)
 
 	// The name is free again (a new sandbox, a new id).
 	again := newSandbox("sb-3", victim.Name, "acme", "alice", at(time.Minute))
 	mustCreate(t, s, again)
-	checkSandbox(t, "recreated", mustGet(t, s, again.Name), again)
+	checkSandbox(t, "recreated", mustGet(t, s, again.Tenant, again.Name), again)
 }

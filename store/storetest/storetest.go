@@ -44,6 +44,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Sandbox/RoundTrip", testSandboxRoundTrip},
 		{"Sandbox/EmptyKey", testSandboxEmptyKey},
 		{"Sandbox/Conflict", testSandboxConflict},
+		{"Sandbox/NamesPerTenant", testSandboxNamesPerTenant},
 		{"Sandbox/GetMissing", testSandboxGetMissing},
 		{"Sandbox/ByID", testSandboxByID},
 		{"Sandbox/Update", testSandboxUpdate},
@@ -75,10 +76,12 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Tenant/Update", testTenantUpdate},
 		{"Agent/Create", testAgentCreate},
 		{"Agent/List", testAgentList},
+		{"Agent/NamesPerTenant", testAgentNamesPerTenant},
 		{"Audit/RoundTrip", testAuditRoundTrip},
 		{"Audit/IDs", testAuditIDs},
 		{"Audit/ZeroTime", testAuditZeroTime},
 		{"Audit/List", testAuditList},
+		{"Audit/SandboxPrefix", testAuditSandboxPrefix},
 		{"Audit/Delete", testAuditDelete},
 		{"Audit/Cancelled", testAuditCancelled},
 		{"Secrets", testSecrets},
@@ -160,12 +163,12 @@ func mustCreate(t *testing.T, s store.Store, sb sandbox.Sandbox) {
 	}
 }
 
-// mustGet gets the sandbox called name or fails the test.
-func mustGet(t *testing.T, s store.Store, name string) sandbox.Sandbox {
+// mustGet gets tenant's sandbox called name or fails the test.
+func mustGet(t *testing.T, s store.Store, tenant, name string) sandbox.Sandbox {
 	t.Helper()
-	sb, err := s.GetSandbox(t.Context(), name)
+	sb, err := s.GetSandbox(t.Context(), tenant, name)
 	if err != nil {
-		t.Fatalf("GetSandbox(%q) = %v, want nil", name, err)
+		t.Fatalf("GetSandbox(%q of %q) = %v, want nil", name, tenant, err)
 	}
 	return sb
 }
@@ -240,7 +243,7 @@ func testCancelled(t *testing.T, open OpenFunc) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("CreateSandbox(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetSandbox(t.Context(), sb.Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetSandbox(t.Context(), sb.Tenant, sb.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSandbox after cancelled create = %v, want ErrNotFound", err)
 	}
 	if _, err := s.ListSandboxes(ctx, store.Filter{}); !errors.Is(err, context.Canceled) {
@@ -321,9 +324,9 @@ func testReopen(t *testing.T, open ReopenFunc) {
 		t.Fatal("reopen returned a nil store")
 	}
 	closeAtEnd(t, s)
-	checkSandbox(t, "reopened keep", mustGet(t, s, keep.Name), keep)
-	checkSandbox(t, "reopened updated", mustGet(t, s, updated.Name), updated)
-	if _, err := s.GetSandbox(ctx, gone.Name); !errors.Is(err, store.ErrNotFound) {
+	checkSandbox(t, "reopened keep", mustGet(t, s, keep.Tenant, keep.Name), keep)
+	checkSandbox(t, "reopened updated", mustGet(t, s, updated.Tenant, updated.Name), updated)
+	if _, err := s.GetSandbox(ctx, gone.Tenant, gone.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetSandbox(deleted %q) after reopen = %v, want ErrNotFound", gone.Name, err)
 	}
 	checkCheckpoint(t, "reopened checkpoint", mustGetCheckpoint(t, s, updated.ID, ck.ID), ck)
@@ -336,7 +339,7 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	}
 	checkToken(t, "reopened token", got, tok)
 	checkTenant(t, "reopened tenant", mustGetTenant(t, s, tenant.Name), tenant)
-	checkAgent(t, "reopened agent", mustGetAgent(t, s, agent.Name), agent)
+	checkAgent(t, "reopened agent", mustGetAgent(t, s, agent.Tenant, agent.Name), agent)
 	if events := mustListAudit(t, s, sandbox.AuditFilter{}); len(events) != 1 {
 		t.Errorf("ListAudit after reopen = %q, want the one event", verbs(events))
 	} else {

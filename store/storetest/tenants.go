@@ -112,12 +112,12 @@ func mustCreateAgent(t *testing.T, s store.Store, a sandbox.Agent) {
 	}
 }
 
-// mustGetAgent gets the agent called name or fails the test.
-func mustGetAgent(t *testing.T, s store.Store, name string) sandbox.Agent {
+// mustGetAgent gets tenant's agent called name or fails the test.
+func mustGetAgent(t *testing.T, s store.Store, tenant, name string) sandbox.Agent {
 	t.Helper()
-	a, err := s.GetAgent(t.Context(), name)
+	a, err := s.GetAgent(t.Context(), tenant, name)
 	if err != nil {
-		t.Fatalf("GetAgent(%q) = %v, want nil", name, err)
+		t.Fatalf("GetAgent(%q of %q) = %v, want nil", name, tenant, err)
 	}
 	return a
 }
@@ -334,23 +334,22 @@ func testAgentCreate(t *testing.T, open OpenFunc) {
 		CreatedAt: time.Date(2025, time.March, 14, 3, 4, 5, 999_999_000, time.FixedZone("UTC-9:30", -(9*3600+1800)))}
 	mustCreateAgent(t, s, claude)
 	mustCreateAgent(t, s, ops)
-	checkAgent(t, "GetAgent(claude-1)", mustGetAgent(t, s, claude.Name), claude)
-	checkAgent(t, "GetAgent(ops-bot)", mustGetAgent(t, s, ops.Name), ops)
+	checkAgent(t, "GetAgent(claude-1)", mustGetAgent(t, s, claude.Tenant, claude.Name), claude)
+	checkAgent(t, "GetAgent(ops-bot)", mustGetAgent(t, s, ops.Tenant, ops.Name), ops)
 
-	// Names are unique across tenants: they prefix sandbox names.
-	for _, tenant := range []string{"acme", "globex"} {
-		dup := sandbox.Agent{Name: claude.Name, Tenant: tenant, CreatedAt: at(time.Minute)}
-		if err := s.CreateAgent(ctx, dup); !errors.Is(err, store.ErrExists) {
-			t.Errorf("CreateAgent(%q in %q) = %v, want ErrExists", dup.Name, tenant, err)
-		}
+	// Names are unique within a tenant: they prefix its sandbox names
+	// (testAgentNamesPerTenant: not across tenants).
+	dup := sandbox.Agent{Name: claude.Name, Tenant: claude.Tenant, CreatedAt: at(time.Minute)}
+	if err := s.CreateAgent(ctx, dup); !errors.Is(err, store.ErrExists) {
+		t.Errorf("CreateAgent(%q in %q) = %v, want ErrExists", dup.Name, dup.Tenant, err)
 	}
-	checkAgent(t, "original after conflicts", mustGetAgent(t, s, claude.Name), claude)
+	checkAgent(t, "original after conflicts", mustGetAgent(t, s, claude.Tenant, claude.Name), claude)
 
 	orphan := sandbox.Agent{Name: "orphan", Tenant: "initech", CreatedAt: t0}
 	if err := s.CreateAgent(ctx, orphan); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("CreateAgent(in missing tenant) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetAgent(ctx, orphan.Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetAgent(ctx, orphan.Tenant, orphan.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetAgent after refused create = %v, want ErrNotFound", err)
 	}
 
@@ -363,13 +362,42 @@ func testAgentCreate(t *testing.T, open OpenFunc) {
 		}
 	}
 
-	for _, name := range []string{"", "missing", "CLAUDE-1", "acme"} {
-		if _, err := s.GetAgent(ctx, name); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetAgent(%q) = %v, want ErrNotFound", name, err)
+	for _, tn := range [][2]string{{"acme", ""}, {"acme", "missing"}, {"acme", "CLAUDE-1"}, {"acme", "acme"},
+		{"globex", "claude-1"}, {"", "claude-1"}} {
+		if _, err := s.GetAgent(ctx, tn[0], tn[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetAgent(%q of %q) = %v, want ErrNotFound", tn[1], tn[0], err)
 		}
 	}
 	if got, want := agentNames(mustListAgents(t, s, "")), []string{"claude-1", "ops-bot"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ListAgents(\"\") after refused creates = %q, want %q", got, want)
+	}
+}
+
+// testAgentNamesPerTenant: an agent name is unique within its tenant only.
+// Tenants may each have an agent of the same name, each found in its own
+// tenant; ListAgents of every tenant lists them by name and then tenant.
+func testAgentNamesPerTenant(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	for _, name := range []string{"globex", "acme", "initech"} {
+		mustCreateTenant(t, s, newTenant(name, t0))
+	}
+	g := sandbox.Agent{Name: "a1", Tenant: "globex", CreatedAt: t0}
+	a := sandbox.Agent{Name: "a1", Tenant: "acme", CreatedAt: at(time.Second)}
+	mustCreateAgent(t, s, g)
+	mustCreateAgent(t, s, a)
+	checkAgent(t, "GetAgent(a1 of acme)", mustGetAgent(t, s, "acme", "a1"), a)
+	checkAgent(t, "GetAgent(a1 of globex)", mustGetAgent(t, s, "globex", "a1"), g)
+	if _, err := s.GetAgent(t.Context(), "initech", "a1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetAgent(a1 of initech) = %v, want ErrNotFound", err)
+	}
+	all := mustListAgents(t, s, "")
+	if len(all) != 2 || all[0].Tenant != "acme" || all[1].Tenant != "globex" {
+		t.Errorf("ListAgents(\"\") = %+v, want a1 of acme, then of globex", all)
+	}
+	if one := mustListAgents(t, s, "globex"); len(one) != 1 {
+		t.Errorf("ListAgents(globex) = %+v, want globex's a1 only", one)
+	} else {
+		checkAgent(t, "ListAgents(globex)[0]", one[0], g)
 	}
 }
 
@@ -421,8 +449,9 @@ func testAgentList(t *testing.T, open OpenFunc) {
 }
 
 // testConcurrentTenants races creates of one tenant name, and of one agent
-// name in different tenants, against readers: exactly one create of each
-// wins, the others get ErrExists, and nobody sees a transient error.
+// name in one tenant, against readers: exactly one create of each wins,
+// the others get ErrExists, and nobody sees a transient error; the same
+// agent name created at once in every other tenant wins everywhere.
 func testConcurrentTenants(t *testing.T, open OpenFunc) {
 	const (
 		contenders = 8
@@ -436,6 +465,7 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 
 	tenantErrs := make([]error, contenders)
 	agentErrs := make([]error, contenders)
+	everywhereErrs := make([]error, contenders)
 	start := make(chan struct{})
 	var writers, readersWG sync.WaitGroup
 	for c := range contenders {
@@ -447,8 +477,13 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 		})
 		writers.Go(func() {
 			<-start
-			a := sandbox.Agent{Name: "contested-agent", Tenant: fmt.Sprintf("home-%d", c), CreatedAt: t0}
+			a := sandbox.Agent{Name: "contested-agent", Tenant: "home-0", CreatedAt: at(time.Duration(c) * time.Millisecond)}
 			agentErrs[c] = s.CreateAgent(ctx, a)
+		})
+		writers.Go(func() {
+			<-start
+			a := sandbox.Agent{Name: "everywhere", Tenant: fmt.Sprintf("home-%d", c), CreatedAt: t0}
+			everywhereErrs[c] = s.CreateAgent(ctx, a)
 		})
 	}
 	done := make(chan struct{})
@@ -493,7 +528,10 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 		case err == nil:
 			agentWinners = append(agentWinners, c)
 		case !errors.Is(err, store.ErrExists):
-			t.Errorf("CreateAgent(contested-agent in home-%d) = %v, want nil or ErrExists", c, err)
+			t.Errorf("CreateAgent(contested-agent in home-0) by %d = %v, want nil or ErrExists", c, err)
+		}
+		if err := everywhereErrs[c]; err != nil {
+			t.Errorf("CreateAgent(everywhere in home-%d) = %v, want nil", c, err)
 		}
 	}
 	if len(tenantWinners) != 1 {
@@ -503,14 +541,14 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 	}
 	if len(agentWinners) != 1 {
 		t.Errorf("%d concurrent CreateAgent(contested-agent) calls succeeded (%v), want exactly 1", len(agentWinners), agentWinners)
-	} else if got, want := mustGetAgent(t, s, "contested-agent").Tenant, fmt.Sprintf("home-%d", agentWinners[0]); got != want {
-		t.Errorf("GetAgent(contested-agent).Tenant = %q, want the winner's %q", got, want)
+	} else if got, want := mustGetAgent(t, s, "home-0", "contested-agent").CreatedAt, at(time.Duration(agentWinners[0])*time.Millisecond); !got.Equal(want) {
+		t.Errorf("GetAgent(contested-agent).CreatedAt = %v, want the winner's %v", got, want)
 	}
 	if list := mustListTenants(t, s); len(list) != contenders+1 {
 		t.Errorf("ListTenants after the race = %q, want %d tenants", tenantNames(list), contenders+1)
 	}
-	if list := mustListAgents(t, s, ""); len(list) != 1 {
-		t.Errorf("ListAgents after the race = %q, want one agent", agentNames(list))
+	if list := mustListAgents(t, s, ""); len(list) != 1+contenders {
+		t.Errorf("ListAgents after the race = %q, want %d agents", agentNames(list), 1+contenders)
 	}
 }
 
@@ -544,7 +582,7 @@ func testTenantCancelled(t *testing.T, open OpenFunc) {
 	if err := s.CreateAgent(ctx, a); !errors.Is(err, context.Canceled) {
 		t.Errorf("CreateAgent(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetAgent(t.Context(), a.Name); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.GetAgent(t.Context(), a.Tenant, a.Name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetAgent after cancelled create = %v, want ErrNotFound", err)
 	}
 	mustCreateAgent(t, s, a)
@@ -555,7 +593,7 @@ func testTenantCancelled(t *testing.T, open OpenFunc) {
 	if _, err := s.ListTenants(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("ListTenants(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetAgent(ctx, a.Name); !errors.Is(err, context.Canceled) {
+	if _, err := s.GetAgent(ctx, a.Tenant, a.Name); !errors.Is(err, context.Canceled) {
 		t.Errorf("GetAgent(cancelled ctx) = %v, want context.Canceled", err)
 	}
 	if _, err := s.ListAgents(ctx, ""); !errors.Is(err, context.Canceled) {

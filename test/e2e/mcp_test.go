@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,15 +14,6 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// bearerRT sends a token with every request.
-type bearerRT struct{ token string }
-
-func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // mcpConnect opens an MCP session with d's /mcp over Streamable HTTP
 // with token; progress, when set, receives every progress message. The
 // session closes with the test.
@@ -33,13 +23,7 @@ func mcpConnect(t *testing.T, d *daemon, token string, progress func(string)) *m
 	if progress != nil {
 		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress(r.Params.Message) }
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, opts).Connect(ctxT(t), &mcp.StreamableClientTransport{
-		Endpoint: d.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{token}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return mcptest.Connect(t, ctxT(t), d.URL+"/mcp", token, opts)
 }
 
 // callTool calls tool with args (asking for progress) and decodes its
