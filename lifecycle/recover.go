@@ -51,6 +51,11 @@ func (s *Service) Recover(ctx context.Context) error {
 		switch {
 		case sb.Status == sandbox.StatusCreating:
 			s.log.Warn("undoing a create interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
+			// Its creator got no answer: a get of the name says what
+			// happened instead of a bare not_found. Recorded before the
+			// release, as destroy does, so a second interruption finishes
+			// the same way.
+			s.recordGone(ctx, sb, interruptedCreate)
 			if err := s.release(ctx, sb); err != nil {
 				s.log.Error("undo interrupted create", "sandbox", sb.Name, "err", err)
 			}

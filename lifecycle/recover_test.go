@@ -60,9 +60,9 @@ func TestRecover(t *testing.T) {
 		}
 	}
 	// Creates a killed daemon left at each step.
-	e.halfMade(t, adopt, "half-row", "xhalfrow00000000", false, false)
-	e.halfMade(t, adopt, "half-root", "xhalfroot0000000", true, false)
-	e.halfMade(t, adopt, "half-runtime", "xhalfruntime0000", true, true)
+	e.halfMade(t, adopt, "agent-a1-half-row", "xhalfrow00000000", false, false)
+	e.halfMade(t, adopt, "agent-a1-half-root", "xhalfroot0000000", true, false)
+	e.halfMade(t, adopt, "agent-a1-half-runtime", "xhalfruntime0000", true, true)
 	// What no row owns.
 	if err := e.drv.Start(ctx, driver.Spec{ID: "xorphanruntime00", RootFS: t.TempDir()}); err != nil {
 		t.Fatal(err)
@@ -100,9 +100,14 @@ func TestRecover(t *testing.T) {
 			t.Errorf("Recover stopped or deleted %s (%s), which a row owns", tt.name, row.ID)
 		}
 	}
-	for _, name := range []string{"half-row", "half-root", "half-runtime"} {
+	for _, name := range []string{"agent-a1-half-row", "agent-a1-half-root", "agent-a1-half-runtime"} {
 		if _, err := e.find(t, name); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("GetSandbox(%s) after Recover = %v, want the interrupted create undone", name, err)
+		}
+		// Its creator, who got no answer, hears why.
+		_, err := svc.Get(ctx, a1, name)
+		if se := sandbox.AsError(err); se.Code != sandbox.CodeNotFound || !strings.Contains(se.Message, "interrupted by a daemon restart") || se.Details["reason"] == nil {
+			t.Errorf("Get(%s) after Recover = %v; want not_found saying its create was interrupted, with the reason in details", name, err)
 		}
 	}
 	e.wantHoldings(t, ids(adopt, exited, oomed, vanished, asleep), ids(adopt, exited, oomed, asleep))

@@ -767,10 +767,7 @@ func (s *Service) destroy(ctx context.Context, sb sandbox.Sandbox, reason string
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
 	s.crash("destroy: begun")
-	gone := sandbox.Gone{Name: sb.Name, ID: sb.ID, Tenant: sb.Tenant, Owner: sb.Owner, Reason: reason, Last: sb.Reason, At: s.now().UTC()}
-	if err := s.opts.Store.RecordGone(ctx, gone); err != nil {
-		s.log.Error("record why a sandbox goes", "sandbox", sb.Name, "err", err)
-	}
+	s.recordGone(ctx, sb, reason)
 	// The commit point: a restart finishes a destroy whose record is there
 	// (see Recover).
 	s.crash("destroy: reason recorded")
@@ -779,6 +776,19 @@ func (s *Service) destroy(ctx context.Context, sb sandbox.Sandbox, reason string
 	}
 	s.log.Info("sandbox destroyed", "sandbox", sb.Name, "id", sb.ID, "reason", reason)
 	return nil
+}
+
+// interruptedCreate is why a sandbox whose create a killed daemon left
+// half done is gone (see Recover).
+const interruptedCreate = "its create was interrupted by a daemon restart, and nothing of it was kept"
+
+// recordGone records why sb goes, for a get of its name (see Gone); a
+// failure is logged, and only costs that answer.
+func (s *Service) recordGone(ctx context.Context, sb sandbox.Sandbox, reason string) {
+	gone := sandbox.Gone{Name: sb.Name, ID: sb.ID, Tenant: sb.Tenant, Owner: sb.Owner, Reason: reason, Last: sb.Reason, At: s.now().UTC()}
+	if err := s.opts.Store.RecordGone(ctx, gone); err != nil {
+		s.log.Error("record why a sandbox goes", "sandbox", sb.Name, "err", err)
+	}
 }
 
 // running returns the sandbox ref names for p and an agent client for it,

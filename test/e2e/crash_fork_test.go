@@ -132,6 +132,10 @@ func TestKillDuringFork(t *testing.T) {
 				if id := undoneCreate(d.Out.String(), name); id != "" {
 					outcome = "not forked, " + id + " undone at the restart"
 					assertNothingLeft(t, d, id)
+					// The caller, who got no answer, hears why.
+					if !strings.Contains(err.Error(), "interrupted by a daemon restart") {
+						t.Errorf("round %d: Get(%s) after its undone create = %v; want it to say the create was interrupted", round, name, err)
+					}
 				}
 				if _, err := c.Fork(ctx, "src", ck.ID, name); err != nil {
 					t.Fatalf("round %d: forking %s again after the kill = %v", round, name, err)
