@@ -134,7 +134,8 @@ func TestAuditEvents(t *testing.T) {
 	want := []sandbox.AuditEvent{
 		a1(sandbox.AuditEvent{Door: "api", Verb: "sandbox.create", Sandbox: "agent-a1-web", Status: 201}),
 		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "web", Status: 101}),
-		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "nosuch", Status: 101, Code: sandbox.CodeNotFound}),
+		// Refused before the upgrade: the caller cannot see it.
+		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "nosuch", Status: 404, Code: sandbox.CodeNotFound}),
 		a1(sandbox.AuditEvent{Door: "api", Verb: "sandbox.get", Sandbox: "nosuch", Status: 404, Code: sandbox.CodeNotFound}),
 		{Door: "api", Verb: "sandbox.list", Status: 401, Code: sandbox.CodeUnauthenticated},
 	}
