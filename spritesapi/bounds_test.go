@@ -47,7 +47,9 @@ func TestBodiesRefusedBeforeReading(t *testing.T) {
 	e.create(t, tok, "box")
 	e.create(t, daemontest.TokenA2, "theirs")
 	big := strings.Repeat("x", 2<<20)
-	write := func(name string) string { return "/v1/sprites/" + name + "/fs/write?" + url.Values{"path": {"/tmp/f"}}.Encode() }
+	write := func(name string) string {
+		return "/v1/sprites/" + name + "/fs/write?" + url.Values{"path": {"/tmp/f"}}.Encode()
+	}
 	for _, tc := range []struct {
 		method, path, body string
 		status             int
