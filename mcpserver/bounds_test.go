@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -19,25 +19,10 @@ import (
 // countingServer serves e's door alone, counting the bytes it reads of
 // request bodies.
 func countingServer(t *testing.T, e *env) (string, *atomic.Int64) {
-	var n atomic.Int64
-	h := e.srv.Handler()
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = &countedBody{ReadCloser: r.Body, n: &n}
-		h.ServeHTTP(w, r)
-	}))
+	h, n := testenv.CountBodies(e.srv.Handler())
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
-	return hs.URL, &n
-}
-
-type countedBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
+	return hs.URL, n
 }
 
 // errorBody decodes the door's JSON error.

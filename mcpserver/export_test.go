@@ -8,18 +8,16 @@ import "encoding/json"
 // It returns the decoding errors and the tools' own.
 func ToolArguments(raw []byte) (decodeErrs []error, checkErrs []error) {
 	var create createIn
-	if err := json.Unmarshal(raw, &create); err != nil {
-		decodeErrs = append(decodeErrs, err)
-	} else {
-		_, err := create.request()
-		checkErrs = append(checkErrs, err)
-	}
 	var exec execIn
-	if err := json.Unmarshal(raw, &exec); err != nil {
-		decodeErrs = append(decodeErrs, err)
-	} else {
-		_, err := exec.request()
-		checkErrs = append(checkErrs, err)
+	for _, in := range []interface{ check() error }{&create, &exec} {
+		if err := json.Unmarshal(raw, in); err != nil {
+			decodeErrs = append(decodeErrs, err)
+			continue
+		}
+		checkErrs = append(checkErrs, in.check())
 	}
 	return decodeErrs, checkErrs
 }
+
+func (in *createIn) check() error { _, err := in.request(); return err }
+func (in *execIn) check() error   { _, err := in.request(); return err }

@@ -2,7 +2,6 @@ package spritesapi_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,36 +13,16 @@ import (
 
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/internal/testenv"
 )
-
-// readCount counts the bytes the API reads of request bodies.
-type readCount struct{ n atomic.Int64 }
-
-func (c *readCount) wrap(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = &countedBody{ReadCloser: r.Body, n: &c.n}
-		h.ServeHTTP(w, r)
-	})
-}
-
-type countedBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
 
 // TestBodiesRefusedBeforeReading: a body about a sprite the caller cannot
 // see, a file write whose Content-Length is over the daemon's limit and a
 // JSON body whose Content-Length is over 1 MiB are all answered without a
 // byte of them read; a body that is no JSON object is invalid_argument.
 func TestBodiesRefusedBeforeReading(t *testing.T) {
-	var read readCount
-	e := newEnvWith(t, daemontest.Options{MaxWriteBytes: 1 << 20}, httpapi.Options{}, read.wrap)
+	var read *atomic.Int64
+	e := newEnvWith(t, daemontest.Options{MaxWriteBytes: 1 << 20}, httpapi.Options{}, func(h http.Handler) http.Handler { h, read = testenv.CountBodies(h); return h })
 	e.create(t, tok, "box")
 	e.create(t, daemontest.TokenA2, "theirs")
 	big := strings.Repeat("x", 2<<20)
@@ -65,9 +44,9 @@ func TestBodiesRefusedBeforeReading(t *testing.T) {
 		{"PUT", "/v1/sprites/box", `{"labels":["` + big + `"]}`, http.StatusRequestEntityTooLarge, "too_large"},
 		{"POST", "/v1/sprites", `{"name":"` + big + `"}`, http.StatusRequestEntityTooLarge, "too_large"},
 	} {
-		read.n.Store(0)
+		read.Store(0)
 		e.wantError(t, tc.status, tc.code, tc.method, tc.path, tok, tc.body)
-		if n := read.n.Load(); n != 0 {
+		if n := read.Load(); n != 0 {
 			t.Errorf("%s %s: the door read %d bytes of the body; want none", tc.method, tc.path, n)
 		}
 	}
