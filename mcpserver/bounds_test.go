@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -88,12 +89,21 @@ func TestSessionLimit(t *testing.T) {
 	mustCall(t, first, "sandbox_list", nil, nil)
 	mustCall(t, httpConnect(t, e.url, tokenA2), "sandbox_list", nil, nil)
 	first.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(),
-		&mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: bearer(tokenA1), MaxRetries: -1}, nil)
-	if err != nil {
-		t.Fatalf("a session after one was closed = %v; want it opened", err)
+	// The server drops the session as it answers the client's DELETE,
+	// which Close does not wait for.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: bearer(tokenA1), MaxRetries: -1}, nil)
+		if err == nil {
+			cs.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a session after one was closed = %v; want it opened", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	cs.Close()
 }
 
 // TestExecArgumentBounds: sandbox_exec refuses a command over its limit
