@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/hearth/hearth/sandbox"
@@ -131,6 +132,12 @@ func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 // sent to the command (FrameControl) as it comes, until Exec returns or the
 // channel closes; Exec never waits for a control.
 //
+// A script streamed with the request (req.ShellSize, req.Script) is read
+// from req.Script and sent after the request before anything else; a read
+// error of it, or a short script, ends Exec with that error before the
+// agent starts the command. A shell script over 64 KiB is sent the same
+// way from req.Shell.
+//
 // When ctx ends the connection is closed: the command runs on unheard for
 // req.Grace (sandbox.DefaultGrace when zero) and is then killed, and Exec
 // returns ctx's error. A failing stdout or stderr write ends Exec the same
@@ -144,25 +151,25 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Rea
 		return sandbox.ExecResult{}, err
 	}
 	r := Request{Op: OpExec, Exec: &req}
-	script := req.Shell
-	if len(script) > maxArgScript { // the script follows the request
+	var script io.Reader // the script that follows the request
+	switch {
+	case req.ShellSize > 0 && req.Script == nil:
+		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "exec: shell_size without the script's stream")
+	case req.ShellSize > 0:
+		script, r.ShellSize = io.LimitReader(req.Script, req.ShellSize), req.ShellSize
+		req.ShellSize, req.Script = 0, nil // the agent reads Request.ShellSize
+	case len(req.Shell) > maxArgScript:
+		script, r.ShellSize = strings.NewReader(req.Shell), int64(len(req.Shell))
 		req.Shell = ""
-		r.ShellSize = int64(len(script))
 	}
 	conn, done, err := c.call(ctx, r)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
-	if r.ShellSize > 0 {
-		// On a write error the agent has answered (and closed) or the
-		// connection broke: the frames read below say which.
-		for rest := script; len(rest) > 0; {
-			n := min(len(rest), dataChunk)
-			if WriteFrame(conn, FrameData, []byte(rest[:n])) != nil {
-				break
-			}
-			rest = rest[n:]
+	if script != nil {
+		if err := sendScript(conn, script, r.ShellSize); err != nil {
+			return sandbox.ExecResult{}, err
 		}
 	}
 	if req.Stdin {
@@ -198,6 +205,31 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Rea
 			}
 		}
 	}
+}
+
+// sendScript sends the size bytes of script as FrameData frames. On a
+// write error the agent has answered (and closed) or the connection broke:
+// it returns nil, and the frames read next say which. A read error, or a
+// script shorter than size, closes the connection, so that the agent runs
+// nothing, and is returned (a short script as invalid_argument).
+func sendScript(conn net.Conn, script io.Reader, size int64) error {
+	buf := make([]byte, min(size, dataChunk))
+	for sent := int64(0); sent < size; {
+		n, err := io.ReadFull(script, buf[:min(int64(len(buf)), size-sent)])
+		if err != nil {
+			conn.Close()
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return sandbox.Errorf(sandbox.CodeInvalidArgument, "the script ended after %d of its %d bytes", sent+int64(n), size).
+					WithHint("send exactly shell_size bytes of script")
+			}
+			return err
+		}
+		if WriteFrame(conn, FrameData, buf[:n]) != nil {
+			return nil
+		}
+		sent += int64(n)
+	}
+	return nil
 }
 
 // inputFrames sends the input frames of one exec, from two goroutines

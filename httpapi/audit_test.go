@@ -136,7 +136,8 @@ func TestAuditEvents(t *testing.T) {
 		// The sandbox as the caller's reference resolves: one spelling,
 		// with or without the attribution prefix.
 		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "agent-a1-web", Status: 101}),
-		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "agent-a1-nosuch", Status: 101, Code: sandbox.CodeNotFound}),
+		// Refused before the upgrade: the caller cannot see it.
+		a1(sandbox.AuditEvent{Door: "cli", Verb: "sandbox.exec", Sandbox: "agent-a1-nosuch", Status: 404, Code: sandbox.CodeNotFound}),
 		a1(sandbox.AuditEvent{Door: "api", Verb: "sandbox.get", Sandbox: "agent-a1-nosuch", Status: 404, Code: sandbox.CodeNotFound}),
 		{Door: "api", Verb: "sandbox.list", Status: 401, Code: sandbox.CodeUnauthenticated},
 	}

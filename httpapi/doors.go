@@ -43,7 +43,20 @@ type Route struct {
 	// it has written anything; once it has, it records the outcome with
 	// NoteCode instead.
 	Handle func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error
+	// Visible, for a route whose path names a sandbox ({name}) and that
+	// reads a body or WebSocket messages about it, has the API check that
+	// the caller may see that sandbox before Handle runs: a call on
+	// another's sandbox is refused before a byte of it is read.
+	Visible bool
+	// Stream marks a long-lived call (a WebSocket, a file transfer, a
+	// command's output): it holds one of the caller's connections
+	// (Options.MaxConnections) while Handle runs, and is refused with
+	// rate_limited when the caller holds all of them.
+	Stream bool
 }
+
+// BodyHint is what a door's too_large error for a JSON body advises.
+const BodyHint = "JSON requests are small; file content goes in the body of a file write"
 
 // NoteCode records code as the outcome of r's call, for a handler of a
 // Door route that answered an error itself (within a stream, say).
@@ -57,15 +70,26 @@ func NoteSandbox(r *http.Request, name string) {
 	}
 }
 
-// mountDoor registers d's routes.
+// mountDoor registers d's routes. A door's queries are its own dialect's:
+// they are not checked here.
 func (s *server) mountDoor(d *Door) {
 	for _, rt := range d.Routes {
 		h := func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+			if rt.Visible && !s.visible(w, r, p) {
+				return
+			}
+			if rt.Stream {
+				release, ok := s.holdConn(w, r, p)
+				if !ok {
+					return
+				}
+				defer release()
+			}
 			if err := rt.Handle(w, r, p); err != nil {
 				s.writeError(w, r, err)
 			}
 		}
-		s.mux.Handle(rt.Pattern, s.observe(rt.Verb, d.Name, s.inDoor(d, s.authed(h))))
+		s.mux.Handle(rt.Pattern, s.observe(rt.Verb, d.Name, s.inDoor(d, s.authedQuery(h))))
 	}
 }
 

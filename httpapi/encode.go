@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -71,18 +72,42 @@ func (s *server) encode(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads r's JSON body into v, strictly (see decodeJSON), reading at
-// most Options.MaxBodyBytes: a larger body is too_large. An empty body
-// leaves v as it is, the zero request.
+// most Options.MaxBodyBytes: a larger body is too_large, refused before a
+// byte is read when its Content-Length says so. An empty body leaves v as
+// it is, the zero request.
 func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	const hint = "JSON requests are small; file content goes to PUT .../fs/file"
+	if err := BodyTooLarge(r, s.opts.MaxBodyBytes, hint); err != nil {
+		return err
+	}
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	err := decodeJSON(body, v, true)
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than %d bytes", tooBig.Limit).
-			WithHint("JSON requests are small; file content goes to PUT .../fs/file").
-			With("max_bytes", tooBig.Limit)
+		return bodyTooLarge(-1, tooBig.Limit, hint)
 	}
 	return err
+}
+
+// BodyTooLarge is the too_large error of a request whose Content-Length
+// is over limit (details size and max_bytes, and hint), or nil when it
+// has none or a smaller one: a door calls it before reading the body, and
+// cuts a body without a length (chunked) at the limit as it reads.
+func BodyTooLarge(r *http.Request, limit int64, hint string) error {
+	if r.ContentLength <= limit {
+		return nil
+	}
+	return bodyTooLarge(r.ContentLength, limit, hint)
+}
+
+// bodyTooLarge is the error of a body over limit; size is -1 when unknown
+// (a chunked body cut at the limit).
+func bodyTooLarge(size, limit int64, hint string) error {
+	e := sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than the %d-byte limit", limit)
+	if size >= 0 {
+		e = sandbox.Errorf(sandbox.CodeTooLarge, "request body of %d bytes is larger than the %d-byte limit", size, limit).With("size", size)
+	}
+	return e.With("max_bytes", limit).WithHint("%s", hint)
 }
 
 // required checks that the required body field name is set: decode leaves
@@ -96,16 +121,22 @@ func required(name, value, example string) error {
 		WithHint("send %s", example)
 }
 
-// decodeJSON decodes exactly one JSON value from r into v. Unknown fields,
-// wrong types, bad syntax and trailing data are invalid_argument errors that
-// name what is wrong; errors from the value's own UnmarshalJSON (a bad
-// duration) pass through, and read errors come back unchanged. An empty
-// input is an error unless emptyOK.
+// decodeJSON decodes exactly one JSON object from r into v, a pointer to a
+// struct. Unknown fields, wrong types (any other JSON value than an object,
+// null included), numbers out of their field's range, bad syntax and
+// trailing data are invalid_argument errors that name what is wrong; errors
+// from the value's own UnmarshalJSON (a bad duration) pass through, and
+// read errors come back unchanged. An empty input is an error unless
+// emptyOK.
 func decodeJSON(r io.Reader, v any, emptyOK bool) error {
 	src := &readErrReader{r: r}
 	dec := json.NewDecoder(src)
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	var raw json.RawMessage
+	err := dec.Decode(&raw)
+	if err == nil {
+		err = decodeObject(raw, v)
+	}
 	if err == nil {
 		_, err = dec.Token()
 		switch {
@@ -133,6 +164,9 @@ func decodeJSON(r io.Reader, v any, emptyOK bool) error {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "empty request").WithHint("send a JSON object")
 	case errors.As(err, &syntax), err == io.ErrUnexpectedEOF:
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "malformed JSON: %v", err).WithHint("send one JSON object")
+	case errors.As(err, &typ) && typ.Field != "" && jsonKind(typ.Type) == "number" && strings.HasPrefix(typ.Value, "number"):
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "field %q cannot be the %s: it takes %s", typ.Field, typ.Value, numberRange(typ.Type)).
+			WithHint("give %q a number in its range", typ.Field)
 	case errors.As(err, &typ) && typ.Field != "":
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "field %q cannot be a JSON %s", typ.Field, typ.Value).
 			WithHint("%q takes a %s", typ.Field, jsonKind(typ.Type))
@@ -146,6 +180,44 @@ func decodeJSON(r io.Reader, v any, emptyOK bool) error {
 			WithHint("the fields are: %s", strings.Join(jsonFields(v), ", "))
 	}
 	return sandbox.Errorf(sandbox.CodeInvalidArgument, "invalid JSON: %v", err)
+}
+
+// decodeObject decodes raw, one JSON value, into v, refusing anything but
+// an object: encoding/json takes null for "leave v as it is", which would
+// make `null` the zero request.
+func decodeObject(raw json.RawMessage, v any) error {
+	if len(raw) > 0 && raw[0] != '{' {
+		kind := "value"
+		switch raw[0] {
+		case 'n':
+			kind = "null"
+		case '[':
+			kind = "array"
+		case '"':
+			kind = "string"
+		case 't', 'f':
+			kind = "boolean"
+		default:
+			kind = "number"
+		}
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "expected a JSON object, got a JSON %s", kind).
+			WithHint("send one JSON object, e.g. {}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// numberRange says which numbers a numeric type holds.
+func numberRange(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := t.Bits()
+		return fmt.Sprintf("a whole number from %d to %d", -(int64(1) << (bits - 1)), int64(uint64(1)<<(bits-1)-1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("a whole number from 0 to %d", uint64(1)<<(t.Bits()-1)*2-1)
+	}
+	return "a number"
 }
 
 // readErrReader remembers the error of its reader other than io.EOF, so

@@ -18,18 +18,21 @@ import (
 
 // The exec WebSocket's binary messages start with one stream byte; the rest
 // is the payload. The numbering follows Sprites' exec stream (0 stdin,
-// 1 stdout, 2 stderr, 4 stdin EOF), so that the compat door stays thin.
+// 1 stdout, 2 stderr, 4 stdin EOF), so that the compat door stays thin; 5
+// is hearth's own.
 const (
 	streamStdin  byte = 0 // client → server: stdin bytes
 	streamStdout byte = 1 // server → client: stdout bytes, as produced
 	streamStderr byte = 2 // server → client: stderr bytes, as produced
 	streamEOF    byte = 4 // client → server, alone in its message: end of stdin
+	streamScript byte = 5 // client → server: the script of a request with shell_size, before any stdin
 )
 
 // Limits of the exec stream after its first message.
 const (
-	// maxStdinMessage is the read limit for the client's stdin messages:
-	// the stream byte and at most 1 MiB of data.
+	// maxStdinMessage is the read limit for the client's messages after
+	// the first, stdin or script: the stream byte and at most 1 MiB of
+	// data.
 	maxStdinMessage = 1<<20 + 1
 	// maxOutputChunk is the largest payload of one stdout or stderr message.
 	maxOutputChunk = 1 << 20
@@ -38,10 +41,12 @@ const (
 )
 
 // Close statuses (RFC 6455 §7.4.1): 1000 after an end message that answers
-// the request, 1008 after one that reports a violation of the framing.
+// the request, 1008 after one that reports a violation of the framing,
+// 1009 after one that refuses a first message over the limit.
 const (
 	closeNormal    = websocket.StatusNormalClosure
 	closeViolation = websocket.StatusPolicyViolation
+	closeTooBig    = websocket.StatusMessageTooBig
 )
 
 // endMessage is the last message of an exec stream, a text message:
@@ -53,11 +58,17 @@ type endMessage struct {
 }
 
 // handleExec runs one command over a WebSocket. The client's first message
-// is a text message holding the JSON sandbox.ExecRequest; then it may send
-// stdin (binary, stream 0) and stdin's end (the single byte 4). The server
-// streams stdout and stderr (binary, streams 1 and 2) and ends with one
-// endMessage, then closes. A client that goes away cancels the context of
-// lifecycle's Exec, which leaves the command its grace period.
+// is a text message holding the JSON sandbox.ExecRequest, at most
+// Options.MaxExecMessage bytes; then, when the request says shell_size, the
+// script (binary, stream 5); then it may send stdin (binary, stream 0) and
+// stdin's end (the single byte 4). The server streams stdout and stderr
+// (binary, streams 1 and 2) and ends with one endMessage, then closes. A
+// client that goes away cancels the context of lifecycle's Exec, which
+// leaves the command its grace period.
+//
+// Before the upgrade it checks that the caller may see the sandbox and
+// takes one of the caller's connections (Options.MaxConnections): a
+// refusal is an HTTP error, and nothing of the stream is read.
 func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := checkUpgrade(r); err != nil {
 		w.Header().Set("Upgrade", "websocket")
@@ -68,6 +79,14 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		s.writeError(w, r, err)
 		return
 	}
+	if !s.visible(w, r, p) {
+		return
+	}
+	release, ok := s.holdConn(w, r, p)
+	if !ok {
+		return
+	}
+	defer release()
 	// Accept repeats the same origin check.
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -75,23 +94,40 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		return
 	}
 	defer conn.CloseNow()
-	name := r.PathValue("name")
-	log := s.log.With("sandbox", name)
 	stream := &execStream{conn: conn, ctx: r.Context(), call: callOf(r)}
+	req, ok := s.readRequest(r, conn, stream)
+	if !ok {
+		return
+	}
+	s.runExec(r, p, conn, stream, req)
+}
 
-	conn.SetReadLimit(s.opts.MaxExecMessage)
+// readRequest reads and decodes the first message of an exec stream,
+// reading at most Options.MaxExecMessage bytes of it (a longer one is
+// refused as too_large, and the rest of it is never read into memory)
+// within Options.ExecStartTimeout. On a failure it answers the client
+// (when there is still one to answer) and returns false.
+func (s *server) readRequest(r *http.Request, conn *websocket.Conn, stream *execStream) (sandbox.ExecRequest, bool) {
+	limit := s.opts.MaxExecMessage
 	readCtx, cancelRead := context.WithTimeout(r.Context(), s.opts.ExecStartTimeout)
-	typ, msg, err := conn.Read(readCtx)
+	typ, msg, err := readLimited(readCtx, conn, limit)
 	timedOut := readCtx.Err() == context.DeadlineExceeded
 	cancelRead()
-	if err != nil {
-		log.Debug("exec: no first message", "err", err)
+	switch {
+	case errors.Is(err, errMessageTooLarge):
+		e := sandbox.Errorf(sandbox.CodeTooLarge, "the first exec message is larger than the %d-byte limit", limit).
+			With("max_bytes", limit).With("size_at_least", limit+1).
+			WithHint(`stream a large script after the request: send {"shell_size":N,...} first, then the script's N bytes as binary messages 0x05 + bytes (docs/API.md, Exec WebSocket); the Go client and the CLI do this`)
+		stream.end(endMessage{Type: "error", Error: ptr(e.Wire())}, closeTooBig)
+		return sandbox.ExecRequest{}, false
+	case err != nil:
+		s.log.Debug("exec: no first message", "sandbox", r.PathValue("name"), "err", err)
 		if timedOut {
 			noteCode(r, sandbox.CodeTimeout)
 		} else {
 			noteCode(r, sandbox.CodeUnavailable)
 		}
-		return
+		return sandbox.ExecRequest{}, false
 	}
 	req, err := decodeExecMessage(typ, msg)
 	if err != nil {
@@ -100,37 +136,57 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 			status = closeViolation
 		}
 		stream.end(endMessage{Type: "error", Error: ptr(sandbox.AsError(err).Wire())}, status)
-		return
+		return sandbox.ExecRequest{}, false
 	}
+	return req, true
+}
 
+// errMessageTooLarge is readLimited's refusal of a message over its limit.
+var errMessageTooLarge = errors.New("message over the limit")
+
+// readLimited reads one message of at most limit bytes. A longer message
+// is errMessageTooLarge, found once limit+1 bytes of it are read: the rest
+// is left unread (closing the connection discards it), so a client cannot
+// make the daemon hold more than limit+1 bytes for it.
+func readLimited(ctx context.Context, conn *websocket.Conn, limit int64) (websocket.MessageType, []byte, error) {
+	conn.SetReadLimit(limit + 1) // the library's own limit, which would close without an answer, lies beyond
+	typ, r, err := conn.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	switch {
+	case err != nil:
+		return 0, nil, err
+	case int64(len(b)) > limit:
+		return typ, nil, errMessageTooLarge
+	}
+	return typ, b, nil
+}
+
+// runExec runs req, the command of the exec stream on conn, streaming what
+// the client sends after the request (execInput) to it, and answers with
+// the stream's end message.
+func (s *server) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
+	name := r.PathValue("name")
+	log := s.log.With("sandbox", name)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stream.onFail = cancel
-	var (
-		stdin  io.Reader
-		pr     *io.PipeReader
-		pw     *io.PipeWriter
-		reader sync.WaitGroup
-		input  = &inputState{}
-	)
-	if req.Stdin {
-		pr, pw = io.Pipe()
-		stdin = pr
-	}
+	in := newExecInput(req)
+	req.Script = in.script()
+	var reader sync.WaitGroup
 	conn.SetReadLimit(maxStdinMessage)
 	reader.Go(func() {
 		// Reads are not bound to the request's context: a read whose context
 		// ends closes the connection, and a stopping daemon still says so.
-		input.set(readInput(context.WithoutCancel(r.Context()), conn, pw))
+		in.read(context.WithoutCancel(r.Context()), conn)
 		cancel()
 	})
 
-	res, err := s.svc.Exec(ctx, p, name, req, stdin, stream.writer(streamStdout), stream.writer(streamStderr))
-	if pr != nil {
-		// Unblocks a stdin message the command will never read.
-		pr.CloseWithError(io.ErrClosedPipe)
-	}
-	switch violation, gone := input.get(); {
+	res, err := s.svc.Exec(ctx, p, name, req, in.stdin(), stream.writer(streamStdout), stream.writer(streamStderr))
+	in.close() // unblocks a message the command will never read
+	switch violation, gone := in.ended(); {
 	case violation != nil:
 		log.Info("exec: client broke the stream protocol", "err", violation)
 		stream.end(endMessage{Type: "error", Error: ptr(violation.Wire())}, closeViolation)
@@ -148,75 +204,6 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	}
 	conn.CloseNow()
 	reader.Wait()
-}
-
-// inputState is how the client's side of the stream ended, set once by
-// the goroutine reading it.
-type inputState struct {
-	mu        sync.Mutex
-	violation *sandbox.Error
-	gone      bool
-}
-
-func (s *inputState) set(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var e *sandbox.Error
-	if errors.As(err, &e) {
-		s.violation = e
-	} else {
-		s.gone = true
-	}
-}
-
-func (s *inputState) get() (*sandbox.Error, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.violation, s.gone
-}
-
-// readInput reads the client's messages after the first until the
-// connection ends, feeding stdin to pw (nil when the request did not ask
-// for stdin). It returns a *sandbox.Error for a violation of the framing and
-// the read error when the connection ended. Stdin the command no longer
-// reads is discarded.
-func readInput(ctx context.Context, conn *websocket.Conn, pw *io.PipeWriter) (err error) {
-	closed := false
-	defer func() {
-		if pw != nil && !closed {
-			pw.CloseWithError(errors.New("exec client went away before the end of stdin"))
-		}
-	}()
-	violation := func(format string, args ...any) error {
-		return sandbox.Errorf(sandbox.CodeInvalidArgument, "exec stream: "+format, args...).
-			WithHint("after the first message send only binary messages: 0x00 followed by stdin bytes, or the single byte 0x04 to end stdin")
-	}
-	for {
-		typ, msg, err := conn.Read(ctx)
-		switch {
-		case err != nil:
-			return err
-		case typ != websocket.MessageBinary:
-			return violation("unexpected text message after the request")
-		case len(msg) == 0:
-			return violation("empty binary message")
-		case msg[0] != streamStdin && msg[0] != streamEOF:
-			return violation("unknown stream id %d", msg[0])
-		case pw == nil:
-			return violation("stdin sent, but the request did not set \"stdin\": true")
-		case closed:
-			return violation("stdin sent after its end")
-		case msg[0] == streamEOF && len(msg) != 1:
-			return violation("the end-of-stdin message carries %d bytes of data; it is the single byte 0x04", len(msg)-1)
-		case msg[0] == streamEOF:
-			pw.Close()
-			closed = true
-		default:
-			// An error means the command stopped reading stdin; the rest
-			// of it has nowhere to go.
-			pw.Write(msg[1:])
-		}
-	}
 }
 
 // execStream serializes the server's messages on one exec WebSocket.

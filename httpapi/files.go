@@ -20,6 +20,11 @@ func (s *server) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbo
 		s.writeError(w, r, q.err)
 		return
 	}
+	release, ok := s.holdConn(w, r, p)
+	if !ok {
+		return
+	}
+	defer release()
 	out := &lazyWriter{w: w}
 	err := s.svc.ReadFile(r.Context(), p, r.PathValue("name"), path, out)
 	switch {
@@ -57,10 +62,12 @@ func (l *lazyWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// handleWriteFile writes the raw request body to ?path=. A Content-Length
-// over the limit is refused with 413 before a byte of the body is read; a
-// body without one (chunked) is cut at the limit by lifecycle (MaxBytes)
-// and, should that not stop it, by a MaxBytesReader one byte further.
+// handleWriteFile writes the raw request body to ?path=. The route checks
+// first that the caller may see the sandbox (visibleFirst); a
+// Content-Length over the limit is then refused with 413 before a byte of
+// the body is read; a body without one (chunked) is cut at the limit by
+// lifecycle (MaxBytes) and, should that not stop it, by a MaxBytesReader
+// one byte further.
 //
 // Query: path (required); mode (octal; when given it is applied to an
 // existing file too, unless set_mode=false); set_mode; parents; max_bytes (a
@@ -82,10 +89,15 @@ func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandb
 		s.writeError(w, r, q.err)
 		return
 	}
-	if r.ContentLength > limit {
-		s.writeError(w, r, tooLarge(r.ContentLength, limit))
+	if err := WriteTooLarge(r.ContentLength, limit); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
+	release, ok := s.holdConn(w, r, p)
+	if !ok {
+		return
+	}
+	defer release()
 	body := &readErrReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
 	info, err := s.svc.WriteFile(r.Context(), p, r.PathValue("name"), req, body)
 	var tooBig *http.MaxBytesError
@@ -103,6 +115,16 @@ func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandb
 		return
 	}
 	s.encode(w, http.StatusOK, info)
+}
+
+// WriteTooLarge is the too_large error of a file write whose
+// Content-Length, size, is over limit (nil when it is not, or unknown, -1):
+// the doors call it before reading the body.
+func WriteTooLarge(size, limit int64) error {
+	if size <= limit {
+		return nil
+	}
+	return tooLarge(size, limit)
 }
 
 // tooLarge is the error of a write over limit; size is -1 when unknown

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -45,6 +46,8 @@ type envOptions struct {
 	// audit keeps the audit log in the env's store (api.Audit and
 	// api.AuditLog).
 	audit bool
+	// wrap, if set, wraps the API's handler (to watch what it reads).
+	wrap func(http.Handler) http.Handler
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -56,7 +59,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
 		o.api.Audit, o.api.AuditLog = rec, d.DB
 	}
-	srv := httptest.NewServer(httpapi.New(d.Svc, o.api))
+	h := httpapi.New(d.Svc, o.api)
+	if o.wrap != nil {
+		h = o.wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{url: srv.URL, svc: d.Svc, db: d.DB, driver: d.Driver, token: tokenA1, recorder: rec, d: d}
 }

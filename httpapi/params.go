@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,7 +24,8 @@ type params struct {
 	err error
 }
 
-// queryParams parses r's query, allowing only the names in allowed.
+// queryParams parses r's query, allowing only the names in allowed, each
+// once; a name written with a trailing "*" ("port*") may repeat.
 func queryParams(r *http.Request, allowed ...string) *params {
 	p := &params{}
 	p.q, p.err = url.ParseQuery(r.URL.RawQuery)
@@ -37,9 +41,11 @@ func queryParams(r *http.Request, allowed ...string) *params {
 	slices.Sort(names)
 	for _, name := range names {
 		switch {
+		case slices.Contains(allowed, name+"*"):
+			continue
 		case !slices.Contains(allowed, name):
 			p.err = sandbox.Errorf(sandbox.CodeInvalidArgument, "unknown query parameter %q", name).
-				WithHint("%s %s takes: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))
+				WithHint("%s", takes(r, allowed))
 		case len(p.q[name]) > 1:
 			p.err = sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %q is given %d times", name, len(p.q[name])).
 				WithHint("give it once")
@@ -49,6 +55,18 @@ func queryParams(r *http.Request, allowed ...string) *params {
 		return p
 	}
 	return p
+}
+
+// takes says which query parameters r's route takes, for a hint.
+func takes(r *http.Request, allowed []string) string {
+	if len(allowed) == 0 {
+		return fmt.Sprintf("%s %s takes no query parameters", r.Method, r.URL.Path)
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = strings.TrimSuffix(a, "*")
+	}
+	return fmt.Sprintf("%s %s takes: %s", r.Method, r.URL.Path, strings.Join(names, ", "))
 }
 
 // fail records err unless an earlier error is already recorded.
@@ -97,6 +115,11 @@ func (p *params) int64(name string) int64 {
 		return 0
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && n > 0 {
+		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is too large: at most %d", name, v, int64(math.MaxInt64)).
+			With("max", int64(math.MaxInt64)).WithHint("give a smaller number"))
+		return 0
+	}
 	if err != nil || n < 0 {
 		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is not a non-negative integer", name, v).
 			WithHint("give a number of bytes, e.g. %s=1048576", name))
@@ -132,11 +155,15 @@ func (p *params) since(name string, now time.Time) time.Time {
 	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 		return t
 	}
-	d, err := time.ParseDuration(v)
+	d, err := sandbox.ParseDuration(v)
+	if err != nil && sandbox.AsError(err).Details["max_seconds"] != nil {
+		p.fail(err) // too long
+		return time.Time{}
+	}
 	if err != nil || d < 0 {
 		p.fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "query parameter %s=%q is neither a time nor a duration", name, v).
 			WithHint("give an RFC 3339 time such as %s=2026-01-02T15:04:05Z, or a duration back from now such as %s=24h", name, name))
 		return time.Time{}
 	}
-	return now.Add(-d)
+	return now.Add(-time.Duration(d))
 }

@@ -92,10 +92,13 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
 		c.sandbox = t.name
 	}
 	token := bearerToken(r)
-	var dial func(ctx context.Context) (net.Conn, error)
+	var (
+		dial func(ctx context.Context) (net.Conn, error)
+		p    sandbox.Principal // zero for a public port's visitor
+		err  error
+	)
 	if token != "" {
-		p, err := s.svc.Authenticate(r.Context(), token)
-		if err != nil {
+		if p, err = s.svc.Authenticate(r.Context(), token); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -106,6 +109,11 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
 	} else {
 		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.ConnectPublic(ctx, t.name, t.port) }
 	}
+	release, ok := s.holdConn(w, r, p)
+	if !ok {
+		return
+	}
+	defer release()
 	// The first connection is made here, so that a sandbox or port that
 	// cannot be reached is hearth's error, not the proxy's bare 502.
 	conn, err := dial(r.Context())
@@ -166,8 +174,13 @@ func (f *firstConn) dialContext(ctx context.Context, _, _ string) (net.Conn, err
 // those ?port= names (repeatable), each with its URL.
 func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	name := r.PathValue("name")
+	q := queryParams(r, "port*")
+	if q.err != nil {
+		s.writeError(w, r, q.err)
+		return
+	}
 	var asked []int
-	for _, v := range r.URL.Query()["port"] {
+	for _, v := range q.q["port"] {
 		port, err := strconv.Atoi(v)
 		if err == nil {
 			err = sandbox.ValidatePort(port)

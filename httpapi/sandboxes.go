@@ -15,6 +15,10 @@ type health struct {
 // handleHealth answers without authentication, so that load balancers and
 // `hearth doctor` can probe the daemon; it reveals only the runtime.
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if q := queryParams(r); q.err != nil {
+		s.writeError(w, r, q.err)
+		return
+	}
 	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Runtime()})
 }
 

@@ -24,11 +24,18 @@ type Options struct {
 	// Logger receives internal errors (whose text never reaches the caller)
 	// and exec stream failures; nil discards.
 	Logger *slog.Logger
-	// MaxBodyBytes bounds a JSON request body (1 MiB).
+	// MaxBodyBytes bounds a JSON request body (1 MiB): a larger
+	// Content-Length is refused before a byte is read, a chunked body is
+	// cut at the limit.
 	MaxBodyBytes int64
 	// MaxExecMessage bounds the first message of an exec WebSocket, the JSON
-	// ExecRequest, which carries whole shell scripts (64 MiB).
+	// ExecRequest (256 KiB): a larger message is refused once that much is
+	// read. A larger script streams after it (ExecRequest.ShellSize).
 	MaxExecMessage int64
+	// MaxConnections bounds the long-lived connections one caller (a
+	// token) holds at once: exec streams, file transfers, proxied requests
+	// and MCP requests, the doors' included (DefaultMaxConnections).
+	MaxConnections int
 	// ExecStartTimeout is how long an exec WebSocket may stay open without
 	// its first message (30s).
 	ExecStartTimeout time.Duration
@@ -56,7 +63,7 @@ type Options struct {
 // Defaults for zero Options fields.
 const (
 	DefaultMaxBodyBytes     = 1 << 20
-	DefaultMaxExecMessage   = 64 << 20
+	DefaultMaxExecMessage   = 256 << 10
 	DefaultExecStartTimeout = 30 * time.Second
 )
 
@@ -67,6 +74,7 @@ type server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *apiMetrics // nil without Options.Metrics
+	conns   *connLimits
 	// hostProxy serves requests to the hosts of Options.BaseDomain.
 	hostProxy http.Handler
 }
@@ -85,7 +93,10 @@ func New(svc *lifecycle.Service, opts Options) http.Handler {
 	if opts.ExecStartTimeout <= 0 {
 		opts.ExecStartTimeout = DefaultExecStartTimeout
 	}
-	s := &server{svc: svc, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
+	s := &server{svc: svc, opts: opts, log: opts.Logger, mux: http.NewServeMux(), conns: newConnLimits(opts.MaxConnections)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -167,8 +178,23 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p sandbox.Princi
 
 // authed authenticates the bearer token of the request before h runs, and
 // tells the call who its caller is; a missing or bad token is 401 with
-// `WWW-Authenticate: Bearer`.
-func (s *server) authed(h authedHandler) http.Handler {
+// `WWW-Authenticate: Bearer`. The route takes the query parameters params
+// (each once) and no other: docs/API.md promises strict queries, so an
+// unknown one is invalid_argument naming it. A route whose handler reads
+// its query itself uses authedQuery.
+func (s *server) authed(h authedHandler, params ...string) http.Handler {
+	return s.authedQuery(func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+		if q := queryParams(r, params...); q.err != nil {
+			s.writeError(w, r, q.err)
+			return
+		}
+		h(w, r, p)
+	})
+}
+
+// authedQuery is authed for a route whose handler reads its query itself,
+// strictly, with queryParams.
+func (s *server) authedQuery(h authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.svc.Authenticate(r.Context(), bearerToken(r))
 		if err != nil {
@@ -180,6 +206,29 @@ func (s *server) authed(h authedHandler) http.Handler {
 		}
 		h(w, r, p)
 	})
+}
+
+// visibleFirst runs h only once p may see the sandbox the path names
+// (lifecycle's Get), answering not_found (or its like) otherwise. Routes
+// that read a body or WebSocket messages about a sandbox take it, so that
+// a call on a sandbox the caller cannot see is answered before a byte of
+// it is read: it costs one lookup, whatever the caller sends.
+func (s *server) visibleFirst(h authedHandler) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+		if s.visible(w, r, p) {
+			h(w, r, p)
+		}
+	}
+}
+
+// visible reports whether p may see the sandbox r's path names, answering
+// the error itself when not.
+func (s *server) visible(w http.ResponseWriter, r *http.Request, p sandbox.Principal) bool {
+	if _, err := s.svc.Get(r.Context(), p, r.PathValue("name")); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	return true
 }
 
 // bearerToken returns the token of an `Authorization: Bearer <token>`

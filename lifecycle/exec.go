@@ -17,16 +17,29 @@ import (
 // when req.Stdin is set, is streamed to the command until it returns EOF.
 // If ctx ends before the command does, the command keeps running for its
 // grace period and is then killed; Exec returns ctx's error.
+//
+// A script that streams after the request (req.ShellSize, read from
+// req.Script) goes to the sandbox as it comes, never held whole here; the
+// destructive-command gate reads it on the way and decides before its last
+// byte is passed on (see scriptGate).
 func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
+	}
+	if req.ShellSize > 0 && req.Script == nil {
+		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "exec: shell_size without the script's stream")
 	}
 	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	checkpoint, note, err := s.gate(ctx, p, sb, req)
-	if err != nil {
+	var checkpoint, note string
+	var sg *scriptGate
+	if req.ShellSize > 0 {
+		sg = s.gateScript(ctx, p, sb, req.Script, req.ShellSize)
+		defer sg.close()
+		req.Script = sg
+	} else if checkpoint, note, err = s.gate(ctx, p, sb, req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	req, stdout, stderr, flush, err := s.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
@@ -39,6 +52,9 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	flush()
 	if err == nil && res.OOMKilled {
 		s.noteOOM(ctx, sb)
+	}
+	if sg != nil {
+		checkpoint, note = sg.checkpoint, sg.note
 	}
 	res.Checkpoint, res.Gate = checkpoint, note
 	return res, err
@@ -56,6 +72,12 @@ const gateLabel = sandbox.AutoLabel
 func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, req sandbox.ExecRequest) (checkpoint, note string, err error) {
 	lim := s.limitsOf(ctx, sb.Tenant)
 	pattern, ok := lim.Destructive(policy.CommandText(req))
+	return s.checkpointFirst(ctx, p, sb, lim, pattern, ok)
+}
+
+// checkpointFirst is the gate's answer once the command's text has matched
+// pattern (ok) or nothing.
+func (s *Service) checkpointFirst(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, lim policy.Limits, pattern policy.Pattern, ok bool) (checkpoint, note string, err error) {
 	if !ok {
 		return "", "", nil
 	}
@@ -71,6 +93,52 @@ func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sand
 	return "", "", sandbox.Errorf(sandbox.CodeUnavailable, "refused: the command looks destructive (%s), and the checkpoint hearth takes before such a command failed", pattern.Name).
 		WithHint("retry; or checkpoint the sandbox yourself, and ask a tenant admin to set the policy's gate_on_failure to allow")
 }
+
+// gateScript returns the gate of the size-byte script that streams from r
+// to sb's agent.
+func (s *Service) gateScript(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, r io.Reader, size int64) *scriptGate {
+	lim := s.limitsOf(ctx, sb.Tenant)
+	g := &scriptGate{r: io.LimitReader(r, size), left: size, match: lim.Matcher()}
+	g.decide = func(pattern policy.Pattern, ok bool) (err error) {
+		g.checkpoint, g.note, err = s.checkpointFirst(ctx, p, sb, lim, pattern, ok)
+		return err
+	}
+	return g
+}
+
+// scriptGate is the destructive-command gate of a script that streams to
+// the sandbox (ExecRequest.ShellSize): it passes the script on as it comes
+// while the tenant's patterns read it (policy.Matcher), and decides (the
+// checkpoint first, or the refusal) in the Read that brings the script's
+// last bytes, before returning them. The agent starts the command only
+// once it has the whole script, so the command cannot start before the
+// decision; a refusal is that Read's error, which ends the exec.
+type scriptGate struct {
+	r      io.Reader
+	left   int64
+	match  *policy.Matcher
+	decide func(policy.Pattern, bool) error
+	// checkpoint and note are the gate's, once it has decided.
+	checkpoint, note string
+}
+
+func (g *scriptGate) Read(p []byte) (int, error) {
+	if g.left == 0 {
+		return 0, io.EOF
+	}
+	n, err := g.r.Read(p)
+	g.match.Write(p[:n])
+	g.left -= int64(n)
+	if g.left == 0 {
+		if derr := g.decide(g.match.Close()); derr != nil {
+			return 0, derr
+		}
+	}
+	return n, err
+}
+
+// close ends the matching of a script that did not arrive whole.
+func (g *scriptGate) close() { g.match.Close() }
 
 // limitsOf returns the guardrails of tenant, or the daemon's defaults for
 // a tenant with no row (the operators' "system").

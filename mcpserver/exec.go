@@ -36,7 +36,7 @@ const (
 // Options.MaxOutputBytes is cut to its head and tail around a marker line,
 // and saved whole in the sandbox (see execOut).
 func (t tools) exec(ctx context.Context, req *mcp.CallToolRequest, in execIn) (*mcp.CallToolResult, execOut, error) {
-	timeout, err := duration("timeout", in.Timeout)
+	execReq, err := in.request()
 	if err != nil {
 		return nil, execOut{}, err
 	}
@@ -50,14 +50,7 @@ func (t tools) exec(ctx context.Context, req *mcp.CallToolRequest, in execIn) (*
 	stderr := &capture{limit: limit, spoolMax: spoolMax, stream: "stderr", progress: prog}
 	defer stdout.close()
 	defer stderr.close()
-	res, err := t.s.svc.Exec(ctx, t.p, in.Sandbox, sandbox.ExecRequest{
-		Shell:   in.Command,
-		Env:     in.Env,
-		Cwd:     in.Cwd,
-		Timeout: timeout,
-		Grace:   killGrace,
-		Secrets: in.Secrets,
-	}, nil, stdout, stderr)
+	res, err := t.s.svc.Exec(ctx, t.p, in.Sandbox, execReq, nil, stdout, stderr)
 	if err != nil {
 		return nil, execOut{}, t.s.publicError(ctx, "sandbox_exec", err)
 	}
@@ -71,6 +64,30 @@ func (t tools) exec(ctx context.Context, req *mcp.CallToolRequest, in execIn) (*
 	out.Stderr, out.StderrFile = t.finish(ctx, in.Sandbox, id, stderr)
 	out.Truncated = stdout.cut() || stderr.cut()
 	return nil, out, nil
+}
+
+// request is the exec request in asks for: its command at most
+// maxCommandBytes (too_large), its timeout a duration (see duration), and
+// the request valid.
+func (in execIn) request() (sandbox.ExecRequest, error) {
+	if len(in.Command) > maxCommandBytes {
+		return sandbox.ExecRequest{}, sandbox.Errorf(sandbox.CodeTooLarge, "command of %d bytes is larger than the %d-byte limit", len(in.Command), maxCommandBytes).
+			With("size", len(in.Command)).With("max_bytes", maxCommandBytes).
+			WithHint("send a long script in pieces, each appended to a file in the sandbox (cat >> script.sh), then run the file")
+	}
+	timeout, err := duration("timeout", in.Timeout)
+	if err != nil {
+		return sandbox.ExecRequest{}, err
+	}
+	req := sandbox.ExecRequest{
+		Shell:   in.Command,
+		Env:     in.Env,
+		Cwd:     in.Cwd,
+		Timeout: timeout,
+		Grace:   killGrace,
+		Secrets: in.Secrets,
+	}
+	return req, req.Validate()
 }
 
 // finish returns what the result carries of c's stream: all of it, or,

@@ -1,13 +1,17 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,14 +29,23 @@ import (
 // without (a client that is not a browser) is served. No OAuth metadata is
 // advertised: hearth has no authorization server, and a client that saw
 // some would try OAuth instead of the token it was given.
+//
+// Bodies are read only after the token is checked, and bounded
+// (Options.MaxBodyBytes: a larger Content-Length is 413 too_large before a
+// byte is read, a chunked body is cut at the limit); a caller holding
+// Options.MaxSessions sessions is refused another (429 rate_limited).
 func (s *Server) Handler() http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		p, ok := r.Context().Value(principalKey{}).(sandbox.Principal)
 		if !ok {
 			return nil // unreachable: ServeHTTP below put it there
 		}
-		return s.For(p)
-	}, &mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: s.opts.SessionTimeout})
+		srv := s.For(p)
+		if slot, ok := r.Context().Value(slotKey{}).(*sessionSlot); ok {
+			slot.add(srv)
+		}
+		return srv
+	}, &mcp.StreamableHTTPOptions{Logger: s.log, SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: s.opts.MaxBodyBytes})
 	// The SDK binds a session to TokenInfo.UserID, which it reads from
 	// the context RequireBearerToken fills in.
 	bind := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -50,8 +63,131 @@ func (s *Server) Handler() http.Handler {
 			writeError(w, s.publicError(r.Context(), "authenticate", err))
 			return
 		}
-		bind.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		if err := s.readBody(w, r); err != nil {
+			writeError(w, err)
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" { // a new session
+			slot, err := s.sessions.reserve(tokenIdentity(p))
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			defer slot.done()
+			ctx = context.WithValue(ctx, slotKey{}, slot)
+		}
+		bind.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// readBody reads r's body, at most Options.MaxBodyBytes of it, before the
+// SDK does, so that an oversized one gets the door's error: a
+// Content-Length over the limit is refused before a byte is read. The SDK
+// then reads the copy.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *sandbox.Error {
+	limit := s.opts.MaxBodyBytes
+	tooLarge := func(size int64) *sandbox.Error {
+		e := sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than the %d-byte limit", limit)
+		if size >= 0 {
+			e = sandbox.Errorf(sandbox.CodeTooLarge, "request body of %d bytes is larger than the %d-byte limit", size, limit).With("size", size)
+		}
+		return e.With("max_bytes", limit).WithHint("keep a tool call's arguments small: put data in files in the sandbox")
+	}
+	if r.ContentLength > limit {
+		return tooLarge(r.ContentLength)
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(-1)
+	case err != nil:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "reading the request body: %v", err).WithHint("send the whole request again")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return nil
+}
+
+type slotKey struct{}
+
+// sessionLimits counts the HTTP sessions each caller holds, to bound them:
+// each holds an MCP server and the SDK's state for it until the client
+// closes it or it idles out. A session is counted from the request that
+// opens it (a reserved slot) and then for as long as its server has it.
+type sessionLimits struct {
+	max int
+	mu  sync.Mutex
+	by  map[string]*callerSessions
+}
+
+type callerSessions struct {
+	opening int           // requests opening a session, now
+	servers []*mcp.Server // the servers of the caller's opened sessions
+}
+
+func newSessionLimits(max int) *sessionLimits {
+	return &sessionLimits{max: max, by: map[string]*callerSessions{}}
+}
+
+// reserve takes a slot for a session of caller, or refuses with
+// rate_limited (details limit and current_count) when the caller holds
+// its limit. The slot's done must be called when the request ends.
+func (l *sessionLimits) reserve(caller string) (*sessionSlot, *sandbox.Error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.by[caller]
+	if c == nil {
+		c = &callerSessions{}
+		l.by[caller] = c
+	}
+	c.servers = slices.DeleteFunc(c.servers, func(srv *mcp.Server) bool {
+		for range srv.Sessions() {
+			return false
+		}
+		return true // closed or never opened
+	})
+	if n := c.opening + len(c.servers); n >= l.max {
+		return nil, sandbox.Errorf(sandbox.CodeRateLimited, "too many MCP sessions: this caller already holds %d of its %d", n, l.max).
+			With("limit", l.max).With("current_count", n).
+			WithHint("close a session (DELETE /mcp with its Mcp-Session-Id) or let one idle out; the operator sets the limit with `hearth serve --max-connections`")
+	}
+	c.opening++
+	return &sessionSlot{l: l, caller: caller}, nil
+}
+
+// sessionSlot is one request opening a session: the servers the SDK asked
+// for while serving it.
+type sessionSlot struct {
+	l       *sessionLimits
+	caller  string
+	mu      sync.Mutex
+	servers []*mcp.Server
+}
+
+func (s *sessionSlot) add(srv *mcp.Server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.servers = append(s.servers, srv)
+}
+
+// done ends the request: its servers count from now on as long as they
+// hold a session.
+func (s *sessionSlot) done() {
+	s.mu.Lock()
+	servers := s.servers
+	s.mu.Unlock()
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	c := s.l.by[s.caller]
+	c.opening--
+	c.servers = append(c.servers, servers...)
+	if c.opening == 0 && len(c.servers) == 0 {
+		delete(s.l.by, s.caller)
+	}
 }
 
 type principalKey struct{}

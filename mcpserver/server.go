@@ -45,6 +45,14 @@ type Options struct {
 	// this long (DefaultSessionTimeout); a running tool call keeps its
 	// session open.
 	SessionTimeout time.Duration
+	// MaxSessions bounds the HTTP sessions one caller (a token) holds at
+	// once (DefaultMaxSessions): another initialize is refused with
+	// rate_limited until one is closed or idles out.
+	MaxSessions int
+	// MaxBodyBytes bounds an HTTP request's body (DefaultMaxBodyBytes): a
+	// larger Content-Length is refused before a byte is read, a chunked
+	// body is cut at the limit.
+	MaxBodyBytes int64
 	// Version is the server version reported to clients.
 	Version string
 	// Audit, if set, receives one event per tool call (door "mcp", the
@@ -82,14 +90,21 @@ func toolVerb(tool string) string {
 const (
 	DefaultMaxOutputBytes = 64 << 10
 	DefaultSessionTimeout = 30 * time.Minute
+	DefaultMaxSessions    = 64
+	DefaultMaxBodyBytes   = 1 << 20
 )
+
+// maxCommandBytes bounds sandbox_exec's command, as the native exec
+// WebSocket bounds its request (httpapi.DefaultMaxExecMessage).
+const maxCommandBytes = 256 << 10
 
 // Server builds the MCP servers of the door, one per caller.
 type Server struct {
-	svc     *lifecycle.Service
-	opts    Options
-	log     *slog.Logger
-	schemas *mcp.SchemaCache
+	svc      *lifecycle.Service
+	opts     Options
+	log      *slog.Logger
+	schemas  *mcp.SchemaCache
+	sessions *sessionLimits
 }
 
 // New returns the MCP door over svc.
@@ -103,7 +118,13 @@ func New(svc *lifecycle.Service, opts Options) *Server {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	s := &Server{svc: svc, opts: opts, log: opts.Logger, schemas: mcp.NewSchemaCache()}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{svc: svc, opts: opts, log: opts.Logger, schemas: mcp.NewSchemaCache(), sessions: newSessionLimits(opts.MaxSessions)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -126,12 +126,19 @@ type usage struct {
 	Limit   int    `json:"limit,omitempty"`
 }
 
-func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, createOut, error) {
+// request is the create request in asks for, its ttl a duration (see
+// duration).
+func (in createIn) request() (sandbox.CreateRequest, error) {
 	ttl, err := duration("ttl", in.TTL)
+	return sandbox.CreateRequest{Name: in.Name, Image: in.Image, Size: in.Size, TTL: ttl, Network: in.Network}, err
+}
+
+func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, createOut, error) {
+	req, err := in.request()
 	if err != nil {
 		return nil, createOut{}, err
 	}
-	sb, created, err := t.s.svc.Create(ctx, t.p, sandbox.CreateRequest{Name: in.Name, Image: in.Image, Size: in.Size, TTL: ttl, Network: in.Network})
+	sb, created, err := t.s.svc.Create(ctx, t.p, req)
 	if err != nil {
 		return nil, createOut{}, t.s.publicError(ctx, "sandbox_create", err)
 	}
@@ -190,7 +197,8 @@ func (t tools) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mc
 }
 
 // duration reads a duration argument the way the API does (sandbox.Duration:
-// a number of seconds or a string such as "90s"); absent is zero.
+// a number of seconds or a string such as "90s"); absent is zero, one too
+// long to hold is refused as too long, a negative one as negative.
 func duration(field string, v any) (sandbox.Duration, error) {
 	var d sandbox.Duration
 	if v == nil {

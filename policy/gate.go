@@ -1,8 +1,11 @@
 package policy
 
 import (
+	"bufio"
+	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -92,4 +95,65 @@ func CommandText(req sandbox.ExecRequest) string {
 		return req.Shell
 	}
 	return strings.Join(req.Argv, " ")
+}
+
+// Matcher matches a command text that arrives in pieces (a shell script
+// streamed to the sandbox after its request) against a gate's patterns,
+// without holding the text: Write each piece, then Close for what
+// Destructive would say of the whole. Each pattern runs as RE2's
+// automaton over the stream (regexp.MatchReader), in memory independent
+// of the text's length. Write and Close are for one goroutine; Close must
+// be called, also on a stream that breaks off, to end the matching.
+type Matcher struct {
+	patterns []Pattern
+	pipes    []*io.PipeWriter
+	matched  []bool
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+// Matcher returns a Matcher over l's destructive patterns.
+func (l Limits) Matcher() *Matcher {
+	m := &Matcher{}
+	if l.gate == nil {
+		return m
+	}
+	m.patterns = l.gate.patterns
+	m.matched = make([]bool, len(l.gate.res))
+	for i, re := range l.gate.res {
+		pr, pw := io.Pipe()
+		m.pipes = append(m.pipes, pw)
+		m.wg.Go(func() {
+			m.matched[i] = re.MatchReader(bufio.NewReader(pr))
+			io.Copy(io.Discard, pr) // a match ends the reading early
+		})
+	}
+	return m
+}
+
+// Write passes p to every pattern. It never fails.
+func (m *Matcher) Write(p []byte) (int, error) {
+	for _, pw := range m.pipes {
+		pw.Write(p)
+	}
+	return len(p), nil
+}
+
+// Close ends the text and reports the first of the patterns (in their
+// order) that matched it, as Destructive does. Later calls report the
+// same.
+func (m *Matcher) Close() (Pattern, bool) {
+	if !m.closed {
+		m.closed = true
+		for _, pw := range m.pipes {
+			pw.Close()
+		}
+		m.wg.Wait()
+	}
+	for i, ok := range m.matched {
+		if ok {
+			return m.patterns[i], true
+		}
+	}
+	return Pattern{}, false
 }

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hearth/hearth/policy"
@@ -96,3 +97,33 @@ func TestCommandText(t *testing.T) {
 }
 
 func ptrS(s string) *string { return &s }
+
+// TestMatcherAgreesWithDestructive: the streamed matcher says what
+// Destructive says of the whole text, whatever the pieces, also when the
+// match straddles them or lies far into a long script.
+func TestMatcherAgreesWithDestructive(t *testing.T) {
+	l := policy.Defaults()
+	long := strings.Repeat("# a comment line of a long generated script\n", 5_000) // ≈220 KB
+	for _, text := range []string{
+		"rm -rf build", "ls -la", "echo ok\ngit push --force origin main\n", "",
+		long + "rm -r dir\n", long + "echo done\n", "DROP\nTABLE users",
+	} {
+		want, wantOK := l.Destructive(text)
+		pieces := []int{1, 3, 4096, len(text) + 1}
+		if len(text) > 1000 {
+			pieces = pieces[2:] // one-byte pieces of a long text take long
+		}
+		for _, piece := range pieces {
+			m := l.Matcher()
+			for rest := text; len(rest) > 0; {
+				n := min(piece, len(rest))
+				m.Write([]byte(rest[:n]))
+				rest = rest[n:]
+			}
+			got, ok := m.Close()
+			if ok != wantOK || got != want {
+				t.Errorf("Matcher over %d-byte pieces of %.40q = %+v, %v; want %+v, %v", piece, text, got, ok, want, wantOK)
+			}
+		}
+	}
+}

@@ -1,15 +1,28 @@
 package sandbox
 
-// ExecRequest is one command to run in a sandbox. Exactly one of Argv and
-// Shell is set. It travels as a JSON message (never in a URL), so it has no
-// size limit of its own; large shell scripts reach the shell through a file
-// descriptor rather than argv.
+import "io"
+
+// ExecRequest is one command to run in a sandbox. Exactly one of Argv,
+// Shell and ShellSize is set. It travels as a JSON message (never in a
+// URL) whose size each door bounds; a large shell script follows the
+// request as a stream of its own (ShellSize), and reaches the shell through
+// a file descriptor rather than argv.
 type ExecRequest struct {
 	// Argv is the program and its arguments, run without a shell; the program
 	// is looked up in PATH.
 	Argv []string `json:"argv,omitempty"`
 	// Shell is a script run by /bin/sh.
 	Shell string `json:"shell,omitempty"`
+	// ShellSize, instead of Shell, says that the script run by /bin/sh
+	// follows the request as a stream of exactly this many bytes, at most
+	// MaxScriptBytes (each door says how: the exec WebSocket's stream 5),
+	// so that no message has to hold it whole. Script is that stream on
+	// this side of a door.
+	ShellSize int64 `json:"shell_size,omitempty"`
+	// Script is the stream of a ShellSize script, read once by the exec
+	// that takes the request: exactly ShellSize bytes, and a read error ends
+	// the exec before the command starts. It never travels in JSON.
+	Script io.Reader `json:"-"`
 	// Env is merged over the sandbox's default environment.
 	Env map[string]string `json:"env,omitempty"`
 	// Cwd is the working directory; empty means the sandbox user's home.
@@ -110,16 +123,35 @@ type ExecControls interface {
 // DefaultGrace is how long a command outlives its caller by default.
 const DefaultGrace = Duration(10_000_000_000) // 10s
 
-// Validate checks the request's shape: exactly one of Argv and Shell,
-// non-negative durations, no NUL bytes where the kernel cannot take them, a
-// terminal of at most 1000 rows and columns. It changes nothing: defaults (Grace,
-// the terminal's size) are filled in where they are applied.
+// MaxScriptBytes bounds a script that follows its request (ShellSize):
+// the sandbox's agent holds it in memory charged to the sandbox, and the
+// destructive-command gate reads all of it before the command starts.
+const MaxScriptBytes = 64 << 20
+
+// Validate checks the request's shape: exactly one of Argv, Shell and
+// ShellSize, a ShellSize of at most MaxScriptBytes (too_large), non-negative
+// durations, no NUL bytes where the kernel cannot take them, a terminal of
+// at most 1000 rows and columns. It changes nothing: defaults (Grace, the
+// terminal's size) are filled in where they are applied. Whether Script
+// holds the ShellSize bytes is for the exec that reads it to find out.
 func (r *ExecRequest) Validate() error {
+	commands := 0
+	for _, set := range []bool{len(r.Argv) > 0, r.Shell != "", r.ShellSize != 0} {
+		if set {
+			commands++
+		}
+	}
 	switch {
-	case len(r.Argv) == 0 && r.Shell == "":
+	case commands == 0:
 		return Errorf(CodeInvalidArgument, "exec needs a command").WithHint("set argv (a program and its arguments) or shell (a script)")
-	case len(r.Argv) > 0 && r.Shell != "":
-		return Errorf(CodeInvalidArgument, "exec takes argv or shell, not both").WithHint("put the script in shell, or the program and its arguments in argv")
+	case commands > 1:
+		return Errorf(CodeInvalidArgument, "exec takes one of argv, shell and shell_size").WithHint("put the script in shell (or stream it after the request with shell_size), or the program and its arguments in argv")
+	case r.ShellSize < 0:
+		return Errorf(CodeInvalidArgument, "exec shell_size %d is negative", r.ShellSize).WithHint("give the script's length in bytes")
+	case r.ShellSize > MaxScriptBytes:
+		return Errorf(CodeTooLarge, "shell script of %d bytes is larger than the %d-byte limit", r.ShellSize, MaxScriptBytes).
+			With("size", r.ShellSize).With("max_bytes", MaxScriptBytes).
+			WithHint("put the data in a file (PUT .../fs/file) and keep the script short")
 	case len(r.Argv) > 0 && r.Argv[0] == "":
 		return Errorf(CodeInvalidArgument, "exec argv[0] is empty").WithHint("name the program to run in argv[0]")
 	case r.Timeout < 0 || r.Grace < 0:

@@ -126,6 +126,53 @@ func TestDuration(t *testing.T) {
 	}
 }
 
+// TestDurationTooLong: a duration beyond what a time.Duration holds is
+// refused as too long, with the limit, rather than wrapping around into a
+// negative or short one; the longest that fits is taken.
+func TestDurationTooLong(t *testing.T) {
+	for _, in := range []string{`1e30`, `-1e30`, `1e300`, `1e400`, `9223372037`, `"9999999999h"`, `"-9999999999h"`, `"2562048h"`} {
+		var d sandbox.Duration
+		err := json.Unmarshal([]byte(in), &d)
+		se := sandbox.AsError(err)
+		if err == nil || se.Code != sandbox.CodeInvalidArgument || !strings.Contains(se.Message, "too long") || se.Details["max_seconds"] != int64(9223372036) {
+			t.Errorf("Unmarshal(%s) = %v (%v), %v; want invalid_argument: too long, max_seconds 9223372036", in, time.Duration(d), d, err)
+		}
+	}
+	for in, want := range map[string]time.Duration{`9223372036`: 9223372036 * time.Second, `"2562047h"`: 2562047 * time.Hour, `-5`: -5 * time.Second} {
+		var d sandbox.Duration
+		if err := json.Unmarshal([]byte(in), &d); err != nil || time.Duration(d) != want {
+			t.Errorf("Unmarshal(%s) = %v, %v; want %v", in, time.Duration(d), err, want)
+		}
+	}
+	for _, in := range []string{`"1.5.5h"`, `"1e3h"`, `"h"`} {
+		var d sandbox.Duration
+		if err := json.Unmarshal([]byte(in), &d); err == nil || strings.Contains(err.Error(), "too long") {
+			t.Errorf("Unmarshal(%s) = %v; want invalid, not too long", in, err)
+		}
+	}
+}
+
+// TestExecValidateShellSize: a script that follows its request takes the
+// place of argv and shell, and has its limit.
+func TestExecValidateShellSize(t *testing.T) {
+	for _, tt := range []struct {
+		req  sandbox.ExecRequest
+		code sandbox.Code
+	}{
+		{sandbox.ExecRequest{ShellSize: 1}, ""},
+		{sandbox.ExecRequest{ShellSize: sandbox.MaxScriptBytes}, ""},
+		{sandbox.ExecRequest{ShellSize: sandbox.MaxScriptBytes + 1}, sandbox.CodeTooLarge},
+		{sandbox.ExecRequest{ShellSize: -1}, sandbox.CodeInvalidArgument},
+		{sandbox.ExecRequest{ShellSize: 5, Shell: "x"}, sandbox.CodeInvalidArgument},
+		{sandbox.ExecRequest{ShellSize: 5, Argv: []string{"x"}}, sandbox.CodeInvalidArgument},
+	} {
+		err := tt.req.Validate()
+		if tt.code == "" && err != nil || tt.code != "" && !sandbox.IsCode(err, tt.code) {
+			t.Errorf("Validate(%+v) = %v; want %q", tt.req, err, tt.code)
+		}
+	}
+}
+
 func TestExecValidate(t *testing.T) {
 	tests := []struct {
 		name string

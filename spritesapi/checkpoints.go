@@ -82,9 +82,6 @@ func (d *door) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbo
 	if err := sandbox.ValidateLabel(req.Comment); err != nil {
 		return err
 	}
-	if _, err := d.svc.Get(r.Context(), p, name); err != nil {
-		return err
-	}
 	s := startEvents(w)
 	s.send(event{Type: "info", Data: "Creating checkpoint..."})
 	c, err := d.svc.Checkpoint(r.Context(), p, name, sandbox.CheckpointRequest{Label: req.Comment})

@@ -14,6 +14,7 @@
 package spritesapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,31 +107,36 @@ func New(svc Service, opts Options) *httpapi.Door {
 }
 
 // routes lists every route of the door with its verb, the native verb of
-// the same operation.
+// the same operation. Routes that read a body or messages about a sprite
+// are Visible (the API checks that the caller may see it first); the
+// long-lived ones are Streams (each holds one of the caller's
+// connections).
 func (d *door) routes() []httpapi.Route {
 	return []httpapi.Route{
 		{Pattern: "POST /v1/sprites", Verb: "sandbox.create", Handle: d.handleCreate},
 		{Pattern: "GET /v1/sprites", Verb: "sandbox.list", Handle: d.handleList},
 		{Pattern: "GET /v1/sprites/{name}", Verb: "sandbox.get", Handle: d.handleGet},
-		{Pattern: "PUT /v1/sprites/{name}", Verb: "sandbox.update", Handle: d.handleUpdate},
+		{Pattern: "PUT /v1/sprites/{name}", Verb: "sandbox.update", Handle: d.handleUpdate, Visible: true},
 		{Pattern: "DELETE /v1/sprites/{name}", Verb: "sandbox.destroy", Handle: d.handleDelete},
 
-		{Pattern: "GET /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleExec},
-		{Pattern: "POST /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleHTTPExec},
+		// The exec WebSocket checks the sprite itself: a HEAD answers
+		// without one.
+		{Pattern: "GET /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleExec, Stream: true},
+		{Pattern: "POST /v1/sprites/{name}/exec", Verb: "sandbox.exec", Handle: d.handleHTTPExec, Visible: true, Stream: true},
 		{Pattern: "GET /v1/sprites/{name}/control", Verb: "sprite.control", Handle: d.handleControl},
-		{Pattern: "GET /v1/sprites/{name}/proxy", Verb: "sandbox.proxy", Handle: d.handleTCPProxy},
+		{Pattern: "GET /v1/sprites/{name}/proxy", Verb: "sandbox.proxy", Handle: d.handleTCPProxy, Visible: true, Stream: true},
 		{Pattern: "GET /v1/sprites/{name}/policy/network", Verb: "sandbox.get", Handle: d.handleGetNetworkPolicy},
-		{Pattern: "POST /v1/sprites/{name}/policy/network", Verb: "sandbox.update", Handle: d.handleSetNetworkPolicy},
-		{Pattern: "PUT /v1/sprites/{name}/policy/network", Verb: "sandbox.update", Handle: d.handleSetNetworkPolicy},
+		{Pattern: "POST /v1/sprites/{name}/policy/network", Verb: "sandbox.update", Handle: d.handleSetNetworkPolicy, Visible: true},
+		{Pattern: "PUT /v1/sprites/{name}/policy/network", Verb: "sandbox.update", Handle: d.handleSetNetworkPolicy, Visible: true},
 
-		{Pattern: "GET /v1/sprites/{name}/fs/read", Verb: "fs.read", Handle: d.handleRead},
-		{Pattern: "PUT /v1/sprites/{name}/fs/write", Verb: "fs.write", Handle: d.handleWrite},
+		{Pattern: "GET /v1/sprites/{name}/fs/read", Verb: "fs.read", Handle: d.handleRead, Stream: true},
+		{Pattern: "PUT /v1/sprites/{name}/fs/write", Verb: "fs.write", Handle: d.handleWrite, Visible: true, Stream: true},
 		{Pattern: "GET /v1/sprites/{name}/fs/list", Verb: "fs.list", Handle: d.handleListDir},
-		{Pattern: "DELETE /v1/sprites/{name}/fs/delete", Verb: "fs.remove", Handle: d.handleDeleteFile},
-		{Pattern: "POST /v1/sprites/{name}/fs/rename", Verb: "fs.rename", Handle: d.handleRename},
-		{Pattern: "POST /v1/sprites/{name}/fs/chmod", Verb: "fs.chmod", Handle: d.handleChmod},
+		{Pattern: "DELETE /v1/sprites/{name}/fs/delete", Verb: "fs.remove", Handle: d.handleDeleteFile, Visible: true},
+		{Pattern: "POST /v1/sprites/{name}/fs/rename", Verb: "fs.rename", Handle: d.handleRename, Visible: true},
+		{Pattern: "POST /v1/sprites/{name}/fs/chmod", Verb: "fs.chmod", Handle: d.handleChmod, Visible: true},
 
-		{Pattern: "POST /v1/sprites/{name}/checkpoint", Verb: "checkpoint.create", Handle: d.handleCheckpoint},
+		{Pattern: "POST /v1/sprites/{name}/checkpoint", Verb: "checkpoint.create", Handle: d.handleCheckpoint, Visible: true},
 		{Pattern: "GET /v1/sprites/{name}/checkpoints", Verb: "checkpoint.list", Handle: d.handleListCheckpoints},
 		{Pattern: "GET /v1/sprites/{name}/checkpoints/{id}", Verb: "checkpoint.get", Handle: d.handleGetCheckpoint},
 		{Pattern: "POST /v1/sprites/{name}/checkpoints/{id}/restore", Verb: "sandbox.restore", Handle: d.handleRestore},
@@ -171,11 +177,15 @@ func writeError(w http.ResponseWriter, _ *http.Request, status int, e *sandbox.E
 		}
 	}
 	body := errorBody{Error: string(e.Code), Message: e.Error(), Code: e.Code}
-	switch e.Code {
-	case sandbox.CodeQuotaExceeded, sandbox.CodeBudgetExceeded:
+	switch {
+	case e.Code == sandbox.CodeQuotaExceeded, e.Code == sandbox.CodeBudgetExceeded:
 		status, body.Error = http.StatusTooManyRequests, errConcurrentLimit
 		body.Limit, body.CurrentCount = detail(e, "limit"), detail(e, "used")
-	case sandbox.CodeCircuitOpen, sandbox.CodeRateLimited:
+	case e.Code == sandbox.CodeRateLimited && detail(e, "current_count") != nil:
+		// The caller's connection limit: no Sprites code says it, so it
+		// keeps hearth's, with the numbers where the SDKs read them.
+		body.Limit, body.CurrentCount = detail(e, "limit"), detail(e, "current_count")
+	case e.Code == sandbox.CodeCircuitOpen, e.Code == sandbox.CodeRateLimited:
 		status, body.Error = http.StatusTooManyRequests, errCreationRate
 		body.Limit, body.RetryAfterSeconds = detail(e, "limit"), detail(e, "retry_after_seconds")
 		window := int64(60)
@@ -216,18 +226,33 @@ func encode(w http.ResponseWriter, status int, v any) {
 
 // decode reads r's JSON body into v leniently, as the Sprites clients
 // expect: unknown fields are ignored and an empty body is the zero value.
-// A body over maxJSONBody is too_large, bad JSON invalid_argument.
+// A body over maxJSONBody is too_large (refused before a byte is read when
+// its Content-Length says so); bad JSON, and JSON that is no object (null
+// included), invalid_argument.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := httpapi.BodyTooLarge(r, maxJSONBody, httpapi.BodyHint); err != nil {
+		return err
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than %d bytes", tooBig.Limit).With("max_bytes", tooBig.Limit)
+			return sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than the %d-byte limit", tooBig.Limit).
+				With("max_bytes", tooBig.Limit).WithHint("%s", httpapi.BodyHint)
 		}
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "reading the request body: %v", err)
 	}
+	return decodeBody(b, v)
+}
+
+// decodeBody is decode's decoding of the body b.
+func decodeBody(b []byte, v any) error {
+	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil
+	}
+	if b[0] != '{' {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "malformed JSON body: expected an object").WithHint("send one JSON object")
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "malformed JSON body: %v", err).WithHint("send one JSON object")

@@ -106,6 +106,9 @@ func parseExec(q url.Values) (execParams, error) {
 	x.req.Grace = sandbox.DefaultGrace
 	if s := q.Get("max_run_after_disconnect"); s != "" {
 		d, err := parseDuration(s)
+		if err != nil && sandbox.AsError(err).Details["max_seconds"] != nil {
+			return x, err // too long
+		}
 		if err != nil || d < 0 {
 			return x, sandbox.Errorf(sandbox.CodeInvalidArgument, "max_run_after_disconnect %q is not a duration", s).WithHint("send e.g. 10s or 5m")
 		}
@@ -116,12 +119,16 @@ func parseExec(q url.Values) (execParams, error) {
 }
 
 // parseDuration reads a Go duration ("1m30s", "5.0s") or a bare number of
-// seconds.
+// seconds, as sandbox.Duration does: one too long to hold is
+// invalid_argument saying so, with the limit.
 func parseDuration(s string) (time.Duration, error) {
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		return time.Duration(f * float64(time.Second)), nil
+	var d sandbox.Duration
+	b := []byte(strconv.Quote(s))
+	if _, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		b = []byte(s)
 	}
-	return time.ParseDuration(s)
+	err := d.UnmarshalJSON(b)
+	return time.Duration(d), err
 }
 
 // boolParam reads the boolean query parameter name ("true"/"false", as
@@ -530,10 +537,7 @@ func (d *door) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.
 	if x.req.TTY != nil {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "tty is not available on the HTTP exec").WithHint("open the exec WebSocket for a terminal")
 	}
-	name := r.PathValue("name")
-	if _, err := d.svc.Get(r.Context(), p, name); err != nil {
-		return err
-	}
+	name := r.PathValue("name") // the route is Visible: p may see it
 	var stdin io.Reader
 	if x.stdin {
 		stdin = r.Body

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -132,7 +133,10 @@ type writeResult struct {
 // handleWrite writes the body to the file, replacing it whole. Parents are
 // created unless mkdirParents (or mkdir) is false; mode, when given, is
 // set on a new or rewritten file, and a file rewritten without one keeps
-// its mode.
+// its mode. The route is Visible (nothing is read of a write to another's
+// sprite); a Content-Length over the daemon's write limit is then refused
+// before a byte of the body is read, and a chunked body is cut at the
+// limit.
 func (d *door) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	abs, err := queryPath(r)
 	if err != nil {
@@ -154,7 +158,10 @@ func (d *door) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 		}
 		req.SetMode = true
 	}
-	info, err := d.svc.WriteFile(r.Context(), p, r.PathValue("name"), req, r.Body)
+	if err := httpapi.WriteTooLarge(r.ContentLength, req.MaxBytes); err != nil {
+		return fsErr(abs, sandbox.AsError(err).With("errno", "EFBIG")) // as the agent refuses it
+	}
+	info, err := d.svc.WriteFile(r.Context(), p, r.PathValue("name"), req, http.MaxBytesReader(w, r.Body, req.MaxBytes+1))
 	if err != nil {
 		return fsErr(abs, err)
 	}

@@ -29,11 +29,23 @@ const keepalive = 200 * time.Millisecond
 
 func newEnv(t *testing.T, o daemontest.Options) *env {
 	t.Helper()
+	return newEnvWith(t, o, httpapi.Options{}, nil)
+}
+
+// newEnvWith is newEnv with the API's options api (Doors and Audit are
+// set here) and its handler wrapped in wrap, if not nil.
+func newEnvWith(t *testing.T, o daemontest.Options, api httpapi.Options, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
 	d := daemontest.New(t, o)
 	rec := audit.New(d.DB, nil)
 	t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
 	door := spritesapi.New(d.Svc, spritesapi.Options{Keepalive: keepalive})
-	srv := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{Doors: []*httpapi.Door{door}, Audit: rec}))
+	api.Doors, api.Audit = []*httpapi.Door{door}, rec
+	h := httpapi.New(d.Svc, api)
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{url: srv.URL, d: d, audit: rec}
 }

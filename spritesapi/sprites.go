@@ -157,7 +157,9 @@ func sizeFor(c *requestedConfig) (string, error) {
 	slices.SortFunc(names, func(a, b string) int { return int(sizes[a].MemoryBytes>>20 - sizes[b].MemoryBytes>>20) })
 	for _, n := range names {
 		r := sizes[n]
-		if r.MemoryBytes>>20 >= c.RAMMB && r.MilliCPU >= c.CPUs*1000 && r.DiskBytes>>30 >= c.StorageGB {
+		// c.CPUs ≤ MilliCPU/1000 is c.CPUs×1000 ≤ MilliCPU without the
+		// product, which overflows for a large c.CPUs.
+		if r.MemoryBytes>>20 >= c.RAMMB && r.MilliCPU/1000 >= c.CPUs && r.DiskBytes>>30 >= c.StorageGB {
 			return n, nil
 		}
 	}

@@ -76,6 +76,9 @@ type serveConfig struct {
 	// runtimeFlags are extra global flags of every runtime invocation
 	// (--runtime-flag), e.g. runsc's --platform=kvm.
 	runtimeFlags []string
+	// maxConnections bounds each token's long-lived connections and MCP
+	// sessions (--max-connections).
+	maxConnections int
 	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
 	// the MCP door; for hearth's own tests only (a hidden flag).
 	mcpConformanceFixtures bool
@@ -227,14 +230,16 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	srv := &http.Server{
 		Handler: httpapi.New(svc, httpapi.Options{
-			Logger:   log.With("component", "http"),
-			Audit:    rec,
-			AuditLog: db,
-			Metrics:  reg,
+			Logger:         log.With("component", "http"),
+			Audit:          rec,
+			AuditLog:       db,
+			Metrics:        reg,
+			MaxConnections: cfg.maxConnections,
 			MCP: mcpserver.New(svc, mcpserver.Options{
-				Logger:  log.With("component", "mcp"),
-				Version: version(),
-				Audit:   rec,
+				Logger:      log.With("component", "mcp"),
+				Version:     version(),
+				Audit:       rec,
+				MaxSessions: cfg.maxConnections,
 				// Test-only: the conformance suite's fixtures.
 				ConformanceFixtures: cfg.mcpConformanceFixtures,
 			}).Handler(),
@@ -311,6 +316,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
+	fl.IntVar(&cfg.maxConnections, "max-connections", httpapi.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
 		pool, err := parseWarmPool(v)
@@ -365,6 +371,9 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	}
 	if fl.NArg() > 0 {
 		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
+	}
+	if cfg.maxConnections < 1 {
+		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-connections %d: give at least 1", cfg.maxConnections)}
 	}
 	if cfg.imageCache == "" {
 		cfg.imageCache = filepath.Join(cfg.dataDir, "images")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/instance"
 )
 
@@ -110,5 +111,22 @@ func TestOpenInstance(t *testing.T) {
 	}
 	if got := open(old, ""); !got.Default() {
 		t.Errorf("again = %+v, want the default instance (recorded)", got)
+	}
+}
+
+// TestParseServeMaxConnections: --max-connections defaults to the API's
+// default and refuses less than one.
+func TestParseServeMaxConnections(t *testing.T) {
+	env := func(string) string { return "" }
+	if cfg, err := parseServe([]string{"--agent", "/bin/true"}, env, io.Discard); err != nil || cfg.maxConnections != httpapi.DefaultMaxConnections {
+		t.Errorf("default maxConnections = %d, %v; want %d", cfg.maxConnections, err, httpapi.DefaultMaxConnections)
+	}
+	if cfg, err := parseServe([]string{"--agent", "/bin/true", "--max-connections", "8"}, env, io.Discard); err != nil || cfg.maxConnections != 8 {
+		t.Errorf("--max-connections 8 = %d, %v", cfg.maxConnections, err)
+	}
+	_, err := parseServe([]string{"--agent", "/bin/true", "--max-connections", "0"}, env, io.Discard)
+	var usage *usageError
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--max-connections") {
+		t.Errorf("--max-connections 0: %v; want a usage error naming it", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -29,4 +30,26 @@ func Do(t testing.TB, method, url, token, body string) (*http.Response, []byte) 
 		t.Fatalf("%s %s: reading the body: %v", method, url, err)
 	}
 	return resp, b
+}
+
+// CountBodies wraps h so that the bytes it reads of request bodies add up
+// in the returned counter: for tests of what a handler refuses unread.
+func CountBodies(h http.Handler) (http.Handler, *atomic.Int64) {
+	n := &atomic.Int64{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &countedBody{ReadCloser: r.Body, n: n}
+		h.ServeHTTP(w, r)
+	}), n
+}
+
+// countedBody is a request body that counts what is read of it.
+type countedBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
