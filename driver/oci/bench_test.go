@@ -40,7 +40,7 @@ func BenchmarkStartToPing(b *testing.B) {
 				b.StopTimer()
 				spec := driver.Spec{
 					ID:        fmt.Sprintf("bench%d", i),
-					RootFS:    drivertest.OverlayRootFS(b, base),
+					RootFS:    drivertest.SnapshotRootFS(b, base),
 					AgentPath: agentPath,
 					UID:       1000, GID: 1000, Home: "/home/sandbox",
 					Resources: sandbox.Sizes()[sandbox.DefaultSize],
@@ -123,10 +123,10 @@ func BenchmarkBareRun(b *testing.B) {
 				}
 				spec := oci.BundleSpec(rt, driver.Spec{
 					ID:        id,
-					RootFS:    drivertest.OverlayRootFS(b, base),
+					RootFS:    drivertest.SnapshotRootFS(b, base),
 					AgentPath: agentPath,
 					Resources: sandbox.Sizes()[sandbox.DefaultSize],
-				}, sock, "hearth", "", "")
+				}, sock, "hearth", "", "", 0)
 				spec.Process.Args = []string{"/bin/echo", "hi"}
 				cfg, err := json.Marshal(spec)
 				if err != nil {
@@ -166,7 +166,7 @@ func startBenchSandbox(b *testing.B, rt, id, base, agentPath string) (*oci.Drive
 	d := newDriver(b, rt, findRuntime(b, rt), dir)
 	spec := driver.Spec{
 		ID:        id,
-		RootFS:    drivertest.OverlayRootFS(b, base),
+		RootFS:    drivertest.SnapshotRootFS(b, base),
 		AgentPath: agentPath,
 		UID:       1000, GID: 1000, Home: "/home/sandbox",
 		Resources: sandbox.Sizes()[sandbox.DefaultSize],

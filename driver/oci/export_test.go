@@ -2,6 +2,10 @@ package oci
 
 import (
 	"context"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hearth/hearth/driver"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,8 +14,13 @@ import (
 
 // Internals the external tests reach.
 var (
-	BundleSpec       = bundleSpec
-	DialUnix         = dialUnix
+	BundleSpec = func(runtime string, spec driver.Spec, socketDir, cgroupParent, netns, resolvConf string, idBase uint32) *specs.Spec {
+		b := bundle{runtime: runtime, spec: spec, root: spec.RootFS, agent: spec.AgentPath, socketDir: socketDir, cgroupParent: cgroupParent, netns: netns, resolvConf: resolvConf}
+		if idBase != 0 {
+			b.ids = &idRange{base: idBase}
+		}
+		return bundleSpec(b)
+	}
 	RuntimeFlags     = runtimeFlags
 	NetworkFlags     = networkFlags
 	ReadCgroupMounts = func(mountinfo string) (all []string, memory, v2 string, err error) {

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,20 @@ type Options struct {
 	// owns it: Recover detaches every attachment of it whose sandbox the
 	// driver does not know.
 	Network *network.Host
+	// IDBase, IDRanges and IDClaimDir are the user namespace ranges of
+	// runc and crun sandboxes (see userns.go): range n is host uids and
+	// gids IDBase+n*65536 to IDBase+n*65536+65535, for n below IDRanges,
+	// and a start claims a free one with a file in IDClaimDir, which every
+	// hearth daemon on the host must share. Zero values mean
+	// DefaultIDBase, DefaultIDRanges and DefaultIDClaimDir.
+	IDBase     uint32
+	IDRanges   int
+	IDClaimDir string
+	// MountDir is the driver's own small tmpfs mount (see share.go): the
+	// agent binary and resolv.conf files sandboxes bind-mount, and runc
+	// roots while they start. It must be a path every user may traverse.
+	// Empty means /run/hearth/oci/<a hash of StateDir>.
+	MountDir string
 	// StartTimeout bounds Start when its context has no deadline. Zero
 	// means 30 seconds.
 	StartTimeout time.Duration
@@ -102,6 +117,14 @@ type Driver struct {
 
 	mu    sync.Mutex
 	locks map[string]*idLock
+
+	idBase     uint32
+	idRanges   int
+	idClaimDir string
+
+	mountDir string
+	mountMu  sync.Mutex
+	mounted  bool // mountDir is mounted and private (ensureMountDir)
 
 	// nullNetns serializes runsc creates until runsc has made its shared
 	// empty network namespace for gofers (see createFirst).
@@ -166,11 +189,18 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
 		}
 	}
+	if opts.IDRanges < 0 || uint64(cmp.Or(opts.IDBase, DefaultIDBase))+uint64(cmp.Or(opts.IDRanges, DefaultIDRanges))*idRangeSize > 1<<32-1 {
+		return nil, fmt.Errorf("oci: user namespace ranges: %d ranges of %d from %d do not fit in 32-bit ids", opts.IDRanges, idRangeSize, opts.IDBase)
+	}
 	cg, err := readCgroupMounts("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	d := &Driver{
+		idBase:       cmp.Or(opts.IDBase, DefaultIDBase),
+		idRanges:     cmp.Or(opts.IDRanges, DefaultIDRanges),
+		idClaimDir:   cmp.Or(opts.IDClaimDir, DefaultIDClaimDir),
+		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(stateDir)),
 		runtime:      rt,
 		binary:       bin,
 		stateDir:     stateDir,
@@ -290,7 +320,6 @@ func (d *Driver) lock(id string) func() {
 // Per-sandbox paths.
 func (d *Driver) sandboxDir(id string) string { return filepath.Join(d.stateDir, "sandboxes", id) }
 func (d *Driver) socketDir(id string) string  { return filepath.Join(d.sandboxDir(id), "run") }
-func (d *Driver) socketPath(id string) string { return filepath.Join(d.socketDir(id), SocketName) }
 func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDir(id), "console.log") }
 func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
 func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
@@ -351,7 +380,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	for d.quiet(id) && ctx.Err() == nil {
 		sleep(ctx, 2*time.Millisecond)
 	}
-	conn, err := dialUnix(ctx, d.socketPath(id))
+	conn, err := d.dialAgent(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("oci: dial %s: %w", id, err)
 	}
@@ -468,7 +497,40 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	if err := d.recoverNetwork(ctx, dirs); err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
+	d.recoverHostObjects(states)
 	return states, nil
+}
+
+// recoverHostObjects releases what only a start or a running sandbox
+// needs, for every sandbox that is not running: what a daemon killed in
+// between left. Under runsc the shared directory's tmpfs; under runc and
+// crun the claimed id ranges; and the roots mounted while a start was
+// under way (a running sandbox's runtime has its own).
+func (d *Driver) recoverHostObjects(states []driver.State) {
+	running := map[string]bool{}
+	for _, st := range states {
+		if st.Status == driver.StatusRunning {
+			running[st.ID] = true
+			continue
+		}
+		if d.runtime == RuntimeRunsc {
+			unlock := d.lock(st.ID)
+			if err := d.unmountShared(st.ID); err != nil {
+				d.log.Error("recover: unmount a stopped sandbox's shared directory", "sandbox", st.ID, "err", err)
+			}
+			unlock()
+		}
+	}
+	if d.runtime == RuntimeRunsc {
+		return
+	}
+	d.recoverIDs(running)
+	roots, _ := os.ReadDir(filepath.Join(d.mountDir, "roots"))
+	for _, e := range roots {
+		if err := unmountAll(filepath.Join(d.mountDir, "roots", e.Name())); err != nil {
+			d.log.Error("recover: unmount a root left mounted", "path", e.Name(), "err", err)
+		}
+	}
 }
 
 // recoverNetwork detaches every network attachment whose sandbox has no
