@@ -501,7 +501,6 @@ func TestReadCgroupMounts(t *testing.T) {
 	}
 }
 
-
 // The source of the /tmp bind mount is the root's own /tmp: made (1777)
 // when missing, kept when a directory, refused when anything else, a
 // symlink above all (the source resolves on the host).
