@@ -86,3 +86,10 @@ var EnsureResolvConf = ensureResolvConf
 // ResumeLeftQuiet is what Recover does for a sandbox an earlier daemon may
 // have left quiet or quieting.
 func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }
+
+// AsRoot runs script with /bin/sh as root inside sandbox id through the
+// runtime's exec, for the conformance suite's hostile tests under runsc.
+func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) {
+	out, err := d.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
+	return string(out), err
+}
