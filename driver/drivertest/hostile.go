@@ -143,12 +143,21 @@ func (b *hostBait) check(t *testing.T) {
 // uses in AgentSocketDir with kind, aimed at b: a symlink to the host file
 // (absolute, or relative climbing to / first, which reaches the host's
 // root from anywhere), to the host directory, to the host socket, a FIFO,
-// or a hard link to a file beside it.
+// or a hard link to a file beside it. A kind "quiet-K" plants only the
+// resume marker, as K, and removes the socket, as a quiet agent has.
 func plantScript(b *hostBait, kind string) string {
 	var s strings.Builder
 	s.WriteString("mkdir -p " + AgentSocketDir + "; cd " + AgentSocketDir + " || exit 1; echo bait > bait\n")
+	quiet := strings.HasPrefix(kind, "quiet-")
+	kind = strings.TrimPrefix(kind, "quiet-")
 	for _, name := range agentNames {
 		s.WriteString("rm -rf " + name + "; ")
+		if quiet && name != "resume" {
+			// The agent looks quiet (no socket): the daemon's restart
+			// then writes the resume marker.
+			s.WriteString("\n")
+			continue
+		}
 		switch kind {
 		case "abs-link":
 			s.WriteString("ln -s " + b.file + " " + name)
@@ -169,7 +178,7 @@ func plantScript(b *hostBait, kind string) string {
 }
 
 // hostileKinds are what testHostileChannel plants.
-var hostileKinds = []string{"abs-link", "rel-link", "dir-link", "sock-link", "fifo", "hardlink"}
+var hostileKinds = []string{"abs-link", "rel-link", "dir-link", "sock-link", "fifo", "hardlink", "quiet-abs-link", "quiet-rel-link", "quiet-fifo"}
 
 // testHostileChannel: root in the sandbox replaces every name the daemon
 // uses in the agent's socket directory with a link to a host file, a host
@@ -232,7 +241,7 @@ func (s *suite) hostileCalls(t *testing.T, tg Target, d driver.Driver, spec driv
 	}
 	if mc, ok := d.(driver.MemoryCheckpointer); ok && d.Capabilities().MemoryCheckpoint {
 		key := "hostile" + newID()
-		bounded("CheckpointMemory", 20*time.Second, func(ctx context.Context) error {
+		bounded("CheckpointMemory", 10*time.Second, func(ctx context.Context) error {
 			return mc.CheckpointMemory(ctx, spec.ID, key, func() error { return nil })
 		})
 		mc.DeleteMemory(t.Context(), key)

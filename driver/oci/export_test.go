@@ -6,6 +6,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,7 +45,8 @@ var (
 
 // Leftovers describes what the host still holds for sandbox id: its
 // directory, the runtime's state for it, its cgroups in any hierarchy, its
-// network attachment, and processes that name it on their command line (runsc's sandbox and gofer)
+// mounts (shared directory, idmapped root), its user namespace range claim,
+// its network attachment, and processes that name it on their command line (runsc's sandbox and gofer)
 // or sit in one of its cgroups.
 func (d *Driver) Leftovers(id string) []string {
 	var left []string
@@ -56,6 +58,19 @@ func (d *Driver) Leftovers(id string) []string {
 	}
 	for _, p := range d.cgroupLeftovers(id) {
 		left = append(left, "cgroup "+p)
+	}
+	// Mounts: the shared directory's tmpfs (runsc), the root's idmapped
+	// mount (runc, crun); and the id range's claim.
+	for _, p := range []string{d.socketDir(id), d.rootMount(id)} {
+		if under, _ := mountinfo.Under(p); len(under) > 0 {
+			left = append(left, "mounts "+strings.Join(under, " "))
+		}
+	}
+	claims, _ := os.ReadDir(d.idClaimDir)
+	for _, c := range claims {
+		if b, err := os.ReadFile(filepath.Join(d.idClaimDir, c.Name())); err == nil && string(b) == d.claimOwner(id) {
+			left = append(left, "user namespace range claim "+filepath.Join(d.idClaimDir, c.Name()))
+		}
 	}
 	if d.net != nil && d.net.Attached(id) {
 		left = append(left, "network attachment: namespace "+d.net.Namespace(id)+", link "+d.net.Link(id))

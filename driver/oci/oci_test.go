@@ -81,6 +81,11 @@ func newDriverNet(t testing.TB, rt, bin, stateDir string, nh *network.Host) *oci
 	if err != nil {
 		t.Fatalf("New(%s) = %v", rt, err)
 	}
+	// The driver's mount directory outlives it, as it outlives a daemon.
+	t.Cleanup(func() {
+		drivertest.UnmountUnder(t, d.MountDir())
+		os.Remove(d.MountDir())
+	})
 	return d
 }
 
