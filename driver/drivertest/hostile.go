@@ -190,12 +190,7 @@ var hostileKinds = []string{"abs-link", "rel-link", "dir-link", "sock-link", "fi
 // nothing connected to the host socket; after the wake the sandbox
 // answers again.
 func (s *suite) testHostileChannel(t *testing.T) {
-	tg := s.cfg.New(t)
-	d := tg.Driver
-	spec := s.spec(t)
-	installRootHelper(t, spec.RootFS)
-	s.start(t, d, spec)
-	bait := newHostBait(t)
+	tg, d, spec, bait := s.hostile(t)
 	for _, kind := range hostileKinds {
 		t.Run(kind, func(t *testing.T) {
 			if out, code := asRoot(t, tg, spec.ID, plantScript(bait, kind)); code != 0 {
@@ -206,6 +201,17 @@ func (s *suite) testHostileChannel(t *testing.T) {
 			ping(t, d, spec.ID)
 		})
 	}
+}
+
+// hostile starts a sandbox with the root helper on a new target, and
+// makes the host's bait.
+func (s *suite) hostile(t *testing.T) (Target, driver.Driver, driver.Spec, *hostBait) {
+	t.Helper()
+	tg := s.cfg.New(t)
+	spec := s.spec(t)
+	installRootHelper(t, spec.RootFS)
+	s.start(t, tg.Driver, spec)
+	return tg, tg.Driver, spec, newHostBait(t)
 }
 
 // hostileCalls makes the daemon's calls on sandbox spec.ID after a plant:
@@ -268,12 +274,7 @@ func (s *suite) hostileCalls(t *testing.T, tg Target, d driver.Driver, spec driv
 // memory and recovers; the host is untouched, and after a stop and a wake
 // the sandbox answers.
 func (s *suite) testHostileSwaps(t *testing.T) {
-	tg := s.cfg.New(t)
-	d := tg.Driver
-	spec := s.spec(t)
-	installRootHelper(t, spec.RootFS)
-	s.start(t, d, spec)
-	bait := newHostBait(t)
+	tg, d, spec, bait := s.hostile(t)
 	var loop strings.Builder
 	loop.WriteString("cd " + AgentSocketDir + " || exit 1; n=0; end=$(($(date +%s)+4)); while [ $(date +%s) -lt $end ]; do\n")
 	for _, name := range agentNames {

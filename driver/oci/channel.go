@@ -240,18 +240,21 @@ func (d *Driver) mountShared(id string) error {
 }
 
 // unmountShared detaches every mount on sandbox id's shared directory.
-func (d *Driver) unmountShared(id string) error {
-	dir := d.socketDir(id)
+func (d *Driver) unmountShared(id string) error { return unmountEvery(d.socketDir(id)) }
+
+// unmountEvery detaches every mount on path (never following a link
+// there); a path with no mount is no error.
+func unmountEvery(path string) error {
 	for range 16 {
-		err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		err := unix.Unmount(path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 		if err == unix.EINVAL || err == unix.ENOENT {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("unmount %s: %w", dir, err)
+			return fmt.Errorf("unmount %s: %w", path, err)
 		}
 	}
-	return fmt.Errorf("unmount %s: mounts keep coming back", dir)
+	return fmt.Errorf("unmount %s: mounts keep coming back", path)
 }
 
 // markShared creates the marker name in sandbox id's shared directory

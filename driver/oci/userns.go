@@ -237,17 +237,11 @@ func fsType(path string) string {
 
 // unmountAll detaches every mount on path, and removes the directory.
 func unmountAll(path string) error {
-	for range 16 {
-		err := unix.Unmount(path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
-		if err == unix.EINVAL || err == unix.ENOENT {
-			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("unmount %s: %w", path, err)
-		}
+	if err := unmountEvery(path); err != nil {
+		return err
 	}
-	return fmt.Errorf("unmount %s: mounts keep coming back", path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
