@@ -108,3 +108,15 @@ func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) 
 	out, err := d.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
+
+// ClaimIDs, ReleaseIDs and RecoverIDs reach the user namespace range
+// claims; ClaimIDs returns the range's first host id.
+func (d *Driver) ClaimIDs(id string) (uint32, error) {
+	if err := os.MkdirAll(d.sandboxDir(id), 0o700); err != nil {
+		return 0, err
+	}
+	r, err := d.claimIDs(id)
+	return r.base, err
+}
+func (d *Driver) ReleaseIDs(id string) error         { return d.releaseIDs(id) }
+func (d *Driver) RecoverIDs(running map[string]bool) { d.recoverIDs(running) }
