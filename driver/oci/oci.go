@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/network"
 )
@@ -497,34 +499,25 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	if err := d.recoverNetwork(ctx, dirs); err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
-	d.recoverHostObjects(states)
+	d.recoverHostObjects(listed)
 	return states, nil
 }
 
-// recoverHostObjects releases what only a start or a running sandbox
-// needs, for every sandbox that is not running: what a daemon killed in
-// between left. Under runsc the shared directory's tmpfs; under runc and
-// crun the claimed id ranges; and the roots mounted while a start was
-// under way (a running sandbox's runtime has its own).
-func (d *Driver) recoverHostObjects(states []driver.State) {
-	running := map[string]bool{}
-	for _, st := range states {
-		if st.Status == driver.StatusRunning {
-			running[st.ID] = true
-			continue
-		}
-		if d.runtime == RuntimeRunsc {
-			unlock := d.lock(st.ID)
-			if err := d.unmountShared(st.ID); err != nil {
-				d.log.Error("recover: unmount a stopped sandbox's shared directory", "sandbox", st.ID, "err", err)
-			}
-			unlock()
-		}
-	}
+// recoverHostObjects releases, under runc and crun, the id ranges claimed
+// for sandboxes the runtime has no container of (listed holds what it has:
+// a sandbox it cannot describe keeps its range, lest two sandboxes share
+// one), and the roots mounted while a start was under way (a running
+// sandbox's runtime has its own): what a daemon killed in between left.
+// A runsc sandbox's shared tmpfs is left to its next Start or its Delete.
+func (d *Driver) recoverHostObjects(listed []specs.State) {
 	if d.runtime == RuntimeRunsc {
 		return
 	}
-	d.recoverIDs(running)
+	keep := map[string]bool{}
+	for _, c := range listed {
+		keep[c.ID] = true
+	}
+	d.recoverIDs(keep)
 	roots, _ := os.ReadDir(filepath.Join(d.mountDir, "roots"))
 	for _, e := range roots {
 		if err := unmountAll(filepath.Join(d.mountDir, "roots", e.Name())); err != nil {

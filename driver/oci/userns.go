@@ -130,8 +130,8 @@ func (d *Driver) releaseIDs(id string) error {
 }
 
 // recoverIDs removes the claims of this driver's state directory whose
-// sandbox is not running (running lists those that are): what a daemon
-// killed between a claim and its release left.
+// sandbox has no container (running lists those that have one): what a
+// daemon killed between a claim and its release left.
 func (d *Driver) recoverIDs(running map[string]bool) {
 	entries, err := os.ReadDir(d.idClaimDir)
 	if err != nil {
