@@ -1,6 +1,11 @@
-// Command hearth-agent is PID 1 inside every hearth sandbox. It listens on a
+// Command hearth-agent is PID 1 inside every hearth sandbox. It serves a
 // unix socket that the daemon reaches from the host and runs commands and
-// file operations for it (see package agent).
+// file operations for it (see package agent): either one it creates itself
+// (--socket, in a directory the host shares with the sandbox: under gVisor,
+// whose memory checkpoints need the agent to close and reopen it), or a
+// listening socket the daemon made on the host and handed down as an open
+// descriptor (--listen-fd: under runc and crun, so that nothing the
+// sandbox can reach is ever a path the daemon follows).
 //
 // It must be built static (CGO_ENABLED=0): it runs on whatever root
 // filesystem the sandbox has.
@@ -53,15 +58,13 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	nproc := fl.Uint64("nproc", 0, "RLIMIT_NPROC of every command (0: none)")
 	as := fl.Uint64("address-space", 0, "RLIMIT_AS of every command in bytes (0: none)")
 	threads := fl.Int("threads", 0, "OS threads to create at start and keep idle, for when commands have used up the sandbox's pids (0: none)")
+	listenFD := fl.Int("listen-fd", -1, "serve this inherited listening socket instead of creating --socket (-1: none)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	reserveThreads(*threads)
 
-	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
-		return err
-	}
 	srv := agent.NewServer(agent.Options{
 		UID: *uid, GID: *gid, Home: *home,
 		Env:          defaultEnv(environ, *home),
@@ -73,6 +76,12 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	})
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if *listenFD >= 0 {
+		return serveInherited(ctx, srv, *listenFD, log)
+	}
+	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
+		return err
+	}
 	quiesce := make(chan os.Signal, 1)
 	signal.Notify(quiesce, agent.QuiesceSignal)
 	defer signal.Stop(quiesce)
@@ -119,6 +128,39 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 			return nil
 		}
 	}
+}
+
+// serveInherited serves the listening socket the daemon passed as
+// descriptor fd until ctx ends, then shuts down like run. The socket is
+// the host's: the agent never quiets (no memory checkpoint under runc or
+// crun) and so ignores QuiesceSignal, and it leaves the socket's file, in
+// a host directory it cannot see, alone.
+func serveInherited(ctx context.Context, srv *agent.Server, fd int, log *slog.Logger) error {
+	f := os.NewFile(uintptr(fd), "listener")
+	if f == nil {
+		return fmt.Errorf("--listen-fd %d: not a descriptor", fd)
+	}
+	ln, err := net.FileListener(f) // a duplicate, close-on-exec
+	f.Close()                      // so that no command inherits the socket
+	if err != nil {
+		return fmt.Errorf("--listen-fd %d: %w", fd, err)
+	}
+	signal.Ignore(agent.QuiesceSignal)
+	log.Info("listening", "fd", fd, "pid", os.Getpid())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	err = srv.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		log.Info("commands killed at shutdown", "err", err)
+	}
+	return <-served
 }
 
 // reserveThreads makes the Go runtime create n OS threads now and keep

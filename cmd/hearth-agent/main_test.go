@@ -250,3 +250,65 @@ func TestQuiesceAndResume(t *testing.T) {
 		t.Fatalf("Ping after a late quiesce signal = %v", err)
 	}
 }
+
+// TestAgentListenFD: with --listen-fd the agent serves the listening
+// socket it inherited (as under runc, where the daemon makes it on the
+// host), no command inherits that socket, and the quiesce signal, which
+// only a shared socket directory could answer, changes nothing.
+func TestAgentListenFD(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root: the agent switches to the sandbox user")
+	}
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	os.Chmod(filepath.Dir(home), 0o711)
+	os.Chown(home, 65534, 65534)
+	cmd := exec.Command(os.Args[0], "-listen-fd", "3", "-socket", "/nonexistent/never.sock", "-uid", "65534", "-gid", "65534", "-home", home)
+	cmd.Env = append(os.Environ(), asAgentEnv+"=1")
+	cmd.ExtraFiles = []*os.File{lf}
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if p, err := c.Ping(ctx); err != nil || p.PID != cmd.Process.Pid {
+		t.Fatalf("Ping through the inherited socket = %+v, %v; want the agent's pid %d", p, err, cmd.Process.Pid)
+	}
+	if err := cmd.Process.Signal(agent.QuiesceSignal); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	var out bytes.Buffer
+	res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "ls -l /proc/self/fd/"}, nil, &out, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec after the quiesce signal = %+v, %v; want the agent still serving", res, err)
+	}
+	if strings.Contains(out.String(), "socket:") {
+		t.Errorf("a command's descriptors = %q, want no socket (the listener must not leak into commands)", out.String())
+	}
+	if _, err := os.Stat("/nonexistent"); err == nil {
+		t.Errorf("--socket was created despite --listen-fd")
+	}
+}

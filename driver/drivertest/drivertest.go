@@ -46,6 +46,12 @@ type Target struct {
 	// after Delete and after a failed Start and wants nothing. Nil skips
 	// those checks.
 	Leftovers func(id string) []string
+	// AsRoot runs script with /bin/sh as root inside sandbox id, by the
+	// runtime's own means (not through the agent), and returns its
+	// combined output: the hostile tests' attacker. Nil makes them act
+	// through a setuid-root copy of bash in the root (see
+	// installRootHelper), which gVisor does not honour.
+	AsRoot func(ctx context.Context, id, script string) (string, error)
 }
 
 // Config describes the driver to test.
@@ -71,8 +77,11 @@ type Config struct {
 // Run runs the conformance suite: the lifecycle of one sandbox (start,
 // state, dial, stop, wake, delete), two sandboxes side by side, survival of a
 // driver restart, start failures that leave nothing behind, errors for
-// unknown ids, commands on a terminal of the sandbox's own, and connections
-// to a server in the sandbox through its agent; for a driver that
+// unknown ids, commands on a terminal of the sandbox's own, connections
+// to a server in the sandbox through its agent, and what root in a hostile
+// sandbox can make of the agent's channel (HostileChannel, HostileSwaps,
+// CrossTenant) and, in a container, of the host (HostRoot: see hostile.go);
+// for a driver that
 // implements an optional capability, that capability (Freeze:
 // driver.Freezer; MemoryCheckpoint: driver.MemoryCheckpointer); and for one whose Capabilities say Egress, the egress
 // network policy and the network caps of Resources, against test hosts of
@@ -95,6 +104,10 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("StartFailure", s.testStartFailure)
 	t.Run("TTY", s.testTTY)
 	t.Run("Connect", s.testConnect)
+	t.Run("HostileChannel", s.testHostileChannel)
+	t.Run("HostileSwaps", s.testHostileSwaps)
+	t.Run("CrossTenant", s.testCrossTenant)
+	t.Run("HostRoot", s.testHostRoot)
 	t.Run("Freeze", s.testFreeze)
 	t.Run("MemoryCheckpoint", s.testMemoryCheckpoint)
 	t.Run("Egress", s.testEgress)

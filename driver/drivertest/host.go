@@ -73,17 +73,21 @@ func BuildAgent(t testing.TB) string {
 	if p := os.Getenv("HEARTH_TEST_AGENT"); p != "" {
 		return p
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	out := filepath.Join(t.TempDir(), "hearth-agent")
-	cmd := exec.Command(gobin, "build", "-o", out, "github.com/hearth/hearth/cmd/hearth-agent")
+	cmd := exec.Command(goBinary(), "build", "-o", out, "github.com/hearth/hearth/cmd/hearth-agent")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build hearth-agent: %v\n%s", err, b)
 	}
 	return out
+}
+
+// goBinary is the go command of this toolchain.
+func goBinary() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // UnmountUnder unmounts every mount whose mount point is dir or below it,

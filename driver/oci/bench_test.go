@@ -21,7 +21,7 @@ import (
 )
 
 // BenchmarkStartToPing measures Start until the agent answers a ping, per
-// runtime, on a fresh overlay root each time; Delete runs outside the
+// runtime, on a fresh btrfs snapshot root each time; Delete runs outside the
 // timer. Besides ns/op it reports p50-ms and max-ms. Run it with a fixed
 // count, e.g. -bench StartToPing -benchtime 20x.
 func BenchmarkStartToPing(b *testing.B) {
@@ -40,7 +40,7 @@ func BenchmarkStartToPing(b *testing.B) {
 				b.StopTimer()
 				spec := driver.Spec{
 					ID:        fmt.Sprintf("bench%d", i),
-					RootFS:    drivertest.OverlayRootFS(b, base),
+					RootFS:    drivertest.SnapshotRootFS(b, base),
 					AgentPath: agentPath,
 					UID:       1000, GID: 1000, Home: "/home/sandbox",
 					Resources: sandbox.Sizes()[sandbox.DefaultSize],
@@ -123,10 +123,10 @@ func BenchmarkBareRun(b *testing.B) {
 				}
 				spec := oci.BundleSpec(rt, driver.Spec{
 					ID:        id,
-					RootFS:    drivertest.OverlayRootFS(b, base),
+					RootFS:    drivertest.SnapshotRootFS(b, base),
 					AgentPath: agentPath,
 					Resources: sandbox.Sizes()[sandbox.DefaultSize],
-				}, sock, "hearth", "", "")
+				}, sock, "hearth", "", "", 0)
 				spec.Process.Args = []string{"/bin/echo", "hi"}
 				cfg, err := json.Marshal(spec)
 				if err != nil {
@@ -156,8 +156,8 @@ func BenchmarkBareRun(b *testing.B) {
 	}
 }
 
-// startBenchSandbox starts sandbox id under runtime rt, on an overlay of
-// base, with the agent at agentPath and the default size; cleanup deletes
+// startBenchSandbox starts sandbox id under runtime rt, on a btrfs
+// snapshot of base, with the agent at agentPath and the default size; cleanup deletes
 // it and unmounts what it left.
 func startBenchSandbox(b *testing.B, rt, id, base, agentPath string) (*oci.Driver, driver.Spec) {
 	b.Helper()
@@ -166,7 +166,7 @@ func startBenchSandbox(b *testing.B, rt, id, base, agentPath string) (*oci.Drive
 	d := newDriver(b, rt, findRuntime(b, rt), dir)
 	spec := driver.Spec{
 		ID:        id,
-		RootFS:    drivertest.OverlayRootFS(b, base),
+		RootFS:    drivertest.SnapshotRootFS(b, base),
 		AgentPath: agentPath,
 		UID:       1000, GID: 1000, Home: "/home/sandbox",
 		Resources: sandbox.Sizes()[sandbox.DefaultSize],
@@ -223,6 +223,37 @@ func BenchmarkFreezeThaw(b *testing.B) {
 			benchstat.Report(b, "", pairs)
 			b.ReportMetric(benchstat.Percentile(freezes, 0.5), "freeze-p50-ms")
 			b.ReportMetric(benchstat.Percentile(thaws, 0.5), "thaw-p50-ms")
+		})
+	}
+}
+
+// BenchmarkDialPing measures Dial of a running sandbox's agent and one
+// ping on the connection, the cost every exec and file operation pays
+// before its own work. It reports p50-ms and max-ms besides ns/op.
+func BenchmarkDialPing(b *testing.B) {
+	drivertest.RequireRoot(b)
+	base := drivertest.BaseRootFS(b)
+	agentPath := drivertest.BuildAgent(b)
+	for _, rt := range runtimes {
+		b.Run(rt, func(b *testing.B) {
+			d, spec := startBenchSandbox(b, rt, "dialping", base, agentPath)
+			ctx := context.Background()
+			var took []time.Duration
+			b.ResetTimer()
+			for range b.N {
+				began := time.Now()
+				conn, err := d.Dial(ctx, spec.ID)
+				if err != nil {
+					b.Fatalf("Dial() = %v", err)
+				}
+				c := agent.NewClient(func(context.Context) (net.Conn, error) { return conn, nil })
+				if _, err := c.Ping(ctx); err != nil {
+					b.Fatalf("Ping() = %v", err)
+				}
+				took = append(took, time.Since(began))
+			}
+			b.StopTimer()
+			benchstat.Report(b, "", took)
 		})
 	}
 }

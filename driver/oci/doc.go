@@ -3,10 +3,15 @@
 //
 // Every sandbox is an OCI bundle in the driver's state directory whose root
 // is the host-prepared root filesystem and whose process is hearth-agent,
-// bind-mounted read-only from the host. The agent listens on a unix socket
-// in a per-sandbox host directory that is bind-mounted into the sandbox, so
-// the daemon reaches it without the runtime's help and a daemon restart only
-// drops connections.
+// bind-mounted read-only from the host. The agent serves a unix socket on
+// the host, so the daemon reaches it without the runtime's help and a
+// daemon restart only drops connections. Under runc and crun the daemon
+// makes that socket in the sandbox's directory, which the sandbox never
+// sees, and the agent inherits it; under runsc the agent makes it in a
+// small host tmpfs shared with the sandbox, where the daemon never follows
+// a name (see channel.go). runc and crun sandboxes run in a user namespace
+// of their own over an idmapped root (see userns.go); what they bind-mount
+// from the host comes from the driver's mount directory (see share.go).
 //
 // Layout of Options.StateDir, which the driver owns:
 //
@@ -21,8 +26,17 @@
 //	  oom                  present when the sandbox's last run hit its memory limit
 //	  pid                  the runtime's pid of the sandbox (run --pid-file): State's while it is frozen
 //	  stopped              present when Stop deleted the container (no need to ask the runtime)
-//	  resolv.conf          an egress sandbox's, when the network host serves DNS: mounted on /etc/resolv.conf
-//	  run/agent.sock       the agent's socket, mounted at /run/hearth in the sandbox
+//	  ids                  runc, crun: the slot of the user namespace range it claimed (see userns.go)
+//	  agent.sock           runc, crun: the agent's listening socket, made by the daemon
+//	  run/                 runsc: a 64 KiB tmpfs mounted at /run/hearth in the sandbox,
+//	    agent.sock         where the agent makes its socket,
+//	    resume             and the marker that resumes it after a memory checkpoint
+//
+// Elsewhere on the host: Options.MountDir (/run/hearth/oci/<hash>), the
+// driver's private tmpfs with the agent binary and egress resolv.conf
+// files that sandboxes bind-mount, and runc roots while they start; and
+// Options.IDClaimDir (/run/hearth/ids), one file per user namespace range
+// in use, shared by every hearth daemon on the host.
 //
 // Surviving the daemon: sandboxes are made with `run --detach` (one runtime
 // invocation instead of `create` + `start`, which saves ≈8 ms with runc and

@@ -67,7 +67,7 @@ func TestSandboxEnvironment(t *testing.T) {
 			dir := t.TempDir()
 			t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
 			d := newDriver(t, rt, bin, dir)
-			root := drivertest.OverlayRootFS(t, base)
+			root := drivertest.SnapshotRootFS(t, base)
 			if err := os.WriteFile(filepath.Join(root, "usr/local/bin/hearth-agent"), agentBin, 0o755); err != nil {
 				t.Fatal(err)
 			}

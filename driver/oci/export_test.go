@@ -2,6 +2,11 @@ package oci
 
 import (
 	"context"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,8 +15,13 @@ import (
 
 // Internals the external tests reach.
 var (
-	BundleSpec       = bundleSpec
-	DialUnix         = dialUnix
+	BundleSpec = func(runtime string, spec driver.Spec, socketDir, cgroupParent, netns, resolvConf string, idBase uint32) *specs.Spec {
+		b := bundle{runtime: runtime, spec: spec, root: spec.RootFS, agent: spec.AgentPath, socketDir: socketDir, cgroupParent: cgroupParent, netns: netns, resolvConf: resolvConf}
+		if idBase != 0 {
+			b.ids = &idRange{base: idBase}
+		}
+		return bundleSpec(b)
+	}
 	RuntimeFlags     = runtimeFlags
 	NetworkFlags     = networkFlags
 	ReadCgroupMounts = func(mountinfo string) (all []string, memory, v2 string, err error) {
@@ -35,7 +45,8 @@ var (
 
 // Leftovers describes what the host still holds for sandbox id: its
 // directory, the runtime's state for it, its cgroups in any hierarchy, its
-// network attachment, and processes that name it on their command line (runsc's sandbox and gofer)
+// mounts (shared directory, idmapped root), its user namespace range claim,
+// its network attachment, and processes that name it on their command line (runsc's sandbox and gofer)
 // or sit in one of its cgroups.
 func (d *Driver) Leftovers(id string) []string {
 	var left []string
@@ -47,6 +58,19 @@ func (d *Driver) Leftovers(id string) []string {
 	}
 	for _, p := range d.cgroupLeftovers(id) {
 		left = append(left, "cgroup "+p)
+	}
+	// Mounts: the shared directory's tmpfs (runsc), the root's idmapped
+	// mount (runc, crun); and the id range's claim.
+	for _, p := range []string{d.socketDir(id), d.rootMount(id)} {
+		if under, _ := mountinfo.Under(p); len(under) > 0 {
+			left = append(left, "mounts "+strings.Join(under, " "))
+		}
+	}
+	claims, _ := os.ReadDir(d.idClaimDir)
+	for _, c := range claims {
+		if b, err := os.ReadFile(filepath.Join(d.idClaimDir, c.Name())); err == nil && string(b) == d.claimOwner(id) {
+			left = append(left, "user namespace range claim "+filepath.Join(d.idClaimDir, c.Name()))
+		}
 	}
 	if d.net != nil && d.net.Attached(id) {
 		left = append(left, "network attachment: namespace "+d.net.Namespace(id)+", link "+d.net.Link(id))
@@ -77,3 +101,22 @@ var EnsureResolvConf = ensureResolvConf
 // ResumeLeftQuiet is what Recover does for a sandbox an earlier daemon may
 // have left quiet or quieting.
 func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }
+
+// AsRoot runs script with /bin/sh as root inside sandbox id through the
+// runtime's exec, for the conformance suite's hostile tests under runsc.
+func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) {
+	out, err := d.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
+	return string(out), err
+}
+
+// ClaimIDs, ReleaseIDs and RecoverIDs reach the user namespace range
+// claims; ClaimIDs returns the range's first host id.
+func (d *Driver) ClaimIDs(id string) (uint32, error) {
+	if err := os.MkdirAll(d.sandboxDir(id), 0o700); err != nil {
+		return 0, err
+	}
+	r, err := d.claimIDs(id)
+	return r.base, err
+}
+func (d *Driver) ReleaseIDs(id string) error         { return d.releaseIDs(id) }
+func (d *Driver) RecoverIDs(running map[string]bool) { d.recoverIDs(running) }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/driver"
 )
 
@@ -35,10 +34,6 @@ func (d *Driver) quiet(id string) bool {
 	_, err := os.Stat(d.quietMarker(id))
 	return err == nil
 }
-
-// resumeMarker is the file that resumes sandbox id's quiet agent (see
-// agent.QuiesceSignal).
-func (d *Driver) resumeMarker(id string) string { return agent.ResumeMarker(d.socketPath(id)) }
 
 // CheckpointMemory saves running sandbox id's memory and processes as image
 // key, with gVisor's own checkpoint, and leaves it running. gVisor cannot
@@ -71,7 +66,16 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		defer cancel()
 	}
 	began := time.Now()
-	os.Remove(d.resumeMarker(id))
+	sd, err := d.openShared(id)
+	if err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
+	defer sd.Close()
+	// A marker left from before would make the agent ignore the signal
+	// (see agent.QuiesceSignal).
+	if err := sd.remove(resumeName); err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	}
 	if err := os.WriteFile(d.quietMarker(id), nil, 0o600); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
@@ -80,11 +84,11 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
 	defer func() {
-		if rerr := d.resumeAgent(ctx, id); rerr != nil {
+		if rerr := d.resumeAgent(ctx, id, sd); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume the agent: %w", id, rerr))
 		}
 	}()
-	if err := waitGone(ctx, d.socketPath(id)); err != nil {
+	if err := waitGone(ctx, sd, SocketName); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
 	}
 	if err := d.pauseRunsc(ctx, id, dir); err != nil {
@@ -123,24 +127,29 @@ func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() e
 	return nil
 }
 
-// resumeAgent tells sandbox id's quiet agent to listen again, and waits
-// until it answers.
-func (d *Driver) resumeAgent(ctx context.Context, id string) error {
-	if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
+// resumeAgent tells sandbox id's quiet agent to listen again (the marker
+// in its shared directory sd), and waits until it answers.
+func (d *Driver) resumeAgent(ctx context.Context, id string, sd *sharedDir) error {
+	if err := sd.mark(resumeName); err != nil {
 		return err
 	}
 	return d.waitAgent(ctx, id)
 }
 
-// waitGone waits until path does not exist, at most quietTimeout.
-func waitGone(ctx context.Context, path string) error {
+// waitGone waits until nothing is called name in sd, at most
+// quietTimeout.
+func waitGone(ctx context.Context, sd *sharedDir, name string) error {
 	deadline := time.Now().Add(quietTimeout)
 	for {
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		there, err := sd.exists(name)
+		if err != nil {
+			return err
+		}
+		if !there {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still there after %v", path, quietTimeout)
+			return fmt.Errorf("%s still there after %v", name, quietTimeout)
 		}
 		if err := sleep(ctx, time.Millisecond); err != nil {
 			return err
@@ -181,15 +190,22 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 // outlived the daemon, and the agent ignores a signal that finds the resume
 // marker (see agent.QuiesceSignal). A marker that nothing consumes is
 // removed by the next memory checkpoint before its signal.
+//
+// Under runc and crun, which have no memory checkpoints, it does nothing.
 func (d *Driver) resumeLeftQuiet(id string) {
+	if d.runtime != RuntimeRunsc {
+		return
+	}
 	quieting := os.Remove(d.quietMarker(id)) == nil
-	if _, err := os.Stat(d.socketDir(id)); err != nil {
+	sd, err := d.openShared(id)
+	if err != nil {
+		return // no shared directory: never started
+	}
+	defer sd.Close()
+	if there, err := sd.exists(SocketName); err == nil && there && !quieting {
 		return
 	}
-	if _, err := os.Lstat(d.socketPath(id)); err == nil && !quieting {
-		return
-	}
-	if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
+	if err := sd.mark(resumeName); err != nil {
 		d.log.Error("recover: resume a quiet agent", "sandbox", id, "err", err)
 	}
 }

@@ -155,7 +155,7 @@ func TestNetworkFlags(t *testing.T) {
 func TestBundleSpecNetns(t *testing.T) {
 	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a"}
 	for _, netns := range []string{"", "/run/netns/hearth-x1"} {
-		got := oci.BundleSpec(oci.RuntimeRunsc, spec, "/s", "hearth", netns, "")
+		got := oci.BundleSpec(oci.RuntimeRunsc, spec, "/s", "hearth", netns, "", 0)
 		i := slices.IndexFunc(got.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.NetworkNamespace })
 		if i < 0 || got.Linux.Namespaces[i].Path != netns {
 			t.Errorf("BundleSpec(netns %q).Namespaces = %+v, want a network namespace at %q", netns, got.Linux.Namespaces, netns)
@@ -168,7 +168,7 @@ func TestBundleSpecNetns(t *testing.T) {
 func TestBundleSpecResolvConf(t *testing.T) {
 	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a"}
 	for _, resolv := range []string{"", "/state/sandboxes/x1/resolv.conf"} {
-		got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "hearth", "/run/netns/hearth-x1", resolv)
+		got := oci.BundleSpec(oci.RuntimeRunc, spec, "", "hearth", "/run/netns/hearth-x1", resolv, 0x70000000)
 		var on []specs.Mount
 		for _, m := range got.Mounts {
 			if m.Destination == oci.ResolvConf {

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/network"
@@ -82,6 +85,20 @@ type Options struct {
 	// name's namespaces, its state dir's records), so another daemon's
 	// instance's sandboxes are never among them.
 	Network *network.Host
+	// IDBase, IDRanges and IDClaimDir are the user namespace ranges of
+	// runc and crun sandboxes (see userns.go): range n is host uids and
+	// gids IDBase+n*65536 to IDBase+n*65536+65535, for n below IDRanges,
+	// and a start claims a free one with a file in IDClaimDir, which every
+	// hearth daemon on the host must share. Zero values mean
+	// DefaultIDBase, DefaultIDRanges and DefaultIDClaimDir.
+	IDBase     uint32
+	IDRanges   int
+	IDClaimDir string
+	// MountDir is the driver's own small tmpfs mount (see share.go): the
+	// agent binary and resolv.conf files sandboxes bind-mount, and runc
+	// roots while they start. It must be a path every user may traverse.
+	// Empty means /run/hearth/oci/<a hash of StateDir>.
+	MountDir string
 	// StartTimeout bounds Start when its context has no deadline. Zero
 	// means 30 seconds.
 	StartTimeout time.Duration
@@ -105,6 +122,14 @@ type Driver struct {
 
 	mu    sync.Mutex
 	locks map[string]*idLock
+
+	idBase     uint32
+	idRanges   int
+	idClaimDir string
+
+	mountDir string
+	mountMu  sync.Mutex
+	mounted  bool // mountDir is mounted and private (ensureMountDir)
 
 	// nullNetns serializes runsc creates until runsc has made its shared
 	// empty network namespace for gofers (see createFirst).
@@ -169,11 +194,18 @@ func New(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
 		}
 	}
+	if opts.IDRanges < 0 || uint64(cmp.Or(opts.IDBase, DefaultIDBase))+uint64(cmp.Or(opts.IDRanges, DefaultIDRanges))*idRangeSize > 1<<32-1 {
+		return nil, fmt.Errorf("oci: user namespace ranges: %d ranges of %d from %d do not fit in 32-bit ids", opts.IDRanges, idRangeSize, opts.IDBase)
+	}
 	cg, err := readCgroupMounts("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	d := &Driver{
+		idBase:       cmp.Or(opts.IDBase, DefaultIDBase),
+		idRanges:     cmp.Or(opts.IDRanges, DefaultIDRanges),
+		idClaimDir:   cmp.Or(opts.IDClaimDir, DefaultIDClaimDir),
+		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(stateDir)),
 		runtime:      rt,
 		binary:       bin,
 		stateDir:     stateDir,
@@ -293,7 +325,6 @@ func (d *Driver) lock(id string) func() {
 // Per-sandbox paths.
 func (d *Driver) sandboxDir(id string) string { return filepath.Join(d.stateDir, "sandboxes", id) }
 func (d *Driver) socketDir(id string) string  { return filepath.Join(d.sandboxDir(id), "run") }
-func (d *Driver) socketPath(id string) string { return filepath.Join(d.socketDir(id), SocketName) }
 func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDir(id), "console.log") }
 func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
 func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
@@ -354,7 +385,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	for d.quiet(id) && ctx.Err() == nil {
 		sleep(ctx, 2*time.Millisecond)
 	}
-	conn, err := dialUnix(ctx, d.socketPath(id))
+	conn, err := d.dialAgent(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("oci: dial %s: %w", id, err)
 	}
@@ -471,7 +502,31 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	if err := d.recoverNetwork(ctx, dirs); err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
+	d.recoverHostObjects(listed)
 	return states, nil
+}
+
+// recoverHostObjects releases, under runc and crun, the id ranges claimed
+// for sandboxes the runtime has no container of (listed holds what it has:
+// a sandbox it cannot describe keeps its range, lest two sandboxes share
+// one), and the roots mounted while a start was under way (a running
+// sandbox's runtime has its own): what a daemon killed in between left.
+// A runsc sandbox's shared tmpfs is left to its next Start or its Delete.
+func (d *Driver) recoverHostObjects(listed []specs.State) {
+	if d.runtime == RuntimeRunsc {
+		return
+	}
+	keep := map[string]bool{}
+	for _, c := range listed {
+		keep[c.ID] = true
+	}
+	d.recoverIDs(keep)
+	roots, _ := os.ReadDir(filepath.Join(d.mountDir, "roots"))
+	for _, e := range roots {
+		if err := unmountAll(filepath.Join(d.mountDir, "roots", e.Name())); err != nil {
+			d.log.Error("recover: unmount a root left mounted", "path", e.Name(), "err", err)
+		}
+	}
 }
 
 // recoverNetwork detaches every network attachment whose sandbox has no

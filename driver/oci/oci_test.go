@@ -6,13 +6,11 @@ import (
 	"github.com/hearth/hearth/internal/testenv"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +81,11 @@ func newDriverNet(t testing.TB, rt, bin, stateDir string, nh *network.Host) *oci
 	if err != nil {
 		t.Fatalf("New(%s) = %v", rt, err)
 	}
+	// The driver's mount directory outlives it, as it outlives a daemon.
+	t.Cleanup(func() {
+		drivertest.UnmountUnder(t, d.MountDir())
+		os.Remove(d.MountDir())
+	})
 	return d
 }
 
@@ -106,13 +109,20 @@ func TestConformance(t *testing.T) {
 					dir, netDir := t.TempDir(), t.TempDir()
 					t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
 					d := newDriverNet(t, rt, bin, dir, newNetHost(t, netDir))
-					return drivertest.Target{
+					tg := drivertest.Target{
 						Driver: d,
 						Reopen: func(t *testing.T) driver.Driver {
 							return newDriverNet(t, rt, bin, dir, openNetHost(t, netDir))
 						},
 						Leftovers: d.Leftovers,
 					}
+					if rt == oci.RuntimeRunsc {
+						// gVisor ignores the setuid bit of the suite's
+						// root helper; under runc and crun the helper is
+						// the attacker (runc 1.1's exec fails here).
+						tg.AsRoot = d.AsRoot
+					}
+					return tg
 				},
 				NewDNS: func(t *testing.T, upstream netip.AddrPort) drivertest.Target {
 					dir := t.TempDir()
@@ -121,7 +131,7 @@ func TestConformance(t *testing.T) {
 					drivertest.ServeDNS(t, nh)
 					return drivertest.Target{Driver: newDriverNet(t, rt, bin, dir, nh)}
 				},
-				RootFS:    func(t *testing.T) string { return drivertest.OverlayRootFS(t, base) },
+				RootFS:    func(t *testing.T) string { return drivertest.SnapshotRootFS(t, base) },
 				AgentPath: agentPath,
 			})
 		})
@@ -139,7 +149,7 @@ func TestStartErrorSaysWhy(t *testing.T) {
 	if err := os.WriteFile(agentPath, []byte("#!/bin/sh\necho 'no agent here' >&2\nexit 7\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := driver.Spec{ID: "saysywhy1", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath}
+	spec := driver.Spec{ID: "saysywhy1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: agentPath}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	err := d.Start(ctx, spec)
@@ -157,7 +167,7 @@ func TestOOMKilled(t *testing.T) {
 	agentPath := drivertest.BuildAgent(t)
 	bin := findRuntime(t, oci.RuntimeRunc)
 	d := newDriver(t, oci.RuntimeRunc, bin, t.TempDir())
-	root := drivertest.OverlayRootFS(t, base)
+	root := drivertest.SnapshotRootFS(t, base)
 	b, err := os.ReadFile(agentPath)
 	if err != nil {
 		t.Fatal(err)
@@ -281,9 +291,10 @@ func TestBundleSpec(t *testing.T) {
 		Resources: sandbox.Resources{MilliCPU: 1500, MemoryBytes: 512 * mib, Pids: 256},
 	}
 	agentArgs := []string{oci.AgentMount, "--socket", "/run/hearth/agent.sock", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox"}
-	// Under runc and crun the agent keeps threads in reserve against a
-	// fork bomb that fills the pids cgroup.
-	reserving := append(slices.Clone(agentArgs), "--threads", "32")
+	// Under runc and crun the agent serves the socket it inherits, and
+	// keeps threads in reserve against a fork bomb that fills the pids
+	// cgroup.
+	reserving := []string{oci.AgentMount, "--listen-fd", "3", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox", "--threads", "32"}
 	for _, tc := range []struct {
 		name      string
 		runtime   string
@@ -307,7 +318,12 @@ func TestBundleSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base
 			spec.Resources = tc.res
-			got := oci.BundleSpec(tc.runtime, spec, "/state/sandboxes/abc123/run", "hearth", "", "")
+			runsc := tc.runtime == oci.RuntimeRunsc
+			socketDir, idBase := "", uint32(0x70010000)
+			if runsc {
+				socketDir, idBase = "/state/sandboxes/abc123/run", 0
+			}
+			got := oci.BundleSpec(tc.runtime, spec, socketDir, "hearth", "", "", idBase)
 
 			if got.Root.Path != spec.RootFS || got.Root.Readonly {
 				t.Errorf("Root = %+v, want %s writable", got.Root, spec.RootFS)
@@ -348,8 +364,12 @@ func TestBundleSpec(t *testing.T) {
 			if m := mounts[oci.AgentMount]; m.Source != spec.AgentPath || !slices.Contains(m.Options, "ro") || !slices.Contains(m.Options, "bind") {
 				t.Errorf("agent mount = %+v, want %s bound read-only", m, spec.AgentPath)
 			}
-			if m := mounts[oci.SocketDir]; m.Source != "/state/sandboxes/abc123/run" || !slices.Contains(m.Options, "rw") {
+			m, ok := mounts[oci.SocketDir]
+			if runsc && (m.Source != "/state/sandboxes/abc123/run" || !slices.Contains(m.Options, "rw")) {
 				t.Errorf("socket mount = %+v, want the socket dir bound read-write", m)
+			}
+			if !runsc && ok {
+				t.Errorf("socket mount = %+v, want none: under %s the agent inherits its socket", m, tc.runtime)
 			}
 			for _, dst := range []string{"/proc", "/dev", "/dev/pts", "/dev/shm", "/sys"} {
 				if _, ok := mounts[dst]; !ok {
@@ -360,9 +380,15 @@ func TestBundleSpec(t *testing.T) {
 				t.Errorf("/sys mount = %+v, want read-only", m)
 			}
 			// The root's own /tmp, bound explicitly: without a /tmp mount
-			// gVisor puts a tmpfs there, which would not persist.
-			if m := mounts["/tmp"]; m.Source != filepath.Join(spec.RootFS, "tmp") || !slices.Contains(m.Options, "rw") {
+			// gVisor puts a tmpfs there, which would not persist. runc
+			// needs none, and a bind would show its host path in
+			// mountinfo.
+			m, ok = mounts["/tmp"]
+			if runsc && (m.Source != filepath.Join(spec.RootFS, "tmp") || !slices.Contains(m.Options, "rw")) {
 				t.Errorf("/tmp mount = %+v, want the root's /tmp bound read-write", m)
+			}
+			if !runsc && ok {
+				t.Errorf("/tmp mount = %+v, want none under %s", m, tc.runtime)
 			}
 
 			l := got.Linux
@@ -380,6 +406,14 @@ func TestBundleSpec(t *testing.T) {
 				if !slices.Contains(ns, want) {
 					t.Errorf("Namespaces = %v, want %s", ns, want)
 				}
+			}
+			// Root in a runc or crun sandbox is an unprivileged host uid.
+			wantMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: idBase, Size: 65536}}
+			if runsc {
+				wantMap = nil
+			}
+			if slices.Contains(ns, specs.UserNamespace) == runsc || !slices.Equal(l.UIDMappings, wantMap) || !slices.Equal(l.GIDMappings, wantMap) {
+				t.Errorf("Namespaces = %v, UIDMappings = %v, GIDMappings = %v; want a user namespace mapping %v under %s", ns, l.UIDMappings, l.GIDMappings, wantMap, tc.runtime)
 			}
 			if !slices.Contains(l.MaskedPaths, "/proc/kcore") || !slices.Contains(l.ReadonlyPaths, "/proc/sys") {
 				t.Errorf("MaskedPaths = %v, ReadonlyPaths = %v; want runc's defaults", l.MaskedPaths, l.ReadonlyPaths)
@@ -413,7 +447,7 @@ func TestBundleSpec(t *testing.T) {
 
 func TestBundleSpecDefaults(t *testing.T) {
 	spec := driver.Spec{ID: "x1", RootFS: "/r", AgentPath: "/a", Env: []string{"PATH=/opt/bin"}}
-	got := oci.BundleSpec(oci.RuntimeRunc, spec, "/s", "/custom/parent/", "", "")
+	got := oci.BundleSpec(oci.RuntimeRunc, spec, "", "/custom/parent/", "", "", 0x70000000)
 	if got.Hostname != "x1" {
 		t.Errorf("Hostname = %q, want the id when the spec names none", got.Hostname)
 	}
@@ -478,50 +512,6 @@ func TestReadCgroupMounts(t *testing.T) {
 		})
 	}
 }
-
-// TestDialLongPath: a socket whose path is longer than sun_path is reached
-// through its directory's descriptor.
-func TestDialLongPath(t *testing.T) {
-	dir := t.TempDir()
-	for len(dir) < 150 {
-		dir = filepath.Join(dir, "a-rather-long-directory-name")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "agent.sock")
-	// Listen the same way: bind resolves /proc/self/fd/N as well.
-	fd, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fd.Close()
-	ln, err := net.Listen("unix", filepath.Join("/proc/self/fd", itoa(fd.Fd()), "agent.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		if c, err := ln.Accept(); err == nil {
-			c.Write([]byte("hi"))
-			c.Close()
-		}
-	}()
-	c, err := oci.DialUnix(t.Context(), path)
-	if err != nil {
-		t.Fatalf("dialUnix(%d-byte path) = %v", len(path), err)
-	}
-	defer c.Close()
-	b := make([]byte, 2)
-	if _, err := c.Read(b); err != nil || string(b) != "hi" {
-		t.Errorf("Read() = %q, %v", b, err)
-	}
-	if _, err := oci.DialUnix(t.Context(), filepath.Join(dir, "missing.sock")); err == nil {
-		t.Error("dialUnix(missing) succeeded")
-	}
-}
-
-func itoa(u uintptr) string { return strconv.FormatUint(uint64(u), 10) }
 
 // The source of the /tmp bind mount is the root's own /tmp: made (1777)
 // when missing, kept when a directory, refused when anything else, a

@@ -72,9 +72,22 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 	if image != "" {
 		verb = []string{"restore", "--image-path", image}
 	}
+	var listener *os.File
+	if d.runtime != RuntimeRunsc {
+		// The agent's socket, made here and inherited as its descriptor 3
+		// (agentListenFD): see channel.go.
+		if listener, err = d.listenAgent(id); err != nil {
+			return fmt.Errorf("agent socket: %w", err)
+		}
+		defer listener.Close()
+		verb = append(verb, "--preserve-fds", "1")
+	}
 	args := slices.Concat(networkFlags(d.runtime, network), verb, []string{"--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id})
 	cmd := d.command(ctx, id, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
+	if listener != nil {
+		cmd.ExtraFiles = []*os.File{listener}
+	}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s %s: %w", d.runtime, verb[0], err)

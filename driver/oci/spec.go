@@ -18,9 +18,10 @@ const (
 	// shadow it and so that the mount point is obvious to a reader of the
 	// sandbox's root.
 	AgentMount = "/.hearth/hearth-agent"
-	// SocketDir is where the sandbox's host socket directory is
+	// SocketDir is where a runsc sandbox's shared host directory is
 	// bind-mounted, read-write: the agent listens on SocketDir/SocketName
-	// and the daemon connects to the same file from the host.
+	// and the daemon connects to the same file from the host (see
+	// channel.go). runc and crun sandboxes have no such directory.
 	SocketDir = "/run/hearth"
 	// SocketName is the agent socket's file name in SocketDir.
 	SocketName = "agent.sock"
@@ -112,37 +113,80 @@ var (
 	}
 )
 
-// bundleSpec returns the OCI runtime configuration of one sandbox: spec's
-// root as the container's writable root, hearth-agent as PID 1, the host
-// directory socketDir mounted at SocketDir, spec.Resources as the cgroup
-// limits (with the headroom the runtime needs) under cgroupParent, and the
-// network namespace at netns, or a new empty one when netns is "". It is a
-// pure function so that what each runtime is asked for can be read and
-// tested without running one.
-//
-// resolvConf, when not "", is the host file bind-mounted read-only on
-// /etc/resolv.conf: an egress sandbox's, naming its gateway, whose DNS
-// queries the host's forwarder answers (see network.Host.ServeDNS). With
-// "" the sandbox has the image's file.
-func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns, resolvConf string) *specs.Spec {
+// bundle is what bundleSpec makes a sandbox's configuration of.
+type bundle struct {
+	runtime string
+	spec    driver.Spec
+	// root is the root filesystem the runtime gets: spec.RootFS under
+	// runsc, its idmapped mount under runc and crun (see userns.go).
+	root string
+	// agent is the host file bind-mounted read-only at AgentMount.
+	agent string
+	// socketDir is the host directory mounted at SocketDir (runsc only;
+	// see channel.go).
+	socketDir    string
+	cgroupParent string
+	// netns is the network namespace to join; "" makes a new empty one.
+	netns string
+	// resolvConf, when not "", is the host file bind-mounted read-only on
+	// /etc/resolv.conf: an egress sandbox's, naming its gateway, whose DNS
+	// queries the host's forwarder answers (see network.Host.ServeDNS).
+	// With "" the sandbox has the image's file.
+	resolvConf string
+	// ids, under runc and crun, is the host range the sandbox's user
+	// namespace maps its ids 0–65535 onto.
+	ids *idRange
+}
+
+// bundleSpec returns the OCI runtime configuration of one sandbox: b.root
+// as the container's writable root, hearth-agent as PID 1, spec.Resources
+// as the cgroup limits (with the headroom the runtime needs) under
+// cgroupParent, the network namespace b.netns or a new empty one, and
+// under runc and crun a user namespace over b.ids. It is a pure function so
+// that what each runtime is asked for can be read and tested without
+// running one.
+func bundleSpec(b bundle) *specs.Spec {
+	spec := b.spec
 	hostname := spec.Hostname
 	if hostname == "" {
 		hostname = spec.ID
 	}
+	caps := agentCapabilities(b.runtime)
+	ns := []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace},
+		{Type: specs.IPCNamespace},
+		{Type: specs.UTSNamespace},
+		{Type: specs.MountNamespace},
+		// Without netns, a new, empty network namespace: only
+		// loopback, which runc and crun bring up; runsc gets
+		// --network=none. With it (egress), the attachment's:
+		// runc and crun join it, and runsc, with
+		// --network=sandbox, starts its sandbox in it and takes
+		// its interfaces over (see networkFlags).
+		{Type: specs.NetworkNamespace, Path: b.netns},
+	}
+	linux := &specs.Linux{
+		CgroupsPath:   cgroupsPath(b.cgroupParent, spec.ID),
+		Resources:     resources(b.runtime, spec),
+		MaskedPaths:   maskedPaths,
+		ReadonlyPaths: readonlyPaths,
+	}
+	if b.ids != nil {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.UserNamespace})
+		m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: b.ids.base, Size: idRangeSize}}
+		linux.UIDMappings, linux.GIDMappings = m, m
+	}
+	linux.Namespaces = ns
 	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: hostname,
-		Root:     &specs.Root{Path: spec.RootFS, Readonly: false},
+		Root:     &specs.Root{Path: b.root, Readonly: false},
 		Process: &specs.Process{
-			User: specs.User{UID: 0, GID: 0},
-			Args: agentArgs(runtime, spec),
-			Env:  processEnv(spec.Env),
-			Cwd:  "/",
-			Capabilities: &specs.LinuxCapabilities{
-				Bounding:  agentCapabilities(runtime),
-				Effective: agentCapabilities(runtime),
-				Permitted: agentCapabilities(runtime),
-			},
+			User:         specs.User{UID: 0, GID: 0},
+			Args:         agentArgs(b.runtime, spec),
+			Env:          processEnv(spec.Env),
+			Cwd:          "/",
+			Capabilities: &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
 			// No rlimits: PID 1 inherits the daemon's (set them on its
 			// service). runc applies rlimits after dropping to the
 			// container's capabilities, so it cannot raise one above
@@ -153,26 +197,8 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns
 			// it is left to the agent.
 			NoNewPrivileges: false,
 		},
-		Mounts: mounts(spec.RootFS, spec.AgentPath, socketDir, resolvConf),
-		Linux: &specs.Linux{
-			CgroupsPath: cgroupsPath(cgroupParent, spec.ID),
-			Resources:   resources(runtime, spec),
-			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace},
-				{Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace},
-				{Type: specs.MountNamespace},
-				// Without netns, a new, empty network namespace: only
-				// loopback, which runc and crun bring up; runsc gets
-				// --network=none. With it (egress), the attachment's:
-				// runc and crun join it, and runsc, with
-				// --network=sandbox, starts its sandbox in it and takes
-				// its interfaces over (see networkFlags).
-				{Type: specs.NetworkNamespace, Path: netns},
-			},
-			MaskedPaths:   maskedPaths,
-			ReadonlyPaths: readonlyPaths,
-		},
+		Mounts: mounts(b),
+		Linux:  linux,
 	}
 }
 
@@ -184,12 +210,13 @@ func bundleSpec(runtime string, spec driver.Spec, socketDir, cgroupParent, netns
 // with every other sandbox, so the cgroup alone limits them, and the agent
 // keeps threads in reserve instead (see agentTasks).
 func agentArgs(runtime string, spec driver.Spec) []string {
-	args := []string{
-		AgentMount,
-		"--socket", SocketDir + "/" + SocketName,
-		"--uid", strconv.Itoa(spec.UID),
-		"--gid", strconv.Itoa(spec.GID),
+	args := []string{AgentMount}
+	if runtime == RuntimeRunsc {
+		args = append(args, "--socket", SocketDir+"/"+SocketName)
+	} else {
+		args = append(args, "--listen-fd", strconv.Itoa(agentListenFD))
 	}
+	args = append(args, "--uid", strconv.Itoa(spec.UID), "--gid", strconv.Itoa(spec.GID))
 	if spec.Home != "" {
 		args = append(args, "--home", spec.Home)
 	}
@@ -216,35 +243,55 @@ func processEnv(env []string) []string {
 	return append(out, defaultPath)
 }
 
-// mounts are runc's default mounts plus the agent and its socket directory,
-// and the root's own /tmp bound on /tmp, so that /tmp persists with the
-// sandbox (across sleep, restore and fork, and in its checkpoints): without
-// an explicit /tmp mount gVisor puts an internal tmpfs there. A resolvConf
-// that is not "" goes on /etc/resolv.conf, read-only.
-func mounts(rootfs, agentPath, socketDir, resolvConf string) []specs.Mount {
-	m := []specs.Mount{
-		{Destination: "/tmp", Type: "bind", Source: filepath.Join(rootfs, "tmp"),
-			Options: []string{"rbind", "rw", "nosuid", "nodev"}},
-		{Destination: "/proc", Type: "proc", Source: "proc"},
-		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs",
-			Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
-		{Destination: "/dev/pts", Type: "devpts", Source: "devpts",
-			Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
-		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
-			Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
-		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue",
-			Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: "/sys", Type: "sysfs", Source: "sysfs",
-			Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup",
-			Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
-		{Destination: AgentMount, Type: "bind", Source: agentPath,
-			Options: []string{"bind", "ro", "nosuid", "nodev"}},
-		{Destination: SocketDir, Type: "bind", Source: socketDir,
-			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}},
+// mounts are runc's default mounts plus the agent, and the sandbox's
+// resolv.conf when b has one (read-only on /etc/resolv.conf).
+//
+// Under runsc also the shared socket directory, and the root's own /tmp
+// bound on /tmp, so that /tmp persists with the sandbox (across sleep,
+// restore and fork, and in its checkpoints): without an explicit /tmp
+// mount gVisor puts an internal tmpfs there. Under runc and crun /tmp is
+// simply the root's, and there is no shared directory.
+//
+// /sys under runc and crun: the sandbox's user namespace may mount a sysfs
+// only for a network namespace it owns. The empty one it makes is; an
+// egress sandbox's, made by the host, is not, and runc would then bind the
+// host's whole /sys instead. So an egress sandbox gets an empty read-only
+// tmpfs on /sys (with its cgroups below): what reads /sys/class/net or
+// /sys/devices finds nothing there.
+func mounts(b bundle) []specs.Mount {
+	sys := specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs",
+		Options: []string{"nosuid", "noexec", "nodev", "ro"}}
+	if b.ids != nil && b.netns != "" {
+		sys = specs.Mount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "noexec", "nodev", "ro", "size=4k", "nr_inodes=16", "mode=555"}}
 	}
-	if resolvConf != "" {
-		m = append(m, specs.Mount{Destination: ResolvConf, Type: "bind", Source: resolvConf,
+	var m []specs.Mount
+	if b.runtime == RuntimeRunsc {
+		m = append(m, specs.Mount{Destination: "/tmp", Type: "bind", Source: filepath.Join(b.root, "tmp"),
+			Options: []string{"rbind", "rw", "nosuid", "nodev"}})
+	}
+	m = append(m,
+		specs.Mount{Destination: "/proc", Type: "proc", Source: "proc"},
+		specs.Mount{Destination: "/dev", Type: "tmpfs", Source: "tmpfs",
+			Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		specs.Mount{Destination: "/dev/pts", Type: "devpts", Source: "devpts",
+			Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		specs.Mount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
+			Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		specs.Mount{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue",
+			Options: []string{"nosuid", "noexec", "nodev"}},
+		sys,
+		specs.Mount{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup",
+			Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		specs.Mount{Destination: AgentMount, Type: "bind", Source: b.agent,
+			Options: []string{"bind", "ro", "nosuid", "nodev"}},
+	)
+	if b.socketDir != "" {
+		m = append(m, specs.Mount{Destination: SocketDir, Type: "bind", Source: b.socketDir,
+			Options: []string{"bind", "rw", "nosuid", "nodev", "noexec"}})
+	}
+	if b.resolvConf != "" {
+		m = append(m, specs.Mount{Destination: ResolvConf, Type: "bind", Source: b.resolvConf,
 			Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	}
 	return m

@@ -111,20 +111,28 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 	if err != nil {
 		return fmt.Errorf("oci: start %s: network: %w", id, err)
 	}
-	if err := d.writeBundle(spec, att); err != nil {
+	b, err := d.prepare(spec, att)
+	if err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
-	if image != "" {
-		// The restored agent is quiet (it was for the checkpoint): no
-		// socket until the resume marker, and none left of the old one.
-		os.Remove(d.socketPath(id))
-		os.Remove(d.resumeMarker(id))
+	if err := d.writeBundle(b); err != nil {
+		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
-	if err := d.createFirst(ctx, id, spec.Network, image); err != nil {
+	err = d.createFirst(ctx, id, spec.Network, image)
+	if b.ids != nil {
+		// The runtime's mount namespace holds the root now; the host's
+		// mount of it was only the way in.
+		if uerr := unmountAll(b.root); uerr != nil {
+			log.Error("unmount the idmapped root", "err", uerr)
+		}
+	}
+	if err != nil {
 		return d.startError(id, "run", err)
 	}
 	if image != "" {
-		if err := os.WriteFile(d.resumeMarker(id), nil, 0o600); err != nil {
+		// The restored agent is quiet (it was for the checkpoint) until
+		// the resume marker appears.
+		if err := d.markShared(id, resumeName); err != nil {
 			return fmt.Errorf("oci: restore %s: %w", id, err)
 		}
 	}
@@ -183,24 +191,73 @@ func (d *Driver) attach(ctx context.Context, spec driver.Spec) (network.Attachme
 	return a, nil
 }
 
-// writeBundle makes the sandbox's directory and writes its config.json,
-// in the namespace of att (a new empty one for the zero Attachment), with
-// its resolv.conf when it has one (see writeResolvConf); it also forgets
-// the previous run's stopped marker, OOM, pid and socket, and keeps its
-// console log as console.log.1.
-func (d *Driver) writeBundle(spec driver.Spec, att network.Attachment) error {
+// prepare makes what sandbox spec's bundle names, in the network
+// namespace of att (a new empty one for the zero Attachment): the sandbox's
+// directory, the driver's mount directory with the agent binary and the
+// resolv.conf (see writeResolvConf), and under runc and crun a claimed
+// user namespace range with the root's idmapped mount (see userns.go),
+// which the caller unmounts once the runtime has started.
+func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, error) {
 	id := spec.ID
-	if err := os.MkdirAll(d.socketDir(id), 0o700); err != nil {
-		return err
+	b := bundle{runtime: d.runtime, spec: spec, root: spec.RootFS, cgroupParent: d.cgroupParent, netns: att.Namespace}
+	if err := os.MkdirAll(d.sandboxDir(id), 0o700); err != nil {
+		return b, err
 	}
-	if err := ensureTmp(spec.RootFS); err != nil {
-		return err
+	if err := d.ensureMountDir(); err != nil {
+		return b, err
 	}
-	resolv, err := d.writeResolvConf(spec, att)
+	var err error
+	if b.agent, err = d.shareAgent(spec.AgentPath); err != nil {
+		return b, fmt.Errorf("agent: %w", err)
+	}
+	if b.resolvConf, err = d.writeResolvConf(spec, att); err != nil {
+		return b, err
+	}
+	if d.runtime == RuntimeRunsc {
+		b.socketDir = d.socketDir(id)
+		return b, nil
+	}
+	if err := d.releaseIDs(id); err != nil { // a claim of an earlier run, never released
+		return b, err
+	}
+	r, err := d.claimIDs(id)
 	if err != nil {
-		return err
+		return b, fmt.Errorf("user namespace: %w", err)
 	}
-	for _, p := range []string{d.stoppedMarker(id), d.socketPath(id), d.oomMarker(id), d.pidFile(id)} {
+	b.ids = &r
+	b.root = d.rootMount(id)
+	if err := unmountAll(b.root); err != nil { // a mount an earlier start left
+		return b, err
+	}
+	if err := mountIdmapped(spec.RootFS, b.root, r); err != nil {
+		return b, err
+	}
+	return b, nil
+}
+
+// writeBundle writes sandbox b's config.json in its directory; it also
+// forgets the previous run's stopped marker, OOM, pid and socket, and
+// keeps its console log as console.log.1.
+func (d *Driver) writeBundle(b bundle) error {
+	id := b.spec.ID
+	spec := b.spec
+	if d.runtime == RuntimeRunsc {
+		// The shared directory starts empty: a new tmpfs, or the one a
+		// sandbox that died on its own left, emptied of what the daemon
+		// ever looks at (the socket of the last boot, a marker).
+		if err := d.mountShared(id); err != nil {
+			return err
+		}
+		for _, name := range []string{SocketName, resumeName} {
+			if err := d.removeShared(id, name); err != nil {
+				return err
+			}
+		}
+		if err := ensureTmp(spec.RootFS); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{d.stoppedMarker(id), d.oomMarker(id), d.pidFile(id)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -208,13 +265,12 @@ func (d *Driver) writeBundle(spec driver.Spec, att network.Attachment) error {
 	if err := os.Rename(d.consoleLog(id), d.consoleLog(id)+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	cfg := bundleSpec(d.runtime, spec, d.socketDir(id), d.cgroupParent, att.Namespace, resolv)
-	b, err := json.MarshalIndent(cfg, "", "\t")
+	cfg, err := json.MarshalIndent(bundleSpec(b), "", "\t")
 	if err != nil {
 		return err
 	}
 	tmp := filepath.Join(d.sandboxDir(id), "config.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := os.WriteFile(tmp, cfg, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(d.sandboxDir(id), "config.json"))
@@ -241,31 +297,22 @@ func ensureTmp(rootfs string) error {
 	return nil
 }
 
-// writeResolvConf writes the resolv.conf of an egress sandbox whose
-// network host serves DNS, in its directory, and returns its path, for
+// writeResolvConf returns the resolv.conf of an egress sandbox whose
+// network host serves DNS, a file of the driver's mount directory, for
 // bundleSpec to mount on /etc/resolv.conf: its gateway as its only name
 // server, which the host's rules redirect to the forwarder (see
 // network.Host.ServeDNS), with glibc's retries shortened so that a
 // resolver that does not answer fails a lookup in seconds. Any other
-// sandbox keeps its image's file: it returns "", and removes the file a
-// previous egress run left.
+// sandbox keeps its image's file: it returns "".
 func (d *Driver) writeResolvConf(spec driver.Spec, att network.Attachment) (string, error) {
-	path := filepath.Join(d.sandboxDir(spec.ID), "resolv.conf")
 	if att.Namespace == "" || d.net == nil || !d.net.ServesDNS() {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
 		return "", nil
 	}
 	if err := ensureResolvConf(spec.RootFS); err != nil {
 		return "", err
 	}
 	content := "nameserver " + att.Gateway.String() + "\noptions timeout:2 attempts:2\n"
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return "", err
-	}
-	return path, os.Rename(tmp, path)
+	return d.shareFile("resolv-", ".conf", []byte(content))
 }
 
 // ensureResolvConf makes sure the root's /etc/resolv.conf is a regular
@@ -332,7 +379,7 @@ func (d *Driver) startError(id, step string, err error) error {
 func (d *Driver) waitAgent(ctx context.Context, id string) error {
 	var lastDial error
 	client := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
-		c, err := dialUnix(ctx, d.socketPath(id))
+		c, err := d.dialAgent(ctx, id)
 		if err != nil {
 			lastDial = err
 		}

@@ -173,10 +173,17 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 	if err := d.removeRuntimeLeftovers(id); err != nil {
 		return err
 	}
-	if err := os.Remove(d.socketPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if d.runtime == RuntimeRunsc {
+		// The shared directory's tmpfs, and with it whatever the
+		// sandbox left there.
+		return d.unmountShared(id)
+	}
+	// No process of the sandbox is left: its id range is free again, and
+	// its root's mount, if a start was cut short, goes too.
+	if err := unmountAll(d.rootMount(id)); err != nil {
 		return err
 	}
-	return nil
+	return d.releaseIDs(id)
 }
 
 // waitExit waits until process pid is gone or a zombie, ctx ends, or

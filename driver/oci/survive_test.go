@@ -40,7 +40,7 @@ func TestSurvivesDaemonKill(t *testing.T) {
 			bin := findRuntime(t, rt)
 			dir := t.TempDir()
 			t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
-			root := drivertest.OverlayRootFS(t, base)
+			root := drivertest.SnapshotRootFS(t, base)
 			id := "survive" + rt
 
 			cmd := exec.Command(os.Args[0], "-test.run=^TestSurvivesDaemonKill$")

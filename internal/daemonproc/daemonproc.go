@@ -27,6 +27,7 @@ import (
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -259,6 +260,21 @@ func (d *Daemon) DeleteLeftovers() {
 			d.T.Errorf("delete leftover sandbox %s: %v", st.ID, err)
 		}
 	}
+	// Every sandbox is gone: so must be every user namespace range
+	// claimed for one, every mount but the driver's own directory, which
+	// outlives a daemon on purpose and goes here.
+	stateDir := filepath.Join(d.DataDir, "oci", d.Runtime)
+	claims, _ := os.ReadDir(oci.DefaultIDClaimDir)
+	for _, c := range claims {
+		if b, err := os.ReadFile(filepath.Join(oci.DefaultIDClaimDir, c.Name())); err == nil && strings.HasPrefix(string(b), stateDir+"\n") {
+			d.T.Errorf("a user namespace range is still claimed for a sandbox of this daemon: %s: %q", c.Name(), b)
+		}
+	}
+	if under, _ := mountinfo.Under(filepath.Join(drv.MountDir(), "roots")); len(under) > 0 {
+		d.T.Errorf("roots still mounted in %s: %v", drv.MountDir(), under)
+	}
+	drivertest.UnmountUnder(d.T, drv.MountDir())
+	os.Remove(drv.MountDir())
 }
 
 // Kill SIGKILLs the daemon, as a crash would.

@@ -9,7 +9,8 @@ import (
 )
 
 // TestOverlayLayers runs the save points on the fallback layer store
-// (--layers overlay), per runtime: a live checkpoint, a change, a restore
+// (--layers overlay), under runsc (runc and crun refuse it: their roots
+// must be idmapped): a live checkpoint, a change, a restore
 // that brings the old file back (twice), a fork, a sleep and a wake, and a
 // daemon restart, with sandboxes usable throughout.
 func TestOverlayLayers(t *testing.T) {
@@ -26,7 +27,21 @@ func TestOverlayLayers(t *testing.T) {
 			}
 			return out.String()
 		}
-		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "ov"}); err != nil {
+		_, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "ov"})
+		if runtime != "runsc" {
+			// runc and crun run sandboxes in a user namespace over an
+			// idmapped root, and an overlayfs mount cannot be idmapped:
+			// the daemon refuses rather than run them as host root.
+			if err == nil {
+				t.Fatalf("Create under %s on the overlay store succeeded; want a refusal (no user namespace without an idmapped root)", runtime)
+			}
+			t.Logf("Create under %s on the overlay store = %v", runtime, err)
+			if logs := d.Out.String(); !strings.Contains(logs, "cannot be idmapped") {
+				t.Errorf("the daemon's log does not say why the create failed:\n%s", logs)
+			}
+			return
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		sh("ov", "echo v1 > data.txt; mkdir -p keep; echo k > keep/k; rm -f /home/sandbox/.bashrc")

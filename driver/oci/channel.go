@@ -1,0 +1,298 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// The agent's channel: a unix socket the daemon connects to as root.
+//
+// Under runc and crun the daemon makes the listening socket itself, in the
+// sandbox's directory, which is never mounted into the sandbox, and hands
+// it to the agent as an open descriptor (see listenAgent): there is no
+// host directory the two share, so nothing the sandbox does can change
+// what the daemon's paths name.
+//
+// Under runsc the agent must be able to close its socket and make it again
+// (gVisor cannot save a host socket in a memory checkpoint: see
+// agent.QuiesceSignal), so the agent creates it in a host directory shared
+// with the sandbox, <dir>/run, mounted at SocketDir (runsc --host-uds=create
+// creates it on the host through the gofer). Root in the sandbox owns that
+// directory: it can put there any name as a symlink (to any host path), a
+// FIFO, a hard link to a file of the same mount, a directory, or a socket
+// of its own, and swap them at any moment. So every daemon-side operation
+// there goes through sharedDir, which never resolves a name the sandbox
+// controls as a path: one O_PATH descriptor of the directory, opened with
+// O_NOFOLLOW from the daemon's own sandbox directory; names under it
+// resolved by openat2 with RESOLVE_BENEATH, RESOLVE_NO_SYMLINKS,
+// RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV; markers created with
+// O_CREAT|O_EXCL|O_NOFOLLOW (never opening what is there); removal by
+// unlinkat (which removes a link, never its target); existence by fstatat
+// with AT_SYMLINK_NOFOLLOW; and the connect through an O_PATH descriptor of
+// the socket whose type was checked (S_IFSOCK), as /proc/self/fd/N, so that
+// the inode checked is the inode connected to. The directory is a small
+// tmpfs of its own (see mountShared): what the sandbox writes there cannot
+// fill the host's disk, and no hard link can reach a file of the data dir.
+// Nothing on the host depends on the directory's mode or owner, which root
+// in the sandbox may change.
+
+// resolveBeneath confines openat2 to the directory it starts from, with no
+// symlink (magic or not) and no mount crossing on the way.
+const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV
+
+// Limits of the shared directory's tmpfs: the agent keeps a socket and,
+// for a moment, the resume marker there.
+const sharedMountOptions = "size=64k,nr_inodes=64,mode=0700"
+
+// resumeName is the marker that resumes a quiet agent, beside its socket
+// (agent.ResumeMarker).
+const resumeName = "resume"
+
+// errNotSocket is returned by a dial of a name that is not a unix socket.
+var errNotSocket = errors.New("not a unix socket")
+
+// openDir opens path, a directory the daemon owns, as an O_PATH
+// descriptor; a symlink there is refused.
+func openDir(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// sharedDir is an open descriptor of a directory the sandbox can write
+// (or of the daemon's own sandbox directory, for the runc socket: the
+// same code reaches both). Its methods take one name, never a path.
+type sharedDir struct {
+	fd   int
+	path string // for messages only
+}
+
+// openShared opens sandbox id's shared run directory (runsc), or, for the
+// other runtimes, its sandbox directory, where the daemon keeps the socket.
+func (d *Driver) openShared(id string) (*sharedDir, error) {
+	fd, err := openDir(d.sandboxDir(id))
+	if err != nil {
+		return nil, err
+	}
+	if d.runtime != RuntimeRunsc {
+		return &sharedDir{fd: fd, path: d.sandboxDir(id)}, nil
+	}
+	defer unix.Close(fd)
+	rfd, err := unix.Openat(fd, "run", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.socketDir(id), Err: err}
+	}
+	return &sharedDir{fd: rfd, path: d.socketDir(id)}, nil
+}
+
+// Close closes the descriptor.
+func (s *sharedDir) Close() error { return unix.Close(s.fd) }
+
+// open opens name under s with openat2 (see resolveBeneath), never
+// following a link; a rename in the directory meanwhile (EAGAIN) is
+// retried a few times.
+func (s *sharedDir) open(name string, flags uint64, mode uint64) (int, error) {
+	how := unix.OpenHow{Flags: flags | unix.O_NOFOLLOW | unix.O_CLOEXEC, Mode: mode, Resolve: resolveBeneath}
+	for range 8 {
+		fd, err := unix.Openat2(s.fd, name, &how)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "openat2", Path: filepath.Join(s.path, name), Err: err}
+		}
+		return fd, nil
+	}
+	return -1, &os.PathError{Op: "openat2", Path: filepath.Join(s.path, name), Err: unix.EAGAIN}
+}
+
+// exists reports whether anything is called name in s (a link counts as
+// itself).
+func (s *sharedDir) exists(name string) (bool, error) {
+	var st unix.Stat_t
+	err := unix.Fstatat(s.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == unix.ENOENT {
+		return false, nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "fstatat", Path: filepath.Join(s.path, name), Err: err}
+	}
+	return true, nil
+}
+
+// remove removes the entry name of s, whatever it is (a link, never its
+// target; an empty directory); one that is not there is no error.
+func (s *sharedDir) remove(name string) error {
+	err := unix.Unlinkat(s.fd, name, 0)
+	if err == unix.EISDIR {
+		err = unix.Unlinkat(s.fd, name, unix.AT_REMOVEDIR)
+	}
+	if err != nil && err != unix.ENOENT {
+		return &os.PathError{Op: "unlinkat", Path: filepath.Join(s.path, name), Err: err}
+	}
+	return nil
+}
+
+// mark creates the empty file name in s, or finds something there already
+// and leaves it: a marker's meaning is that the name exists (the agent
+// removes whatever it finds). An existing entry is never opened, so a
+// link or a FIFO planted there is never followed or blocked on.
+func (s *sharedDir) mark(name string) error {
+	fd, err := s.open(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+	if errors.Is(err, unix.EEXIST) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// dial connects to the unix socket called name in s: it opens the name
+// O_PATH (a link opens as itself), checks that it is a socket, and
+// connects through the descriptor (/proc/self/fd/N), so that what is
+// connected to is the inode checked, whatever happens to the name
+// meanwhile.
+func (s *sharedDir) dial(ctx context.Context, name string) (net.Conn, error) {
+	fd, err := s.open(name, unix.O_PATH, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: fmt.Errorf("%s: %w (mode %#o)", filepath.Join(s.path, name), errNotSocket, st.Mode)}
+	}
+	var dl net.Dialer
+	return dl.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+}
+
+// listen makes a listening unix socket called name in s (removing what
+// was there) and returns it, for the agent to inherit. It binds through
+// /proc/self/fd/N/name, so the directory's path may be of any length.
+func (s *sharedDir) listen(name string) (*os.File, error) {
+	if err := s.remove(name); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	addr := &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(s.fd) + "/" + name}
+	if err := unix.Bind(fd, addr); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "bind", Path: filepath.Join(s.path, name), Err: err}
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(s.path, name)), nil
+}
+
+// dialAgent connects to sandbox id's agent socket (see sharedDir.dial).
+func (d *Driver) dialAgent(ctx context.Context, id string) (net.Conn, error) {
+	s, err := d.openShared(id)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+	}
+	defer s.Close()
+	return s.dial(ctx, SocketName)
+}
+
+// mountShared gives runsc sandbox id's shared directory a tmpfs of its own
+// (sharedMountOptions), unless it has one. The tmpfs bounds what the
+// sandbox can store there, and keeps links of the data dir's files out.
+func (d *Driver) mountShared(id string) error {
+	dir := d.socketDir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	var parent, st unix.Stat_t
+	if err := unix.Lstat(d.sandboxDir(id), &parent); err != nil {
+		return err
+	}
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if st.Dev != parent.Dev {
+		return nil // mounted already
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, sharedMountOptions); err != nil {
+		return fmt.Errorf("mount a tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountShared detaches every mount on sandbox id's shared directory.
+func (d *Driver) unmountShared(id string) error { return unmountEvery(d.socketDir(id)) }
+
+// unmountEvery detaches every mount on path (never following a link
+// there); a path with no mount is no error.
+func unmountEvery(path string) error {
+	for range 16 {
+		err := unix.Unmount(path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		if err == unix.EINVAL || err == unix.ENOENT {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+	}
+	return fmt.Errorf("unmount %s: mounts keep coming back", path)
+}
+
+// markShared creates the marker name in sandbox id's shared directory
+// (see sharedDir.mark).
+func (d *Driver) markShared(id, name string) error {
+	s, err := d.openShared(id)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.mark(name)
+}
+
+// removeShared removes name from sandbox id's shared directory, if the
+// directory is there.
+func (d *Driver) removeShared(id, name string) error {
+	s, err := d.openShared(id)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.remove(name)
+}
+
+// agentListenFD is the descriptor the agent inherits its listening socket
+// on under runc and crun: the first after stdio (`run --preserve-fds 1`).
+const agentListenFD = 3
+
+// listenAgent makes the listening socket of sandbox id's agent in its
+// sandbox directory (runc and crun), replacing the one of its last boot.
+func (d *Driver) listenAgent(id string) (*os.File, error) {
+	s, err := d.openShared(id)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.listen(SocketName)
+}

@@ -1,0 +1,146 @@
+package oci
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// The driver's mount directory (Options.MountDir): a small tmpfs of the
+// driver's own, private (no mount propagates in or out), that holds what
+// sandboxes get from the host by bind mount and the mount points of the
+// runc and crun roots while they start:
+//
+//	agent-<hash>         a copy of an agent binary (Spec.AgentPath), named
+//	                     by the source's path, inode, size and time
+//	resolv-<hash>.conf   an egress sandbox's resolv.conf, named by its content
+//	roots/<id>           sandbox id's idmapped root while its runtime starts
+//
+// Two reasons. A bind mount shows its source's path within its filesystem
+// in the sandbox's /proc/self/mountinfo (under runc), and a path here says
+// nothing about the host's data dir. And under a user namespace the
+// runtime reaches every mount source as the sandbox's root, an
+// unprivileged host uid: the directory is mode 0711 under a path anyone may
+// traverse, where the data dir is 0700.
+//
+// It lives under /run (gone at a reboot, like the mounts), and outlives the
+// daemon: the next one reuses it.
+
+// mountDirOptions bound the tmpfs: a few agent binaries and small files.
+const mountDirOptions = "size=256m,nr_inodes=4096,mode=0711"
+
+// defaultMountDir is Options.MountDir's default for stateDir: one per
+// state directory under /run/hearth/oci, named by a hash of its path.
+func defaultMountDir(stateDir string) string {
+	h := sha256.Sum256([]byte(stateDir))
+	return filepath.Join("/run/hearth/oci", hex.EncodeToString(h[:8]))
+}
+
+// MountDir returns the driver's mount directory (see Options.MountDir).
+func (d *Driver) MountDir() string { return d.mountDir }
+
+// ensureMountDir mounts the driver's tmpfs on its mount directory unless
+// one is there, and makes it private.
+func (d *Driver) ensureMountDir() error {
+	d.mountMu.Lock()
+	defer d.mountMu.Unlock()
+	if d.mounted {
+		return nil
+	}
+	dir := d.mountDir
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	var parent, st unix.Stat_t
+	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
+		return err
+	}
+	if err := unix.Lstat(dir, &st); err != nil {
+		return err
+	}
+	if st.Dev == parent.Dev {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, mountDirOptions); err != nil {
+			return fmt.Errorf("mount a tmpfs on %s: %w", dir, err)
+		}
+	}
+	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make %s private: %w", dir, err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "roots"), 0o711); err != nil {
+		return err
+	}
+	d.mounted = true
+	return nil
+}
+
+// shareAgent returns the copy of the agent binary at path in the mount
+// directory, making it when there is none.
+func (d *Driver) shareAgent(path string) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
+	dst := filepath.Join(d.mountDir, "agent-"+hex.EncodeToString(h[:8]))
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	return dst, writeShared(dst, 0o755, func(w io.Writer) error {
+		_, err := io.Copy(w, src)
+		return err
+	})
+}
+
+// shareFile returns the file of the mount directory named prefix, a hash
+// of content and suffix, holding content, making it when there is none.
+func (d *Driver) shareFile(prefix, suffix string, content []byte) (string, error) {
+	h := sha256.Sum256(content)
+	dst := filepath.Join(d.mountDir, prefix+hex.EncodeToString(h[:8])+suffix)
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	return dst, writeShared(dst, 0o644, func(w io.Writer) error {
+		_, err := w.Write(content)
+		return err
+	})
+}
+
+// writeShared writes dst with mode through a temporary file renamed into
+// place, so that a file there is always whole.
+func writeShared(dst string, mode fs.FileMode, fill func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	err = fill(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), mode)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return errors.Join(fmt.Errorf("write %s", dst), err)
+	}
+	return nil
+}
+
+// rootMount is where sandbox id's idmapped root is mounted while its
+// runtime starts.
+func (d *Driver) rootMount(id string) string { return filepath.Join(d.mountDir, "roots", id) }
