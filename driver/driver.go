@@ -38,6 +38,14 @@ import (
 // know (never created, or already deleted).
 var ErrNotFound = errors.New("driver: sandbox not found")
 
+// ErrUnreachable is returned (wrapped) by Dial when nothing accepts
+// connections where the sandbox's agent should listen: no socket there,
+// something else in its place, or a socket no one listens on. A sandbox
+// that runs so cannot be reached until it is stopped and started again
+// (its agent died, or its root removed the socket). Errors that may pass
+// (a full backlog, a deadline) are not ErrUnreachable.
+var ErrUnreachable = errors.New("driver: the sandbox's agent is not listening")
+
 // Spec is everything a driver needs to start one sandbox.
 type Spec struct {
 	// ID names the sandbox in the runtime; lowercase letters and digits,
@@ -228,7 +236,8 @@ type Driver interface {
 	Start(ctx context.Context, spec Spec) error
 	// Dial opens a new connection to the agent of a running sandbox. It
 	// returns ErrNotFound for an unknown id, and a connection error for a
-	// sandbox that is stopped or whose agent is not listening.
+	// sandbox that is stopped or whose agent is not listening (wrapping
+	// ErrUnreachable when nothing listens where the agent should).
 	Dial(ctx context.Context, id string) (net.Conn, error)
 	// State reports the sandbox's runtime state, or ErrNotFound.
 	State(ctx context.Context, id string) (State, error)

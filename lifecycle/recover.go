@@ -231,11 +231,59 @@ func (s *Service) sweep(ctx context.Context) {
 			s.markStopped(ctx, sb, "vanished from the runtime")
 		case err == nil && st.Status != driver.StatusRunning:
 			s.markStopped(ctx, sb, stoppedReason(st))
-		case err == nil:
+		case err == nil && s.reachable(ctx, sb):
 			s.sleepIdle(ctx, sb)
 		}
 	}
 	s.tendPool(ctx, members)
+}
+
+// unreachableReason is the status reason of a sandbox stopped because
+// nothing listened for its agent.
+const unreachableReason = "its agent could not be reached (nothing listened on its socket), so it was stopped; the next call starts it again"
+
+// reachable reports whether running sandbox sb's agent can be connected
+// to; one that cannot (driver.ErrUnreachable) is stopped on the spot, so
+// that its status says so and the next call starts it again rather than
+// fail. A dial that fails otherwise (a full backlog, a memory checkpoint
+// taking longer than the probe) proves nothing and counts as reachable.
+func (s *Service) reachable(ctx context.Context, sb sandbox.Sandbox) bool {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	conn, err := s.opts.Driver.Dial(pctx, sb.ID)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	if !errors.Is(err, driver.ErrUnreachable) {
+		return true
+	}
+	s.stopUnreachable(ctx, sb, err)
+	return false
+}
+
+// probeTimeout bounds the sweep's dial of one sandbox's agent.
+const probeTimeout = time.Second
+
+// stopUnreachable stops sb, whose runtime runs it but whose agent nothing
+// reaches (cause), and records why, unless a concurrent call changed it
+// since it was read. Its root and everything on it stay; the next call
+// starts it again.
+func (s *Service) stopUnreachable(ctx context.Context, sb sandbox.Sandbox, cause error) {
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if cur.Status != sandbox.StatusRunning || cur.UpdatedAt != sb.UpdatedAt {
+		return
+	}
+	s.log.Warn("stopping a sandbox whose agent cannot be reached", "sandbox", cur.Name, "tenant", cur.Tenant, "id", cur.ID, "err", cause)
+	if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		s.log.Error("stop a sandbox whose agent cannot be reached", "sandbox", cur.Name, "err", err)
+		return
+	}
+	s.setStatus(ctx, cur, sandbox.StatusStopped, unreachableReason)
 }
 
 // markStopped records that a running sandbox died, unless a concurrent

@@ -179,8 +179,8 @@ func TestSweep(t *testing.T) {
 		}
 		alive := long("alive")
 		asleep := e.stop(t, long("asleep"))
-		dead, oomed, lost := long("dead"), long("oomed"), long("lost")
-		for _, err := range []error{e.drv.Die(dead.ID, false), e.drv.Die(oomed.ID, true), e.drv.Vanish(lost.ID)} {
+		dead, oomed, lost, deaf := long("dead"), long("oomed"), long("lost"), long("deaf")
+		for _, err := range []error{e.drv.Die(dead.ID, false), e.drv.Die(oomed.ID, true), e.drv.Vanish(lost.ID), e.drv.Deafen(deaf.ID)} {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -215,6 +215,9 @@ func TestSweep(t *testing.T) {
 			{dead, sandbox.StatusStopped, "exited", swept},
 			{oomed, sandbox.StatusStopped, "oom", swept},
 			{lost, sandbox.StatusStopped, "vanished", swept},
+			// Running, with nothing listening for its agent: stopped, and
+			// its status says why.
+			{deaf, sandbox.StatusStopped, "agent could not be reached", swept},
 		}
 		for _, tt := range tests {
 			row := e.row(t, tt.sb.Name)
@@ -225,6 +228,30 @@ func TestSweep(t *testing.T) {
 		if e.killed(alive.ID) {
 			t.Errorf("the sweep stopped or deleted %s, which is alive and not expired", alive.Name)
 		}
-		e.wantHoldings(t, ids(alive, asleep, dead, oomed, lost), ids(alive, asleep, dead, oomed))
+		if st, err := e.drv.State(ctx, deaf.ID); err != nil || st.Status != driver.StatusStopped {
+			t.Errorf("the runtime's state of %s after the sweep = %+v, %v; want it stopped", deaf.Name, st, err)
+		}
+		e.wantHoldings(t, ids(alive, asleep, dead, oomed, lost, deaf), ids(alive, asleep, dead, oomed, deaf))
 	})
+}
+
+// TestUnreachableAgent: a call on a running sandbox whose agent nothing
+// reaches (driver.ErrUnreachable) stops it, says why, and starts it again
+// on its root, so the call succeeds; a dial that fails otherwise is the
+// call's error, and the sandbox is left alone.
+func TestUnreachableAgent(t *testing.T) {
+	e := newEnv(t, nil)
+	sb := e.create(t, a1, "deaf")
+	e.exec(t, a1, "deaf", "echo kept > f")
+	starts := e.started(sb.ID)
+	if err := e.drv.Deafen(sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := e.exec(t, a1, "deaf", "cat f"); out != "kept\n" {
+		t.Errorf("Exec(cat f) on a sandbox whose agent was unreachable = %q, want its file, after a restart", out)
+	}
+	row := e.row(t, sb.Name)
+	if row.Status != sandbox.StatusRunning || !strings.Contains(row.Reason, "woken by a call after: its agent could not be reached") || e.started(sb.ID) != starts+1 {
+		t.Errorf("after the call, %s = %s %q with %d more starts; want running, woken after its agent could not be reached, one start", sb.Name, row.Status, row.Reason, e.started(sb.ID)-starts)
+	}
 }

@@ -814,8 +814,10 @@ func (s *Service) agentOf(sb sandbox.Sandbox) *agent.Client {
 
 // dial connects to the sandbox's agent. When that fails because the runtime
 // lost the sandbox since its row said running (a host OOM under gVisor, a
-// host reboot), it records why and wakes it instead of failing until the
-// next sweep notices.
+// host reboot), or because nothing listens for its agent any more
+// (driver.ErrUnreachable: its agent died, or its root removed the socket),
+// it records why and starts it again instead of failing until the next
+// sweep notices.
 func (s *Service) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error) {
 	conn, err := s.opts.Driver.Dial(ctx, sb.ID)
 	if err == nil {
@@ -823,8 +825,12 @@ func (s *Service) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error
 	}
 	st, serr := s.opts.Driver.State(ctx, sb.ID)
 	switch {
+	case serr == nil && st.Status == driver.StatusRunning && errors.Is(err, driver.ErrUnreachable):
+		// Running, and nothing listens for its agent: no call can use it
+		// until it starts again.
+		s.stopUnreachable(ctx, sb, err)
 	case serr == nil && st.Status == driver.StatusRunning:
-		return nil, err // alive but not answering: not ours to restart
+		return nil, err // alive, and may answer yet (busy, frozen)
 	case errors.Is(serr, driver.ErrNotFound):
 		s.markStopped(ctx, sb, "vanished from the runtime")
 	case serr == nil:

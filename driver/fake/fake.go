@@ -150,6 +150,7 @@ type box struct {
 	pid       int
 	oomKilled bool
 	oomExecs  int           // results of exec to report as OOM killed
+	deaf      bool          // its agent listens no more (Deafen), until the next Start
 	agent     *live         // nil unless running
 	thawed    chan struct{} // non-nil while frozen; closed by thaw
 	// egress are the egress rules last applied: Spec.Egress at Start,
@@ -295,7 +296,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) erro
 		srv.Serve(a.ln)
 	}()
 	b.spec, b.status, b.pid, b.oomKilled, b.agent = spec, driver.StatusRunning, d.w.nextPID, false, a
-	b.egress, b.restoredFrom = driver.EgressRules{}, image
+	b.egress, b.restoredFrom, b.deaf = driver.EgressRules{}, image, false
 	if spec.Network == driver.NetworkEgress {
 		b.egress = spec.Egress
 	}
@@ -326,10 +327,13 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 		d.w.mu.Unlock()
 		return nil, fmt.Errorf("fake: Dial(%s): %w", id, driver.ErrNotFound)
 	}
-	a, oom := b.agent, b.oomExecs > 0
+	a, oom, deaf := b.agent, b.oomExecs > 0, b.deaf
 	d.w.mu.Unlock()
 	if a == nil {
 		return nil, fmt.Errorf("fake: Dial(%s): sandbox is stopped: %w", id, syscall.ECONNREFUSED)
+	}
+	if deaf {
+		return nil, fmt.Errorf("fake: Dial(%s): %w", id, driver.ErrUnreachable)
 	}
 	c, err := a.ln.dial(ctx)
 	if err != nil {
@@ -557,6 +561,21 @@ func (d *Driver) Die(id string, oomKilled bool) error {
 // driver.ErrNotFound for an unknown id.
 func (d *Driver) Vanish(id string) error {
 	return d.w.kill(id, false, true, "Vanish")
+}
+
+// Deafen makes running sandbox id's agent stop listening while the
+// sandbox keeps running, as when it died or its root removed its socket:
+// Dial then fails with driver.ErrUnreachable until the next Start. It
+// returns driver.ErrNotFound for an unknown id.
+func (d *Driver) Deafen(id string) error {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil {
+		return fmt.Errorf("fake: Deafen(%s): %w", id, driver.ErrNotFound)
+	}
+	b.deaf = true
+	return nil
 }
 
 // OOMNextExec makes the result of the next command run in sandbox id

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/network"
@@ -387,9 +388,25 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	}
 	conn, err := d.dialAgent(ctx, id)
 	if err != nil {
+		if unreachable(err) {
+			return nil, fmt.Errorf("oci: dial %s: %w: %w", id, driver.ErrUnreachable, err)
+		}
 		return nil, fmt.Errorf("oci: dial %s: %w", id, err)
 	}
 	return conn, nil
+}
+
+// unreachable reports whether err, from dialAgent, means that nothing
+// listens where the agent should: no socket (or directory) there, a link,
+// a mount or anything but a socket in its place, or a socket no one
+// listens on. A full backlog (EAGAIN) or a deadline is not.
+func unreachable(err error) bool {
+	for _, errno := range []error{unix.ENOENT, unix.ECONNREFUSED, unix.ELOOP, unix.EXDEV, unix.ENOTDIR, errNotSocket} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
 }
 
 // State reports what the runtime says about sandbox id: running with its
