@@ -92,6 +92,15 @@ func final(kind FrameKind, payload []byte, out any) error {
 		if err := json.Unmarshal(payload, &e); err != nil || !e.Code.Valid() {
 			return fmt.Errorf("agent: bad error frame %q", payload)
 		}
+		// The cause of an internal error is for the daemon's log, not
+		// for the caller: it wraps the error the caller sees.
+		if cause, ok := e.Details[causeDetail]; ok && e.Code == sandbox.CodeInternal {
+			delete(e.Details, causeDetail)
+			if len(e.Details) == 0 {
+				e.Details = nil
+			}
+			return fmt.Errorf("agent: %v: %w", cause, &e)
+		}
 		return &e
 	}
 	return fmt.Errorf("agent: unexpected frame %q", kind)

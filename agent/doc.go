@@ -101,8 +101,12 @@
 //
 // # Files
 //
-// File operations run as the agent (root in the sandbox, with
-// CAP_DAC_OVERRIDE, CAP_FOWNER and CAP_CHOWN), and give what they create to
-// the sandbox user. Writes are atomic (a temporary file renamed over the
-// target after fsync); nothing is kept on any error.
+// File operations run with the sandbox user's ids (Options.UID and GID, no
+// supplementary groups), on a thread the agent switches for the operation
+// (see asUser): the kernel checks every path and change as the user's, so
+// the API can do what the user could do in a shell and nothing more, and
+// what it creates belongs to the user. Writes are atomic (a temporary file
+// renamed over the target after fsync); nothing is kept on any error.
+// Errors are sandbox.Errors with the errno in details "errno"; one that
+// becomes internal carries its cause to the daemon, which logs it.
 package agent

@@ -15,10 +15,9 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// File operations run as the agent (root, with CAP_DAC_OVERRIDE and
-// CAP_FOWNER in the sandbox), never as the sandbox user: the sandbox is the
-// user's own, so the agent refuses nothing the user could do, and it gives
-// what it creates to the user (CAP_CHOWN) so that the user can edit it.
+// File operations run with the sandbox user's ids (see asUser): the kernel
+// refuses them what it refuses the user in a shell, and what they create is
+// the user's.
 
 const (
 	// readChunk is the payload size of the data frames of a read.
@@ -44,9 +43,13 @@ func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
 		return
 	}
 	// O_NONBLOCK so that opening a FIFO does not wait for a writer; it has
-	// no effect on the regular files read below.
+	// no effect on the regular files read below. Opening a socket fails
+	// (ENXIO), as may a device's: notRegular says what the path is.
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		if fi, serr := os.Stat(p); serr == nil && !fi.Mode().IsRegular() {
+			err = notRegular(p, fi)
+		}
 		s.failLogged(conn, log, fsError(err, p))
 		return
 	}
@@ -56,13 +59,8 @@ func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
 		s.failLogged(conn, log, fsError(err, p))
 		return
 	}
-	switch {
-	case fi.IsDir():
-		s.fail(conn, fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("list it instead"))
-		return
-	case !fi.Mode().IsRegular():
-		s.fail(conn, fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is not a regular file", p).
-			WithHint("only regular files can be read; run a command to read devices or pipes"))
+	if !fi.Mode().IsRegular() {
+		s.fail(conn, notRegular(p, fi))
 		return
 	}
 	var o owners
@@ -88,14 +86,35 @@ func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
 	WriteJSON(conn, FrameResult, info)
 }
 
+// notRegular is the error for reading path, which fi says is not a
+// regular file: a directory, a socket, a FIFO, a device.
+func notRegular(path string, fi fs.FileInfo) error {
+	if fi.IsDir() {
+		return fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", path).WithHint("list it instead")
+	}
+	kind := "not a regular file"
+	switch m := fi.Mode(); {
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is %s: only regular files can be read", path, kind).
+		WithHint("run a command to read from sockets, pipes or devices")
+}
+
 // writeFile stores the data frames that follow the request into the file,
 // atomically: the content goes to a temporary file in the target's
 // directory, which replaces the target only after FrameEOF, fsync and a
 // size within MaxBytes. Any failure (too large, the connection breaking,
 // a full disk) removes the temporary file and leaves the target untouched.
 // Writing through a symlink writes its target; an existing file keeps its
-// mode and owner unless SetMode; a new one gets Mode (0644 when zero) and
-// belongs to the sandbox user.
+// mode unless SetMode, and its owner and group where the user may set them
+// (see finishTemp); a new one gets Mode (0644 when zero) and belongs to the
+// sandbox user. The user must be allowed to create the temporary file and
+// to rename it over the target, as with mv in a shell.
 func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Logger) {
 	fail := func(err error) {
 		s.failLogged(conn, log, err)
@@ -210,11 +229,18 @@ func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Lo
 	WriteJSON(conn, FrameResult, info)
 }
 
-// finishTemp gives the temporary file its owner and mode (in that order:
-// chown clears setuid and setgid), flushes it to disk and closes it.
+// finishTemp gives the temporary file the owner and group of the file it
+// replaces where the user may (its own uid, its own group; as mv does, a
+// file of another owner that the user may replace becomes the user's), and
+// mode (in that order: chown clears setuid and setgid), flushes it to disk
+// and closes it.
 func (s *Server) finishTemp(tmp *os.File, mode fs.FileMode, uid, gid int) error {
-	if uid != os.Geteuid() || gid != os.Getegid() {
-		if err := tmp.Chown(uid, gid); err != nil {
+	fi, err := tmp.Stat()
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != uid || int(st.Gid) != gid) {
+		if err := tmp.Chown(uid, gid); err != nil && !errors.Is(err, syscall.EPERM) {
 			return err
 		}
 	}
@@ -264,8 +290,8 @@ func followLinks(p string) (string, error) {
 	return "", fsError(syscall.ELOOP, orig)
 }
 
-// mkdirAll creates p and its missing parents, each with mode 0755 and
-// owned by the sandbox user; existing directories are left as they are.
+// mkdirAll creates p and its missing parents, each with mode 0755 (and so
+// owned by the sandbox user); existing directories are left as they are.
 func (s *Server) mkdirAll(p string) error {
 	fi, err := os.Stat(p)
 	switch {
@@ -290,11 +316,6 @@ func (s *Server) mkdirAll(p string) error {
 	// Mkdir's mode passed through the agent's umask; set it exactly.
 	if err := os.Chmod(p, 0o755); err != nil {
 		return fsError(err, p)
-	}
-	if s.opts.UID != os.Geteuid() || s.opts.GID != os.Getegid() {
-		if err := os.Lchown(p, s.opts.UID, s.opts.GID); err != nil {
-			return fsError(err, p)
-		}
 	}
 	return nil
 }
@@ -361,7 +382,7 @@ func (s *Server) stat(path string) (sandbox.FileInfo, error) {
 }
 
 // mkdir creates the directory at path and its missing parents (mkdir -p),
-// owned by the sandbox user. An existing directory is not an error.
+// as the sandbox user. An existing directory is not an error.
 func (s *Server) mkdir(path string) (sandbox.FileInfo, error) {
 	p, err := s.resolve(path)
 	if err != nil {

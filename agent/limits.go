@@ -115,29 +115,18 @@ func wait4(pid int, ws *syscall.WaitStatus) (int, error) {
 // the runtime ends it with its goroutine.
 func (l limits) apply(pid int) (ok bool, err error) {
 	uid, gid := syscall.Getuid(), syscall.Getgid()
-	if err := setReal(syscall.SYS_SETRESGID, l.gid); err != nil {
+	if err := setres(syscall.SYS_SETRESGID, l.gid, keepID, keepID); err != nil {
 		return true, err
 	}
-	if err := setReal(syscall.SYS_SETRESUID, l.uid); err != nil {
-		return setReal(syscall.SYS_SETRESGID, gid) == nil, err
+	if err := setres(syscall.SYS_SETRESUID, l.uid, keepID, keepID); err != nil {
+		return setres(syscall.SYS_SETRESGID, gid, keepID, keepID) == nil, err
 	}
 	err = lowerLimit(pid, unix.RLIMIT_NPROC, l.nproc)
 	if err == nil {
 		err = lowerLimit(pid, unix.RLIMIT_AS, l.as)
 	}
-	ok = setReal(syscall.SYS_SETRESUID, uid) == nil && setReal(syscall.SYS_SETRESGID, gid) == nil
+	ok = setres(syscall.SYS_SETRESUID, uid, keepID, keepID) == nil && setres(syscall.SYS_SETRESGID, gid, keepID, keepID) == nil
 	return ok, err
-}
-
-// setReal sets the calling thread's real uid or gid (setresuid or
-// setresgid, trap) to id, keeping its effective and saved ids. Unlike
-// syscall.Setresuid it changes only this thread.
-func setReal(trap uintptr, id int) error {
-	const keep = ^uintptr(0) // -1: unchanged
-	if _, _, errno := syscall.RawSyscall(trap, uintptr(id), keep, keep); errno != 0 {
-		return errno
-	}
-	return nil
 }
 
 // lowerLimit sets both the soft and the hard limit of res of pid to v (so

@@ -33,6 +33,11 @@ const MaxFrame = 1 << 20
 // headerLen is the frame header: one kind byte and a big-endian uint32 length.
 const headerLen = 5
 
+// causeDetail is the detail of an internal error's FrameError that holds
+// its cause: the daemon logs it, and Client takes it out of the error its
+// caller sees.
+const causeDetail = "cause"
+
 // WriteFrame writes one frame. It is not safe for concurrent use on one
 // writer. On a net.Conn the header and payload go out in one writev.
 func WriteFrame(w io.Writer, kind FrameKind, payload []byte) error {
