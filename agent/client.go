@@ -146,13 +146,43 @@ func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 // way, with that error. Exec does not wait for a Read of stdin that blocks:
 // the copy stops at the next Read that returns.
 func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	return c.ExecSecrets(ctx, req, nil, stdin, stdout, stderr)
+}
+
+// Secret is a secret environment variable of a command (see ExecSecrets).
+type Secret struct {
+	// Name is the variable's name, a valid secret name
+	// (sandbox.ValidateSecretName).
+	Name string
+	// Value is its value, which holds no NUL byte.
+	Value []byte
+}
+
+// ExecSecrets is Exec for a command that is also given secrets, each in
+// the environment variable of its name (over req.Env's). req names none
+// (req.Secrets is the daemon's, which opens them). The values never go
+// into the request's JSON: each travels in a FrameSecret of its own, from a
+// buffer that is wiped once written, and the agent wipes its copy once the
+// command has started; secrets stays the caller's to wipe.
+func (c *Client) ExecSecrets(ctx context.Context, req sandbox.ExecRequest, secrets []Secret, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
 	if stdin != nil {
 		req.Stdin = true
 	}
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	r := Request{Op: OpExec, Exec: &req}
+	if len(req.Secrets) > 0 {
+		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: the request names secrets; pass their values instead")
+	}
+	if len(secrets) > maxSecretEnv {
+		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "%d secrets for one command exceed %d", len(secrets), maxSecretEnv).With("max", maxSecretEnv)
+	}
+	for _, sec := range secrets {
+		if err := sandbox.ValidateSecretName(sec.Name); err != nil {
+			return sandbox.ExecResult{}, err
+		}
+	}
+	r := Request{Op: OpExec, Exec: &req, SecretEnv: len(secrets)}
 	script := req.Shell
 	if len(script) > maxArgScript { // the script follows the request
 		req.Shell = ""
@@ -163,9 +193,14 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Rea
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
+	// On a write error the agent has answered (and closed) or the
+	// connection broke: the frames read below say which.
+	for _, sec := range secrets {
+		if sendSecret(conn, sec) != nil {
+			break
+		}
+	}
 	if r.ShellSize > 0 {
-		// On a write error the agent has answered (and closed) or the
-		// connection broke: the frames read below say which.
 		for rest := script; len(rest) > 0; {
 			n := min(len(rest), dataChunk)
 			if WriteFrame(conn, FrameData, []byte(rest[:n])) != nil {
@@ -274,6 +309,17 @@ func (in *inputFrames) json(kind FrameKind, v any) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return WriteJSON(in.conn, kind, v)
+}
+
+// sendSecret writes sec as a FrameSecret, "NAME=VALUE", from a buffer it
+// wipes once written.
+func sendSecret(conn net.Conn, sec Secret) error {
+	buf := make([]byte, headerLen+len(sec.Name)+1+len(sec.Value))
+	defer clear(buf)
+	n := copy(buf[headerLen:], sec.Name)
+	buf[headerLen+n] = '='
+	copy(buf[headerLen+n+1:], sec.Value)
+	return writeFramed(conn, FrameSecret, buf)
 }
 
 // stdinChunk and dataChunk are the payload sizes of the client's input

@@ -46,6 +46,14 @@
 // prlimit(2) while the new program is stopped before its first
 // instruction, and detaches.
 //
+// Secrets (Request.SecretEnv, Client.ExecSecrets) follow the request as
+// FrameSecret frames of raw "NAME=VALUE" bytes, never in its JSON. The
+// agent starts the command with a placeholder of the same length in each
+// one's place and, at the same exec stop, writes the values over them on
+// the new program's stack; then it wipes its only copy. The values are in
+// the command's environment and nowhere else in the sandbox, so a memory
+// checkpoint taken after the command has ended holds none.
+//
 // # Terminals and controls
 //
 // With sandbox.ExecRequest.TTY a command runs on a new pseudo-terminal of

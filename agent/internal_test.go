@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -197,4 +198,59 @@ func TestFsErrorErrnos(t *testing.T) {
 			t.Errorf("fsError(%s) has code %s, want internal", unix.ErrnoName(errno), code)
 		}
 	}
+}
+
+// FuzzReceiveSecrets feeds the secret frames that follow an exec request
+// (the first byte says how many are announced, the rest is the stream):
+// receiveSecrets never panics, and what it accepts is what a command's
+// environment can hold, each name once.
+func FuzzReceiveSecrets(f *testing.F) {
+	frame := func(kind FrameKind, payload string) string {
+		var b bytes.Buffer
+		WriteFrame(&b, kind, []byte(payload))
+		return b.String()
+	}
+	for _, seed := range []string{
+		"\x01" + frame(FrameSecret, "K=value"),
+		"\x02" + frame(FrameSecret, "K=v1") + frame(FrameSecret, "L=v=2"),
+		"\x02" + frame(FrameSecret, "K=v1") + frame(FrameSecret, "K=v2"),
+		"\x01" + frame(FrameSecret, "K"),
+		"\x01" + frame(FrameSecret, "1K=v"),
+		"\x01" + frame(FrameSecret, "K=a\x00b"),
+		"\x01" + frame(FrameData, "K=v"),
+		"\x02" + frame(FrameSecret, "K=v"),
+		"\x01" + frame(FrameSecret, "K=")[:6],
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) == 0 {
+			return
+		}
+		vars, err := receiveSecrets(bytes.NewReader(in[1:]), int(in[0]%8))
+		if err != nil {
+			var e *sandbox.Error
+			if !errors.Is(err, errBroken) && (!errors.As(err, &e) || !e.Code.Valid()) {
+				t.Fatalf("receiveSecrets error %v is neither a broken stream nor a *sandbox.Error", err)
+			}
+			return
+		}
+		if len(vars) != int(in[0]%8) {
+			t.Fatalf("receiveSecrets returned %d secrets, %d announced", len(vars), in[0]%8)
+		}
+		seen := map[string]bool{}
+		for _, v := range vars {
+			if sandbox.ValidateSecretName(v.name) != nil || bytes.IndexByte(v.value(), 0) >= 0 || seen[v.name] ||
+				string(v.entry[:len(v.name)+1]) != v.name+"=" {
+				t.Fatalf("receiveSecrets accepted %q as %q", v.entry, v.name)
+			}
+			seen[v.name] = true
+		}
+		env := withSecretPlaceholders([]string{"A=1", "K=plain"}, vars)
+		for _, v := range vars {
+			if env[v.index] != v.name+"="+strings.Repeat(secretPlaceholder, len(v.value())) {
+				t.Fatalf("placeholder of %s at %d is %q", v.name, v.index, env[v.index])
+			}
+		}
+	})
 }

@@ -20,6 +20,7 @@ const (
 	FrameData    FrameKind = 'D' // either way: file content
 	FrameEOF     FrameKind = 'Z' // client: end of stdin or of file content
 	FrameControl FrameKind = 'C' // client: JSON sandbox.ExecControl for a running command
+	FrameSecret  FrameKind = 'S' // client: one secret environment variable of an exec, "NAME=VALUE" (see Request.SecretEnv)
 	FrameStdout  FrameKind = 'O' // agent: command stdout, byte-exact
 	FrameStderr  FrameKind = 'X' // agent: command stderr, byte-exact
 	FrameResult  FrameKind = 'R' // agent: JSON result of the op; last frame
@@ -149,6 +150,14 @@ type Request struct {
 	// fits in frames of MaxFrame. Client.Exec sends scripts over
 	// maxArgScript this way.
 	ShellSize int64 `json:"shell_size,omitempty"`
+	// SecretEnv, for OpExec, is the number of FrameSecret frames that
+	// follow this frame (before a script's data frames), each one
+	// environment variable of the command, "NAME=VALUE", over any of the
+	// same name: the secrets the command is given (see Client.ExecSecrets).
+	// They travel as raw bytes, never in the JSON, so that the agent holds
+	// each value in one buffer of its own, which it wipes once the command
+	// has started or failed to.
+	SecretEnv int `json:"secret_env,omitempty"`
 	// Mode is chmod's new mode: permission bits plus fs.ModeSetuid,
 	// fs.ModeSetgid and fs.ModeSticky, in fs.FileMode's encoding (the same
 	// as sandbox.FileInfo.Mode and sandbox.WriteRequest.Mode).

@@ -30,14 +30,15 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	req, stdout, stderr, flush, err := s.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
+	req, secrets, stdout, stderr, done, err := s.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	end := s.leases.begin(sb.ID, s.now)
-	res, err := ag.Exec(ctx, req, stdin, stdout, stderr)
+	res, err := ag.ExecSecrets(ctx, req, secrets, stdin, stdout, stderr)
 	end()
-	flush()
+	done()
+	err = s.agentErr("exec", sb, err)
 	if err == nil && res.OOMKilled {
 		s.noteOOM(ctx, sb)
 	}
