@@ -136,11 +136,18 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	// The data dir's secrets key seals tenants' secrets and the keys of
+	// sandboxes' memory images.
+	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
+	if err != nil {
+		return err
+	}
 	drv, err := oci.New(oci.Options{
 		Runtime:      cfg.runtime,
 		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
 		RuntimeFlags: cfg.runtimeFlags,
 		Network:      netHost,
+		Sealer:       box,
 		Logger:       log.With("component", "driver"),
 	})
 	if err != nil {
@@ -175,10 +182,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if cfg.alarmWebhook != "" {
 		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
 		alarms = func(a sandbox.Alarm) { local(a); post(a) }
-	}
-	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
-	if err != nil {
-		return err
 	}
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,

@@ -23,6 +23,11 @@
 //	  stopped              present when Stop deleted the container (no need to ask the runtime)
 //	  resolv.conf          an egress sandbox's, when the network host serves DNS: mounted on /etc/resolv.conf
 //	  run/agent.sock       the agent's socket, mounted at /run/hearth in the sandbox
+//	  memory-raised        while a memory checkpoint has the cgroup's memory limits raised: the old ones
+//	memory/<key>/          a memory image (runsc), sealed: key (its data key, sealed by Options.Sealer)
+//	                       and <file>.sealed per file of runsc's checkpoint (see images.go)
+//	memory/<key>.tmp/      an image being sealed; memory/<key>.save-*, .load-*: tmpfs mounts of
+//	                       an image's plaintext while it is taken or restored (Recover removes all three)
 //
 // Surviving the daemon: sandboxes are made with `run --detach` (one runtime
 // invocation instead of `create` + `start`, which saves ≈8 ms with runc and
