@@ -150,4 +150,3 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
-
