@@ -131,11 +131,12 @@ func TestAsUserNewThreads(t *testing.T) {
 					return
 				}
 				pipes = append(pipes, r, w)
+				fd := int(r.Fd())
 				blocked.Add(1)
 				go func() {
 					defer blocked.Done()
 					var b [1]byte
-					syscall.Read(int(r.Fd()), b[:])
+					syscall.Read(fd, b[:]) // until the write end closes
 				}()
 			}
 		}); err != nil || fail != nil {
@@ -145,10 +146,13 @@ func TestAsUserNewThreads(t *testing.T) {
 	close(stop)
 	watchers.Wait()
 	wantAllRoot(t)
-	for _, f := range pipes {
-		f.Close()
+	for i := 1; i < len(pipes); i += 2 {
+		pipes[i].Close()
 	}
 	blocked.Wait()
+	for i := 0; i < len(pipes); i += 2 {
+		pipes[i].Close()
+	}
 	if saw.Load() {
 		t.Errorf("a goroutine outside asUser saw an effective uid other than 0")
 	}
