@@ -366,7 +366,7 @@ func (d *Driver) raiseMemoryLimit(id string, by int64) (lower func(), err error)
 	}
 	rec, _ := json.Marshal(old)
 	marker := filepath.Join(d.sandboxDir(id), raisedMarker)
-	if err := writeSynced(marker, rec); err != nil {
+	if err := os.WriteFile(marker, rec, 0o600); err != nil {
 		return nil, err
 	}
 	lower = func() {
@@ -490,20 +490,4 @@ func (d *Driver) MemoryImages(ctx context.Context) ([]string, error) {
 		}
 	}
 	return keys, nil
-}
-
-// writeSynced writes b to a new file at path (mode 0600) and syncs it.
-func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

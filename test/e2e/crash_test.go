@@ -178,7 +178,6 @@ time.sleep(100000)' >/dev/null 2>&1 & echo $! > /tmp/holder.pid; sleep 1; }`
 		})
 		c = d.Client()
 		d.wantWhole(ctx)
-		d.wantWholeImages(ctx)
 		if got := d.sh(ctx, "crash", "cat data.txt"); got != want {
 			t.Fatalf("round %d: after the kill the sandbox holds %q, want %q", round, got, want)
 		}
@@ -204,27 +203,12 @@ time.sleep(100000)' >/dev/null 2>&1 & echo $! > /tmp/holder.pid; sleep 1; }`
 
 // wantWholeImages wants the runtime's memory images whole after a
 // restart: no half-written image (<key>.tmp), no tmpfs of an image's
-// plaintext mounted (nor its mount point), images of existing checkpoints
-// only, each sealed (a key and sealed files, no plaintext file), and no
-// memory limit left raised.
-func (d *daemon) wantWholeImages(ctx context.Context) {
+// plaintext mounted (nor its mount point), images of the checkpoints that
+// exist only, each sealed (a key and sealed files, no plaintext file), and
+// no memory limit left raised.
+func (d *daemon) wantWholeImages(checkpoints map[string]bool) {
 	t := d.T
 	t.Helper()
-	c := d.Client()
-	list, err := c.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkpoints := map[string]bool{}
-	for _, sb := range list {
-		cks, err := c.ListCheckpoints(ctx, sb.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ck := range cks {
-			checkpoints[ck.ID] = true
-		}
-	}
 	stateDir := filepath.Join(d.DataDir, "oci", d.Runtime)
 	entries, err := os.ReadDir(filepath.Join(stateDir, "memory"))
 	if err != nil && !os.IsNotExist(err) {
@@ -347,7 +331,7 @@ func (d *daemon) sh(ctx context.Context, name, script string) string {
 // no other, and no subvolume that no record names (nor a record without
 // one); in the runtime, containers and sandbox directories of listed
 // sandboxes only, and a running container under each sandbox that says
-// running.
+// running; and its memory images whole (wantWholeImages).
 func (d *daemon) wantWhole(ctx context.Context) {
 	t := d.T
 	t.Helper()
@@ -357,7 +341,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 		t.Fatal(err)
 	}
 	var wantRoots, wantCks []string
-	owned := map[string]bool{}
+	owned, checkpoints := map[string]bool{}, map[string]bool{}
 	for _, sb := range list {
 		owned[sb.ID] = true
 		wantRoots = append(wantRoots, "sb-"+sb.ID)
@@ -370,8 +354,10 @@ func (d *daemon) wantWhole(ctx context.Context) {
 		}
 		for _, ck := range cks {
 			wantCks = append(wantCks, "ck-"+ck.ID)
+			checkpoints[ck.ID] = true
 		}
 	}
+	d.wantWholeImages(checkpoints)
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.Join(d.DataDir, "hearth.db"), RawQuery: "_query_only=on&_busy_timeout=5000"}).String())
 	if err != nil {
 		t.Fatal(err)
