@@ -152,6 +152,9 @@ func putSecrets(pid int, env []string, vars []secretVar) error {
 	if err != nil {
 		return fmt.Errorf("read the command's argc: %w", err)
 	}
+	if argc > 1<<24 { // more than any stack holds: not argc
+		return fmt.Errorf("the command's argc reads %d", argc)
+	}
 	envp := sp + wordSize*(1+argc+1)
 	for _, v := range vars {
 		addr, err := peekWord(pid, envp+wordSize*uintptr(v.index))
