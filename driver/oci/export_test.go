@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/hearth/hearth/driver"
 )
 
 // Internals the external tests reach.
@@ -77,3 +79,10 @@ var EnsureResolvConf = ensureResolvConf
 // ResumeLeftQuiet is what Recover does for a sandbox an earlier daemon may
 // have left quiet or quieting.
 func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }
+
+// StartFromImage starts sandbox spec.ID from the plaintext memory image in
+// dir, as RestoreMemory did before images were sealed: the baseline of
+// BenchmarkMemoryImage.
+func (d *Driver) StartFromImage(ctx context.Context, spec driver.Spec, dir string) error {
+	return d.start(ctx, spec, dir)
+}

@@ -93,7 +93,14 @@ func ephemeralSealer() Sealer {
 // runsc checkpoints into a private tmpfs, the driver seals the files from
 // there into <key>.tmp, the tmpfs goes, and <key>.tmp is renamed to <key>,
 // so that a key names a whole image or none.
-func (d *Driver) saveImage(ctx context.Context, id, key string) error {
+func (d *Driver) saveImage(ctx context.Context, id, key string) (err error) {
+	began := time.Now()
+	var sealing time.Duration
+	defer func() { // after the tmpfs and the raised limit are gone
+		if err == nil {
+			d.log.Debug("memory image saved", "sandbox", id, "image", key, "sealing", sealing.Round(time.Millisecond), "took", time.Since(began).Round(time.Millisecond))
+		}
+	}()
 	final := d.memoryDir(key)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
@@ -111,12 +118,12 @@ func (d *Driver) saveImage(ctx context.Context, id, key string) error {
 	if _, err := d.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	began := time.Now()
+	sealed := time.Now()
 	if err := d.sealImage(plain, tmp, key); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("oci: checkpoint memory %s: seal the image: %w", id, err)
 	}
-	d.log.Debug("memory image sealed", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
+	sealing = time.Since(sealed)
 	os.RemoveAll(final)
 	if err := os.Rename(tmp, final); err != nil {
 		os.RemoveAll(tmp)
