@@ -168,19 +168,8 @@ func (c *Client) ExecSecrets(ctx context.Context, req sandbox.ExecRequest, secre
 	if stdin != nil {
 		req.Stdin = true
 	}
-	if err := req.Validate(); err != nil {
+	if err := checkExec(req, secrets); err != nil {
 		return sandbox.ExecResult{}, err
-	}
-	if len(req.Secrets) > 0 {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: the request names secrets; pass their values instead")
-	}
-	if len(secrets) > maxSecretEnv {
-		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "%d secrets for one command exceed %d", len(secrets), maxSecretEnv).With("max", maxSecretEnv)
-	}
-	for _, sec := range secrets {
-		if err := sandbox.ValidateSecretName(sec.Name); err != nil {
-			return sandbox.ExecResult{}, err
-		}
 	}
 	r := Request{Op: OpExec, Exec: &req, SecretEnv: len(secrets)}
 	script := req.Shell
@@ -309,6 +298,26 @@ func (in *inputFrames) json(kind FrameKind, v any) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return WriteJSON(in.conn, kind, v)
+}
+
+// checkExec refuses what the agent would: an invalid request, one that
+// names secrets, too many secrets, a secret's invalid name.
+func checkExec(req sandbox.ExecRequest, secrets []Secret) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if len(req.Secrets) > 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: the request names secrets; pass their values instead")
+	}
+	if len(secrets) > maxSecretEnv {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "%d secrets for one command exceed %d", len(secrets), maxSecretEnv).With("max", maxSecretEnv)
+	}
+	for _, sec := range secrets {
+		if err := sandbox.ValidateSecretName(sec.Name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sendSecret writes sec as a FrameSecret, "NAME=VALUE", from a buffer it
