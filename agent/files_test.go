@@ -538,6 +538,20 @@ func TestFilesAsUser(t *testing.T) {
 			t.Errorf("ReadFile of a world-readable root file = %v", err)
 		}
 	})
+	t.Run("a write waiting for its content holds no switched thread", func(t *testing.T) {
+		release := make(chan struct{})
+		r := &stallingReader{data: []byte("part"), stalled: make(chan struct{}), release: release}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "slow"}, r)
+			done <- err
+		}()
+		<-r.stalled
+		waitFor(t, 5*time.Second, "no temporary file appeared", func() bool { return len(tempFiles(t, home)) == 1 })
+		wantAllRoot(t)
+		close(release)
+		<-done
+	})
 	wantAllRoot(t)
 }
 

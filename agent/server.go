@@ -270,15 +270,21 @@ func (s *Server) handle(conn net.Conn) {
 	}
 }
 
-// fileOp runs a file operation with the sandbox user's ids (see asUser),
-// all of it: the kernel checks every path and every change as the user's.
+// fileOp runs a file operation with the sandbox user's ids (see asUser):
+// the kernel checks every path and every change as the user's. A read or
+// a write takes them for what touches the file system only (see readFile
+// and writeFile), the others for all they do.
 func (s *Server) fileOp(conn net.Conn, req Request, log *slog.Logger) {
+	switch req.Op {
+	case OpRead:
+		s.readFile(conn, req.Path, log)
+		return
+	case OpWrite:
+		s.writeFile(conn, *req.Write, log)
+		return
+	}
 	err := s.asUser(func() {
 		switch req.Op {
-		case OpRead:
-			s.readFile(conn, req.Path, log)
-		case OpWrite:
-			s.writeFile(conn, *req.Write, log)
 		case OpList:
 			s.list(conn, req.Path, log)
 		case OpStat:
@@ -295,9 +301,6 @@ func (s *Server) fileOp(conn net.Conn, req Request, log *slog.Logger) {
 	})
 	if err != nil {
 		s.failLogged(conn, log, err)
-		if req.Op == OpWrite {
-			drainInput(conn)
-		}
 	}
 }
 
