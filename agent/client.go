@@ -93,6 +93,15 @@ func final(kind FrameKind, payload []byte, out any) error {
 		if err := json.Unmarshal(payload, &e); err != nil || !e.Code.Valid() {
 			return fmt.Errorf("agent: bad error frame %q", payload)
 		}
+		// The cause of an internal error is for the daemon's log, not
+		// for the caller: it wraps the error the caller sees.
+		if cause, ok := e.Details[causeDetail]; ok && e.Code == sandbox.CodeInternal {
+			delete(e.Details, causeDetail)
+			if len(e.Details) == 0 {
+				e.Details = nil
+			}
+			return fmt.Errorf("agent: %v: %w", cause, &e)
+		}
 		return &e
 	}
 	return fmt.Errorf("agent: unexpected frame %q", kind)
@@ -144,13 +153,32 @@ func (c *Client) Ping(ctx context.Context) (PingResult, error) {
 // way, with that error. Exec does not wait for a Read of stdin that blocks:
 // the copy stops at the next Read that returns.
 func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	return c.ExecSecrets(ctx, req, nil, stdin, stdout, stderr)
+}
+
+// Secret is a secret environment variable of a command (see ExecSecrets).
+type Secret struct {
+	// Name is the variable's name, a valid secret name
+	// (sandbox.ValidateSecretName).
+	Name string
+	// Value is its value, which holds no NUL byte.
+	Value []byte
+}
+
+// ExecSecrets is Exec for a command that is also given secrets, each in
+// the environment variable of its name (over req.Env's). req names none
+// (req.Secrets is the daemon's, which opens them). The values never go
+// into the request's JSON: each travels in a FrameSecret of its own, from a
+// buffer that is wiped once written, and the agent wipes its copy once the
+// command has started; secrets stays the caller's to wipe.
+func (c *Client) ExecSecrets(ctx context.Context, req sandbox.ExecRequest, secrets []Secret, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
 	if stdin != nil {
 		req.Stdin = true
 	}
-	if err := req.Validate(); err != nil {
+	if err := checkExec(req, secrets); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	r := Request{Op: OpExec, Exec: &req}
+	r := Request{Op: OpExec, Exec: &req, SecretEnv: len(secrets)}
 	var script io.Reader // the script that follows the request
 	switch {
 	case req.ShellSize > 0 && req.Script == nil:
@@ -167,6 +195,14 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest, stdin io.Rea
 		return sandbox.ExecResult{}, err
 	}
 	defer done()
+	// The secrets go first, then the script (the agent reads them in that
+	// order). On a write error the agent has answered (and closed) or the
+	// connection broke: the frames read below say which.
+	for _, sec := range secrets {
+		if sendSecret(conn, sec) != nil {
+			break
+		}
+	}
 	if script != nil {
 		if err := sendScript(conn, script, r.ShellSize); err != nil {
 			return sandbox.ExecResult{}, err
@@ -297,6 +333,37 @@ func (in *inputFrames) json(kind FrameKind, v any) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return WriteJSON(in.conn, kind, v)
+}
+
+// checkExec refuses what the agent would: an invalid request, one that
+// names secrets, too many secrets, a secret's invalid name.
+func checkExec(req sandbox.ExecRequest, secrets []Secret) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if len(req.Secrets) > 0 {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: the request names secrets; pass their values instead")
+	}
+	if len(secrets) > maxSecretEnv {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "%d secrets for one command exceed %d", len(secrets), maxSecretEnv).With("max", maxSecretEnv)
+	}
+	for _, sec := range secrets {
+		if err := sandbox.ValidateSecretName(sec.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendSecret writes sec as a FrameSecret, "NAME=VALUE", from a buffer it
+// wipes once written.
+func sendSecret(conn net.Conn, sec Secret) error {
+	buf := make([]byte, headerLen+len(sec.Name)+1+len(sec.Value))
+	defer clear(buf)
+	n := copy(buf[headerLen:], sec.Name)
+	buf[headerLen+n] = '='
+	copy(buf[headerLen+n+1:], sec.Value)
+	return writeFramed(conn, FrameSecret, buf)
 }
 
 // stdinChunk and dataChunk are the payload sizes of the client's input

@@ -10,10 +10,12 @@ import (
 
 // DecodeRequest parses a request frame strictly: unknown fields, trailing
 // data, an unknown op, an op without its operand, an operand the op does not
-// take (shell_size, port), a connect port outside 1 to 65535 and a mode with
+// take (shell_size, secret_env, port), secret_env outside 0 to
+// maxSecretEnv, an exec that names secrets (their values come in
+// FrameSecret frames), a connect port outside 1 to 65535 and a mode with
 // bits other than permissions, setuid, setgid and sticky are
-// invalid_argument. Paths
-// are checked (NUL bytes, "/" for remove and rename) when they are resolved.
+// invalid_argument. Paths are checked (NUL bytes, "/" for remove and
+// rename) when they are resolved.
 func DecodeRequest(payload []byte) (Request, error) {
 	var req Request
 	if err := decodeStrict(payload, "request", &req); err != nil {
@@ -24,6 +26,12 @@ func DecodeRequest(payload []byte) (Request, error) {
 	}
 	if req.Port != 0 && req.Op != OpConnect {
 		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: port is only for connect")
+	}
+	switch {
+	case req.SecretEnv != 0 && req.Op != OpExec:
+		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: secret_env is only for exec")
+	case req.SecretEnv < 0 || req.SecretEnv > maxSecretEnv:
+		return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: secret_env %d is outside 0 to %d", req.SecretEnv, maxSecretEnv)
 	}
 	switch req.Op {
 	case OpExec:
@@ -44,6 +52,9 @@ func DecodeRequest(payload []byte) (Request, error) {
 		}
 		if err := v.Validate(); err != nil {
 			return Request{}, err
+		}
+		if len(v.Secrets) > 0 {
+			return Request{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: exec names secrets; their values come in secret frames")
 		}
 	case OpWrite:
 		if req.Write == nil || req.Write.Path == "" {

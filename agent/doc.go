@@ -46,6 +46,14 @@
 // prlimit(2) while the new program is stopped before its first
 // instruction, and detaches.
 //
+// Secrets (Request.SecretEnv, Client.ExecSecrets) follow the request as
+// FrameSecret frames of raw "NAME=VALUE" bytes, never in its JSON. The
+// agent starts the command with a placeholder of the same length in each
+// one's place and, at the same exec stop, writes the values over them on
+// the new program's stack; then it wipes its only copy. The values are in
+// the command's environment and nowhere else in the sandbox, so a memory
+// checkpoint taken after the command has ended holds none.
+//
 // # Terminals and controls
 //
 // With sandbox.ExecRequest.TTY a command runs on a new pseudo-terminal of
@@ -101,8 +109,12 @@
 //
 // # Files
 //
-// File operations run as the agent (root in the sandbox, with
-// CAP_DAC_OVERRIDE, CAP_FOWNER and CAP_CHOWN), and give what they create to
-// the sandbox user. Writes are atomic (a temporary file renamed over the
-// target after fsync); nothing is kept on any error.
+// File operations run with the sandbox user's ids (Options.UID and GID, no
+// supplementary groups), on a thread the agent switches for the operation
+// (see asUser): the kernel checks every path and change as the user's, so
+// the API can do what the user could do in a shell and nothing more, and
+// what it creates belongs to the user. Writes are atomic (a temporary file
+// renamed over the target after fsync); nothing is kept on any error.
+// Errors are sandbox.Errors with the errno in details "errno"; one that
+// becomes internal carries its cause to the daemon, which logs it.
 package agent

@@ -60,17 +60,28 @@ type execution struct {
 // the command runs on for req.Grace, unheard, and then is killed.
 func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	req := *r.Exec
-	var script *os.File
-	if r.ShellSize > 0 {
+	var secrets []secretVar
+	if r.SecretEnv > 0 {
 		var err error
-		if script, err = receiveScript(conn, r.ShellSize); err != nil {
+		if secrets, err = receiveSecrets(conn, r.SecretEnv); err != nil {
 			if !errors.Is(err, errBroken) {
 				s.failLogged(conn, log, err)
 			}
 			return
 		}
 	}
-	c, err := s.command(req, script)
+	var script *os.File
+	if r.ShellSize > 0 {
+		var err error
+		if script, err = receiveScript(conn, r.ShellSize); err != nil {
+			wipeSecrets(secrets)
+			if !errors.Is(err, errBroken) {
+				s.failLogged(conn, log, err)
+			}
+			return
+		}
+	}
+	c, err := s.command(req, script, secrets)
 	if err != nil {
 		s.failLogged(conn, log, err)
 		return

@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -15,10 +16,9 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// File operations run as the agent (root, with CAP_DAC_OVERRIDE and
-// CAP_FOWNER in the sandbox), never as the sandbox user: the sandbox is the
-// user's own, so the agent refuses nothing the user could do, and it gives
-// what it creates to the user (CAP_CHOWN) so that the user can edit it.
+// File operations run with the sandbox user's ids (see asUser): the kernel
+// refuses them what it refuses the user in a shell, and what they create is
+// the user's.
 
 const (
 	// readChunk is the payload size of the data frames of a read.
@@ -36,37 +36,21 @@ const (
 
 // readFile streams the file at path as data frames, then its FileInfo. An
 // error found before the first byte (not found, a directory) is the only
-// frame, so the daemon can still answer with an HTTP error.
+// frame, so the daemon can still answer with an HTTP error. The file is
+// opened as the sandbox user; the content is streamed from the open file
+// as the agent, so that the thread is not held while the caller reads.
 func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
-	p, err := s.resolve(path)
-	if err != nil {
-		s.fail(conn, err)
-		return
+	var f *os.File
+	var info sandbox.FileInfo
+	var err error
+	if serr := s.asUser(func() { f, info, err = s.openRead(path) }); serr != nil {
+		err = serr
 	}
-	// O_NONBLOCK so that opening a FIFO does not wait for a writer; it has
-	// no effect on the regular files read below.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		s.failLogged(conn, log, fsError(err, p))
+		s.failLogged(conn, log, err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		s.failLogged(conn, log, fsError(err, p))
-		return
-	}
-	switch {
-	case fi.IsDir():
-		s.fail(conn, fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("list it instead"))
-		return
-	case !fi.Mode().IsRegular():
-		s.fail(conn, fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is not a regular file", p).
-			WithHint("only regular files can be read; run a command to read devices or pipes"))
-		return
-	}
-	var o owners
-	info := o.describe(p, fi)
 	buf := make([]byte, headerLen+readChunk)
 	for {
 		n, err := f.Read(buf[headerLen:])
@@ -81,11 +65,58 @@ func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
 		if err != nil {
 			// After data was sent the error still ends the stream, so the
 			// daemon can abort rather than deliver a short file as whole.
-			s.failLogged(conn, log, fsError(err, p))
+			s.failLogged(conn, log, fsError(err, info.Path))
 			return
 		}
 	}
 	WriteJSON(conn, FrameResult, info)
+}
+
+// openRead opens the regular file at path for reading and describes it.
+func (s *Server) openRead(path string) (*os.File, sandbox.FileInfo, error) {
+	p, err := s.resolve(path)
+	if err != nil {
+		return nil, sandbox.FileInfo{}, err
+	}
+	// O_NONBLOCK so that opening a FIFO does not wait for a writer; it has
+	// no effect on the regular files read. Opening a socket fails (ENXIO),
+	// as may a device's: notRegular says what the path is.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if fi, serr := os.Stat(p); serr == nil && !fi.Mode().IsRegular() {
+			err = notRegular(p, fi)
+		}
+		return nil, sandbox.FileInfo{}, fsError(err, p)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = notRegular(p, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, sandbox.FileInfo{}, fsError(err, p)
+	}
+	var o owners
+	return f, o.describe(p, fi), nil
+}
+
+// notRegular is the error for reading path, which fi says is not a
+// regular file: a directory, a socket, a FIFO, a device.
+func notRegular(path string, fi fs.FileInfo) error {
+	if fi.IsDir() {
+		return fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", path).WithHint("list it instead")
+	}
+	kind := "not a regular file"
+	switch m := fi.Mode(); {
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a FIFO"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is %s: only regular files can be read", path, kind).
+		WithHint("run a command to read from sockets, pipes or devices")
 }
 
 // writeFile stores the data frames that follow the request into the file,
@@ -94,115 +125,40 @@ func (s *Server) readFile(conn net.Conn, path string, log *slog.Logger) {
 // size within MaxBytes. Any failure (too large, the connection breaking,
 // a full disk) removes the temporary file and leaves the target untouched.
 // Writing through a symlink writes its target; an existing file keeps its
-// mode and owner unless SetMode; a new one gets Mode (0644 when zero) and
-// belongs to the sandbox user.
+// mode unless SetMode, and its owner and group where the user may set them
+// (see write.finish); a new one gets Mode (0644 when zero) and belongs to
+// the sandbox user. The user must be allowed to create the temporary file
+// and to rename it over the target, as with mv in a shell: both are done
+// as the user, while the content goes into the open temporary file as the
+// agent, so that the thread is not held while the caller sends.
 func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Logger) {
-	fail := func(err error) {
+	var w *write
+	var err error
+	if serr := s.asUser(func() { w, err = s.beginWrite(req) }); serr != nil {
+		err = serr
+	}
+	if err != nil {
 		s.failLogged(conn, log, err)
 		drainInput(conn)
-	}
-	p, err := s.resolve(req.Path)
-	if err != nil {
-		fail(err)
 		return
 	}
-	target, err := followLinks(p)
-	if err != nil {
-		fail(err)
-		return
-	}
-	mode := req.Mode & modeBits
-	if mode == 0 {
-		mode = 0o644
-	}
-	uid, gid := s.opts.UID, s.opts.GID
-	switch fi, err := os.Lstat(target); {
-	case err == nil && fi.IsDir():
-		fail(fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("write to a file path inside it"))
-		return
-	case err == nil && !fi.Mode().IsRegular():
-		fail(fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is not a regular file", p))
-		return
-	case err == nil:
-		if !req.SetMode {
-			mode = fi.Mode() & modeBits
+	if err := w.receive(conn, req.MaxBytes); err != nil {
+		if s.asUser(w.discard) != nil {
+			w.discard()
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	case !errors.Is(err, fs.ErrNotExist):
-		fail(fsError(err, p))
-		return
-	}
-
-	dir := filepath.Dir(target)
-	if req.Parents {
-		if err := s.mkdirAll(dir); err != nil {
-			fail(err)
+		if errors.Is(err, errBroken) {
+			log.Info("write abandoned: the connection broke before the end of the content", "path", w.path)
 			return
 		}
-	}
-	tmp, err := os.CreateTemp(dir, ".hearth-write-*")
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fileError(syscall.ENOENT, sandbox.CodeNotFound, "no such directory: %s", dir).
-				WithHint("create it first, or write with parents")
-		}
-		fail(fsError(err, p))
+		s.failLogged(conn, log, err)
+		drainInput(conn)
 		return
 	}
-	// discard removes the temporary file; every failure below calls it
-	// before answering, so that an error means nothing was kept.
-	discard := func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
+	var info sandbox.FileInfo
+	if serr := s.asUser(func() { info, err = w.commit() }); serr != nil {
+		w.discard()
+		err = serr
 	}
-
-	var written int64
-	buf := make([]byte, 64<<10)
-	for done := false; !done; {
-		kind, payload, err := ReadFrame(conn, buf)
-		if err != nil {
-			discard()
-			log.Info("write abandoned: the connection broke before the end of the content", "path", p)
-			return
-		}
-		buf = payload
-		switch kind {
-		case FrameData:
-			written += int64(len(payload))
-			if req.MaxBytes > 0 && written > req.MaxBytes {
-				discard()
-				fail(fileError(syscall.EFBIG, sandbox.CodeTooLarge, "content for %s exceeds the limit of %d bytes", p, req.MaxBytes).
-					WithHint("write a smaller file").With("max_bytes", req.MaxBytes))
-				return
-			}
-			if _, err := tmp.Write(payload); err != nil {
-				discard()
-				fail(fsError(err, p))
-				return
-			}
-		case FrameEOF:
-			done = true
-		default:
-			discard()
-			fail(sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unexpected frame %q in a write", kind))
-			return
-		}
-	}
-
-	if err := s.finishTemp(tmp, mode, uid, gid); err != nil {
-		discard()
-		fail(fsError(err, p))
-		return
-	}
-	if err := os.Rename(tmp.Name(), target); err != nil {
-		discard()
-		fail(fsError(err, p))
-		return
-	}
-	var o owners
-	info, err := o.fileInfo(target, false)
 	if err != nil {
 		s.failLogged(conn, log, err)
 		return
@@ -210,21 +166,135 @@ func (s *Server) writeFile(conn net.Conn, req sandbox.WriteRequest, log *slog.Lo
 	WriteJSON(conn, FrameResult, info)
 }
 
-// finishTemp gives the temporary file its owner and mode (in that order:
-// chown clears setuid and setgid), flushes it to disk and closes it.
-func (s *Server) finishTemp(tmp *os.File, mode fs.FileMode, uid, gid int) error {
-	if uid != os.Geteuid() || gid != os.Getegid() {
-		if err := tmp.Chown(uid, gid); err != nil {
+// write is a write under way: its target and what the new file gets, and
+// the temporary file its content goes to.
+type write struct {
+	path, target string // as named (resolved), and the file written (symlinks followed)
+	mode         fs.FileMode
+	uid, gid     int
+	tmp          *os.File
+}
+
+// beginWrite checks req's target and creates the temporary file beside it
+// (and the missing parents, with req.Parents).
+func (s *Server) beginWrite(req sandbox.WriteRequest) (*write, error) {
+	p, err := s.resolve(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	target, err := followLinks(p)
+	if err != nil {
+		return nil, err
+	}
+	w := &write{path: p, target: target, mode: req.Mode & modeBits, uid: s.opts.UID, gid: s.opts.GID}
+	if w.mode == 0 {
+		w.mode = 0o644
+	}
+	switch fi, err := os.Lstat(target); {
+	case err == nil && fi.IsDir():
+		return nil, fileError(syscall.EISDIR, sandbox.CodeInvalidArgument, "%s is a directory", p).WithHint("write to a file path inside it")
+	case err == nil && !fi.Mode().IsRegular():
+		return nil, fileError(syscall.EINVAL, sandbox.CodeInvalidArgument, "%s is not a regular file", p)
+	case err == nil:
+		if !req.SetMode {
+			w.mode = fi.Mode() & modeBits
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			w.uid, w.gid = int(st.Uid), int(st.Gid)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fsError(err, p)
+	}
+	dir := filepath.Dir(target)
+	if req.Parents {
+		if err := s.mkdirAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if w.tmp, err = os.CreateTemp(dir, ".hearth-write-*"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fileError(syscall.ENOENT, sandbox.CodeNotFound, "no such directory: %s", dir).
+				WithHint("create it first, or write with parents")
+		}
+		return nil, fsError(err, p)
+	}
+	return w, nil
+}
+
+// receive writes the data frames up to FrameEOF into the temporary file:
+// too_large past maxBytes (when positive), errBroken when the connection
+// breaks.
+func (w *write) receive(conn net.Conn, maxBytes int64) error {
+	var written int64
+	buf := make([]byte, 64<<10)
+	for {
+		kind, payload, err := ReadFrame(conn, buf)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errBroken, err)
+		}
+		buf = payload
+		switch kind {
+		case FrameData:
+			written += int64(len(payload))
+			if maxBytes > 0 && written > maxBytes {
+				return fileError(syscall.EFBIG, sandbox.CodeTooLarge, "content for %s exceeds the limit of %d bytes", w.path, maxBytes).
+					WithHint("write a smaller file").With("max_bytes", maxBytes)
+			}
+			if _, err := w.tmp.Write(payload); err != nil {
+				return fsError(err, w.path)
+			}
+		case FrameEOF:
+			return nil
+		default:
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unexpected frame %q in a write", kind)
+		}
+	}
+}
+
+// commit renames the finished temporary file over the target and
+// describes the result; on any error it discards the temporary file.
+func (w *write) commit() (sandbox.FileInfo, error) {
+	err := w.finish()
+	if err == nil {
+		err = os.Rename(w.tmp.Name(), w.target)
+	}
+	if err != nil {
+		w.discard()
+		return sandbox.FileInfo{}, fsError(err, w.path)
+	}
+	var o owners
+	return o.fileInfo(w.target, false)
+}
+
+// discard removes the temporary file, so that an error means nothing was
+// kept.
+func (w *write) discard() {
+	w.tmp.Close()
+	os.Remove(w.tmp.Name())
+}
+
+// finish gives the temporary file the owner and group of the file it
+// replaces where the user may (its own uid, its own group; as mv does, a
+// file of another owner that the user may replace becomes the user's), and
+// the mode (in that order: chown clears setuid and setgid), flushes it to
+// disk and closes it.
+func (w *write) finish() error {
+	fi, err := w.tmp.Stat()
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != w.uid || int(st.Gid) != w.gid) {
+		if err := w.tmp.Chown(w.uid, w.gid); err != nil && !errors.Is(err, syscall.EPERM) {
 			return err
 		}
 	}
-	if err := tmp.Chmod(mode); err != nil {
+	if err := w.tmp.Chmod(w.mode); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := w.tmp.Sync(); err != nil {
 		return err
 	}
-	return tmp.Close()
+	return w.tmp.Close()
 }
 
 // drainInput reads and discards what the caller still sends after a failed
@@ -264,8 +334,8 @@ func followLinks(p string) (string, error) {
 	return "", fsError(syscall.ELOOP, orig)
 }
 
-// mkdirAll creates p and its missing parents, each with mode 0755 and
-// owned by the sandbox user; existing directories are left as they are.
+// mkdirAll creates p and its missing parents, each with mode 0755 (and so
+// owned by the sandbox user); existing directories are left as they are.
 func (s *Server) mkdirAll(p string) error {
 	fi, err := os.Stat(p)
 	switch {
@@ -290,11 +360,6 @@ func (s *Server) mkdirAll(p string) error {
 	// Mkdir's mode passed through the agent's umask; set it exactly.
 	if err := os.Chmod(p, 0o755); err != nil {
 		return fsError(err, p)
-	}
-	if s.opts.UID != os.Geteuid() || s.opts.GID != os.Getegid() {
-		if err := os.Lchown(p, s.opts.UID, s.opts.GID); err != nil {
-			return fsError(err, p)
-		}
 	}
 	return nil
 }
@@ -361,7 +426,7 @@ func (s *Server) stat(path string) (sandbox.FileInfo, error) {
 }
 
 // mkdir creates the directory at path and its missing parents (mkdir -p),
-// owned by the sandbox user. An existing directory is not an error.
+// as the sandbox user. An existing directory is not an error.
 func (s *Server) mkdir(path string) (sandbox.FileInfo, error) {
 	p, err := s.resolve(path)
 	if err != nil {

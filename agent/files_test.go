@@ -73,19 +73,23 @@ func TestWriteReadRoundTrip(t *testing.T) {
 
 func TestWriteModes(t *testing.T) {
 	c, home := startServer(t, agent.Options{})
-	script := filepath.Join(home, "run.sh")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\necho old\n"), 0o755); err != nil {
+	writeFile(t, filepath.Join(home, "run.sh"), []byte("#!/bin/sh\necho old\n"), 0o755)
+	// A root file in the user's directory: the user may replace it (as mv
+	// would), but not give the new one to root.
+	rootFile := filepath.Join(home, "root.sh")
+	if err := os.WriteFile(rootFile, []byte("#!/bin/sh\necho old\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(script, 0o755) // owned by root: an overwrite keeps that too
+	os.Chmod(rootFile, 0o755)
 	tests := []struct {
 		name      string
 		req       sandbox.WriteRequest
 		wantMode  fs.FileMode
 		wantOwner uint32
 	}{
-		{"overwrite keeps mode and owner", sandbox.WriteRequest{Path: "run.sh", Mode: 0o600}, 0o755, 0},
-		{"set mode on overwrite", sandbox.WriteRequest{Path: "run.sh", Mode: 0o700, SetMode: true}, 0o700, 0},
+		{"overwrite keeps mode and owner", sandbox.WriteRequest{Path: "run.sh", Mode: 0o600}, 0o755, nobody},
+		{"set mode on overwrite", sandbox.WriteRequest{Path: "run.sh", Mode: 0o700, SetMode: true}, 0o700, nobody},
+		{"overwrite of a root file in the user's directory", sandbox.WriteRequest{Path: "root.sh"}, 0o755, nobody},
 		{"new file default mode", sandbox.WriteRequest{Path: "new.txt"}, 0o644, nobody},
 		{"new file with mode", sandbox.WriteRequest{Path: "secret.txt", Mode: 0o600}, 0o600, nobody},
 		{"new file setuid", sandbox.WriteRequest{Path: "suid", Mode: 0o755 | fs.ModeSetuid}, 0o755 | fs.ModeSetuid, nobody},
@@ -437,5 +441,164 @@ func TestMkdirRenameChmodRemove(t *testing.T) {
 	os.Mkdir(filepath.Join(home, "empty"), 0o755)
 	if err := c.Remove(ctx, "empty", false); err != nil {
 		t.Errorf("Remove(empty dir) = %v", err)
+	}
+}
+
+// TestFilesAsUser: the file operations run with the sandbox user's ids,
+// so they cannot do what the user could not do in a shell (here, as uid
+// 1000 with root's files beside its own), and each refusal leaves the
+// file system as it was; on the user's own files they work. Afterwards
+// every thread of the agent is root again.
+func TestFilesAsUser(t *testing.T) {
+	needRoot(t)
+	const user = 1000
+	home := t.TempDir()
+	os.Chmod(filepath.Dir(home), 0o711)
+	os.Chown(home, user, user)
+	c, _ := startServer(t, agent.Options{UID: user, GID: user, Home: home})
+	rootDir := filepath.Join(home, "rootdir") // root's, 0755, in the user's home
+	os.Mkdir(rootDir, 0o755)
+	os.Chmod(rootDir, 0o755)
+	for name, mode := range map[string]fs.FileMode{"file": 0o644, "prog": 0o755, "shadow": 0o600} {
+		p := filepath.Join(rootDir, name)
+		if err := os.WriteFile(p, []byte("root's "+name), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	modeOf := func(p string) fs.FileMode {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode()
+	}
+	refused := []struct {
+		name string
+		err  error
+	}{
+		{"chmod a root file", second(c.Chmod(ctx, "rootdir/file", 0o777))},
+		{"setuid on a root program", second(c.Chmod(ctx, "rootdir/prog", 0o755|fs.ModeSetuid))},
+		{"chmod a root directory", second(c.Chmod(ctx, "rootdir", 0o777))},
+		{"read a 0600 root file", c.ReadFile(ctx, "rootdir/shadow", io.Discard)},
+		{"write into a root directory", second(c.WriteFile(ctx, sandbox.WriteRequest{Path: "rootdir/new"}, strings.NewReader("x")))},
+		{"overwrite a root file in a root directory", second(c.WriteFile(ctx, sandbox.WriteRequest{Path: "rootdir/file"}, strings.NewReader("x")))},
+		{"mkdir in a root directory", second(c.Mkdir(ctx, "rootdir/sub"))},
+		{"remove from a root directory", c.Remove(ctx, "rootdir/file", false)},
+		{"rename out of a root directory", second(c.Rename(ctx, "rootdir/file", "mine"))},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) { wantCode(t, tc.err, sandbox.CodePermissionDenied) })
+	}
+	for name, mode := range map[string]fs.FileMode{"file": 0o644, "prog": 0o755, "shadow": 0o600} {
+		p := filepath.Join(rootDir, name)
+		if got := modeOf(p); got != mode {
+			t.Errorf("%s has mode %v after the refusals, want %v", name, got, mode)
+		}
+		if uid, _ := owner(t, p); uid != 0 {
+			t.Errorf("%s belongs to %d after the refusals, want root", name, uid)
+		}
+	}
+	if got := modeOf(rootDir); got != fs.ModeDir|0o755 {
+		t.Errorf("rootdir has mode %v after the refusals, want drwxr-xr-x", got)
+	}
+	for _, p := range []string{"rootdir/new", "rootdir/sub", "mine"} {
+		if _, err := os.Lstat(filepath.Join(home, p)); !os.IsNotExist(err) {
+			t.Errorf("%s exists after a refused operation: %v", p, err)
+		}
+	}
+	if left := tempFiles(t, rootDir); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+
+	t.Run("the user's own files", func(t *testing.T) {
+		if _, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "own/tool", Parents: true, Mode: 0o755}, strings.NewReader("#!/bin/sh\n")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"own", "own/tool"} {
+			if uid, gid := owner(t, filepath.Join(home, p)); uid != user || gid != user {
+				t.Errorf("%s belongs to %d:%d, want %d:%d", p, uid, gid, user, user)
+			}
+		}
+		if info, err := c.Chmod(ctx, "own/tool", 0o755|fs.ModeSetuid); err != nil || info.Mode != 0o755|fs.ModeSetuid {
+			t.Errorf("setuid on the user's own file = %+v, %v", info, err)
+		}
+		var got bytes.Buffer
+		if err := c.ReadFile(ctx, "own/tool", &got); err != nil || got.String() != "#!/bin/sh\n" {
+			t.Errorf("ReadFile(own/tool) = %q, %v", got.String(), err)
+		}
+		if _, err := c.Rename(ctx, "own/tool", "own/tool2"); err != nil {
+			t.Errorf("Rename = %v", err)
+		}
+		if err := c.Remove(ctx, "own", true); err != nil {
+			t.Errorf("Remove = %v", err)
+		}
+		if err := c.ReadFile(ctx, "rootdir/file", io.Discard); err != nil {
+			t.Errorf("ReadFile of a world-readable root file = %v", err)
+		}
+	})
+	t.Run("a write waiting for its content holds no switched thread", func(t *testing.T) {
+		release := make(chan struct{})
+		r := &stallingReader{data: []byte("part"), stalled: make(chan struct{}), release: release}
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "slow"}, r)
+			done <- err
+		}()
+		<-r.stalled
+		waitFor(t, 5*time.Second, "no temporary file appeared", func() bool { return len(tempFiles(t, home)) == 1 })
+		wantAllRoot(t)
+		close(release)
+		<-done
+	})
+	wantAllRoot(t)
+}
+
+// TestReadSocket: a read of a socket is invalid_argument naming what the
+// path is, not internal.
+func TestReadSocket(t *testing.T) {
+	c, home := startServer(t, agent.Options{})
+	ln, err := net.Listen("unix", filepath.Join(home, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = c.ReadFile(ctxT(t, 10*time.Second), "s.sock", io.Discard)
+	wantCode(t, err, sandbox.CodeInvalidArgument)
+	if msg := sandbox.AsError(err).Message; !strings.Contains(msg, "is a socket") {
+		t.Errorf("message = %q, want it to say the path is a socket", msg)
+	}
+}
+
+// wantAllRoot fails t unless every thread of this process has root's
+// real, effective, saved and file system ids within a few seconds: an
+// operation's thread switches back after its answer has gone out.
+func wantAllRoot(t *testing.T) {
+	t.Helper()
+	var switched []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tasks, err := filepath.Glob("/proc/self/task/*/status")
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("threads: %v, %v", tasks, err)
+		}
+		switched = nil
+		for _, st := range tasks {
+			b, err := os.ReadFile(st)
+			if err != nil {
+				continue // the thread ended
+			}
+			for line := range strings.Lines(string(b)) {
+				if k, v, _ := strings.Cut(line, ":"); (k == "Uid" || k == "Gid") && strings.Join(strings.Fields(v), " ") != "0 0 0 0" {
+					switched = append(switched, fmt.Sprintf("%s %s %q", st, k, strings.TrimSpace(v)))
+				}
+			}
+		}
+		if len(switched) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, s := range switched {
+		t.Errorf("thread %s, want root's", s)
 	}
 }

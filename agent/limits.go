@@ -37,11 +37,13 @@ func (l limits) none() bool { return l.nproc == 0 && l.as == 0 }
 
 // startTraced runs fork, which must start one child with SysProcAttr.Ptrace
 // set, from a locked OS thread (the tracer is the thread that forks), waits
-// for the child's stop at its exec, applies l and detaches. If the child
-// ended before it reached its program's first instruction, its final
-// status is returned too (it has been collected: nothing else may wait for
-// it). On an error the child is killed and collected.
-func startTraced(fork func() (*os.Process, error), l limits) (*os.Process, *syscall.WaitStatus, error) {
+// for the child's stop at its exec, runs atExec on it (which returns ok
+// false when the thread must not serve other goroutines: see apply) and
+// detaches. If the child ended before it reached its program's first
+// instruction, its final status is returned too (it has been collected:
+// nothing else may wait for it). On an error the child is killed and
+// collected.
+func startTraced(fork func() (*os.Process, error), atExec func(pid int) (ok bool, err error)) (*os.Process, *syscall.WaitStatus, error) {
 	runtime.LockOSThread()
 	locked := true
 	defer func() {
@@ -69,10 +71,10 @@ func startTraced(fork func() (*os.Process, error), l limits) (*os.Process, *sysc
 			}
 			continue
 		}
-		ok, err := l.apply(p.Pid)
+		ok, err := atExec(p.Pid)
 		locked = ok
 		if err != nil {
-			return nil, nil, killTraced(p, fmt.Errorf("set the command's rlimits: %w", err))
+			return nil, nil, killTraced(p, err)
 		}
 		if err := syscall.PtraceDetach(p.Pid); err != nil {
 			return nil, nil, killTraced(p, fmt.Errorf("detach from the command: %w", err))
@@ -114,30 +116,22 @@ func wait4(pid int, ws *syscall.WaitStatus) (int, error) {
 // then reports ok false, and the caller leaves the thread locked, so that
 // the runtime ends it with its goroutine.
 func (l limits) apply(pid int) (ok bool, err error) {
+	if l.none() {
+		return true, nil
+	}
 	uid, gid := syscall.Getuid(), syscall.Getgid()
-	if err := setReal(syscall.SYS_SETRESGID, l.gid); err != nil {
+	if err := setres(syscall.SYS_SETRESGID, l.gid, keepID, keepID); err != nil {
 		return true, err
 	}
-	if err := setReal(syscall.SYS_SETRESUID, l.uid); err != nil {
-		return setReal(syscall.SYS_SETRESGID, gid) == nil, err
+	if err := setres(syscall.SYS_SETRESUID, l.uid, keepID, keepID); err != nil {
+		return setres(syscall.SYS_SETRESGID, gid, keepID, keepID) == nil, err
 	}
 	err = lowerLimit(pid, unix.RLIMIT_NPROC, l.nproc)
 	if err == nil {
 		err = lowerLimit(pid, unix.RLIMIT_AS, l.as)
 	}
-	ok = setReal(syscall.SYS_SETRESUID, uid) == nil && setReal(syscall.SYS_SETRESGID, gid) == nil
+	ok = setres(syscall.SYS_SETRESUID, uid, keepID, keepID) == nil && setres(syscall.SYS_SETRESGID, gid, keepID, keepID) == nil
 	return ok, err
-}
-
-// setReal sets the calling thread's real uid or gid (setresuid or
-// setresgid, trap) to id, keeping its effective and saved ids. Unlike
-// syscall.Setresuid it changes only this thread.
-func setReal(trap uintptr, id int) error {
-	const keep = ^uintptr(0) // -1: unchanged
-	if _, _, errno := syscall.RawSyscall(trap, uintptr(id), keep, keep); errno != 0 {
-		return errno
-	}
-	return nil
 }
 
 // lowerLimit sets both the soft and the hard limit of res of pid to v (so

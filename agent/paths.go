@@ -39,8 +39,10 @@ func fileError(errno syscall.Errno, code sandbox.Code, format string, args ...an
 
 // fsError maps a file system error about path to the sandbox.Error a caller
 // sees. Messages name only the caller's path, never the agent's temporary
-// files; errors with no mapping become internal (and are logged by the
-// caller of fail).
+// files. Every errno a file operation can return for what a caller or the
+// sandbox did has a code; the rest (EBADF, EFAULT: the agent's own bugs)
+// and errors without an errno become internal, whose cause the agent logs
+// and sends for the daemon to log (see Server.fail).
 func fsError(err error, path string) error {
 	if err == nil {
 		return nil
@@ -93,6 +95,23 @@ func fsError(err error, path string) error {
 	case syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM:
 		return fileError(errno, sandbox.CodeUnavailable, "the sandbox is out of resources (%s)", errno.Error()).
 			WithHint("retry later")
+	case syscall.ENXIO, syscall.ENODEV:
+		return fileError(errno, sandbox.CodeInvalidArgument, "%s has nothing behind it to open (a socket, or a device with no driver)", path).
+			WithHint("only regular files can be read; run a command to use sockets and devices")
+	case syscall.EMLINK:
+		return fileError(errno, sandbox.CodeInvalidArgument, "too many links to %s or in its directory", path)
+	case syscall.EFBIG, syscall.EOVERFLOW:
+		return fileError(errno, sandbox.CodeTooLarge, "%s is too large for the file system", path)
+	case syscall.EOPNOTSUPP:
+		return fileError(errno, sandbox.CodeInvalidArgument, "the file system of %s does not support this operation", path)
+	case syscall.ETXTBSY:
+		return fileError(errno, sandbox.CodeUnavailable, "%s is a program that is running", path).
+			WithHint("retry once it has exited")
+	case syscall.EAGAIN, syscall.EINTR, syscall.ESTALE:
+		return fileError(errno, sandbox.CodeUnavailable, "%s is busy (%s)", path, errno.Error()).WithHint("retry")
+	case syscall.EIO:
+		return fileError(errno, sandbox.CodeUnavailable, "input/output error on %s", path).
+			WithHint("retry; if it persists the sandbox's disk is failing")
 	}
 	return fmt.Errorf("%s: %w", path, err)
 }

@@ -20,6 +20,7 @@ const (
 	FrameData    FrameKind = 'D' // either way: file content
 	FrameEOF     FrameKind = 'Z' // client: end of stdin or of file content
 	FrameControl FrameKind = 'C' // client: JSON sandbox.ExecControl for a running command
+	FrameSecret  FrameKind = 'S' // client: one secret environment variable of an exec, "NAME=VALUE" (see Request.SecretEnv)
 	FrameStdout  FrameKind = 'O' // agent: command stdout, byte-exact
 	FrameStderr  FrameKind = 'X' // agent: command stderr, byte-exact
 	FrameResult  FrameKind = 'R' // agent: JSON result of the op; last frame
@@ -32,6 +33,11 @@ const MaxFrame = 1 << 20
 
 // headerLen is the frame header: one kind byte and a big-endian uint32 length.
 const headerLen = 5
+
+// causeDetail is the detail of an internal error's FrameError that holds
+// its cause: the daemon logs it, and Client takes it out of the error its
+// caller sees.
+const causeDetail = "cause"
 
 // WriteFrame writes one frame. It is not safe for concurrent use on one
 // writer. On a net.Conn the header and payload go out in one writev.
@@ -144,6 +150,14 @@ type Request struct {
 	// fits in frames of MaxFrame. Client.Exec sends scripts over
 	// maxArgScript this way.
 	ShellSize int64 `json:"shell_size,omitempty"`
+	// SecretEnv, for OpExec, is the number of FrameSecret frames that
+	// follow this frame (before a script's data frames), each one
+	// environment variable of the command, "NAME=VALUE", over any of the
+	// same name: the secrets the command is given (see Client.ExecSecrets).
+	// They travel as raw bytes, never in the JSON, so that the agent holds
+	// each value in one buffer of its own, which it wipes once the command
+	// has started or failed to.
+	SecretEnv int `json:"secret_env,omitempty"`
 	// Mode is chmod's new mode: permission bits plus fs.ModeSetuid,
 	// fs.ModeSetgid and fs.ModeSticky, in fs.FileMode's encoding (the same
 	// as sandbox.FileInfo.Mode and sandbox.WriteRequest.Mode).

@@ -18,9 +18,11 @@ import (
 // root: commands run as root with no extra limits, relative paths resolve
 // against "/".
 type Options struct {
-	// UID and GID are the sandbox user's ids: commands run as this user
-	// (with no supplementary groups) and files and directories created
-	// through the agent belong to it.
+	// UID and GID are the sandbox user's ids: commands and file
+	// operations run as this user (with no supplementary groups), so files
+	// and directories created through the agent belong to it. A root agent
+	// switches to them for each file operation (see asUser); one that is
+	// not root does file operations with its own ids.
 	UID, GID int
 	// Home is the sandbox user's home: the default working directory and the
 	// base of relative paths. Empty means "/"; a relative home is taken
@@ -61,6 +63,10 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	reaper *reaper // nil unless Options.ReapOrphans
+	// self and user are the agent's ids and the sandbox user's; switches
+	// says file operations take the user's (see asUser).
+	self, user ids
+	switches   bool
 
 	mu        sync.Mutex
 	closing   bool
@@ -85,6 +91,7 @@ func NewServer(opts Options) *Server {
 		conns:     map[net.Conn]struct{}{},
 		execs:     map[*execution]struct{}{},
 	}
+	s.self, s.user, s.switches = userIDs(opts)
 	if opts.ReapOrphans {
 		s.reaper = newReaper()
 	}
@@ -249,22 +256,8 @@ func (s *Server) handle(conn net.Conn) {
 		WriteJSON(conn, FrameResult, PingResult{Version: ProtocolVersion, PID: os.Getpid()})
 	case OpExec:
 		s.exec(conn, req, log)
-	case OpRead:
-		s.readFile(conn, req.Path, log)
-	case OpWrite:
-		s.writeFile(conn, *req.Write, log)
-	case OpList:
-		s.list(conn, req.Path, log)
-	case OpStat:
-		s.answer(conn, log, func() (any, error) { return s.stat(req.Path) })
-	case OpMkdir:
-		s.answer(conn, log, func() (any, error) { return s.mkdir(req.Path) })
-	case OpRemove:
-		s.answer(conn, log, func() (any, error) { return struct{}{}, s.remove(req.Path, req.Recursive) })
-	case OpRename:
-		s.answer(conn, log, func() (any, error) { return s.rename(req.Path, req.To) })
-	case OpChmod:
-		s.answer(conn, log, func() (any, error) { return s.chmod(req.Path, req.Mode) })
+	case OpRead, OpWrite, OpList, OpStat, OpMkdir, OpRemove, OpRename, OpChmod:
+		s.fileOp(conn, req, log)
 	case OpConnect:
 		s.connect(conn, req.Port, log.With("port", req.Port))
 	case OpPorts:
@@ -274,6 +267,40 @@ func (s *Server) handle(conn net.Conn) {
 		})
 	default:
 		s.fail(conn, sandbox.Errorf(sandbox.CodeInvalidArgument, "agent: unknown op %q", req.Op))
+	}
+}
+
+// fileOp runs a file operation with the sandbox user's ids (see asUser):
+// the kernel checks every path and every change as the user's. A read or
+// a write takes them for what touches the file system only (see readFile
+// and writeFile), the others for all they do.
+func (s *Server) fileOp(conn net.Conn, req Request, log *slog.Logger) {
+	switch req.Op {
+	case OpRead:
+		s.readFile(conn, req.Path, log)
+		return
+	case OpWrite:
+		s.writeFile(conn, *req.Write, log)
+		return
+	}
+	err := s.asUser(func() {
+		switch req.Op {
+		case OpList:
+			s.list(conn, req.Path, log)
+		case OpStat:
+			s.answer(conn, log, func() (any, error) { return s.stat(req.Path) })
+		case OpMkdir:
+			s.answer(conn, log, func() (any, error) { return s.mkdir(req.Path) })
+		case OpRemove:
+			s.answer(conn, log, func() (any, error) { return struct{}{}, s.remove(req.Path, req.Recursive) })
+		case OpRename:
+			s.answer(conn, log, func() (any, error) { return s.rename(req.Path, req.To) })
+		case OpChmod:
+			s.answer(conn, log, func() (any, error) { return s.chmod(req.Path, req.Mode) })
+		}
+	})
+	if err != nil {
+		s.failLogged(conn, log, err)
 	}
 }
 
@@ -287,13 +314,20 @@ func (s *Server) answer(conn net.Conn, log *slog.Logger, op func() (any, error))
 	WriteJSON(conn, FrameResult, v)
 }
 
-// fail sends err as the final FrameError.
+// fail sends err as the final FrameError. An error that becomes internal
+// carries its cause in the details (causeDetail) for the daemon, which
+// logs it and strips it (see Client): the caller sees "internal error".
 func (s *Server) fail(conn net.Conn, err error) {
-	WriteJSON(conn, FrameError, sandbox.AsError(err))
+	e := sandbox.AsError(err)
+	var se *sandbox.Error
+	if !errors.As(err, &se) {
+		e.With(causeDetail, err.Error())
+	}
+	WriteJSON(conn, FrameError, e)
 }
 
 // failLogged sends err as the final FrameError and logs the cause of the
-// errors that become internal, whose text never leaves the agent.
+// errors that become internal in the sandbox's log too.
 func (s *Server) failLogged(conn net.Conn, log *slog.Logger, err error) {
 	if sandbox.ErrorCode(err) == sandbox.CodeInternal {
 		log.Error("operation failed", "err", err)

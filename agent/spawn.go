@@ -37,30 +37,36 @@ const (
 // command is an exec request resolved against the server's options: what
 // to execve, with which environment, where.
 type command struct {
-	path   string
-	argv   []string
-	env    []string
-	dir    string
-	script *os.File // a large shell script for fd 3, or nil
+	path    string
+	argv    []string
+	env     []string // with placeholders for secrets
+	dir     string
+	script  *os.File    // a large shell script for fd 3, or nil
+	secrets []secretVar // put in env at the exec stop (see putSecrets)
 }
 
+// close releases the script and wipes the secrets: once the command has
+// started, or failed to, they are the command's alone.
 func (c *command) close() {
 	if c.script != nil {
 		c.script.Close()
 		c.script = nil
 	}
+	wipeSecrets(c.secrets)
 }
 
 // command resolves req: the merged environment (with TERM on a terminal,
-// see withDefaultTerm), the working directory, and the program (looked up in the merged PATH) or the shell and its script.
-// script, when not nil, is the script that followed the request; command
-// takes it over.
-func (s *Server) command(req sandbox.ExecRequest, script *os.File) (*command, error) {
+// see withDefaultTerm, and placeholders for secrets), the working
+// directory, and the program (looked up in the merged PATH) or the shell
+// and its script. script, when not nil, is the script that followed the
+// request, and secrets the secrets that came with it; command takes both
+// over (see command.close).
+func (s *Server) command(req sandbox.ExecRequest, script *os.File, secrets []secretVar) (*command, error) {
 	over := req.Env
 	if req.TTY != nil {
 		over = withDefaultTerm(over)
 	}
-	c := &command{env: mergeEnv(s.opts.Env, over), script: script}
+	c := &command{env: withSecretPlaceholders(mergeEnv(s.opts.Env, over), secrets), script: script, secrets: secrets}
 	ok := false
 	defer func() {
 		if !ok {
@@ -314,10 +320,22 @@ func (s *Server) start(c *command, fds [3]*os.File, tty bool) (*os.Process, func
 		p, err := os.StartProcess(c.path, c.argv, attr)
 		return p, nil, err
 	}
-	if l := (limits{nproc: s.opts.NProc, as: s.opts.AddressSpace, uid: s.opts.UID, gid: s.opts.GID}); !l.none() {
+	// Traced up to its exec when it has rlimits to set (limits.go) or
+	// secrets to put in its environment (secretenv.go).
+	if l := (limits{nproc: s.opts.NProc, as: s.opts.AddressSpace, uid: s.opts.UID, gid: s.opts.GID}); !l.none() || len(c.secrets) > 0 {
 		sys.Ptrace = true
+		atExec := func(pid int) (bool, error) {
+			ok, err := l.apply(pid)
+			if err != nil {
+				return ok, fmt.Errorf("set the command's rlimits: %w", err)
+			}
+			if err := putSecrets(pid, c.env, c.secrets); err != nil {
+				return ok, fmt.Errorf("give the command its secrets: %w", err)
+			}
+			return ok, nil
+		}
 		fork = func() (*os.Process, *syscall.WaitStatus, error) {
-			return startTraced(func() (*os.Process, error) { return os.StartProcess(c.path, c.argv, attr) }, l)
+			return startTraced(func() (*os.Process, error) { return os.StartProcess(c.path, c.argv, attr) }, atExec)
 		}
 	}
 

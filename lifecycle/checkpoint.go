@@ -174,6 +174,9 @@ func (s *Service) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sand
 			s.log.Error("remove the snapshot of a failed memory checkpoint", "checkpoint", c.ID, "err", rerr)
 		}
 	}
+	// The image may be whole when what failed came after it (resuming
+	// the sandbox): no checkpoint owns it now.
+	s.dropMemory(ctx, c)
 	return s.internal("checkpoint the memory of "+sb.ID, err)
 }
 

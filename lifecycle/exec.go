@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -42,14 +43,15 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	} else if checkpoint, note, err = s.gate(ctx, p, sb, req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	req, stdout, stderr, flush, err := s.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
+	req, secrets, stdout, stderr, done, err := s.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	end := s.leases.begin(sb.ID, s.now)
-	res, err := ag.Exec(ctx, req, stdin, stdout, stderr)
+	res, err := ag.ExecSecrets(ctx, req, secrets, stdin, stdout, stderr)
 	end()
-	flush()
+	done()
+	err = s.agentErr("exec", sb, err)
 	if err == nil && res.OOMKilled {
 		s.noteOOM(ctx, sb)
 	}
@@ -163,77 +165,93 @@ func (s *Service) noteOOM(ctx context.Context, sb sandbox.Sandbox) {
 // ReadFile streams the file at path in p's sandbox to w. Errors (not_found,
 // invalid_argument for a directory, …) come before any byte is written.
 func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path string, w io.Writer) error {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return err
 	}
-	return ag.ReadFile(ctx, path, w)
+	return s.agentErr("read file", sb, ag.ReadFile(ctx, path, w))
 }
 
 // WriteFile writes r to req.Path in p's sandbox, as the sandbox user. Content
 // over the daemon's limit is too_large and nothing is kept; an existing
-// file keeps its mode and owner.
+// file keeps its mode, and its owner where the user may set it.
 func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name string, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error) {
 	if req.MaxBytes <= 0 || req.MaxBytes > s.opts.MaxWriteBytes {
 		req.MaxBytes = s.opts.MaxWriteBytes
 	}
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	return ag.WriteFile(ctx, req, r)
+	info, err := ag.WriteFile(ctx, req, r)
+	return info, s.agentErr("write file", sb, err)
 }
 
 // ListDir lists the directory at path in p's sandbox.
 func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path string) ([]sandbox.FileInfo, error) {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return nil, err
 	}
-	return ag.List(ctx, path)
+	list, err := ag.List(ctx, path)
+	return list, s.agentErr("list", sb, err)
 }
 
 // Stat describes the file at path in p's sandbox (not following a symlink).
 func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	return ag.Stat(ctx, path)
+	info, err := ag.Stat(ctx, path)
+	return info, s.agentErr("stat", sb, err)
 }
 
 // Mkdir creates the directory at path and its missing parents (mkdir -p).
 func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	return ag.Mkdir(ctx, path)
+	info, err := ag.Mkdir(ctx, path)
+	return info, s.agentErr("mkdir", sb, err)
 }
 
 // Remove deletes the file at path; a directory needs recursive unless empty.
 func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path string, recursive bool) error {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return err
 	}
-	return ag.Remove(ctx, path, recursive)
+	return s.agentErr("remove", sb, ag.Remove(ctx, path, recursive))
 }
 
 // Rename moves from to to inside p's sandbox.
 func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, to string) (sandbox.FileInfo, error) {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	return ag.Rename(ctx, from, to)
+	info, err := ag.Rename(ctx, from, to)
+	return info, s.agentErr("rename", sb, err)
 }
 
 // Chmod sets the permission bits of the file at path.
 func (s *Service) Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
-	_, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.running(ctx, p, name)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
-	return ag.Chmod(ctx, path, mode)
+	info, err := ag.Chmod(ctx, path, mode)
+	return info, s.agentErr("chmod", sb, err)
+}
+
+// agentErr returns err, an answer of sb's agent to op, and logs it when it
+// is internal: the cause the agent sent with it is for this log only (see
+// agent.Client), the caller sees "internal error".
+func (s *Service) agentErr(op string, sb sandbox.Sandbox, err error) error {
+	if err != nil && sandbox.ErrorCode(err) == sandbox.CodeInternal && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		s.log.Error("internal error in a sandbox's agent", "sandbox", sb.Name, "op", op, "err", err)
+	}
+	return err
 }

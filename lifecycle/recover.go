@@ -164,7 +164,31 @@ func (s *Service) removeOrphanRoots(ctx context.Context, known map[string]bool) 
 			s.log.Error("remove orphan root", "key", key, "err", err)
 		}
 	}
+	s.removeOrphanImages(ctx, checkpoints)
 	return nil
+}
+
+// removeOrphanImages removes the memory images of checkpoints that are
+// gone (a delete or a destroy a killed daemon had not finished), when the
+// driver can list its images.
+func (s *Service) removeOrphanImages(ctx context.Context, checkpoints map[string]bool) {
+	lister, ok := s.memoryDriver().(interface {
+		MemoryImages(ctx context.Context) ([]string, error)
+	})
+	if !ok {
+		return
+	}
+	keys, err := lister.MemoryImages(ctx)
+	if err != nil {
+		s.log.Error("list memory images", "err", err)
+		return
+	}
+	for _, key := range keys {
+		if !checkpoints[key] {
+			s.log.Warn("removing a memory image no checkpoint owns", "image", key)
+			s.dropMemory(ctx, sandbox.Checkpoint{ID: key})
+		}
+	}
 }
 
 // setStatus records a status change when it is one.

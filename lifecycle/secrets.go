@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"maps"
 
+	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/scrub"
 	"github.com/hearth/hearth/store"
@@ -113,34 +113,40 @@ func (s *Service) DeleteSecret(ctx context.Context, p sandbox.Principal, tenant,
 	return nil
 }
 
-// withSecrets opens the secrets req names, of tenant, and returns req with
-// them in its environment and the streams wrapped in scrubbers, whose
-// flush the caller runs once the command's output has ended.
-func (s *Service) withSecrets(ctx context.Context, tenant string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecRequest, io.Writer, io.Writer, func(), error) {
+// withSecrets opens the secrets req names, of tenant, and returns req
+// without their names, their values for the agent (see
+// agent.Client.ExecSecrets: never in a request's JSON, never a Go
+// string), the streams wrapped in scrubbers, and a done func that the
+// caller runs once the command's output has ended: it flushes the
+// scrubbers and wipes the values.
+func (s *Service) withSecrets(ctx context.Context, tenant string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecRequest, []agent.Secret, io.Writer, io.Writer, func(), error) {
 	noop := func() {}
 	if len(req.Secrets) == 0 {
-		return req, stdout, stderr, noop, nil
+		return req, nil, stdout, stderr, noop, nil
 	}
 	box, err := s.sealer()
 	if err != nil {
-		return req, nil, nil, noop, err
+		return req, nil, nil, nil, noop, err
 	}
-	env := maps.Clone(req.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
+	var vars []agent.Secret
 	var values []scrub.Secret
+	wipe := func() {
+		for _, v := range vars {
+			clear(v.Value)
+		}
+	}
 	for _, name := range req.Secrets {
 		v, err := s.openSecret(ctx, box, tenant, name)
 		if err != nil {
-			return req, nil, nil, noop, err
+			wipe()
+			return req, nil, nil, nil, noop, err
 		}
-		env[name] = string(v)
+		vars = append(vars, agent.Secret{Name: name, Value: v})
 		values = append(values, scrub.Secret{Name: name, Value: v})
 	}
-	req.Env, req.Secrets = env, nil
+	req.Secrets = nil
 	out, errw := scrub.NewWriter(orDiscard(stdout), values), scrub.NewWriter(orDiscard(stderr), values)
-	return req, out, errw, func() { out.Flush(); errw.Flush() }, nil
+	return req, vars, out, errw, func() { out.Flush(); errw.Flush(); wipe() }, nil
 }
 
 func orDiscard(w io.Writer) io.Writer {

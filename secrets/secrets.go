@@ -1,9 +1,13 @@
-// Package secrets seals tenants' secret values for storage: AES-256-GCM
-// under a key kept in a file of the daemon's data dir (0600, 32 random
-// bytes, made at the first start). A sealed value is bound to its tenant
-// and name, so a row copied to another tenant or name does not open. The
-// key never leaves the file and the daemon's memory; losing it loses the
-// secrets, which are then set again.
+// Package secrets seals what the daemon keeps at rest that must not be
+// read from its disk: tenants' secret values, and the keys of sandboxes'
+// memory images (a Box: AES-256-GCM under a key kept in a file of the
+// daemon's data dir, 0600, 32 random bytes, made at the first start), and
+// the memory images themselves (a stream: chunked AES-256-GCM under a
+// random key of each image's own, which a Box seals; see stream.go). A
+// sealed value is bound to its tenant and name, so a row copied to another
+// tenant or name does not open. The key never leaves the file and the
+// daemon's memory; losing it loses the secrets, which are then set again,
+// and the memory of checkpoints, which then restore their files only.
 package secrets
 
 import (

@@ -146,12 +146,19 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		return err
 	}
 	defer nets.close()
+	// The data dir's secrets key seals tenants' secrets and the keys of
+	// sandboxes' memory images.
+	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
+	if err != nil {
+		return err
+	}
 	drv, err := oci.New(oci.Options{
 		Runtime:      cfg.runtime,
 		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
 		CgroupParent: inst.CgroupParent,
 		RuntimeFlags: cfg.runtimeFlags,
 		Network:      nets.host,
+		Sealer:       box,
 		Logger:       log.With("component", "driver"),
 	})
 	if err != nil {
@@ -186,10 +193,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if cfg.alarmWebhook != "" {
 		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
 		alarms = func(a sandbox.Alarm) { local(a); post(a) }
-	}
-	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
-	if err != nil {
-		return err
 	}
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,

@@ -31,6 +31,11 @@
 //	  run/                 runsc: a 64 KiB tmpfs mounted at /run/hearth in the sandbox,
 //	    agent.sock         where the agent makes its socket,
 //	    resume             and the marker that resumes it after a memory checkpoint
+//	  memory-raised        while a memory checkpoint has the cgroup's memory limits raised: the old ones
+//	memory/<key>/          a memory image (runsc), sealed: key (its data key, sealed by Options.Sealer)
+//	                       and <file>.sealed per file of runsc's checkpoint (see images.go)
+//	memory/<key>.tmp/      an image being sealed; memory/<key>.save-*, .load-*: tmpfs mounts of
+//	                       an image's plaintext while it is taken or restored (Recover removes all three)
 //
 // Elsewhere on the host: Options.MountDir (/run/hearth/oci/<hash>), the
 // driver's private tmpfs with the agent binary and egress resolv.conf

@@ -104,27 +104,13 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	return err
 }
 
-// saveMemory runs paused, then writes the image of paused sandbox id.
+// saveMemory runs paused, then writes the image of paused sandbox id,
+// sealed (see images.go).
 func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() error) error {
 	if err := paused(); err != nil {
 		return err
 	}
-	final := d.memoryDir(key)
-	tmp := final + ".tmp"
-	os.RemoveAll(tmp)
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
-	}
-	if _, err := d.run(ctx, id, "checkpoint", "--image-path", tmp, "--leave-running", id); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
-	}
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
-	}
-	return nil
+	return d.saveImage(ctx, id, key)
 }
 
 // resumeAgent tells sandbox id's quiet agent to listen again (the marker
@@ -159,8 +145,10 @@ func waitGone(ctx context.Context, sd *sharedDir, name string) error {
 
 // RestoreMemory starts stopped sandbox spec.ID as Start does, but with
 // `runsc restore` from image key instead of `runsc run`: its processes go
-// on from the image. The restored agent is quiet, as it was when the
-// image was taken; the resume marker makes it listen.
+// on from the image, opened into a private tmpfs first (see images.go; an
+// image that does not open is ErrImageSealed). The restored agent is
+// quiet, as it was when the image was taken; the resume marker makes it
+// listen.
 func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: restore %s: image key %q: want lowercase letters and digits", spec.ID, key)
@@ -168,19 +156,21 @@ func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string
 	if d.runtime != RuntimeRunsc {
 		return fmt.Errorf("oci: restore %s: %w", spec.ID, errNoMemory)
 	}
-	image := d.memoryDir(key)
-	if _, err := os.Stat(filepath.Join(image, "checkpoint.img")); err != nil {
+	plain, err := d.loadImage(key)
+	if err != nil {
 		return fmt.Errorf("oci: restore %s: memory image %s: %w", spec.ID, key, err)
 	}
-	return d.start(ctx, spec, image)
+	defer d.unmountPlain(plain)
+	return d.start(ctx, spec, plain)
 }
 
-// DeleteMemory removes image key.
+// DeleteMemory removes image key, and what a checkpoint of it that
+// failed half way may have left.
 func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: delete memory image %q: want lowercase letters and digits", key)
 	}
-	return os.RemoveAll(d.memoryDir(key))
+	return errors.Join(os.RemoveAll(d.memoryDir(key)), os.RemoveAll(d.memoryDir(key)+".tmp"))
 }
 
 // resumeLeftQuiet lets the agent of sandbox id listen again if a daemon

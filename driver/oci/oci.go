@@ -103,6 +103,11 @@ type Options struct {
 	// StartTimeout bounds Start when its context has no deadline. Zero
 	// means 30 seconds.
 	StartTimeout time.Duration
+	// Sealer seals the data key of each memory image (see images.go):
+	// cmd/hearth passes the data dir's secrets box. Nil means a random key
+	// of this Driver's own, in memory only: its images do not open after
+	// a restart, and their checkpoints then restore their files only.
+	Sealer Sealer
 	// Logger receives the driver's log; nil discards.
 	Logger *slog.Logger
 }
@@ -119,6 +124,7 @@ type Driver struct {
 	net          *network.Host
 	startTimeout time.Duration
 	cgroups      cgroupMounts
+	sealer       Sealer
 	log          *slog.Logger
 
 	mu    sync.Mutex
@@ -215,8 +221,12 @@ func New(opts Options) (*Driver, error) {
 		startTimeout: timeout,
 		cgroups:      cg,
 		net:          opts.Network,
+		sealer:       opts.Sealer,
 		log:          log.With("runtime", rt),
 		locks:        map[string]*idLock{},
+	}
+	if d.sealer == nil {
+		d.sealer = ephemeralSealer()
 	}
 	d.flags = append(runtimeFlags(rt), opts.RuntimeFlags...)
 	if err := d.claimStateDir(); err != nil {
@@ -503,6 +513,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		}
 		states = append(states, st)
 	}
+	d.recoverImages()
 	listed, err := d.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)

@@ -134,7 +134,10 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 // image being written) leaves the sandbox whole: after the restart it
 // runs and answers, with one checkpoint more or none, and a checkpoint
 // taken as the daemon died restores (with its processes or, its image
-// unfinished, afresh) to the file it saw.
+// unfinished, afresh) to the file it saw. Two more rounds kill it while
+// runsc writes the image's plaintext into its tmpfs and while the driver
+// seals it into <key>.tmp: after each restart no half-written image, no
+// tmpfs and no raised memory limit is left (wantWholeImages).
 func TestKillDuringMemoryCheckpoint(t *testing.T) {
 	requireDaemon(t)
 	if !slices.Contains(bins.Runtimes, "runsc") {
@@ -147,14 +150,29 @@ func TestKillDuringMemoryCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := crashRand(t)
-	for round := range 4 {
+	memory := filepath.Join(d.DataDir, "oci", "runsc", "memory")
+	writing := func(pattern string) func() bool {
+		return func() bool { m, _ := filepath.Glob(filepath.Join(memory, pattern)); return len(m) > 0 }
+	}
+	// A process holding 64 MiB makes the image take a while to write.
+	const holder = `[ -e /proc/"$(cat /tmp/holder.pid 2>/dev/null)" ] || {
+python3 -c 'import time; b = bytearray(64 << 20)
+for i in range(0, len(b), 4096): b[i] = 1
+time.sleep(100000)' >/dev/null 2>&1 & echo $! > /tmp/holder.pid; sleep 1; }`
+	for round := range 6 {
 		want := fmt.Sprintf("round %d\n", round)
-		d.sh(ctx, "crash", "echo 'round "+fmt.Sprint(round)+"' > data.txt")
+		d.sh(ctx, "crash", "echo 'round "+fmt.Sprint(round)+"' > data.txt; "+holder)
 		before, err := c.ListCheckpoints(ctx, "crash")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ckErr := d.killDuring(ctx, time.Duration(r.IntN(200))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
+		began := time.Now()
+		delay := time.Duration(r.IntN(200)) * time.Millisecond
+		when := map[int]func() bool{4: writing("*.save-*"), 5: writing("*.tmp")}[round]
+		if when == nil {
+			when = func() bool { return time.Since(began) >= delay }
+		}
+		ckErr := d.killWhen(ctx, when, func(ctx context.Context, c *client.Client) error {
 			_, err := c.Checkpoint(ctx, "crash", sandbox.CheckpointRequest{Memory: true})
 			return err
 		})
@@ -180,6 +198,45 @@ func TestKillDuringMemoryCheckpoint(t *testing.T) {
 		} else {
 			t.Logf("round %d: no checkpoint (the call returned %v)", round, ckErr)
 		}
+	}
+}
+
+// wantWholeImages wants the runtime's memory images whole after a
+// restart: no half-written image (<key>.tmp), no tmpfs of an image's
+// plaintext mounted (nor its mount point), images of the checkpoints that
+// exist only, each sealed (a key and sealed files, no plaintext file), and
+// no memory limit left raised.
+func (d *daemon) wantWholeImages(checkpoints map[string]bool) {
+	t := d.T
+	t.Helper()
+	stateDir := filepath.Join(d.DataDir, "oci", d.Runtime)
+	entries, err := os.ReadDir(filepath.Join(stateDir, "memory"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !checkpoints[e.Name()] {
+			t.Errorf("memory image %s: no checkpoint owns it (half written, a tmpfs's mount point, or an orphan)", e.Name())
+			continue
+		}
+		files, _ := os.ReadDir(filepath.Join(stateDir, "memory", e.Name()))
+		for _, f := range files {
+			if f.Name() != "key" && !strings.HasSuffix(f.Name(), ".sealed") {
+				t.Errorf("memory image %s holds %s, which is not sealed", e.Name(), f.Name())
+			}
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(mounts)) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], filepath.Join(stateDir, "memory")+"/") {
+			t.Errorf("a memory image's tmpfs is still mounted: %s", f[4])
+		}
+	}
+	if raised, _ := filepath.Glob(filepath.Join(stateDir, "sandboxes", "*", "memory-raised")); len(raised) > 0 {
+		t.Errorf("memory limits still raised: %v", raised)
 	}
 }
 
@@ -216,6 +273,14 @@ func killDelays(r *rand.Rand, rounds int, span time.Duration) []time.Duration {
 // before it died.
 func (d *daemon) killDuring(ctx context.Context, delay time.Duration, op func(context.Context, *client.Client) error) error {
 	d.T.Helper()
+	began := time.Now()
+	return d.killWhen(ctx, func() bool { return time.Since(began) >= delay }, op)
+}
+
+// killWhen is killDuring with the kill as soon as when says so (it is
+// polled every millisecond), or once op has returned.
+func (d *daemon) killWhen(ctx context.Context, when func() bool, op func(context.Context, *client.Client) error) error {
+	d.T.Helper()
 	c := d.Client()
 	done := make(chan error, 1)
 	go func() {
@@ -223,9 +288,24 @@ func (d *daemon) killDuring(ctx context.Context, delay time.Duration, op func(co
 		defer cancel()
 		done <- op(octx, c)
 	}()
-	time.Sleep(delay)
+	var err error
+	returned := false
+	for !when() {
+		select {
+		case err = <-done:
+			returned = true
+		case <-time.After(time.Millisecond):
+			continue
+		}
+		break
+	}
+	if returned {
+		d.T.Logf("the operation returned (%v) before the moment to kill came", err)
+	}
 	d.Kill()
-	err := <-done // fails or succeeds; the daemon is gone either way
+	if !returned {
+		err = <-done // fails or succeeds; the daemon is gone either way
+	}
 	d.Start()
 	return err
 }
@@ -251,7 +331,7 @@ func (d *daemon) sh(ctx context.Context, name, script string) string {
 // no other, and no subvolume that no record names (nor a record without
 // one); in the runtime, containers and sandbox directories of listed
 // sandboxes only, and a running container under each sandbox that says
-// running.
+// running; and its memory images whole (wantWholeImages).
 func (d *daemon) wantWhole(ctx context.Context) {
 	t := d.T
 	t.Helper()
@@ -261,7 +341,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 		t.Fatal(err)
 	}
 	var wantRoots, wantCks []string
-	owned := map[string]bool{}
+	owned, checkpoints := map[string]bool{}, map[string]bool{}
 	for _, sb := range list {
 		owned[sb.ID] = true
 		wantRoots = append(wantRoots, "sb-"+sb.ID)
@@ -274,8 +354,10 @@ func (d *daemon) wantWhole(ctx context.Context) {
 		}
 		for _, ck := range cks {
 			wantCks = append(wantCks, "ck-"+ck.ID)
+			checkpoints[ck.ID] = true
 		}
 	}
+	d.wantWholeImages(checkpoints)
 	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.Join(d.DataDir, "hearth.db"), RawQuery: "_query_only=on&_busy_timeout=5000"}).String())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,292 @@
+package oci_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/secrets"
+)
+
+func newBox(t testing.TB) *secrets.Box {
+	t.Helper()
+	key := make([]byte, secrets.KeySize)
+	rand.Read(key)
+	box, err := secrets.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box
+}
+
+// mountsUnder lists the mount points under dir.
+func mountsUnder(t testing.TB, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+// TestMemoryImageSealed (runsc): a memory image holds nothing of the
+// sandbox's memory in plaintext (a value a process holds is in what it
+// seals, and not in its files), no tmpfs is left mounted after a
+// checkpoint or a restore, and an image altered on disk fails to restore
+// with ErrImageSealed, leaving the sandbox stopped and startable.
+func TestMemoryImageSealed(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+	box := newBox(t)
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: box, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := driver.Spec{
+		ID: "sealed", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
+		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()[sandbox.DefaultSize],
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
+	value := make([]byte, 24)
+	rand.Read(value)
+	for i := range value {
+		value[i] = 'a' + value[i]%26
+	}
+	hold := `cat > /tmp/v; python3 -c 'import os, time; v = open("/tmp/v").read() * 2; os.remove("/tmp/v"); time.sleep(100000)' >/dev/null 2>&1 &
+while [ -e /tmp/v ]; do sleep 0.1; done`
+	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: hold}, strings.NewReader(string(value)), nil, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("hold = %+v, %v", res, err)
+	}
+	needle := bytes.Repeat(value, 2) // only the process's memory holds it doubled
+	const key = "imgsealed"
+	if err := d.CheckpointMemory(ctx, spec.ID, key, func() error { return nil }); err != nil {
+		t.Fatalf("CheckpointMemory = %v", err)
+	}
+	if m := mountsUnder(t, filepath.Join(dir, "memory")); len(m) != 0 {
+		t.Errorf("mounts left after CheckpointMemory: %v", m)
+	}
+	image := filepath.Join(dir, "memory", key)
+	entries, err := os.ReadDir(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		b, err := os.ReadFile(filepath.Join(image, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, needle) || bytes.Contains(b, []byte("checkpoint")) && e.Name() != "key" && !strings.HasSuffix(e.Name(), ".sealed") {
+			t.Errorf("%s holds plaintext", e.Name())
+		}
+	}
+	t.Logf("image files: %v", names)
+	found := 0
+	if err := oci.OpenMemoryImage(image, key, box, func(name string, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		found += bytes.Count(b, needle)
+		t.Logf("%s: %d bytes, %d of the value, %d doubled", name, len(b), bytes.Count(b, value), bytes.Count(b, needle))
+		return err
+	}); err != nil {
+		t.Fatalf("OpenMemoryImage = %v", err)
+	}
+	if found == 0 {
+		t.Errorf("the opened image does not hold the process's value: the search above proves nothing")
+	}
+	if err := oci.OpenMemoryImage(image, key, newBox(t), func(string, io.Reader) error { return nil }); !errors.Is(err, oci.ErrImageSealed) {
+		t.Errorf("OpenMemoryImage with another data dir's key = %v, want ErrImageSealed", err)
+	}
+
+	// Restore works, and leaves no mount behind.
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RestoreMemory(ctx, spec, key); err != nil {
+		t.Fatalf("RestoreMemory = %v", err)
+	}
+	if m := mountsUnder(t, filepath.Join(dir, "memory")); len(m) != 0 {
+		t.Errorf("mounts left after RestoreMemory: %v", m)
+	}
+	var out bytes.Buffer
+	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "pgrep -c python3 || ls /proc | grep -c '^[0-9]'"}, nil, &out, nil); err != nil || res.ExitCode != 0 {
+		t.Errorf("exec after RestoreMemory = %+v, %v, %q", res, err, out.String())
+	}
+
+	// An altered image does not restore.
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	pages := filepath.Join(image, "pages.img"+".sealed")
+	f, err := os.OpenFile(pages, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff, 0xee}, 4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := d.RestoreMemory(ctx, spec, key); !errors.Is(err, oci.ErrImageSealed) {
+		t.Errorf("RestoreMemory of an altered image = %v, want ErrImageSealed", err)
+	}
+	if m := mountsUnder(t, filepath.Join(dir, "memory")); len(m) != 0 {
+		t.Errorf("mounts left after a failed RestoreMemory: %v", m)
+	}
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusStopped {
+		t.Errorf("after a failed RestoreMemory: %+v, %v; want stopped", st, err)
+	}
+	if err := d.Start(ctx, spec); err != nil {
+		t.Errorf("Start after a failed RestoreMemory = %v", err)
+	}
+}
+
+// TestRecoverImages: Recover removes a half-written image and a tmpfs a
+// killed daemon left mounted, seals an image an older daemon wrote in
+// plaintext, and lists only whole images.
+func TestRecoverImages(t *testing.T) {
+	drivertest.RequireRoot(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+	box := newBox(t)
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: box})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := filepath.Join(dir, "memory")
+	half := filepath.Join(mem, "ckhalf.tmp")
+	legacy := filepath.Join(mem, "cklegacy")
+	mount := filepath.Join(mem, "ckmounted.save-0a0b0c")
+	for _, p := range []string{half, legacy, mount} {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(half, "pages.img"), []byte("half"), 0o600)
+	os.WriteFile(filepath.Join(legacy, "checkpoint.img"), []byte("legacy plaintext state"), 0o600)
+	os.WriteFile(filepath.Join(legacy, "pages.img"), []byte("legacy plaintext pages"), 0o600)
+	if err := mountTmpfs(mount); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(mount, "pages.img"), []byte("plaintext in memory"), 0o600)
+
+	if _, err := d.Recover(context.Background()); err != nil {
+		t.Fatalf("Recover = %v", err)
+	}
+	for _, p := range []string{half, mount} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after Recover: %v", p, err)
+		}
+	}
+	if m := mountsUnder(t, filepath.Join(dir, "memory")); len(m) != 0 {
+		t.Errorf("mounts left after Recover: %v", m)
+	}
+	got := map[string]string{}
+	if err := oci.OpenMemoryImage(legacy, "cklegacy", box, func(name string, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		got[name] = string(b)
+		return err
+	}); err != nil || got["checkpoint.img"] != "legacy plaintext state" || got["pages.img"] != "legacy plaintext pages" {
+		t.Errorf("the legacy image after Recover opens as %q, %v", got, err)
+	}
+	for _, name := range []string{"checkpoint.img", "pages.img"} {
+		if _, err := os.Stat(filepath.Join(legacy, name)); !os.IsNotExist(err) {
+			t.Errorf("the legacy image's plaintext %s is still there: %v", name, err)
+		}
+	}
+	if keys, err := d.MemoryImages(context.Background()); err != nil || len(keys) != 1 || keys[0] != "cklegacy" {
+		t.Errorf("MemoryImages = %q, %v; want [cklegacy]", keys, err)
+	}
+}
+
+// mountTmpfs mounts a tmpfs at dir, as a memory checkpoint does.
+func mountTmpfs(dir string) error { return unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m") }
+
+// TestMemoryCheckpointFullSandbox (runsc): a sandbox whose process holds
+// most of its memory survives a memory checkpoint, although the image's
+// tmpfs pages, which gVisor's sentry writes, are charged to its cgroup
+// meanwhile; afterwards the cgroup's limits are back where they were.
+func TestMemoryCheckpointFullSandbox(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: newBox(t), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := driver.Spec{
+		ID: "full", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
+		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()["small"],
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	limits := func() string {
+		var out []string
+		for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+			b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID, f))
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+		return strings.Join(out, " ")
+	}
+	before := limits()
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
+	// 400 MiB of the small size's 512, touched page by page.
+	hold := `python3 -c 'import time; b = bytearray(400 << 20)
+for i in range(0, len(b), 4096): b[i] = 1
+open("/tmp/held", "w").write("yes"); time.sleep(100000)' >/dev/null 2>&1 &
+while [ ! -e /tmp/held ]; do sleep 0.1; done`
+	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: hold}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("hold = %+v, %v", res, err)
+	}
+	if err := d.CheckpointMemory(ctx, spec.ID, "imgfull", func() error { return nil }); err != nil {
+		t.Fatalf("CheckpointMemory = %v", err)
+	}
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning || st.OOMKilled {
+		t.Fatalf("after CheckpointMemory: %+v, %v; want running", st, err)
+	}
+	var out bytes.Buffer
+	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "pgrep -c python3 || ls -d /proc/[0-9]* | wc -l"}, nil, &out, nil); err != nil || res.ExitCode != 0 {
+		t.Errorf("after CheckpointMemory: %+v, %v, %q", res, err, out.String())
+	}
+	if after := limits(); after != before {
+		t.Errorf("memory limits after CheckpointMemory = %s, want %s as before", after, before)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sandboxes", spec.ID, "memory-raised")); !os.IsNotExist(err) {
+		t.Errorf("the raised-limit marker is still there: %v", err)
+	}
+}
