@@ -51,7 +51,7 @@ func (s *Service) sealer() (Sealer, error) {
 // SetSecret stores value as tenant's secret name ("" for the caller's
 // tenant), replacing any earlier one.
 func (s *Service) SetSecret(ctx context.Context, p sandbox.Principal, tenant, name string, value []byte) (sandbox.SecretInfo, error) {
-	tenant, err := secretTenant(p, tenant, true)
+	tenant, err := s.access(p).tenant(tenant, true, "secrets")
 	if err != nil {
 		return sandbox.SecretInfo{}, err
 	}
@@ -87,7 +87,7 @@ func (s *Service) SetSecret(ctx context.Context, p sandbox.Principal, tenant, na
 // ListSecrets describes tenant's secrets ("" for the caller's), without
 // their values.
 func (s *Service) ListSecrets(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.SecretInfo, error) {
-	tenant, err := secretTenant(p, tenant, false)
+	tenant, err := s.access(p).tenant(tenant, false, "secrets")
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (s *Service) ListSecrets(ctx context.Context, p sandbox.Principal, tenant s
 
 // DeleteSecret removes tenant's secret name ("" for the caller's tenant).
 func (s *Service) DeleteSecret(ctx context.Context, p sandbox.Principal, tenant, name string) error {
-	tenant, err := secretTenant(p, tenant, true)
+	tenant, err := s.access(p).tenant(tenant, true, "secrets")
 	if err != nil {
 		return err
 	}
