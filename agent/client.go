@@ -457,9 +457,17 @@ func (c *Client) WriteFile(ctx context.Context, req sandbox.WriteRequest, r io.R
 	return result(<-answered)
 }
 
+// MaxListBytes bounds one listing's frames (see List): 16 MiB, about
+// 100,000 entries. A larger one is too_large.
+const MaxListBytes = 16 << 20
+
 // List returns the entries of the directory at path, sorted by name
 // (symlinks described, not followed). A path that is not a directory is
 // invalid_argument.
+//
+// The listing is at most MaxListBytes of the agent's frames: the agent is
+// the sandbox's, and a sandbox may hold, or fake, a directory of any size,
+// which the daemon must not hold in memory.
 func (c *Client) List(ctx context.Context, path string) ([]sandbox.FileInfo, error) {
 	conn, done, err := c.call(ctx, Request{Op: OpList, Path: path})
 	if err != nil {
@@ -468,12 +476,17 @@ func (c *Client) List(ctx context.Context, path string) ([]sandbox.FileInfo, err
 	defer done()
 	out := []sandbox.FileInfo{}
 	var buf []byte
-	for {
+	for total := 0; ; {
 		kind, payload, err := ReadFrame(conn, buf)
 		if err != nil {
 			return nil, c.broken(ctx, err)
 		}
 		buf = payload
+		if total += len(payload); total > MaxListBytes {
+			return nil, sandbox.Errorf(sandbox.CodeTooLarge, "the listing of %s is larger than %d bytes", path, MaxListBytes).
+				With("max_bytes", MaxListBytes).
+				WithHint("list a directory with fewer entries, or run `ls` or `find` in a command")
+		}
 		if kind != FrameData {
 			var res ListResult
 			if err := final(kind, payload, &res); err != nil {

@@ -602,3 +602,34 @@ func wantAllRoot(t *testing.T) {
 		t.Errorf("thread %s, want root's", s)
 	}
 }
+
+// TestListBounded: a listing the daemon takes from an agent is bounded,
+// whatever the agent sends: a fake agent that answers a list with data
+// frames for ever gets too_large once MaxListBytes have come, and the
+// client reads no further.
+func TestListBounded(t *testing.T) {
+	sent := make(chan int, 1)
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+		client, fake := net.Pipe()
+		go func() {
+			defer fake.Close()
+			if _, _, err := agent.ReadFrame(fake, nil); err != nil {
+				sent <- 0
+				return
+			}
+			entry := fmt.Sprintf(`{"name":%q}`, strings.Repeat("n", 1000))
+			frame := []byte("[" + strings.Repeat(entry+",", 1000) + entry + "]")
+			n := 0
+			for agent.WriteFrame(fake, agent.FrameData, frame) == nil {
+				n += len(frame)
+			}
+			sent <- n
+		}()
+		return client, nil
+	})
+	_, err := c.List(ctxT(t, time.Minute), "huge")
+	wantCode(t, err, sandbox.CodeTooLarge)
+	if n := <-sent; n > agent.MaxListBytes+2*agent.MaxFrame {
+		t.Errorf("the client read %d bytes of a listing; want it to stop after %d", n, agent.MaxListBytes)
+	}
+}
