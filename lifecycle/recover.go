@@ -294,34 +294,34 @@ const probeTimeout = time.Second
 // since it was read. Its root and everything on it stay; the next call
 // starts it again.
 func (s *Service) stopUnreachable(ctx context.Context, sb sandbox.Sandbox, cause error) {
-	cur, unlock, err := s.current(ctx, sb)
-	if err != nil {
-		return
-	}
-	defer unlock()
-	if cur.Status != sandbox.StatusRunning || cur.UpdatedAt != sb.UpdatedAt {
-		return
-	}
-	s.log.Warn("stopping a sandbox whose agent cannot be reached", "sandbox", cur.Name, "tenant", cur.Tenant, "id", cur.ID, "err", cause)
-	if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		s.log.Error("stop a sandbox whose agent cannot be reached", "sandbox", cur.Name, "err", err)
-		return
-	}
-	s.setStatus(ctx, cur, sandbox.StatusStopped, unreachableReason)
+	s.ifUnchanged(ctx, sb, func(cur sandbox.Sandbox) {
+		s.log.Warn("stopping a sandbox whose agent cannot be reached", "sandbox", cur.Name, "tenant", cur.Tenant, "id", cur.ID, "err", cause)
+		if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+			s.log.Error("stop a sandbox whose agent cannot be reached", "sandbox", cur.Name, "err", err)
+			return
+		}
+		s.setStatus(ctx, cur, sandbox.StatusStopped, unreachableReason)
+	})
 }
 
 // markStopped records that a running sandbox died, unless a concurrent
 // destroy or wake changed it since the sweep read it.
 func (s *Service) markStopped(ctx context.Context, sb sandbox.Sandbox, reason string) {
+	s.ifUnchanged(ctx, sb, func(cur sandbox.Sandbox) { s.setStatus(ctx, cur, sandbox.StatusStopped, reason) })
+}
+
+// ifUnchanged runs fn with sb's row, under its lock, if it still says
+// running as it did when sb was read: a concurrent destroy, wake or
+// update since then wins.
+func (s *Service) ifUnchanged(ctx context.Context, sb sandbox.Sandbox, fn func(cur sandbox.Sandbox)) {
 	cur, unlock, err := s.current(ctx, sb)
 	if err != nil {
 		return
 	}
 	defer unlock()
-	if cur.Status != sandbox.StatusRunning || cur.UpdatedAt != sb.UpdatedAt {
-		return
+	if cur.Status == sandbox.StatusRunning && cur.UpdatedAt == sb.UpdatedAt {
+		fn(cur)
 	}
-	s.setStatus(ctx, cur, sandbox.StatusStopped, reason)
 }
 
 // stoppedReason says why the runtime reports a sandbox stopped.
