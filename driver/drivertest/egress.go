@@ -169,15 +169,7 @@ func ListenAll(t testing.TB) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	go acceptAndClose(ln, func() {})
 	port := ln.Addr().(*net.TCPAddr).Port
 	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 3*time.Second)
 	if err != nil {
@@ -322,5 +314,18 @@ func (s *suite) testEgressDNS(t *testing.T) {
 	got = strings.Split(strings.TrimSpace(execArgv(t, d, none.ID, "python3", "-c", ResolveScript, egressDNSName, port)), "\n")
 	if len(got) == 0 || !strings.HasPrefix(got[0], "unresolved") {
 		t.Errorf("sandbox %s with network %q: resolve %s = %q, want it unresolved", none.ID, none.Network, egressDNSName, got)
+	}
+}
+
+// acceptAndClose accepts connections on ln and closes them, calling
+// accepted for each, until ln is closed.
+func acceptAndClose(ln net.Listener, accepted func()) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		accepted()
+		c.Close()
 	}
 }

@@ -111,16 +111,7 @@ func newHostBait(t *testing.T) *hostBait {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b.accepts.Add(1)
-			c.Close()
-		}
-	}()
+	go acceptAndClose(ln, func() { b.accepts.Add(1) })
 	return b
 }
 
