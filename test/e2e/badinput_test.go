@@ -56,21 +56,26 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("the image stays untouched", func(t *testing.T) {
-		if _, err := c.WriteFile(ctx, "bad", sandbox.WriteRequest{Path: "/etc/hearth-marker"}, strings.NewReader("x")); err != nil {
+		// The file API runs as the sandbox user: what it changes is the
+		// user's, here in its home, which the image holds too.
+		if _, err := c.WriteFile(ctx, "bad", sandbox.WriteRequest{Path: "/home/sandbox/hearth-marker"}, strings.NewReader("x")); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Remove(ctx, "bad", "/usr/bin/python3", false); err != nil {
-			t.Fatalf("Remove(/usr/bin/python3) = %v", err)
+		if err := c.Remove(ctx, "bad", "/home/sandbox/.profile", false); err != nil {
+			t.Fatalf("Remove(/home/sandbox/.profile) = %v", err)
+		}
+		if err := c.Remove(ctx, "bad", "/usr/bin/python3", false); !sandbox.IsCode(err, sandbox.CodePermissionDenied) {
+			t.Fatalf("Remove(/usr/bin/python3), root's, as the sandbox user = %v; want permission_denied", err)
 		}
 		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "fresh"}); err != nil {
 			t.Fatal(err)
 		}
 		defer c.Destroy(ctx, "fresh")
-		if _, err := c.Stat(ctx, "fresh", "/etc/hearth-marker"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
-			t.Fatalf("a new sandbox sees another's /etc/hearth-marker: %v", err)
+		if _, err := c.Stat(ctx, "fresh", "/home/sandbox/hearth-marker"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			t.Fatalf("a new sandbox sees another's /home/sandbox/hearth-marker: %v", err)
 		}
-		if _, err := c.Stat(ctx, "fresh", "/usr/bin/python3"); err != nil {
-			t.Fatalf("a new sandbox lacks /usr/bin/python3: %v", err)
+		if _, err := c.Stat(ctx, "fresh", "/home/sandbox/.profile"); err != nil {
+			t.Fatalf("a new sandbox lacks /home/sandbox/.profile: %v", err)
 		}
 	})
 	t.Run("invalid names", func(t *testing.T) {
