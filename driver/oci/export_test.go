@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -126,4 +127,31 @@ func (d *Driver) RecoverIDs(running map[string]bool) { d.recoverIDs(running) }
 // BenchmarkMemoryImage.
 func (d *Driver) StartFromImage(ctx context.Context, spec driver.Spec, dir string) error {
 	return d.start(ctx, spec, dir)
+}
+
+// ListenDial makes a listening socket called name in directory dir as the
+// runc channel does (sharedDir.listen) and connects to it as Dial does
+// (sharedDir.dial), whatever the length of dir's path.
+func ListenDial(ctx context.Context, dir, name string) (net.Listener, net.Conn, error) {
+	fd, err := openDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &sharedDir{fd: fd, path: dir}
+	defer s.Close()
+	f, err := s.listen(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.dial(ctx, name)
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	return ln, c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/hearth/hearth/internal/testenv"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/netip"
@@ -539,5 +540,34 @@ func TestEnsureTmp(t *testing.T) {
 	}
 	if err := oci.EnsureTmp(evil); err == nil {
 		t.Error("EnsureTmp(a symlink to /etc) = nil, want an error")
+	}
+}
+
+// TestDialLongPath: the agent's socket is made and reached through
+// descriptors (/proc/self/fd/N), so a state directory whose path is longer
+// than a unix socket address can hold works.
+func TestDialLongPath(t *testing.T) {
+	dir := t.TempDir()
+	for len(dir) < 150 {
+		dir = filepath.Join(dir, "a-rather-long-directory-name")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, c, err := oci.ListenDial(t.Context(), dir, "agent.sock")
+	if err != nil {
+		t.Fatalf("listen and dial in a %d-byte path: %v", len(dir), err)
+	}
+	defer ln.Close()
+	defer c.Close()
+	go func() {
+		if s, err := ln.Accept(); err == nil {
+			s.Write([]byte("hi"))
+			s.Close()
+		}
+	}()
+	b := make([]byte, 2)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "hi" {
+		t.Fatalf("read = %q, %v; want hi", b, err)
 	}
 }
