@@ -60,26 +60,12 @@ type execution struct {
 // the command runs on for req.Grace, unheard, and then is killed.
 func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	req := *r.Exec
-	var secrets []secretVar
-	if r.SecretEnv > 0 {
-		var err error
-		if secrets, err = receiveSecrets(conn, r.SecretEnv); err != nil {
-			if !errors.Is(err, errBroken) {
-				s.failLogged(conn, log, err)
-			}
-			return
+	secrets, script, err := receiveInputs(conn, r)
+	if err != nil {
+		if !errors.Is(err, errBroken) {
+			s.failLogged(conn, log, err)
 		}
-	}
-	var script *os.File
-	if r.ShellSize > 0 {
-		var err error
-		if script, err = receiveScript(conn, r.ShellSize); err != nil {
-			wipeSecrets(secrets)
-			if !errors.Is(err, errBroken) {
-				s.failLogged(conn, log, err)
-			}
-			return
-		}
+		return
 	}
 	c, err := s.command(req, script, secrets)
 	if err != nil {
@@ -112,19 +98,7 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	defer p.Release()
 	log = log.With("pid", p.Pid)
 
-	grace := time.Duration(req.Grace)
-	if grace <= 0 {
-		grace = time.Duration(sandbox.DefaultGrace)
-	}
-	e := &execution{
-		pid:    p.Pid,
-		grace:  grace,
-		tty:    st.tty,
-		log:    log,
-		exited: make(chan struct{}),
-		killed: make(chan struct{}),
-	}
-	e.out = frameWriter{w: conn, onBreak: e.callerGone}
+	e := newExecution(conn, p.Pid, req, st, log)
 	if !s.track(e) {
 		go e.kill() // Shutdown began while it started
 	}
@@ -157,7 +131,79 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	if killing {
 		<-e.killed
 	}
-	// Wake the pumps so they switch to draining with an idle bound.
+	drain(st, &pumps, log)
+
+	res := execResult(ws, elapsed, timedOut, oomBefore, oomKnown)
+	log.Debug("exec done", "exit", res.ExitCode, "signal", res.Signal, "timed_out", res.TimedOut,
+		"caller_gone", gone, "ms", res.DurationMs)
+	e.out.finish(FrameResult, res)
+}
+
+// newExecution is the execution of the command of req that started as pid
+// with stdio st, its frames going to conn.
+func newExecution(conn net.Conn, pid int, req sandbox.ExecRequest, st *stdio, log *slog.Logger) *execution {
+	grace := time.Duration(req.Grace)
+	if grace <= 0 {
+		grace = time.Duration(sandbox.DefaultGrace)
+	}
+	e := &execution{
+		pid:    pid,
+		grace:  grace,
+		tty:    st.tty,
+		log:    log,
+		exited: make(chan struct{}),
+		killed: make(chan struct{}),
+	}
+	e.out = frameWriter{w: conn, onBreak: e.callerGone}
+	return e
+}
+
+// execResult is the result of a command that ended as ws after elapsed:
+// its exit code or signal, and whether the memory limit killed it (the
+// cgroup's OOM kills counted past oomBefore, when they are known).
+func execResult(ws syscall.WaitStatus, elapsed time.Duration, timedOut bool, oomBefore uint64, oomKnown bool) sandbox.ExecResult {
+	res := sandbox.ExecResult{TimedOut: timedOut, DurationMs: elapsed.Milliseconds()}
+	switch {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		res.ExitCode = -1
+		res.Signal = signalName(ws.Signal())
+		if ws.Signal() == syscall.SIGKILL && oomKnown {
+			n, ok := oomKills()
+			res.OOMKilled = ok && n > oomBefore
+		}
+	}
+	return res
+}
+
+// receiveInputs reads what follows an exec request before the command
+// starts: its secrets (Request.SecretEnv), then its script
+// (Request.ShellSize). On an error nothing is kept (the secrets wiped);
+// errBroken means the connection broke.
+func receiveInputs(conn net.Conn, r Request) ([]secretVar, *os.File, error) {
+	var secrets []secretVar
+	if r.SecretEnv > 0 {
+		var err error
+		if secrets, err = receiveSecrets(conn, r.SecretEnv); err != nil {
+			return nil, nil, err
+		}
+	}
+	var script *os.File
+	if r.ShellSize > 0 {
+		var err error
+		if script, err = receiveScript(conn, r.ShellSize); err != nil {
+			wipeSecrets(secrets)
+			return nil, nil, err
+		}
+	}
+	return secrets, script, nil
+}
+
+// drain lets the output pumps of an exited command finish: each switches
+// to draining with an idle bound, and what still flows after drainCap is
+// dropped.
+func drain(st *stdio, pumps *sync.WaitGroup, log *slog.Logger) {
 	for _, o := range st.outputs {
 		o.r.SetReadDeadline(time.Now().Add(drainIdle))
 	}
@@ -171,22 +217,6 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	case <-time.After(drainCap):
 		log.Info("exec: output still flowing after exit; dropping the rest")
 	}
-
-	res := sandbox.ExecResult{TimedOut: timedOut, DurationMs: elapsed.Milliseconds()}
-	switch {
-	case ws.Exited():
-		res.ExitCode = ws.ExitStatus()
-	case ws.Signaled():
-		res.ExitCode = -1
-		res.Signal = signalName(ws.Signal())
-		if ws.Signal() == syscall.SIGKILL && oomKnown {
-			n, ok := oomKills()
-			res.OOMKilled = ok && n > oomBefore
-		}
-	}
-	log.Debug("exec done", "exit", res.ExitCode, "signal", res.Signal, "timed_out", res.TimedOut,
-		"caller_gone", gone, "ms", res.DurationMs)
-	e.out.finish(FrameResult, res)
 }
 
 func closeFile(f *os.File) {

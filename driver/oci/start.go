@@ -62,48 +62,13 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 		d.stopStrayRun(ctx, id)
 	}
 	if existed && !d.stopped(id) {
-		st, err := d.runtimeState(ctx, id)
-		if err != nil {
-			return fmt.Errorf("oci: start %s: %w", id, err)
-		}
-		if st != nil && (st.Status == "running" || st.Status == "paused") {
-			return fmt.Errorf("oci: start %s: already running", id)
-		}
-		// A stopped sandbox whose container was not deleted (it died on
-		// its own): clear it, keeping what the cgroup knows about an OOM.
-		if err := d.teardownState(ctx, id, st, true); err != nil {
-			return fmt.Errorf("oci: start %s: clear the old container: %w", id, err)
+		if err := d.clearStale(ctx, id); err != nil {
+			return err
 		}
 	}
 	defer func() {
-		if err == nil {
-			return
-		}
-		// Undo with a context of its own: ctx may be what ended.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if terr := d.teardown(cctx, id, false); terr != nil {
-			// Keep the directory: the sandbox stays known, so that a
-			// Delete can finish the job.
-			log.Error("cleanup after a failed start", "err", terr)
-			err = fmt.Errorf("%w (and cleanup: %v)", err, terr)
-			return
-		}
-		if existed {
-			if err2 := d.markStopped(id); err2 != nil {
-				log.Error("cleanup after a failed start", "err", err2)
-			}
-			return
-		}
-		if d.net != nil {
-			// Without a directory, only Recover would find it.
-			if err2 := d.net.Detach(cctx, id); err2 != nil {
-				log.Error("cleanup after a failed start", "err", err2)
-				err = fmt.Errorf("%w (and cleanup: %v)", err, err2)
-			}
-		}
-		if err2 := os.RemoveAll(d.sandboxDir(id)); err2 != nil {
-			log.Error("cleanup after a failed start", "err", err2)
+		if err != nil {
+			err = d.undoStart(ctx, id, existed, err)
 		}
 	}()
 
@@ -141,6 +106,56 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 	}
 	log.Info("sandbox started", "wake", existed, "memory", image != "", "took", time.Since(began).Round(time.Millisecond))
 	return nil
+}
+
+// clearStale clears the container of known sandbox id, which Stop did not
+// stop: one that died on its own is torn down, keeping what its cgroup
+// knows about an OOM; one that runs is an error.
+func (d *Driver) clearStale(ctx context.Context, id string) error {
+	st, err := d.runtimeState(ctx, id)
+	if err != nil {
+		return fmt.Errorf("oci: start %s: %w", id, err)
+	}
+	if st != nil && (st.Status == "running" || st.Status == "paused") {
+		return fmt.Errorf("oci: start %s: already running", id)
+	}
+	if err := d.teardownState(ctx, id, st, true); err != nil {
+		return fmt.Errorf("oci: start %s: clear the old container: %w", id, err)
+	}
+	return nil
+}
+
+// undoStart removes what a start of sandbox id that failed with err made,
+// and returns err, with what the cleanup could not do. A sandbox that
+// existed before stays known and stopped; a new one goes, directory and
+// network attachment. When the runtime's teardown fails the directory
+// stays, so that the sandbox stays known and a Delete can finish the job.
+func (d *Driver) undoStart(ctx context.Context, id string, existed bool, err error) error {
+	log := d.log.With("sandbox", id)
+	// Undo with a context of its own: ctx may be what ended.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if terr := d.teardown(ctx, id, false); terr != nil {
+		log.Error("cleanup after a failed start", "err", terr)
+		return fmt.Errorf("%w (and cleanup: %v)", err, terr)
+	}
+	if existed {
+		if err2 := d.markStopped(id); err2 != nil {
+			log.Error("cleanup after a failed start", "err", err2)
+		}
+		return err
+	}
+	if d.net != nil {
+		// Without a directory, only Recover would find it.
+		if err2 := d.net.Detach(ctx, id); err2 != nil {
+			log.Error("cleanup after a failed start", "err", err2)
+			err = fmt.Errorf("%w (and cleanup: %v)", err, err2)
+		}
+	}
+	if err2 := os.RemoveAll(d.sandboxDir(id)); err2 != nil {
+		log.Error("cleanup after a failed start", "err", err2)
+	}
+	return err
 }
 
 // checkSpec rejects a spec the runtime would fail on later, before anything
