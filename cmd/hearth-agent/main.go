@@ -64,6 +64,12 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	reserveThreads(*threads)
+	if os.Getpid() == 1 {
+		// PID 1 of a sandbox; a test's agent leaves its process as it is.
+		if err := lockDown(); err != nil {
+			return err
+		}
+	}
 
 	srv := agent.NewServer(agent.Options{
 		UID: *uid, GID: *gid, Home: *home,

@@ -52,6 +52,10 @@ type Target struct {
 	// through a setuid-root copy of bash in the root (see
 	// installRootHelper), which gVisor does not honour.
 	AsRoot func(ctx context.Context, id, script string) (string, error)
+	// ConsoleLog returns the host file that sandbox id's agent's own
+	// output goes to, which AgentOutOfReach checks root inside cannot
+	// write; nil skips that check.
+	ConsoleLog func(id string) string
 }
 
 // Config describes the driver to test.
@@ -108,6 +112,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("HostileSwaps", s.testHostileSwaps)
 	t.Run("CrossTenant", s.testCrossTenant)
 	t.Run("HostRoot", s.testHostRoot)
+	t.Run("AgentOutOfReach", s.testAgentOutOfReach)
 	t.Run("Freeze", s.testFreeze)
 	t.Run("MemoryCheckpoint", s.testMemoryCheckpoint)
 	t.Run("Egress", s.testEgress)

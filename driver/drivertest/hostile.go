@@ -340,6 +340,78 @@ func (s *suite) testCrossTenant(t *testing.T) {
 	}
 }
 
+// testAgentOutOfReach: a setuid-root program an image may ship, run by a
+// command, gets no way into the agent (PID 1): its bounding set holds
+// neither CAP_SYS_PTRACE nor CAP_SETPCAP; it cannot read the agent's
+// environment or memory, follow or write its descriptors (one of which is
+// the host file its console output goes to), nor ptrace it; and that host
+// file holds nothing of what it tried to write there. (Under gVisor the
+// setuid bit gives no root at all, and the attack runs as the user; under
+// runc and crun root inside is an unprivileged host uid, to which the
+// host's files are closed anyway; the bounding set is the same bar for
+// both.)
+func (s *suite) testAgentOutOfReach(t *testing.T) {
+	tg := s.cfg.New(t)
+	d := tg.Driver
+	spec := s.spec(t)
+	installRootHelper(t, spec.RootFS)
+	s.start(t, d, spec)
+	marker := "hostile-" + newID()
+	// The attack runs with every id 0, as sudo gives, not only the
+	// effective uid the setuid bit gives: ptrace's same-ids rule then
+	// leaves the agent's dumpability and the attacker's capabilities as
+	// the only bars.
+	attack := `id -u; grep CapBnd /proc/self/status
+cat /proc/1/environ >/dev/null 2>&1 && echo READ-ENVIRON
+python3 -c 'open("/proc/1/mem", "rb")' 2>/dev/null && echo READ-MEM
+readlink /proc/1/fd/1 >/dev/null 2>&1 && echo READLINK-FD
+for fd in 0 1 2 3 4 5 6 7 8 9; do (echo ` + marker + ` >> /proc/1/fd/$fd) 2>/dev/null && echo WROTE-FD$fd; done
+python3 -c 'import ctypes; print("PTRACE", ctypes.CDLL(None).ptrace(16, 1, 0, 0))'
+true`
+	script := `exec python3 -c '
+import os, sys
+try:
+    os.setgroups([0]); os.setresgid(0, 0, 0); os.setresuid(0, 0, 0)
+except OSError:
+    pass  # no root to be had (gVisor ignores the setuid bit): attack as the user
+os.execv("/bin/sh", ["sh", "-c", sys.argv[1]])' "$1"`
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	res, err := agentClient(d, spec.ID).Exec(ctx, sandbox.ExecRequest{Argv: []string{"/bin/sh", "-c", `exec "$0" -p -c "$1" sh "$2"`, RootHelper, script, attack}}, nil, &out, &out)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("the setuid-root helper = %+v, %v: %s", res, err, out.String())
+	}
+	got := out.String()
+	for _, reached := range []string{"READ-ENVIRON", "READ-MEM", "READLINK-FD", "WROTE-FD"} {
+		if strings.Contains(got, reached) {
+			t.Errorf("root inside reached the agent (%s):\n%s", reached, got)
+		}
+	}
+	if !strings.Contains(got, "PTRACE -1") {
+		t.Errorf("root inside's ptrace of the agent: %q, want -1", got)
+	}
+	bnd := ""
+	for line := range strings.Lines(got) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "CapBnd:" {
+			bnd = f[1]
+		}
+	}
+	mask, err := strconv.ParseUint(bnd, 16, 64)
+	if err != nil {
+		t.Fatalf("no bounding set in %q", got)
+	}
+	const sysPtrace, setpcap = 19, 8
+	if mask&(1<<sysPtrace|1<<setpcap) != 0 {
+		t.Errorf("a command's bounding set %s holds CAP_SYS_PTRACE or CAP_SETPCAP", bnd)
+	}
+	if tg.ConsoleLog != nil {
+		if b, err := os.ReadFile(tg.ConsoleLog(spec.ID)); err != nil || bytes.Contains(b, []byte(marker)) {
+			t.Errorf("the host's console log of the agent (%v) holds what root inside wrote to its descriptors", err)
+		}
+	}
+}
+
 // testHostRoot, for a driver whose sandboxes are containers (Isolation
 // "container": runc, crun): root inside is not root on the host. The
 // agent (PID 1, root inside) and a process the setuid-root helper made

@@ -37,12 +37,12 @@ exec /usr/local/bin/hearth-agent "$@"
 `
 
 // agentCaps is CapEff of the agent per runtime: CHOWN, DAC_OVERRIDE,
-// FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE and AUDIT_WRITE,
-// and under runsc SYS_PTRACE.
+// FOWNER, FSETID, KILL, SETGID, SETPCAP, SETUID, NET_BIND_SERVICE and
+// AUDIT_WRITE, and under runsc SYS_PTRACE.
 var agentCaps = map[string]string{
-	oci.RuntimeRunc:  "00000000200004fb",
-	oci.RuntimeCrun:  "00000000200004fb",
-	oci.RuntimeRunsc: "00000000200804fb",
+	oci.RuntimeRunc:  "00000000200005fb",
+	oci.RuntimeCrun:  "00000000200005fb",
+	oci.RuntimeRunsc: "00000000200805fb",
 }
 
 // TestSandboxEnvironment checks, on every runtime, what PID 1 sees: it is

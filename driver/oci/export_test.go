@@ -155,3 +155,6 @@ func ListenDial(ctx context.Context, dir, name string) (net.Listener, net.Conn, 
 	}
 	return ln, c, nil
 }
+
+// ConsoleLog is the host file sandbox id's agent's stdout and stderr go to.
+func (d *Driver) ConsoleLog(id string) string { return d.consoleLog(id) }

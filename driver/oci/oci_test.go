@@ -115,7 +115,8 @@ func TestConformance(t *testing.T) {
 						Reopen: func(t *testing.T) driver.Driver {
 							return newDriverNet(t, rt, bin, dir, openNetHost(t, netDir))
 						},
-						Leftovers: d.Leftovers,
+						Leftovers:  d.Leftovers,
+						ConsoleLog: d.ConsoleLog,
 					}
 					if rt == oci.RuntimeRunsc {
 						// gVisor ignores the setuid bit of the suite's

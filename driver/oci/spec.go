@@ -59,17 +59,21 @@ const (
 	cpuPeriod         = 100_000   // µs; the CFS default
 )
 
-// agentCapabilities are what the agent needs as PID 1: switch to the
-// sandbox user for commands and file operations (SETUID, SETGID), act on
-// files of any owner on the user's behalf (CHOWN, FOWNER, DAC_OVERRIDE,
-// FSETID), signal the process groups it started (KILL), and let a root
-// command bind low ports and write audit records as login tools expect
-// (NET_BIND_SERVICE, AUDIT_WRITE). Under runsc it also traces each command
-// up to its exec to set its rlimits (SYS_PTRACE: gVisor, unlike Linux,
+// agentCapabilities are the agent's, PID 1's, and they bound what any
+// process of the sandbox may ever hold. The agent switches to the sandbox
+// user for commands and file operations (SETUID, SETGID), signals the
+// process groups it started (KILL), and drops from its bounding set what
+// no command may hold (SETPCAP, which that takes; see cmd/hearth-agent's
+// lockDown). Under runsc it also traces each command up to its exec to set
+// its rlimits and hand it its secrets (SYS_PTRACE: gVisor, unlike Linux,
 // checks it for PTRACE_TRACEME by a child that changed its uid; it is the
-// sentry's own ptrace, not the host's). The inheritable and ambient sets
-// stay empty, so commands run as the sandbox user start with no
-// capabilities at all.
+// sentry's own ptrace, not the host's); lockDown keeps SYS_PTRACE from
+// every command. The rest are for root programs an image may ship (sudo,
+// login tools): act on files of any owner (CHOWN, FOWNER, DAC_OVERRIDE,
+// FSETID), bind low ports (NET_BIND_SERVICE), write audit records
+// (AUDIT_WRITE). The inheritable and ambient sets stay empty, so commands
+// run as the sandbox user start with no capabilities at all; under runc
+// and crun root inside is an unprivileged host uid whatever it holds.
 func agentCapabilities(runtime string) []string {
 	caps := []string{
 		"CAP_AUDIT_WRITE",
@@ -80,6 +84,7 @@ func agentCapabilities(runtime string) []string {
 		"CAP_KILL",
 		"CAP_NET_BIND_SERVICE",
 		"CAP_SETGID",
+		"CAP_SETPCAP",
 		"CAP_SETUID",
 	}
 	if runtime == RuntimeRunsc {
