@@ -45,6 +45,7 @@ func BenchmarkMemoryImage(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			unmountAfter(b, d)
 			spec := driver.Spec{
 				ID: fmt.Sprintf("img%d", mb), RootFS: drivertest.OverlayRootFS(b, base), AgentPath: agentPath,
 				UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()["medium"],

@@ -66,6 +66,7 @@ func TestMemoryImageSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unmountAfter(t, d)
 	spec := driver.Spec{
 		ID: "sealed", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
 		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()[sandbox.DefaultSize],
@@ -182,6 +183,7 @@ func TestRecoverImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unmountAfter(t, d)
 	mem := filepath.Join(dir, "memory")
 	half := filepath.Join(mem, "ckhalf.tmp")
 	legacy := filepath.Join(mem, "cklegacy")
@@ -245,6 +247,7 @@ func TestMemoryCheckpointFullSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	unmountAfter(t, d)
 	spec := driver.Spec{
 		ID: "full", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
 		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()["small"],

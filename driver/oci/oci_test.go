@@ -82,12 +82,17 @@ func newDriverNet(t testing.TB, rt, bin, stateDir string, nh *network.Host) *oci
 	if err != nil {
 		t.Fatalf("New(%s) = %v", rt, err)
 	}
-	// The driver's mount directory outlives it, as it outlives a daemon.
+	unmountAfter(t, d)
+	return d
+}
+
+// unmountAfter unmounts d's mount directory in t's cleanup: it outlives
+// the driver, as it outlives a daemon.
+func unmountAfter(t testing.TB, d *oci.Driver) {
 	t.Cleanup(func() {
 		drivertest.UnmountUnder(t, d.MountDir())
 		os.Remove(d.MountDir())
 	})
-	return d
 }
 
 // testWriter sends a log line to t.Log.
