@@ -158,3 +158,10 @@ func ListenDial(ctx context.Context, dir, name string) (net.Listener, net.Conn, 
 
 // ConsoleLog is the host file sandbox id's agent's stdout and stderr go to.
 func (d *Driver) ConsoleLog(id string) string { return d.consoleLog(id) }
+
+// HoldBusy and WaitIdle reach sandbox id's busy lock (see holdBusy).
+func (d *Driver) HoldBusy(id string) *os.File             { return d.holdBusy(id) }
+func (d *Driver) WaitIdle(ctx context.Context, id string) { d.waitIdle(ctx, id) }
+
+// SandboxDir is sandbox id's directory.
+func (d *Driver) SandboxDir(id string) string { return d.sandboxDir(id) }

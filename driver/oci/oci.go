@@ -498,6 +498,9 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 			continue
 		}
 		dirs[e.Name()] = true
+		// A runtime command the dead daemon started (a pause, the quiet
+		// signal) may still be on its way: it ends first.
+		d.waitIdle(ctx, e.Name())
 		d.thawLeftFrozen(e.Name())
 		d.resumeLeftQuiet(e.Name())
 		st, err := d.recoverState(ctx, e.Name())

@@ -577,3 +577,44 @@ func TestDialLongPath(t *testing.T) {
 		t.Fatalf("read = %q, %v; want hi", b, err)
 	}
 }
+
+// TestBusyLock: a runtime command a killed daemon left running (here a
+// process that inherited the busy lock, as every runtime command on a
+// sandbox does) holds the sandbox's busy lock until it ends, and Recover's
+// wait for it (WaitIdle) returns only then; with no command left it
+// returns at once.
+func TestBusyLock(t *testing.T) {
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunc, Binary: "/bin/true", StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "xbusy"
+	if err := os.MkdirAll(d.SandboxDir(id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d.WaitIdle(t.Context(), id) // never locked: no wait
+	f := d.HoldBusy(id)
+	if f == nil {
+		t.Fatal("HoldBusy = nil")
+	}
+	cmd := exec.Command("sleep", "0.5")
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close() // as a killed daemon's copy goes
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	began := time.Now()
+	d.WaitIdle(t.Context(), id)
+	select {
+	case <-done:
+	default:
+		t.Errorf("WaitIdle returned after %v while the command holding the lock still ran", time.Since(began))
+	}
+	began = time.Now()
+	d.WaitIdle(t.Context(), id)
+	if took := time.Since(began); took > 100*time.Millisecond {
+		t.Errorf("WaitIdle with no command left took %v", took)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,9 +39,16 @@ func (d *Driver) command(ctx context.Context, id string, args ...string) *exec.C
 }
 
 // run runs a short runtime command and returns its stdout. The error
-// carries the runtime's stderr.
+// carries the runtime's stderr. A command on a sandbox holds its busy
+// lock while it runs (see holdBusy), even past a daemon killed meanwhile.
 func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, error) {
 	cmd := d.command(ctx, id, args...)
+	if id != "" {
+		if busy := d.holdBusy(id); busy != nil {
+			defer busy.Close()
+			cmd.ExtraFiles = []*os.File{busy}
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	began := time.Now()
@@ -215,4 +223,59 @@ func tail(path string, n int64) string {
 		}
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// The busy lock of a sandbox: a file in its directory that every runtime
+// command on it (pause, resume, kill, checkpoint, …) holds a shared lock
+// (flock) on for as long as it runs. The command inherits the descriptor,
+// so a command that a killed daemon left running (its own session: it
+// outlives the daemon) still holds the lock until it ends, and Recover,
+// which takes the lock exclusively before it acts on the sandbox
+// (waitIdle), never resumes a sandbox that a late `runsc pause` then
+// pauses again, nor quiets an agent after it resumed it.
+
+// busyFile is sandbox id's busy lock.
+func (d *Driver) busyFile(id string) string { return filepath.Join(d.sandboxDir(id), "busy") }
+
+// holdBusy returns sandbox id's busy lock file with a shared lock on it,
+// for a runtime command to inherit; nil when the sandbox has no
+// directory (yet, or any more), which then needs no lock.
+func (d *Driver) holdBusy(id string) *os.File {
+	f, err := os.OpenFile(d.busyFile(id), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// idleTimeout bounds how long Recover waits for a dead daemon's runtime
+// command on one sandbox to end.
+const idleTimeout = 60 * time.Second
+
+// waitIdle waits until no runtime command holds sandbox id's busy lock
+// (see holdBusy), at most idleTimeout or until ctx ends.
+func (d *Driver) waitIdle(ctx context.Context, id string) {
+	f, err := os.OpenFile(d.busyFile(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return // no command ever ran on it
+	}
+	defer f.Close()
+	deadline := time.Now().Add(idleTimeout)
+	for {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			return
+		}
+		if time.Now().After(deadline) {
+			d.log.Error("recover: a runtime command of a dead daemon still runs on this sandbox", "sandbox", id, "waited", idleTimeout)
+			return
+		}
+		if sleep(ctx, 10*time.Millisecond) != nil {
+			return
+		}
+	}
 }
