@@ -32,6 +32,7 @@
 //	    agent.sock         where the agent makes its socket,
 //	    resume             and the marker that resumes it after a memory checkpoint
 //	  memory-raised        while a memory checkpoint has the cgroup's memory limits raised: the old ones
+//	  busy                 locked (shared) by every runtime command on the sandbox while it runs; Recover waits for it
 //	memory/<key>/          a memory image (runsc), sealed: key (its data key, sealed by Options.Sealer)
 //	                       and <file>.sealed per file of runsc's checkpoint (see images.go)
 //	memory/<key>.tmp/      an image being sealed; memory/<key>.save-*, .load-*: tmpfs mounts of
