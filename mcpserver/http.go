@@ -81,9 +81,9 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// readBody reads r's body, at most Options.MaxBodyBytes of it, before the
-// SDK does, so that an oversized one gets the door's error: a
-// Content-Length over the limit is refused before a byte is read. The SDK
+// readBody bounds r's body by Options.MaxBodyBytes with the door's error:
+// a Content-Length over the limit is refused before a byte is read; a body
+// of unknown length (chunked) is read here, at most the limit, and the SDK
 // then reads the copy.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *sandbox.Error {
 	limit := s.opts.MaxBodyBytes
@@ -97,7 +97,12 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *sandbox.Error
 	if r.ContentLength > limit {
 		return tooLarge(r.ContentLength)
 	}
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody {
+		// Within the limit, as its length says: the SDK reads it, bounded
+		// by the same limit (StreamableHTTPOptions.MaxRequestBodyBytes).
+		// Reading it here first made tool calls stall now and then, under
+		// load, until the client gave up (the MCP conformance suite's
+		// 60 s timeouts).
 		return nil
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
