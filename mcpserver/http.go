@@ -121,8 +121,12 @@ type slotKey struct{}
 
 // sessionLimits counts the HTTP sessions each caller holds, to bound them:
 // each holds an MCP server and the SDK's state for it until the client
-// closes it or it idles out. A session is counted from the request that
-// opens it (a reserved slot) and then for as long as its server has it.
+// closes it or it idles out. A session counts once the request that
+// opened it has been answered, for as long as its server has it; requests
+// opening sessions at the same time may pass the limit by their number,
+// which the caller's connection limit bounds. (Counting those requests
+// too refused a client's second session now and then: a client's first
+// can still be in flight when its next begins.)
 type sessionLimits struct {
 	max int
 	mu  sync.Mutex
@@ -155,7 +159,7 @@ func (l *sessionLimits) reserve(caller string) (*sessionSlot, *sandbox.Error) {
 		}
 		return true // closed or never opened
 	})
-	if n := c.opening + len(c.servers); n >= l.max {
+	if n := len(c.servers); n >= l.max {
 		return nil, sandbox.Errorf(sandbox.CodeRateLimited, "too many MCP sessions: this caller already holds %d of its %d", n, l.max).
 			With("limit", l.max).With("current_count", n).
 			WithHint("close a session (DELETE /mcp with its Mcp-Session-Id) or let one idle out; the operator sets the limit with `hearth serve --max-connections`")
