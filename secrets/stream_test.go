@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/hearth/hearth/secrets"
@@ -47,6 +48,35 @@ func open(key, sealed []byte, label string) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
+// writtenAt is an io.WriterAt into memory that keeps what was written where.
+type writtenAt struct {
+	mu  sync.Mutex
+	buf []byte
+	at  map[int64]int // offset → length of each write
+}
+
+func (w *writtenAt) WriteAt(p []byte, off int64) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if end := int(off) + len(p); end > len(w.buf) {
+		w.buf = append(w.buf, make([]byte, end-len(w.buf))...)
+	}
+	copy(w.buf[off:], p)
+	if w.at == nil {
+		w.at = map[int64]int{}
+	}
+	w.at[off] = len(p)
+	return len(p), nil
+}
+
+// openAt opens sealed with OpenStreamAt on 3 goroutines; on an error it
+// returns what was written where, as the plaintext's offsets.
+func openAt(key, sealed []byte, label string) (*writtenAt, int64, error) {
+	w := &writtenAt{}
+	n, err := secrets.OpenStreamAt(w, bytes.NewReader(sealed), int64(len(sealed)), key, label, 3)
+	return w, n, err
+}
+
 func TestStreamRoundTrip(t *testing.T) {
 	key := streamKey(t)
 	for _, n := range []int{0, 1, secrets.StreamChunk - 1, secrets.StreamChunk, secrets.StreamChunk + 1, 3*secrets.StreamChunk + 5} {
@@ -66,6 +96,10 @@ func TestStreamRoundTrip(t *testing.T) {
 			got, err := open(key, sealed, "img/pages.img")
 			if err != nil || !bytes.Equal(got, plain) {
 				t.Fatalf("open = %d bytes, %v; want the %d written", len(got), err, n)
+			}
+			w, size, err := openAt(key, sealed, "img/pages.img")
+			if err != nil || size != int64(n) || !bytes.Equal(w.buf, plain) {
+				t.Fatalf("OpenStreamAt = %d bytes written, size %d, %v; want the %d written", len(w.buf), size, err, n)
 			}
 		})
 	}
@@ -116,6 +150,15 @@ func TestStreamTampered(t *testing.T) {
 			if !bytes.Equal(got, plain[:len(got)]) {
 				t.Errorf("open returned %d bytes that are not the plaintext", len(got))
 			}
+			w, _, err := openAt(tc.key, tc.sealed, tc.label)
+			if !errors.Is(err, secrets.ErrTampered) {
+				t.Errorf("OpenStreamAt = %v, want ErrTampered", err)
+			}
+			for off, n := range w.at {
+				if off+int64(n) > int64(len(plain)) || !bytes.Equal(w.buf[off:off+int64(n)], plain[off:off+int64(n)]) {
+					t.Errorf("OpenStreamAt wrote %d bytes at %d that are not the plaintext", n, off)
+				}
+			}
 		})
 	}
 }
@@ -136,6 +179,13 @@ func FuzzStreamReader(f *testing.F) {
 		}
 		if err != nil && !errors.Is(err, secrets.ErrTampered) {
 			t.Fatalf("open = %v, want ErrTampered or nil", err)
+		}
+		w, n, errAt := openAt(key, in, "l")
+		if (err == nil) != (errAt == nil) || errAt == nil && (n != int64(len(got)) || !bytes.Equal(w.buf, got)) {
+			t.Fatalf("OpenStreamAt = %d bytes, %v; the reader opened %d bytes, %v", n, errAt, len(got), err)
+		}
+		if errAt != nil && !errors.Is(errAt, secrets.ErrTampered) {
+			t.Fatalf("OpenStreamAt = %v, want ErrTampered or nil", errAt)
 		}
 	})
 }
@@ -162,4 +212,16 @@ func BenchmarkStream(b *testing.B) {
 			io.Copy(io.Discard, r)
 		}
 	})
+	b.Run("open-at-2", func(b *testing.B) {
+		b.SetBytes(int64(len(plain)))
+		out := make([]byte, len(plain))
+		for range b.N {
+			secrets.OpenStreamAt(bytesAt(out), bytes.NewReader(sealed), int64(len(sealed)), key, "l", 2)
+		}
+	})
 }
+
+// bytesAt is an io.WriterAt into a slice large enough.
+type bytesAt []byte
+
+func (b bytesAt) WriteAt(p []byte, off int64) (int, error) { return copy(b[off:], p), nil }
