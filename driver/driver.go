@@ -210,6 +210,10 @@ type MemoryCheckpointer interface {
 	// leaves no image. Connections to the sandbox's agent in flight are
 	// closed. It returns ErrNotFound for an unknown id and an error for a
 	// stopped sandbox; a failed call leaves the sandbox running as it was.
+	// The driver may finish writing the image after it returns (runsc
+	// seals it to disk in the background): RestoreMemory then waits for
+	// it, DeleteMemory stops it, and Recover finishes an image a daemon
+	// stop interrupted, so that a call that returned nil is an image.
 	CheckpointMemory(ctx context.Context, id, key string, paused func() error) error
 	// RestoreMemory starts stopped sandbox spec.ID from image key, which
 	// CheckpointMemory saved of it: its processes resume where the image

@@ -37,6 +37,8 @@
 //	                       and <file>.sealed per file of runsc's checkpoint (see images.go)
 //	memory/<key>.tmp/      an image being sealed; memory/<key>.save-*, .load-*: tmpfs mounts of
 //	                       an image's plaintext while it is taken or restored (Recover removes all three)
+//	memory/<key>.taken     the name of the .save- tmpfs that holds a whole image not yet sealed
+//	                       (Recover seals it; see seal.go)
 //
 // Elsewhere on the host: Options.MountDir (/run/hearth/oci/<hash>), the
 // driver's private tmpfs with the agent binary and egress resolv.conf

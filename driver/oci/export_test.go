@@ -165,3 +165,7 @@ func (d *Driver) WaitIdle(ctx context.Context, id string) { d.waitIdle(ctx, id) 
 
 // SandboxDir is sandbox id's directory.
 func (d *Driver) SandboxDir(id string) string { return d.sandboxDir(id) }
+
+// WaitSealed waits until memory image key, if it is being sealed in the
+// background, is sealed (or its seal has failed).
+func (d *Driver) WaitSealed(ctx context.Context, key string) error { return d.seals.waitKey(ctx, key) }

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,10 +29,12 @@ import (
 // into a tmpfs of its own (<key>.save-<random>, mode 0700, sized from the
 // sandbox's memory limit), from which the driver seals each file into the
 // image directory with a fresh random data key (package secrets' streams:
-// AES-256-GCM in 1 MiB chunks); the data key, sealed by Options.Sealer
-// (the data dir's secrets key) and bound to the image's name, is kept
-// beside them. A restore opens every file, authenticating all of it, into
-// another tmpfs (<key>.load-<random>), from which `runsc restore` reads,
+// AES-256-GCM in 1 MiB chunks), once the sandbox has resumed and in the
+// background (seal.go); the data key, sealed by Options.Sealer (the data
+// dir's secrets key) and bound to the image's name, is kept beside them.
+// A restore opens every file, authenticating all of it, into another
+// tmpfs (<key>.load-<random>), its chunks on every CPU, from which
+// `runsc restore` reads,
 // and unmounts it lazily once runsc has returned: runsc opens the files in
 // its command and hands the descriptors to the sandbox, so the sentry keeps
 // them, and the pages, for as long as it still reads them. An image that
@@ -40,9 +44,10 @@ import (
 //
 // The sentry writes the checkpoint's pages, so the tmpfs pages are charged
 // to the sandbox's memory cgroup: while runsc writes them (the sandbox
-// paused), the cgroup's limit is raised by the tmpfs's size, and lowered
-// again once the tmpfs is gone. A marker (memory-raised, holding the old
-// limits) lets Recover lower it when a daemon died in between.
+// paused), the cgroup's limit is raised by the tmpfs's size, then lowered
+// to the old limit plus what the image holds until the tmpfs is gone,
+// and back to the old limit then. A marker (memory-raised, holding the
+// old limits) lets Recover lower it when a daemon died in between.
 //
 // Image directory: <state>/memory/<key>/ holding key (the sealed data
 // key) and <name>.sealed per file runsc wrote (checkpoint.img,
@@ -89,47 +94,43 @@ func ephemeralSealer() Sealer {
 	return box
 }
 
-// saveImage writes image key of sandbox id, which the caller holds paused:
-// runsc checkpoints into a private tmpfs, the driver seals the files from
-// there into <key>.tmp, the tmpfs goes, and <key>.tmp is renamed to <key>,
-// so that a key names a whole image or none.
-func (d *Driver) saveImage(ctx context.Context, id, key string) (err error) {
+// takeImage writes image key of sandbox id, which the caller holds
+// paused, into a new private tmpfs, and returns it for sealInBackground
+// (seal.go). The sandbox's memory limit is raised by the tmpfs's size
+// while runsc writes (the pages are charged to the sandbox), then lowered
+// to what the image holds, until the tmpfs is gone.
+func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, err error) {
 	began := time.Now()
-	var sealing time.Duration
-	defer func() { // after the tmpfs and the raised limit are gone
-		if err == nil {
-			d.log.Debug("memory image saved", "sandbox", id, "image", key, "sealing", sealing.Round(time.Millisecond), "took", time.Since(began).Round(time.Millisecond))
-		}
-	}()
 	final := d.memoryDir(key)
-	tmp := final + ".tmp"
-	os.RemoveAll(tmp)
 	size := d.memoryLimit(id)
-	lower, err := d.raiseMemoryLimit(id, size)
+	limit, err := d.raiseMemoryLimit(id, size)
 	if err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: raise the memory limit for the image: %w", id, err)
+		return nil, fmt.Errorf("oci: checkpoint memory %s: raise the memory limit for the image: %w", id, err)
 	}
-	defer lower()
 	plain, err := mountPlain(final+plainSave, size)
 	if err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+		limit.lower()
+		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	defer d.unmountPlain(plain)
+	defer func() {
+		if err != nil {
+			d.unmountPlain(plain)
+			limit.lower()
+		}
+	}()
 	if _, err := d.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	sealed := time.Now()
-	if err := d.sealImage(plain, tmp, key); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("oci: checkpoint memory %s: seal the image: %w", id, err)
+	if err := d.markTaken(key, plain); err != nil {
+		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	sealing = time.Since(sealed)
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+	if used, err := tmpfsUsed(plain); err == nil && used < size {
+		if err := limit.set(used); err != nil {
+			d.log.Warn("lower a raised memory limit to what the image holds; it stays raised until the image is sealed", "sandbox", id, "err", err)
+		}
 	}
-	return nil
+	d.log.Debug("memory image taken", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
+	return &takenImage{id: id, key: key, plain: plain, limit: limit}, nil
 }
 
 // sealImage seals every file of directory src into a new directory dst,
@@ -139,7 +140,7 @@ func (d *Driver) saveImage(ctx context.Context, id, key string) (err error) {
 // megabytes while the sandbox is paused costs seconds): an image that a
 // crash of the host left torn does not open, which RestoreMemory reports
 // as ErrImageSealed, and the checkpoint then restores its files only.
-func (d *Driver) sealImage(src, dst, key string) error {
+func (d *Driver) sealImage(ctx context.Context, src, dst, key string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -155,7 +156,7 @@ func (d *Driver) sealImage(src, dst, key string) error {
 		if !e.Type().IsRegular() {
 			return fmt.Errorf("%s in the checkpoint is not a regular file", e.Name())
 		}
-		if err := sealFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()+sealedSuffix), dataKey, imageLabel(key, e.Name()), buf); err != nil {
+		if err := sealFile(ctx, filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()+sealedSuffix), dataKey, imageLabel(key, e.Name()), buf); err != nil {
 			return err
 		}
 	}
@@ -166,7 +167,7 @@ func (d *Driver) sealImage(src, dst, key string) error {
 func imageLabel(key, name string) string { return key + "/" + name }
 
 // sealFile seals the file at src into a new file at dst.
-func sealFile(src, dst string, dataKey []byte, label string, buf []byte) error {
+func sealFile(ctx context.Context, src, dst string, dataKey []byte, label string, buf []byte) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -181,7 +182,7 @@ func sealFile(src, dst string, dataKey []byte, label string, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.CopyBuffer(w, in, buf); err != nil {
+	if _, err := io.CopyBuffer(w, ctxReader{ctx, in}, buf); err != nil {
 		return err
 	}
 	if err := w.Close(); err != nil {
@@ -194,9 +195,23 @@ func sealFile(src, dst string, dataKey []byte, label string, buf []byte) error {
 // sealer, and calls fn with the name and plaintext of each of its files
 // in turn; fn must read r to its end, where the last chunk is
 // authenticated. It returns ErrImageSealed (wrapped) when the data key or
-// a file does not open. RestoreMemory opens images with it; tests read
-// what an image holds.
+// a file does not open. Tests read what an image holds with it.
 func OpenMemoryImage(dir, key string, sealer Sealer, fn func(name string, r io.Reader) error) error {
+	return eachSealed(dir, key, sealer, func(name string, f *os.File, dataKey []byte) error {
+		r, err := secrets.NewStreamReader(f, dataKey, imageLabel(key, name))
+		if err == nil {
+			err = fn(name, r)
+		}
+		return err
+	})
+}
+
+// eachSealed opens the data key of the sealed memory image key in
+// directory dir with sealer, and calls fn with the name, the open sealed
+// file and the data key of each of its files in turn. An error of fn
+// that is secrets.ErrTampered, or a data key that does not open, is
+// ErrImageSealed (wrapped).
+func eachSealed(dir, key string, sealer Sealer, fn func(name string, f *os.File, dataKey []byte) error) error {
 	sealedKey, err := os.ReadFile(filepath.Join(dir, imageKeyFile))
 	if err != nil {
 		return err
@@ -215,32 +230,25 @@ func OpenMemoryImage(dir, key string, sealer Sealer, fn func(name string, r io.R
 		if !ok {
 			continue
 		}
-		if err := openFile(filepath.Join(dir, e.Name()), dataKey, imageLabel(key, name), func(r io.Reader) error { return fn(name, r) }); err != nil {
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		err = fn(name, f, dataKey)
+		f.Close()
+		if errors.Is(err, secrets.ErrTampered) {
+			return fmt.Errorf("%w: %s", ErrImageSealed, e.Name())
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// openFile calls fn with the plaintext of the sealed file at path.
-func openFile(path string, dataKey []byte, label string, fn func(io.Reader) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r, err := secrets.NewStreamReader(f, dataKey, label)
-	if err == nil {
-		err = fn(r)
-	}
-	if errors.Is(err, secrets.ErrTampered) {
-		return fmt.Errorf("%w: %s", ErrImageSealed, filepath.Base(path))
-	}
-	return err
-}
-
 // loadImage opens image key into a new private tmpfs, sized to hold it,
 // and returns the tmpfs's path; the caller unmounts it (unmountPlain).
+// Each file's chunks are opened on as many goroutines as there are CPUs.
 func (d *Driver) loadImage(key string) (string, error) {
 	dir := d.memoryDir(key)
 	entries, err := os.ReadDir(dir)
@@ -257,13 +265,16 @@ func (d *Driver) loadImage(key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	buf := make([]byte, secrets.StreamChunk)
-	err = OpenMemoryImage(dir, key, d.sealer, func(name string, r io.Reader) error {
+	err = eachSealed(dir, key, d.sealer, func(name string, f *os.File, dataKey []byte) error {
+		info, err := f.Stat()
+		if err != nil {
+			return err
+		}
 		out, err := os.OpenFile(filepath.Join(plain, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return err
 		}
-		_, err = io.CopyBuffer(out, r, buf)
+		_, err = secrets.OpenStreamAt(out, f, info.Size(), dataKey, imageLabel(key, name), runtime.NumCPU())
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
@@ -355,45 +366,90 @@ func (d *Driver) memoryLimitFiles(id string) []string {
 	return nil
 }
 
+// raisedLimit is sandbox id's memory cgroup with its limits raised above
+// old (the values of files before) for a memory image; marker records old
+// for Recover.
+type raisedLimit struct {
+	d      *Driver
+	id     string
+	files  []string
+	old    map[string]string
+	marker string
+}
+
 // raiseMemoryLimit raises each limit of sandbox id's memory cgroup that is
-// set by by bytes, and returns the func that sets them back. It records
+// set by by bytes, and returns it raised, for set and lower. It records
 // the old limits in the sandbox's raisedMarker first, for Recover.
-func (d *Driver) raiseMemoryLimit(id string, by int64) (lower func(), err error) {
-	files := d.memoryLimitFiles(id)
-	if by <= 0 || len(files) == 0 {
-		return func() {}, nil
+func (d *Driver) raiseMemoryLimit(id string, by int64) (*raisedLimit, error) {
+	r := &raisedLimit{d: d, id: id, old: map[string]string{}}
+	if by <= 0 {
+		return r, nil
 	}
-	old := map[string]string{}
-	for _, f := range files {
+	r.files = d.memoryLimitFiles(id)
+	if len(r.files) == 0 {
+		return r, nil
+	}
+	for _, f := range r.files {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue // no swap accounting: no memsw
 		}
-		old[f] = strings.TrimSpace(string(b))
+		r.old[f] = strings.TrimSpace(string(b))
 	}
-	rec, _ := json.Marshal(old)
-	marker := filepath.Join(d.sandboxDir(id), raisedMarker)
-	if err := os.WriteFile(marker, rec, 0o600); err != nil {
+	rec, _ := json.Marshal(r.old)
+	r.marker = filepath.Join(d.sandboxDir(id), raisedMarker)
+	if err := os.WriteFile(r.marker, rec, 0o600); err != nil {
 		return nil, err
 	}
-	lower = func() {
-		if err := d.setLimits(files, old); err != nil {
-			d.log.Error("lower the memory limit raised for a checkpoint; the next restart does", "sandbox", id, "err", err)
-			return
-		}
-		os.Remove(marker)
+	if err := r.set(by); err != nil {
+		r.lower()
+		return nil, err
 	}
-	for _, f := range files {
-		v, err := strconv.ParseInt(old[f], 10, 64)
-		if err != nil || v >= 1<<62 { // "max", or v1's unlimited
+	return r, nil
+}
+
+// set sets each limit that was set to its old value plus by, in the order
+// of a raise when it grows and in reverse when it shrinks.
+func (r *raisedLimit) set(by int64) error {
+	order := slices.Clone(r.files)
+	if cur, err := os.ReadFile(order[len(order)-1]); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64); err == nil && r.raised(order[len(order)-1], by) < v {
+			slices.Reverse(order)
+		}
+	}
+	for _, f := range order {
+		v := r.raised(f, by)
+		if v < 0 {
 			continue
 		}
-		if err := os.WriteFile(f, []byte(strconv.FormatInt(v+by, 10)), 0o644); err != nil {
-			lower()
-			return nil, err
+		if err := os.WriteFile(f, []byte(strconv.FormatInt(v, 10)), 0o644); err != nil {
+			return err
 		}
 	}
-	return lower, nil
+	return nil
+}
+
+// raised returns file f's old limit plus by, or -1 when it had none to
+// raise ("max", v1's unlimited, or unreadable).
+func (r *raisedLimit) raised(f string, by int64) int64 {
+	v, err := strconv.ParseInt(r.old[f], 10, 64)
+	if err != nil || v >= 1<<62 {
+		return -1
+	}
+	return v + by
+}
+
+// lower sets the limits back to what they were. A sandbox that is gone
+// meanwhile has nothing to lower.
+func (r *raisedLimit) lower() {
+	if r.marker == "" {
+		return
+	}
+	if err := r.d.setLimits(r.files, r.old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.d.log.Error("lower the memory limit raised for a checkpoint; the next restart does", "sandbox", r.id, "err", err)
+		return
+	}
+	os.Remove(r.marker)
 }
 
 // setLimits writes the old values of files back, in the reverse order of
@@ -416,6 +472,7 @@ func (d *Driver) setLimits(files []string, old map[string]string) error {
 // and seals images a daemon from before images were sealed wrote in
 // plaintext.
 func (d *Driver) recoverImages() {
+	d.recoverTaken()
 	dir := filepath.Join(d.stateDir, "memory")
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -466,7 +523,7 @@ func (d *Driver) sealLegacyImage(key string) {
 	d.log.Warn("recover: sealing a memory image written in plaintext by an older daemon", "image", key)
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
-	err := d.sealImage(dir, tmp, key)
+	err := d.sealImage(context.Background(), dir, tmp, key)
 	if err == nil {
 		err = os.RemoveAll(dir)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,8 +94,14 @@ while [ -e /tmp/v ]; do sleep 0.1; done`
 	if err := d.CheckpointMemory(ctx, spec.ID, key, func() error { return nil }); err != nil {
 		t.Fatalf("CheckpointMemory = %v", err)
 	}
+	if err := d.WaitSealed(ctx, key); err != nil {
+		t.Fatal(err)
+	}
 	if m := mountsUnder(t, filepath.Join(dir, "memory")); len(m) != 0 {
-		t.Errorf("mounts left after CheckpointMemory: %v", m)
+		t.Errorf("mounts left after CheckpointMemory's seal: %v", m)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "memory", key+".taken")); !os.IsNotExist(err) {
+		t.Errorf("the taken marker is still there after the seal: %v", err)
 	}
 	image := filepath.Join(dir, "memory", key)
 	entries, err := os.ReadDir(image)
@@ -172,8 +179,10 @@ while [ -e /tmp/v ]; do sleep 0.1; done`
 }
 
 // TestRecoverImages: Recover removes a half-written image and a tmpfs a
-// killed daemon left mounted, seals an image an older daemon wrote in
-// plaintext, and lists only whole images.
+// killed daemon left mounted, seals an image a killed daemon had taken
+// into a tmpfs and not yet sealed (its taken marker names the tmpfs), and
+// one an older daemon wrote in plaintext, ignores a taken marker that
+// names anything else, and lists only whole images.
 func TestRecoverImages(t *testing.T) {
 	drivertest.RequireRoot(t)
 	dir := t.TempDir()
@@ -200,11 +209,25 @@ func TestRecoverImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(mount, "pages.img"), []byte("plaintext in memory"), 0o600)
+	taken := filepath.Join(mem, "cktaken.save-0d0e0f")
+	if err := os.Mkdir(taken, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountTmpfs(taken); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(taken, "checkpoint.img"), []byte("taken state"), 0o600)
+	os.WriteFile(filepath.Join(taken, "pages.img"), []byte("taken pages"), 0o600)
+	os.WriteFile(filepath.Join(mem, "cktaken.taken"), []byte("cktaken.save-0d0e0f"), 0o600)
+	// Markers that name no tmpfs of their own image.
+	os.WriteFile(filepath.Join(mem, "ckstray.taken"), []byte("../../../etc"), 0o600)
+	os.WriteFile(filepath.Join(mem, "ckother.taken"), []byte("cktaken.save-0d0e0f"), 0o600)
 
 	if _, err := d.Recover(context.Background()); err != nil {
 		t.Fatalf("Recover = %v", err)
 	}
-	for _, p := range []string{half, mount} {
+	for _, p := range []string{half, mount, taken, filepath.Join(mem, "cktaken.taken"), filepath.Join(mem, "ckstray.taken"),
+		filepath.Join(mem, "ckother.taken"), filepath.Join(mem, "ckstray"), filepath.Join(mem, "ckother")} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after Recover: %v", p, err)
 		}
@@ -225,8 +248,16 @@ func TestRecoverImages(t *testing.T) {
 			t.Errorf("the legacy image's plaintext %s is still there: %v", name, err)
 		}
 	}
-	if keys, err := d.MemoryImages(context.Background()); err != nil || len(keys) != 1 || keys[0] != "cklegacy" {
-		t.Errorf("MemoryImages = %q, %v; want [cklegacy]", keys, err)
+	got = map[string]string{}
+	if err := oci.OpenMemoryImage(filepath.Join(mem, "cktaken"), "cktaken", box, func(name string, r io.Reader) error {
+		b, err := io.ReadAll(r)
+		got[name] = string(b)
+		return err
+	}); err != nil || got["checkpoint.img"] != "taken state" || got["pages.img"] != "taken pages" {
+		t.Errorf("the taken image after Recover opens as %q, %v", got, err)
+	}
+	if keys, err := d.MemoryImages(context.Background()); err != nil || !slices.Equal(keys, []string{"cklegacy", "cktaken"}) {
+		t.Errorf("MemoryImages = %q, %v; want [cklegacy cktaken]", keys, err)
 	}
 }
 
@@ -286,10 +317,87 @@ while [ ! -e /tmp/held ]; do sleep 0.1; done`
 	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "pgrep -c python3 || ls -d /proc/[0-9]* | wc -l"}, nil, &out, nil); err != nil || res.ExitCode != 0 {
 		t.Errorf("after CheckpointMemory: %+v, %v, %q", res, err, out.String())
 	}
+	if err := d.WaitSealed(ctx, "imgfull"); err != nil {
+		t.Fatal(err)
+	}
 	if after := limits(); after != before {
-		t.Errorf("memory limits after CheckpointMemory = %s, want %s as before", after, before)
+		t.Errorf("memory limits after CheckpointMemory's seal = %s, want %s as before", after, before)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "sandboxes", spec.ID, "memory-raised")); !os.IsNotExist(err) {
 		t.Errorf("the raised-limit marker is still there: %v", err)
+	}
+}
+
+// TestMemoryImageSealLifecycle (runsc): a memory checkpoint returns before
+// its image is sealed; a DeleteMemory at once stops the seal and leaves
+// nothing (no image, no half-written one, no marker, no tmpfs, the memory
+// limits as before); a RestoreMemory at once waits for the seal and brings
+// the process back.
+func TestMemoryImageSealLifecycle(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: newBox(t), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmountAfter(t, d)
+	spec := driver.Spec{
+		ID: "sealing", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
+		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()["medium"],
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	limits := func() string {
+		b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID, "memory.limit_in_bytes"))
+		return strings.TrimSpace(string(b))
+	}
+	before := limits()
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
+	hold := `python3 -c 'import os, time; b = bytearray(os.urandom(150 << 20)); open("/tmp/held", "w").write("yes"); time.sleep(100000)' >/dev/null 2>&1 &
+while [ ! -e /tmp/held ]; do sleep 0.1; done`
+	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: hold}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("hold = %+v, %v", res, err)
+	}
+	mem := filepath.Join(dir, "memory")
+	if err := d.CheckpointMemory(ctx, spec.ID, "imgdeleted", func() error { return nil }); err != nil {
+		t.Fatalf("CheckpointMemory = %v", err)
+	}
+	if err := d.DeleteMemory(ctx, "imgdeleted"); err != nil {
+		t.Fatalf("DeleteMemory at once = %v", err)
+	}
+	for _, p := range []string{"imgdeleted", "imgdeleted.tmp", "imgdeleted.taken"} {
+		if _, err := os.Lstat(filepath.Join(mem, p)); !os.IsNotExist(err) {
+			t.Errorf("%s is there after DeleteMemory: %v", p, err)
+		}
+	}
+	if m := mountsUnder(t, mem); len(m) != 0 {
+		t.Errorf("mounts left after DeleteMemory: %v", m)
+	}
+	if after := limits(); after != before {
+		t.Errorf("memory limit after DeleteMemory = %s, want %s as before", after, before)
+	}
+
+	if err := d.CheckpointMemory(ctx, spec.ID, "imgkept", func() error { return nil }); err != nil {
+		t.Fatalf("CheckpointMemory = %v", err)
+	}
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RestoreMemory(ctx, spec, "imgkept"); err != nil {
+		t.Fatalf("RestoreMemory at once = %v", err)
+	}
+	var out bytes.Buffer
+	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "cat /tmp/held; pgrep -c python3 || ls -d /proc/[0-9]* | wc -l"}, nil, &out, nil); err != nil || res.ExitCode != 0 || !strings.HasPrefix(out.String(), "yes") {
+		t.Errorf("after RestoreMemory: %+v, %v, %q", res, err, out.String())
+	}
+	if m := mountsUnder(t, mem); len(m) != 0 {
+		t.Errorf("mounts left after the seal and the restore: %v", m)
 	}
 }

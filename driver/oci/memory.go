@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -40,11 +41,12 @@ func (d *Driver) quiet(id string) bool {
 // save a socket to the host, so the agent is quieted first (its socket
 // closed: see agent.QuiesceSignal); then the sandbox is paused (gVisor's
 // pause, as Freeze does), paused runs, `runsc checkpoint --leave-running`
-// writes the image (into a temporary directory renamed into place, so
-// that a key names a whole image or none), the sandbox resumes and the
-// agent is told to listen again, and CheckpointMemory returns once it
-// answers. A daemon killed in between leaves the sandbox paused or its
-// agent quiet: Recover resumes both.
+// writes the image into a tmpfs, the sandbox resumes and the agent is
+// told to listen again, and CheckpointMemory returns once it answers; the
+// image is sealed to disk meanwhile and after (seal.go), and a key names
+// a whole sealed image or none. A daemon killed in between leaves the
+// sandbox paused or its agent quiet, or an image unsealed: Recover
+// resumes the first two and seals the last.
 func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused func() error) (err error) {
 	if validID(id) != nil {
 		return driver.ErrNotFound
@@ -56,6 +58,10 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, errNoMemory)
 	}
 	defer d.lock(id)()
+	// The last image's seal lowers the memory limit this one raises.
+	if err := d.seals.waitSandbox(ctx, id); err != nil {
+		return fmt.Errorf("oci: checkpoint memory %s: wait for the last image's seal: %w", id, err)
+	}
 	dir, _, err := d.liveFreezer(id)
 	if err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
@@ -83,6 +89,16 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if _, err := d.run(ctx, id, "kill", id, "USR1"); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
+	var taken *takenImage
+	defer func() { // after the agent answers, or not
+		switch {
+		case taken == nil:
+		case err != nil:
+			taken.discard(d)
+		default:
+			d.sealInBackground(taken)
+		}
+	}()
 	defer func() {
 		if rerr := d.resumeAgent(ctx, id, sd); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume the agent: %w", id, rerr))
@@ -94,7 +110,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := d.pauseRunsc(ctx, id, dir); err != nil {
 		return err
 	}
-	err = d.saveMemory(ctx, id, key, paused)
+	taken, err = d.saveMemory(ctx, id, key, paused)
 	if rerr := d.resumeRunsc(id); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
 	}
@@ -104,13 +120,13 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	return err
 }
 
-// saveMemory runs paused, then writes the image of paused sandbox id,
-// sealed (see images.go).
-func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() error) error {
+// saveMemory runs paused, then writes the image of paused sandbox id into
+// a tmpfs (see images.go).
+func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() error) (*takenImage, error) {
 	if err := paused(); err != nil {
-		return err
+		return nil, err
 	}
-	return d.saveImage(ctx, id, key)
+	return d.takeImage(ctx, id, key)
 }
 
 // resumeAgent tells sandbox id's quiet agent to listen again (the marker
@@ -156,21 +172,32 @@ func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string
 	if d.runtime != RuntimeRunsc {
 		return fmt.Errorf("oci: restore %s: %w", spec.ID, errNoMemory)
 	}
+	if err := d.seals.waitKey(ctx, key); err != nil {
+		return fmt.Errorf("oci: restore %s: wait for memory image %s's seal: %w", spec.ID, key, err)
+	}
+	began := time.Now()
 	plain, err := d.loadImage(key)
 	if err != nil {
 		return fmt.Errorf("oci: restore %s: memory image %s: %w", spec.ID, key, err)
 	}
+	d.log.Debug("memory image opened", "sandbox", spec.ID, "image", key, "took", time.Since(began).Round(time.Millisecond))
 	defer d.unmountPlain(plain)
 	return d.start(ctx, spec, plain)
 }
 
-// DeleteMemory removes image key, and what a checkpoint of it that
-// failed half way may have left.
+// DeleteMemory removes image key, stopping its seal if it is being
+// sealed, and what a checkpoint of it that failed half way may have left.
 func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: delete memory image %q: want lowercase letters and digits", key)
 	}
-	return errors.Join(os.RemoveAll(d.memoryDir(key)), os.RemoveAll(d.memoryDir(key)+".tmp"))
+	d.seals.stop(key)
+	dir := d.memoryDir(key)
+	err := errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".tmp"), os.Remove(dir+takenSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // no marker: the usual case
+	}
+	return err
 }
 
 // resumeLeftQuiet lets the agent of sandbox id listen again if a daemon

@@ -125,6 +125,7 @@ type Driver struct {
 	startTimeout time.Duration
 	cgroups      cgroupMounts
 	sealer       Sealer
+	seals        seals // memory images being sealed
 	log          *slog.Logger
 
 	mu    sync.Mutex

@@ -322,3 +322,22 @@ func (d *Daemon) CLIAs(token, stdin string, args ...string) (string, string, int
 	}
 	return stdout.String(), stderr.String(), code
 }
+
+// MemoryImage returns the directory of memory image key (a checkpoint's
+// id) once it is sealed: runsc's driver seals an image in the background
+// after the checkpoint call returns (its directory appears whole, by a
+// rename, and its taken marker goes). It fails the test after 30 s.
+func (d *Daemon) MemoryImage(key string) string {
+	d.T.Helper()
+	memory := filepath.Join(d.DataDir, "oci", d.Runtime, "memory")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, dirErr := os.Stat(filepath.Join(memory, key))
+		_, markerErr := os.Stat(filepath.Join(memory, key+".taken"))
+		if dirErr == nil && os.IsNotExist(markerErr) {
+			return filepath.Join(memory, key)
+		}
+		if time.Now().After(deadline) {
+			d.T.Fatalf("memory image %s is not sealed after 30 s (%v, marker %v)", key, dirErr, markerErr)
+		}
+	}
+}

@@ -57,6 +57,7 @@ func TestSecretNotInMemoryImage(t *testing.T) {
 	if err != nil || !ck.Memory {
 		t.Fatalf("Checkpoint(memory) = %+v, %v", ck, err)
 	}
+	image := d.MemoryImage(ck.ID) // sealed, its tmpfs gone
 
 	needles := map[string][]byte{
 		"plaintext": []byte(value),
@@ -82,7 +83,6 @@ func TestSecretNotInMemoryImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	image := filepath.Join(d.DataDir, "oci", "runsc", "memory", ck.ID)
 	sealed, _ := os.ReadDir(image)
 	if len(sealed) == 0 {
 		t.Fatalf("no memory image at %s", image)
@@ -125,7 +125,7 @@ func TestSecretNotInMemoryImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	probes := 0
-	if err := oci.OpenMemoryImage(filepath.Join(d.DataDir, "oci", "runsc", "memory", ck2.ID), ck2.ID, box, func(name string, r io.Reader) error {
+	if err := oci.OpenMemoryImage(d.MemoryImage(ck2.ID), ck2.ID, box, func(name string, r io.Reader) error {
 		b, err := io.ReadAll(r)
 		probes += bytes.Count(b, []byte(value+"-probe"))
 		return err

@@ -136,8 +136,10 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 // taken as the daemon died restores (with its processes or, its image
 // unfinished, afresh) to the file it saw. Two more rounds kill it while
 // runsc writes the image's plaintext into its tmpfs and while the driver
-// seals it into <key>.tmp: after each restart no half-written image, no
-// tmpfs and no raised memory limit is left (wantWholeImages).
+// seals it into <key>.tmp (in the background, the call often returned):
+// after each restart no half-written image, no tmpfs and no raised memory
+// limit is left (wantWholeImages), and a checkpoint whose call returned
+// restores with its processes.
 func TestKillDuringMemoryCheckpoint(t *testing.T) {
 	requireDaemon(t)
 	if !slices.Contains(bins.Runtimes, "runsc") {
@@ -193,6 +195,9 @@ time.sleep(100000)' >/dev/null 2>&1 & echo $! > /tmp/holder.pid; sleep 1; }`
 			}
 			if got := d.sh(ctx, "crash", "cat data.txt"); got != want {
 				t.Fatalf("round %d: the checkpoint taken as the daemon died holds %q, want %q", round, got, want)
+			}
+			if ckErr == nil && !strings.Contains(sb.Reason, "with its processes") {
+				t.Errorf("round %d: the checkpoint call returned before the kill, yet its restore says %q, want its processes back", round, sb.Reason)
 			}
 			t.Logf("round %d: %s", round, sb.Reason)
 		} else {

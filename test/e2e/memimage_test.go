@@ -36,7 +36,7 @@ func TestTamperedMemoryImage(t *testing.T) {
 	if err != nil || !ck.Memory {
 		t.Fatalf("Checkpoint(memory) = %+v, %v", ck, err)
 	}
-	pages := filepath.Join(d.DataDir, "oci", "runsc", "memory", ck.ID, "pages.img.sealed")
+	pages := filepath.Join(d.MemoryImage(ck.ID), "pages.img.sealed")
 	f, err := os.OpenFile(pages, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
