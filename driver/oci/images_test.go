@@ -269,36 +269,11 @@ func mountTmpfs(dir string) error { return unix.Mount("tmpfs", dir, "tmpfs", 0, 
 // tmpfs pages, which gVisor's sentry writes, are charged to its cgroup
 // meanwhile; afterwards the cgroup's limits are back where they were.
 func TestMemoryCheckpointFullSandbox(t *testing.T) {
-	drivertest.RequireRoot(t)
-	base := drivertest.BaseRootFS(t)
-	agentPath := drivertest.BuildAgent(t)
-	dir := t.TempDir()
-	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
-	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: newBox(t), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmountAfter(t, d)
-	spec := driver.Spec{
-		ID: "full", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
-		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()["small"],
-	}
+	d, spec, dir, c := startRunsc(t, "full", "small")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := d.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
-	limits := func() string {
-		var out []string
-		for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
-			b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID, f))
-			out = append(out, strings.TrimSpace(string(b)))
-		}
-		return strings.Join(out, " ")
-	}
+	limits := func() string { return memoryLimits(spec.ID) }
 	before := limits()
-	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
 	// 400 MiB of the small size's 512, touched page by page.
 	hold := `python3 -c 'import time; b = bytearray(400 << 20)
 for i in range(0, len(b), 4096): b[i] = 1
@@ -334,32 +309,11 @@ while [ ! -e /tmp/held ]; do sleep 0.1; done`
 // limits as before); a RestoreMemory at once waits for the seal and brings
 // the process back.
 func TestMemoryImageSealLifecycle(t *testing.T) {
-	drivertest.RequireRoot(t)
-	base := drivertest.BaseRootFS(t)
-	agentPath := drivertest.BuildAgent(t)
-	dir := t.TempDir()
-	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
-	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: newBox(t), Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unmountAfter(t, d)
-	spec := driver.Spec{
-		ID: "sealing", RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
-		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()["medium"],
-	}
+	d, spec, dir, c := startRunsc(t, "sealing", "medium")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := d.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
-	limits := func() string {
-		b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID, "memory.limit_in_bytes"))
-		return strings.TrimSpace(string(b))
-	}
+	limits := func() string { return memoryLimits(spec.ID) }
 	before := limits()
-	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
 	hold := `python3 -c 'import os, time; b = bytearray(os.urandom(150 << 20)); open("/tmp/held", "w").write("yes"); time.sleep(100000)' >/dev/null 2>&1 &
 while [ ! -e /tmp/held ]; do sleep 0.1; done`
 	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: hold}, nil, nil, nil); err != nil || res.ExitCode != 0 {
@@ -400,4 +354,43 @@ while [ ! -e /tmp/held ]; do sleep 0.1; done`
 	if m := mountsUnder(t, mem); len(m) != 0 {
 		t.Errorf("mounts left after the seal and the restore: %v", m)
 	}
+}
+
+// startRunsc starts sandbox id of size under runsc, with a driver of its
+// own on a new state dir (with a sealer), and returns them and a client
+// of its agent; the test's cleanup deletes it.
+func startRunsc(t *testing.T, id, size string) (*oci.Driver, driver.Spec, string, *agent.Client) {
+	t.Helper()
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	dir := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) })
+	d, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: newBox(t), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmountAfter(t, d)
+	spec := driver.Spec{
+		ID: id, RootFS: drivertest.OverlayRootFS(t, base), AgentPath: agentPath,
+		UID: 1000, GID: 1000, Home: "/home/sandbox", Resources: sandbox.Sizes()[size],
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	return d, spec, dir, agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
+}
+
+// memoryLimits returns sandbox id's memory cgroup's limit and swap limit
+// (cgroup v1).
+func memoryLimits(id string) string {
+	var out []string
+	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+		b, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/hearth", id, f))
+		out = append(out, strings.TrimSpace(string(b)))
+	}
+	return strings.Join(out, " ")
 }
