@@ -80,7 +80,7 @@ func (h *Host) Attach(ctx context.Context, id string, lim Limits, eg Egress) (At
 	if err := h.plumb(ctx, a); err != nil {
 		return Attachment{}, fmt.Errorf("network: attach %s: %w", id, err)
 	}
-	if err := h.limit(ctx, id, lim); err != nil {
+	if err := h.limits.limit(ctx, id, lim); err != nil {
 		return Attachment{}, fmt.Errorf("network: attach %s: limits: %w", id, err)
 	}
 	if err := h.egress(ctx, id, eg); err != nil {
@@ -98,9 +98,9 @@ func (h *Host) plumb(ctx context.Context, a Attachment) error {
 		if _, err := os.Lstat(a.Namespace); err == nil {
 			// A file that is not a namespace: what an interrupted
 			// `ip netns add` leaves.
-			h.ip(ctx, "netns", "del", ns)
+			h.cmd.ip(ctx, "netns", "del", ns)
 		}
-		if _, err := h.ip(ctx, "netns", "add", ns); err != nil {
+		if _, err := h.cmd.ip(ctx, "netns", "add", ns); err != nil {
 			return err
 		}
 	}
@@ -114,16 +114,16 @@ func (h *Host) plumb(ctx context.Context, a Attachment) error {
 	if hostErr != nil || !hasEth0 {
 		// Half a pair (an interrupted attach): start it over.
 		if hostErr == nil {
-			if _, err := h.ip(ctx, "link", "del", a.Link); err != nil {
+			if _, err := h.cmd.ip(ctx, "link", "del", a.Link); err != nil {
 				return err
 			}
 		}
 		if hasEth0 {
-			if _, err := h.ip(ctx, "-n", ns, "link", "del", "eth0"); err != nil {
+			if _, err := h.cmd.ip(ctx, "-n", ns, "link", "del", "eth0"); err != nil {
 				return err
 			}
 		}
-		if _, err := h.ip(ctx, "link", "add", a.Link, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
+		if _, err := h.cmd.ip(ctx, "link", "add", a.Link, "type", "veth", "peer", "name", "eth0", "netns", ns); err != nil {
 			return err
 		}
 	}
@@ -136,14 +136,14 @@ func (h *Host) plumb(ctx context.Context, a Attachment) error {
 	if err := writeSysctl("/proc/sys/net/ipv4/conf/"+a.Link+"/rp_filter", "1"); err != nil {
 		return err
 	}
-	if err := h.batch(ctx, "",
+	if err := h.cmd.ipBatch(ctx, "",
 		"address flush dev "+a.Link,
 		"address add "+a.Gateway.String()+"/31 dev "+a.Link,
 		"link set "+a.Link+" up",
 	); err != nil {
 		return err
 	}
-	return h.batch(ctx, ns,
+	return h.cmd.ipBatch(ctx, ns,
 		"link set lo up",
 		"address flush dev eth0",
 		"address add "+a.Addr.String()+"/31 dev eth0",
@@ -152,15 +152,14 @@ func (h *Host) plumb(ctx context.Context, a Attachment) error {
 	)
 }
 
-// batch runs ip commands, one a line, in one ip process: in namespace ns
-// when it is not empty. It stops at the first that fails.
-func (h *Host) batch(ctx context.Context, ns string, cmds ...string) error {
-	args := []string{"-batch", "-"}
-	if ns != "" {
-		args = append([]string{"-n", ns}, args...)
+// SandboxAt returns the id of the sandbox whose address is addr, if one
+// is attached to this Host. A lookup of an address the Host has not seen
+// since it started reads its state dir (at most once a second).
+func (h *Host) SandboxAt(addr netip.Addr) (string, bool) {
+	if sn := h.nets.at(addr); sn != nil {
+		return sn.id, true
 	}
-	_, err := h.run(ctx, strings.NewReader(strings.Join(cmds, "\n")+"\n"), h.ipBin, args...)
-	return err
+	return "", false
 }
 
 // Detach removes sandbox id's egress rules, connection cap, veth (and the
@@ -178,24 +177,24 @@ func (h *Host) Detach(ctx context.Context, id string) error {
 	// The rules first: they are found by the veth's name, while the
 	// address record, removed last, keeps the id Attached for a Detach
 	// that repeats one cut short.
-	if err := h.forgetEgress(ctx, id); err != nil {
+	if err := h.nets.forget(ctx, id); err != nil {
 		return fmt.Errorf("network: detach %s: %w", id, err)
 	}
-	if err := h.capConns(ctx, id, 0); err != nil {
+	if err := h.limits.capConns(ctx, id, 0); err != nil {
 		return fmt.Errorf("network: detach %s: %w", id, err)
 	}
 	for _, dev := range []string{h.Link(id), h.IFB(id)} {
 		if _, err := net.InterfaceByName(dev); err != nil {
 			continue
 		}
-		if _, err := h.ip(ctx, "link", "del", dev); err != nil {
+		if _, err := h.cmd.ip(ctx, "link", "del", dev); err != nil {
 			if _, still := net.InterfaceByName(dev); still == nil {
 				return fmt.Errorf("network: detach %s: %w", id, err)
 			}
 		}
 	}
 	if _, err := os.Lstat(h.Namespace(id)); err == nil {
-		if _, err := h.ip(ctx, "netns", "del", h.nsName(id)); err != nil {
+		if _, err := h.cmd.ip(ctx, "netns", "del", h.nsName(id)); err != nil {
 			return fmt.Errorf("network: detach %s: %w", id, err)
 		}
 	}

@@ -93,7 +93,7 @@ func (h *Host) ServeDNSOn(ctx context.Context, l *DNSListener) error {
 		return fmt.Errorf("network: dns: listening at port %d, not at the Host's DNS port %d", l.Port(), h.dnsPort)
 	}
 	h.log.Info("dns forwarder listening", "addr", l.tcp.Addr(), "upstreams", h.dnsUpstreams)
-	f := &forwarder{upstreams: h.dnsUpstreams, allow: h.subnet.Contains, names: h, timeout: dnsTimeout, log: h.log}
+	f := &forwarder{upstreams: h.dnsUpstreams, allow: h.subnet.Contains, names: h.nets, timeout: dnsTimeout, log: h.log}
 	return f.serve(ctx, l.udp, l.tcp)
 }
 

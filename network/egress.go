@@ -157,13 +157,13 @@ func (h *Host) SetEgress(ctx context.Context, id string, e Egress) error {
 // is refused from the first packet the new rules judge.
 func (h *Host) egress(ctx context.Context, id string, e Egress) error {
 	link := h.Link(id)
-	if err := h.rememberEgress(id, e); err != nil {
+	if err := h.nets.remember(id, e); err != nil {
 		return err
 	}
-	if err := h.sortLearned(ctx, link, &e); err != nil {
+	if err := h.nets.sortLearned(ctx, link, &e); err != nil {
 		return err
 	}
-	changed, err := h.setLinkRules(ctx, h.chains.egress, link, egressRules(h.chains, link, e))
+	changed, err := h.cmd.setLinkRules(ctx, h.chains.egress, link, egressRules(h.chains, link, e))
 	if changed {
 		h.log.Debug("sandbox egress set", "sandbox", id, "allow", e.Allow, "deny", e.Deny, "allow_domains", e.AllowDomains, "deny_domains", e.DenyDomains)
 	}

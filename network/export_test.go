@@ -75,12 +75,12 @@ func (n *Names) local(client netip.Addr, name string) (netip.Addr, bool) {
 
 // HostPermits is Host.permit: whether the sandbox at client may resolve
 // name, by the policy the Host knows.
-func HostPermits(h *Host, client netip.Addr, name string) bool { return h.permit(client, name) }
+func HostPermits(h *Host, client netip.Addr, name string) bool { return h.nets.permit(client, name) }
 
 // HostLearn is Host.learn: name resolved to addrs for the sandbox at
 // client.
 func HostLearn(h *Host, ctx context.Context, client netip.Addr, name string, addrs []netip.Addr) {
-	h.learn(ctx, client, name, addrs)
+	h.nets.learn(ctx, client, name, addrs)
 }
 
 // Permits is Egress.permits.

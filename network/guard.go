@@ -64,11 +64,11 @@ func (h *Host) Repair(ctx context.Context) (repaired bool, err error) {
 		if !h.Attached(id) {
 			continue
 		}
-		link, r := h.Link(id), h.readPolicy(id)
-		if _, err := h.setLinkRules(ctx, h.chains.egress, link, egressRules(h.chains, link, r.Egress)); err != nil {
+		link, r := h.Link(id), h.nets.readPolicy(id)
+		if _, err := h.cmd.setLinkRules(ctx, h.chains.egress, link, egressRules(h.chains, link, r.Egress)); err != nil {
 			return false, fmt.Errorf("network: repair %s: %w", id, err)
 		}
-		if _, err := h.setLinkRules(ctx, h.chains.limits, link, h.connRules(id, r.Conns)); err != nil {
+		if _, err := h.cmd.setLinkRules(ctx, h.chains.limits, link, h.limits.connRules(id, r.Conns)); err != nil {
 			return false, fmt.Errorf("network: repair %s: %w", id, err)
 		}
 	}
@@ -80,7 +80,7 @@ func (h *Host) Repair(ctx context.Context) (repaired bool, err error) {
 // rules, a set that is gone.
 func (h *Host) missing(ctx context.Context) (string, error) {
 	for _, hk := range h.chains.hooks() {
-		listing, err := h.listChain(ctx, hk.table, hk.from)
+		listing, err := h.cmd.listChain(ctx, hk.table, hk.from)
 		if err != nil {
 			return "", err
 		}
@@ -88,9 +88,9 @@ func (h *Host) missing(ctx context.Context) (string, error) {
 			return "the jump from " + hk.from + " to " + hk.to, nil
 		}
 	}
-	listing, err := h.listChain(ctx, "filter", h.chains.forward)
+	listing, err := h.cmd.listChain(ctx, "filter", h.chains.forward)
 	if err != nil {
-		if exists, lerr := h.chainExists(ctx, "filter", h.chains.forward); lerr == nil && !exists {
+		if exists, lerr := h.cmd.chainExists(ctx, "filter", h.chains.forward); lerr == nil && !exists {
 			return "the chain " + h.chains.forward, nil
 		}
 		return "", err
@@ -99,12 +99,13 @@ func (h *Host) missing(ctx context.Context) (string, error) {
 	for _, r := range listing {
 		have[r] = true
 	}
-	for _, r := range h.filterRules() {
+	filter, _ := h.Rules()
+	for _, r := range filter {
 		if strings.HasPrefix(r, "-A "+h.chains.forward+" ") && !have[r] {
 			return "the rule " + r, nil
 		}
 	}
-	sets, err := h.run(ctx, nil, h.ipsetBin, "list", "-n")
+	sets, err := h.cmd.ipset(ctx, "list", "-n")
 	if err != nil {
 		return "", err
 	}

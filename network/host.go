@@ -1,18 +1,16 @@
 package network
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -103,126 +101,118 @@ type Host struct {
 	name       string
 	linkPrefix string
 	chains     chains
-	ipBin      string
-	iptBin     string
-	restoreBin string
-	tcBin      string
-	ipsetBin   string
+	cmd        *commands
 	log        *slog.Logger
 	onRefusal  func(Refusal)
 	// dnsUpstreams are where the forwarder sends queries (none: no
 	// name service); dnsPort is where it listens.
 	dnsUpstreams []netip.AddrPort
 	dnsPort      int
-	// gatewayPort is the egress gateway's port (0: none), and
-	// gatewayDomain its names' domain.
-	gatewayPort   int
-	gatewayDomain string
+	// gatewayPort is the egress gateway's port (0: none).
+	gatewayPort int
+	// nets knows the attached sandboxes' policies, for the forwarder;
+	// limits applies their Limits.
+	nets   *sandboxNets
+	limits *limiter
 
 	mu    sync.Mutex // guards the records (allocation) and setUp
 	setUp bool
-
-	netMu   sync.Mutex // guards byAddr, its sandboxNets, and scanned
-	byAddr  map[netip.Addr]*sandboxNet
-	scanned time.Time
 }
 
 // New returns a Host for opts. It checks the options and that this host
 // can do it: root, and the ip, tc, iptables and iptables-restore commands
 // (ErrUnavailable otherwise). It changes nothing on the host: Setup does.
 func New(opts Options) (*Host, error) {
-	subnet := opts.Subnet
-	if !subnet.IsValid() {
-		subnet = defaultSubnet
-	}
-	if err := checkSubnet(subnet); err != nil {
+	o, err := opts.complete()
+	if err != nil {
 		return nil, err
-	}
-	subnet = subnet.Masked()
-	for _, p := range opts.Deny {
-		if !p.IsValid() || !p.Addr().Is4() {
-			return nil, fmt.Errorf("network: deny %v: want an IPv4 prefix", p)
-		}
-	}
-	name := opts.Name
-	if name == "" {
-		name = "hearth"
-	}
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	prefix := opts.LinkPrefix
-	if prefix == "" {
-		prefix = "hv"
-	}
-	if !lowerAlnum(prefix, 2, 4, false) {
-		return nil, fmt.Errorf("network: link prefix %q: want 2 to 4 lowercase letters", prefix)
-	}
-	stateDir := opts.StateDir
-	if stateDir == "" {
-		stateDir = "/var/lib/hearth/network"
-	}
-	dnsPort := opts.DNSPort
-	if dnsPort == 0 {
-		dnsPort = DefaultDNSPort
-	}
-	if dnsPort < 1 || dnsPort > 65535 || dnsPort == 53 {
-		return nil, fmt.Errorf("network: dns port %d: want a port from 1 to 65535 other than 53", dnsPort)
-	}
-	for _, u := range opts.DNSUpstreams {
-		if !u.IsValid() || u.Port() == 0 {
-			return nil, fmt.Errorf("network: dns upstream %v: want an address and a port", u)
-		}
-	}
-	if opts.GatewayPort < 0 || opts.GatewayPort > 65535 || opts.GatewayPort == 80 || opts.GatewayPort != 0 && opts.GatewayPort == dnsPort {
-		return nil, fmt.Errorf("network: gateway port %d: want a port from 1 to 65535 other than 80 and the DNS port", opts.GatewayPort)
-	}
-	gatewayDomain := opts.GatewayDomain
-	if gatewayDomain == "" {
-		gatewayDomain = "hearth.internal"
-	}
-	if d, ok := sandbox.DomainName(gatewayDomain); !ok || d != gatewayDomain {
-		return nil, fmt.Errorf("network: gateway domain %q: want a domain name in lower case", gatewayDomain)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	onRefusal := opts.OnRefusal
-	if onRefusal == nil {
-		onRefusal = func(Refusal) {}
 	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: it needs root", ErrUnavailable)
 	}
+	cmd, err := lookCommands(o.Logger)
+	if err != nil {
+		return nil, err
+	}
 	h := &Host{
-		subnet:     subnet,
-		deny:       opts.Deny,
-		stateDir:   stateDir,
-		name:       name,
-		linkPrefix: prefix,
-		chains:     chainsFor(name),
-		log:        log,
+		subnet:     o.Subnet,
+		deny:       o.Deny,
+		stateDir:   o.StateDir,
+		name:       o.Name,
+		linkPrefix: o.LinkPrefix,
+		chains:     chainsFor(o.Name),
+		cmd:        cmd,
+		log:        o.Logger,
 
-		dnsUpstreams:  slices.Clone(opts.DNSUpstreams),
-		dnsPort:       dnsPort,
-		gatewayPort:   opts.GatewayPort,
-		gatewayDomain: gatewayDomain,
-		onRefusal:     onRefusal,
-		byAddr:        map[netip.Addr]*sandboxNet{},
+		dnsUpstreams: slices.Clone(o.DNSUpstreams),
+		dnsPort:      o.DNSPort,
+		gatewayPort:  o.GatewayPort,
+		onRefusal:    o.OnRefusal,
 	}
-	for _, b := range []struct {
-		bin  *string
-		name string
-		pkg  string
-	}{{&h.ipBin, "ip", "iproute2"}, {&h.tcBin, "tc", "iproute2"}, {&h.iptBin, "iptables", "iptables"}, {&h.restoreBin, "iptables-restore", "iptables"}, {&h.ipsetBin, "ipset", "ipset"}} {
-		p, err := exec.LookPath(b.name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s not found (install %s)", ErrUnavailable, b.name, b.pkg)
-		}
-		*b.bin = p
+	h.nets = &sandboxNets{
+		subnet: o.Subnet, stateDir: o.StateDir, linkPrefix: o.LinkPrefix, chains: h.chains, cmd: cmd, log: o.Logger,
+		onRefusal: o.OnRefusal, gatewayPort: o.GatewayPort, gatewayDomain: o.GatewayDomain, record: h.readRecord,
+		byAddr: map[netip.Addr]*sandboxNet{},
 	}
+	h.limits = &limiter{linkPrefix: o.LinkPrefix, chains: h.chains, cmd: cmd, nets: h.nets}
 	return h, nil
+}
+
+// complete returns o with its defaults filled in, or why it is not valid.
+func (o Options) complete() (Options, error) {
+	if !o.Subnet.IsValid() {
+		o.Subnet = defaultSubnet
+	}
+	if err := checkSubnet(o.Subnet); err != nil {
+		return o, err
+	}
+	o.Subnet = o.Subnet.Masked()
+	for _, p := range o.Deny {
+		if !p.IsValid() || !p.Addr().Is4() {
+			return o, fmt.Errorf("network: deny %v: want an IPv4 prefix", p)
+		}
+	}
+	o.Name = cmp.Or(o.Name, "hearth")
+	if err := checkName(o.Name); err != nil {
+		return o, err
+	}
+	o.LinkPrefix = cmp.Or(o.LinkPrefix, "hv")
+	if !lowerAlnum(o.LinkPrefix, 2, 4, false) {
+		return o, fmt.Errorf("network: link prefix %q: want 2 to 4 lowercase letters", o.LinkPrefix)
+	}
+	o.StateDir = cmp.Or(o.StateDir, "/var/lib/hearth/network")
+	if err := o.checkServices(); err != nil {
+		return o, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnRefusal == nil {
+		o.OnRefusal = func(Refusal) {}
+	}
+	return o, nil
+}
+
+// checkServices fills in the DNS port and the gateway's domain, and
+// checks them, the upstreams and the gateway's port.
+func (o *Options) checkServices() error {
+	o.DNSPort = cmp.Or(o.DNSPort, DefaultDNSPort)
+	if o.DNSPort < 1 || o.DNSPort > 65535 || o.DNSPort == 53 {
+		return fmt.Errorf("network: dns port %d: want a port from 1 to 65535 other than 53", o.DNSPort)
+	}
+	for _, u := range o.DNSUpstreams {
+		if !u.IsValid() || u.Port() == 0 {
+			return fmt.Errorf("network: dns upstream %v: want an address and a port", u)
+		}
+	}
+	if o.GatewayPort < 0 || o.GatewayPort > 65535 || o.GatewayPort == 80 || o.GatewayPort != 0 && o.GatewayPort == o.DNSPort {
+		return fmt.Errorf("network: gateway port %d: want a port from 1 to 65535 other than 80 and the DNS port", o.GatewayPort)
+	}
+	o.GatewayDomain = cmp.Or(o.GatewayDomain, "hearth.internal")
+	if d, ok := sandbox.DomainName(o.GatewayDomain); !ok || d != o.GatewayDomain {
+		return fmt.Errorf("network: gateway domain %q: want a domain name in lower case", o.GatewayDomain)
+	}
+	return nil
 }
 
 // checkName refuses a Host name that is not one (see Options.Name).
@@ -274,21 +264,22 @@ func (h *Host) Setup(ctx context.Context) error {
 
 func (h *Host) setupLocked(ctx context.Context) error {
 	// The sets before the rules that match them.
-	if err := h.ensureSets(ctx); err != nil {
+	if err := h.nets.ensureSets(ctx); err != nil {
 		return fmt.Errorf("network: setup: %w", err)
 	}
 	// Before the policy, which jumps to them.
 	for _, chain := range []string{h.chains.egress, h.chains.limits} {
-		if err := h.ensureChain(ctx, "filter", chain); err != nil {
+		if err := h.cmd.ensureChain(ctx, "filter", chain); err != nil {
 			return fmt.Errorf("network: setup: %w", err)
 		}
 	}
-	in := restoreInput(h.chains, h.filterRules(), h.natRules())
-	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
+	filter, nat := h.Rules()
+	in := restoreInput(h.chains, filter, nat)
+	if err := h.cmd.iptablesRestore(ctx, in); err != nil {
 		return fmt.Errorf("network: setup: %w", err)
 	}
 	for _, hk := range h.chains.hooks() {
-		if err := h.hookFirst(ctx, hk); err != nil {
+		if err := h.cmd.hookFirst(ctx, hk); err != nil {
 			return fmt.Errorf("network: setup: %w", err)
 		}
 	}
@@ -299,53 +290,6 @@ func (h *Host) setupLocked(ctx context.Context) error {
 	}
 	h.setUp = true
 	h.log.Info("sandbox network set up", "subnet", h.subnet, "chains", h.chains.input+" "+h.chains.forward+" "+h.chains.postrouting+" "+h.chains.prerouting, "dns", h.ServesDNS())
-	return nil
-}
-
-// hookFirst places hk at the top of its built-in chain (see
-// hookPlacement), as the only jump of its kind there: where other Hosts'
-// jumps alone are above it, it stays. A jump found further down (another
-// program inserted rules above it) moves to the first rule without a
-// moment unhooked, and without
-// deleting by rule number, which a program changing the chain meanwhile
-// would make delete the wrong rule: a marked copy of the jump goes in
-// first, then every plain one comes out (by its spec), the plain one goes in
-// first, and the copy comes out.
-func (h *Host) hookFirst(ctx context.Context, hk hook) error {
-	listing, err := h.listChain(ctx, hk.table, hk.from)
-	if err != nil {
-		return err
-	}
-	count, placed := hookPlacement(listing, hk)
-	if count == 1 && placed {
-		return nil
-	}
-	plain := []string{"-t", hk.table, "-I", hk.from, "1", "-j", hk.to}
-	if count == 0 {
-		_, err := h.iptables(ctx, plain...)
-		return err
-	}
-	marked := []string{"-m", "comment", "--comment", movingComment, "-j", hk.to}
-	if _, err := h.iptables(ctx, append([]string{"-t", hk.table, "-I", hk.from, "1"}, marked...)...); err != nil {
-		return err
-	}
-	if err := h.deleteHook(ctx, hk, count); err != nil {
-		return err
-	}
-	if _, err := h.iptables(ctx, plain...); err != nil {
-		return err
-	}
-	_, err = h.iptables(ctx, append([]string{"-t", hk.table, "-D", hk.from}, marked...)...)
-	return err
-}
-
-// deleteHook deletes n plain jumps hk, each time the first one left.
-func (h *Host) deleteHook(ctx context.Context, hk hook, n int) error {
-	for range n {
-		if _, err := h.iptables(ctx, "-t", hk.table, "-D", hk.from, "-j", hk.to); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -380,38 +324,38 @@ func (h *Host) Teardown(ctx context.Context) error {
 	defer h.mu.Unlock()
 	h.setUp = false
 	for _, hk := range h.chains.hooks() {
-		listing, err := h.listChain(ctx, hk.table, hk.from)
+		listing, err := h.cmd.listChain(ctx, hk.table, hk.from)
 		if err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 		count, _ := hookPlacement(listing, hk)
-		if err := h.deleteHook(ctx, hk, count); err != nil {
+		if err := h.cmd.deleteHook(ctx, hk, count); err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 	}
 	// The egress and limits chains after the forward chain, the one that
 	// jumps to them.
 	for _, c := range []struct{ table, chain string }{{"filter", h.chains.input}, {"filter", h.chains.forward}, {"filter", h.chains.egress}, {"filter", h.chains.limits}, {"filter", h.chains.refuse}, {"nat", h.chains.postrouting}, {"nat", h.chains.prerouting}} {
-		exists, err := h.chainExists(ctx, c.table, c.chain)
+		exists, err := h.cmd.chainExists(ctx, c.table, c.chain)
 		if err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 		if !exists {
 			continue
 		}
-		if _, err := h.iptables(ctx, "-t", c.table, "-F", c.chain); err != nil {
+		if _, err := h.cmd.iptables(ctx, "-t", c.table, "-F", c.chain); err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
-		if _, err := h.iptables(ctx, "-t", c.table, "-X", c.chain); err != nil {
+		if _, err := h.cmd.iptables(ctx, "-t", c.table, "-X", c.chain); err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 	}
 	// The sets once no rule matches them.
 	for _, set := range []string{h.chains.allowSet, h.chains.denySet} {
-		if _, err := h.run(ctx, nil, h.ipsetBin, "list", "-n", set); err != nil {
+		if _, err := h.cmd.ipset(ctx, "list", "-n", set); err != nil {
 			continue
 		}
-		if _, err := h.run(ctx, nil, h.ipsetBin, "destroy", set); err != nil {
+		if _, err := h.cmd.ipset(ctx, "destroy", set); err != nil {
 			return fmt.Errorf("network: teardown: %w", err)
 		}
 	}
@@ -421,90 +365,11 @@ func (h *Host) Teardown(ctx context.Context) error {
 // Rules returns the Host's rules as iptables -S lists them, by table: what
 // Setup installs.
 func (h *Host) Rules() (filter, nat []string) {
-	return h.filterRules(), h.natRules()
-}
-
-// redirectPort is the port sandboxes' DNS queries are redirected to, or 0
-// when the Host serves no DNS (no redirect, no accept).
-func (h *Host) redirectPort() int {
-	if !h.ServesDNS() {
-		return 0
+	dnsPort := 0 // no redirect, no accept
+	if h.ServesDNS() {
+		dnsPort = h.dnsPort
 	}
-	return h.dnsPort
-}
-
-func (h *Host) filterRules() []string {
-	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny, h.redirectPort(), h.gatewayPort)
-}
-
-func (h *Host) natRules() []string {
-	return natRules(h.chains, h.linkPrefix, h.subnet, h.redirectPort(), h.gatewayPort)
-}
-
-// ensureChain creates chain in table unless it is there.
-func (h *Host) ensureChain(ctx context.Context, table, chain string) error {
-	if exists, err := h.chainExists(ctx, table, chain); err != nil || exists {
-		return err
-	}
-	if _, err := h.iptables(ctx, "-t", table, "-N", chain); err != nil {
-		// Another process may have made it meanwhile.
-		if exists, _ := h.chainExists(ctx, table, chain); exists {
-			return nil
-		}
-		return err
-	}
-	return nil
-}
-
-// chainExists reports whether table has chain.
-func (h *Host) chainExists(ctx context.Context, table, chain string) (bool, error) {
-	listing, err := h.listChain(ctx, table, "")
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(listing, "-N "+chain), nil
-}
-
-// listChain returns `iptables -t table -S [chain]`, line by line.
-func (h *Host) listChain(ctx context.Context, table, chain string) ([]string, error) {
-	args := []string{"-t", table, "-S"}
-	if chain != "" {
-		args = append(args, chain)
-	}
-	out, err := h.iptables(ctx, args...)
-	if err != nil {
-		return nil, err
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n"), nil
-}
-
-// iptables runs iptables -w (waiting for the xtables lock that another
-// program may hold) with args.
-func (h *Host) iptables(ctx context.Context, args ...string) ([]byte, error) {
-	return h.run(ctx, nil, h.iptBin, append([]string{"-w"}, args...)...)
-}
-
-// ip runs ip with args.
-func (h *Host) ip(ctx context.Context, args ...string) ([]byte, error) {
-	return h.run(ctx, nil, h.ipBin, args...)
-}
-
-// run runs bin with args and stdin, and returns its stdout; the error
-// quotes the command and its stderr.
-func (h *Host) run(ctx context.Context, stdin *strings.Reader, bin string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, bin, args...)
-	if stdin != nil {
-		cmd.Stdin = stdin
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	began := time.Now()
-	err := cmd.Run()
-	h.log.Debug("network command", "cmd", bin, "args", args, "took", time.Since(began).Round(time.Microsecond), "err", err)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+	return filterRules(h.chains, h.linkPrefix, h.subnet, h.deny, dnsPort, h.gatewayPort), natRules(h.chains, h.linkPrefix, h.subnet, dnsPort, h.gatewayPort)
 }
 
 // writeSysctl writes value to the sysctl file path unless it holds it

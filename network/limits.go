@@ -113,23 +113,33 @@ func ifbName(prefix, id string) string {
 // from it, while it has a BitsPerSec cap.
 func (h *Host) IFB(id string) string { return ifbName(h.linkPrefix, id) }
 
+// limiter applies Limits to attached sandboxes: a shaper on each one's
+// veth and ifb, and its rule in the limits chain (recorded with its
+// policy, for Repair).
+type limiter struct {
+	linkPrefix string
+	chains     chains
+	cmd        *commands
+	nets       *sandboxNets
+}
+
 // limit applies lim to sandbox id, replacing the limits it had: its
 // shapers and its connection rule.
-func (h *Host) limit(ctx context.Context, id string, lim Limits) error {
-	if err := h.shape(ctx, id, lim.BitsPerSec); err != nil {
+func (l *limiter) limit(ctx context.Context, id string, lim Limits) error {
+	if err := l.shape(ctx, id, lim.BitsPerSec); err != nil {
 		return err
 	}
-	return h.capConns(ctx, id, lim.Conns)
+	return l.capConns(ctx, id, lim.Conns)
 }
 
 // shape caps sandbox id's traffic at bitsPerSec each way (see shapeLines),
 // or removes the cap when it is 0.
-func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
-	link, ifb := h.Link(id), h.IFB(id)
+func (l *limiter) shape(ctx context.Context, id string, bitsPerSec int64) error {
+	link, ifb := linkName(l.linkPrefix, id), ifbName(l.linkPrefix, id)
 	_, ifbErr := net.InterfaceByName(ifb)
 	if bitsPerSec > 0 {
 		if ifbErr != nil {
-			if _, err := h.ip(ctx, "link", "add", ifb, "type", "ifb"); err != nil {
+			if _, err := l.cmd.ip(ctx, "link", "add", ifb, "type", "ifb"); err != nil {
 				return err
 			}
 		}
@@ -137,22 +147,22 @@ func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
 		if err := disableIPv6(ifb); err != nil {
 			return err
 		}
-		if _, err := h.ip(ctx, "link", "set", ifb, "up"); err != nil {
+		if _, err := l.cmd.ip(ctx, "link", "set", ifb, "up"); err != nil {
 			return err
 		}
-		return h.tcBatch(ctx, shapeLines(link, ifb, bitsPerSec))
+		return l.cmd.tcBatch(ctx, shapeLines(link, ifb, bitsPerSec))
 	}
-	qdiscs, err := h.run(ctx, nil, h.tcBin, "qdisc", "show", "dev", link)
+	qdiscs, err := l.cmd.tc(ctx, "qdisc", "show", "dev", link)
 	if err != nil {
 		return err
 	}
 	if lines := unshapeLines(link, string(qdiscs)); len(lines) > 0 {
-		if err := h.tcBatch(ctx, lines); err != nil {
+		if err := l.cmd.tcBatch(ctx, lines); err != nil {
 			return err
 		}
 	}
 	if ifbErr == nil {
-		if _, err := h.ip(ctx, "link", "del", ifb); err != nil {
+		if _, err := l.cmd.ip(ctx, "link", "del", ifb); err != nil {
 			return err
 		}
 	}
@@ -163,61 +173,22 @@ func (h *Host) shape(ctx context.Context, id string, bitsPerSec int64) error {
 // its TCP connections at conns, or none when conns is 0. A changed rule
 // goes in before the old one comes out, in one transaction (see
 // setLinkRules), so that the sandbox is never without a cap it had.
-func (h *Host) capConns(ctx context.Context, id string, conns int64) error {
-	if r := h.readPolicy(id); conns > 0 || r.Conns != 0 {
+func (l *limiter) capConns(ctx context.Context, id string, conns int64) error {
+	if r := l.nets.readPolicy(id); conns > 0 || r.Conns != 0 {
 		r.Conns = conns
-		if err := h.writePolicy(id, r); err != nil {
+		if err := l.nets.writePolicy(id, r); err != nil {
 			return err
 		}
 	}
-	_, err := h.setLinkRules(ctx, h.chains.limits, h.Link(id), h.connRules(id, conns))
+	_, err := l.cmd.setLinkRules(ctx, l.chains.limits, linkName(l.linkPrefix, id), l.connRules(id, conns))
 	return err
 }
 
 // connRules are the rules of the limits chain for sandbox id with a cap
 // of conns (none for 0).
-func (h *Host) connRules(id string, conns int64) []string {
+func (l *limiter) connRules(id string, conns int64) []string {
 	if conns <= 0 {
 		return nil
 	}
-	return []string{connRule(h.chains.limits, h.Link(id), conns)}
-}
-
-// setLinkRules makes chain, one of the Host's per-sandbox chains, hold
-// want as link's rules and no others of link's, in one iptables-restore
-// transaction (see linkRulesRestore); changed says whether it had to.
-func (h *Host) setLinkRules(ctx context.Context, chain, link string, want []string) (changed bool, err error) {
-	listing, err := h.chainRules(ctx, chain)
-	if err != nil {
-		return false, err
-	}
-	in := linkRulesRestore(listing, chain, link, want)
-	if in == "" {
-		return false, nil
-	}
-	if _, err := h.run(ctx, strings.NewReader(in), h.restoreBin, "-w", "--noflush"); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// chainRules lists chain of the filter table, the limits or the egress
-// one (iptables -S). A host where Setup has not run since it booted has no
-// such chain, and so no rules.
-func (h *Host) chainRules(ctx context.Context, chain string) ([]string, error) {
-	listing, err := h.listChain(ctx, "filter", chain)
-	if err == nil {
-		return listing, nil
-	}
-	if exists, lerr := h.chainExists(ctx, "filter", chain); lerr == nil && !exists {
-		return nil, nil
-	}
-	return nil, err
-}
-
-// tcBatch runs tc commands, one a line, in one tc process. It stops at the
-// first that fails.
-func (h *Host) tcBatch(ctx context.Context, lines []string) error {
-	_, err := h.run(ctx, strings.NewReader(strings.Join(lines, "\n")+"\n"), h.tcBin, "-batch", "-")
-	return err
+	return []string{connRule(l.chains.limits, linkName(l.linkPrefix, id), conns)}
 }

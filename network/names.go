@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hearth/hearth/sandbox"
@@ -42,6 +44,32 @@ const (
 	rescanEvery = time.Second
 )
 
+// sandboxNets is what a Host knows of its attached sandboxes for their
+// egress by name: each one's address, link and policy (recorded in the
+// state dir, so that the Host of the next daemon start knows them too),
+// and the names and addresses its lookups gave (in the kernel's allow and
+// deny sets). The forwarder asks it whether a lookup is permitted
+// (permit), tells it what a permitted one resolved to (learn), and asks
+// it for the names it answers itself (local). It is safe for concurrent
+// use.
+type sandboxNets struct {
+	subnet        netip.Prefix
+	stateDir      string
+	linkPrefix    string
+	chains        chains
+	cmd           *commands
+	log           *slog.Logger
+	onRefusal     func(Refusal)
+	gatewayPort   int
+	gatewayDomain string
+	// record returns the address recorded for a sandbox (Host.readRecord).
+	record func(id string) (netip.Addr, bool)
+
+	mu      sync.Mutex // guards byAddr, its sandboxNets, and scanned
+	byAddr  map[netip.Addr]*sandboxNet
+	scanned time.Time
+}
+
 // sandboxNet is what the Host knows of one attached sandbox.
 type sandboxNet struct {
 	id, link string
@@ -58,55 +86,45 @@ type learnedKey struct {
 	addr netip.Addr
 }
 
-// SandboxAt returns the id of the sandbox whose address is addr, if one
-// is attached to this Host. A lookup of an address the Host has not seen
-// since it started reads its state dir (at most once a second).
-func (h *Host) SandboxAt(addr netip.Addr) (string, bool) {
-	if sn := h.netAt(addr); sn != nil {
-		return sn.id, true
-	}
-	return "", false
-}
-
-// netAt returns what the Host knows of the sandbox at addr, or nil.
-func (h *Host) netAt(addr netip.Addr) *sandboxNet {
-	h.netMu.Lock()
-	defer h.netMu.Unlock()
-	if sn := h.byAddr[addr.Unmap()]; sn != nil {
+// at returns what the Host knows of the sandbox at addr, or nil.
+func (n *sandboxNets) at(addr netip.Addr) *sandboxNet {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if sn := n.byAddr[addr.Unmap()]; sn != nil {
 		return sn
 	}
-	if !h.subnet.Contains(addr.Unmap()) || time.Since(h.scanned) < rescanEvery {
+	if !n.subnet.Contains(addr.Unmap()) || time.Since(n.scanned) < rescanEvery {
 		return nil
 	}
-	h.scanLocked()
-	return h.byAddr[addr.Unmap()]
+	n.scanLocked()
+	return n.byAddr[addr.Unmap()]
 }
 
-// netOfLink returns what the Host knows of the sandbox whose host-side
+// ofLink returns what the Host knows of the sandbox whose host-side
 // veth is link, or nil.
-func (h *Host) netOfLink(link string) *sandboxNet {
-	h.netMu.Lock()
-	defer h.netMu.Unlock()
+func (n *sandboxNets) ofLink(link string) *sandboxNet {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	find := func() *sandboxNet {
-		for _, sn := range h.byAddr {
+		for _, sn := range n.byAddr {
 			if sn.link == link {
 				return sn
 			}
 		}
 		return nil
 	}
-	if sn := find(); sn != nil || time.Since(h.scanned) < rescanEvery {
+	if sn := find(); sn != nil || time.Since(n.scanned) < rescanEvery {
 		return sn
 	}
-	h.scanLocked()
+	n.scanLocked()
 	return find()
 }
 
 // scanLocked adds every sandbox recorded in the state dir that the Host
 // does not know yet, with its recorded egress policy. netMu is held.
-func (h *Host) scanLocked() {
-	h.scanned = time.Now()
-	entries, err := os.ReadDir(h.stateDir)
+func (n *sandboxNets) scanLocked() {
+	n.scanned = time.Now()
+	entries, err := os.ReadDir(n.stateDir)
 	if err != nil {
 		return
 	}
@@ -115,11 +133,11 @@ func (h *Host) scanLocked() {
 		if !e.Type().IsRegular() || checkID(id) != nil {
 			continue
 		}
-		addr, ok := h.readRecord(id)
-		if !ok || h.byAddr[addr] != nil {
+		addr, ok := n.record(id)
+		if !ok || n.byAddr[addr] != nil {
 			continue
 		}
-		h.byAddr[addr] = h.newSandboxNet(id, addr, h.readPolicy(id).Egress)
+		n.byAddr[addr] = n.newNet(id, addr, n.readPolicy(id).Egress)
 	}
 }
 
@@ -132,79 +150,79 @@ type policyRecord struct {
 }
 
 // policyPath is the file that records sandbox id's policyRecord.
-func (h *Host) policyPath(id string) string { return filepath.Join(h.stateDir, "policy", id) }
+func (n *sandboxNets) policyPath(id string) string { return filepath.Join(n.stateDir, "policy", id) }
 
 // readPolicy returns sandbox id's recorded policy; none (the zero record)
 // when there is none or it is damaged.
-func (h *Host) readPolicy(id string) policyRecord {
+func (n *sandboxNets) readPolicy(id string) policyRecord {
 	var r policyRecord
-	b, err := os.ReadFile(h.policyPath(id))
+	b, err := os.ReadFile(n.policyPath(id))
 	if err != nil {
 		return r
 	}
 	if err := json.Unmarshal(b, &r); err != nil || r.Egress.Validate() != nil || r.Conns < 0 {
-		h.log.Warn("ignoring a damaged policy record", "sandbox", id, "err", err)
+		n.log.Warn("ignoring a damaged policy record", "sandbox", id, "err", err)
 		return policyRecord{}
 	}
 	return r
 }
 
-// newSandboxNet is what the Host knows of sandbox id at addr, with
+// newNet is what the Host knows of sandbox id at addr, with
 // egress policy e, having learned nothing yet.
-func (h *Host) newSandboxNet(id string, addr netip.Addr, e Egress) *sandboxNet {
-	return &sandboxNet{id: id, link: h.Link(id), addr: addr, egress: e, learned: map[learnedKey]time.Time{}}
+func (n *sandboxNets) newNet(id string, addr netip.Addr, e Egress) *sandboxNet {
+	return &sandboxNet{id: id, link: linkName(n.linkPrefix, id), addr: addr, egress: e, learned: map[learnedKey]time.Time{}}
 }
 
 // writePolicy records r as sandbox id's policy.
-func (h *Host) writePolicy(id string, r policyRecord) error {
+func (n *sandboxNets) writePolicy(id string, r policyRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(h.policyPath(id), b)
+	return writeFileAtomic(n.policyPath(id), b)
 }
 
-// rememberEgress makes e sandbox id's policy for the forwarder, and
+// remember makes e sandbox id's policy for the forwarder, and
 // records it in the state dir for the Host of the next daemon start.
-func (h *Host) rememberEgress(id string, e Egress) error {
-	addr, ok := h.readRecord(id)
+func (n *sandboxNets) remember(id string, e Egress) error {
+	addr, ok := n.record(id)
 	if !ok {
 		return fmt.Errorf("no address recorded for %s", id)
 	}
-	r := h.readPolicy(id)
+	r := n.readPolicy(id)
 	r.Egress = e
-	if err := h.writePolicy(id, r); err != nil {
+	if err := n.writePolicy(id, r); err != nil {
 		return err
 	}
-	h.netMu.Lock()
-	defer h.netMu.Unlock()
-	if sn := h.byAddr[addr]; sn != nil && sn.id == id {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if sn := n.byAddr[addr]; sn != nil && sn.id == id {
 		sn.egress = e
 	} else {
-		h.byAddr[addr] = h.newSandboxNet(id, addr, e)
+		n.byAddr[addr] = n.newNet(id, addr, e)
 	}
 	return nil
 }
 
-// forgetEgress removes sandbox id's egress rules, the addresses it
+// forget removes sandbox id's egress rules, the addresses it
 // learned and its recorded policy (its connection cap's too: Detach
 // removes that rule first).
-func (h *Host) forgetEgress(ctx context.Context, id string) error {
-	link := h.Link(id)
-	if _, err := h.setLinkRules(ctx, h.chains.egress, link, nil); err != nil {
+func (n *sandboxNets) forget(ctx context.Context, id string) error {
+	link := linkName(n.linkPrefix, id)
+	if _, err := n.cmd.setLinkRules(ctx, n.chains.egress, link, nil); err != nil {
 		return err
 	}
-	if err := h.sortLearned(ctx, link, nil); err != nil {
+	if err := n.sortLearned(ctx, link, nil); err != nil {
 		return err
 	}
-	if err := os.Remove(h.policyPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(n.policyPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	h.netMu.Lock()
-	defer h.netMu.Unlock()
-	for addr, sn := range h.byAddr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for addr, sn := range n.byAddr {
 		if sn.id == id {
-			delete(h.byAddr, addr)
+			delete(n.byAddr, addr)
 		}
 	}
 	return nil
@@ -230,17 +248,17 @@ func writeFileAtomic(path string, b []byte) error {
 // permit reports whether the sandbox at client may resolve name (see
 // Egress.permits); a refusal is reported (Options.OnRefusal). A client
 // the Host does not know has no policy: it may resolve any name.
-func (h *Host) permit(client netip.Addr, name string) bool {
-	sn := h.netAt(client)
+func (n *sandboxNets) permit(client netip.Addr, name string) bool {
+	sn := n.at(client)
 	if sn == nil {
 		return true
 	}
-	h.netMu.Lock()
+	n.mu.Lock()
 	ok := sn.egress.permits(name)
-	h.netMu.Unlock()
+	n.mu.Unlock()
 	if !ok {
-		h.log.Debug("sandbox lookup refused by its egress policy", "sandbox", sn.id, "domain", name)
-		h.onRefusal(Refusal{Sandbox: sn.id, Domain: name})
+		n.log.Debug("sandbox lookup refused by its egress policy", "sandbox", sn.id, "domain", name)
+		n.onRefusal(Refusal{Sandbox: sn.id, Domain: name})
 	}
 	return ok
 }
@@ -250,14 +268,14 @@ func (h *Host) permit(client netip.Addr, name string) bool {
 // it: a connection it opens at once meets the address there. Names that
 // are not domain names (see sandbox.DomainName) are not recorded; nor are
 // any once the sandbox has maxLearned.
-func (h *Host) learn(ctx context.Context, client netip.Addr, name string, addrs []netip.Addr) {
-	sn := h.netAt(client)
+func (n *sandboxNets) learn(ctx context.Context, client netip.Addr, name string, addrs []netip.Addr) {
+	sn := n.at(client)
 	if sn == nil || name == "" {
 		return
 	}
 	now := time.Now()
 	var lines []string
-	h.netMu.Lock()
+	n.mu.Lock()
 	if now.Sub(sn.pruned) > learnedRefresh || len(sn.learned) >= maxLearned {
 		for k, at := range sn.learned {
 			if now.Sub(at) > learnedTTL {
@@ -272,19 +290,19 @@ func (h *Host) learn(ctx context.Context, client netip.Addr, name string, addrs 
 			continue
 		}
 		if _, ok := sn.learned[k]; !ok && len(sn.learned) >= maxLearned {
-			h.log.Warn("sandbox has too many resolved addresses recorded; not recording more", "sandbox", sn.id, "limit", maxLearned, "domain", name)
+			n.log.Warn("sandbox has too many resolved addresses recorded; not recording more", "sandbox", sn.id, "limit", maxLearned, "domain", name)
 			break
 		}
 		sn.learned[k] = now
-		lines = append(lines, setAddLine(h.chains.allowSet, k.addr, sn.link, name, learnedTTL))
+		lines = append(lines, setAddLine(n.chains.allowSet, k.addr, sn.link, name, learnedTTL))
 	}
 	link := sn.link
-	h.netMu.Unlock()
+	n.mu.Unlock()
 	if len(lines) == 0 {
 		return
 	}
-	if err := h.ipsetRestore(ctx, lines); err != nil {
-		h.log.Error("record the addresses a sandbox resolved", "sandbox", sn.id, "link", link, "domain", name, "err", err)
+	if err := n.cmd.ipsetRestore(ctx, lines); err != nil {
+		n.log.Error("record the addresses a sandbox resolved", "sandbox", sn.id, "link", link, "domain", name, "err", err)
 	}
 }
 
@@ -292,15 +310,15 @@ func (h *Host) learn(ctx context.Context, client netip.Addr, name string, addrs 
 // the sandbox at client: its gateway, for the egress gateway's names
 // (Options.GatewayDomain and the names below it), when the Host has a
 // gateway.
-func (h *Host) local(client netip.Addr, name string) (netip.Addr, bool) {
-	if h.gatewayPort == 0 || name != h.gatewayDomain && !strings.HasSuffix(name, "."+h.gatewayDomain) {
+func (n *sandboxNets) local(client netip.Addr, name string) (netip.Addr, bool) {
+	if n.gatewayPort == 0 || name != n.gatewayDomain && !strings.HasSuffix(name, "."+n.gatewayDomain) {
 		return netip.Addr{}, false
 	}
-	k, ok := pairOf(h.subnet, client)
+	k, ok := pairOf(n.subnet, client)
 	if !ok {
 		return netip.Addr{}, false
 	}
-	gw, _ := pair(h.subnet, k)
+	gw, _ := pair(n.subnet, k)
 	return gw, true
 }
 
@@ -317,8 +335,8 @@ type learnedEntry struct {
 // allow set for one it permits, neither for one its allow list leaves
 // out. A nil e removes them all. It adds before it removes, in one ipset
 // process.
-func (h *Host) sortLearned(ctx context.Context, link string, e *Egress) error {
-	entries, err := h.learnedEntries(ctx, link)
+func (n *sandboxNets) sortLearned(ctx context.Context, link string, e *Egress) error {
+	entries, err := n.learnedEntries(ctx, link)
 	if err != nil || len(entries) == 0 {
 		return err
 	}
@@ -328,9 +346,9 @@ func (h *Host) sortLearned(ctx context.Context, link string, e *Egress) error {
 		switch {
 		case e == nil:
 		case e.denies(en.name):
-			want = h.chains.denySet
+			want = n.chains.denySet
 		case e.permits(en.name):
-			want = h.chains.allowSet
+			want = n.chains.allowSet
 		}
 		if want == en.set {
 			continue
@@ -340,26 +358,26 @@ func (h *Host) sortLearned(ctx context.Context, link string, e *Egress) error {
 		}
 		dels = append(dels, "del "+en.set+" "+en.addr.String()+","+link)
 	}
-	h.netMu.Lock()
-	for _, sn := range h.byAddr {
+	n.mu.Lock()
+	for _, sn := range n.byAddr {
 		if sn.link == link {
 			clear(sn.learned)
 		}
 	}
-	h.netMu.Unlock()
-	return h.ipsetRestore(ctx, append(adds, dels...))
+	n.mu.Unlock()
+	return n.cmd.ipsetRestore(ctx, append(adds, dels...))
 }
 
 // learnedEntries lists link's entries in the allow and deny sets (none
 // when the sets do not exist: a Host that never ran Setup).
-func (h *Host) learnedEntries(ctx context.Context, link string) ([]learnedEntry, error) {
-	listing, err := h.run(ctx, nil, h.ipsetBin, "save")
+func (n *sandboxNets) learnedEntries(ctx context.Context, link string) ([]learnedEntry, error) {
+	listing, err := n.cmd.ipset(ctx, "save")
 	if err != nil {
 		return nil, err
 	}
 	var out []learnedEntry
 	for line := range strings.Lines(string(listing)) {
-		if en, ok := parseSetEntry(line); ok && en.link == link && (en.set == h.chains.allowSet || en.set == h.chains.denySet) {
+		if en, ok := parseSetEntry(line); ok && en.link == link && (en.set == n.chains.allowSet || en.set == n.chains.denySet) {
 			out = append(out, en)
 		}
 	}
@@ -391,20 +409,10 @@ func setAddLine(set string, addr netip.Addr, link, name string, timeout time.Dur
 	return fmt.Sprintf("add %s %s,%s timeout %d comment %q", set, addr, link, max(int(timeout.Seconds()), 1), name)
 }
 
-// ipsetRestore runs ipset restore on lines (-exist: an add of an entry
-// that is there renews it, a del of one that is not is no error).
-func (h *Host) ipsetRestore(ctx context.Context, lines []string) error {
-	if len(lines) == 0 {
-		return nil
-	}
-	_, err := h.run(ctx, strings.NewReader(strings.Join(lines, "\n")+"\n"), h.ipsetBin, "-exist", "restore")
-	return err
-}
-
 // ensureSets creates the allow and deny sets when they are missing.
-func (h *Host) ensureSets(ctx context.Context) error {
-	for _, set := range []string{h.chains.allowSet, h.chains.denySet} {
-		if _, err := h.run(ctx, nil, h.ipsetBin, "-exist", "create", set, "hash:net,iface", "timeout", "0", "comment", "maxelem", strconv.Itoa(setMaxElem)); err != nil {
+func (n *sandboxNets) ensureSets(ctx context.Context) error {
+	for _, set := range []string{n.chains.allowSet, n.chains.denySet} {
+		if _, err := n.cmd.ipset(ctx, "-exist", "create", set, "hash:net,iface", "timeout", "0", "comment", "maxelem", strconv.Itoa(setMaxElem)); err != nil {
 			return err
 		}
 	}

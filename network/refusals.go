@@ -73,7 +73,7 @@ func (h *Host) WatchRefusals(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		sn := h.netOfLink(link)
+		sn := h.nets.ofLink(link)
 		if sn == nil {
 			continue
 		}
