@@ -14,7 +14,7 @@ import (
 // tenant admin its tenant's, an agent its own identity's) that match f,
 // oldest first. A zero f.Limit takes the daemon's default, the newest 1000;
 // it answers at most 10000.
-func (c *Client) Audit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+func (a *Admin) Audit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
 	q := url.Values{}
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.Format(time.RFC3339Nano))
@@ -31,6 +31,6 @@ func (c *Client) Audit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.Au
 	var out struct {
 		Events []sandbox.AuditEvent `json:"events"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/audit", q, nil, &out)
 	return out.Events, err
 }

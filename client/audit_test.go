@@ -20,7 +20,7 @@ func TestAudit(t *testing.T) {
 	})
 	c := client.New(d.URL, "hearth_x", nil)
 	since := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.FixedZone("CET", 3600))
-	events, err := c.Audit(t.Context(), sandbox.AuditFilter{Since: since, Tenant: "acme", Agent: "claude-1", Limit: 50})
+	events, err := c.Admin().Audit(t.Context(), sandbox.AuditFilter{Since: since, Tenant: "acme", Agent: "claude-1", Limit: 50})
 	if err != nil {
 		t.Fatalf("Audit = %v", err)
 	}
@@ -34,7 +34,7 @@ func TestAudit(t *testing.T) {
 		t.Errorf("Audit = %+v", events)
 	}
 
-	if _, err := c.Audit(t.Context(), sandbox.AuditFilter{}); err != nil {
+	if _, err := c.Admin().Audit(t.Context(), sandbox.AuditFilter{}); err != nil {
 		t.Fatalf("Audit(no filter) = %v", err)
 	}
 	if req := d.last(t); req.Query != "" {

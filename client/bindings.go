@@ -14,7 +14,7 @@ import (
 // Tenant and times are not sent. The secret b names must exist in the
 // tenant (not_found otherwise); only tenant admins and operators may set
 // one (permission_denied).
-func (c *Client) SetBinding(ctx context.Context, tenant string, b sandbox.Binding) (sandbox.Binding, error) {
+func (a *Admin) SetBinding(ctx context.Context, tenant string, b sandbox.Binding) (sandbox.Binding, error) {
 	var out sandbox.Binding
 	in := struct {
 		Secret   string `json:"secret"`
@@ -22,23 +22,23 @@ func (c *Client) SetBinding(ctx context.Context, tenant string, b sandbox.Bindin
 		Header   string `json:"header,omitempty"`
 		Format   string `json:"format,omitempty"`
 	}{b.Secret, b.Upstream, b.Header, b.Format}
-	_, err := c.doJSON(ctx, http.MethodPut, "/v1/bindings/"+url.PathEscape(b.Name), secretsQuery(tenant), in, &out)
+	_, err := a.t.doJSON(ctx, http.MethodPut, "/v1/bindings/"+url.PathEscape(b.Name), secretsQuery(tenant), in, &out)
 	return out, err
 }
 
 // ListBindings returns tenant's credential bindings ("" for the caller's
 // tenant), by name.
-func (c *Client) ListBindings(ctx context.Context, tenant string) ([]sandbox.Binding, error) {
+func (a *Admin) ListBindings(ctx context.Context, tenant string) ([]sandbox.Binding, error) {
 	var out struct {
 		Bindings []sandbox.Binding `json:"bindings"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/bindings", secretsQuery(tenant), nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/bindings", secretsQuery(tenant), nil, &out)
 	return out.Bindings, err
 }
 
 // DeleteBinding removes tenant's binding name ("" for the caller's
 // tenant); the secret it names stays.
-func (c *Client) DeleteBinding(ctx context.Context, tenant, name string) error {
-	_, err := c.doJSON(ctx, http.MethodDelete, "/v1/bindings/"+url.PathEscape(name), secretsQuery(tenant), nil, nil)
+func (a *Admin) DeleteBinding(ctx context.Context, tenant, name string) error {
+	_, err := a.t.doJSON(ctx, http.MethodDelete, "/v1/bindings/"+url.PathEscape(name), secretsQuery(tenant), nil, nil)
 	return err
 }

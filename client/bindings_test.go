@@ -36,7 +36,7 @@ func TestBindings(t *testing.T) {
 	c := client.New(d.URL, "hearth_x", nil)
 	ctx := ctxT(t)
 
-	b, err := c.SetBinding(ctx, "acme", sandbox.Binding{Tenant: "ignored", Name: "openai", Secret: "K", Upstream: "https://x"})
+	b, err := c.Admin().SetBinding(ctx, "acme", sandbox.Binding{Tenant: "ignored", Name: "openai", Secret: "K", Upstream: "https://x"})
 	if err != nil || b.Header != "Authorization" || b.Tenant != "acme" {
 		t.Errorf("SetBinding = %+v, %v; want the daemon's answer", b, err)
 	}
@@ -49,7 +49,7 @@ func TestBindings(t *testing.T) {
 		t.Errorf("SetBinding sent the body %v, want secret and upstream alone (no tenant, no empty header or format)", body)
 	}
 	mu.Unlock()
-	if _, err := c.SetBinding(ctx, "", sandbox.Binding{Name: "openai", Secret: "K", Upstream: "https://x", Header: "X-Key", Format: "{secret}"}); err != nil {
+	if _, err := c.Admin().SetBinding(ctx, "", sandbox.Binding{Name: "openai", Secret: "K", Upstream: "https://x", Header: "X-Key", Format: "{secret}"}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -58,7 +58,7 @@ func TestBindings(t *testing.T) {
 	}
 	mu.Unlock()
 
-	list, err := c.ListBindings(ctx, "")
+	list, err := c.Admin().ListBindings(ctx, "")
 	if err != nil || len(list) != 2 || list[1].Name != "zed" {
 		t.Errorf("ListBindings = %+v, %v", list, err)
 	}
@@ -66,7 +66,7 @@ func TestBindings(t *testing.T) {
 		t.Errorf("ListBindings sent %+v, want GET /v1/bindings", req)
 	}
 
-	err = c.DeleteBinding(ctx, "acme", "gone")
+	err = c.Admin().DeleteBinding(ctx, "acme", "gone")
 	if !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("DeleteBinding(gone) = %v, want not_found", err)
 	}

@@ -18,7 +18,7 @@ func (c *Client) Checkpoint(ctx context.Context, name string, req sandbox.Checkp
 	if err != nil {
 		return cp, err
 	}
-	_, err = c.doJSON(ctx, http.MethodPost, p, nil, req, &cp)
+	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, req, &cp)
 	return cp, err
 }
 
@@ -33,7 +33,7 @@ func (c *Client) ListCheckpoints(ctx context.Context, name string) ([]sandbox.Ch
 	var out struct {
 		Checkpoints []sandbox.Checkpoint `json:"checkpoints"`
 	}
-	_, err = c.doJSON(ctx, http.MethodGet, p, nil, nil, &out)
+	_, err = c.t.doJSON(ctx, http.MethodGet, p, nil, nil, &out)
 	return out.Checkpoints, err
 }
 
@@ -49,7 +49,7 @@ func (c *Client) DeleteCheckpoint(ctx context.Context, name, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.doJSON(ctx, http.MethodDelete, p, nil, nil, nil)
+	_, err = c.t.doJSON(ctx, http.MethodDelete, p, nil, nil, nil)
 	return err
 }
 
@@ -65,7 +65,7 @@ func (c *Client) Restore(ctx context.Context, name, id string) (sandbox.Sandbox,
 	in := struct {
 		Checkpoint string `json:"checkpoint"`
 	}{id}
-	_, err = c.doJSON(ctx, http.MethodPost, p, nil, in, &sb)
+	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, in, &sb)
 	return sb, err
 }
 
@@ -82,7 +82,7 @@ func (c *Client) Fork(ctx context.Context, name, id, newName string) (sandbox.Sa
 		Checkpoint string `json:"checkpoint"`
 		Name       string `json:"name"`
 	}{id, newName}
-	_, err = c.doJSON(ctx, http.MethodPost, p, nil, in, &sb)
+	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, in, &sb)
 	return sb, err
 }
 
@@ -107,6 +107,6 @@ func (c *Client) sandboxAction(ctx context.Context, name, suffix string) (sandbo
 	if err != nil {
 		return sb, err
 	}
-	_, err = c.doJSON(ctx, http.MethodPost, p, nil, nil, &sb)
+	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, nil, &sb)
 	return sb, err
 }

@@ -37,9 +37,26 @@ type Options struct {
 	UserAgent string
 }
 
-// Client calls one hearth daemon with one token. It is safe for concurrent
-// use.
+// Client calls one hearth daemon with one token: its methods are the
+// sandbox calls, and Admin's the tenancy, credential and audit calls. It
+// is safe for concurrent use.
 type Client struct {
+	t     *transport
+	admin *Admin
+}
+
+// Admin calls the parts of the API that manage tenants, agents, tokens,
+// secrets, bindings and the audit log, with its Client's daemon and token:
+// what operators and tenant admins call. It is safe for concurrent use.
+type Admin struct {
+	t *transport
+}
+
+// Admin returns the tenancy, credential and audit calls of c.
+func (c *Client) Admin() *Admin { return c.admin }
+
+// transport sends the requests of a Client and its Admin.
+type transport struct {
 	base    string // scheme://host[/prefix], no trailing slash
 	baseErr error  // why baseURL is unusable, returned by every call
 	token   string
@@ -56,15 +73,15 @@ func New(baseURL, token string, opts *Options) *Client {
 	if opts != nil {
 		o = *opts
 	}
-	c := &Client{token: token, hc: o.HTTPClient, ua: o.UserAgent}
-	if c.hc == nil {
-		c.hc = &http.Client{}
+	t := &transport{token: token, hc: o.HTTPClient, ua: o.UserAgent}
+	if t.hc == nil {
+		t.hc = &http.Client{}
 	}
-	if c.ua == "" {
-		c.ua = "hearth-go-client"
+	if t.ua == "" {
+		t.ua = "hearth-go-client"
 	}
-	c.base, c.baseErr = parseBase(baseURL)
-	return c
+	t.base, t.baseErr = parseBase(baseURL)
+	return &Client{t: t, admin: &Admin{t: t}}
 }
 
 // parseBase checks and normalizes the daemon URL.
@@ -93,7 +110,7 @@ type Health struct {
 // Health asks whether the daemon is up; it needs no valid token.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/health", nil, nil, &h)
+	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/health", nil, nil, &h)
 	return h, err
 }
 
@@ -101,7 +118,7 @@ func (c *Client) Health(ctx context.Context) (Health, error) {
 // same name with created false (create is idempotent by name). Zero fields
 // of req take the daemon's defaults.
 func (c *Client) Create(ctx context.Context, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
-	status, err := c.doJSON(ctx, http.MethodPost, "/v1/sandboxes", nil, req, &sb)
+	status, err := c.t.doJSON(ctx, http.MethodPost, "/v1/sandboxes", nil, req, &sb)
 	return sb, status == http.StatusCreated, err
 }
 
@@ -113,7 +130,7 @@ func (c *Client) Get(ctx context.Context, name string) (sandbox.Sandbox, error) 
 	if err != nil {
 		return sb, err
 	}
-	_, err = c.doJSON(ctx, http.MethodGet, p, nil, nil, &sb)
+	_, err = c.t.doJSON(ctx, http.MethodGet, p, nil, nil, &sb)
 	return sb, err
 }
 
@@ -122,7 +139,7 @@ func (c *Client) List(ctx context.Context) ([]sandbox.Sandbox, error) {
 	var out struct {
 		Sandboxes []sandbox.Sandbox `json:"sandboxes"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/sandboxes", nil, nil, &out)
+	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/sandboxes", nil, nil, &out)
 	return out.Sandboxes, err
 }
 
@@ -131,7 +148,7 @@ func (c *Client) Pool(ctx context.Context) ([]sandbox.PoolSize, error) {
 	var out struct {
 		Sizes []sandbox.PoolSize `json:"sizes"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/pool", nil, nil, &out)
+	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/pool", nil, nil, &out)
 	return out.Sizes, err
 }
 
@@ -141,7 +158,7 @@ func (c *Client) Destroy(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.doJSON(ctx, http.MethodDelete, p, nil, nil, nil)
+	_, err = c.t.doJSON(ctx, http.MethodDelete, p, nil, nil, nil)
 	return err
 }
 
@@ -162,7 +179,7 @@ func sandboxPath(name, suffix string) (string, error) {
 // doJSON sends a request with in as its JSON body (none when nil) and
 // decodes a successful answer into out (ignored when nil). It returns the
 // HTTP status.
-func (c *Client) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
+func (t *transport) doJSON(ctx context.Context, method, path string, query url.Values, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -171,7 +188,7 @@ func (c *Client) doJSON(ctx context.Context, method, path string, query url.Valu
 		}
 		body = bytes.NewReader(b)
 	}
-	resp, err := c.send(ctx, method, path, query, body, func(r *http.Request) {
+	resp, err := t.send(ctx, method, path, query, body, func(r *http.Request) {
 		if in != nil {
 			r.Header.Set("Content-Type", "application/json")
 		}
@@ -180,12 +197,12 @@ func (c *Client) doJSON(ctx context.Context, method, path string, query url.Valu
 		return 0, err
 	}
 	defer resp.Body.Close()
-	return resp.StatusCode, c.decodeBody(ctx, method, path, resp, out)
+	return resp.StatusCode, t.decodeBody(ctx, method, path, resp, out)
 }
 
 // decodeBody decodes the JSON body of a successful answer into out; nil
 // out ignores the body.
-func (c *Client) decodeBody(ctx context.Context, method, path string, resp *http.Response, out any) error {
+func (t *transport) decodeBody(ctx context.Context, method, path string, resp *http.Response, out any) error {
 	if out == nil {
 		return nil
 	}
@@ -193,7 +210,7 @@ func (c *Client) decodeBody(ctx context.Context, method, path string, resp *http
 		if ctx.Err() != nil {
 			return fmt.Errorf("hearth: %s %s: %w", method, path, ctx.Err())
 		}
-		return sandbox.Errorf(sandbox.CodeUnavailable, "unexpected answer to %s %s from %s: %v", method, path, c.base, err).
+		return sandbox.Errorf(sandbox.CodeUnavailable, "unexpected answer to %s %s from %s: %v", method, path, t.base, err).
 			WithHint("check that the URL points at a hearth daemon (--url or HEARTH_URL)")
 	}
 	return nil
@@ -202,11 +219,11 @@ func (c *Client) decodeBody(ctx context.Context, method, path string, resp *http
 // send sends one request and returns a 2xx response, whose body the caller
 // closes; any other answer becomes its *sandbox.Error. edit, when not nil,
 // adjusts the request before it is sent.
-func (c *Client) send(ctx context.Context, method, path string, query url.Values, body io.Reader, edit func(*http.Request)) (*http.Response, error) {
-	if c.baseErr != nil {
-		return nil, c.baseErr
+func (t *transport) send(ctx context.Context, method, path string, query url.Values, body io.Reader, edit func(*http.Request)) (*http.Response, error) {
+	if t.baseErr != nil {
+		return nil, t.baseErr
 	}
-	target := c.base + path
+	target := t.base + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
 	}
@@ -214,13 +231,13 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "cannot build %s %s: %v", method, path, err)
 	}
-	c.setHeaders(req.Header)
+	t.setHeaders(req.Header)
 	if edit != nil {
 		edit(req)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := t.hc.Do(req)
 	if err != nil {
-		return nil, c.unreachable(ctx, method, path, err)
+		return nil, t.unreachable(ctx, method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
@@ -230,17 +247,17 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 }
 
 // setHeaders sets the headers every request carries.
-func (c *Client) setHeaders(h http.Header) {
-	if c.token != "" {
-		h.Set("Authorization", "Bearer "+c.token)
+func (t *transport) setHeaders(h http.Header) {
+	if t.token != "" {
+		h.Set("Authorization", "Bearer "+t.token)
 	}
-	h.Set("User-Agent", c.ua)
+	h.Set("User-Agent", t.ua)
 	h.Set("Accept", "application/json")
 }
 
 // unreachable turns a failure to get an answer into the caller's context
 // error, or unavailable naming the URL.
-func (c *Client) unreachable(ctx context.Context, method, path string, err error) error {
+func (t *transport) unreachable(ctx context.Context, method, path string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("hearth: %s %s: %w", method, path, ctx.Err())
 	}
@@ -248,7 +265,7 @@ func (c *Client) unreachable(ctx context.Context, method, path string, err error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return sandbox.Errorf(sandbox.CodeUnavailable, "cannot reach hearth at %s: %v", c.base, err).
+	return sandbox.Errorf(sandbox.CodeUnavailable, "cannot reach hearth at %s: %v", t.base, err).
 		WithHint("is `hearth serve` running? check the URL (--url or HEARTH_URL) and the network")
 }
 
@@ -284,7 +301,7 @@ func (c *Client) Update(ctx context.Context, name string, u sandbox.SandboxUpdat
 	if err != nil {
 		return sb, err
 	}
-	_, err = c.doJSON(ctx, http.MethodPatch, p, nil, u, &sb)
+	_, err = c.t.doJSON(ctx, http.MethodPatch, p, nil, u, &sb)
 	return sb, err
 }
 
@@ -302,6 +319,6 @@ func (c *Client) Ports(ctx context.Context, name string, ports ...int) ([]sandbo
 	var out struct {
 		Ports []sandbox.PortInfo `json:"ports"`
 	}
-	_, err = c.doJSON(ctx, http.MethodGet, p, q, nil, &out)
+	_, err = c.t.doJSON(ctx, http.MethodGet, p, q, nil, &out)
 	return out.Ports, err
 }

@@ -67,8 +67,8 @@ type endMessage struct {
 // running for its grace period.
 func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
 	var res sandbox.ExecResult
-	if c.baseErr != nil {
-		return res, c.baseErr
+	if c.t.baseErr != nil {
+		return res, c.t.baseErr
 	}
 	p, err := sandboxPath(name, "/exec")
 	if err != nil {
@@ -96,13 +96,13 @@ func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest,
 	}
 
 	header := http.Header{}
-	c.setHeaders(header)
-	conn, resp, err := websocket.Dial(ctx, c.base+p, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: header})
+	c.t.setHeaders(header)
+	conn, resp, err := websocket.Dial(ctx, c.t.base+p, &websocket.DialOptions{HTTPClient: c.t.hc, HTTPHeader: header})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			return res, responseError(http.MethodGet, p, resp)
 		}
-		return res, c.unreachable(ctx, http.MethodGet, p, err)
+		return res, c.t.unreachable(ctx, http.MethodGet, p, err)
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(maxMessage)

@@ -27,7 +27,7 @@ func (c *Client) ReadFile(ctx context.Context, name, path string, w io.Writer) e
 	if err != nil {
 		return err
 	}
-	resp, err := c.send(ctx, http.MethodGet, p, url.Values{"path": {path}}, nil, nil)
+	resp, err := c.t.send(ctx, http.MethodGet, p, url.Values{"path": {path}}, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, req sandbox.WriteRe
 		src = &errReader{r: r}
 		body = src
 	}
-	resp, err := c.send(ctx, http.MethodPut, p, q, body, func(hr *http.Request) {
+	resp, err := c.t.send(ctx, http.MethodPut, p, q, body, func(hr *http.Request) {
 		hr.Header.Set("Content-Type", "application/octet-stream")
 		hr.ContentLength = max(size, 0)
 		if size < 0 || size > expectContinueOver {
@@ -136,7 +136,7 @@ func (c *Client) WriteFile(ctx context.Context, name string, req sandbox.WriteRe
 		return info, err
 	}
 	defer resp.Body.Close()
-	return info, c.decodeBody(ctx, http.MethodPut, p, resp, &info)
+	return info, c.t.decodeBody(ctx, http.MethodPut, p, resp, &info)
 }
 
 // contentLength is the number of bytes left in r when its type tells, 0 for
@@ -220,6 +220,6 @@ func (c *Client) fileOp(ctx context.Context, method, name, suffix string, q url.
 	if err != nil {
 		return err
 	}
-	_, err = c.doJSON(ctx, method, p, q, nil, out)
+	_, err = c.t.doJSON(ctx, method, p, q, nil, out)
 	return err
 }

@@ -18,26 +18,26 @@ func secretsQuery(tenant string) url.Values {
 
 // SetSecret stores value as tenant's secret name ("" for the caller's
 // tenant); the daemon never returns it.
-func (c *Client) SetSecret(ctx context.Context, tenant, name, value string) (sandbox.SecretInfo, error) {
+func (a *Admin) SetSecret(ctx context.Context, tenant, name, value string) (sandbox.SecretInfo, error) {
 	var out sandbox.SecretInfo
 	in := struct {
 		Value string `json:"value"`
 	}{value}
-	_, err := c.doJSON(ctx, http.MethodPut, "/v1/secrets/"+url.PathEscape(name), secretsQuery(tenant), in, &out)
+	_, err := a.t.doJSON(ctx, http.MethodPut, "/v1/secrets/"+url.PathEscape(name), secretsQuery(tenant), in, &out)
 	return out, err
 }
 
 // ListSecrets describes tenant's secrets ("" for the caller's tenant).
-func (c *Client) ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error) {
+func (a *Admin) ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error) {
 	var out struct {
 		Secrets []sandbox.SecretInfo `json:"secrets"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/secrets", secretsQuery(tenant), nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/secrets", secretsQuery(tenant), nil, &out)
 	return out.Secrets, err
 }
 
 // DeleteSecret removes tenant's secret name ("" for the caller's tenant).
-func (c *Client) DeleteSecret(ctx context.Context, tenant, name string) error {
-	_, err := c.doJSON(ctx, http.MethodDelete, "/v1/secrets/"+url.PathEscape(name), secretsQuery(tenant), nil, nil)
+func (a *Admin) DeleteSecret(ctx context.Context, tenant, name string) error {
+	_, err := a.t.doJSON(ctx, http.MethodDelete, "/v1/secrets/"+url.PathEscape(name), secretsQuery(tenant), nil, nil)
 	return err
 }

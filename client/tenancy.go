@@ -9,45 +9,45 @@ import (
 )
 
 // CreateTenant creates a tenant (operators only).
-func (c *Client) CreateTenant(ctx context.Context, t sandbox.Tenant) (sandbox.Tenant, error) {
+func (a *Admin) CreateTenant(ctx context.Context, t sandbox.Tenant) (sandbox.Tenant, error) {
 	var out sandbox.Tenant
-	_, err := c.doJSON(ctx, http.MethodPost, "/v1/tenants", nil, t, &out)
+	_, err := a.t.doJSON(ctx, http.MethodPost, "/v1/tenants", nil, t, &out)
 	return out, err
 }
 
 // ListTenants returns the tenants the caller can see, by name.
-func (c *Client) ListTenants(ctx context.Context) ([]sandbox.Tenant, error) {
+func (a *Admin) ListTenants(ctx context.Context) ([]sandbox.Tenant, error) {
 	var out struct {
 		Tenants []sandbox.Tenant `json:"tenants"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/tenants", nil, nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/tenants", nil, nil, &out)
 	return out.Tenants, err
 }
 
 // GetTenant returns one tenant.
-func (c *Client) GetTenant(ctx context.Context, name string) (sandbox.Tenant, error) {
+func (a *Admin) GetTenant(ctx context.Context, name string) (sandbox.Tenant, error) {
 	var out sandbox.Tenant
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/tenants/"+url.PathEscape(name), nil, nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/tenants/"+url.PathEscape(name), nil, nil, &out)
 	return out, err
 }
 
 // UpdateTenant changes a tenant's allocation or policy (operators only).
-func (c *Client) UpdateTenant(ctx context.Context, name string, u sandbox.TenantUpdate) (sandbox.Tenant, error) {
+func (a *Admin) UpdateTenant(ctx context.Context, name string, u sandbox.TenantUpdate) (sandbox.Tenant, error) {
 	var out sandbox.Tenant
-	_, err := c.doJSON(ctx, http.MethodPatch, "/v1/tenants/"+url.PathEscape(name), nil, u, &out)
+	_, err := a.t.doJSON(ctx, http.MethodPatch, "/v1/tenants/"+url.PathEscape(name), nil, u, &out)
 	return out, err
 }
 
 // CreateAgent creates an agent identity.
-func (c *Client) CreateAgent(ctx context.Context, a sandbox.Agent) (sandbox.Agent, error) {
+func (a *Admin) CreateAgent(ctx context.Context, agent sandbox.Agent) (sandbox.Agent, error) {
 	var out sandbox.Agent
-	_, err := c.doJSON(ctx, http.MethodPost, "/v1/agents", nil, a, &out)
+	_, err := a.t.doJSON(ctx, http.MethodPost, "/v1/agents", nil, agent, &out)
 	return out, err
 }
 
 // ListAgents returns the agent identities the caller can see, of tenant
 // ("" for all).
-func (c *Client) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error) {
+func (a *Admin) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error) {
 	var q url.Values
 	if tenant != "" {
 		q = url.Values{"tenant": {tenant}}
@@ -55,39 +55,39 @@ func (c *Client) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent
 	var out struct {
 		Agents []sandbox.Agent `json:"agents"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/agents", q, nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/agents", q, nil, &out)
 	return out.Agents, err
 }
 
 // CreateToken creates a token and returns its secret, which the daemon
 // shows this once, and its description.
-func (c *Client) CreateToken(ctx context.Context, req sandbox.TokenRequest) (string, sandbox.TokenInfo, error) {
+func (a *Admin) CreateToken(ctx context.Context, req sandbox.TokenRequest) (string, sandbox.TokenInfo, error) {
 	var out struct {
 		Token string            `json:"token"`
 		Info  sandbox.TokenInfo `json:"info"`
 	}
-	_, err := c.doJSON(ctx, http.MethodPost, "/v1/tokens", nil, req, &out)
+	_, err := a.t.doJSON(ctx, http.MethodPost, "/v1/tokens", nil, req, &out)
 	return out.Token, out.Info, err
 }
 
 // ListTokens describes the tokens the caller can see, oldest first.
-func (c *Client) ListTokens(ctx context.Context) ([]sandbox.TokenInfo, error) {
+func (a *Admin) ListTokens(ctx context.Context) ([]sandbox.TokenInfo, error) {
 	var out struct {
 		Tokens []sandbox.TokenInfo `json:"tokens"`
 	}
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/tokens", nil, nil, &out)
+	_, err := a.t.doJSON(ctx, http.MethodGet, "/v1/tokens", nil, nil, &out)
 	return out.Tokens, err
 }
 
 // RevokeToken revokes the token with that id.
-func (c *Client) RevokeToken(ctx context.Context, id string) error {
-	_, err := c.doJSON(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil, nil)
+func (a *Admin) RevokeToken(ctx context.Context, id string) error {
+	_, err := a.t.doJSON(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil, nil)
 	return err
 }
 
 // Limits reports the guardrails the caller is under and its usage.
 func (c *Client) Limits(ctx context.Context) (sandbox.LimitsReport, error) {
 	var out sandbox.LimitsReport
-	_, err := c.doJSON(ctx, http.MethodGet, "/v1/limits", nil, nil, &out)
+	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/limits", nil, nil, &out)
 	return out, err
 }

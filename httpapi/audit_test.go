@@ -223,7 +223,7 @@ func TestAuditList(t *testing.T) {
 	}
 
 	t.Run("client", func(t *testing.T) {
-		events, err := client.New(e.url, tokenA2, nil).Audit(t.Context(), sandbox.AuditFilter{Since: time.Now().Add(-time.Hour)})
+		events, err := client.New(e.url, tokenA2, nil).Admin().Audit(t.Context(), sandbox.AuditFilter{Since: time.Now().Add(-time.Hour)})
 		if err != nil || len(events) == 0 {
 			t.Fatalf("Audit as a2 = %d events, %v", len(events), err)
 		}

@@ -71,24 +71,24 @@ func TestBindings(t *testing.T) {
 
 	// An agent lists its tenant's; another tenant's does not exist for it.
 	agent := e.client()
-	list, err := agent.ListBindings(ctx, "")
+	list, err := agent.Admin().ListBindings(ctx, "")
 	if err != nil || len(list) != 1 || list[0].Name != "openai" || list[0].Upstream != "https://api.openai.com/v1" {
 		t.Errorf("ListBindings as a1 = %+v, %v; want openai", list, err)
 	}
-	if _, err := agent.ListBindings(ctx, "t2"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := agent.Admin().ListBindings(ctx, "t2"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("ListBindings(t2) as a1 = %v, want not_found", err)
 	}
-	if err := agent.DeleteBinding(ctx, "", "openai"); !sandbox.IsCode(err, sandbox.CodePermissionDenied) {
+	if err := agent.Admin().DeleteBinding(ctx, "", "openai"); !sandbox.IsCode(err, sandbox.CodePermissionDenied) {
 		t.Errorf("DeleteBinding as a1 = %v, want permission_denied", err)
 	}
 
 	// An operator manages any tenant's with ?tenant=.
 	ops := client.New(e.url, tokenOperator, nil)
-	b, err := ops.SetBinding(ctx, "t2", sandbox.Binding{Name: "gh", Secret: "API_KEY", Upstream: "https://api.github.com", Header: "x-api-key", Format: "token {secret}"})
+	b, err := ops.Admin().SetBinding(ctx, "t2", sandbox.Binding{Name: "gh", Secret: "API_KEY", Upstream: "https://api.github.com", Header: "x-api-key", Format: "token {secret}"})
 	if err != nil || b.Tenant != "t2" || b.Header != "X-Api-Key" || b.Format != "token {secret}" {
 		t.Errorf("SetBinding(t2) as the operator = %+v, %v", b, err)
 	}
-	if list, err := ops.ListBindings(ctx, "t2"); err != nil || len(list) != 1 || list[0].Name != "gh" {
+	if list, err := ops.Admin().ListBindings(ctx, "t2"); err != nil || len(list) != 1 || list[0].Name != "gh" {
 		t.Errorf("ListBindings(t2) as the operator = %+v, %v; want gh", list, err)
 	}
 
@@ -99,7 +99,7 @@ func TestBindings(t *testing.T) {
 	if got := errorOf(t, resp, body); got.Code != sandbox.CodeNotFound || !strings.Contains(got.Hint, "hearth binding list") {
 		t.Errorf("DELETE twice = %+v, want not_found with a hint", got)
 	}
-	if list, err := agent.ListBindings(ctx, ""); err != nil || list == nil || len(list) != 0 {
+	if list, err := agent.Admin().ListBindings(ctx, ""); err != nil || list == nil || len(list) != 0 {
 		t.Errorf("ListBindings after the delete = %#v, %v; want an empty list", list, err)
 	}
 

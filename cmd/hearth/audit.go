@@ -39,7 +39,7 @@ func runAudit(ctx context.Context, c *cli, args []string) error {
 			return &usageError{verb: "audit", msg: "--since: " + err.Error()}
 		}
 	}
-	events, err := c.client().Audit(ctx, f)
+	events, err := c.client().Admin().Audit(ctx, f)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func runBindingSet(ctx context.Context, c *cli, args []string) error {
 		return &usageError{verb: "binding set", msg: "missing --upstream"}
 	}
 	b.Name = pos[0]
-	b, err = c.client().SetBinding(ctx, *tenant, b)
+	b, err = c.client().Admin().SetBinding(ctx, *tenant, b)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func runBindingList(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("binding list", pos); err != nil {
 		return err
 	}
-	list, err := c.client().ListBindings(ctx, *tenant)
+	list, err := c.client().Admin().ListBindings(ctx, *tenant)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func runBindingRemove(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("binding rm", pos, "NAME"); err != nil {
 		return err
 	}
-	if err := c.client().DeleteBinding(ctx, *tenant, pos[0]); err != nil {
+	if err := c.client().Admin().DeleteBinding(ctx, *tenant, pos[0]); err != nil {
 		return err
 	}
 	if c.json {

@@ -49,7 +49,7 @@ func runSecretSet(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	value := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	info, err := c.client().SetSecret(ctx, *tenant, pos[0], value)
+	info, err := c.client().Admin().SetSecret(ctx, *tenant, pos[0], value)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func runSecretList(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("secret list", pos); err != nil {
 		return err
 	}
-	list, err := c.client().ListSecrets(ctx, *tenant)
+	list, err := c.client().Admin().ListSecrets(ctx, *tenant)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func runSecretRemove(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("secret rm", pos, "NAME"); err != nil {
 		return err
 	}
-	if err := c.client().DeleteSecret(ctx, *tenant, pos[0]); err != nil {
+	if err := c.client().Admin().DeleteSecret(ctx, *tenant, pos[0]); err != nil {
 		return err
 	}
 	if c.json {

@@ -139,7 +139,7 @@ func runTenantCreate(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.client().CreateTenant(ctx, sandbox.Tenant{Name: pos[0], Allocation: *alloc, Policy: o})
+	t, err := c.client().Admin().CreateTenant(ctx, sandbox.Tenant{Name: pos[0], Allocation: *alloc, Policy: o})
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func runTenantUpdate(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.client().UpdateTenant(ctx, pos[0], sandbox.TenantUpdate{Allocation: alloc, Policy: o, ResetPolicy: tf.resetPolicy})
+	t, err := c.client().Admin().UpdateTenant(ctx, pos[0], sandbox.TenantUpdate{Allocation: alloc, Policy: o, ResetPolicy: tf.resetPolicy})
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func runTenantGet(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("tenant get", pos, "NAME"); err != nil {
 		return err
 	}
-	t, err := c.client().GetTenant(ctx, pos[0])
+	t, err := c.client().Admin().GetTenant(ctx, pos[0])
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func runTenantList(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("tenant list", pos); err != nil {
 		return err
 	}
-	ts, err := c.client().ListTenants(ctx)
+	ts, err := c.client().Admin().ListTenants(ctx)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func runAgentCreate(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("agent create", pos, "NAME"); err != nil {
 		return err
 	}
-	a, err := c.client().CreateAgent(ctx, sandbox.Agent{Name: pos[0], Tenant: *tenant})
+	a, err := c.client().Admin().CreateAgent(ctx, sandbox.Agent{Name: pos[0], Tenant: *tenant})
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func runAgentList(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("agent list", pos); err != nil {
 		return err
 	}
-	as, err := c.client().ListAgents(ctx, *tenant)
+	as, err := c.client().Admin().ListAgents(ctx, *tenant)
 	if err != nil {
 		return err
 	}
@@ -361,7 +361,7 @@ func runTokenCreate(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	req.Role, req.TTL = sandbox.Role(role), sandbox.Duration(ttl)
-	secret, info, err := c.client().CreateToken(ctx, req)
+	secret, info, err := c.client().Admin().CreateToken(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -382,7 +382,7 @@ func runTokenList(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("token list", pos); err != nil {
 		return err
 	}
-	ts, err := c.client().ListTokens(ctx)
+	ts, err := c.client().Admin().ListTokens(ctx)
 	if err != nil {
 		return err
 	}
@@ -420,7 +420,7 @@ func runTokenRevoke(ctx context.Context, c *cli, args []string) error {
 	if err := wantArgs("token revoke", pos, "ID"); err != nil {
 		return err
 	}
-	if err := c.client().RevokeToken(ctx, pos[0]); err != nil {
+	if err := c.client().Admin().RevokeToken(ctx, pos[0]); err != nil {
 		return err
 	}
 	if c.json {

@@ -67,7 +67,7 @@ func newDoorsDaemon(t *testing.T, runtime string) *doorsDaemon {
 	}
 	d := &doorsDaemon{Daemon: daemonproc.New(t, runtime, "--tenants", file), tokens: map[string]string{}}
 	for _, a := range [][2]string{{"evil", "mallory"}, {"evil", "trudy"}, {"good", "alice"}} {
-		tok, _, err := d.Client().CreateToken(ctxT(t), sandbox.TokenRequest{Tenant: a[0], Agent: a[1], Role: sandbox.RoleAgent})
+		tok, _, err := d.Client().Admin().CreateToken(ctxT(t), sandbox.TokenRequest{Tenant: a[0], Agent: a[1], Role: sandbox.RoleAgent})
 		if err != nil {
 			t.Fatalf("token for %s/%s: %v", a[0], a[1], err)
 		}

@@ -21,14 +21,14 @@ func tenantToken(t *testing.T, d *daemonproc.Daemon, tenant string) string {
 	t.Helper()
 	ctx, op := ctxT(t), d.Client()
 	quota := 5
-	if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: tenant, Policy: sandbox.PolicyOverrides{AgentQuota: &quota},
+	if _, err := op.Admin().CreateTenant(ctx, sandbox.Tenant{Name: tenant, Policy: sandbox.PolicyOverrides{AgentQuota: &quota},
 		Allocation: sandbox.Resources{MilliCPU: 64_000, MemoryBytes: 64 << 30, DiskBytes: 1 << 40}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: "bot", Tenant: tenant}); err != nil {
+	if _, err := op.Admin().CreateAgent(ctx, sandbox.Agent{Name: "bot", Tenant: tenant}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: "bot"})
+	tok, _, err := op.Admin().CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: "bot"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestSecretNotInMemoryImage(t *testing.T) {
 	raw := make([]byte, 36)
 	rand.Read(raw)
 	value := base64.RawURLEncoding.EncodeToString(raw) // 48 bytes
-	if _, err := d.Client().SetSecret(ctx, "mallory", "K", value); err != nil {
+	if _, err := d.Client().Admin().SetSecret(ctx, "mallory", "K", value); err != nil {
 		t.Fatal(err)
 	}
 	c := client.New(d.URL, tok, nil)
@@ -114,7 +114,7 @@ func TestSecretNotInMemoryImage(t *testing.T) {
 
 	// The search finds a secret that is still in memory: one in the
 	// environment of a process left running.
-	if _, err := d.Client().SetSecret(ctx, "mallory", "P", value+"-probe"); err != nil {
+	if _, err := d.Client().Admin().SetSecret(ctx, "mallory", "P", value+"-probe"); err != nil {
 		t.Fatal(err)
 	}
 	if _, errOut, code := d.CLIAs(tok, "", "exec", "box", "--secret", "P", "--shell", "--", "sleep 100000 >/dev/null 2>&1 &"); code != 0 {

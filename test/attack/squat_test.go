@@ -33,7 +33,7 @@ func TestNameSquatting(t *testing.T) {
 	// globex takes the agent names: alice-prod (its admin, through the
 	// API), and alice, which acme has (the operator, through the CLI, as
 	// the report found refused); twice in one tenant is still refused.
-	if _, err := gAdmin.CreateAgent(ctx, sandbox.Agent{Name: "alice-prod"}); err != nil {
+	if _, err := gAdmin.Admin().CreateAgent(ctx, sandbox.Agent{Name: "alice-prod"}); err != nil {
 		t.Fatalf("CreateAgent(alice-prod) as globex's admin = %v", err)
 	}
 	if out, stderr, code := d.CLI("", "agent", "create", "alice", "--tenant", "globex"); code != 0 {
@@ -44,7 +44,7 @@ func TestNameSquatting(t *testing.T) {
 	}
 	tokFor := func(agent string) string {
 		t.Helper()
-		tok, _, err := gAdmin.CreateToken(ctx, sandbox.TokenRequest{Agent: agent})
+		tok, _, err := gAdmin.Admin().CreateToken(ctx, sandbox.TokenRequest{Agent: agent})
 		if err != nil {
 			t.Fatalf("CreateToken(%s) as globex's admin = %v", agent, err)
 		}

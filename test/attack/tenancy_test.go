@@ -66,7 +66,7 @@ func twoTenants(t *testing.T) *world {
 	d := daemonproc.New(t, b.Runtimes[0])
 	w := &world{d: d, op: d.Client()}
 	for _, tenant := range []string{"acme", "globex"} {
-		if _, err := w.op.CreateTenant(ctxT(t), sandbox.Tenant{Name: tenant,
+		if _, err := w.op.Admin().CreateTenant(ctxT(t), sandbox.Tenant{Name: tenant,
 			Allocation: sandbox.Resources{MilliCPU: 400_000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42}}); err != nil {
 			t.Fatal(err)
 		}
@@ -104,10 +104,10 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.ck = ck.ID
-	if _, err := w.boss.SetSecret(ctx, "", "API_KEY", secretValue); err != nil {
+	if _, err := w.boss.Admin().SetSecret(ctx, "", "API_KEY", secretValue); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.boss.SetBinding(ctx, "", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://api.example.com"}); err != nil {
+	if _, err := w.boss.Admin().SetBinding(ctx, "", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://api.example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -117,10 +117,10 @@ func newWorld(t *testing.T) *world {
 func (w *world) token(t *testing.T, tenant, agent string, role sandbox.Role, prefix string) string {
 	t.Helper()
 	ctx := ctxT(t)
-	if _, err := w.op.CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+	if _, err := w.op.Admin().CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
 		t.Fatalf("CreateAgent(%s in %s) = %v", agent, tenant, err)
 	}
-	secret, info, err := w.op.CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent, Role: role, NamePrefix: prefix})
+	secret, info, err := w.op.Admin().CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent, Role: role, NamePrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,13 +245,13 @@ func (w *world) attackAPI(t *testing.T, a attacker) {
 func (w *world) attackSecrets(t *testing.T, a attacker) {
 	ctx := ctxT(t)
 	for what, err := range map[string]error{
-		"ListSecrets(acme)":   func() error { _, err := a.c.ListSecrets(ctx, "acme"); return err }(),
-		"SetSecret(acme)":     func() error { _, err := a.c.SetSecret(ctx, "acme", "API_KEY", "replaced-by-globex"); return err }(),
-		"DeleteSecret(acme)":  a.c.DeleteSecret(ctx, "acme", "API_KEY"),
-		"ListBindings(acme)":  func() error { _, err := a.c.ListBindings(ctx, "acme"); return err }(),
-		"DeleteBinding(acme)": a.c.DeleteBinding(ctx, "acme", "api"),
+		"ListSecrets(acme)":   func() error { _, err := a.c.Admin().ListSecrets(ctx, "acme"); return err }(),
+		"SetSecret(acme)":     func() error { _, err := a.c.Admin().SetSecret(ctx, "acme", "API_KEY", "replaced-by-globex"); return err }(),
+		"DeleteSecret(acme)":  a.c.Admin().DeleteSecret(ctx, "acme", "API_KEY"),
+		"ListBindings(acme)":  func() error { _, err := a.c.Admin().ListBindings(ctx, "acme"); return err }(),
+		"DeleteBinding(acme)": a.c.Admin().DeleteBinding(ctx, "acme", "api"),
 		"SetBinding(acme)": func() error {
-			_, err := a.c.SetBinding(ctx, "acme", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://evil.example"})
+			_, err := a.c.Admin().SetBinding(ctx, "acme", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://evil.example"})
 			return err
 		}(),
 	} {
@@ -386,10 +386,10 @@ func (w *world) checkUntouched(t *testing.T) {
 	if cps, err := w.alice.ListCheckpoints(ctx, "web"); err != nil || len(cps) != 1 || cps[0].ID != w.ck {
 		t.Errorf("acme's checkpoints after the attacks = %+v, %v; want %s alone", cps, err, w.ck)
 	}
-	if s, err := w.boss.ListSecrets(ctx, ""); err != nil || len(s) != 1 || !s[0].UpdatedAt.Equal(s[0].CreatedAt) {
+	if s, err := w.boss.Admin().ListSecrets(ctx, ""); err != nil || len(s) != 1 || !s[0].UpdatedAt.Equal(s[0].CreatedAt) {
 		t.Errorf("acme's secrets after the attacks = %+v, %v; want API_KEY as set", s, err)
 	}
-	if b, err := w.boss.ListBindings(ctx, ""); err != nil || len(b) != 1 || b[0].Upstream != "https://api.example.com" {
+	if b, err := w.boss.Admin().ListBindings(ctx, ""); err != nil || len(b) != 1 || b[0].Upstream != "https://api.example.com" {
 		t.Errorf("acme's bindings after the attacks = %+v, %v; want api as set", b, err)
 	}
 	all, err := w.op.List(ctx)
@@ -409,7 +409,7 @@ func (w *world) checkUntouched(t *testing.T) {
 			t.Errorf("globex's %s holds acme's marker in %s", sb.Name, out.String())
 		}
 	}
-	events, err := w.boss.Audit(ctx, sandbox.AuditFilter{})
+	events, err := w.boss.Admin().Audit(ctx, sandbox.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

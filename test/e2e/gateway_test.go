@@ -55,7 +55,7 @@ func TestCredentialGateway(t *testing.T) {
 
 		value := "hk-" + randomHex(t, 16)
 		tok := d.agentToken(t, "acme", "coder", 4)
-		if _, err := d.Client().SetSecret(ctxT(t), "acme", "UPSTREAM_KEY", value); err != nil {
+		if _, err := d.Client().Admin().SetSecret(ctxT(t), "acme", "UPSTREAM_KEY", value); err != nil {
 			t.Fatal(err)
 		}
 		if out, stderr, code := d.CLI("", "binding", "set", "api", "--tenant", "acme", "--secret", "UPSTREAM_KEY", "--upstream", "http://"+target+"/v1"); code != 0 || !strings.Contains(out, "api") {

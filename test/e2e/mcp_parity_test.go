@@ -37,17 +37,17 @@ func TestMCPParity(t *testing.T) {
 	op := d.Client()
 	tenant := func(name string, milliCPU int64, o sandbox.PolicyOverrides) {
 		t.Helper()
-		if _, err := op.CreateTenant(ctx, sandbox.Tenant{Name: name, Policy: o,
+		if _, err := op.Admin().CreateTenant(ctx, sandbox.Tenant{Name: name, Policy: o,
 			Allocation: sandbox.Resources{MilliCPU: milliCPU, MemoryBytes: 1 << 40, DiskBytes: 1 << 42}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	token := func(tenant, agent string) string {
 		t.Helper()
-		if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil {
+		if _, err := op.Admin().CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil {
 			t.Fatal(err)
 		}
-		tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent})
+		tok, _, err := op.Admin().CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -62,7 +62,7 @@ func TestNetworkModes(t *testing.T) {
 
 		tok := d.agentToken(t, "closed", "boxed", 2)
 		no := false
-		if _, err := d.Client().UpdateTenant(ctxT(t), "closed", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{AllowEgress: &no}}); err != nil {
+		if _, err := d.Client().Admin().UpdateTenant(ctxT(t), "closed", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{AllowEgress: &no}}); err != nil {
 			t.Fatal(err)
 		}
 		_, stderr, code := d.CLIAs(tok, "", "create", "x", "--network", "egress")

@@ -204,13 +204,13 @@ func TestTenancy(t *testing.T) {
 	}
 
 	// A revoked token is refused at once.
-	tokens, err := d.Client().ListTokens(ctx)
+	tokens, err := d.Client().Admin().ListTokens(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tk := range tokens {
 		if tk.Agent == "claude-2" {
-			if err := d.Client().RevokeToken(ctx, tk.ID); err != nil {
+			if err := d.Client().Admin().RevokeToken(ctx, tk.ID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -252,15 +252,15 @@ func TestReaped(t *testing.T) {
 func (d *daemon) agentToken(t *testing.T, tenant, agent string, quota int) string {
 	t.Helper()
 	ctx, op := ctxT(t), d.Client()
-	_, err := op.CreateTenant(ctx, sandbox.Tenant{Name: tenant, Policy: sandbox.PolicyOverrides{AgentQuota: &quota},
+	_, err := op.Admin().CreateTenant(ctx, sandbox.Tenant{Name: tenant, Policy: sandbox.PolicyOverrides{AgentQuota: &quota},
 		Allocation: sandbox.Resources{MilliCPU: 400_000, MemoryBytes: 1 << 40, DiskBytes: 1 << 42}})
 	if err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
 		t.Fatal(err)
 	}
-	if _, err := op.CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil {
+	if _, err := op.Admin().CreateAgent(ctx, sandbox.Agent{Name: agent, Tenant: tenant}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _, err := op.CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent})
+	tok, _, err := op.Admin().CreateToken(ctx, sandbox.TokenRequest{Tenant: tenant, Agent: agent})
 	if err != nil {
 		t.Fatal(err)
 	}
