@@ -245,8 +245,11 @@ func (w *world) attackAPI(t *testing.T, a attacker) {
 func (w *world) attackSecrets(t *testing.T, a attacker) {
 	ctx := ctxT(t)
 	for what, err := range map[string]error{
-		"ListSecrets(acme)":   func() error { _, err := a.c.Admin().ListSecrets(ctx, "acme"); return err }(),
-		"SetSecret(acme)":     func() error { _, err := a.c.Admin().SetSecret(ctx, "acme", "API_KEY", "replaced-by-globex"); return err }(),
+		"ListSecrets(acme)": func() error { _, err := a.c.Admin().ListSecrets(ctx, "acme"); return err }(),
+		"SetSecret(acme)": func() error {
+			_, err := a.c.Admin().SetSecret(ctx, "acme", "API_KEY", "replaced-by-globex")
+			return err
+		}(),
 		"DeleteSecret(acme)":  a.c.Admin().DeleteSecret(ctx, "acme", "API_KEY"),
 		"ListBindings(acme)":  func() error { _, err := a.c.Admin().ListBindings(ctx, "acme"); return err }(),
 		"DeleteBinding(acme)": a.c.Admin().DeleteBinding(ctx, "acme", "api"),
