@@ -101,7 +101,7 @@ func New(svc *lifecycle.Service, opts Options) http.Handler {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Metrics != nil {
-		s.metrics = newAPIMetrics(opts.Metrics, svc.Counts)
+		s.metrics = newAPIMetrics(opts.Metrics, svc.Sandboxes.Counts)
 	}
 	s.routes()
 	s.hostProxy = s.observe(verbProxy, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +196,7 @@ func (s *server) authed(h authedHandler, params ...string) http.Handler {
 // strictly, with queryParams.
 func (s *server) authedQuery(h authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.svc.Authenticate(r.Context(), bearerToken(r))
+		p, err := s.svc.Tenancy.Authenticate(r.Context(), bearerToken(r))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -224,7 +224,7 @@ func (s *server) visibleFirst(h authedHandler) authedHandler {
 // visible reports whether p may see the sandbox r's path names, answering
 // the error itself when not.
 func (s *server) visible(w http.ResponseWriter, r *http.Request, p sandbox.Principal) bool {
-	if _, err := s.svc.Get(r.Context(), p, r.PathValue("name")); err != nil {
+	if _, err := s.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name")); err != nil {
 		s.writeError(w, r, err)
 		return false
 	}

@@ -203,6 +203,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		DefaultTTL:    cfg.defaultTTL,
 		IdleTimeout:   cfg.idle,
 		WarmPool:      cfg.warmPool,
+		MemInfo:       oci.MemInfo,
 		Alarms:        alarms,
 		Secrets:       box,
 		Logger:        log.With("component", "lifecycle"),
@@ -246,7 +247,8 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 				// Test-only: the conformance suite's fixtures.
 				ConformanceFixtures: cfg.mcpConformanceFixtures,
 			}).Handler(),
-			Doors: []*httpapi.Door{spritesapi.New(svc, spritesapi.Options{
+			Doors: []*httpapi.Door{spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
+				Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{
 				Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
 			BaseDomain: cfg.baseDomain,
 		}),
@@ -500,18 +502,18 @@ func applyTenantsFile(ctx context.Context, svc *lifecycle.Service, path string) 
 	}
 	op := sandbox.Principal{Tenant: "system", Agent: "tenants-file", Role: sandbox.RoleOperator}
 	for _, t := range f.Tenants {
-		_, err := svc.CreateTenant(ctx, op, t)
+		_, err := svc.Tenancy.CreateTenant(ctx, op, t)
 		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
-			_, err = svc.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Policy: t.Policy, ResetPolicy: true})
+			_, err = svc.Tenancy.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Policy: t.Policy, ResetPolicy: true})
 		}
 		if err != nil {
 			return fmt.Errorf("tenant %q: %w", t.Name, err)
 		}
 	}
 	for _, a := range f.Agents {
-		_, err := svc.CreateAgent(ctx, op, a)
+		_, err := svc.Tenancy.CreateAgent(ctx, op, a)
 		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
-			if as, lerr := svc.ListAgents(ctx, op, a.Tenant); lerr == nil && slices.ContainsFunc(as, func(x sandbox.Agent) bool { return x.Name == a.Name }) {
+			if as, lerr := svc.Tenancy.ListAgents(ctx, op, a.Tenant); lerr == nil && slices.ContainsFunc(as, func(x sandbox.Agent) bool { return x.Name == a.Name }) {
 				continue
 			}
 		}
@@ -556,7 +558,7 @@ func openLayers(ctx context.Context, cfg serveConfig, log *slog.Logger) (layerSt
 // writes the secret to the file with mode 0600.
 func ensureOperatorToken(ctx context.Context, svc *lifecycle.Service, path string) error {
 	current, _ := os.ReadFile(path)
-	secret, created, err := svc.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)))
+	secret, created, err := svc.Tenancy.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)))
 	if err != nil || !created {
 		return err
 	}
