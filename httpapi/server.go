@@ -1,10 +1,11 @@
 // Package httpapi is hearth's native HTTP and WebSocket API, /v1/sandboxes…
 // (docs/API.md is the reference). It is a door and nothing more: each
 // handler authenticates the caller, decodes the request, calls one
-// lifecycle.Service method with the caller's Principal, and encodes the
-// result or the error. Decisions (names, limits, ownership, what a caller
-// may see) belong to lifecycle; routes.go lists every route with its verb,
-// and observe.go records each call in the audit log and the metrics.
+// lifecycle service method (svc.Sandboxes.Create, …) with the caller's
+// Principal, and encodes the result or the error. Decisions (names, limits,
+// ownership, what a caller may see) belong to lifecycle; routes.go lists
+// every route with its verb, and observe.go records each call in the audit
+// log and the metrics.
 package httpapi
 
 import (

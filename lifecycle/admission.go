@@ -96,7 +96,7 @@ func (s *admission) usageOf(ctx context.Context, p sandbox.Principal, scoped boo
 // withoutUsage restates a quota or budget refusal of p's create without
 // the usage it counted when p's token is restricted to a name prefix: that
 // usage counts sandboxes outside the prefix, which the token may not be
-// told of (see Limits). The limit and what was asked stay.
+// told of (see Tenancy.Limits). The limit and what was asked stay.
 func withoutUsage(p sandbox.Principal, err error) error {
 	var se *sandbox.Error
 	if p.NamePrefix == "" || !errors.As(err, &se) {

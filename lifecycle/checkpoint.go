@@ -35,7 +35,7 @@ func checkpointKey(id string) string { return "ck-" + id }
 func newCheckpointID() string { return "c" + newID()[1:] }
 
 // Checkpoint saves the current content of the sandbox ref names for p
-// (see Get), live: a
+// (see Sandboxes.Get), live: a
 // running sandbox is frozen for the few milliseconds of a snapshot and
 // thawed, its processes never stop. A sleeping or stopped sandbox is
 // checkpointed as it lies, without waking it: it has no processes to keep

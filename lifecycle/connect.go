@@ -11,7 +11,7 @@ import (
 )
 
 // Connect opens a stream to TCP port on the loopback of the sandbox ref
-// names for p (see Get), waking it if it sleeps: what the sandbox's URL
+// names for p (see Sandboxes.Get), waking it if it sleeps: what the sandbox's URL
 // (httpapi's proxy) and the Sprites TCP proxy are made of. It works
 // whatever the sandbox's network, since the sandbox's agent makes the
 // connection. While the stream is open the sandbox is busy (it does not

@@ -100,6 +100,29 @@ func (s *core) current(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox
 	return cur, unlock, nil
 }
 
+// setStatus records a status change when it is one.
+func (s *core) setStatus(ctx context.Context, sb sandbox.Sandbox, status sandbox.Status, reason string) {
+	if sb.Status == status && sb.Reason == reason {
+		return
+	}
+	sb.Status, sb.Reason, sb.UpdatedAt = status, reason, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		s.log.Error("update status", "sandbox", sb.Name, "err", err)
+		return
+	}
+	s.log.Info("sandbox status", "sandbox", sb.Name, "status", status, "reason", reason)
+}
+
+// agentErr returns err, an answer of sb's agent to op, and logs it when it
+// is internal: the cause the agent sent with it is for this log only (see
+// agent.Client), the caller sees "internal error".
+func (s *core) agentErr(op string, sb sandbox.Sandbox, err error) error {
+	if err != nil && sandbox.ErrorCode(err) == sandbox.CodeInternal && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		s.log.Error("internal error in a sandbox's agent", "sandbox", sb.Name, "op", op, "err", err)
+	}
+	return err
+}
+
 // keyedMutex serializes operations on one sandbox name of one tenant
 // (keyed TENANT/NAME).
 type keyedMutex struct {
@@ -133,27 +156,4 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		}
 		k.mu.Unlock()
 	}
-}
-
-// setStatus records a status change when it is one.
-func (s *core) setStatus(ctx context.Context, sb sandbox.Sandbox, status sandbox.Status, reason string) {
-	if sb.Status == status && sb.Reason == reason {
-		return
-	}
-	sb.Status, sb.Reason, sb.UpdatedAt = status, reason, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
-		s.log.Error("update status", "sandbox", sb.Name, "err", err)
-		return
-	}
-	s.log.Info("sandbox status", "sandbox", sb.Name, "status", status, "reason", reason)
-}
-
-// agentErr returns err, an answer of sb's agent to op, and logs it when it
-// is internal: the cause the agent sent with it is for this log only (see
-// agent.Client), the caller sees "internal error".
-func (s *core) agentErr(op string, sb sandbox.Sandbox, err error) error {
-	if err != nil && sandbox.ErrorCode(err) == sandbox.CodeInternal && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		s.log.Error("internal error in a sandbox's agent", "sandbox", sb.Name, "op", op, "err", err)
-	}
-	return err
 }

@@ -21,7 +21,7 @@ type Processes struct {
 	creds       *Credentials
 }
 
-// Exec runs one command in the sandbox ref names for p (see Get), waking it
+// Exec runs one command in the sandbox ref names for p (see Sandboxes.Get), waking it
 // if it sleeps.
 // stdout and stderr receive the command's output as it is produced; stdin,
 // when req.Stdin is set, is streamed to the command until it returns EOF.

@@ -29,7 +29,7 @@ import (
 // caller's sandbox. Nothing distinguishes a claimed member from a fresh
 // sandbox: it ran one `ls` (see warmUp), which leaves nothing behind; its
 // root is its image's; and its hostname and environment name no sandbox
-// (see start).
+// (see runner.start).
 
 // The refill that follows a claim waits, first, until the claimed sandbox
 // has been quiet (no call, no command) for refillQuiet, at most

@@ -78,7 +78,7 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 }
 
 // dropUnfinishedCheckpoints deletes the checkpoints of sb that a killed
-// daemon recorded but never snapshotted (see Checkpoint), and returns sb as
+// daemon recorded but never snapshotted (see Checkpoints.Checkpoint), and returns sb as
 // it now is.
 func (s *sweeper) dropUnfinishedCheckpoints(ctx context.Context, sb sandbox.Sandbox) sandbox.Sandbox {
 	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)

@@ -161,7 +161,7 @@ func (s *runner) destroy(ctx context.Context, sb sandbox.Sandbox, reason string)
 	s.crash("destroy: begun")
 	s.recordGone(ctx, sb, reason)
 	// The commit point: a restart finishes a destroy whose record is there
-	// (see Recover).
+	// (see Service.Recover).
 	s.crash("destroy: reason recorded")
 	if err := s.release(ctx, sb); err != nil {
 		return s.internal("destroy "+sb.ID, err)
@@ -171,7 +171,7 @@ func (s *runner) destroy(ctx context.Context, sb sandbox.Sandbox, reason string)
 }
 
 // interruptedCreate is why a sandbox whose create a killed daemon left
-// half done is gone (see Recover).
+// half done is gone (see Service.Recover).
 const interruptedCreate = "its create was interrupted by a daemon restart, and nothing of it was kept"
 
 // recordGone records why sb goes, for a get of its name (see Gone); a
