@@ -79,8 +79,8 @@ type Sealer interface {
 	Open(tenant, name string, sealed []byte) ([]byte, error)
 }
 
-// Service is lifecycle's services, one per noun, over one store, driver and
-// layer store. Each is safe for concurrent use. Doors call the nouns
+// Service holds lifecycle's services, one per noun, over one store, driver
+// and layer store. Each is safe for concurrent use. Doors call the nouns
 // (svc.Sandboxes.Create, svc.Tenancy.Authenticate, …); the daemon calls
 // Recover once at start-up, then Run.
 type Service struct {
@@ -122,8 +122,44 @@ const (
 // New returns the services over opts' store, driver and layer store. It
 // does not touch the runtime: call Recover once at start-up, then Run.
 func New(opts Options) (*Service, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &core{opts: opts, log: opts.Logger, now: opts.Now}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	adm := &admission{core: c}
+	eg := &egress{core: c}
+	run := &runner{core: c, egress: eg}
+	usage := &usageCache{}
+	sbs := &Sandboxes{core: c, run: run, adm: adm, egress: eg, usage: usage}
+	pool := newPool(c, run, sbs)
+	sbs.pool = pool
+	creds := &Credentials{core: c}
+	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
+	return &Service{
+		Sandboxes:   sbs,
+		Processes:   &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds},
+		Files:       &Files{core: c, run: run},
+		Checkpoints: cks,
+		Tenancy:     &Tenancy{core: c, adm: adm, egress: eg},
+		Credentials: creds,
+		Pool:        pool,
+		core:        c,
+		sweep:       &sweeper{core: c, run: run, sandboxes: sbs, checkpoints: cks, adm: adm, pool: pool},
+	}, nil
+}
+
+// withDefaults checks the required options and fills in the defaults of
+// the others.
+func (opts Options) withDefaults() (Options, error) {
 	if opts.Store == nil || opts.Driver == nil || opts.Layers == nil || opts.AgentPath == "" {
-		return nil, errors.New("lifecycle: Store, Driver, Layers and AgentPath are required")
+		return opts, errors.New("lifecycle: Store, Driver, Layers and AgentPath are required")
 	}
 	if opts.DefaultImage == "" {
 		opts.DefaultImage = "default"
@@ -153,36 +189,10 @@ func New(opts Options) (*Service, error) {
 	}
 	for size := range opts.WarmPool {
 		if _, err := sandbox.LookupSize(size); err != nil {
-			return nil, fmt.Errorf("lifecycle: warm pool: %w", err)
+			return opts, fmt.Errorf("lifecycle: warm pool: %w", err)
 		}
 	}
-	c := &core{opts: opts, log: opts.Logger, now: opts.Now}
-	if c.log == nil {
-		c.log = slog.New(slog.DiscardHandler)
-	}
-	if c.now == nil {
-		c.now = time.Now
-	}
-	adm := &admission{core: c}
-	eg := &egress{core: c}
-	run := &runner{core: c, egress: eg}
-	usage := &usageCache{}
-	sbs := &Sandboxes{core: c, run: run, adm: adm, egress: eg, usage: usage}
-	pool := newPool(c, run, sbs)
-	sbs.pool = pool
-	creds := &Credentials{core: c}
-	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
-	return &Service{
-		Sandboxes:   sbs,
-		Processes:   &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds},
-		Files:       &Files{core: c, run: run},
-		Checkpoints: cks,
-		Tenancy:     &Tenancy{core: c, adm: adm, egress: eg},
-		Credentials: creds,
-		Pool:        pool,
-		core:        c,
-		sweep:       &sweeper{core: c, run: run, sandboxes: sbs, checkpoints: cks, adm: adm, pool: pool},
-	}, nil
+	return opts, nil
 }
 
 // Recover reconciles the store with what the runtime really runs, once at
