@@ -106,7 +106,7 @@ func (s *Processes) checkpointFirst(ctx context.Context, p sandbox.Principal, sb
 }
 
 // checkpoint takes the gate's checkpoint of sb, which p found (see
-// running), under its name's lock: the internal path of
+// runner.running), under its name's lock: the internal path of
 // Checkpoints.Checkpoint, with no second look-up of the name.
 func (s *Processes) checkpoint(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox) (sandbox.Checkpoint, error) {
 	cur, unlock, err := s.current(ctx, sb)
