@@ -11,6 +11,10 @@ import (
 	"github.com/hearth/hearth/store"
 )
 
+// interruptedCreate is why a sandbox whose create a killed daemon left
+// half done is gone.
+const interruptedCreate = "its create was interrupted by a daemon restart, and nothing of it was kept"
+
 // reconcile is Service.Recover.
 func (s *sweeper) reconcile(ctx context.Context) error {
 	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})

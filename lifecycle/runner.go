@@ -170,10 +170,6 @@ func (s *runner) destroy(ctx context.Context, sb sandbox.Sandbox, reason string)
 	return nil
 }
 
-// interruptedCreate is why a sandbox whose create a killed daemon left
-// half done is gone (see Service.Recover).
-const interruptedCreate = "its create was interrupted by a daemon restart, and nothing of it was kept"
-
 // recordGone records why sb goes, for a get of its name (see Gone); a
 // failure is logged, and only costs that answer.
 func (s *runner) recordGone(ctx context.Context, sb sandbox.Sandbox, reason string) {
