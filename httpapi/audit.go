@@ -46,7 +46,7 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 			WithHint("the audit log is kept by `hearth serve`; this server was started without one"))
 		return
 	}
-	f, ok := s.svc.AuditScope(p, f)
+	f, ok := s.svc.Tenancy.AuditScope(p, f)
 	if !ok {
 		s.encode(w, http.StatusOK, auditList{Events: []sandbox.AuditEvent{}})
 		return
@@ -70,7 +70,7 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 // operators only (lifecycle's Fleetwide: not to a token restricted to a
 // name prefix, since they count every sandbox).
 func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := s.svc.Fleetwide(p, "read the metrics"); err != nil {
+	if err := s.svc.Tenancy.Fleetwide(p, "read the metrics"); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -49,7 +49,7 @@ func addToken(t *testing.T, e *env, id, secret string, p sandbox.Principal) {
 func auditEnv(t *testing.T, reg *metrics.Registry) *env {
 	t.Helper()
 	e := newEnv(t, envOptions{audit: true, api: httpapi.Options{Metrics: reg}})
-	if _, err := e.svc.CreateTenant(t.Context(), operatorP, sandbox.Tenant{Name: "t2", Allocation: sandbox.Resources{MilliCPU: 1 << 20, MemoryBytes: 1 << 45, DiskBytes: 1 << 48}}); err != nil {
+	if _, err := e.svc.Tenancy.CreateTenant(t.Context(), operatorP, sandbox.Tenant{Name: "t2", Allocation: sandbox.Resources{MilliCPU: 1 << 20, MemoryBytes: 1 << 45, DiskBytes: 1 << 48}}); err != nil {
 		t.Fatal(err)
 	}
 	addToken(t, e, "tok-operator", tokenOperator, operatorP)

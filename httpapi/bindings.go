@@ -37,19 +37,19 @@ func (s *server) handleSetBinding(w http.ResponseWriter, r *http.Request, p sand
 		s.writeError(w, r, err)
 		return
 	}
-	b, err := s.svc.SetBinding(r.Context(), p, r.URL.Query().Get("tenant"), sandbox.Binding{
+	b, err := s.svc.Credentials.SetBinding(r.Context(), p, r.URL.Query().Get("tenant"), sandbox.Binding{
 		Name: r.PathValue("binding"), Secret: req.Secret, Upstream: req.Upstream, Header: req.Header, Format: req.Format,
 	})
 	s.reply(w, r, http.StatusOK, b, err)
 }
 
 func (s *server) handleListBindings(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	list, err := s.svc.ListBindings(r.Context(), p, r.URL.Query().Get("tenant"))
+	list, err := s.svc.Credentials.ListBindings(r.Context(), p, r.URL.Query().Get("tenant"))
 	s.reply(w, r, http.StatusOK, bindingList{Bindings: list}, err)
 }
 
 func (s *server) handleDeleteBinding(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := s.svc.DeleteBinding(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("binding")); err != nil {
+	if err := s.svc.Credentials.DeleteBinding(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("binding")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

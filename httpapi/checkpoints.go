@@ -32,7 +32,7 @@ func (s *server) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sand
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.svc.Checkpoint(r.Context(), p, r.PathValue("name"), req)
+	c, err := s.svc.Checkpoints.Checkpoint(r.Context(), p, r.PathValue("name"), req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -41,7 +41,7 @@ func (s *server) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sand
 }
 
 func (s *server) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	list, err := s.svc.ListCheckpoints(r.Context(), p, r.PathValue("name"))
+	list, err := s.svc.Checkpoints.ListCheckpoints(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -53,7 +53,7 @@ func (s *server) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p
 }
 
 func (s *server) handleDeleteCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := s.svc.DeleteCheckpoint(r.Context(), p, r.PathValue("name"), r.PathValue("id")); err != nil {
+	if err := s.svc.Checkpoints.DeleteCheckpoint(r.Context(), p, r.PathValue("name"), r.PathValue("id")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -70,7 +70,7 @@ func (s *server) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox
 		s.writeError(w, r, err)
 		return
 	}
-	sb, err := s.svc.Restore(r.Context(), p, r.PathValue("name"), req.Checkpoint)
+	sb, err := s.svc.Checkpoints.Restore(r.Context(), p, r.PathValue("name"), req.Checkpoint)
 	s.sandboxResult(w, r, http.StatusOK, sb, err)
 }
 
@@ -89,17 +89,17 @@ func (s *server) handleFork(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		s.writeError(w, r, err)
 		return
 	}
-	sb, err := s.svc.Fork(r.Context(), p, r.PathValue("name"), req.Checkpoint, req.Name)
+	sb, err := s.svc.Checkpoints.Fork(r.Context(), p, r.PathValue("name"), req.Checkpoint, req.Name)
 	s.sandboxResult(w, r, http.StatusCreated, sb, err)
 }
 
 func (s *server) handleSleep(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	sb, err := s.svc.Sleep(r.Context(), p, r.PathValue("name"))
+	sb, err := s.svc.Sandboxes.Sleep(r.Context(), p, r.PathValue("name"))
 	s.sandboxResult(w, r, http.StatusOK, sb, err)
 }
 
 func (s *server) handleWake(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	sb, err := s.svc.Wake(r.Context(), p, r.PathValue("name"))
+	sb, err := s.svc.Sandboxes.Wake(r.Context(), p, r.PathValue("name"))
 	s.sandboxResult(w, r, http.StatusOK, sb, err)
 }
 

@@ -184,7 +184,7 @@ func (s *server) runExec(r *http.Request, p sandbox.Principal, conn *websocket.C
 		cancel()
 	})
 
-	res, err := s.svc.Exec(ctx, p, name, req, in.stdin(), stream.writer(streamStdout), stream.writer(streamStderr))
+	res, err := s.svc.Processes.Exec(ctx, p, name, req, in.stdin(), stream.writer(streamStdout), stream.writer(streamStderr))
 	in.close() // unblocks a message the command will never read
 	switch violation, gone := in.ended(); {
 	case violation != nil:

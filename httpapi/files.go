@@ -26,7 +26,7 @@ func (s *server) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbo
 	}
 	defer release()
 	out := &lazyWriter{w: w}
-	err := s.svc.ReadFile(r.Context(), p, r.PathValue("name"), path, out)
+	err := s.svc.Files.ReadFile(r.Context(), p, r.PathValue("name"), path, out)
 	switch {
 	case err == nil:
 		out.start()
@@ -80,7 +80,7 @@ func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandb
 	if q.q.Has("set_mode") {
 		req.SetMode = q.bool("set_mode")
 	}
-	limit := s.svc.MaxWriteBytes()
+	limit := s.svc.Files.MaxWriteBytes()
 	if n := q.int64("max_bytes"); n > 0 && n < limit {
 		limit = n
 	}
@@ -99,7 +99,7 @@ func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandb
 	}
 	defer release()
 	body := &readErrReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
-	info, err := s.svc.WriteFile(r.Context(), p, r.PathValue("name"), req, body)
+	info, err := s.svc.Files.WriteFile(r.Context(), p, r.PathValue("name"), req, body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case err == nil, sandbox.ErrorCode(err) != sandbox.CodeInternal:
@@ -150,7 +150,7 @@ func (s *server) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox
 		s.writeError(w, r, q.err)
 		return
 	}
-	list, err := s.svc.ListDir(r.Context(), p, r.PathValue("name"), path)
+	list, err := s.svc.Files.ListDir(r.Context(), p, r.PathValue("name"), path)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -168,7 +168,7 @@ func (s *server) handleStat(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		s.writeError(w, r, q.err)
 		return
 	}
-	info, err := s.svc.Stat(r.Context(), p, r.PathValue("name"), path)
+	info, err := s.svc.Files.Stat(r.Context(), p, r.PathValue("name"), path)
 	s.fileInfo(w, r, info, err)
 }
 
@@ -179,7 +179,7 @@ func (s *server) handleMkdir(w http.ResponseWriter, r *http.Request, p sandbox.P
 		s.writeError(w, r, q.err)
 		return
 	}
-	info, err := s.svc.Mkdir(r.Context(), p, r.PathValue("name"), path)
+	info, err := s.svc.Files.Mkdir(r.Context(), p, r.PathValue("name"), path)
 	s.fileInfo(w, r, info, err)
 }
 
@@ -190,7 +190,7 @@ func (s *server) handleRemove(w http.ResponseWriter, r *http.Request, p sandbox.
 		s.writeError(w, r, q.err)
 		return
 	}
-	if err := s.svc.Remove(r.Context(), p, r.PathValue("name"), path, recursive); err != nil {
+	if err := s.svc.Files.Remove(r.Context(), p, r.PathValue("name"), path, recursive); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -204,7 +204,7 @@ func (s *server) handleRename(w http.ResponseWriter, r *http.Request, p sandbox.
 		s.writeError(w, r, q.err)
 		return
 	}
-	info, err := s.svc.Rename(r.Context(), p, r.PathValue("name"), from, to)
+	info, err := s.svc.Files.Rename(r.Context(), p, r.PathValue("name"), from, to)
 	s.fileInfo(w, r, info, err)
 }
 
@@ -220,7 +220,7 @@ func (s *server) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.P
 		s.writeError(w, r, q.err)
 		return
 	}
-	info, err := s.svc.Chmod(r.Context(), p, r.PathValue("name"), path, mode)
+	info, err := s.svc.Files.Chmod(r.Context(), p, r.PathValue("name"), path, mode)
 	s.fileInfo(w, r, info, err)
 }
 

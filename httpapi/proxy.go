@@ -98,16 +98,16 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
 		err  error
 	)
 	if token != "" {
-		if p, err = s.svc.Authenticate(r.Context(), token); err != nil {
+		if p, err = s.svc.Tenancy.Authenticate(r.Context(), token); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		if c != nil {
 			c.principal = p
 		}
-		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.Connect(ctx, p, t.name, t.port) }
+		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.Processes.Connect(ctx, p, t.name, t.port) }
 	} else {
-		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.ConnectPublic(ctx, t.name, t.port) }
+		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.Processes.ConnectPublic(ctx, t.name, t.port) }
 	}
 	release, ok := s.holdConn(w, r, p)
 	if !ok {
@@ -191,7 +191,7 @@ func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.P
 		}
 		asked = append(asked, port)
 	}
-	sb, listening, err := s.svc.Ports(r.Context(), p, name)
+	sb, listening, err := s.svc.Processes.Ports(r.Context(), p, name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

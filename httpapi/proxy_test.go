@@ -160,13 +160,13 @@ func TestProxyWakes(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.create(t, "web")
 	port := echoServer(t)
-	if _, err := e.svc.Sleep(t.Context(), agentA1, "web"); err != nil {
+	if _, err := e.svc.Sandboxes.Sleep(t.Context(), agentA1, "web"); err != nil {
 		t.Fatal(err)
 	}
 	if resp, body := testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/", e.url, port), tokenA1, ""); resp.StatusCode != 200 {
 		t.Fatalf("proxy to a sleeping sandbox = %d %s", resp.StatusCode, body)
 	}
-	if sb, err := e.svc.Get(t.Context(), agentA1, "web"); err != nil || sb.Status != sandbox.StatusRunning {
+	if sb, err := e.svc.Sandboxes.Get(t.Context(), agentA1, "web"); err != nil || sb.Status != sandbox.StatusRunning {
 		t.Errorf("after the request: %+v, %v; want running", sb.Status, err)
 	}
 }

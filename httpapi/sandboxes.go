@@ -19,12 +19,12 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, q.err)
 		return
 	}
-	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Runtime()})
+	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Sandboxes.Runtime()})
 }
 
 // handlePool answers the warm pool's state per size, for operators.
 func (s *server) handlePool(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	sizes, err := s.svc.Pool(r.Context(), p)
+	sizes, err := s.svc.Pool.Status(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -46,7 +46,7 @@ func (s *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.
 		s.writeError(w, r, err)
 		return
 	}
-	sb, created, err := s.svc.Create(r.Context(), p, req)
+	sb, created, err := s.svc.Sandboxes.Create(r.Context(), p, req)
 	if c := callOf(r); c != nil {
 		c.sandbox = req.Name
 		if err == nil {
@@ -70,7 +70,7 @@ type sandboxList struct {
 }
 
 func (s *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	list, err := s.svc.List(r.Context(), p)
+	list, err := s.svc.Sandboxes.List(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -82,7 +82,7 @@ func (s *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 }
 
 func (s *server) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	sb, err := s.svc.Describe(r.Context(), p, r.PathValue("name"))
+	sb, err := s.svc.Sandboxes.Describe(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -91,7 +91,7 @@ func (s *server) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 }
 
 func (s *server) handleDestroy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := s.svc.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
+	if err := s.svc.Sandboxes.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -106,7 +106,7 @@ func (s *server) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.
 		s.writeError(w, r, err)
 		return
 	}
-	sb, err := s.svc.Update(r.Context(), p, r.PathValue("name"), u)
+	sb, err := s.svc.Sandboxes.Update(r.Context(), p, r.PathValue("name"), u)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -23,17 +23,17 @@ func (s *server) handleSetSecret(w http.ResponseWriter, r *http.Request, p sandb
 		s.writeError(w, r, err)
 		return
 	}
-	info, err := s.svc.SetSecret(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("secret"), []byte(v.Value))
+	info, err := s.svc.Credentials.SetSecret(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("secret"), []byte(v.Value))
 	s.reply(w, r, http.StatusOK, info, err)
 }
 
 func (s *server) handleListSecrets(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	list, err := s.svc.ListSecrets(r.Context(), p, r.URL.Query().Get("tenant"))
+	list, err := s.svc.Credentials.ListSecrets(r.Context(), p, r.URL.Query().Get("tenant"))
 	s.reply(w, r, http.StatusOK, secretList{Secrets: list}, err)
 }
 
 func (s *server) handleDeleteSecret(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := s.svc.DeleteSecret(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("secret")); err != nil {
+	if err := s.svc.Credentials.DeleteSecret(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("secret")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

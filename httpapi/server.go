@@ -1,10 +1,11 @@
 // Package httpapi is hearth's native HTTP and WebSocket API, /v1/sandboxes…
 // (docs/API.md is the reference). It is a door and nothing more: each
 // handler authenticates the caller, decodes the request, calls one
-// lifecycle.Service method with the caller's Principal, and encodes the
-// result or the error. Decisions (names, limits, ownership, what a caller
-// may see) belong to lifecycle; routes.go lists every route with its verb,
-// and observe.go records each call in the audit log and the metrics.
+// lifecycle service method (svc.Sandboxes.Create, …) with the caller's
+// Principal, and encodes the result or the error. Decisions (names, limits,
+// ownership, what a caller may see) belong to lifecycle; routes.go lists
+// every route with its verb, and observe.go records each call in the audit
+// log and the metrics.
 package httpapi
 
 import (
@@ -101,7 +102,7 @@ func New(svc *lifecycle.Service, opts Options) http.Handler {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Metrics != nil {
-		s.metrics = newAPIMetrics(opts.Metrics, svc.Counts)
+		s.metrics = newAPIMetrics(opts.Metrics, svc.Sandboxes.Counts)
 	}
 	s.routes()
 	s.hostProxy = s.observe(verbProxy, "", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +197,7 @@ func (s *server) authed(h authedHandler, params ...string) http.Handler {
 // strictly, with queryParams.
 func (s *server) authedQuery(h authedHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.svc.Authenticate(r.Context(), bearerToken(r))
+		p, err := s.svc.Tenancy.Authenticate(r.Context(), bearerToken(r))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -224,7 +225,7 @@ func (s *server) visibleFirst(h authedHandler) authedHandler {
 // visible reports whether p may see the sandbox r's path names, answering
 // the error itself when not.
 func (s *server) visible(w http.ResponseWriter, r *http.Request, p sandbox.Principal) bool {
-	if _, err := s.svc.Get(r.Context(), p, r.PathValue("name")); err != nil {
+	if _, err := s.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name")); err != nil {
 		s.writeError(w, r, err)
 		return false
 	}

@@ -33,17 +33,17 @@ func (s *server) handleCreateTenant(w http.ResponseWriter, r *http.Request, p sa
 		s.writeError(w, r, err)
 		return
 	}
-	t, err := s.svc.CreateTenant(r.Context(), p, t)
+	t, err := s.svc.Tenancy.CreateTenant(r.Context(), p, t)
 	s.reply(w, r, http.StatusCreated, t, err)
 }
 
 func (s *server) handleListTenants(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	ts, err := s.svc.ListTenants(r.Context(), p)
+	ts, err := s.svc.Tenancy.ListTenants(r.Context(), p)
 	s.reply(w, r, http.StatusOK, tenantList{Tenants: ts}, err)
 }
 
 func (s *server) handleGetTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	t, err := s.svc.GetTenant(r.Context(), p, r.PathValue("tenant"))
+	t, err := s.svc.Tenancy.GetTenant(r.Context(), p, r.PathValue("tenant"))
 	s.reply(w, r, http.StatusOK, t, err)
 }
 
@@ -53,7 +53,7 @@ func (s *server) handleUpdateTenant(w http.ResponseWriter, r *http.Request, p sa
 		s.writeError(w, r, err)
 		return
 	}
-	t, err := s.svc.UpdateTenant(r.Context(), p, r.PathValue("tenant"), u)
+	t, err := s.svc.Tenancy.UpdateTenant(r.Context(), p, r.PathValue("tenant"), u)
 	s.reply(w, r, http.StatusOK, t, err)
 }
 
@@ -63,12 +63,12 @@ func (s *server) handleCreateAgent(w http.ResponseWriter, r *http.Request, p san
 		s.writeError(w, r, err)
 		return
 	}
-	a, err := s.svc.CreateAgent(r.Context(), p, a)
+	a, err := s.svc.Tenancy.CreateAgent(r.Context(), p, a)
 	s.reply(w, r, http.StatusCreated, a, err)
 }
 
 func (s *server) handleListAgents(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	as, err := s.svc.ListAgents(r.Context(), p, r.URL.Query().Get("tenant"))
+	as, err := s.svc.Tenancy.ListAgents(r.Context(), p, r.URL.Query().Get("tenant"))
 	s.reply(w, r, http.StatusOK, agentList{Agents: as}, err)
 }
 
@@ -78,17 +78,17 @@ func (s *server) handleCreateToken(w http.ResponseWriter, r *http.Request, p san
 		s.writeError(w, r, err)
 		return
 	}
-	secret, info, err := s.svc.CreateToken(r.Context(), p, req)
+	secret, info, err := s.svc.Tenancy.CreateToken(r.Context(), p, req)
 	s.reply(w, r, http.StatusCreated, createdToken{Token: secret, Info: info}, err)
 }
 
 func (s *server) handleListTokens(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	ts, err := s.svc.ListTokens(r.Context(), p)
+	ts, err := s.svc.Tenancy.ListTokens(r.Context(), p)
 	s.reply(w, r, http.StatusOK, tokenList{Tokens: ts}, err)
 }
 
 func (s *server) handleRevokeToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := s.svc.RevokeToken(r.Context(), p, r.PathValue("id")); err != nil {
+	if err := s.svc.Tenancy.RevokeToken(r.Context(), p, r.PathValue("id")); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -96,7 +96,7 @@ func (s *server) handleRevokeToken(w http.ResponseWriter, r *http.Request, p san
 }
 
 func (s *server) handleLimits(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	rep, err := s.svc.Limits(r.Context(), p)
+	rep, err := s.svc.Tenancy.Limits(r.Context(), p)
 	s.reply(w, r, http.StatusOK, rep, err)
 }
 

@@ -19,14 +19,8 @@ func qgroupUsage(qgroupsDir, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	fd, err := openDir(path)
-	if err != nil {
+	if err := SyncFS(path); err != nil {
 		return 0, err
-	}
-	err = unix.Syncfs(fd)
-	unix.Close(fd)
-	if err != nil {
-		return 0, &os.PathError{Op: "syncfs", Path: path, Err: err}
 	}
 	return readSysfsInt(filepath.Join(qgroupsDir, fmt.Sprintf("0_%d", id), "exclusive"))
 }

@@ -36,12 +36,12 @@ import (
 // access is what one principal may reach. Every door's call on a sandbox,
 // checkpoint, image, secret or binding goes through it.
 type access struct {
-	s *Service
+	s *core
 	p sandbox.Principal
 }
 
 // access returns p's scope.
-func (s *Service) access(p sandbox.Principal) access { return access{s: s, p: p} }
+func (s *core) access(p sandbox.Principal) access { return access{s: s, p: p} }
 
 // target is a sandbox reference resolved: the tenant and stored name it
 // names, and ref, how its caller writes it (for messages).
@@ -207,25 +207,17 @@ func (a access) tenant(tenant string, manage bool, what string) (string, error) 
 	return tenant, err
 }
 
-// Fleetwide is nil when p may read what counts every tenant's sandboxes
-// (what, e.g. "read the metrics"): an operator, unless its token is
-// restricted to a name prefix, which may read the counts of its own
+// fleetwide is nil when the caller may read what counts every tenant's
+// sandboxes (what, e.g. "read the metrics"): an operator, unless its token
+// is restricted to a name prefix, which may read the counts of its own
 // sandboxes only. Else permission_denied.
-func (s *Service) Fleetwide(p sandbox.Principal, what string) error {
+func (a access) fleetwide(what string) error {
 	switch {
-	case p.Role != sandbox.RoleOperator:
+	case a.p.Role != sandbox.RoleOperator:
 		return sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may %s", what).WithHint("use an operator token")
-	case p.NamePrefix != "":
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "this token is restricted to sandbox names starting with %q; it may not %s, which counts every sandbox", p.NamePrefix, what).
-			WithHint("use an operator token without a name prefix").With("name_prefix", p.NamePrefix)
+	case a.p.NamePrefix != "":
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "this token is restricted to sandbox names starting with %q; it may not %s, which counts every sandbox", a.p.NamePrefix, what).
+			WithHint("use an operator token without a name prefix").With("name_prefix", a.p.NamePrefix)
 	}
 	return nil
-}
-
-// AuditScope narrows f to the audit events p may read (see
-// sandbox.Principal.ScopeAudit): its tenant's or its own, and, for a
-// token restricted to a name prefix, only those on sandboxes inside it.
-// ok is false when f asks for events outside the scope.
-func (s *Service) AuditScope(p sandbox.Principal, f sandbox.AuditFilter) (_ sandbox.AuditFilter, ok bool) {
-	return p.ScopeAudit(f)
 }

@@ -52,22 +52,22 @@ func newTwins(t *testing.T) *twins {
 	tw.victim = e.create(t, a1, "hermes-box")
 	tw.web = e.create(t, a1, "web")
 	e.exec(t, a1, "hermes-box", "echo "+marker+" > marker")
-	ck, err := e.svc.Checkpoint(ctx, a1, "hermes-box", sandbox.CheckpointRequest{Label: "before"})
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "hermes-box", sandbox.CheckpointRequest{Label: "before"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tw.ck = ck.ID
-	if _, err := e.svc.SetSecret(ctx, admin, "", "API_KEY", []byte(secretValue)); err != nil {
+	if _, err := e.svc.Credentials.SetSecret(ctx, admin, "", "API_KEY", []byte(secretValue)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.SetBinding(ctx, admin, "", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://api.example.com"}); err != nil {
+	if _, err := e.svc.Credentials.SetBinding(ctx, admin, "", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://api.example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	// Each caller's own sandbox, in both: the one its checkpoint
 	// references and forks go through.
 	for _, pp := range principals {
 		for _, e := range []*env{tw.with, tw.without} {
-			if _, _, err := e.svc.Create(ctx, pp.p, sandbox.CreateRequest{Name: "hermes-mine"}); err != nil {
+			if _, _, err := e.svc.Sandboxes.Create(ctx, pp.p, sandbox.CreateRequest{Name: "hermes-mine"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -100,46 +100,62 @@ func sandboxVerbs(ck string) map[string]func(e *env, p sandbox.Principal, ref st
 		return func(e *env, p sandbox.Principal, ref string) error { _, err := f(e, p, ref); return err }
 	}
 	return map[string]func(e *env, p sandbox.Principal, ref string) error{
-		"get":      one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Get(bg, p, ref) }),
-		"describe": one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Describe(bg, p, ref) }),
-		"update": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.Update(bg, p, ref, sandbox.SandboxUpdate{Labels: &[]string{"x"}})
+		"get": one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Sandboxes.Get(bg, p, ref) }),
+		"describe": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Sandboxes.Describe(bg, p, ref)
 		}),
-		"destroy": func(e *env, p sandbox.Principal, ref string) error { return e.svc.Destroy(bg, p, ref) },
-		"sleep":   one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Sleep(bg, p, ref) }),
-		"wake":    one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Wake(bg, p, ref) }),
+		"update": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Sandboxes.Update(bg, p, ref, sandbox.SandboxUpdate{Labels: &[]string{"x"}})
+		}),
+		"destroy": func(e *env, p sandbox.Principal, ref string) error { return e.svc.Sandboxes.Destroy(bg, p, ref) },
+		"sleep":   one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Sandboxes.Sleep(bg, p, ref) }),
+		"wake":    one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Sandboxes.Wake(bg, p, ref) }),
 		"exec": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.Exec(bg, p, ref, sandbox.ExecRequest{Shell: "rm -f marker"}, nil, io.Discard, io.Discard)
+			return e.svc.Processes.Exec(bg, p, ref, sandbox.ExecRequest{Shell: "rm -f marker"}, nil, io.Discard, io.Discard)
 		}),
 		"read": func(e *env, p sandbox.Principal, ref string) error {
-			return e.svc.ReadFile(bg, p, ref, "marker", io.Discard)
+			return e.svc.Files.ReadFile(bg, p, ref, "marker", io.Discard)
 		},
 		"write": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.WriteFile(bg, p, ref, sandbox.WriteRequest{Path: "marker"}, strings.NewReader("stolen"))
+			return e.svc.Files.WriteFile(bg, p, ref, sandbox.WriteRequest{Path: "marker"}, strings.NewReader("stolen"))
 		}),
-		"list dir": one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.ListDir(bg, p, ref, ".") }),
-		"stat":     one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Stat(bg, p, ref, "marker") }),
-		"mkdir":    one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Mkdir(bg, p, ref, "d") }),
-		"remove":   func(e *env, p sandbox.Principal, ref string) error { return e.svc.Remove(bg, p, ref, "marker", false) },
+		"list dir": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Files.ListDir(bg, p, ref, ".")
+		}),
+		"stat": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Files.Stat(bg, p, ref, "marker")
+		}),
+		"mkdir": one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Files.Mkdir(bg, p, ref, "d") }),
+		"remove": func(e *env, p sandbox.Principal, ref string) error {
+			return e.svc.Files.Remove(bg, p, ref, "marker", false)
+		},
 		"rename": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.Rename(bg, p, ref, "marker", "moved")
+			return e.svc.Files.Rename(bg, p, ref, "marker", "moved")
 		}),
 		"chmod": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.Chmod(bg, p, ref, "marker", 0o777)
+			return e.svc.Files.Chmod(bg, p, ref, "marker", 0o777)
 		}),
-		"connect": one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Connect(bg, p, ref, 8080) }),
+		"connect": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Processes.Connect(bg, p, ref, 8080)
+		}),
 		"ports": func(e *env, p sandbox.Principal, ref string) error {
-			_, _, err := e.svc.Ports(bg, p, ref)
+			_, _, err := e.svc.Processes.Ports(bg, p, ref)
 			return err
 		},
 		"checkpoint": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.Checkpoint(bg, p, ref, sandbox.CheckpointRequest{})
+			return e.svc.Checkpoints.Checkpoint(bg, p, ref, sandbox.CheckpointRequest{})
 		}),
-		"checkpoints":       one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.ListCheckpoints(bg, p, ref) }),
-		"delete checkpoint": func(e *env, p sandbox.Principal, ref string) error { return e.svc.DeleteCheckpoint(bg, p, ref, ck) },
-		"restore":           one(func(e *env, p sandbox.Principal, ref string) (any, error) { return e.svc.Restore(bg, p, ref, ck) }),
+		"checkpoints": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Checkpoints.ListCheckpoints(bg, p, ref)
+		}),
+		"delete checkpoint": func(e *env, p sandbox.Principal, ref string) error {
+			return e.svc.Checkpoints.DeleteCheckpoint(bg, p, ref, ck)
+		},
+		"restore": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
+			return e.svc.Checkpoints.Restore(bg, p, ref, ck)
+		}),
 		"fork": one(func(e *env, p sandbox.Principal, ref string) (any, error) {
-			return e.svc.Fork(bg, p, ref, ck, "stolen")
+			return e.svc.Checkpoints.Fork(bg, p, ref, ck, "stolen")
 		}),
 	}
 }
@@ -193,7 +209,7 @@ func (tw *twins) sandboxRefs(t *testing.T) {
 		for _, r := range refs(short, sb.ID) {
 			for _, pp := range principals {
 				if slices.Contains(r.sees, pp.p) {
-					got, err := tw.with.svc.Get(bg, pp.p, r.ref)
+					got, err := tw.with.svc.Sandboxes.Get(bg, pp.p, r.ref)
 					if err != nil || got.ID != sb.ID {
 						t.Errorf("Get(%s) as %s = %+v, %v; want %s", r.ref, pp.who, got, err, sb.ID)
 					}
@@ -219,7 +235,7 @@ func (tw *twins) otherRefs(t *testing.T) {
 		}
 		for _, image := range []string{"ck-" + tw.ck, "sb-" + tw.victim.ID, "c" + tw.ck, tw.ck, "../default"} {
 			tw.same(t, pp.p, fmt.Sprintf("Create(image %s) as %s", image, pp.who), func(e *env) error {
-				_, _, err := e.svc.Create(bg, pp.p, sandbox.CreateRequest{Name: "hermes-from-image", Image: image})
+				_, _, err := e.svc.Sandboxes.Create(bg, pp.p, sandbox.CreateRequest{Name: "hermes-from-image", Image: image})
 				return err
 			})
 		}
@@ -227,16 +243,16 @@ func (tw *twins) otherRefs(t *testing.T) {
 			continue
 		}
 		for what, call := range map[string]func(e *env) error{
-			"ListSecrets(t1)":  func(e *env) error { _, err := e.svc.ListSecrets(bg, pp.p, "t1"); return err },
-			"DeleteSecret(t1)": func(e *env) error { return e.svc.DeleteSecret(bg, pp.p, "t1", "API_KEY") },
+			"ListSecrets(t1)":  func(e *env) error { _, err := e.svc.Credentials.ListSecrets(bg, pp.p, "t1"); return err },
+			"DeleteSecret(t1)": func(e *env) error { return e.svc.Credentials.DeleteSecret(bg, pp.p, "t1", "API_KEY") },
 			"SetSecret(t1)": func(e *env) error {
-				_, err := e.svc.SetSecret(bg, pp.p, "t1", "API_KEY", []byte("x-stolen"))
+				_, err := e.svc.Credentials.SetSecret(bg, pp.p, "t1", "API_KEY", []byte("x-stolen"))
 				return err
 			},
-			"ListBindings(t1)":  func(e *env) error { _, err := e.svc.ListBindings(bg, pp.p, "t1"); return err },
-			"DeleteBinding(t1)": func(e *env) error { return e.svc.DeleteBinding(bg, pp.p, "t1", "api") },
+			"ListBindings(t1)":  func(e *env) error { _, err := e.svc.Credentials.ListBindings(bg, pp.p, "t1"); return err },
+			"DeleteBinding(t1)": func(e *env) error { return e.svc.Credentials.DeleteBinding(bg, pp.p, "t1", "api") },
 			"SetBinding(t1)": func(e *env) error {
-				_, err := e.svc.SetBinding(bg, pp.p, "t1", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://evil.example"})
+				_, err := e.svc.Credentials.SetBinding(bg, pp.p, "t1", sandbox.Binding{Name: "api", Secret: "API_KEY", Upstream: "https://evil.example"})
 				return err
 			},
 			"Exec(own, t1's secret)": func(e *env) error { _, err := verbsExecSecret(e, pp.p, mine); return err },
@@ -256,17 +272,17 @@ func (tw *twins) unchanged(t *testing.T, before sandbox.Sandbox) {
 	if out, _ := e.exec(t, a1, "hermes-box", "cat marker; ls"); out != marker+"\nmarker\n" {
 		t.Errorf("t1's sandbox holds %q, want only its marker", out)
 	}
-	if cps, err := e.svc.ListCheckpoints(bg, a1, "hermes-box"); err != nil || len(cps) != 1 || cps[0].ID != tw.ck {
+	if cps, err := e.svc.Checkpoints.ListCheckpoints(bg, a1, "hermes-box"); err != nil || len(cps) != 1 || cps[0].ID != tw.ck {
 		t.Errorf("t1's checkpoints = %+v, %v; want only %s", cps, err, tw.ck)
 	}
-	if list, err := e.svc.ListSecrets(bg, admin, ""); err != nil || len(list) != 1 {
+	if list, err := e.svc.Credentials.ListSecrets(bg, admin, ""); err != nil || len(list) != 1 {
 		t.Errorf("t1's secrets = %+v, %v; want API_KEY alone", list, err)
 	}
-	if b, err := e.svc.ListBindings(bg, admin, ""); err != nil || len(b) != 1 || b[0].Upstream != "https://api.example.com" {
+	if b, err := e.svc.Credentials.ListBindings(bg, admin, ""); err != nil || len(b) != 1 || b[0].Upstream != "https://api.example.com" {
 		t.Errorf("t1's bindings = %+v, %v; want api as set", b, err)
 	}
 	for _, pp := range principals {
-		list, err := e.svc.List(bg, pp.p)
+		list, err := e.svc.Sandboxes.List(bg, pp.p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,19 +296,19 @@ func (tw *twins) unchanged(t *testing.T, before sandbox.Sandbox) {
 
 // gone: once t1's web is destroyed, only its own callers learn why.
 func (tw *twins) gone(t *testing.T) {
-	if err := tw.with.svc.Destroy(bg, a1, "web"); err != nil {
+	if err := tw.with.svc.Sandboxes.Destroy(bg, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range refs("web", tw.web.ID) {
 		for _, pp := range principals {
 			if slices.Contains(r.sees, pp.p) {
-				if _, err := tw.with.svc.Get(bg, pp.p, r.ref); err == nil || !strings.Contains(err.Error(), "is gone") {
+				if _, err := tw.with.svc.Sandboxes.Get(bg, pp.p, r.ref); err == nil || !strings.Contains(err.Error(), "is gone") {
 					t.Errorf("Get(%s) as %s after its destroy = %v, want why it went", r.ref, pp.who, err)
 				}
 				continue
 			}
 			tw.same(t, pp.p, fmt.Sprintf("Get(%s) as %s after its destroy", r.ref, pp.who), func(e *env) error {
-				_, err := e.svc.Get(bg, pp.p, r.ref)
+				_, err := e.svc.Sandboxes.Get(bg, pp.p, r.ref)
 				return err
 			})
 		}
@@ -302,7 +318,7 @@ func (tw *twins) gone(t *testing.T) {
 // verbsExecSecret runs a command naming the secret API_KEY in the sandbox
 // ref names for p.
 func verbsExecSecret(e *env, p sandbox.Principal, ref string) (sandbox.ExecResult, error) {
-	return e.svc.Exec(bg, p, ref, sandbox.ExecRequest{Shell: "true", Secrets: []string{"API_KEY"}}, nil, io.Discard, io.Discard)
+	return e.svc.Processes.Exec(bg, p, ref, sandbox.ExecRequest{Shell: "true", Secrets: []string{"API_KEY"}}, nil, io.Discard, io.Discard)
 }
 
 // TestMalformedReferences: a reference that is not one is
@@ -311,7 +327,7 @@ func TestMalformedReferences(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, ref := range []string{"T1/web", "/web", "t1/", "t1/web/x", "1t/web", "t1/Web", ""} {
 		for _, pp := range principals {
-			_, err := e.svc.Get(bg, pp.p, ref)
+			_, err := e.svc.Sandboxes.Get(bg, pp.p, ref)
 			wantCode(t, fmt.Sprintf("Get(%q) as %s", ref, pp.who), err, sandbox.CodeInvalidArgument)
 		}
 	}
@@ -338,25 +354,25 @@ func TestNamesPerTenant(t *testing.T) {
 				p  sandbox.Principal
 				sb sandbox.Sandbox
 			}{{first, one}, {second, two}} {
-				if got, err := e.svc.Get(bg, c.p, "web"); err != nil || got.ID != c.sb.ID {
+				if got, err := e.svc.Sandboxes.Get(bg, c.p, "web"); err != nil || got.ID != c.sb.ID {
 					t.Errorf("Get(web) as %s's a1 = %+v, %v; want its own %s", c.p.Tenant, got, err, c.sb.ID)
 				}
-				if again, created, err := e.svc.Create(bg, c.p, sandbox.CreateRequest{Name: "web"}); err != nil || created || again.ID != c.sb.ID {
+				if again, created, err := e.svc.Sandboxes.Create(bg, c.p, sandbox.CreateRequest{Name: "web"}); err != nil || created || again.ID != c.sb.ID {
 					t.Errorf("Create(web) again as %s's a1 = %+v, %v, %v; want its own, resumed", c.p.Tenant, again, created, err)
 				}
 			}
-			if err := e.svc.Destroy(bg, second, "web"); err != nil {
+			if err := e.svc.Sandboxes.Destroy(bg, second, "web"); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := e.svc.Get(bg, first, "web"); err != nil || got.ID != one.ID {
+			if got, err := e.svc.Sandboxes.Get(bg, first, "web"); err != nil || got.ID != one.ID {
 				t.Errorf("Get(web) as %s's a1 after the other's destroy = %+v, %v; want its own kept", first.Tenant, got, err)
 			}
 			// The operator names each by its tenant; a bare name is the
 			// system tenant's, and the not_found says where the name is.
-			if got, err := e.svc.Get(bg, op, sandbox.Ref(first.Tenant, "agent-a1-web")); err != nil || got.ID != one.ID {
+			if got, err := e.svc.Sandboxes.Get(bg, op, sandbox.Ref(first.Tenant, "agent-a1-web")); err != nil || got.ID != one.ID {
 				t.Errorf("Get(%s/agent-a1-web) as operator = %+v, %v", first.Tenant, got, err)
 			}
-			_, err := e.svc.Get(bg, op, "agent-a1-web")
+			_, err := e.svc.Sandboxes.Get(bg, op, "agent-a1-web")
 			se := wantCode(t, "Get(agent-a1-web) as operator", err, sandbox.CodeNotFound)
 			if !strings.Contains(se.Message, "tenant "+first.Tenant+" has") || !slices.Equal(se.Details["tenants"].([]string), []string{first.Tenant}) {
 				t.Errorf("Get(agent-a1-web) as operator = %+v, want the tenant that has it named", se)
@@ -370,29 +386,29 @@ func TestNamesPerTenant(t *testing.T) {
 // tenant has the name or not.
 func TestAgentNamesPerTenant(t *testing.T) {
 	withOther, alone := newEnv(t, nil), newEnv(t, nil)
-	if _, err := withOther.svc.CreateAgent(bg, admin, sandbox.Agent{Name: "alice-prod"}); err != nil {
+	if _, err := withOther.svc.Tenancy.CreateAgent(bg, admin, sandbox.Agent{Name: "alice-prod"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range []*env{withOther, alone} {
-		a, err := e.svc.CreateAgent(bg, admin2, sandbox.Agent{Name: "alice-prod"})
+		a, err := e.svc.Tenancy.CreateAgent(bg, admin2, sandbox.Agent{Name: "alice-prod"})
 		if err != nil || a.Tenant != "t2" || !a.CreatedAt.Equal(epoch) {
 			t.Errorf("CreateAgent(alice-prod) as t2's admin = %+v, %v; want t2's", a, err)
 		}
-		_, err = e.svc.CreateAgent(bg, admin2, sandbox.Agent{Name: "alice-prod"})
+		_, err = e.svc.Tenancy.CreateAgent(bg, admin2, sandbox.Agent{Name: "alice-prod"})
 		se := wantCode(t, "CreateAgent(alice-prod) twice", err, sandbox.CodeAlreadyExists)
 		if !strings.Contains(se.Message, `"t2"`) {
 			t.Errorf("CreateAgent twice = %q, want it to name t2", se.Message)
 		}
-		if _, _, err := e.svc.CreateToken(bg, admin2, sandbox.TokenRequest{Agent: "alice-prod"}); err != nil {
+		if _, _, err := e.svc.Tenancy.CreateToken(bg, admin2, sandbox.TokenRequest{Agent: "alice-prod"}); err != nil {
 			t.Errorf("CreateToken(alice-prod) as t2's admin = %v", err)
 		}
-		list, err := e.svc.ListAgents(bg, admin2, "")
+		list, err := e.svc.Tenancy.ListAgents(bg, admin2, "")
 		if err != nil || len(list) != 1 || list[0].Tenant != "t2" {
 			t.Errorf("ListAgents as t2's admin = %+v, %v; want t2's alice-prod alone", list, err)
 		}
 	}
 	// t1's agent is t1's: no token of t2 names it.
-	if _, _, err := alone.svc.CreateToken(bg, admin2, sandbox.TokenRequest{Tenant: "t1", Agent: "alice-prod"}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, _, err := alone.svc.Tenancy.CreateToken(bg, admin2, sandbox.TokenRequest{Tenant: "t1", Agent: "alice-prod"}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("CreateToken(t1's alice-prod) as t2's admin = %v, want not_found", err)
 	}
 }

@@ -20,6 +20,16 @@ import (
 // held until the new row exists, so that concurrent creates count each
 // other. Create-rate state lives in memory: a daemon restart forgets it.
 
+// admission applies the guardrails to creates and tells which limits are
+// in force for a tenant.
+type admission struct {
+	*core
+	// tenantLocks serializes a tenant's creates from admission to the new
+	// row, so that concurrent creates count each other, and its updates.
+	tenantLocks keyedMutex
+	rates       rates
+}
+
 // rates holds each identity's create history (see policy.Rate), keyed
 // TENANT/AGENT: agent names are unique within a tenant only.
 type rates struct {
@@ -31,7 +41,7 @@ type rates struct {
 // asking for ttl (0: the default). It returns the ttl the sandbox gets and
 // a release that the caller must call once the sandbox's row exists (or
 // the create failed); the tenant stays locked until then.
-func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, res sandbox.Resources, ttl time.Duration) (time.Duration, func(), error) {
+func (s *admission) admit(ctx context.Context, p sandbox.Principal, size string, res sandbox.Resources, ttl time.Duration) (time.Duration, func(), error) {
 	unlock := s.tenantLocks.lock(p.Tenant)
 	t, lim, err := s.tenantLimits(ctx, p.Tenant)
 	if err != nil {
@@ -65,7 +75,7 @@ func (s *Service) admit(ctx context.Context, p sandbox.Principal, size string, r
 // the sandboxes inside p's name prefix (access.sees's rule): what a token
 // restricted to a prefix may be told, which admission, counting all, never
 // uses.
-func (s *Service) usageOf(ctx context.Context, p sandbox.Principal, scoped bool) (policy.Usage, error) {
+func (s *admission) usageOf(ctx context.Context, p sandbox.Principal, scoped bool) (policy.Usage, error) {
 	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
 	if err != nil {
 		return policy.Usage{}, s.internal("list the tenant's sandboxes", err)
@@ -86,7 +96,7 @@ func (s *Service) usageOf(ctx context.Context, p sandbox.Principal, scoped bool)
 // withoutUsage restates a quota or budget refusal of p's create without
 // the usage it counted when p's token is restricted to a name prefix: that
 // usage counts sandboxes outside the prefix, which the token may not be
-// told of (see Limits). The limit and what was asked stay.
+// told of (see Tenancy.Limits). The limit and what was asked stay.
 func withoutUsage(p sandbox.Principal, err error) error {
 	var se *sandbox.Error
 	if p.NamePrefix == "" || !errors.As(err, &se) {
@@ -106,7 +116,7 @@ func withoutUsage(p sandbox.Principal, err error) error {
 // tenantLimits returns tenant and the guardrails in force for it: the
 // daemon's defaults (its MaxTTL and IdleTimeout included) under the
 // tenant's overrides.
-func (s *Service) tenantLimits(ctx context.Context, tenant string) (sandbox.Tenant, policy.Limits, error) {
+func (s *admission) tenantLimits(ctx context.Context, tenant string) (sandbox.Tenant, policy.Limits, error) {
 	t, err := s.opts.Store.GetTenant(ctx, tenant)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Tenant{}, policy.Limits{}, sandbox.Errorf(sandbox.CodePermissionDenied, "tenant %q does not exist, so it has no capacity for sandboxes", tenant).
@@ -124,7 +134,7 @@ func (s *Service) tenantLimits(ctx context.Context, tenant string) (sandbox.Tena
 
 // defaultLimits are policy's defaults with the daemon's own TTL cap and
 // idle timeout.
-func (s *Service) defaultLimits() policy.Limits {
+func (s *admission) defaultLimits() policy.Limits {
 	l := policy.Defaults()
 	l.MaxTTL, l.IdleTimeout = s.opts.MaxTTL, s.opts.IdleTimeout
 	return l
@@ -132,7 +142,7 @@ func (s *Service) defaultLimits() policy.Limits {
 
 // admitRate counts p's create against its identity's rate and breaker,
 // raising the alarm or refusing as policy.Rate decides.
-func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
+func (s *admission) admitRate(p sandbox.Principal, lim policy.Limits) error {
 	now := s.now()
 	s.rates.mu.Lock()
 	if s.rates.m == nil {
@@ -161,7 +171,7 @@ func (s *Service) admitRate(p sandbox.Principal, lim policy.Limits) error {
 }
 
 // rateStatus reports p's identity's create rate and breaker at now.
-func (s *Service) rateStatus(p sandbox.Principal, now time.Time, lim policy.Limits) sandbox.RateReport {
+func (s *admission) rateStatus(p sandbox.Principal, now time.Time, lim policy.Limits) sandbox.RateReport {
 	s.rates.mu.Lock()
 	r := s.rates.m[sandbox.Ref(p.Tenant, p.Agent)]
 	s.rates.mu.Unlock()
@@ -183,7 +193,7 @@ func (s *Service) rateStatus(p sandbox.Principal, now time.Time, lim policy.Limi
 }
 
 // raise logs an alarm and hands it to Options.Alarms.
-func (s *Service) raise(a sandbox.Alarm) {
+func (s *admission) raise(a sandbox.Alarm) {
 	s.log.Warn("alarm", "kind", a.Kind, "tenant", a.Tenant, "agent", a.Agent, "recent", a.Recent, "limit", a.Limit, "message", a.Message)
 	if s.opts.Alarms != nil {
 		s.opts.Alarms(a)
@@ -201,25 +211,34 @@ func addResources(a, b sandbox.Resources) sandbox.Resources {
 // sandbox.LimitsReport). A token restricted to a name prefix is told the
 // usage of the sandboxes inside it only: the counts of the others are
 // theirs.
-func (s *Service) Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error) {
+func (s *Tenancy) Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error) {
 	rep := sandbox.LimitsReport{Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, MaxTTL: sandbox.Duration(s.opts.MaxTTL)}
 	if p.Role == sandbox.RoleOperator {
 		return rep, nil
 	}
-	t, lim, err := s.tenantLimits(ctx, p.Tenant)
+	t, lim, err := s.adm.tenantLimits(ctx, p.Tenant)
 	if err != nil {
 		return sandbox.LimitsReport{}, err
 	}
-	u, err := s.usageOf(ctx, p, true)
+	u, err := s.adm.usageOf(ctx, p, true)
 	if err != nil {
 		return sandbox.LimitsReport{}, err
 	}
 	budget := policy.Budget(t.Allocation, lim)
-	rate := s.rateStatus(p, s.now(), lim)
+	rate := s.adm.rateStatus(p, s.now(), lim)
 	rep.Sandboxes = &sandbox.Quota{Limit: policy.AgentQuota(lim, budget), Used: u.AgentSandboxes}
 	rep.Budget = &sandbox.ResourceQuota{Limit: budget, Used: u.Tenant}
 	rep.Allocation, rep.CreateRate = &t.Allocation, &rate
 	rep.MaxTTL, rep.IdleTimeout = sandbox.Duration(lim.MaxTTL), sandbox.Duration(lim.IdleTimeout)
 	rep.Network, rep.AllowEgress = lim.Network, lim.AllowEgress
 	return rep, nil
+}
+
+// limitsOf returns the guardrails of tenant, or the daemon's defaults for
+// a tenant with no row (the operators' "system").
+func (s *admission) limitsOf(ctx context.Context, tenant string) policy.Limits {
+	if _, lim, err := s.tenantLimits(ctx, tenant); err == nil {
+		return lim
+	}
+	return s.defaultLimits()
 }

@@ -16,7 +16,7 @@ const gib = 1 << 30
 // returns an agent principal of it called agent.
 func (e *env) guarded(t *testing.T, name string, alloc sandbox.Resources, o sandbox.PolicyOverrides, agent string) sandbox.Principal {
 	t.Helper()
-	if _, err := e.svc.CreateTenant(t.Context(), op, sandbox.Tenant{Name: name, Allocation: alloc, Policy: o}); err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+	if _, err := e.svc.Tenancy.CreateTenant(t.Context(), op, sandbox.Tenant{Name: name, Allocation: alloc, Policy: o}); err != nil && !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
 		t.Fatal(err)
 	}
 	return sandbox.Principal{Tenant: name, Agent: agent, Role: sandbox.RoleAgent}
@@ -41,7 +41,7 @@ func TestQuota(t *testing.T) {
 	for i := range 5 {
 		e.create(t, q1, fmt.Sprintf("box-%d", i))
 	}
-	_, _, err := e.svc.Create(ctx, q1, sandbox.CreateRequest{Name: "box-5"})
+	_, _, err := e.svc.Sandboxes.Create(ctx, q1, sandbox.CreateRequest{Name: "box-5"})
 	se := wantCode(t, "the 6th Create", err, sandbox.CodeQuotaExceeded)
 	if se.Error() != "quota exceeded: 5 of 5 sandboxes in use for agent-q1; destroy one or wait" ||
 		se.Details["limit"] != 5 || se.Details["used"] != 5 {
@@ -51,18 +51,18 @@ func TestQuota(t *testing.T) {
 		t.Errorf("a refused create left a row")
 	}
 	// A resume is not a new sandbox.
-	if sb, created, err := e.svc.Create(ctx, q1, sandbox.CreateRequest{Name: "box-0"}); err != nil || created || sb.Name != "agent-q1-box-0" {
+	if sb, created, err := e.svc.Sandboxes.Create(ctx, q1, sandbox.CreateRequest{Name: "box-0"}); err != nil || created || sb.Name != "agent-q1-box-0" {
 		t.Errorf("Create(box-0) again at the quota = %+v, %v, %v; want the existing one", sb, created, err)
 	}
 	e.create(t, q2, "box-0")
 	// A fork is a new sandbox too.
-	ck, err := e.svc.Checkpoint(ctx, q1, "box-0", sandbox.CheckpointRequest{Label: ""})
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, q1, "box-0", sandbox.CheckpointRequest{Label: ""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Fork(ctx, q1, "box-0", ck.ID, "forked")
+	_, err = e.svc.Checkpoints.Fork(ctx, q1, "box-0", ck.ID, "forked")
 	wantCode(t, "Fork at the quota", err, sandbox.CodeQuotaExceeded)
-	if err := e.svc.Destroy(ctx, q1, "box-1"); err != nil {
+	if err := e.svc.Sandboxes.Destroy(ctx, q1, "box-1"); err != nil {
 		t.Fatal(err)
 	}
 	e.create(t, q1, "box-5")
@@ -84,7 +84,7 @@ func TestQuotaConcurrent(t *testing.T) {
 	)
 	for i := range 12 {
 		wg.Go(func() {
-			_, ok, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: fmt.Sprintf("c-%d", i)})
+			_, ok, err := e.svc.Sandboxes.Create(t.Context(), p, sandbox.CreateRequest{Name: fmt.Sprintf("c-%d", i)})
 			if err != nil && !sandbox.IsCode(err, sandbox.CodeQuotaExceeded) {
 				t.Errorf("Create(c-%d) = %v", i, err)
 			}
@@ -110,7 +110,7 @@ func TestQuotaShare(t *testing.T) {
 	for i := range 3 {
 		e.create(t, p, fmt.Sprintf("s-%d", i))
 	}
-	_, _, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "s-3"})
+	_, _, err := e.svc.Sandboxes.Create(t.Context(), p, sandbox.CreateRequest{Name: "s-3"})
 	if se := wantCode(t, "the 4th Create", err, sandbox.CodeQuotaExceeded); se.Details["limit"] != 3 {
 		t.Errorf("the 4th Create = %v %v; want the limit 3 (10%% of 30)", se, se.Details)
 	}
@@ -126,7 +126,7 @@ func TestBudget(t *testing.T) {
 	b3 := sandbox.Principal{Tenant: "budget", Agent: "b3", Role: sandbox.RoleAgent}
 	e.create(t, b1, "one")
 	e.create(t, b2, "two")
-	_, _, err := e.svc.Create(t.Context(), b3, sandbox.CreateRequest{Name: "three"})
+	_, _, err := e.svc.Sandboxes.Create(t.Context(), b3, sandbox.CreateRequest{Name: "three"})
 	se := wantCode(t, "Create over the budget", err, sandbox.CodeBudgetExceeded)
 	if want := "budget exceeded: tenant budget's sandboxes would use 3 of 2 CPUs"; se.Message != want || se.Details["resource"] != "cpu" {
 		t.Errorf("Create over the budget = %q %v, want %q", se.Message, se.Details, want)
@@ -140,7 +140,7 @@ func TestBudget(t *testing.T) {
 func TestTTLCap(t *testing.T) {
 	e := newEnv(t, nil)
 	p := e.guarded(t, "short", wide, sandbox.PolicyOverrides{MaxTTL: durp(time.Hour)}, "t1")
-	_, _, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "long", TTL: sandbox.Duration(2 * time.Hour)})
+	_, _, err := e.svc.Sandboxes.Create(t.Context(), p, sandbox.CreateRequest{Name: "long", TTL: sandbox.Duration(2 * time.Hour)})
 	se := wantCode(t, "Create(ttl 2h)", err, sandbox.CodeInvalidArgument)
 	if se.Message != "ttl 2h0m0s is longer than the 1h0m0s cap" || se.Details["limit_seconds"] != int64(3600) {
 		t.Errorf("Create(ttl 2h) = %q %v", se.Message, se.Details)
@@ -152,7 +152,7 @@ func TestTTLCap(t *testing.T) {
 	// The platform reaps it at its TTL; nothing depends on the agent.
 	e.clock.Advance(time.Hour)
 	lifecycle.Sweep(t.Context(), e.svc)
-	_, err = e.svc.Get(t.Context(), p, "default-ttl")
+	_, err = e.svc.Sandboxes.Get(t.Context(), p, "default-ttl")
 	wantCode(t, "Get after the TTL", err, sandbox.CodeNotFound)
 }
 
@@ -171,7 +171,7 @@ func TestBreaker(t *testing.T) {
 	o := sandbox.PolicyOverrides{AgentQuota: intp(100), AgentSharePercent: intp(100), AlarmCreatesPerMinute: intp(2), BreakerFactor: intp(2), BreakerCooldown: durp(5 * time.Minute)}
 	p := e.guarded(t, "fast", wide, o, "f1")
 	create := func(name string) error {
-		_, _, err := e.svc.Create(ctx, p, sandbox.CreateRequest{Name: name})
+		_, _, err := e.svc.Sandboxes.Create(ctx, p, sandbox.CreateRequest{Name: name})
 		return err
 	}
 	for i := range 4 {
@@ -188,12 +188,12 @@ func TestBreaker(t *testing.T) {
 		t.Errorf("alarms = %+v; want create_rate at the 2nd create, then circuit_open", alarms)
 	}
 	mu.Unlock()
-	rep, err := e.svc.Limits(ctx, p)
+	rep, err := e.svc.Tenancy.Limits(ctx, p)
 	if err != nil || rep.CreateRate == nil || rep.CreateRate.Breaker != "open" || !rep.CreateRate.Until.Equal(epoch.Add(5*time.Minute)) {
 		t.Errorf("Limits while open = %+v, %v", rep.CreateRate, err)
 	}
 	// Another identity of the same tenant is not affected.
-	if _, _, err := e.svc.Create(ctx, sandbox.Principal{Tenant: "fast", Agent: "f2", Role: sandbox.RoleAgent}, sandbox.CreateRequest{Name: "x"}); err != nil {
+	if _, _, err := e.svc.Sandboxes.Create(ctx, sandbox.Principal{Tenant: "fast", Agent: "f2", Role: sandbox.RoleAgent}, sandbox.CreateRequest{Name: "x"}); err != nil {
 		t.Errorf("Create by f2 while f1's breaker is open = %v", err)
 	}
 	e.clock.Advance(4 * time.Minute)
@@ -219,7 +219,7 @@ func TestLimitsReport(t *testing.T) {
 	p := e.guarded(t, "report", wide, sandbox.PolicyOverrides{IdleTimeout: durp(time.Minute)}, "r1")
 	e.create(t, p, "a")
 	e.create(t, p, "b")
-	rep, err := e.svc.Limits(ctx, p)
+	rep, err := e.svc.Tenancy.Limits(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestLimitsReport(t *testing.T) {
 		rep.Network != sandbox.NetworkNone || !rep.AllowEgress {
 		t.Errorf("Limits = %+v (sandboxes %+v, budget %+v, rate %+v)", rep, rep.Sandboxes, rep.Budget, rep.CreateRate)
 	}
-	opRep, err := e.svc.Limits(ctx, op)
+	opRep, err := e.svc.Tenancy.Limits(ctx, op)
 	if err != nil || opRep.Sandboxes != nil || opRep.Role != sandbox.RoleOperator {
 		t.Errorf("Limits(operator) = %+v, %v; want no limits", opRep, err)
 	}

@@ -29,7 +29,7 @@ func bindingNotFound(tenant, name string) error {
 // sandbox.NormalizeBinding). Errors: invalid_argument for a bad field,
 // not_found when the tenant has no secret b.Secret (set the secret first),
 // permission_denied for an agent.
-func (s *Service) SetBinding(ctx context.Context, p sandbox.Principal, tenant string, b sandbox.Binding) (sandbox.Binding, error) {
+func (s *Credentials) SetBinding(ctx context.Context, p sandbox.Principal, tenant string, b sandbox.Binding) (sandbox.Binding, error) {
 	tenant, err := s.access(p).tenant(tenant, true, "bindings")
 	if err != nil {
 		return sandbox.Binding{}, err
@@ -57,7 +57,7 @@ func (s *Service) SetBinding(ctx context.Context, p sandbox.Principal, tenant st
 }
 
 // ListBindings returns tenant's bindings ("" for the caller's), by name.
-func (s *Service) ListBindings(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.Binding, error) {
+func (s *Credentials) ListBindings(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.Binding, error) {
 	tenant, err := s.access(p).tenant(tenant, false, "bindings")
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (s *Service) ListBindings(ctx context.Context, p sandbox.Principal, tenant 
 
 // DeleteBinding removes tenant's binding name ("" for the caller's
 // tenant); the secret it names stays. not_found if there is none.
-func (s *Service) DeleteBinding(ctx context.Context, p sandbox.Principal, tenant, name string) error {
+func (s *Credentials) DeleteBinding(ctx context.Context, p sandbox.Principal, tenant, name string) error {
 	tenant, err := s.access(p).tenant(tenant, true, "bindings")
 	if err != nil {
 		return err
@@ -95,7 +95,7 @@ func (s *Service) DeleteBinding(ctx context.Context, p sandbox.Principal, tenant
 // mode is not egress; invalid_argument when the value cannot go in a
 // header (it holds CR, LF or NUL); unavailable when the daemon keeps no
 // secrets; internal otherwise (the cause logged).
-func (s *Service) GatewayRoute(ctx context.Context, sandboxID, binding string) (sandbox.Binding, []byte, error) {
+func (s *Credentials) GatewayRoute(ctx context.Context, sandboxID, binding string) (sandbox.Binding, []byte, error) {
 	sb, err := s.opts.Store.SandboxByID(ctx, sandboxID)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Binding{}, nil, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox with id %q", sandboxID).
@@ -134,7 +134,7 @@ func (s *Service) GatewayRoute(ctx context.Context, sandboxID, binding string) (
 // not_found (secretNotFound) when the tenant has no such secret, internal
 // when the store or box fails. These are the steps and errors of opening
 // each secret an exec names (withSecrets), shared with GatewayRoute.
-func (s *Service) openSecret(ctx context.Context, box Sealer, tenant, name string) ([]byte, error) {
+func (s *Credentials) openSecret(ctx context.Context, box Sealer, tenant, name string) ([]byte, error) {
 	sealed, err := s.opts.Store.GetSecret(ctx, tenant, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, secretNotFound(tenant, name)

@@ -28,7 +28,7 @@ func bindingsEnv(t *testing.T) *env {
 		o.Driver = drv
 	})
 	for tenant, value := range map[string]string{"t1": secretValue, "t2": "t2-value-0000"} {
-		if _, err := e.svc.SetSecret(t.Context(), op, tenant, "API_KEY", []byte(value)); err != nil {
+		if _, err := e.svc.Credentials.SetSecret(t.Context(), op, tenant, "API_KEY", []byte(value)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,13 +62,13 @@ func TestBindingsAuthorization(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := e.svc.SetBinding(ctx, tt.p, tt.tenant, openai)
+			got, err := e.svc.Credentials.SetBinding(ctx, tt.p, tt.tenant, openai)
 			if tt.want != "" {
 				se := wantCode(t, "SetBinding", err, tt.want)
 				if tt.want == sandbox.CodePermissionDenied && !strings.Contains(se.Message, "binding") {
 					t.Errorf("SetBinding refusal %q does not name bindings", se.Message)
 				}
-				wantCode(t, "DeleteBinding", e.svc.DeleteBinding(ctx, tt.p, tt.tenant, "openai"), tt.want)
+				wantCode(t, "DeleteBinding", e.svc.Credentials.DeleteBinding(ctx, tt.p, tt.tenant, "openai"), tt.want)
 			} else {
 				wantTenant := tt.tenant
 				if wantTenant == "" {
@@ -78,7 +78,7 @@ func TestBindingsAuthorization(t *testing.T) {
 					t.Fatalf("SetBinding = %+v, %v; want openai in %s", got, err, wantTenant)
 				}
 			}
-			list, err := e.svc.ListBindings(ctx, tt.p, tt.tenant)
+			list, err := e.svc.Credentials.ListBindings(ctx, tt.p, tt.tenant)
 			if tt.list != "" {
 				wantCode(t, "ListBindings", err, tt.list)
 				return
@@ -87,17 +87,17 @@ func TestBindingsAuthorization(t *testing.T) {
 				t.Errorf("ListBindings = %+v, %v; want openai", list, err)
 			}
 			if tt.want == "" {
-				if err := e.svc.DeleteBinding(ctx, tt.p, tt.tenant, "openai"); err != nil {
+				if err := e.svc.Credentials.DeleteBinding(ctx, tt.p, tt.tenant, "openai"); err != nil {
 					t.Errorf("DeleteBinding = %v", err)
 				}
 				// Put it back for the agents' rows, which list it.
-				if _, err := e.svc.SetBinding(ctx, op, "t1", openai); err != nil {
+				if _, err := e.svc.Credentials.SetBinding(ctx, op, "t1", openai); err != nil {
 					t.Fatal(err)
 				}
 			}
 		})
 	}
-	if err := e.svc.DeleteBinding(ctx, admin, "", "nosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) ||
+	if err := e.svc.Credentials.DeleteBinding(ctx, admin, "", "nosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) ||
 		!strings.Contains(sandbox.AsError(err).Hint, "hearth binding list") {
 		t.Errorf("DeleteBinding(nosuch) = %v, want not_found naming `hearth binding list`", err)
 	}
@@ -108,7 +108,7 @@ func TestBindingsAuthorization(t *testing.T) {
 func TestSetBinding(t *testing.T) {
 	e := bindingsEnv(t)
 	ctx := t.Context()
-	b, err := e.svc.SetBinding(ctx, admin, "", openai)
+	b, err := e.svc.Credentials.SetBinding(ctx, admin, "", openai)
 	want := sandbox.Binding{Tenant: "t1", Name: "openai", Secret: "API_KEY", Upstream: "https://api.openai.com/v1",
 		Header: "Authorization", Format: "Bearer {secret}", CreatedAt: epoch, UpdatedAt: epoch}
 	if err != nil || b != want {
@@ -117,7 +117,7 @@ func TestSetBinding(t *testing.T) {
 
 	e.clock.Advance(time.Hour)
 	replaced := sandbox.Binding{Name: "openai", Secret: "API_KEY", Upstream: "http://203.0.113.7:8080", Header: "x-api-key", Format: "{secret}"}
-	b, err = e.svc.SetBinding(ctx, admin, "", replaced)
+	b, err = e.svc.Credentials.SetBinding(ctx, admin, "", replaced)
 	if err != nil || b.Header != "X-Api-Key" || b.Format != "{secret}" || b.Upstream != "http://203.0.113.7:8080" ||
 		!b.CreatedAt.Equal(epoch) || !b.UpdatedAt.Equal(epoch.Add(time.Hour)) {
 		t.Errorf("SetBinding(replace) = %+v, %v; want the new fields, created at the epoch, updated an hour later", b, err)
@@ -138,29 +138,29 @@ func TestSetBinding(t *testing.T) {
 		b := openai
 		b.Name = "other"
 		tt.edit(&b)
-		_, err := e.svc.SetBinding(ctx, admin, "", b)
+		_, err := e.svc.Credentials.SetBinding(ctx, admin, "", b)
 		wantCode(t, "SetBinding("+tt.name+")", err, sandbox.CodeInvalidArgument)
 	}
 
 	missing := openai
 	missing.Name, missing.Secret = "gh", "GH_TOKEN"
-	_, err = e.svc.SetBinding(ctx, admin, "", missing)
+	_, err = e.svc.Credentials.SetBinding(ctx, admin, "", missing)
 	se := wantCode(t, "SetBinding of a missing secret", err, sandbox.CodeNotFound)
 	if !strings.Contains(se.Message, "GH_TOKEN") || !strings.Contains(se.Hint, "hearth secret set GH_TOKEN") {
 		t.Errorf("SetBinding of a missing secret = %v; want it named, and a hint to set it", se)
 	}
 	// Another tenant's secret of that name is not this tenant's.
-	if _, err := e.svc.SetSecret(ctx, op, "t2", "GH_TOKEN", []byte("gh-t2-value")); err != nil {
+	if _, err := e.svc.Credentials.SetSecret(ctx, op, "t2", "GH_TOKEN", []byte("gh-t2-value")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.SetBinding(ctx, admin, "", missing)
+	_, err = e.svc.Credentials.SetBinding(ctx, admin, "", missing)
 	wantCode(t, "SetBinding of another tenant's secret", err, sandbox.CodeNotFound)
 
-	list, err := e.svc.ListBindings(ctx, a1, "")
+	list, err := e.svc.Credentials.ListBindings(ctx, a1, "")
 	if err != nil || len(list) != 1 || list[0].Name != "openai" {
 		t.Errorf("ListBindings after refused sets = %+v, %v; want openai alone", list, err)
 	}
-	if list, err := e.svc.ListBindings(ctx, b1, ""); err != nil || list == nil || len(list) != 0 {
+	if list, err := e.svc.Credentials.ListBindings(ctx, b1, ""); err != nil || list == nil || len(list) != 0 {
 		t.Errorf("ListBindings(t2) = %#v, %v; want an empty list", list, err)
 	}
 }
@@ -171,20 +171,20 @@ func TestSetBinding(t *testing.T) {
 func TestGatewayRoute(t *testing.T) {
 	e := bindingsEnv(t)
 	ctx := t.Context()
-	if _, err := e.svc.SetBinding(ctx, admin, "", openai); err != nil {
+	if _, err := e.svc.Credentials.SetBinding(ctx, admin, "", openai); err != nil {
 		t.Fatal(err)
 	}
 	theirs := openai
 	theirs.Name = "theirs"
-	if _, err := e.svc.SetBinding(ctx, op, "t2", theirs); err != nil {
+	if _, err := e.svc.Credentials.SetBinding(ctx, op, "t2", theirs); err != nil {
 		t.Fatal(err)
 	}
-	out, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
+	out, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	b, value, err := e.svc.GatewayRoute(ctx, out.ID, "openai")
+	b, value, err := e.svc.Credentials.GatewayRoute(ctx, out.ID, "openai")
 	if err != nil || b.Tenant != "t1" || b.Upstream != "https://api.openai.com/v1" || b.Header != "Authorization" || string(value) != secretValue {
 		t.Fatalf("GatewayRoute(out, openai) = %+v, %q, %v; want t1's binding and the secret's value", b, value, err)
 	}
@@ -193,49 +193,49 @@ func TestGatewayRoute(t *testing.T) {
 	}
 
 	// Another tenant's binding does not exist for this sandbox.
-	_, value, err = e.svc.GatewayRoute(ctx, out.ID, "theirs")
+	_, value, err = e.svc.Credentials.GatewayRoute(ctx, out.ID, "theirs")
 	se := wantCode(t, "GatewayRoute(out, t2's binding)", err, sandbox.CodeNotFound)
 	if se.Message != `no binding "theirs" in tenant "t1"` || !strings.Contains(se.Hint, "hearth binding list") || value != nil {
 		t.Errorf("GatewayRoute(out, t2's binding) = %v, value %q", se, value)
 	}
-	_, _, err = e.svc.GatewayRoute(ctx, out.ID, "nosuch")
+	_, _, err = e.svc.Credentials.GatewayRoute(ctx, out.ID, "nosuch")
 	wantCode(t, "GatewayRoute(out, nosuch)", err, sandbox.CodeNotFound)
 
 	plain := e.create(t, a1, "plain")
-	_, value, err = e.svc.GatewayRoute(ctx, plain.ID, "openai")
+	_, value, err = e.svc.Credentials.GatewayRoute(ctx, plain.ID, "openai")
 	if wantCode(t, "GatewayRoute from a sandbox without egress", err, sandbox.CodePermissionDenied); value != nil {
 		t.Errorf("a refused GatewayRoute returned the value %q", value)
 	}
-	_, _, err = e.svc.GatewayRoute(ctx, "xnosuchsandbox00", "openai")
+	_, _, err = e.svc.Credentials.GatewayRoute(ctx, "xnosuchsandbox00", "openai")
 	wantCode(t, "GatewayRoute(unknown id)", err, sandbox.CodeNotFound)
-	_, _, err = e.svc.GatewayRoute(ctx, out.Name, "openai")
+	_, _, err = e.svc.Credentials.GatewayRoute(ctx, out.Name, "openai")
 	wantCode(t, "GatewayRoute(a name, not an id)", err, sandbox.CodeNotFound)
 
 	// A value that cannot go in a header is refused, not sent.
-	if _, err := e.svc.SetSecret(ctx, admin, "", "MULTI", []byte("line1\nline2")); err != nil {
+	if _, err := e.svc.Credentials.SetSecret(ctx, admin, "", "MULTI", []byte("line1\nline2")); err != nil {
 		t.Fatal(err)
 	}
 	multi := openai
 	multi.Name, multi.Secret = "multi", "MULTI"
-	if _, err := e.svc.SetBinding(ctx, admin, "", multi); err != nil {
+	if _, err := e.svc.Credentials.SetBinding(ctx, admin, "", multi); err != nil {
 		t.Fatal(err)
 	}
-	_, value, err = e.svc.GatewayRoute(ctx, out.ID, "multi")
+	_, value, err = e.svc.Credentials.GatewayRoute(ctx, out.ID, "multi")
 	if wantCode(t, "GatewayRoute to a multi-line secret", err, sandbox.CodeInvalidArgument); value != nil {
 		t.Errorf("a refused GatewayRoute returned the value %q", value)
 	}
 
 	// The secret deleted after the binding was set: the binding stays,
 	// the route is not_found.
-	if err := e.svc.DeleteSecret(ctx, admin, "", "API_KEY"); err != nil {
+	if err := e.svc.Credentials.DeleteSecret(ctx, admin, "", "API_KEY"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.svc.GatewayRoute(ctx, out.ID, "openai")
+	_, _, err = e.svc.Credentials.GatewayRoute(ctx, out.ID, "openai")
 	se = wantCode(t, "GatewayRoute after its secret was deleted", err, sandbox.CodeNotFound)
 	if !strings.Contains(se.Message, "API_KEY") {
 		t.Errorf("GatewayRoute after its secret was deleted = %v, want the secret named", se)
 	}
-	if list, err := e.svc.ListBindings(ctx, a1, ""); err != nil || len(list) != 2 {
+	if list, err := e.svc.Credentials.ListBindings(ctx, a1, ""); err != nil || len(list) != 2 {
 		t.Errorf("ListBindings after the secret went = %+v, %v; want both bindings kept", list, err)
 	}
 }
@@ -253,13 +253,13 @@ func TestGatewayRouteWithoutKey(t *testing.T) {
 	if err := e.db.PutSecret(ctx, "t1", "API_KEY", []byte("sealed-elsewhere"), epoch); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.SetBinding(ctx, admin, "", openai); err != nil {
+	if _, err := e.svc.Credentials.SetBinding(ctx, admin, "", openai); err != nil {
 		t.Fatalf("SetBinding without a key = %v; want it stored (it holds no value)", err)
 	}
-	out, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
+	out, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.svc.GatewayRoute(ctx, out.ID, "openai")
+	_, _, err = e.svc.Credentials.GatewayRoute(ctx, out.ID, "openai")
 	wantCode(t, "GatewayRoute without a key", err, sandbox.CodeUnavailable)
 }

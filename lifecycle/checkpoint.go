@@ -4,16 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
+
+// Checkpoints takes, lists, deletes and restores the checkpoints of
+// sandboxes, and forks new sandboxes from them. It is safe for concurrent
+// use.
+type Checkpoints struct {
+	*core
+	run       *runner
+	sandboxes *Sandboxes
+	// usage is Sandboxes' cache of measured disk usage, which a restore
+	// makes stale.
+	usage *usageCache
+}
 
 // restoringTo, followed by a checkpoint id, is the reason of a stopped
 // sandbox that Restore is restoring: Recover finishes what it finds.
@@ -26,7 +35,7 @@ func checkpointKey(id string) string { return "ck-" + id }
 func newCheckpointID() string { return "c" + newID()[1:] }
 
 // Checkpoint saves the current content of the sandbox ref names for p
-// (see Get), live: a
+// (see Sandboxes.Get), live: a
 // running sandbox is frozen for the few milliseconds of a snapshot and
 // thawed, its processes never stop. A sleeping or stopped sandbox is
 // checkpointed as it lies, without waking it: it has no processes to keep
@@ -39,9 +48,8 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // no command running (a command's stream to its caller would be cut:
 // unavailable, retry once it ends), and a runtime that can
 // (invalid_argument otherwise).
-func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, ref string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
-	label := req.Label
-	if err := sandbox.ValidateLabel(label); err != nil {
+func (s *Checkpoints) Checkpoint(ctx context.Context, p sandbox.Principal, ref string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
+	if err := sandbox.ValidateLabel(req.Label); err != nil {
 		return sandbox.Checkpoint{}, err
 	}
 	sb, unlock, err := s.locked(ctx, p, ref)
@@ -49,8 +57,15 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, ref strin
 		return sandbox.Checkpoint{}, err
 	}
 	defer unlock()
+	return s.take(ctx, sb, ref, req)
+}
+
+// take is Checkpoint of sb, found and checked already, whose name's lock
+// the caller holds; ref is sb as the caller wrote it, for messages. req's
+// label is valid.
+func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
 	if sb.Status == sandbox.StatusCreating {
-		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", ref).WithHint("retry in a moment")
+		return sandbox.Checkpoint{}, stillCreating(ref)
 	}
 	mc, err := s.memoryCheckpointer(sb, req.Memory)
 	if err != nil {
@@ -58,7 +73,7 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, ref strin
 	}
 	s.leases.touch(sb.ID, s.now())
 	// The rows and the snapshot outlive a caller that goes away.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	// SizeBytes is the root's usage just before the snapshot (a snapshot
 	// just taken is charged nothing of its own; see layers.Store.Usage).
@@ -72,7 +87,7 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, ref strin
 		ID:        newCheckpointID(),
 		SandboxID: sb.ID,
 		Sandbox:   sb.Name,
-		Label:     label,
+		Label:     req.Label,
 		Parent:    sb.Head,
 		CreatedAt: s.now().UTC(),
 		SizeBytes: size,
@@ -120,11 +135,11 @@ func (s *Service) Checkpoint(ctx context.Context, p sandbox.Principal, ref strin
 // memoryCheckpointer returns the driver as a MemoryCheckpointer when a
 // checkpoint of sb asks for memory (nil when it does not), or why it
 // cannot have one.
-func (s *Service) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.MemoryCheckpointer, error) {
+func (s *Checkpoints) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.MemoryCheckpointer, error) {
 	if !memory {
 		return nil, nil
 	}
-	mc := s.memoryDriver()
+	mc := s.run.memoryDriver()
 	if mc == nil {
 		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "the runtime %s cannot checkpoint memory", s.opts.Driver.Capabilities().Runtime).
 			WithHint("checkpoint without memory (the files only), or run hearth with gVisor (runsc)")
@@ -140,21 +155,12 @@ func (s *Service) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.Me
 	return mc, nil
 }
 
-// memoryDriver returns the driver as a driver.MemoryCheckpointer when it
-// is one and says it can checkpoint memory, nil otherwise.
-func (s *Service) memoryDriver() driver.MemoryCheckpointer {
-	if mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); ok && s.opts.Driver.Capabilities().MemoryCheckpoint {
-		return mc
-	}
-	return nil
-}
-
 // snapshotMemory takes checkpoint c of running sandbox sb with its
 // memory: the driver holds the sandbox still while the root's snapshot is
 // taken, and saves its memory as the image named after c.
-func (s *Service) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint, mc driver.MemoryCheckpointer) error {
+func (s *Checkpoints) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint, mc driver.MemoryCheckpointer) error {
 	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
-		syncFS(info.Path)
+		layers.SyncFS(info.Path)
 	}
 	snapped := false
 	err := mc.CheckpointMemory(ctx, sb.ID, c.ID, func() error {
@@ -176,31 +182,18 @@ func (s *Service) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sand
 	}
 	// The image may be whole when what failed came after it (resuming
 	// the sandbox): no checkpoint owns it now.
-	s.dropMemory(ctx, c)
+	s.run.dropMemory(ctx, c)
 	return s.internal("checkpoint the memory of "+sb.ID, err)
-}
-
-// dropMemory removes the memory image of checkpoint c, if the driver
-// keeps images: whatever its row says (a daemon killed between the image
-// and the row leaves one the row does not mention); a failure is logged.
-func (s *Service) dropMemory(ctx context.Context, c sandbox.Checkpoint) {
-	mc := s.memoryDriver()
-	if mc == nil {
-		return
-	}
-	if err := mc.DeleteMemory(ctx, c.ID); err != nil {
-		s.log.Error("remove a checkpoint's memory image", "checkpoint", c.ID, "err", err)
-	}
 }
 
 // snapshot takes the read-only snapshot key of the sandbox's root, freezing
 // a running sandbox around it when the driver can.
-func (s *Service) snapshot(ctx context.Context, sb sandbox.Sandbox, key string) error {
+func (s *Checkpoints) snapshot(ctx context.Context, sb sandbox.Sandbox, key string) error {
 	// A snapshot first writes out the root's dirty data, so its cost grows
 	// with what the sandbox wrote lately (≈300 ms for 500 MB); writing it
 	// out before the freeze keeps the frozen window to the ioctl itself.
 	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
-		syncFS(info.Path)
+		layers.SyncFS(info.Path)
 	}
 	if fr, ok := s.opts.Driver.(driver.Freezer); ok && sb.Status == sandbox.StatusRunning && s.freezeForSnapshots() {
 		if err := fr.Freeze(ctx, sb.ID); err != nil {
@@ -233,7 +226,7 @@ type atomicSnapshotter interface{ AtomicSnapshots() bool }
 // always when freezing is cheap (a cgroup freezer), and otherwise (gVisor's
 // pause, ≈30 ms) only when the layer store copies rather than snapshots at
 // one instant.
-func (s *Service) freezeForSnapshots() bool {
+func (s *Checkpoints) freezeForSnapshots() bool {
 	if s.opts.Driver.Capabilities().CheapFreeze {
 		return true
 	}
@@ -244,7 +237,7 @@ func (s *Service) freezeForSnapshots() bool {
 // unrecord deletes the row of checkpoint c of sb, whose snapshot was never
 // taken, and moves sb's head back to c's parent if c is its head. It
 // returns sb as it now is.
-func (s *Service) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint) sandbox.Sandbox {
+func (s *Checkpoints) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint) sandbox.Sandbox {
 	if err := s.opts.Store.DeleteCheckpoint(ctx, c.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("delete the row of an unfinished checkpoint", "sandbox", sb.Name, "checkpoint", c.ID, "err", err)
 		return sb
@@ -263,8 +256,8 @@ func (s *Service) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Ch
 
 // ListCheckpoints returns the checkpoints of the sandbox ref names for p,
 // oldest first; Parent links make the tree.
-func (s *Service) ListCheckpoints(ctx context.Context, p sandbox.Principal, ref string) ([]sandbox.Checkpoint, error) {
-	sb, err := s.Get(ctx, p, ref)
+func (s *Checkpoints) ListCheckpoints(ctx context.Context, p sandbox.Principal, ref string) ([]sandbox.Checkpoint, error) {
+	sb, err := s.access(p).get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +275,7 @@ func (s *Service) ListCheckpoints(ctx context.Context, p sandbox.Principal, ref 
 // and reclaims the data only it held. Its children keep their content and
 // stay in the tree (their parent link names a checkpoint that is gone). A
 // checkpoint of another sandbox is not_found.
-func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, ref, id string) error {
+func (s *Checkpoints) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, ref, id string) error {
 	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return err
@@ -292,7 +285,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, ref
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	// The row goes first: a daemon killed after it leaves a snapshot no
 	// row owns, which Recover removes.
@@ -303,7 +296,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, ref
 	if err := s.opts.Layers.Remove(ctx, checkpointKey(id)); err != nil && !errors.Is(err, layers.ErrNotFound) {
 		s.log.Error("remove checkpoint snapshot", "checkpoint", id, "err", err)
 	}
-	s.dropMemory(ctx, c)
+	s.run.dropMemory(ctx, c)
 	s.log.Info("checkpoint deleted", "sandbox", sb.Name, "checkpoint", id)
 	return nil
 }
@@ -315,7 +308,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p sandbox.Principal, ref
 // they were when it holds their memory (if that fails, afresh, which the
 // reason says), afresh otherwise. The checkpoint stays, so restore can be
 // repeated; it becomes the sandbox's head. A sleeping sandbox is woken.
-func (s *Service) Restore(ctx context.Context, p sandbox.Principal, ref, id string) (sandbox.Sandbox, error) {
+func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id string) (sandbox.Sandbox, error) {
 	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -326,9 +319,9 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, ref, id stri
 		return sandbox.Sandbox{}, err
 	}
 	if sb.Status == sandbox.StatusCreating {
-		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", ref).WithHint("retry in a moment")
+		return sandbox.Sandbox{}, stillCreating(ref)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	if err := s.opts.Driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return sandbox.Sandbox{}, s.internal("stop "+sb.ID, err)
@@ -348,28 +341,26 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, ref, id stri
 		return sandbox.Sandbox{}, s.internal("reset root to "+id, err)
 	}
 	s.crash("restore: root reset")
-	s.forgetUsage(sb.ID)
+	s.usage.forget(sb.ID)
 	sb.Head = id
 	reason, resumed := "restored to checkpoint "+id, false
 	if c.Memory {
-		if resumed = s.startFrom(ctx, sb, id) == nil; resumed {
+		if resumed = s.run.startFrom(ctx, sb, id) == nil; resumed {
 			reason += " with its processes"
 		} else {
 			reason += " (its processes started afresh: their memory could not be restored)"
 		}
 	}
 	if !resumed {
-		if err := s.start(ctx, sb); err != nil {
+		if err := s.run.start(ctx, sb); err != nil {
 			sb.Reason = "restored to checkpoint " + id + " but failed to start"
 			s.opts.Store.UpdateSandbox(ctx, sb)
 			return sandbox.Sandbox{}, err
 		}
 	}
 	s.crash("restore: started")
-	s.leases.touch(sb.ID, s.now())
-	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
-		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	if sb, err = s.run.setRunning(ctx, sb, reason); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	s.log.Info("sandbox restored", "sandbox", sb.Name, "checkpoint", id)
 	return sb, nil
@@ -380,7 +371,7 @@ func (s *Service) Restore(ctx context.Context, p sandbox.Principal, ref, id stri
 // sandbox is not_found); the two are independent from then on. The new
 // sandbox is p's, in p's tenant, with the same image and size, the
 // default TTL, and a checkpoint tree of its own.
-func (s *Service) Fork(ctx context.Context, p sandbox.Principal, ref, id, newName string) (sandbox.Sandbox, error) {
+func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, newName string) (sandbox.Sandbox, error) {
 	a := s.access(p)
 	src, err := a.get(ctx, ref)
 	if err != nil {
@@ -392,7 +383,7 @@ func (s *Service) Fork(ctx context.Context, p sandbox.Principal, ref, id, newNam
 	if newName == "" {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a fork needs a new name").WithHint("name the new sandbox")
 	}
-	sb, created, err := s.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
+	sb, created, err := s.sandboxes.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
 		checkpointKey(id), fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
 	if err == nil && !created {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", sb.Name).WithHint("fork into a new name")
@@ -402,12 +393,3 @@ func (s *Service) Fork(ctx context.Context, p sandbox.Principal, ref, id, newNam
 
 // isCheckpointKey reports whether a layer key names a checkpoint, and its id.
 func isCheckpointKey(key string) (string, bool) { return strings.CutPrefix(key, "ck-") }
-
-// syncFS writes out the dirty data of the file system holding path; a
-// failure only makes the next snapshot slower.
-func syncFS(path string) {
-	if f, err := os.Open(path); err == nil {
-		unix.Syncfs(int(f.Fd()))
-		f.Close()
-	}
-}

@@ -18,7 +18,7 @@ func TestCheckpointRestore(t *testing.T) {
 	ctx := t.Context()
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo v1 > data.txt")
-	ck, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "before"})
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "before"})
 	if err != nil || ck.ID == "" || ck.Label != "before" || ck.SandboxID != sb.ID || ck.Parent != "" || ck.SizeBytes != int64(len("v1\n")) {
 		t.Fatalf("Checkpoint = %+v, %v; want the root's usage (3 bytes) as its size", ck, err)
 	}
@@ -27,7 +27,7 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	for round := 1; round <= 2; round++ {
 		e.exec(t, a1, "web", "echo v2 > data.txt; echo x > extra.txt")
-		got, err := e.svc.Restore(ctx, a1, "web", ck.ID)
+		got, err := e.svc.Checkpoints.Restore(ctx, a1, "web", ck.ID)
 		if err != nil || got.Status != sandbox.StatusRunning || got.Head != ck.ID || !strings.Contains(got.Reason, "restored") {
 			t.Fatalf("Restore #%d = %+v, %v", round, got, err)
 		}
@@ -35,45 +35,45 @@ func TestCheckpointRestore(t *testing.T) {
 			t.Fatalf("after Restore #%d = %q, want v1 and no extra.txt", round, out)
 		}
 	}
-	ck2, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: ""})
+	ck2, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: ""})
 	if err != nil || ck2.Parent != ck.ID {
 		t.Fatalf("second Checkpoint = %+v, %v; want parent %s", ck2, err, ck.ID)
 	}
-	list, err := e.svc.ListCheckpoints(ctx, a1, "web")
+	list, err := e.svc.Checkpoints.ListCheckpoints(ctx, a1, "web")
 	if err != nil || len(list) != 2 || list[0].ID != ck.ID || list[1].ID != ck2.ID {
 		t.Fatalf("ListCheckpoints = %+v, %v", list, err)
 	}
 
 	// Errors: unknown checkpoint, another agent, a bad label.
-	if _, err := e.svc.Restore(ctx, a1, "web", "cnosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Checkpoints.Restore(ctx, a1, "web", "cnosuch"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Restore(unknown) = %v, want not_found", err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a2, "web", sandbox.CheckpointRequest{Label: ""}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Checkpoints.Checkpoint(ctx, a2, "web", sandbox.CheckpointRequest{Label: ""}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Checkpoint by another agent = %v, want not_found", err)
 	}
-	if _, err := e.svc.ListCheckpoints(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Checkpoints.ListCheckpoints(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("ListCheckpoints by another agent = %v, want not_found", err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "bad\nlabel"}); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+	if _, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "bad\nlabel"}); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
 		t.Errorf("Checkpoint(bad label) = %v, want invalid_argument", err)
 	}
 
 	// Delete: gone from the list and the layer store; its child still restores.
-	if err := e.svc.DeleteCheckpoint(ctx, a1, "web", ck.ID); err != nil {
+	if err := e.svc.Checkpoints.DeleteCheckpoint(ctx, a1, "web", ck.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.lay.Stat(ctx, "ck-"+ck.ID); err == nil {
 		t.Errorf("the deleted checkpoint's snapshot is still there")
 	}
-	if err := e.svc.DeleteCheckpoint(ctx, a1, "web", ck.ID); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if err := e.svc.Checkpoints.DeleteCheckpoint(ctx, a1, "web", ck.ID); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("second DeleteCheckpoint = %v, want not_found", err)
 	}
-	if _, err := e.svc.Restore(ctx, a1, "web", ck2.ID); err != nil {
+	if _, err := e.svc.Checkpoints.Restore(ctx, a1, "web", ck2.ID); err != nil {
 		t.Fatalf("Restore(child of the deleted) = %v", err)
 	}
 
 	// Destroy removes every checkpoint's snapshot.
-	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.lay.Stat(ctx, "ck-"+ck2.ID); err == nil {
@@ -86,11 +86,11 @@ func TestFork(t *testing.T) {
 	ctx := t.Context()
 	e.create(t, a1, "src")
 	e.exec(t, a1, "src", "echo base > data.txt")
-	ck, err := e.svc.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{Label: ""})
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{Label: ""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fk, err := e.svc.Fork(ctx, a1, "src", ck.ID, "copy")
+	fk, err := e.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "copy")
 	if err != nil || fk.Status != sandbox.StatusRunning || fk.Owner != "a1" || !strings.Contains(fk.Reason, "forked") {
 		t.Fatalf("Fork = %+v, %v", fk, err)
 	}
@@ -101,13 +101,13 @@ func TestFork(t *testing.T) {
 	if out, _ := e.exec(t, a1, "copy", "cat data.txt"); out != "changed\n" {
 		t.Fatalf("the fork = %q, want changed", out)
 	}
-	if _, err := e.svc.Fork(ctx, a1, "src", ck.ID, "copy"); !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
+	if _, err := e.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "copy"); !sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
 		t.Errorf("Fork onto an existing name = %v, want already_exists", err)
 	}
-	if _, err := e.svc.Fork(ctx, a2, "src", ck.ID, "theirs"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Checkpoints.Fork(ctx, a2, "src", ck.ID, "theirs"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Fork by another agent = %v, want not_found", err)
 	}
-	if _, err := e.svc.Fork(ctx, a1, "src", ck.ID, "Bad_Name"); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+	if _, err := e.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "Bad_Name"); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
 		t.Errorf("Fork to a bad name = %v, want invalid_argument", err)
 	}
 }
@@ -117,31 +117,31 @@ func TestSleepWake(t *testing.T) {
 	ctx := t.Context()
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo kept > data.txt")
-	got, err := e.svc.Sleep(ctx, a1, "web")
+	got, err := e.svc.Sandboxes.Sleep(ctx, a1, "web")
 	if err != nil || got.Status != sandbox.StatusSleeping || got.Reason != "asked to sleep" {
 		t.Fatalf("Sleep = %+v, %v", got, err)
 	}
 	if st, err := e.runtimeState(t, sb.ID); err == nil && st.Status == "running" {
 		t.Fatalf("the runtime still runs a sleeping sandbox")
 	}
-	if got, err := e.svc.Sleep(ctx, a1, "web"); err != nil || got.Status != sandbox.StatusSleeping {
+	if got, err := e.svc.Sandboxes.Sleep(ctx, a1, "web"); err != nil || got.Status != sandbox.StatusSleeping {
 		t.Fatalf("second Sleep = %+v, %v; want a no-op", got, err)
 	}
 	// A checkpoint of a sleeping sandbox does not wake it.
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "asleep"}); err != nil {
+	if _, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "asleep"}); err != nil {
 		t.Fatal(err)
 	}
 	if row := e.row(t, "web"); row.Status != sandbox.StatusSleeping {
 		t.Fatalf("after a checkpoint the sleeping sandbox is %s", row.Status)
 	}
-	got, err = e.svc.Wake(ctx, a1, "web")
+	got, err = e.svc.Sandboxes.Wake(ctx, a1, "web")
 	if err != nil || got.Status != sandbox.StatusRunning {
 		t.Fatalf("Wake = %+v, %v", got, err)
 	}
 	if out, _ := e.exec(t, a1, "web", "cat data.txt"); out != "kept\n" {
 		t.Fatalf("after the wake = %q, want kept", out)
 	}
-	if _, err := e.svc.Sleep(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Sandboxes.Sleep(ctx, a2, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Sleep by another agent = %v, want not_found", err)
 	}
 }
@@ -165,8 +165,8 @@ func TestIdleSleep(t *testing.T) {
 		wg.Go(func() { e.svc.Run(ctx) })
 		for range 15 {
 			time.Sleep(time.Minute)
-			e.svc.Get(ctx, a1, "idle") // reads renew nothing
-			if _, err := e.svc.Stat(ctx, a1, "called", "."); err != nil {
+			e.svc.Sandboxes.Get(ctx, a1, "idle") // reads renew nothing
+			if _, err := e.svc.Files.Stat(ctx, a1, "called", "."); err != nil {
 				t.Fatal(err)
 			}
 			synctest.Wait()
@@ -192,11 +192,11 @@ func TestMemoryCheckpoint(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
 	e.create(t, a1, "plain")
-	_, err := e.svc.Checkpoint(ctx, a1, "plain", sandbox.CheckpointRequest{Memory: true})
+	_, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "plain", sandbox.CheckpointRequest{Memory: true})
 	if !sandbox.IsCode(err, sandbox.CodeInvalidArgument) || !strings.Contains(err.Error(), "cannot checkpoint memory") {
 		t.Errorf("memory Checkpoint with a driver that cannot = %v, want invalid_argument", err)
 	}
-	if list, _ := e.svc.ListCheckpoints(ctx, a1, "plain"); len(list) != 0 {
+	if list, _ := e.svc.Checkpoints.ListCheckpoints(ctx, a1, "plain"); len(list) != 0 {
 		t.Errorf("a refused checkpoint left %+v", list)
 	}
 
@@ -205,7 +205,7 @@ func TestMemoryCheckpoint(t *testing.T) {
 	e = newEnv(t, func(o *lifecycle.Options) { o.Driver = drv })
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo v1 > data.txt")
-	ck, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "warm", Memory: true})
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "warm", Memory: true})
 	if err != nil || !ck.Memory || ck.Label != "warm" {
 		t.Fatalf("memory Checkpoint = %+v, %v; want one with memory", ck, err)
 	}
@@ -216,7 +216,7 @@ func TestMemoryCheckpoint(t *testing.T) {
 		t.Errorf("CheckpointMemory calls %d, frozen %v; want one call, thawed", drv.Count(driverfake.OpCheckpointMemory, sb.ID), drv.Frozen(sb.ID))
 	}
 	e.exec(t, a1, "web", "echo v2 > data.txt")
-	got, err := e.svc.Restore(ctx, a1, "web", ck.ID)
+	got, err := e.svc.Checkpoints.Restore(ctx, a1, "web", ck.ID)
 	if err != nil || got.Reason != "restored to checkpoint "+ck.ID+" with its processes" {
 		t.Fatalf("Restore = %+v, %v; want it restored with its processes", got, err)
 	}
@@ -228,7 +228,7 @@ func TestMemoryCheckpoint(t *testing.T) {
 	}
 	// An image gone: the restore starts the processes afresh, and says so.
 	drv.DeleteMemory(ctx, ck.ID)
-	if got, err := e.svc.Restore(ctx, a1, "web", ck.ID); err != nil || !strings.Contains(got.Reason, "started afresh") || drv.RestoredFrom(sb.ID) != "" {
+	if got, err := e.svc.Checkpoints.Restore(ctx, a1, "web", ck.ID); err != nil || !strings.Contains(got.Reason, "started afresh") || drv.RestoredFrom(sb.ID) != "" {
 		t.Errorf("Restore without its image = %+v, %v; want a fresh start, said", got, err)
 	}
 
@@ -237,38 +237,38 @@ func TestMemoryCheckpoint(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.svc.Exec(context.WithoutCancel(ctx), a1, "web", sandbox.ExecRequest{Shell: "echo started; sleep 1"}, nil, started, nil)
+		e.svc.Processes.Exec(context.WithoutCancel(ctx), a1, "web", sandbox.ExecRequest{Shell: "echo started; sleep 1"}, nil, started, nil)
 	}()
 	<-started.c
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); !sandbox.IsCode(err, sandbox.CodeUnavailable) || !strings.Contains(err.Error(), "running") {
+	if _, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); !sandbox.IsCode(err, sandbox.CodeUnavailable) || !strings.Contains(err.Error(), "running") {
 		t.Errorf("memory Checkpoint under a running command = %v, want unavailable", err)
 	}
 	<-done
 
-	ck2, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{})
+	ck2, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{})
 	if err != nil || ck2.Memory {
 		t.Fatalf("plain Checkpoint = %+v, %v; want one without memory", ck2, err)
 	}
-	ck3, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true})
+	ck3, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.DeleteCheckpoint(ctx, a1, "web", ck3.ID); err != nil {
+	if err := e.svc.Checkpoints.DeleteCheckpoint(ctx, a1, "web", ck3.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := drv.Images(); len(got) != 0 {
 		t.Errorf("images after deleting the checkpoint = %q, want none", got)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); err != nil {
+	if _, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Sleep(ctx, a1, "web"); err != nil {
+	if _, err := e.svc.Sandboxes.Sleep(ctx, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+	if _, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true}); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
 		t.Errorf("memory Checkpoint of a sleeping sandbox = %v, want invalid_argument", err)
 	}
-	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
 	if got := drv.Images(); len(got) != 0 {

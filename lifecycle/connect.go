@@ -11,17 +11,17 @@ import (
 )
 
 // Connect opens a stream to TCP port on the loopback of the sandbox ref
-// names for p (see Get), waking it if it sleeps: what the sandbox's URL
+// names for p (see Sandboxes.Get), waking it if it sleeps: what the sandbox's URL
 // (httpapi's proxy) and the Sprites TCP proxy are made of. It works
 // whatever the sandbox's network, since the sandbox's agent makes the
 // connection. While the stream is open the sandbox is busy (it does not
 // sleep); closing it ends that. Errors: those of Get, invalid_argument for
 // a bad port, unavailable when nothing listens on it.
-func (s *Service) Connect(ctx context.Context, p sandbox.Principal, ref string, port int) (net.Conn, error) {
+func (s *Processes) Connect(ctx context.Context, p sandbox.Principal, ref string, port int) (net.Conn, error) {
 	if err := sandbox.ValidatePort(port); err != nil {
 		return nil, err
 	}
-	sb, ag, err := s.running(ctx, p, ref)
+	sb, ag, err := s.run.running(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (s *Service) Connect(ctx context.Context, p sandbox.Principal, ref string, 
 // URL by naming a sandbox alike. Any other port, like a sandbox that does
 // not exist or a malformed ref, is not_found: a caller without a token
 // learns nothing about private ports.
-func (s *Service) ConnectPublic(ctx context.Context, ref string, port int) (net.Conn, error) {
+func (s *Processes) ConnectPublic(ctx context.Context, ref string, port int) (net.Conn, error) {
 	missing := sandbox.Errorf(sandbox.CodeNotFound, "no public port %d on sandbox %q", port, ref).
 		WithHint("send a token of someone who may see the sandbox, or ask its owner to make the port public")
 	tenant, name, err := sandbox.Principal{}.Locate(ref)
@@ -62,8 +62,8 @@ func (s *Service) ConnectPublic(ctx context.Context, ref string, port int) (net.
 // it listen on, by port. A sandbox that is not running listens on none:
 // Ports does not wake it (its processes would start afresh, with no server
 // yet).
-func (s *Service) Ports(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, []sandbox.ListeningPort, error) {
-	sb, err := s.Get(ctx, p, ref)
+func (s *Processes) Ports(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, []sandbox.ListeningPort, error) {
+	sb, err := s.access(p).get(ctx, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, nil, err
 	}
@@ -71,7 +71,7 @@ func (s *Service) Ports(ctx context.Context, p sandbox.Principal, ref string) (s
 		return sb, []sandbox.ListeningPort{}, nil
 	}
 	s.leases.touch(sb.ID, s.now())
-	ports, err := s.agentOf(sb).Ports(ctx)
+	ports, err := s.run.agentOf(sb).Ports(ctx)
 	return sb, ports, err
 }
 

@@ -36,13 +36,13 @@ func TestConnectPublic(t *testing.T) {
 	for _, p := range []sandbox.Principal{op, a1} {
 		sb := e.create(t, p, "site")
 		ref := sandbox.Principal{}.RefOf(sb.Tenant, sb.Name)
-		if _, err := e.svc.ConnectPublic(ctx, ref, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		if _, err := e.svc.Processes.ConnectPublic(ctx, ref, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 			t.Errorf("ConnectPublic(%s, private port) = %v, want not_found", ref, err)
 		}
-		if _, err := e.svc.Update(ctx, p, sb.Name, sandbox.SandboxUpdate{PublicPorts: &[]int{port}}); err != nil {
+		if _, err := e.svc.Sandboxes.Update(ctx, p, sb.Name, sandbox.SandboxUpdate{PublicPorts: &[]int{port}}); err != nil {
 			t.Fatal(err)
 		}
-		conn, err := e.svc.ConnectPublic(ctx, ref, port)
+		conn, err := e.svc.Processes.ConnectPublic(ctx, ref, port)
 		if err != nil {
 			t.Fatalf("ConnectPublic(%s, public port) = %v", ref, err)
 		}
@@ -57,12 +57,12 @@ func TestConnectPublic(t *testing.T) {
 		t.Fatalf("t2's a1 created %+v, want t2's agent-a1-site", twin)
 	}
 	for _, ref := range []string{"nope", "agent-a1-site", "t3/agent-a1-site", "T1/agent-a1-site", "t2/agent-a1-site"} {
-		if _, err := e.svc.ConnectPublic(ctx, ref, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		if _, err := e.svc.Processes.ConnectPublic(ctx, ref, port); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 			t.Errorf("ConnectPublic(%s) = %v, want not_found", ref, err)
 		}
 	}
-	_, err = e.svc.Update(ctx, a1, "site", sandbox.SandboxUpdate{PublicPorts: &[]int{80, 80}})
+	_, err = e.svc.Sandboxes.Update(ctx, a1, "site", sandbox.SandboxUpdate{PublicPorts: &[]int{80, 80}})
 	wantCode(t, "Update(repeated port)", err, sandbox.CodeInvalidArgument)
-	_, err = e.svc.Update(ctx, a1, "site", sandbox.SandboxUpdate{PublicPorts: &[]int{0}})
+	_, err = e.svc.Sandboxes.Update(ctx, a1, "site", sandbox.SandboxUpdate{PublicPorts: &[]int{0}})
 	wantCode(t, "Update(port 0)", err, sandbox.CodeInvalidArgument)
 }

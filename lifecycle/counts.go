@@ -1,12 +1,14 @@
 package lifecycle
 
-import "context"
+import (
+	"context"
+)
 
 // Counts returns how many sandboxes there are per tenant and status, keyed
 // by [tenant, status], as an operator's List sees them (warm-pool members
 // are not counted), for the sandboxes gauge of /metrics. A tenant and
 // status with no sandbox has no entry.
-func (s *Service) Counts(ctx context.Context) (map[[2]string]int, error) {
+func (s *Sandboxes) Counts(ctx context.Context) (map[[2]string]int, error) {
 	list, err := s.List(ctx, operatorPrincipal())
 	if err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func checkpointCase(memory bool) crashCase {
 			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second", Memory: memory})
+			_, err := svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second", Memory: memory})
 			return err
 		},
 		points: []crashPoint{
@@ -136,7 +136,7 @@ var crashCases = []crashCase{
 		name:  "Create",
 		setup: func(t *testing.T, e *env) scene { return scene{} },
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, _, err := svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
+			_, _, err := svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
 			return err
 		},
 		points: []crashPoint{
@@ -159,7 +159,7 @@ var crashCases = []crashCase{
 			return scene{}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, _, err := svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
+			_, _, err := svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
 			return err
 		},
 		points: []crashPoint{
@@ -192,7 +192,7 @@ var crashCases = []crashCase{
 			return scene{sb: sb, cks: []sandbox.Checkpoint{e.checkpoint(t, "web", "first")}, data: "v1"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			return svc.Destroy(ctx, a1, "web")
+			return svc.Sandboxes.Destroy(ctx, a1, "web")
 		},
 		points: []crashPoint{
 			{"destroy: begun", false},
@@ -222,7 +222,7 @@ var crashCases = []crashCase{
 			return scene{sb: sb, cks: []sandbox.Checkpoint{ck1, ck2}, data: "v2"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			return svc.DeleteCheckpoint(ctx, a1, "web", sc.cks[0].ID)
+			return svc.Checkpoints.DeleteCheckpoint(ctx, a1, "web", sc.cks[0].ID)
 		},
 		points: []crashPoint{
 			{"delete checkpoint: row deleted", true},
@@ -250,7 +250,7 @@ var crashCases = []crashCase{
 			return scene{sb: sb, cks: []sandbox.Checkpoint{ck1, ck2}, data: "v3"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Restore(ctx, a1, "web", sc.cks[0].ID)
+			_, err := svc.Checkpoints.Restore(ctx, a1, "web", sc.cks[0].ID)
 			return err
 		},
 		points: []crashPoint{
@@ -280,7 +280,7 @@ var crashCases = []crashCase{
 			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
+			_, err := svc.Checkpoints.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
 			return err
 		},
 		points: []crashPoint{
@@ -309,7 +309,7 @@ var crashCases = []crashCase{
 			return scene{sb: sb, data: "v1"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Sleep(ctx, a1, "web")
+			_, err := svc.Sandboxes.Sleep(ctx, a1, "web")
 			return err
 		},
 		points: []crashPoint{
@@ -329,13 +329,13 @@ var crashCases = []crashCase{
 		setup: func(t *testing.T, e *env) scene {
 			sb := e.create(t, a1, "web")
 			e.write(t, "web", "v1")
-			if _, err := e.svc.Sleep(t.Context(), a1, "web"); err != nil {
+			if _, err := e.svc.Sandboxes.Sleep(t.Context(), a1, "web"); err != nil {
 				t.Fatal(err)
 			}
 			return scene{sb: sb, data: "v1"}
 		},
 		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Wake(ctx, a1, "web")
+			_, err := svc.Sandboxes.Wake(ctx, a1, "web")
 			return err
 		},
 		points: []crashPoint{
@@ -754,7 +754,7 @@ func (e *env) shell(t *testing.T, name, shell string) string {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	res, err := e.svc.Exec(ctx, a1, name, sandbox.ExecRequest{Shell: shell}, nil, &out, &errb)
+	res, err := e.svc.Processes.Exec(ctx, a1, name, sandbox.ExecRequest{Shell: shell}, nil, &out, &errb)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Exec(%s, %q) = %+v, %v (stderr %q)", name, shell, res, err, errb.String())
 	}
@@ -763,7 +763,7 @@ func (e *env) shell(t *testing.T, name, shell string) string {
 
 func (e *env) checkpoint(t *testing.T, name, label string) sandbox.Checkpoint {
 	t.Helper()
-	c, err := e.svc.Checkpoint(t.Context(), a1, name, sandbox.CheckpointRequest{Label: label})
+	c, err := e.svc.Checkpoints.Checkpoint(t.Context(), a1, name, sandbox.CheckpointRequest{Label: label})
 	if err != nil {
 		t.Fatalf("Checkpoint(%s, %q) = %v", name, label, err)
 	}
@@ -772,7 +772,7 @@ func (e *env) checkpoint(t *testing.T, name, label string) sandbox.Checkpoint {
 
 func (e *env) checkpoints(t *testing.T, name string) []sandbox.Checkpoint {
 	t.Helper()
-	cks, err := e.svc.ListCheckpoints(t.Context(), a1, name)
+	cks, err := e.svc.Checkpoints.ListCheckpoints(t.Context(), a1, name)
 	if err != nil {
 		t.Fatalf("ListCheckpoints(%s) = %v", name, err)
 	}
@@ -781,7 +781,7 @@ func (e *env) checkpoints(t *testing.T, name string) []sandbox.Checkpoint {
 
 func (e *env) restore(t *testing.T, name, id string) {
 	t.Helper()
-	if _, err := e.svc.Restore(t.Context(), a1, name, id); err != nil {
+	if _, err := e.svc.Checkpoints.Restore(t.Context(), a1, name, id); err != nil {
 		t.Fatalf("Restore(%s, %s) = %v", name, id, err)
 	}
 }

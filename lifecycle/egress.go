@@ -9,9 +9,13 @@ import (
 	"github.com/hearth/hearth/store"
 )
 
-// tenantEgress returns the egress policy of tenant ("system", with no
+// egress decides the egress rules of sandboxes from their own policy and
+// their tenant's, and gives them to the runtime.
+type egress struct{ *core }
+
+// tenant returns the egress policy of tenant ("system", with no
 // row, has none).
-func (s *Service) tenantEgress(ctx context.Context, tenant string) (sandbox.EgressPolicy, error) {
+func (s *egress) tenant(ctx context.Context, tenant string) (sandbox.EgressPolicy, error) {
 	t, err := s.opts.Store.GetTenant(ctx, tenant)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -24,12 +28,12 @@ func (s *Service) tenantEgress(ctx context.Context, tenant string) (sandbox.Egre
 	return *t.Policy.Egress, nil
 }
 
-// egressRules are the rules the runtime enforces for sb, its own policy
+// rules are the rules the runtime enforces for sb, its own policy
 // within its tenant's (see sandbox.EgressPolicy.Effective). An own Allow
 // that the tenant has since narrowed past is dropped for the tenant's,
 // which bounds it anyway.
-func (s *Service) egressRules(ctx context.Context, sb sandbox.Sandbox) (driver.EgressRules, error) {
-	tenant, err := s.tenantEgress(ctx, sb.Tenant)
+func (s *egress) rules(ctx context.Context, sb sandbox.Sandbox) (driver.EgressRules, error) {
+	tenant, err := s.tenant(ctx, sb.Tenant)
 	if err != nil {
 		return driver.EgressRules{}, err
 	}
@@ -44,15 +48,15 @@ func (s *Service) egressRules(ctx context.Context, sb sandbox.Sandbox) (driver.E
 	return driver.EgressRules{Allow: allow.Networks, AllowDomains: allow.Domains, Deny: deny.Networks, DenyDomains: deny.Domains}, nil
 }
 
-// applyEgress gives the running egress sandbox sb its egress rules now, a
+// apply gives the running egress sandbox sb its egress rules now, a
 // live change: the runtime enforces them from the next packet on. Other
 // sandboxes get theirs at their next start.
-func (s *Service) applyEgress(ctx context.Context, sb sandbox.Sandbox) error {
+func (s *egress) apply(ctx context.Context, sb sandbox.Sandbox) error {
 	setter, ok := s.opts.Driver.(driver.EgressSetter)
 	if !ok || sb.Network != sandbox.NetworkEgress || sb.Status != sandbox.StatusRunning {
 		return nil
 	}
-	rules, err := s.egressRules(ctx, sb)
+	rules, err := s.rules(ctx, sb)
 	if err != nil {
 		return err
 	}
@@ -62,17 +66,17 @@ func (s *Service) applyEgress(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
-// applyTenantEgress gives every running egress sandbox of tenant its
+// applyTenant gives every running egress sandbox of tenant its
 // rules again, after a change of the tenant's policy; a failure is logged
 // (the sandbox gets its rules at its next start).
-func (s *Service) applyTenantEgress(ctx context.Context, tenant string) {
+func (s *egress) applyTenant(ctx context.Context, tenant string) {
 	list, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: tenant})
 	if err != nil {
 		s.log.Error("list the tenant's sandboxes to apply its egress policy", "tenant", tenant, "err", err)
 		return
 	}
 	for _, sb := range list {
-		if err := s.applyEgress(ctx, sb); err != nil {
+		if err := s.apply(ctx, sb); err != nil {
 			s.log.Error("apply the tenant's egress policy", "sandbox", sb.Name, "err", err)
 		}
 	}

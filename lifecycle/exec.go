@@ -2,17 +2,26 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"time"
 
 	"github.com/hearth/hearth/policy"
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Exec runs one command in the sandbox ref names for p (see Get), waking it
+// Processes runs commands in sandboxes and connects to the ports their
+// processes listen on, through each sandbox's agent; a sleeping sandbox is
+// woken first. It is safe for concurrent use.
+type Processes struct {
+	*core
+	run         *runner
+	adm         *admission
+	checkpoints *Checkpoints
+	creds       *Credentials
+}
+
+// Exec runs one command in the sandbox ref names for p (see Sandboxes.Get), waking it
 // if it sleeps.
 // stdout and stderr receive the command's output as it is produced; stdin,
 // when req.Stdin is set, is streamed to the command until it returns EOF.
@@ -23,14 +32,14 @@ import (
 // req.Script) goes to the sandbox as it comes, never held whole here; the
 // destructive-command gate reads it on the way and decides before its last
 // byte is passed on (see scriptGate).
-func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+func (s *Processes) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
 	if req.ShellSize > 0 && req.Script == nil {
 		return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "exec: shell_size without the script's stream")
 	}
-	sb, ag, err := s.running(ctx, p, name)
+	sb, ag, err := s.run.running(ctx, p, name)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -43,7 +52,7 @@ func (s *Service) Exec(ctx context.Context, p sandbox.Principal, name string, re
 	} else if checkpoint, note, err = s.gate(ctx, p, sb, req); err != nil {
 		return sandbox.ExecResult{}, err
 	}
-	req, secrets, stdout, stderr, done, err := s.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
+	req, secrets, stdout, stderr, done, err := s.creds.withSecrets(ctx, sb.Tenant, req, stdout, stderr)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -71,19 +80,19 @@ const gateLabel = sandbox.AutoLabel
 // first and returns the checkpoint and a note for the result. When the
 // checkpoint fails, the tenant's policy refuses the command (an error) or
 // lets it run (a note saying so).
-func (s *Service) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, req sandbox.ExecRequest) (checkpoint, note string, err error) {
-	lim := s.limitsOf(ctx, sb.Tenant)
+func (s *Processes) gate(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, req sandbox.ExecRequest) (checkpoint, note string, err error) {
+	lim := s.adm.limitsOf(ctx, sb.Tenant)
 	pattern, ok := lim.Destructive(policy.CommandText(req))
 	return s.checkpointFirst(ctx, p, sb, lim, pattern, ok)
 }
 
 // checkpointFirst is the gate's answer once the command's text has matched
 // pattern (ok) or nothing.
-func (s *Service) checkpointFirst(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, lim policy.Limits, pattern policy.Pattern, ok bool) (checkpoint, note string, err error) {
+func (s *Processes) checkpointFirst(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, lim policy.Limits, pattern policy.Pattern, ok bool) (checkpoint, note string, err error) {
 	if !ok {
 		return "", "", nil
 	}
-	ck, err := s.Checkpoint(ctx, p, p.RefOf(sb.Tenant, sb.Name), sandbox.CheckpointRequest{Label: gateLabel})
+	ck, err := s.checkpoint(ctx, p, sb)
 	if err == nil {
 		s.log.Info("checkpoint before a destructive command", "sandbox", sb.Name, "checkpoint", ck.ID, "pattern", pattern.Name)
 		return ck.ID, fmt.Sprintf("the command looks destructive (%s): checkpoint %s was taken first; restore it to undo the command", pattern.Name, ck.ID), nil
@@ -96,10 +105,22 @@ func (s *Service) checkpointFirst(ctx context.Context, p sandbox.Principal, sb s
 		WithHint("retry; or checkpoint the sandbox yourself, and ask a tenant admin to set the policy's gate_on_failure to allow")
 }
 
+// checkpoint takes the gate's checkpoint of sb, which p found (see
+// runner.running), under its name's lock: the internal path of
+// Checkpoints.Checkpoint, with no second look-up of the name.
+func (s *Processes) checkpoint(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox) (sandbox.Checkpoint, error) {
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return sandbox.Checkpoint{}, err
+	}
+	defer unlock()
+	return s.checkpoints.take(ctx, cur, p.RefOf(sb.Tenant, sb.Name), sandbox.CheckpointRequest{Label: gateLabel})
+}
+
 // gateScript returns the gate of the size-byte script that streams from r
 // to sb's agent.
-func (s *Service) gateScript(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, r io.Reader, size int64) *scriptGate {
-	lim := s.limitsOf(ctx, sb.Tenant)
+func (s *Processes) gateScript(ctx context.Context, p sandbox.Principal, sb sandbox.Sandbox, r io.Reader, size int64) *scriptGate {
+	lim := s.adm.limitsOf(ctx, sb.Tenant)
 	g := &scriptGate{r: io.LimitReader(r, size), left: size, match: lim.Matcher()}
 	g.decide = func(pattern policy.Pattern, ok bool) (err error) {
 		g.checkpoint, g.note, err = s.checkpointFirst(ctx, p, sb, lim, pattern, ok)
@@ -142,116 +163,13 @@ func (g *scriptGate) Read(p []byte) (int, error) {
 // close ends the matching of a script that did not arrive whole.
 func (g *scriptGate) close() { g.match.Close() }
 
-// limitsOf returns the guardrails of tenant, or the daemon's defaults for
-// a tenant with no row (the operators' "system").
-func (s *Service) limitsOf(ctx context.Context, tenant string) policy.Limits {
-	if _, lim, err := s.tenantLimits(ctx, tenant); err == nil {
-		return lim
-	}
-	return s.defaultLimits()
-}
-
 // noteOOM records in the sandbox's status that its memory limit killed a
 // command, so that the status, not only that exec's result, tells it.
-func (s *Service) noteOOM(ctx context.Context, sb sandbox.Sandbox) {
+func (s *Processes) noteOOM(ctx context.Context, sb sandbox.Sandbox) {
 	cur, unlock, err := s.current(ctx, sb)
 	if err != nil {
 		return
 	}
 	defer unlock()
 	s.setStatus(ctx, cur, cur.Status, fmt.Sprintf("oom: the memory limit (%d MiB) killed a command at %s", cur.Resources.MemoryBytes>>20, s.now().UTC().Format(time.RFC3339)))
-}
-
-// ReadFile streams the file at path in p's sandbox to w. Errors (not_found,
-// invalid_argument for a directory, …) come before any byte is written.
-func (s *Service) ReadFile(ctx context.Context, p sandbox.Principal, name, path string, w io.Writer) error {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return err
-	}
-	return s.agentErr("read file", sb, ag.ReadFile(ctx, path, w))
-}
-
-// WriteFile writes r to req.Path in p's sandbox, as the sandbox user. Content
-// over the daemon's limit is too_large and nothing is kept; an existing
-// file keeps its mode, and its owner where the user may set it.
-func (s *Service) WriteFile(ctx context.Context, p sandbox.Principal, name string, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error) {
-	if req.MaxBytes <= 0 || req.MaxBytes > s.opts.MaxWriteBytes {
-		req.MaxBytes = s.opts.MaxWriteBytes
-	}
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	info, err := ag.WriteFile(ctx, req, r)
-	return info, s.agentErr("write file", sb, err)
-}
-
-// ListDir lists the directory at path in p's sandbox.
-func (s *Service) ListDir(ctx context.Context, p sandbox.Principal, name, path string) ([]sandbox.FileInfo, error) {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return nil, err
-	}
-	list, err := ag.List(ctx, path)
-	return list, s.agentErr("list", sb, err)
-}
-
-// Stat describes the file at path in p's sandbox (not following a symlink).
-func (s *Service) Stat(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	info, err := ag.Stat(ctx, path)
-	return info, s.agentErr("stat", sb, err)
-}
-
-// Mkdir creates the directory at path and its missing parents (mkdir -p).
-func (s *Service) Mkdir(ctx context.Context, p sandbox.Principal, name, path string) (sandbox.FileInfo, error) {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	info, err := ag.Mkdir(ctx, path)
-	return info, s.agentErr("mkdir", sb, err)
-}
-
-// Remove deletes the file at path; a directory needs recursive unless empty.
-func (s *Service) Remove(ctx context.Context, p sandbox.Principal, name, path string, recursive bool) error {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return err
-	}
-	return s.agentErr("remove", sb, ag.Remove(ctx, path, recursive))
-}
-
-// Rename moves from to to inside p's sandbox.
-func (s *Service) Rename(ctx context.Context, p sandbox.Principal, name, from, to string) (sandbox.FileInfo, error) {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	info, err := ag.Rename(ctx, from, to)
-	return info, s.agentErr("rename", sb, err)
-}
-
-// Chmod sets the permission bits of the file at path.
-func (s *Service) Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
-	sb, ag, err := s.running(ctx, p, name)
-	if err != nil {
-		return sandbox.FileInfo{}, err
-	}
-	info, err := ag.Chmod(ctx, path, mode)
-	return info, s.agentErr("chmod", sb, err)
-}
-
-// agentErr returns err, an answer of sb's agent to op, and logs it when it
-// is internal: the cause the agent sent with it is for this log only (see
-// agent.Client), the caller sees "internal error".
-func (s *Service) agentErr(op string, sb sandbox.Sandbox, err error) error {
-	if err != nil && sandbox.ErrorCode(err) == sandbox.CodeInternal && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		s.log.Error("internal error in a sandbox's agent", "sandbox", sb.Name, "op", op, "err", err)
-	}
-	return err
 }

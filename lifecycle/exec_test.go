@@ -18,14 +18,14 @@ func TestExec(t *testing.T) {
 	e := newEnv(t, nil)
 	e.create(t, a1, "web")
 	var out, errb bytes.Buffer
-	res, err := e.svc.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"sh", "-c", "cat; echo oops >&2; exit 3"}},
+	res, err := e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"sh", "-c", "cat; echo oops >&2; exit 3"}},
 		strings.NewReader("in\n"), &out, &errb)
 	if err != nil || res.ExitCode != 3 || out.String() != "in\n" || errb.String() != "oops\n" {
 		t.Errorf("Exec(cat, exit 3) = %+v, %v, stdout %q, stderr %q; want exit 3, stdin echoed, oops", res, err, out.String(), errb.String())
 	}
-	_, err = e.svc.Exec(t.Context(), a1, "web", sandbox.ExecRequest{}, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{}, nil, nil, nil)
 	wantCode(t, "Exec(no command)", err, sandbox.CodeInvalidArgument)
-	_, err = e.svc.Exec(t.Context(), a1, "nosuch", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(t.Context(), a1, "nosuch", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
 	wantCode(t, "Exec(nosuch)", err, sandbox.CodeNotFound)
 }
 
@@ -37,48 +37,48 @@ var fileOps = []struct {
 }{
 	{"Exec", func(t *testing.T, svc *lifecycle.Service, name string) {
 		var out bytes.Buffer
-		if _, err := svc.Exec(t.Context(), a1, name, sandbox.ExecRequest{Argv: []string{"cat", "kept"}}, nil, &out, nil); err != nil || out.String() != "before\n" {
+		if _, err := svc.Processes.Exec(t.Context(), a1, name, sandbox.ExecRequest{Argv: []string{"cat", "kept"}}, nil, &out, nil); err != nil || out.String() != "before\n" {
 			t.Fatalf("Exec(cat kept) = %q, %v; want the file written before the stop", out.String(), err)
 		}
 	}},
 	{"ReadFile", func(t *testing.T, svc *lifecycle.Service, name string) {
 		var out bytes.Buffer
-		if err := svc.ReadFile(t.Context(), a1, name, "kept", &out); err != nil || out.String() != "before\n" {
+		if err := svc.Files.ReadFile(t.Context(), a1, name, "kept", &out); err != nil || out.String() != "before\n" {
 			t.Fatalf("ReadFile(kept) = %q, %v", out.String(), err)
 		}
 	}},
 	{"WriteFile", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if info, err := svc.WriteFile(t.Context(), a1, name, sandbox.WriteRequest{Path: "new"}, strings.NewReader("x")); err != nil || info.Size != 1 {
+		if info, err := svc.Files.WriteFile(t.Context(), a1, name, sandbox.WriteRequest{Path: "new"}, strings.NewReader("x")); err != nil || info.Size != 1 {
 			t.Fatalf("WriteFile(new) = %+v, %v", info, err)
 		}
 	}},
 	{"ListDir", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if list, err := svc.ListDir(t.Context(), a1, name, "."); err != nil || len(list) != 1 || list[0].Name != "kept" {
+		if list, err := svc.Files.ListDir(t.Context(), a1, name, "."); err != nil || len(list) != 1 || list[0].Name != "kept" {
 			t.Fatalf("ListDir(.) = %+v, %v; want [kept]", list, err)
 		}
 	}},
 	{"Stat", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if info, err := svc.Stat(t.Context(), a1, name, "kept"); err != nil || info.Size != 7 {
+		if info, err := svc.Files.Stat(t.Context(), a1, name, "kept"); err != nil || info.Size != 7 {
 			t.Fatalf("Stat(kept) = %+v, %v", info, err)
 		}
 	}},
 	{"Mkdir", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if info, err := svc.Mkdir(t.Context(), a1, name, "a/b"); err != nil || info.Type != sandbox.FileDir {
+		if info, err := svc.Files.Mkdir(t.Context(), a1, name, "a/b"); err != nil || info.Type != sandbox.FileDir {
 			t.Fatalf("Mkdir(a/b) = %+v, %v", info, err)
 		}
 	}},
 	{"Remove", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if err := svc.Remove(t.Context(), a1, name, "kept", false); err != nil {
+		if err := svc.Files.Remove(t.Context(), a1, name, "kept", false); err != nil {
 			t.Fatalf("Remove(kept) = %v", err)
 		}
 	}},
 	{"Rename", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if info, err := svc.Rename(t.Context(), a1, name, "kept", "moved"); err != nil || info.Name != "moved" {
+		if info, err := svc.Files.Rename(t.Context(), a1, name, "kept", "moved"); err != nil || info.Name != "moved" {
 			t.Fatalf("Rename(kept, moved) = %+v, %v", info, err)
 		}
 	}},
 	{"Chmod", func(t *testing.T, svc *lifecycle.Service, name string) {
-		if info, err := svc.Chmod(t.Context(), a1, name, "kept", 0o600); err != nil || info.Mode != fs.FileMode(0o600) {
+		if info, err := svc.Files.Chmod(t.Context(), a1, name, "kept", 0o600); err != nil || info.Mode != fs.FileMode(0o600) {
 			t.Fatalf("Chmod(kept, 0600) = %+v, %v", info, err)
 		}
 	}},
@@ -133,7 +133,7 @@ func TestWakeFails(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.stop(t, e.create(t, a1, "web"))
 	e.drv.FailStart(errors.New("boom"))
-	_, err := e.svc.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+	_, err := e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
 	wantCode(t, "Exec(web) when the wake fails", err, sandbox.CodeUnavailable)
 	if row := e.row(t, "web"); row.Status != sandbox.StatusStopped || row.Reason != "exited" {
 		t.Errorf("after a failed wake, web = %s %q; want stopped, exited", row.Status, row.Reason)
@@ -148,7 +148,7 @@ func TestWakeCreating(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t, a1, "web")
 	e.setRow(t, sb, sandbox.StatusCreating, "create requested")
-	_, err := e.svc.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+	_, err := e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
 	wantCode(t, "Exec(web) while it is being created", err, sandbox.CodeUnavailable)
 	if n := e.started(sb.ID); n != 1 {
 		t.Errorf("the driver started %s %d times, want 1", sb.ID, n)
@@ -165,10 +165,10 @@ func TestWakeCallerGoes(t *testing.T) {
 		cancel() // the caller goes away while the runtime starts
 		return nil
 	})
-	e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+	e.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
 	e.drv.SetStartHook(nil)
 
-	if _, err := e.svc.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil {
+	if _, err := e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil {
 		row := e.row(t, "web")
 		st, _ := e.runtimeState(t, sb.ID)
 		t.Fatalf("Exec(web) after a caller went away mid-wake = %v; want it to run (row %s %q, runtime %s)", err, row.Status, row.Reason, st.Status)
@@ -194,7 +194,7 @@ func TestExecOOM(t *testing.T) {
 		t.Errorf("after an OOM kill, web = %s %q updated %v; want running, a reason starting oom naming the 512 MiB limit, at %v",
 			row.Status, row.Reason, row.UpdatedAt, epoch.Add(time.Minute))
 	}
-	if got, err := e.svc.Get(t.Context(), a1, "web"); err != nil || got.Reason != row.Reason {
+	if got, err := e.svc.Sandboxes.Get(t.Context(), a1, "web"); err != nil || got.Reason != row.Reason {
 		t.Errorf("Get(web) = %+v, %v; want reason %q", got, err, row.Reason)
 	}
 

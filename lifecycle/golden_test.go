@@ -33,7 +33,7 @@ func TestGuardrailWords(t *testing.T) {
 		fmt.Fprintf(&got, "## %s [%s]\nerror: %s\nhint: %s\n\n", name, se.Code, se.Message, se.Hint)
 	}
 	create := func(p sandbox.Principal, req sandbox.CreateRequest) error {
-		_, _, err := e.svc.Create(ctx, p, req)
+		_, _, err := e.svc.Sandboxes.Create(ctx, p, req)
 		return err
 	}
 
@@ -71,17 +71,17 @@ func TestGuardrailWords(t *testing.T) {
 	record("circuit open, half-open", create(fast, sandbox.CreateRequest{Name: "h-3"}))
 
 	record("no such tenant", create(sandbox.Principal{Tenant: "nowhere", Agent: "x", Role: sandbox.RoleAgent}, sandbox.CreateRequest{Name: "x"}))
-	_, err := e.svc.Exec(ctx, q, "box-0", sandbox.ExecRequest{Shell: "true", Secrets: []string{"MISSING"}}, nil, nil, nil)
+	_, err := e.svc.Processes.Exec(ctx, q, "box-0", sandbox.ExecRequest{Shell: "true", Secrets: []string{"MISSING"}}, nil, nil, nil)
 	record("secret not found", err)
-	if err := e.svc.Destroy(ctx, q, "box-4"); err != nil {
+	if err := e.svc.Sandboxes.Destroy(ctx, q, "box-4"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Get(ctx, q, "box-4")
+	_, err = e.svc.Sandboxes.Get(ctx, q, "box-4")
 	record("gone", err)
 
 	failing := newEnv(t, func(o *lifecycle.Options) { o.Layers = failingSnapshots{o.Layers} })
 	failing.create(t, a1, "web")
-	_, err = failing.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "rm -rf data"}, nil, nil, nil)
+	_, err = failing.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "rm -rf data"}, nil, nil, nil)
 	record("gate refusal", err)
 
 	path := filepath.Join("testdata", "guardrails.golden")

@@ -20,17 +20,17 @@ func TestGone(t *testing.T) {
 	ctx := t.Context()
 	sb := e.create(t, a1, "web")
 	e.setRow(t, sb, sandbox.StatusRunning, "oom: the memory limit (512 MiB) killed a command")
-	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.svc.Get(ctx, a1, "web")
+	_, err := e.svc.Sandboxes.Get(ctx, a1, "web")
 	se := wantCode(t, "Get(web) after its destroy", err, sandbox.CodeNotFound)
 	want := `sandbox "agent-a1-web" is gone: destroyed by a1 (agent) at 2030-01-02T03:04:05Z; its status before: oom: the memory limit (512 MiB) killed a command`
 	if se.Message != want || se.Details["reason"] != "destroyed by a1 (agent)" || se.Hint == "" {
 		t.Errorf("Get(web) after its destroy = %q %v\nwant %q", se.Message, se.Details, want)
 	}
 	// Nobody else learns anything.
-	_, err = e.svc.Get(ctx, a2, "agent-a1-web")
+	_, err = e.svc.Sandboxes.Get(ctx, a2, "agent-a1-web")
 	if se := wantCode(t, "Get(agent-a1-web) as a2", err, sandbox.CodeNotFound); strings.Contains(se.Message, "gone") {
 		t.Errorf("a2 learns of a1's destroyed sandbox: %q", se.Message)
 	}
@@ -38,19 +38,19 @@ func TestGone(t *testing.T) {
 	short := e.create(t, a1, "short")
 	e.clock.Advance(lifecycle.DefaultTTL)
 	lifecycle.Sweep(ctx, e.svc)
-	_, err = e.svc.Get(ctx, a1, "short")
+	_, err = e.svc.Sandboxes.Get(ctx, a1, "short")
 	if se := wantCode(t, "Get(short) after its TTL", err, sandbox.CodeNotFound); !strings.Contains(se.Message, "is gone: reaped: its ttl ended at "+short.ExpiresAt.UTC().Format(time.RFC3339)) {
 		t.Errorf("Get(short) after its TTL = %q", se.Message)
 	}
 	// A new sandbox of the name is there, with no trace of the old one.
 	again := e.create(t, a1, "web")
-	if got, err := e.svc.Get(ctx, a1, "web"); err != nil || got.ID != again.ID {
+	if got, err := e.svc.Sandboxes.Get(ctx, a1, "web"); err != nil || got.ID != again.ID {
 		t.Errorf("Get(web) after a new create = %+v, %v", got, err)
 	}
 	// After the retention period, a plain not_found.
 	e.clock.Advance(lifecycle.DefaultGoneRetention + time.Hour)
 	lifecycle.Sweep(ctx, e.svc)
-	_, err = e.svc.Get(ctx, a1, "short")
+	_, err = e.svc.Sandboxes.Get(ctx, a1, "short")
 	if se := wantCode(t, "Get(short) after the retention", err, sandbox.CodeNotFound); strings.Contains(se.Message, "gone") {
 		t.Errorf("Get(short) after the retention = %q, want a plain not_found", se.Message)
 	}
@@ -76,7 +76,7 @@ func TestDescribeReusesUsage(t *testing.T) {
 	e.write(t, "web", "v1")
 	before := n.Load()
 	for range 5 {
-		if sb, err := e.svc.Describe(t.Context(), a1, "web"); err != nil || sb.DiskUsedBytes == 0 {
+		if sb, err := e.svc.Sandboxes.Describe(t.Context(), a1, "web"); err != nil || sb.DiskUsedBytes == 0 {
 			t.Fatalf("Describe = %+v, %v", sb, err)
 		}
 	}
@@ -84,7 +84,7 @@ func TestDescribeReusesUsage(t *testing.T) {
 		t.Errorf("5 Describes within 2s measured %d times, want 1", got)
 	}
 	e.clock.Advance(3 * time.Second)
-	e.svc.Describe(t.Context(), a1, "web")
+	e.svc.Sandboxes.Describe(t.Context(), a1, "web")
 	if got := n.Load() - before; got != 2 {
 		t.Errorf("a Describe 3s later: %d measures in all, want 2", got)
 	}
@@ -92,7 +92,7 @@ func TestDescribeReusesUsage(t *testing.T) {
 	ck := e.checkpoint(t, "web", "")
 	e.restore(t, "web", ck.ID)
 	before = n.Load()
-	e.svc.Describe(t.Context(), a1, "web")
+	e.svc.Sandboxes.Describe(t.Context(), a1, "web")
 	if got := n.Load() - before; got != 1 {
 		t.Errorf("a Describe right after a restore measured %d times, want 1", got)
 	}

@@ -105,7 +105,7 @@ func newEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
 	roomy := sandbox.Resources{MilliCPU: 1 << 30, MemoryBytes: 1 << 50, DiskBytes: 1 << 50}
 	quota, share := 1000, 100
 	for _, name := range []string{"t1", "t2"} {
-		if _, err := e.svc.CreateTenant(ctx, op, sandbox.Tenant{Name: name, Allocation: roomy,
+		if _, err := e.svc.Tenancy.CreateTenant(ctx, op, sandbox.Tenant{Name: name, Allocation: roomy,
 			Policy: sandbox.PolicyOverrides{AgentQuota: &quota, AgentSharePercent: &share}}); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func (e *env) restart(t *testing.T) *lifecycle.Service {
 // create makes sandbox name for p and wants it created.
 func (e *env) create(t *testing.T, p sandbox.Principal, name string) sandbox.Sandbox {
 	t.Helper()
-	sb, created, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: name})
+	sb, created, err := e.svc.Sandboxes.Create(t.Context(), p, sandbox.CreateRequest{Name: name})
 	if err != nil || !created {
 		t.Fatalf("Create(%s, %s) = %+v, %v, %v; want a new sandbox", p.Agent, name, sb, created, err)
 	}
@@ -277,7 +277,7 @@ func wantCode(t *testing.T, call string, err error, code sandbox.Code) *sandbox.
 func (e *env) exec(t *testing.T, p sandbox.Principal, name, shell string) (string, sandbox.ExecResult) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	res, err := e.svc.Exec(t.Context(), p, name, sandbox.ExecRequest{Shell: shell}, nil, &out, &errb)
+	res, err := e.svc.Processes.Exec(t.Context(), p, name, sandbox.ExecRequest{Shell: shell}, nil, &out, &errb)
 	if err != nil {
 		t.Fatalf("Exec(%s, %q) = %v (stderr %q)", name, shell, err, errb.String())
 	}

@@ -1,14 +1,11 @@
 package lifecycle
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +29,7 @@ import (
 // caller's sandbox. Nothing distinguishes a claimed member from a fresh
 // sandbox: it ran one `ls` (see warmUp), which leaves nothing behind; its
 // root is its image's; and its hostname and environment name no sandbox
-// (see start).
+// (see runner.start).
 
 // The refill that follows a claim waits, first, until the claimed sandbox
 // has been quiet (no call, no command) for refillQuiet, at most
@@ -62,8 +59,14 @@ func poolPrincipal() sandbox.Principal {
 // isPoolMember reports whether sb is an unclaimed warm-pool member.
 func isPoolMember(sb sandbox.Sandbox) bool { return sb.Tenant == poolTenant && sb.Owner == poolOwner }
 
-// pool is the warm pool's in-memory state.
-type pool struct {
+// Pool is the warm pool (see above): it claims a member for a create, and
+// refills and tends itself while Service.Run runs. It is safe for
+// concurrent use.
+type Pool struct {
+	*core
+	run *runner
+	// sandboxes creates the members, as any sandbox is created.
+	sandboxes *Sandboxes
 	// mu serializes claims, so that two creates never take one member.
 	mu sync.Mutex
 	// kick wakes the refiller Run started; it holds at most one wake-up.
@@ -75,18 +78,24 @@ type pool struct {
 	quiet, waitMax time.Duration
 }
 
+// newPool returns the warm pool of c's options, whose members run and
+// sbs creates.
+func newPool(c *core, run *runner, sbs *Sandboxes) *Pool {
+	return &Pool{core: c, run: run, sandboxes: sbs, kick: make(chan struct{}, 1), quiet: refillQuiet, waitMax: refillWaitMax}
+}
+
 // claim makes a running warm-pool member of req's size p's sandbox called
 // req.Name, with req's labels, expiring after ttl, and reports false when
 // there is none. The caller holds the name's lock and has checked that the
 // name is free.
-func (s *Service) claim(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+func (s *Pool) claim(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
 	size := req.Size
 	if s.opts.WarmPool[size] <= 0 {
 		return sandbox.Sandbox{}, false, nil
 	}
-	s.pool.mu.Lock()
-	defer s.pool.mu.Unlock()
-	members, err := s.poolMembers(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	members, err := s.members(ctx)
 	if err != nil {
 		return sandbox.Sandbox{}, false, s.internal("list pool members", err)
 	}
@@ -104,7 +113,7 @@ func (s *Service) claim(ctx context.Context, p sandbox.Principal, req sandbox.Cr
 
 // claimMember rewrites member m's row into p's sandbox req.Name, under m's
 // lock, unless the sweep removed or stopped m since it was listed.
-func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
+func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
 	sb, unlock, err := s.current(ctx, m)
 	if err != nil {
 		return sandbox.Sandbox{}, false, nil
@@ -124,37 +133,37 @@ func (s *Service) claimMember(ctx context.Context, p sandbox.Principal, m sandbo
 	}
 	s.crash("claim: row rewritten")
 	s.leases.touch(sb.ID, s.now())
-	s.pool.claimed = sb.ID // the caller holds pool.mu
+	s.claimed = sb.ID // the caller holds s.mu
 	s.refillSoon()
 	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime, "from", "warm pool", "member", m.Name)
 	return sb, true, nil
 }
 
-// poolMembers returns the warm pool's members, oldest first.
-func (s *Service) poolMembers(ctx context.Context) ([]sandbox.Sandbox, error) {
+// members returns the warm pool's members, oldest first.
+func (s *Pool) members(ctx context.Context) ([]sandbox.Sandbox, error) {
 	return s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
 }
 
 // refillSoon wakes the refiller without waiting for it.
-func (s *Service) refillSoon() {
+func (s *Pool) refillSoon() {
 	select {
-	case s.pool.kick <- struct{}{}:
+	case s.kick <- struct{}{}:
 	default:
 	}
 }
 
 // refiller refills the pool each time it is kicked, until ctx ends. It is
 // the only caller of refill while Run runs, so refills never overlap.
-func (s *Service) refiller(ctx context.Context) {
+func (s *Pool) refiller(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.pool.kick:
-			s.pool.mu.Lock()
-			id, quiet, waitMax := s.pool.claimed, s.pool.quiet, s.pool.waitMax
-			s.pool.claimed = ""
-			s.pool.mu.Unlock()
+		case <-s.kick:
+			s.mu.Lock()
+			id, quiet, waitMax := s.claimed, s.quiet, s.waitMax
+			s.claimed = ""
+			s.mu.Unlock()
 			if id != "" {
 				s.waitQuiet(ctx, id, quiet, waitMax)
 			}
@@ -166,7 +175,7 @@ func (s *Service) refiller(ctx context.Context) {
 // waitQuiet returns once sandbox id has had no call and no command running
 // for quiet, waitMax after it was called, or when ctx ends. It watches the
 // leases' activity count, not the clock they keep.
-func (s *Service) waitQuiet(ctx context.Context, id string, quiet, waitMax time.Duration) {
+func (s *Pool) waitQuiet(ctx context.Context, id string, quiet, waitMax time.Duration) {
 	limit := time.NewTimer(waitMax)
 	defer limit.Stop()
 	tick := time.NewTicker(quiet / 5)
@@ -192,8 +201,8 @@ func (s *Service) waitQuiet(ctx context.Context, id string, quiet, waitMax time.
 // refill creates members until each size has its count, and removes those
 // that died or that no size wants any more. It creates none under memory
 // pressure. A failure is logged; the next sweep retries.
-func (s *Service) refill(ctx context.Context) {
-	members, err := s.poolMembers(ctx)
+func (s *Pool) refill(ctx context.Context) {
+	members, err := s.members(ctx)
 	if err != nil {
 		s.log.Error("warm pool: list members", "err", err)
 		return
@@ -216,7 +225,7 @@ func (s *Service) refill(ctx context.Context) {
 				return
 			}
 			req := sandbox.CreateRequest{Name: "pool-" + newID()[1:13], Size: size}
-			sb, _, err := s.create(ctx, poolPrincipal(), req, "", "warm pool member")
+			sb, _, err := s.sandboxes.create(ctx, poolPrincipal(), req, "", "warm pool member")
 			if err != nil {
 				s.log.Error("warm pool: create member; the next sweep retries", "size", size, "err", err)
 				return
@@ -227,9 +236,9 @@ func (s *Service) refill(ctx context.Context) {
 	}
 }
 
-// tendPool, run by each sweep, removes members the runtime lost, removes
+// tend, run by each sweep, removes members the runtime lost, removes
 // one member when memory is short, and refills the pool otherwise.
-func (s *Service) tendPool(ctx context.Context, members []sandbox.Sandbox) {
+func (s *Pool) tend(ctx context.Context, members []sandbox.Sandbox) {
 	pressure := s.underPressure()
 	for _, m := range members {
 		if m.Status != sandbox.StatusRunning {
@@ -251,7 +260,7 @@ func (s *Service) tendPool(ctx context.Context, members []sandbox.Sandbox) {
 
 // removeMember releases the pool member m, unless a claim took it since it
 // was listed.
-func (s *Service) removeMember(ctx context.Context, m sandbox.Sandbox, why string) {
+func (s *Pool) removeMember(ctx context.Context, m sandbox.Sandbox, why string) {
 	cur, unlock, err := s.current(ctx, m)
 	if err != nil {
 		return
@@ -260,7 +269,7 @@ func (s *Service) removeMember(ctx context.Context, m sandbox.Sandbox, why strin
 	if !isPoolMember(cur) {
 		return
 	}
-	if err := s.release(ctx, cur); err != nil {
+	if err := s.run.release(ctx, cur); err != nil {
 		s.log.Error("warm pool: remove member", "member", m.Name, "err", err)
 		return
 	}
@@ -268,9 +277,13 @@ func (s *Service) removeMember(ctx context.Context, m sandbox.Sandbox, why strin
 }
 
 // underPressure reports whether the host's available memory is below
-// pressurePercent of its total. A reader that fails reports no pressure.
-func (s *Service) underPressure() bool {
-	avail, total, err := s.memInfo()
+// pressurePercent of its total, as Options.MemInfo tells. Without a
+// reader, or with one that fails, there is no pressure.
+func (s *Pool) underPressure() bool {
+	if s.opts.MemInfo == nil {
+		return false
+	}
+	avail, total, err := s.opts.MemInfo()
 	if err != nil {
 		s.log.Warn("warm pool: read memory info", "err", err)
 		return false
@@ -278,59 +291,27 @@ func (s *Service) underPressure() bool {
 	return total > 0 && avail*100 < total*pressurePercent
 }
 
-// procMeminfo returns MemAvailable and MemTotal of /proc/meminfo, in bytes.
-func procMeminfo() (available, total int64, err error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		key, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || key != "MemAvailable" && key != "MemTotal" {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-		if err != nil {
-			return 0, 0, err
-		}
-		if key == "MemTotal" {
-			total = kb << 10
-		} else {
-			available = kb << 10
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, err
-	}
-	if total == 0 {
-		return 0, 0, errors.New("/proc/meminfo has no MemTotal")
-	}
-	return available, total, nil
-}
-
 // warmUp runs `ls -d /` through the shell once in a new member, so that the
 // claimant's first command does not pay for what nearly every first command
 // loads (under gVisor the first exec in a fresh sandbox costs about twice a
 // later one): the shell, the dynamic loader, libc and the locale. It leaves
 // nothing behind: no file, no process.
-func (s *Service) warmUp(ctx context.Context, sb sandbox.Sandbox) {
+func (s *Pool) warmUp(ctx context.Context, sb sandbox.Sandbox) {
 	ag := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.opts.Driver.Dial(ctx, sb.ID) })
 	if _, err := ag.Exec(ctx, sandbox.ExecRequest{Shell: "ls -d / >/dev/null"}, nil, io.Discard, io.Discard); err != nil {
 		s.log.Warn("warm pool: warm-up exec", "sandbox", sb.Name, "err", err)
 	}
 }
 
-// Pool reports the warm pool per size preset, sizes in name order: what it
+// Status reports the warm pool per size preset, sizes in name order: what it
 // aims at and what it has. Only an operator may see it, with a token not
 // restricted to a name prefix; anyone else gets permission_denied (the
 // pool belongs to no tenant).
-func (s *Service) Pool(ctx context.Context, p sandbox.Principal) ([]sandbox.PoolSize, error) {
-	if err := s.Fleetwide(p, "see the warm pool"); err != nil {
+func (s *Pool) Status(ctx context.Context, p sandbox.Principal) ([]sandbox.PoolSize, error) {
+	if err := s.access(p).fleetwide("see the warm pool"); err != nil {
 		return nil, err
 	}
-	members, err := s.poolMembers(ctx)
+	members, err := s.members(ctx)
 	if err != nil {
 		return nil, s.internal("list pool members", err)
 	}

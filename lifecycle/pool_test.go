@@ -63,16 +63,16 @@ func TestWarmPoolClaim(t *testing.T) {
 	members := e.wantMembers(t, 2)
 
 	for _, p := range []sandbox.Principal{a1, admin, op} {
-		if list, err := e.svc.List(ctx, p); err != nil || len(list) != 0 {
+		if list, err := e.svc.Sandboxes.List(ctx, p); err != nil || len(list) != 0 {
 			t.Errorf("List(%s) = %+v, %v; want no pool member listed", p.Agent, list, err)
 		}
-		wantCode(t, "Get(pool member)", func() error { _, err := e.svc.Get(ctx, p, members[0].Name); return err }(), sandbox.CodeNotFound)
+		wantCode(t, "Get(pool member)", func() error { _, err := e.svc.Sandboxes.Get(ctx, p, members[0].Name); return err }(), sandbox.CodeNotFound)
 	}
-	_, _, err := e.svc.Create(ctx, op, sandbox.CreateRequest{Name: members[0].Name})
+	_, _, err := e.svc.Sandboxes.Create(ctx, op, sandbox.CreateRequest{Name: members[0].Name})
 	wantCode(t, "Create(a pool member's name) by an operator", err, sandbox.CodeAlreadyExists)
 
 	starts := len(e.drv.Calls())
-	sb, created, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web", TTL: sandbox.Duration(time.Hour)})
+	sb, created, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "web", TTL: sandbox.Duration(time.Hour)})
 	if err != nil || !created {
 		t.Fatalf("Create(web) = %+v, %v, %v; want created", sb, created, err)
 	}
@@ -90,7 +90,7 @@ func TestWarmPoolClaim(t *testing.T) {
 	if row := e.row(t, "web"); !sandboxEqual(row, sb) {
 		t.Errorf("stored row = %+v, want %+v", row, sb)
 	}
-	if list, err := e.svc.List(ctx, a1); err != nil || len(list) != 1 || list[0].ID != sb.ID {
+	if list, err := e.svc.Sandboxes.List(ctx, a1); err != nil || len(list) != 1 || list[0].ID != sb.ID {
 		t.Errorf("List(a1) = %+v, %v; want web alone", list, err)
 	}
 	e.wantMembers(t, 1)
@@ -109,7 +109,7 @@ func TestWarmPoolClaim(t *testing.T) {
 	e.write(t, "web", "v2")
 	e.restore(t, "web", ck.ID)
 	e.wantData(t, "web", "v1")
-	if _, err := e.svc.Get(ctx, a2, "web"); err == nil {
+	if _, err := e.svc.Sandboxes.Get(ctx, a2, "web"); err == nil {
 		t.Errorf("Get(a2, web) = nil error, want a1's sandbox hidden from a2")
 	}
 
@@ -117,7 +117,7 @@ func TestWarmPoolClaim(t *testing.T) {
 	lifecycle.FillPool(ctx, e.svc)
 	e.wantMembers(t, 2)
 	wantPool(t, e, sandbox.PoolSize{Size: "small", Image: "default", Target: 2, Ready: 2})
-	if err := e.svc.Destroy(ctx, a1, "web"); err != nil {
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "web"); err != nil {
 		t.Fatalf("Destroy(web) = %v", err)
 	}
 	e.wantHeld(t, ids(e.members(t)...)...)
@@ -127,12 +127,12 @@ func TestWarmPoolClaim(t *testing.T) {
 // caller to be refused.
 func wantPool(t *testing.T, e *env, want ...sandbox.PoolSize) {
 	t.Helper()
-	got, err := e.svc.Pool(t.Context(), op)
+	got, err := e.svc.Pool.Status(t.Context(), op)
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("Pool(operator) = %+v, %v; want %+v", got, err, want)
 	}
 	for _, p := range []sandbox.Principal{a1, admin} {
-		_, err := e.svc.Pool(t.Context(), p)
+		_, err := e.svc.Pool.Status(t.Context(), p)
 		wantCode(t, "Pool("+p.Agent+")", err, sandbox.CodePermissionDenied)
 	}
 }
@@ -150,7 +150,7 @@ func TestWarmPoolFallback(t *testing.T) {
 	e = newEnv(t, func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 1} })
 	lifecycle.FillPool(ctx, e.svc)
 	e.wantMembers(t, 1)
-	sb, created, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "big", Size: "medium"})
+	sb, created, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "big", Size: "medium"})
 	if err != nil || !created || sb.Reason != "created" {
 		t.Errorf("Create(big, medium) = %+v, %v, %v; want a fresh start", sb, created, err)
 	}
@@ -168,7 +168,7 @@ func TestWarmPoolConcurrentClaims(t *testing.T) {
 	got := make([]sandbox.Sandbox, 2)
 	for i, name := range []string{"one", "two"} {
 		wg.Go(func() {
-			sb, _, err := e.svc.Create(t.Context(), a1, sandbox.CreateRequest{Name: name})
+			sb, _, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: name})
 			if err != nil {
 				t.Errorf("Create(%s) = %v", name, err)
 			}
@@ -218,7 +218,7 @@ func TestWarmPoolRefillWaitsForQuiet(t *testing.T) {
 	e.create(t, a1, "db")
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.svc.Exec(ctx, a1, "db", sandbox.ExecRequest{Shell: "sleep 4"}, nil, nil, nil)
+		_, err := e.svc.Processes.Exec(ctx, a1, "db", sandbox.ExecRequest{Shell: "sleep 4"}, nil, nil, nil)
 		done <- err
 	}()
 	e.waitMembers(t, 2)

@@ -105,7 +105,7 @@ func TestRecover(t *testing.T) {
 			t.Errorf("GetSandbox(%s) after Recover = %v, want the interrupted create undone", name, err)
 		}
 		// Its creator, who got no answer, hears why.
-		_, err := svc.Get(ctx, a1, name)
+		_, err := svc.Sandboxes.Get(ctx, a1, name)
 		if se := sandbox.AsError(err); se.Code != sandbox.CodeNotFound || !strings.Contains(se.Message, "interrupted by a daemon restart") || se.Details["reason"] == nil {
 			t.Errorf("Get(%s) after Recover = %v; want not_found saying its create was interrupted, with the reason in details", name, err)
 		}
@@ -165,7 +165,7 @@ func TestSweep(t *testing.T) {
 		})
 		ctx := t.Context()
 		long := func(name string) sandbox.Sandbox {
-			sb, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: name, TTL: sandbox.Duration(2 * time.Hour)})
+			sb, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: name, TTL: sandbox.Duration(2 * time.Hour)})
 			if err != nil {
 				t.Fatalf("Create(%s) = %v", name, err)
 			}
@@ -173,7 +173,7 @@ func TestSweep(t *testing.T) {
 		}
 		expired := e.create(t, a1, "expired") // 1h
 		expiredAsleep := e.stop(t, e.create(t, a1, "expired-asleep"))
-		edge, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "edge", TTL: sandbox.Duration(90 * time.Minute)})
+		edge, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "edge", TTL: sandbox.Duration(90 * time.Minute)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ func TestExecStreamedScript(t *testing.T) {
 	e.create(t, a1, "web")
 	script := bigScript(300<<10, "touch ran")
 	var out bytes.Buffer
-	res, err := e.svc.Exec(ctx, a1, "web", streamed(script), nil, &out, nil)
+	res, err := e.svc.Processes.Exec(ctx, a1, "web", streamed(script), nil, &out, nil)
 	if err != nil || res.ExitCode != 0 || out.String() != "ok\n" {
 		t.Fatalf("Exec(%d-byte streamed script) = %+v, %v, %q; want ok", len(script), res, err, out.String())
 	}
@@ -39,7 +39,7 @@ func TestExecStreamedScript(t *testing.T) {
 
 	short := streamed(script)
 	short.ShellSize++
-	_, err = e.svc.Exec(ctx, a1, "web", short, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(ctx, a1, "web", short, nil, nil, nil)
 	wantCode(t, "Exec(script one byte short of shell_size)", err, sandbox.CodeInvalidArgument)
 
 	pr, pw := io.Pipe()
@@ -47,10 +47,10 @@ func TestExecStreamedScript(t *testing.T) {
 		pw.Write([]byte(script[:1000]))
 		pw.CloseWithError(sandbox.Errorf(sandbox.CodeUnavailable, "the client went away"))
 	}()
-	_, err = e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{ShellSize: int64(len(script)), Script: pr}, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{ShellSize: int64(len(script)), Script: pr}, nil, nil, nil)
 	wantCode(t, "Exec(script that breaks off)", err, sandbox.CodeUnavailable)
 
-	_, err = e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{ShellSize: 10}, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{ShellSize: 10}, nil, nil, nil)
 	wantCode(t, "Exec(shell_size without a stream)", err, sandbox.CodeInvalidArgument)
 	if got, _ := e.exec(t, a1, "web", "test -e ran && echo ran || echo no"); got != "no\n" {
 		t.Errorf("a script that did not arrive whole ran: %q", got)
@@ -65,18 +65,18 @@ func TestGateStreamedScript(t *testing.T) {
 	ctx := t.Context()
 	e.create(t, a1, "web")
 	e.exec(t, a1, "web", "mkdir data")
-	res, err := e.svc.Exec(ctx, a1, "web", streamed(bigScript(300<<10, "rm -rf data")), nil, nil, nil)
+	res, err := e.svc.Processes.Exec(ctx, a1, "web", streamed(bigScript(300<<10, "rm -rf data")), nil, nil, nil)
 	if err != nil || res.ExitCode != 0 || res.Checkpoint == "" || !strings.Contains(res.Gate, "recursive rm") {
 		t.Fatalf("Exec(streamed script ending in rm -rf) = %+v, %v; want a checkpoint first", res, err)
 	}
-	if res, err := e.svc.Exec(ctx, a1, "web", streamed(bigScript(300<<10, "ls")), nil, nil, nil); err != nil || res.Checkpoint != "" || res.Gate != "" {
+	if res, err := e.svc.Processes.Exec(ctx, a1, "web", streamed(bigScript(300<<10, "ls")), nil, nil, nil); err != nil || res.Checkpoint != "" || res.Gate != "" {
 		t.Errorf("Exec(harmless streamed script) = %+v, %v; want no gate", res, err)
 	}
 
 	f := newEnv(t, func(o *lifecycle.Options) { o.Layers = failingSnapshots{o.Layers} })
 	f.create(t, a1, "web")
 	f.exec(t, a1, "web", "mkdir keep")
-	_, err = f.svc.Exec(ctx, a1, "web", streamed("touch ran\n"+bigScript(300<<10, "rm -r keep")), nil, nil, nil)
+	_, err = f.svc.Processes.Exec(ctx, a1, "web", streamed("touch ran\n"+bigScript(300<<10, "rm -r keep")), nil, nil, nil)
 	wantCode(t, "Exec(streamed destructive script when the checkpoint fails)", err, sandbox.CodeUnavailable)
 	if got, _ := f.exec(t, a1, "web", "test -e ran || test ! -d keep && echo ran || echo no"); got != "no\n" {
 		t.Errorf("the refused streamed script ran: %q", got)

@@ -18,6 +18,11 @@ import (
 // Operators manage any tenant's, a tenant admin its own; an agent may list
 // its tenant's names and use them.
 
+// Credentials keeps tenants' secrets and the bindings that name them, and
+// opens them for a command (Processes.Exec) or the egress gateway
+// (GatewayRoute). It is safe for concurrent use.
+type Credentials struct{ *core }
+
 func secretNotFound(tenant, name string) error {
 	return sandbox.Errorf(sandbox.CodeNotFound, "secret %q not found in tenant %q", name, tenant).
 		WithHint("`hearth secret list` shows the secrets you can use")
@@ -41,7 +46,7 @@ func secretTenant(p sandbox.Principal, tenant string, manage bool) (string, erro
 }
 
 // sealer returns the service's secrets box, or unavailable without one.
-func (s *Service) sealer() (Sealer, error) {
+func (s *Credentials) sealer() (Sealer, error) {
 	if s.opts.Secrets == nil {
 		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets").WithHint("start hearth serve with its data dir's key file")
 	}
@@ -50,7 +55,7 @@ func (s *Service) sealer() (Sealer, error) {
 
 // SetSecret stores value as tenant's secret name ("" for the caller's
 // tenant), replacing any earlier one.
-func (s *Service) SetSecret(ctx context.Context, p sandbox.Principal, tenant, name string, value []byte) (sandbox.SecretInfo, error) {
+func (s *Credentials) SetSecret(ctx context.Context, p sandbox.Principal, tenant, name string, value []byte) (sandbox.SecretInfo, error) {
 	tenant, err := s.access(p).tenant(tenant, true, "secrets")
 	if err != nil {
 		return sandbox.SecretInfo{}, err
@@ -86,7 +91,7 @@ func (s *Service) SetSecret(ctx context.Context, p sandbox.Principal, tenant, na
 
 // ListSecrets describes tenant's secrets ("" for the caller's), without
 // their values.
-func (s *Service) ListSecrets(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.SecretInfo, error) {
+func (s *Credentials) ListSecrets(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.SecretInfo, error) {
 	tenant, err := s.access(p).tenant(tenant, false, "secrets")
 	if err != nil {
 		return nil, err
@@ -99,7 +104,7 @@ func (s *Service) ListSecrets(ctx context.Context, p sandbox.Principal, tenant s
 }
 
 // DeleteSecret removes tenant's secret name ("" for the caller's tenant).
-func (s *Service) DeleteSecret(ctx context.Context, p sandbox.Principal, tenant, name string) error {
+func (s *Credentials) DeleteSecret(ctx context.Context, p sandbox.Principal, tenant, name string) error {
 	tenant, err := s.access(p).tenant(tenant, true, "secrets")
 	if err != nil {
 		return err
@@ -119,7 +124,7 @@ func (s *Service) DeleteSecret(ctx context.Context, p sandbox.Principal, tenant,
 // string), the streams wrapped in scrubbers, and a done func that the
 // caller runs once the command's output has ended: it flushes the
 // scrubbers and wipes the values.
-func (s *Service) withSecrets(ctx context.Context, tenant string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecRequest, []agent.Secret, io.Writer, io.Writer, func(), error) {
+func (s *Credentials) withSecrets(ctx context.Context, tenant string, req sandbox.ExecRequest, stdout, stderr io.Writer) (sandbox.ExecRequest, []agent.Secret, io.Writer, io.Writer, func(), error) {
 	noop := func() {}
 	if len(req.Secrets) == 0 {
 		return req, nil, stdout, stderr, noop, nil

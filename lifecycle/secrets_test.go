@@ -27,9 +27,9 @@ func secretsEnv(t *testing.T) *env {
 func TestSecrets(t *testing.T) {
 	e := secretsEnv(t)
 	ctx := t.Context()
-	_, err := e.svc.SetSecret(ctx, a1, "", "API_KEY", []byte(secretValue))
+	_, err := e.svc.Credentials.SetSecret(ctx, a1, "", "API_KEY", []byte(secretValue))
 	wantCode(t, "SetSecret as an agent", err, sandbox.CodePermissionDenied)
-	info, err := e.svc.SetSecret(ctx, admin, "", "API_KEY", []byte(secretValue))
+	info, err := e.svc.Credentials.SetSecret(ctx, admin, "", "API_KEY", []byte(secretValue))
 	if err != nil || info.Tenant != "t1" || info.Name != "API_KEY" || !info.CreatedAt.Equal(epoch) {
 		t.Fatalf("SetSecret as the tenant admin = %+v, %v", info, err)
 	}
@@ -40,7 +40,7 @@ func TestSecrets(t *testing.T) {
 
 	e.create(t, a1, "web")
 	var out, errb bytes.Buffer
-	res, err := e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{
+	res, err := e.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{
 		Shell:   `test "$API_KEY" = "` + secretValue + `" && echo match; echo "key=$API_KEY"; echo "err=$API_KEY" >&2`,
 		Secrets: []string{"API_KEY"},
 	}, nil, &out, &errb)
@@ -55,31 +55,31 @@ func TestSecrets(t *testing.T) {
 		t.Errorf("the next command sees API_KEY = %q", got)
 	}
 
-	list, err := e.svc.ListSecrets(ctx, a1, "")
+	list, err := e.svc.Credentials.ListSecrets(ctx, a1, "")
 	if err != nil || len(list) != 1 || list[0].Name != "API_KEY" {
 		t.Errorf("ListSecrets as an agent of t1 = %+v, %v", list, err)
 	}
-	_, err = e.svc.ListSecrets(ctx, b1, "t1")
+	_, err = e.svc.Credentials.ListSecrets(ctx, b1, "t1")
 	wantCode(t, "ListSecrets(t1) as an agent of t2", err, sandbox.CodeNotFound)
 	e.create(t, b1, "theirs")
-	_, err = e.svc.Exec(ctx, b1, "theirs", sandbox.ExecRequest{Shell: "true", Secrets: []string{"API_KEY"}}, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(ctx, b1, "theirs", sandbox.ExecRequest{Shell: "true", Secrets: []string{"API_KEY"}}, nil, nil, nil)
 	wantCode(t, "Exec in t2 naming t1's secret", err, sandbox.CodeNotFound)
 
-	_, err = e.svc.SetSecret(ctx, admin, "", "SHORT", []byte("abc"))
+	_, err = e.svc.Credentials.SetSecret(ctx, admin, "", "SHORT", []byte("abc"))
 	wantCode(t, "SetSecret of 3 bytes", err, sandbox.CodeInvalidArgument)
-	_, err = e.svc.SetSecret(ctx, admin, "", "bad-name", []byte(secretValue))
+	_, err = e.svc.Credentials.SetSecret(ctx, admin, "", "bad-name", []byte(secretValue))
 	wantCode(t, "SetSecret(bad-name)", err, sandbox.CodeInvalidArgument)
-	if err := e.svc.DeleteSecret(ctx, admin, "", "API_KEY"); err != nil {
+	if err := e.svc.Credentials.DeleteSecret(ctx, admin, "", "API_KEY"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "true", Secrets: []string{"API_KEY"}}, nil, nil, nil)
+	_, err = e.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "true", Secrets: []string{"API_KEY"}}, nil, nil, nil)
 	wantCode(t, "Exec naming a deleted secret", err, sandbox.CodeNotFound)
 }
 
 // TestSecretsOff: a daemon without a key refuses secrets, clearly.
 func TestSecretsOff(t *testing.T) {
 	e := newEnv(t, nil)
-	_, err := e.svc.SetSecret(t.Context(), admin, "", "API_KEY", []byte(secretValue))
+	_, err := e.svc.Credentials.SetSecret(t.Context(), admin, "", "API_KEY", []byte(secretValue))
 	if se := wantCode(t, "SetSecret without a key", err, sandbox.CodeUnavailable); !strings.Contains(se.Message, "no secrets") {
 		t.Errorf("SetSecret without a key = %v", se)
 	}

@@ -41,7 +41,7 @@ var idPattern = regexp.MustCompile(`^x[a-z2-7]{15}$`)
 func TestCreateDefaults(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
-	sb, created, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
+	sb, created, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
 	if err != nil || !created {
 		t.Fatalf("Create(web) = %+v, %v, %v; want created", sb, created, err)
 	}
@@ -65,7 +65,7 @@ func TestCreateDefaults(t *testing.T) {
 	if row := e.row(t, "web"); !sandboxEqual(row, sb) {
 		t.Errorf("stored row = %+v, want what Create returned, %+v", row, sb)
 	}
-	if got, err := e.svc.Get(ctx, a1, "web"); err != nil || !sandboxEqual(got, sb) {
+	if got, err := e.svc.Sandboxes.Get(ctx, a1, "web"); err != nil || !sandboxEqual(got, sb) {
 		t.Errorf("Get(web) = %+v, %v, want %+v", got, err, sb)
 	}
 
@@ -100,11 +100,11 @@ func sandboxEqual(a, b sandbox.Sandbox) bool {
 func TestCreateOptions(t *testing.T) {
 	e := newEnv(t, func(o *lifecycle.Options) { o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour })
 	ctx := t.Context()
-	sb, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{})
+	sb, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{})
 	if err != nil || sandbox.ValidateName(sb.Name) != nil || !strings.HasPrefix(sb.Name, "agent-a1-sb-") || !sb.ExpiresAt.Equal(epoch.Add(time.Hour)) {
 		t.Errorf("Create(no name) = %+v, %v; want a generated agent-a1-sb-… name and the default ttl of 1h", sb, err)
 	}
-	sb, _, err = e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "big", Size: "large", TTL: sandbox.Duration(2 * time.Hour)})
+	sb, _, err = e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "big", Size: "large", TTL: sandbox.Duration(2 * time.Hour)})
 	large, _ := sandbox.LookupSize("large")
 	if err != nil || sb.Size != "large" || sb.Resources != large || !sb.ExpiresAt.Equal(epoch.Add(2*time.Hour)) {
 		t.Errorf("Create(big, large, 2h) = %+v, %v; want size large and expiry in 2h", sb, err)
@@ -118,7 +118,7 @@ func TestCreateResumes(t *testing.T) {
 	e := newEnv(t, nil)
 	first := e.create(t, a1, "web")
 	e.clock.Advance(time.Minute)
-	again, created, err := e.svc.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
+	again, created, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
 	if err != nil || created || again.ID != first.ID {
 		t.Fatalf("Create(web) again = %+v, %v, %v; want the same sandbox %s with created false", again, created, err, first.ID)
 	}
@@ -133,14 +133,14 @@ func TestCreateNameTaken(t *testing.T) {
 	sb := e.create(t, a1, "web")
 	// Another identity cannot even name it: the prefix is a1's.
 	for _, p := range []sandbox.Principal{a2, b1, admin} {
-		_, created, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: sb.Name})
+		_, created, err := e.svc.Sandboxes.Create(t.Context(), p, sandbox.CreateRequest{Name: sb.Name})
 		se := wantCode(t, "Create(agent-a1-web) by "+p.Tenant+"/"+p.Agent, err, sandbox.CodeInvalidArgument)
 		if created || !strings.Contains(se.Hint, sandbox.AttributionPrefix(p.Agent)) {
 			t.Errorf("Create(agent-a1-web) by %s = %v (created %v); want a hint with its own prefix", p.Agent, se, created)
 		}
 	}
 	// The same short name is every agent's own.
-	if other, created, err := e.svc.Create(t.Context(), a2, sandbox.CreateRequest{Name: "web"}); err != nil || !created || other.Name != "agent-a2-web" {
+	if other, created, err := e.svc.Sandboxes.Create(t.Context(), a2, sandbox.CreateRequest{Name: "web"}); err != nil || !created || other.Name != "agent-a2-web" {
 		t.Errorf("Create(web) by a2 = %+v, %v, %v; want its own agent-a2-web", other, created, err)
 	}
 	e.wantHeld(t, sb.ID, e.row(t, "agent-a2-web").ID)
@@ -164,7 +164,7 @@ func TestCreateInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb, created, err := e.svc.Create(ctx, a1, tt.req)
+			sb, created, err := e.svc.Sandboxes.Create(ctx, a1, tt.req)
 			se := wantCode(t, "Create("+tt.name+")", err, sandbox.CodeInvalidArgument)
 			if created || sb.ID != "" || !strings.Contains(se.Message, tt.mention) || se.Hint == "" {
 				t.Errorf("Create(%s) = %+v, %v, %v; want a message naming %q and a hint", tt.name, sb, created, se, tt.mention)
@@ -173,7 +173,7 @@ func TestCreateInvalid(t *testing.T) {
 	}
 
 	t.Run("ttl over the cap", func(t *testing.T) {
-		_, _, err := e.svc.Create(ctx, a1, sandbox.CreateRequest{Name: "x", TTL: sandbox.Duration(3 * time.Hour)})
+		_, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "x", TTL: sandbox.Duration(3 * time.Hour)})
 		se := wantCode(t, "Create(ttl 3h)", err, sandbox.CodeInvalidArgument)
 		if se.Details["limit_seconds"] != int64(7200) || se.Details["requested_seconds"] != int64(10800) ||
 			!strings.Contains(se.Message, "2h0m0s") || !strings.Contains(se.Hint, "2h0m0s") {
@@ -186,7 +186,7 @@ func TestCreateInvalid(t *testing.T) {
 func TestCreateStartFails(t *testing.T) {
 	e := newEnv(t, nil)
 	e.drv.FailStart(errors.New("runsc: secret host detail"))
-	sb, created, err := e.svc.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
+	sb, created, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
 	se := wantCode(t, "Create(web) when the runtime fails", err, sandbox.CodeUnavailable)
 	if created || sb.ID != "" || strings.Contains(se.Error(), "secret") || se.Hint == "" {
 		t.Errorf("Create(web) = %+v, %v, %v; want unavailable with a hint and no runtime detail", sb, created, se)
@@ -196,7 +196,7 @@ func TestCreateStartFails(t *testing.T) {
 	}
 	// Nothing is left: no row, no root, no runtime sandbox.
 	e.wantHeld(t)
-	if _, err := e.svc.Get(t.Context(), a1, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Sandboxes.Get(t.Context(), a1, "web"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Get(web) after a failed create = %v, want not_found", err)
 	}
 
@@ -217,7 +217,7 @@ func TestCreateConcurrent(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			sb, created, err := e.svc.Create(t.Context(), a1, sandbox.CreateRequest{Name: "race"})
+			sb, created, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "race"})
 			ids[i], createdBy[i], errs[i] = sb.ID, created, err
 		})
 	}
@@ -264,7 +264,7 @@ func TestScoping(t *testing.T) {
 	}
 	for _, tt := range lists {
 		t.Run("List/"+tt.who, func(t *testing.T) {
-			list, err := e.svc.List(ctx, tt.p)
+			list, err := e.svc.Sandboxes.List(ctx, tt.p)
 			var names []string
 			for _, sb := range list {
 				names = append(names, sb.Name)
@@ -300,7 +300,7 @@ func TestScoping(t *testing.T) {
 	}
 	for _, tt := range gets {
 		t.Run("Get/"+tt.who+"/"+tt.name, func(t *testing.T) {
-			sb, err := e.svc.Get(ctx, tt.p, tt.name)
+			sb, err := e.svc.Sandboxes.Get(ctx, tt.p, tt.name)
 			if tt.ok {
 				if _, name, _ := tt.p.Locate(tt.name); err != nil || sb.Name != name {
 					t.Errorf("Get(%s) as %s = %+v, %v; want it", tt.name, tt.who, sb, err)
@@ -319,11 +319,11 @@ func TestScoping(t *testing.T) {
 	t.Run("others' sandbox", func(t *testing.T) {
 		for _, p := range []sandbox.Principal{a2, b1} {
 			who := p.Tenant + "/" + p.Agent
-			_, err := e.svc.Exec(ctx, p, "agent-a1-box", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+			_, err := e.svc.Processes.Exec(ctx, p, "agent-a1-box", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
 			wantCode(t, "Exec(agent-a1-box) as "+who, err, sandbox.CodeNotFound)
-			_, err = e.svc.Stat(ctx, p, "agent-a1-box", ".")
+			_, err = e.svc.Files.Stat(ctx, p, "agent-a1-box", ".")
 			wantCode(t, "Stat(agent-a1-box) as "+who, err, sandbox.CodeNotFound)
-			wantCode(t, "Destroy(agent-a1-box) as "+who, e.svc.Destroy(ctx, p, "agent-a1-box"), sandbox.CodeNotFound)
+			wantCode(t, "Destroy(agent-a1-box) as "+who, e.svc.Sandboxes.Destroy(ctx, p, "agent-a1-box"), sandbox.CodeNotFound)
 		}
 		if got := e.row(t, "agent-a1-box"); got.ID != mine.ID || got.Status != sandbox.StatusRunning || e.killed(mine.ID) {
 			t.Errorf("after others' calls, agent-a1-box = %+v (killed %v), want it untouched", got, e.killed(mine.ID))
@@ -331,7 +331,7 @@ func TestScoping(t *testing.T) {
 	})
 
 	t.Run("invalid name", func(t *testing.T) {
-		_, err := e.svc.Get(ctx, a1, "Not A Name")
+		_, err := e.svc.Sandboxes.Get(ctx, a1, "Not A Name")
 		wantCode(t, "Get(Not A Name)", err, sandbox.CodeInvalidArgument)
 	})
 }
@@ -356,7 +356,7 @@ func TestDestroy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sb := e.create(t, a1, "doomed")
 			tt.prepare(t, sb)
-			if err := e.svc.Destroy(ctx, a1, "doomed"); err != nil {
+			if err := e.svc.Sandboxes.Destroy(ctx, a1, "doomed"); err != nil {
 				t.Fatalf("Destroy(doomed) = %v", err)
 			}
 			if n := e.drv.Count(driverfake.OpDelete, sb.ID); n != 1 {
@@ -366,15 +366,15 @@ func TestDestroy(t *testing.T) {
 			if _, err := e.find(t, "doomed"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("GetSandbox(doomed) after Destroy = %v, want ErrNotFound", err)
 			}
-			_, err := e.svc.Get(ctx, a1, "doomed")
+			_, err := e.svc.Sandboxes.Get(ctx, a1, "doomed")
 			wantCode(t, "Get(doomed) after Destroy", err, sandbox.CodeNotFound)
-			wantCode(t, "Destroy(doomed) twice", e.svc.Destroy(ctx, a1, "doomed"), sandbox.CodeNotFound)
+			wantCode(t, "Destroy(doomed) twice", e.svc.Sandboxes.Destroy(ctx, a1, "doomed"), sandbox.CodeNotFound)
 		})
 	}
 	// The tenant admin and the operator may destroy others' sandboxes.
 	for _, p := range []sandbox.Principal{admin, op} {
 		sb := e.create(t, a2, "theirs")
-		if err := e.svc.Destroy(ctx, p, p.RefOf(sb.Tenant, sb.Name)); err != nil {
+		if err := e.svc.Sandboxes.Destroy(ctx, p, p.RefOf(sb.Tenant, sb.Name)); err != nil {
 			t.Errorf("Destroy(theirs) as %s = %v", p.Role, err)
 		}
 		if _, err := e.lay.Stat(ctx, "sb-"+sb.ID); err == nil {

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/sandbox"
@@ -12,7 +11,7 @@ import (
 // Sleep stops the processes of the sandbox ref names for p and frees their
 // memory; its disk stays, and the next call to it (or Wake) starts it again
 // on the same root. Sleeping a sleeping sandbox is a no-op.
-func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+func (s *Sandboxes) Sleep(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
 	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -22,7 +21,7 @@ func (s *Service) Sleep(ctx context.Context, p sandbox.Principal, ref string) (s
 
 // sleep puts sb to sleep with the reason, under its name's lock, unless a
 // concurrent call changed it meanwhile.
-func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) (sandbox.Sandbox, error) {
+func (s *Sandboxes) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) (sandbox.Sandbox, error) {
 	cur, unlock, err := s.current(ctx, sb)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -32,9 +31,9 @@ func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) 
 	case sandbox.StatusSleeping:
 		return cur, nil
 	case sandbox.StatusCreating:
-		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", sb.Name).WithHint("retry in a moment")
+		return sandbox.Sandbox{}, stillCreating(sb.Name)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	// The row goes first: a daemon killed before the runtime stops leaves
 	// a sleeping row over a running sandbox, which Recover adopts as
@@ -56,7 +55,7 @@ func (s *Service) sleep(ctx context.Context, sb sandbox.Sandbox, reason string) 
 
 // Wake starts the sleeping or stopped sandbox ref names for p again on its
 // root; waking a running sandbox is a no-op.
-func (s *Service) Wake(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+func (s *Sandboxes) Wake(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
 	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -65,20 +64,5 @@ func (s *Service) Wake(ctx context.Context, p sandbox.Principal, ref string) (sa
 		s.leases.touch(sb.ID, s.now())
 		return sb, nil
 	}
-	return s.wake(ctx, sb)
-}
-
-// sleepIdle puts sb to sleep when it is running and idle for its tenant's
-// idle timeout (the daemon's for operators' sandboxes).
-func (s *Service) sleepIdle(ctx context.Context, sb sandbox.Sandbox) {
-	idle := s.opts.IdleTimeout
-	if _, lim, err := s.tenantLimits(ctx, sb.Tenant); err == nil {
-		idle = lim.IdleTimeout
-	}
-	if sb.Status != sandbox.StatusRunning || !s.leases.idle(sb.ID, s.now(), idle) {
-		return
-	}
-	if _, err := s.sleep(ctx, sb, fmt.Sprintf("idle for %s", idle)); err != nil {
-		s.log.Error("sleep idle sandbox", "sandbox", sb.Name, "err", err)
-	}
+	return s.run.wake(ctx, sb)
 }

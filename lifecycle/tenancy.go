@@ -18,6 +18,15 @@ import (
 // tenant, itself and its own tokens. What a caller may not see is
 // not_found; what its role may never do is permission_denied.
 
+// Tenancy keeps tenants, agent identities and tokens, authenticates
+// callers, and reports the limits they are under. It is safe for
+// concurrent use.
+type Tenancy struct {
+	*core
+	adm    *admission
+	egress *egress
+}
+
 // systemTenant owns operator tokens, the operators' sandboxes and the warm
 // pool; no tenant can take its name.
 const systemTenant = sandbox.SystemTenant
@@ -43,7 +52,7 @@ func validateTenant(t sandbox.Tenant) error {
 }
 
 // CreateTenant creates a tenant (operators only).
-func (s *Service) CreateTenant(ctx context.Context, p sandbox.Principal, t sandbox.Tenant) (sandbox.Tenant, error) {
+func (s *Tenancy) CreateTenant(ctx context.Context, p sandbox.Principal, t sandbox.Tenant) (sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Tenant{}, operatorOnly("create tenants")
 	}
@@ -70,7 +79,7 @@ func (s *Service) CreateTenant(ctx context.Context, p sandbox.Principal, t sandb
 
 // GetTenant returns a tenant p may see: any for an operator, its own for
 // anyone else.
-func (s *Service) GetTenant(ctx context.Context, p sandbox.Principal, name string) (sandbox.Tenant, error) {
+func (s *Tenancy) GetTenant(ctx context.Context, p sandbox.Principal, name string) (sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator && p.Tenant != name {
 		return sandbox.Tenant{}, tenantNotFound(name)
 	}
@@ -85,7 +94,7 @@ func (s *Service) GetTenant(ctx context.Context, p sandbox.Principal, name strin
 }
 
 // ListTenants returns the tenants p may see, by name.
-func (s *Service) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandbox.Tenant, error) {
+func (s *Tenancy) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {
 		t, err := s.GetTenant(ctx, p, p.Tenant)
 		if sandbox.IsCode(err, sandbox.CodeNotFound) {
@@ -104,11 +113,11 @@ func (s *Service) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandb
 }
 
 // UpdateTenant changes a tenant's allocation or policy (operators only).
-func (s *Service) UpdateTenant(ctx context.Context, p sandbox.Principal, name string, u sandbox.TenantUpdate) (sandbox.Tenant, error) {
+func (s *Tenancy) UpdateTenant(ctx context.Context, p sandbox.Principal, name string, u sandbox.TenantUpdate) (sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Tenant{}, operatorOnly("change tenants")
 	}
-	unlock := s.tenantLocks.lock(name)
+	unlock := s.adm.tenantLocks.lock(name)
 	defer unlock()
 	t, err := s.GetTenant(ctx, p, name)
 	if err != nil {
@@ -131,7 +140,7 @@ func (s *Service) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 	}
 	s.log.Info("tenant updated", "tenant", t.Name, "by", p.Agent)
 	if u.Policy.Egress != nil || u.ResetPolicy {
-		s.applyTenantEgress(ctx, t.Name)
+		s.egress.applyTenant(ctx, t.Name)
 	}
 	return t, nil
 }
@@ -151,7 +160,7 @@ func mergeOverrides(base, over sandbox.PolicyOverrides) sandbox.PolicyOverrides 
 
 // CreateAgent creates an agent identity: an operator in any tenant, a
 // tenant admin in its own (a.Tenant empty means the caller's).
-func (s *Service) CreateAgent(ctx context.Context, p sandbox.Principal, a sandbox.Agent) (sandbox.Agent, error) {
+func (s *Tenancy) CreateAgent(ctx context.Context, p sandbox.Principal, a sandbox.Agent) (sandbox.Agent, error) {
 	if a.Tenant == "" {
 		a.Tenant = p.Tenant
 	}
@@ -182,7 +191,7 @@ func (s *Service) CreateAgent(ctx context.Context, p sandbox.Principal, a sandbo
 // ListAgents returns the agent identities p may see, by name: an
 // operator's of tenant (or all when empty), a tenant admin's of its
 // tenant, an agent itself.
-func (s *Service) ListAgents(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.Agent, error) {
+func (s *Tenancy) ListAgents(ctx context.Context, p sandbox.Principal, tenant string) ([]sandbox.Agent, error) {
 	if p.Role != sandbox.RoleOperator {
 		if tenant != "" && tenant != p.Tenant {
 			return []sandbox.Agent{}, nil
@@ -204,7 +213,7 @@ func (s *Service) ListAgents(ctx context.Context, p sandbox.Principal, tenant st
 // and tenant-admin tokens of its tenant; an agent none. A caller whose own
 // token is restricted to a name prefix may only create tokens restricted
 // at least as narrowly.
-func (s *Service) CreateToken(ctx context.Context, p sandbox.Principal, req sandbox.TokenRequest) (string, sandbox.TokenInfo, error) {
+func (s *Tenancy) CreateToken(ctx context.Context, p sandbox.Principal, req sandbox.TokenRequest) (string, sandbox.TokenInfo, error) {
 	if req.Role == "" {
 		req.Role = sandbox.RoleAgent
 	}
@@ -283,7 +292,7 @@ func visibleToken(p sandbox.Principal, t store.Token) bool {
 }
 
 // ListTokens describes the tokens p may see, oldest first.
-func (s *Service) ListTokens(ctx context.Context, p sandbox.Principal) ([]sandbox.TokenInfo, error) {
+func (s *Tenancy) ListTokens(ctx context.Context, p sandbox.Principal) ([]sandbox.TokenInfo, error) {
 	ts, err := s.opts.Store.ListTokens(ctx)
 	if err != nil {
 		return nil, s.internal("list tokens", err)
@@ -299,7 +308,7 @@ func (s *Service) ListTokens(ctx context.Context, p sandbox.Principal) ([]sandbo
 
 // RevokeToken revokes the token with that id, at once and for good.
 // Revoking a revoked token succeeds.
-func (s *Service) RevokeToken(ctx context.Context, p sandbox.Principal, id string) error {
+func (s *Tenancy) RevokeToken(ctx context.Context, p sandbox.Principal, id string) error {
 	ts, err := s.opts.Store.ListTokens(ctx)
 	if err != nil {
 		return s.internal("list tokens", err)
@@ -313,4 +322,20 @@ func (s *Service) RevokeToken(ctx context.Context, p sandbox.Principal, id strin
 	}
 	s.log.Info("token revoked", "token", id, "by", p.Agent)
 	return nil
+}
+
+// Fleetwide is nil when p may read what counts every tenant's sandboxes
+// (what, e.g. "read the metrics"): an operator, unless its token is
+// restricted to a name prefix, which may read the counts of its own
+// sandboxes only. Else permission_denied.
+func (s *Tenancy) Fleetwide(p sandbox.Principal, what string) error {
+	return s.access(p).fleetwide(what)
+}
+
+// AuditScope narrows f to the audit events p may read (see
+// sandbox.Principal.ScopeAudit): its tenant's or its own, and, for a
+// token restricted to a name prefix, only those on sandboxes inside it.
+// ok is false when f asks for events outside the scope.
+func (s *Tenancy) AuditScope(p sandbox.Principal, f sandbox.AuditFilter) (_ sandbox.AuditFilter, ok bool) {
+	return p.ScopeAudit(f)
 }

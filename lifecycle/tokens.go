@@ -38,7 +38,7 @@ func randomString(n int) string {
 // Authenticate maps a bearer token to its Principal. A missing, unknown,
 // revoked or expired token is unauthenticated, with one message for all of
 // them so that a guesser learns nothing.
-func (s *Service) Authenticate(ctx context.Context, secret string) (sandbox.Principal, error) {
+func (s *Tenancy) Authenticate(ctx context.Context, secret string) (sandbox.Principal, error) {
 	unauth := sandbox.Errorf(sandbox.CodeUnauthenticated, "missing or invalid token").
 		WithHint("send a valid token as `Authorization: Bearer <token>` (the CLI reads HEARTH_TOKEN or --token)")
 	if !strings.HasPrefix(secret, tokenPrefix) {
@@ -65,7 +65,7 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (sandbox.Prin
 // EnsureOperatorToken returns a working operator token: current when it is
 // still valid, else a new one (created true), whose hash alone is stored.
 // The caller shows or saves the secret; it cannot be recovered later.
-func (s *Service) EnsureOperatorToken(ctx context.Context, current string) (secret string, created bool, err error) {
+func (s *Tenancy) EnsureOperatorToken(ctx context.Context, current string) (secret string, created bool, err error) {
 	if current != "" {
 		if p, err := s.Authenticate(ctx, current); err == nil && p.Role == sandbox.RoleOperator {
 			return current, false, nil
@@ -76,7 +76,7 @@ func (s *Service) EnsureOperatorToken(ctx context.Context, current string) (secr
 }
 
 // createToken stores a new token for p and returns its secret and row.
-func (s *Service) createToken(ctx context.Context, p sandbox.Principal, ttl time.Duration) (string, store.Token, error) {
+func (s *Tenancy) createToken(ctx context.Context, p sandbox.Principal, ttl time.Duration) (string, store.Token, error) {
 	secret := tokenPrefix + randomString(32)
 	t := store.Token{
 		ID:        "tok-" + randomString(5),

@@ -45,7 +45,7 @@ func TestAuthenticate(t *testing.T) {
 		{"hearth_live", withToken(a1, "tok-live")},
 		{"hearth_expireslater", withToken(a2, "tok-later")},
 	} {
-		if got, err := e.svc.Authenticate(t.Context(), tt.secret); err != nil || got != tt.want {
+		if got, err := e.svc.Tenancy.Authenticate(t.Context(), tt.secret); err != nil || got != tt.want {
 			t.Errorf("Authenticate(%s) = %+v, %v, want %+v", tt.secret, got, err, tt.want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestAuthenticate(t *testing.T) {
 		{"live with a space", "hearth_live "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := e.svc.Authenticate(t.Context(), tt.secret)
+			p, err := e.svc.Tenancy.Authenticate(t.Context(), tt.secret)
 			se := wantCode(t, "Authenticate("+tt.name+")", err, sandbox.CodeUnauthenticated)
 			if p != (sandbox.Principal{}) {
 				t.Errorf("Authenticate(%s) = %+v, want no principal", tt.name, p)
@@ -102,11 +102,11 @@ func (e *env) hashOf(t *testing.T, id string) string {
 func TestEnsureOperatorToken(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
-	secret, created, err := e.svc.EnsureOperatorToken(ctx, "")
+	secret, created, err := e.svc.Tenancy.EnsureOperatorToken(ctx, "")
 	if err != nil || !created || !strings.HasPrefix(secret, "hearth_") || len(secret) < 40 {
 		t.Fatalf("EnsureOperatorToken(\"\") = %q, %v, %v; want a new hearth_ secret", secret, created, err)
 	}
-	p, err := e.svc.Authenticate(ctx, secret)
+	p, err := e.svc.Tenancy.Authenticate(ctx, secret)
 	if err != nil || p.Role != sandbox.RoleOperator {
 		t.Fatalf("Authenticate(operator token) = %+v, %v; want an operator", p, err)
 	}
@@ -122,7 +122,7 @@ func TestEnsureOperatorToken(t *testing.T) {
 
 	// A valid current token is kept, any number of times.
 	for range 2 {
-		got, created, err := e.svc.EnsureOperatorToken(ctx, secret)
+		got, created, err := e.svc.Tenancy.EnsureOperatorToken(ctx, secret)
 		if err != nil || created || got != secret {
 			t.Fatalf("EnsureOperatorToken(current) = %q, %v, %v; want it back, created false", got, created, err)
 		}
@@ -135,12 +135,12 @@ func TestEnsureOperatorToken(t *testing.T) {
 	e.addToken(t, "tok-agent", "hearth_agenttoken", a1, time.Time{}, time.Time{})
 	e.addToken(t, "tok-oldop", "hearth_oldoperator", op, time.Time{}, epoch)
 	for _, current := range []string{"garbage", "hearth_nosuchtoken", "hearth_agenttoken", "hearth_oldoperator"} {
-		got, created, err := e.svc.EnsureOperatorToken(ctx, current)
+		got, created, err := e.svc.Tenancy.EnsureOperatorToken(ctx, current)
 		if err != nil || !created || got == current || got == secret {
 			t.Errorf("EnsureOperatorToken(%s) = %q, %v, %v; want a new secret", current, got, created, err)
 			continue
 		}
-		if p, err := e.svc.Authenticate(ctx, got); err != nil || p.Role != sandbox.RoleOperator {
+		if p, err := e.svc.Tenancy.Authenticate(ctx, got); err != nil || p.Role != sandbox.RoleOperator {
 			t.Errorf("Authenticate(new operator token) = %+v, %v; want an operator", p, err)
 		}
 	}

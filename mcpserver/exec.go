@@ -45,12 +45,12 @@ func (t tools) exec(ctx context.Context, req *mcp.CallToolRequest, in execIn) (*
 		prog = &progress{ctx: ctx, session: req.Session, token: tok}
 	}
 	limit := t.s.opts.MaxOutputBytes
-	spoolMax := t.s.svc.MaxWriteBytes()
+	spoolMax := t.s.svc.Files.MaxWriteBytes()
 	stdout := &capture{limit: limit, spoolMax: spoolMax, stream: "stdout", progress: prog}
 	stderr := &capture{limit: limit, spoolMax: spoolMax, stream: "stderr", progress: prog}
 	defer stdout.close()
 	defer stderr.close()
-	res, err := t.s.svc.Exec(ctx, t.p, in.Sandbox, execReq, nil, stdout, stderr)
+	res, err := t.s.svc.Processes.Exec(ctx, t.p, in.Sandbox, execReq, nil, stdout, stderr)
 	if err != nil {
 		return nil, execOut{}, t.s.publicError(ctx, "sandbox_exec", err)
 	}
@@ -123,7 +123,7 @@ func (t tools) save(ctx context.Context, name, path string, c *capture) error {
 	if _, err := c.spool.Seek(0, io.SeekStart); err != nil {
 		return t.s.publicError(ctx, "sandbox_exec", err)
 	}
-	_, err := t.s.svc.WriteFile(ctx, t.p, name, sandbox.WriteRequest{Path: path, Parents: true}, c.spool)
+	_, err := t.s.svc.Files.WriteFile(ctx, t.p, name, sandbox.WriteRequest{Path: path, Parents: true}, c.spool)
 	if err != nil {
 		return t.s.publicError(ctx, "sandbox_exec", err)
 	}

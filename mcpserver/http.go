@@ -58,7 +58,7 @@ func (s *Server) Handler() http.Handler {
 				WithHint("call it from a client that is not a browser, or ask the operator to allow the origin"))
 			return
 		}
-		p, err := s.svc.Authenticate(r.Context(), bearerToken(r))
+		p, err := s.svc.Tenancy.Authenticate(r.Context(), bearerToken(r))
 		if err != nil {
 			writeError(w, s.publicError(r.Context(), "authenticate", err))
 			return

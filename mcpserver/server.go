@@ -4,12 +4,13 @@
 // Streamable HTTP at /mcp (Handler) and, through `hearth mcp`, over stdio.
 //
 // It is a veneer over lifecycle and nothing more: each tool calls one
-// lifecycle.Service method with the caller's Principal, as the HTTP API
-// does, so names, limits, ownership and the guardrails are decided in one
-// place. A lifecycle error becomes a tool result with isError set whose
-// text is sandbox.Error.Text (exactly what the CLI prints for it) and whose
-// structured content is the API's error object; protocol errors are left
-// to protocol problems (an unknown tool, a malformed request).
+// lifecycle service method (svc.Processes.Exec, …) with the caller's
+// Principal, as the HTTP API does, so names, limits, ownership and the
+// guardrails are decided in one place. A lifecycle error becomes a tool
+// result with isError set whose text is sandbox.Error.Text (exactly what
+// the CLI prints for it) and whose structured content is the API's error
+// object; protocol errors are left to protocol problems (an unknown tool,
+// a malformed request).
 package mcpserver
 
 import (

@@ -138,7 +138,7 @@ func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) 
 	if err != nil {
 		return nil, createOut{}, err
 	}
-	sb, created, err := t.s.svc.Create(ctx, t.p, req)
+	sb, created, err := t.s.svc.Sandboxes.Create(ctx, t.p, req)
 	if err != nil {
 		return nil, createOut{}, t.s.publicError(ctx, "sandbox_create", err)
 	}
@@ -146,7 +146,7 @@ func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) 
 }
 
 func (t tools) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in checkpointIn) (*mcp.CallToolResult, checkpointOut, error) {
-	ck, err := t.s.svc.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label, Memory: in.Memory})
+	ck, err := t.s.svc.Checkpoints.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label, Memory: in.Memory})
 	if err != nil {
 		return nil, checkpointOut{}, t.s.publicError(ctx, "sandbox_checkpoint", err)
 	}
@@ -154,7 +154,7 @@ func (t tools) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in checkp
 }
 
 func (t tools) restore(ctx context.Context, _ *mcp.CallToolRequest, in restoreIn) (*mcp.CallToolResult, restoreOut, error) {
-	sb, err := t.s.svc.Restore(ctx, t.p, in.Sandbox, in.Checkpoint)
+	sb, err := t.s.svc.Checkpoints.Restore(ctx, t.p, in.Sandbox, in.Checkpoint)
 	if err != nil {
 		return nil, restoreOut{}, t.s.publicError(ctx, "sandbox_restore", err)
 	}
@@ -162,18 +162,18 @@ func (t tools) restore(ctx context.Context, _ *mcp.CallToolRequest, in restoreIn
 }
 
 func (t tools) destroy(ctx context.Context, _ *mcp.CallToolRequest, in destroyIn) (*mcp.CallToolResult, destroyOut, error) {
-	if err := t.s.svc.Destroy(ctx, t.p, in.Sandbox); err != nil {
+	if err := t.s.svc.Sandboxes.Destroy(ctx, t.p, in.Sandbox); err != nil {
 		return nil, destroyOut{}, t.s.publicError(ctx, "sandbox_destroy", err)
 	}
 	return nil, destroyOut{Destroyed: in.Sandbox}, nil
 }
 
 func (t tools) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, listOut, error) {
-	sbs, err := t.s.svc.List(ctx, t.p)
+	sbs, err := t.s.svc.Sandboxes.List(ctx, t.p)
 	if err != nil {
 		return nil, listOut{}, t.s.publicError(ctx, "sandbox_list", err)
 	}
-	rep, err := t.s.svc.Limits(ctx, t.p)
+	rep, err := t.s.svc.Tenancy.Limits(ctx, t.p)
 	if err != nil {
 		return nil, listOut{}, t.s.publicError(ctx, "sandbox_list", err)
 	}

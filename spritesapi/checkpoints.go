@@ -84,7 +84,7 @@ func (d *door) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbo
 	}
 	s := startEvents(w)
 	s.send(event{Type: "info", Data: "Creating checkpoint..."})
-	c, err := d.svc.Checkpoint(r.Context(), p, name, sandbox.CheckpointRequest{Label: req.Comment})
+	c, err := d.svc.Checkpoints.Checkpoint(r.Context(), p, name, sandbox.CheckpointRequest{Label: req.Comment})
 	if err != nil {
 		s.fail(r, "Checkpoint", err)
 		return nil
@@ -100,7 +100,7 @@ func (d *door) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p s
 	if err != nil {
 		return err
 	}
-	list, err := d.svc.ListCheckpoints(r.Context(), p, r.PathValue("name"))
+	list, err := d.svc.Checkpoints.ListCheckpoints(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (d *door) handleGetCheckpoint(w http.ResponseWriter, r *http.Request, p san
 // or not_found.
 func (d *door) findCheckpoint(r *http.Request, p sandbox.Principal) (sandbox.Checkpoint, error) {
 	name, id := r.PathValue("name"), r.PathValue("id")
-	list, err := d.svc.ListCheckpoints(r.Context(), p, name)
+	list, err := d.svc.Checkpoints.ListCheckpoints(r.Context(), p, name)
 	if err != nil {
 		return sandbox.Checkpoint{}, err
 	}
@@ -150,7 +150,7 @@ func (d *door) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.P
 	name, id := r.PathValue("name"), r.PathValue("id")
 	s := startEvents(w)
 	s.send(event{Type: "info", Data: "Restoring checkpoint " + id + "..."})
-	if _, err := d.svc.Restore(r.Context(), p, name, id); err != nil {
+	if _, err := d.svc.Checkpoints.Restore(r.Context(), p, name, id); err != nil {
 		s.fail(r, "Restore", err)
 		return nil
 	}

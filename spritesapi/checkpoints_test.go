@@ -85,7 +85,7 @@ func TestCheckpoints(t *testing.T) {
 		}
 	}
 
-	if _, err := e.d.Svc.Checkpoint(t.Context(), daemontest.AgentA1, "box", sandbox.CheckpointRequest{Label: sandbox.AutoLabel}); err != nil {
+	if _, err := e.d.Svc.Checkpoints.Checkpoint(t.Context(), daemontest.AgentA1, "box", sandbox.CheckpointRequest{Label: sandbox.AutoLabel}); err != nil {
 		t.Fatal(err)
 	}
 	e.want(t, http.StatusOK, "GET", "/v1/sprites/box/checkpoints", tok, "", &list)

@@ -31,18 +31,33 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Service is the lifecycle the door drives (lifecycle.Service).
-type Service interface {
+// Service is the lifecycle the door drives: the parts of lifecycle.Service
+// it calls, field by field (lifecycle.Service's fields of the same names).
+type Service struct {
+	Sandboxes   Sandboxes
+	Processes   Processes
+	Files       Files
+	Checkpoints Checkpoints
+	Tenancy     Tenancy
+}
+
+// Sandboxes is what the door calls of lifecycle.Sandboxes.
+type Sandboxes interface {
 	Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sandbox.Sandbox, bool, error)
 	Get(ctx context.Context, p sandbox.Principal, name string) (sandbox.Sandbox, error)
 	List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sandbox, error)
 	Update(ctx context.Context, p sandbox.Principal, name string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error)
 	Destroy(ctx context.Context, p sandbox.Principal, name string) error
-	Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error)
-	Connect(ctx context.Context, p sandbox.Principal, name string, port int) (net.Conn, error)
+}
 
+// Processes is what the door calls of lifecycle.Processes.
+type Processes interface {
 	Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+	Connect(ctx context.Context, p sandbox.Principal, name string, port int) (net.Conn, error)
+}
 
+// Files is what the door calls of lifecycle.Files.
+type Files interface {
 	ReadFile(ctx context.Context, p sandbox.Principal, name, path string, w io.Writer) error
 	WriteFile(ctx context.Context, p sandbox.Principal, name string, req sandbox.WriteRequest, r io.Reader) (sandbox.FileInfo, error)
 	ListDir(ctx context.Context, p sandbox.Principal, name, path string) ([]sandbox.FileInfo, error)
@@ -52,10 +67,18 @@ type Service interface {
 	Rename(ctx context.Context, p sandbox.Principal, name, from, to string) (sandbox.FileInfo, error)
 	Chmod(ctx context.Context, p sandbox.Principal, name, path string, mode fs.FileMode) (sandbox.FileInfo, error)
 	MaxWriteBytes() int64
+}
 
+// Checkpoints is what the door calls of lifecycle.Checkpoints.
+type Checkpoints interface {
 	Checkpoint(ctx context.Context, p sandbox.Principal, name string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error)
 	ListCheckpoints(ctx context.Context, p sandbox.Principal, name string) ([]sandbox.Checkpoint, error)
 	Restore(ctx context.Context, p sandbox.Principal, name, id string) (sandbox.Sandbox, error)
+}
+
+// Tenancy is what the door calls of lifecycle.Tenancy.
+type Tenancy interface {
+	Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error)
 }
 
 // Options configure the door. The zero value works.

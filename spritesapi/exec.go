@@ -215,7 +215,7 @@ func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
-	if _, err := d.svc.Get(r.Context(), p, name); err != nil {
+	if _, err := d.svc.Sandboxes.Get(r.Context(), p, name); err != nil {
 		return err
 	}
 	if !isUpgrade(r) {
@@ -261,7 +261,7 @@ func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		cancel()
 	})
 	stopKeepalive := out.keepalive(ctx, d.keepalive)
-	res, err := d.svc.Exec(ctx, p, name, x.req, in, out.stream(streamStdout), out.stream(streamStderr))
+	res, err := d.svc.Processes.Exec(ctx, p, name, x.req, in, out.stream(streamStdout), out.stream(streamStderr))
 	stopKeepalive()
 	in.closeStdin()
 	d.finish(r, out, res, err)
@@ -544,7 +544,7 @@ func (d *door) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.
 		x.req.Stdin = true
 	}
 	fw := &frameWriter{w: w, rc: http.NewResponseController(w)}
-	res, err := d.svc.Exec(r.Context(), p, name, x.req, stdin, fw.stream(streamStdout), fw.stream(streamStderr))
+	res, err := d.svc.Processes.Exec(r.Context(), p, name, x.req, stdin, fw.stream(streamStdout), fw.stream(streamStderr))
 	status := exitStatus(res)
 	if err != nil {
 		e := sandbox.AsError(err)

@@ -91,7 +91,7 @@ func (d *door) handleRead(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		return err
 	}
 	out := &lazyBody{w: w}
-	if err := d.svc.ReadFile(r.Context(), p, r.PathValue("name"), abs, out); err != nil {
+	if err := d.svc.Files.ReadFile(r.Context(), p, r.PathValue("name"), abs, out); err != nil {
 		if out.started {
 			panic(http.ErrAbortHandler) // the body is cut short: the client must not take it for whole
 		}
@@ -151,7 +151,7 @@ func (d *door) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 			}
 		}
 	}
-	req := sandbox.WriteRequest{Path: abs, Parents: parents, MaxBytes: d.svc.MaxWriteBytes()}
+	req := sandbox.WriteRequest{Path: abs, Parents: parents, MaxBytes: d.svc.Files.MaxWriteBytes()}
 	if s := q.Get("mode"); s != "" {
 		if req.Mode, err = sandbox.ParseMode(s); err != nil {
 			return err
@@ -161,7 +161,7 @@ func (d *door) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 	if err := httpapi.WriteTooLarge(r.ContentLength, req.MaxBytes); err != nil {
 		return fsErr(abs, sandbox.AsError(err).With("errno", "EFBIG")) // as the agent refuses it
 	}
-	info, err := d.svc.WriteFile(r.Context(), p, r.PathValue("name"), req, http.MaxBytesReader(w, r.Body, req.MaxBytes+1))
+	info, err := d.svc.Files.WriteFile(r.Context(), p, r.PathValue("name"), req, http.MaxBytesReader(w, r.Body, req.MaxBytes+1))
 	if err != nil {
 		return fsErr(abs, err)
 	}
@@ -232,7 +232,7 @@ func (d *door) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.P
 
 // stat describes the file at abs in r's sprite.
 func (d *door) stat(r *http.Request, p sandbox.Principal, abs string) (sandbox.FileInfo, error) {
-	info, err := d.svc.Stat(r.Context(), p, r.PathValue("name"), abs)
+	info, err := d.svc.Files.Stat(r.Context(), p, r.PathValue("name"), abs)
 	if err != nil {
 		return sandbox.FileInfo{}, fsErr(abs, err)
 	}
@@ -245,7 +245,7 @@ func (d *door) stat(r *http.Request, p sandbox.Principal, abs string) (sandbox.F
 func (d *door) walk(r *http.Request, p sandbox.Principal, dir string, recursive bool) ([]sandbox.FileInfo, error) {
 	var out []sandbox.FileInfo
 	for dirs := []string{dir}; len(dirs) > 0; dirs = dirs[1:] {
-		children, err := d.svc.ListDir(r.Context(), p, r.PathValue("name"), dirs[0])
+		children, err := d.svc.Files.ListDir(r.Context(), p, r.PathValue("name"), dirs[0])
 		if err != nil {
 			return nil, fsErr(dirs[0], err)
 		}
@@ -311,7 +311,7 @@ func (d *door) handleDeleteFile(w http.ResponseWriter, r *http.Request, p sandbo
 	if err := b.resolve(&b.Path); err != nil {
 		return err
 	}
-	if err := d.svc.Remove(r.Context(), p, r.PathValue("name"), b.Path, b.Recursive); err != nil {
+	if err := d.svc.Files.Remove(r.Context(), p, r.PathValue("name"), b.Path, b.Recursive); err != nil {
 		return fsErr(b.Path, err)
 	}
 	encode(w, http.StatusOK, map[string]any{"deleted": []string{b.Path}, "count": 1})
@@ -327,7 +327,7 @@ func (d *door) handleRename(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	if err := b.resolve(&b.Source, &b.Dest); err != nil {
 		return err
 	}
-	if _, err := d.svc.Rename(r.Context(), p, r.PathValue("name"), b.Source, b.Dest); err != nil {
+	if _, err := d.svc.Files.Rename(r.Context(), p, r.PathValue("name"), b.Source, b.Dest); err != nil {
 		return fsErr(b.Source, err)
 	}
 	encode(w, http.StatusOK, map[string]string{"source": b.Source, "dest": b.Dest})
@@ -373,7 +373,7 @@ func (d *door) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 	}
 	out := []affected{}
 	for _, t := range targets {
-		info, err := d.svc.Chmod(r.Context(), p, r.PathValue("name"), t, mode)
+		info, err := d.svc.Files.Chmod(r.Context(), p, r.PathValue("name"), t, mode)
 		if err != nil {
 			return fsErr(t, err)
 		}

@@ -39,7 +39,8 @@ func newEnvWith(t *testing.T, o daemontest.Options, api httpapi.Options, wrap fu
 	d := daemontest.New(t, o)
 	rec := audit.New(d.DB, nil)
 	t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
-	door := spritesapi.New(d.Svc, spritesapi.Options{Keepalive: keepalive})
+	door := spritesapi.New(spritesapi.Service{Sandboxes: d.Svc.Sandboxes, Processes: d.Svc.Processes, Files: d.Svc.Files,
+		Checkpoints: d.Svc.Checkpoints, Tenancy: d.Svc.Tenancy}, spritesapi.Options{Keepalive: keepalive})
 	api.Doors, api.Audit = []*httpapi.Door{door}, rec
 	h := httpapi.New(d.Svc, api)
 	if wrap != nil {

@@ -126,7 +126,7 @@ func policyOf(e sandbox.EgressPolicy) networkPolicy {
 }
 
 func (d *door) handleGetNetworkPolicy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
-	sb, err := d.svc.Get(r.Context(), p, r.PathValue("name"))
+	sb, err := d.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func (d *door) handleSetNetworkPolicy(w http.ResponseWriter, r *http.Request, p 
 	if err != nil {
 		return err
 	}
-	if _, err := d.svc.Update(r.Context(), p, r.PathValue("name"), sandbox.SandboxUpdate{Egress: &e}); err != nil {
+	if _, err := d.svc.Sandboxes.Update(r.Context(), p, r.PathValue("name"), sandbox.SandboxUpdate{Egress: &e}); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -40,7 +40,7 @@ func TestNetworkPolicy(t *testing.T) {
 	if got := get(); !slices.Equal(got, want) {
 		t.Errorf("rules = %+v, want %+v", got, want)
 	}
-	sb, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "web")
+	sb, err := e.d.Svc.Sandboxes.Get(t.Context(), daemontest.AgentA1, "web")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func (d *door) handleTCPProxy(w http.ResponseWriter, r *http.Request, p sandbox.
 		return refuse(sandbox.Errorf(sandbox.CodeInvalidArgument, "host %q is not the sprite's own loopback", req.Host).
 			WithHint("connect to localhost: the proxy reaches ports inside the sprite"))
 	}
-	conn, err := d.svc.Connect(r.Context(), p, name, req.Port)
+	conn, err := d.svc.Processes.Connect(r.Context(), p, name, req.Port)
 	if err != nil {
 		return refuse(sandbox.AsError(err))
 	}

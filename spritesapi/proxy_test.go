@@ -108,12 +108,12 @@ func TestSpriteURL(t *testing.T) {
 	if s.URL != e.url+"/v1/sandboxes/t1%2Fagent-a1-site/proxy/8080/" || s.URLSettings.Auth != "public" {
 		t.Errorf("created %+v", s)
 	}
-	sb, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "site")
+	sb, err := e.d.Svc.Sandboxes.Get(t.Context(), daemontest.AgentA1, "site")
 	if err != nil || len(sb.PublicPorts) != 1 || sb.PublicPorts[0] != 8080 {
 		t.Errorf("public ports %v, %v; want [8080]", sb.PublicPorts, err)
 	}
 	e.want(t, http.StatusOK, "PUT", "/v1/sprites/site", tok, `{"url_settings":{"auth":"sprite"}}`, &s)
-	if sb, _ = e.d.Svc.Get(t.Context(), daemontest.AgentA1, "site"); s.URLSettings.Auth != "sprite" || len(sb.PublicPorts) != 0 {
+	if sb, _ = e.d.Svc.Sandboxes.Get(t.Context(), daemontest.AgentA1, "site"); s.URLSettings.Auth != "sprite" || len(sb.PublicPorts) != 0 {
 		t.Errorf("after auth sprite: %+v, public ports %v", s, sb.PublicPorts)
 	}
 	e.wantError(t, http.StatusBadRequest, "invalid_argument", "PUT", "/v1/sprites/site", tok, `{"url_settings":{"auth":"everyone"}}`)

@@ -210,7 +210,7 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	if err != nil {
 		return err
 	}
-	sb, created, err := d.svc.Create(r.Context(), p, sandbox.CreateRequest{Name: req.Name, Size: size, Labels: req.Labels})
+	sb, created, err := d.svc.Sandboxes.Create(r.Context(), p, sandbox.CreateRequest{Name: req.Name, Size: size, Labels: req.Labels})
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 			WithHint("use it (get it by name), or delete it first")
 	}
 	if ports, _ := publicPorts(req.URLSettings, sb); ports != nil && len(*ports) > 0 {
-		if sb, err = d.svc.Update(r.Context(), p, sb.Name, sandbox.SandboxUpdate{PublicPorts: ports}); err != nil {
+		if sb, err = d.svc.Sandboxes.Update(r.Context(), p, sb.Name, sandbox.SandboxUpdate{PublicPorts: ports}); err != nil {
 			return err
 		}
 	}
@@ -229,7 +229,7 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 }
 
 func (d *door) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
-	sb, err := d.svc.Get(r.Context(), p, r.PathValue("name"))
+	sb, err := d.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	}
 	var u sandbox.SandboxUpdate
 	if req.URLSettings != nil {
-		sb, err := d.svc.Get(r.Context(), p, r.PathValue("name"))
+		sb, err := d.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name"))
 		if err != nil {
 			return err
 		}
@@ -265,7 +265,7 @@ func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	case req.Labels != nil:
 		u.Labels = req.Labels
 	}
-	sb, err := d.svc.Update(r.Context(), p, r.PathValue("name"), u)
+	sb, err := d.svc.Sandboxes.Update(r.Context(), p, r.PathValue("name"), u)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 }
 
 func (d *door) handleDelete(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
-	if err := d.svc.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
+	if err := d.svc.Sandboxes.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -323,7 +323,7 @@ func (d *door) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		limit = min(n, maxPage)
 	}
 	prefix, after := q.Get("prefix"), q.Get("continuation_token")
-	all, err := d.svc.List(r.Context(), p)
+	all, err := d.svc.Sandboxes.List(r.Context(), p)
 	if err != nil {
 		return err
 	}
@@ -348,7 +348,7 @@ func (d *door) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		page = page[:limit]
 	}
 	out.Sprites = append(out.Sprites, page...)
-	if lim, err := d.svc.Limits(r.Context(), p); err == nil && lim.Sandboxes != nil {
+	if lim, err := d.svc.Tenancy.Limits(r.Context(), p); err == nil && lim.Sandboxes != nil {
 		counts.RunningLimit = lim.Sandboxes.Limit
 	}
 	out.orgCounts, out.Org = counts, counts

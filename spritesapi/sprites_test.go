@@ -31,7 +31,7 @@ func TestSpriteLifecycle(t *testing.T) {
 		t.Errorf("created_at %q; want RFC 3339 with six fractional digits", s.CreatedAt)
 	}
 	// The sandbox behind it carries the creator's attribution.
-	if _, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "hermes-default-t1"); err != nil {
+	if _, err := e.d.Svc.Sandboxes.Get(t.Context(), daemontest.AgentA1, "hermes-default-t1"); err != nil {
 		t.Errorf("native Get = %v", err)
 	}
 	e.wantError(t, http.StatusConflict, "already_exists", "POST", "/v1/sprites", tok, `{"name":"hermes-default-t1"}`)
@@ -121,7 +121,7 @@ func TestSpriteNamePrefix(t *testing.T) {
 		e.wantError(t, http.StatusNotFound, "not_found", "GET", "/v1/sprites/"+name, "hearth_hermesonly", "")
 		e.wantError(t, http.StatusNotFound, "not_found", "DELETE", "/v1/sprites/"+name, "hearth_hermesonly", "")
 	}
-	if _, err := e.d.Svc.Get(t.Context(), daemontest.AgentA1, "other"); err != nil {
+	if _, err := e.d.Svc.Sandboxes.Get(t.Context(), daemontest.AgentA1, "other"); err != nil {
 		t.Errorf("other after the restricted token's delete = %v, want it kept", err)
 	}
 	var list struct{ Sprites []sprite }

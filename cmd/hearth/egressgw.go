@@ -38,7 +38,7 @@ func (g gatewayRoutes) Route(ctx context.Context, client netip.Addr, binding str
 		return gateway.Route{}, sandbox.Errorf(sandbox.CodePermissionDenied, "%s is no sandbox's address", client).
 			WithHint("only egress sandboxes reach the gateway")
 	}
-	b, value, err := g.svc.GatewayRoute(ctx, id, binding)
+	b, value, err := g.svc.Credentials.GatewayRoute(ctx, id, binding)
 	if err != nil {
 		return gateway.Route{}, err
 	}

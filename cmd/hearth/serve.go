@@ -25,6 +25,7 @@ import (
 	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/instance"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/lifecycle"
@@ -116,32 +117,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 			return err
 		}
 	}
-	// Egress networking when this host can do it; without it sandboxes
-	// get no network, and an egress one is refused.
-	// The host's own LAN is denied too (public addresses or not).
-	uplink, err := network.UplinkNetworks()
-	if err != nil {
-		log.Warn("cannot read the host's uplink networks; sandboxes with egress may reach its LAN", "err", err)
-	}
-	// Egress sandboxes resolve names through the daemon's DNS forwarder,
-	// which sends their queries to these, by default the host's own.
-	dnsUpstreams := cfg.dnsUpstreams
-	if !cfg.dnsOff && len(dnsUpstreams) == 0 {
-		if b, err := os.ReadFile("/etc/resolv.conf"); err != nil {
-			log.Warn("cannot read the host's name servers: sandboxes get no name service", "err", err)
-		} else if dnsUpstreams = network.Nameservers(b); len(dnsUpstreams) == 0 {
-			log.Warn("the host's /etc/resolv.conf names no name server: sandboxes get no name service")
-		}
-	}
 	// Metrics come first: the network host counts refusals.
 	reg := metrics.NewRegistry()
-	nets, err := openNetwork(ctx, cfg, inst, network.Options{
-		StateDir:     filepath.Join(cfg.dataDir, "network"),
-		Deny:         uplink,
-		DNSUpstreams: dnsUpstreams,
-		OnRefusal:    egressRefusals(db, reg, log.With("component", "network")),
-		Logger:       log.With("component", "network"),
-	}, log)
+	nets, err := openSandboxNet(ctx, cfg, inst, db, reg, log)
 	if err != nil {
 		return err
 	}
@@ -152,15 +130,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	drv, err := oci.New(oci.Options{
-		Runtime:      cfg.runtime,
-		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
-		CgroupParent: inst.CgroupParent,
-		RuntimeFlags: cfg.runtimeFlags,
-		Network:      nets.host,
-		Sealer:       box,
-		Logger:       log.With("component", "driver"),
-	})
+	drv, err := openDriver(cfg, inst, nets, box, log)
 	if err != nil {
 		return err
 	}
@@ -172,40 +142,15 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
 		return err
 	}
-	auditLog := log.With("component", "audit")
-	if cfg.auditRetention > 0 {
-		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
-	}
+	rec := openAudit(ctx, cfg, db, log)
 	// Closed (flushing what waits) after the server has shut down and
 	// before the store closes.
-	rec := audit.New(db, auditLog)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := rec.Close(cctx); err != nil {
-			auditLog.Error("audit events lost at shutdown", "err", err)
-		}
-	}()
-	// Alarms are audited, counted for /metrics, and posted to the webhook
-	// if any.
-	count := httpapi.CountAlarms(reg)
-	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
-	if cfg.alarmWebhook != "" {
-		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
-		alarms = func(a sandbox.Alarm) { local(a); post(a) }
-	}
+	defer closeAudit(ctx, rec, log)
 	svc, err := lifecycle.New(lifecycle.Options{
-		Store:         db,
-		Driver:        drv,
-		Layers:        snaps,
-		AgentPath:     cfg.agentPath,
-		MaxWriteBytes: cfg.maxWrite,
-		DefaultTTL:    cfg.defaultTTL,
-		IdleTimeout:   cfg.idle,
-		WarmPool:      cfg.warmPool,
-		Alarms:        alarms,
-		Secrets:       box,
-		Logger:        log.With("component", "lifecycle"),
+		Store: db, Driver: drv, Layers: snaps, AgentPath: cfg.agentPath,
+		MaxWriteBytes: cfg.maxWrite, DefaultTTL: cfg.defaultTTL, IdleTimeout: cfg.idle,
+		WarmPool: cfg.warmPool, MemInfo: oci.MemInfo, Alarms: alarmsTo(cfg, reg, rec, log),
+		Secrets: box, Logger: log.With("component", "lifecycle"),
 	})
 	if err != nil {
 		return err
@@ -213,50 +158,29 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if nets.host != nil {
 		startNetwork(ctx, nets, svc, reg, log)
 	}
-	if err := svc.Recover(ctx); err != nil {
-		return fmt.Errorf("reconcile with the runtime: %w", err)
-	}
-	if cfg.tenantsFile != "" {
-		if err := applyTenantsFile(ctx, svc, cfg.tenantsFile); err != nil {
-			return fmt.Errorf("tenants file %s: %w", cfg.tenantsFile, err)
-		}
-	}
-	tokenFile := filepath.Join(cfg.dataDir, "operator.token")
-	if err := ensureOperatorToken(ctx, svc, tokenFile); err != nil {
+	if err := prepare(ctx, cfg, svc, stdout); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "hearth: operator token in %s\n", tokenFile)
 
+	return serveAPI(ctx, cfg, inst.Instance, svc, newHandler(cfg, svc, rec, db, reg, log), stdout, log)
+}
+
+// serveAPI serves handler, the API over svc, on cfg's listen address and
+// runs svc's sweep, until ctx ends or the server fails.
+func serveAPI(ctx context.Context, cfg serveConfig, instance string, svc *lifecycle.Service, handler http.Handler, stdout io.Writer, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
 	}
 	srv := &http.Server{
-		Handler: httpapi.New(svc, httpapi.Options{
-			Logger:         log.With("component", "http"),
-			Audit:          rec,
-			AuditLog:       db,
-			Metrics:        reg,
-			MaxConnections: cfg.maxConnections,
-			MCP: mcpserver.New(svc, mcpserver.Options{
-				Logger:      log.With("component", "mcp"),
-				Version:     version(),
-				Audit:       rec,
-				MaxSessions: cfg.maxConnections,
-				// Test-only: the conformance suite's fixtures.
-				ConformanceFixtures: cfg.mcpConformanceFixtures,
-			}).Handler(),
-			Doors: []*httpapi.Door{spritesapi.New(svc, spritesapi.Options{
-				Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
-			BaseDomain: cfg.baseDomain,
-		}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	go svc.Run(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance)
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, instance)
 
 	select {
 	case err := <-errc:
@@ -270,6 +194,127 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		srv.Close()
 	}
 	return nil
+}
+
+// openDriver returns the OCI driver of cfg's runtime, its state in the
+// data dir, its sandboxes under inst's cgroup parent and on nets.
+func openDriver(cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, log *slog.Logger) (*oci.Driver, error) {
+	return oci.New(oci.Options{
+		Runtime:      cfg.runtime,
+		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
+		CgroupParent: inst.CgroupParent,
+		RuntimeFlags: cfg.runtimeFlags,
+		Network:      nets.host,
+		Sealer:       box,
+		Logger:       log.With("component", "driver"),
+	})
+}
+
+// openSandboxNet opens the sandboxes' egress networking when this host
+// can do it; without it sandboxes get no network, and an egress one is
+// refused. The host's own LAN is denied too (public addresses or not).
+func openSandboxNet(ctx context.Context, cfg serveConfig, inst *instance.Instance, db *sqlite.DB, reg *metrics.Registry, log *slog.Logger) (sandboxNet, error) {
+	uplink, err := network.UplinkNetworks()
+	if err != nil {
+		log.Warn("cannot read the host's uplink networks; sandboxes with egress may reach its LAN", "err", err)
+	}
+	return openNetwork(ctx, cfg, inst, network.Options{
+		StateDir:     filepath.Join(cfg.dataDir, "network"),
+		Deny:         uplink,
+		DNSUpstreams: dnsUpstreams(cfg, log),
+		OnRefusal:    egressRefusals(db, reg, log.With("component", "network")),
+		Logger:       log.With("component", "network"),
+	}, log)
+}
+
+// prepare readies svc before the API opens: it reconciles with the
+// runtime, applies the tenants file if any, and makes sure the data dir
+// holds a valid operator token.
+func prepare(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, stdout io.Writer) error {
+	if err := svc.Recover(ctx); err != nil {
+		return fmt.Errorf("reconcile with the runtime: %w", err)
+	}
+	if cfg.tenantsFile != "" {
+		if err := applyTenantsFile(ctx, svc, cfg.tenantsFile); err != nil {
+			return fmt.Errorf("tenants file %s: %w", cfg.tenantsFile, err)
+		}
+	}
+	tokenFile := filepath.Join(cfg.dataDir, "operator.token")
+	if err := ensureOperatorToken(ctx, svc, tokenFile); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "hearth: operator token in %s\n", tokenFile)
+	return nil
+}
+
+// dnsUpstreams are where egress sandboxes' DNS queries go through the
+// daemon's forwarder: --dns-upstream's, by default the host's own.
+func dnsUpstreams(cfg serveConfig, log *slog.Logger) []netip.AddrPort {
+	ups := cfg.dnsUpstreams
+	if !cfg.dnsOff && len(ups) == 0 {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err != nil {
+			log.Warn("cannot read the host's name servers: sandboxes get no name service", "err", err)
+		} else if ups = network.Nameservers(b); len(ups) == 0 {
+			log.Warn("the host's /etc/resolv.conf names no name server: sandboxes get no name service")
+		}
+	}
+	return ups
+}
+
+// openAudit returns the audit log's recorder over db, and prunes the log
+// in the background when cfg keeps events for a while only.
+func openAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.Logger) *audit.Recorder {
+	auditLog := log.With("component", "audit")
+	if cfg.auditRetention > 0 {
+		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
+	}
+	return audit.New(db, auditLog)
+}
+
+// closeAudit flushes what waits in rec, for at most 5 s.
+func closeAudit(ctx context.Context, rec *audit.Recorder, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := rec.Close(cctx); err != nil {
+		log.With("component", "audit").Error("audit events lost at shutdown", "err", err)
+	}
+}
+
+// alarmsTo is lifecycle's Options.Alarms: an alarm is audited, counted for
+// /metrics, and posted to the webhook if any.
+func alarmsTo(cfg serveConfig, reg *metrics.Registry, rec *audit.Recorder, log *slog.Logger) func(sandbox.Alarm) {
+	count := httpapi.CountAlarms(reg)
+	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
+	if cfg.alarmWebhook != "" {
+		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
+		alarms = func(a sandbox.Alarm) { local(a); post(a) }
+	}
+	return alarms
+}
+
+// newHandler is the daemon's API over svc: the native HTTP API, hosting
+// the MCP door at /mcp and the Sprites-compatible door.
+func newHandler(cfg serveConfig, svc *lifecycle.Service, rec *audit.Recorder, db *sqlite.DB, reg *metrics.Registry, log *slog.Logger) http.Handler {
+	sprites := spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
+		Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}
+	return httpapi.New(svc, httpapi.Options{
+		Logger:         log.With("component", "http"),
+		Audit:          rec,
+		AuditLog:       db,
+		Metrics:        reg,
+		MaxConnections: cfg.maxConnections,
+		MCP: mcpserver.New(svc, mcpserver.Options{
+			Logger:      log.With("component", "mcp"),
+			Version:     version(),
+			Audit:       rec,
+			MaxSessions: cfg.maxConnections,
+			// Test-only: the conformance suite's fixtures.
+			ConformanceFixtures: cfg.mcpConformanceFixtures,
+		}).Handler(),
+		Doors: []*httpapi.Door{spritesapi.New(sprites, spritesapi.Options{
+			Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
+		BaseDomain: cfg.baseDomain,
+	})
 }
 
 // startNetwork runs, each in a goroutine of its own until ctx ends, the
@@ -500,18 +545,18 @@ func applyTenantsFile(ctx context.Context, svc *lifecycle.Service, path string) 
 	}
 	op := sandbox.Principal{Tenant: "system", Agent: "tenants-file", Role: sandbox.RoleOperator}
 	for _, t := range f.Tenants {
-		_, err := svc.CreateTenant(ctx, op, t)
+		_, err := svc.Tenancy.CreateTenant(ctx, op, t)
 		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
-			_, err = svc.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Policy: t.Policy, ResetPolicy: true})
+			_, err = svc.Tenancy.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Policy: t.Policy, ResetPolicy: true})
 		}
 		if err != nil {
 			return fmt.Errorf("tenant %q: %w", t.Name, err)
 		}
 	}
 	for _, a := range f.Agents {
-		_, err := svc.CreateAgent(ctx, op, a)
+		_, err := svc.Tenancy.CreateAgent(ctx, op, a)
 		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
-			if as, lerr := svc.ListAgents(ctx, op, a.Tenant); lerr == nil && slices.ContainsFunc(as, func(x sandbox.Agent) bool { return x.Name == a.Name }) {
+			if as, lerr := svc.Tenancy.ListAgents(ctx, op, a.Tenant); lerr == nil && slices.ContainsFunc(as, func(x sandbox.Agent) bool { return x.Name == a.Name }) {
 				continue
 			}
 		}
@@ -556,7 +601,7 @@ func openLayers(ctx context.Context, cfg serveConfig, log *slog.Logger) (layerSt
 // writes the secret to the file with mode 0600.
 func ensureOperatorToken(ctx context.Context, svc *lifecycle.Service, path string) error {
 	current, _ := os.ReadFile(path)
-	secret, created, err := svc.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)))
+	secret, created, err := svc.Tenancy.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)))
 	if err != nil || !created {
 		return err
 	}

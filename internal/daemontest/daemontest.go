@@ -82,7 +82,7 @@ func New(t testing.TB, o Options) *Env {
 	if o.AgentQuota != 0 {
 		t1.Policy.AgentQuota = &o.AgentQuota
 	}
-	if _, err := svc.CreateTenant(ctx, operator, t1); err != nil {
+	if _, err := svc.Tenancy.CreateTenant(ctx, operator, t1); err != nil {
 		t.Fatal(err)
 	}
 	e := &Env{Svc: svc, DB: db, Driver: drv}

@@ -1,0 +1,363 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// runner is the runtime side of sandboxes that every noun service shares:
+// it starts, wakes, dials, stops and releases a sandbox on the driver and
+// the layer store, and records in its row what it did. Its methods take a
+// sandbox already found through access; the callers hold or take its
+// name's lock as each method says.
+type runner struct {
+	*core
+	egress *egress
+}
+
+// start prepares the root (if it is not there yet) and starts the runtime.
+// The hostname and environment name no sandbox, so that a warm-pool member
+// started before its claim looks exactly like a sandbox started for it.
+func (s *runner) start(ctx context.Context, sb sandbox.Sandbox) error {
+	return s.startFrom(ctx, sb, "")
+}
+
+// startFrom starts sb, from the driver's memory image key when key is not
+// "" (see driver.MemoryCheckpointer: its processes resume), afresh on its
+// root otherwise.
+func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, key string) error {
+	root, err := s.root(ctx, sb)
+	if err != nil {
+		return err
+	}
+	spec := driver.Spec{
+		ID:        sb.ID,
+		RootFS:    root,
+		AgentPath: s.opts.AgentPath,
+		Hostname:  sandboxHostname,
+		Env: []string{
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"LANG=C.UTF-8",
+			"USER=sandbox",
+			"LOGNAME=sandbox",
+		},
+		UID: 1000, GID: 1000, Home: "/home/sandbox",
+		Resources: sb.Resources,
+		Network:   sb.Network,
+	}
+	if sb.Network == sandbox.NetworkEgress {
+		if spec.Egress, err = s.egress.rules(ctx, sb); err != nil {
+			return err
+		}
+	}
+	switch mc := s.memoryDriver(); {
+	case key == "":
+		err = s.opts.Driver.Start(ctx, spec)
+	case mc != nil:
+		err = mc.RestoreMemory(ctx, spec, key)
+	default:
+		// Never a plain start in its place: the caller would report the
+		// processes back.
+		err = errors.New("the driver cannot restore memory")
+	}
+	if err != nil {
+		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", key, "err", err)
+		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q failed to start", sb.Name).
+			WithHint("retry; if it keeps failing, `hearth serve`'s log has the runtime's error")
+	}
+	return nil
+}
+
+// root returns the sandbox's root filesystem, preparing it from its image
+// the first time.
+func (s *runner) root(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID))
+	if err == nil {
+		return info.Path, nil
+	}
+	if !errors.Is(err, layers.ErrNotFound) {
+		return "", s.internal("stat root", err)
+	}
+	path, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), sb.Image)
+	if err != nil {
+		return "", s.internal("prepare root", err)
+	}
+	if err := s.limitDisk(ctx, sb); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// limitDisk caps what the sandbox's root may hold beyond its image. A layer
+// store that cannot enforce limits (btrfs without quotas, the overlay
+// fallback) is logged, not fatal: the sandbox then runs without a cap.
+func (s *runner) limitDisk(ctx context.Context, sb sandbox.Sandbox) error {
+	err := s.opts.Layers.SetLimit(ctx, rootKey(sb.ID), sb.Resources.DiskBytes)
+	if errors.Is(err, layers.ErrUnsupported) {
+		s.log.Warn("the layer store cannot enforce disk limits", "sandbox", sb.Name)
+		return nil
+	}
+	if err != nil {
+		return s.internal("limit disk", err)
+	}
+	return nil
+}
+
+// release removes everything a sandbox holds: runtime, row (its
+// checkpoints' rows with it), root and checkpoint snapshots, in that order.
+// Each step tolerates what is already gone.
+//
+// The runtime goes first, and the row outlives it: a sandbox whose runtime
+// would not go away is still listed, so a retry (or Recover) finishes the
+// job, and a daemon killed right after leaves a stopped sandbox with all
+// its content. The row goes before the disk: from then on the disk is
+// garbage no row owns, which Recover removes if the daemon is killed (or a
+// removal fails) before this does. With the disk first, a killed daemon
+// left a row whose root was gone, which the next call woke on a fresh
+// image.
+func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
+	if err := s.opts.Driver.Delete(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		return fmt.Errorf("driver delete: %w", err)
+	}
+	s.crash("release: runtime deleted")
+	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
+	if err != nil {
+		return fmt.Errorf("list checkpoints: %w", err)
+	}
+	if err := s.opts.Store.DeleteSandbox(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("delete row: %w", err)
+	}
+	s.leases.forget(sb.ID)
+	s.crash("release: row deleted")
+	keys := []string{rootKey(sb.ID)}
+	for _, c := range cps {
+		keys = append(keys, checkpointKey(c.ID))
+		s.dropMemory(ctx, c)
+	}
+	for _, key := range keys {
+		if err := s.opts.Layers.Remove(ctx, key); err != nil && !errors.Is(err, layers.ErrNotFound) {
+			s.log.Error("remove a released sandbox's snapshot; the next start removes it", "sandbox", sb.Name, "key", key, "err", err)
+		}
+		s.crash("release: snapshot removed")
+	}
+	return nil
+}
+
+// destroy releases sb, having first recorded why it goes (see Gone): the
+// record is written before the release so that a sandbox a killed daemon
+// half released still says why. The caller holds sb's lock.
+func (s *runner) destroy(ctx context.Context, sb sandbox.Sandbox, reason string) error {
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	s.crash("destroy: begun")
+	s.recordGone(ctx, sb, reason)
+	// The commit point: a restart finishes a destroy whose record is there
+	// (see Service.Recover).
+	s.crash("destroy: reason recorded")
+	if err := s.release(ctx, sb); err != nil {
+		return s.internal("destroy "+sb.ID, err)
+	}
+	s.log.Info("sandbox destroyed", "sandbox", sb.Name, "id", sb.ID, "reason", reason)
+	return nil
+}
+
+// recordGone records why sb goes, for a get of its name (see Gone); a
+// failure is logged, and only costs that answer.
+func (s *runner) recordGone(ctx context.Context, sb sandbox.Sandbox, reason string) {
+	gone := sandbox.Gone{Name: sb.Name, ID: sb.ID, Tenant: sb.Tenant, Owner: sb.Owner, Reason: reason, Last: sb.Reason, At: s.now().UTC()}
+	if err := s.opts.Store.RecordGone(ctx, gone); err != nil {
+		s.log.Error("record why a sandbox goes", "sandbox", sb.Name, "err", err)
+	}
+}
+
+// forgetGone drops the record of why an earlier sandbox of sb's name in
+// its tenant went: the name is sb's now.
+func (s *runner) forgetGone(ctx context.Context, sb sandbox.Sandbox) {
+	if _, err := s.opts.Store.GetGone(ctx, sb.Tenant, sb.Name); errors.Is(err, store.ErrNotFound) {
+		return // the common case, and a read: no write (and fsync) for it
+	}
+	if err := s.opts.Store.ForgetGone(ctx, sb.Tenant, sb.Name, time.Time{}); err != nil {
+		s.log.Error("forget why an earlier sandbox went", "sandbox", sb.Name, "tenant", sb.Tenant, "err", err)
+	}
+}
+
+// running returns the sandbox ref names for p and an agent client for it,
+// starting the sandbox again first if it is stopped.
+func (s *runner) running(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, *agent.Client, error) {
+	sb, err := s.access(p).get(ctx, ref)
+	if err != nil {
+		return sandbox.Sandbox{}, nil, err
+	}
+	if sb.Status != sandbox.StatusRunning {
+		if sb, err = s.wake(ctx, sb); err != nil {
+			return sandbox.Sandbox{}, nil, err
+		}
+	}
+	s.leases.touch(sb.ID, s.now())
+	return sb, s.agentOf(sb), nil
+}
+
+// agentOf is the client of running sandbox sb's agent.
+func (s *runner) agentOf(sb sandbox.Sandbox) *agent.Client {
+	return agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.dial(ctx, sb) })
+}
+
+// dial connects to the sandbox's agent. When that fails because the runtime
+// lost the sandbox since its row said running (a host OOM under gVisor, a
+// host reboot), or because nothing listens for its agent any more
+// (driver.ErrUnreachable: its agent died, or its root removed the socket),
+// it records why and starts it again instead of failing until the next
+// sweep notices.
+func (s *runner) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error) {
+	conn, err := s.opts.Driver.Dial(ctx, sb.ID)
+	if err == nil {
+		return conn, nil
+	}
+	st, serr := s.opts.Driver.State(ctx, sb.ID)
+	switch {
+	case serr == nil && st.Status == driver.StatusRunning && errors.Is(err, driver.ErrUnreachable):
+		// Running, and nothing listens for its agent: no call can use it
+		// until it starts again.
+		s.stopUnreachable(ctx, sb, err)
+	case serr == nil && st.Status == driver.StatusRunning:
+		return nil, err // alive, and may answer yet (busy, frozen)
+	case errors.Is(serr, driver.ErrNotFound):
+		s.markStopped(ctx, sb, "vanished from the runtime")
+	case serr == nil:
+		s.markStopped(ctx, sb, stoppedReason(st))
+	default:
+		return nil, err
+	}
+	if _, err := s.wake(ctx, sb); err != nil {
+		return nil, err
+	}
+	return s.opts.Driver.Dial(ctx, sb.ID)
+}
+
+// wake starts a stopped sandbox again on its root.
+func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer unlock()
+	if cur.Status == sandbox.StatusRunning {
+		return cur, nil
+	}
+	if cur.Status == sandbox.StatusCreating {
+		return sandbox.Sandbox{}, stillCreating(sb.Name)
+	}
+	// A caller that goes away mid-wake must not leave the runtime running
+	// under a row that says stopped: both steps outlive the caller.
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	// A runtime sandbox still running under a row that says it is not is
+	// stale: a daemon killed mid-restore can leave one started on a root
+	// that Recover has since replaced. Its processes go; the start below
+	// runs on the root the row describes.
+	if st, err := s.opts.Driver.State(ctx, cur.ID); err == nil && st.Status == driver.StatusRunning {
+		s.log.Warn("restarting a runtime sandbox its row says is not running", "sandbox", cur.Name, "status", cur.Status, "reason", cur.Reason)
+		if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil {
+			return sandbox.Sandbox{}, s.internal("stop stale "+cur.ID, err)
+		}
+	}
+	if err := s.start(ctx, cur); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	s.crash("wake: started")
+	if cur, err = s.setRunning(ctx, cur, "woken by a call after: "+cur.Reason); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	s.log.Info("sandbox woken", "sandbox", cur.Name, "id", cur.ID)
+	return cur, nil
+}
+
+// setRunning records that sb, just started (a create, a wake, a restore),
+// runs: its idle lease starts afresh and its row says running, with
+// reason. It returns sb as it now is. The caller holds sb's lock.
+func (s *runner) setRunning(ctx context.Context, sb sandbox.Sandbox, reason string) (sandbox.Sandbox, error) {
+	s.leases.touch(sb.ID, s.now())
+	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	}
+	return sb, nil
+}
+
+// memoryDriver returns the driver as a driver.MemoryCheckpointer when it
+// is one and says it can checkpoint memory, nil otherwise.
+func (s *runner) memoryDriver() driver.MemoryCheckpointer {
+	if mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); ok && s.opts.Driver.Capabilities().MemoryCheckpoint {
+		return mc
+	}
+	return nil
+}
+
+// dropMemory removes the memory image of checkpoint c, if the driver
+// keeps images: whatever its row says (a daemon killed between the image
+// and the row leaves one the row does not mention); a failure is logged.
+func (s *runner) dropMemory(ctx context.Context, c sandbox.Checkpoint) {
+	mc := s.memoryDriver()
+	if mc == nil {
+		return
+	}
+	if err := mc.DeleteMemory(ctx, c.ID); err != nil {
+		s.log.Error("remove a checkpoint's memory image", "checkpoint", c.ID, "err", err)
+	}
+}
+
+// unreachableReason is the status reason of a sandbox stopped because
+// nothing listened for its agent.
+const unreachableReason = "its agent could not be reached (nothing listened on its socket), so it was stopped; the next call starts it again"
+
+// stopUnreachable stops sb, whose runtime runs it but whose agent nothing
+// reaches (cause), and records why, unless a concurrent call changed it
+// since it was read. Its root and everything on it stay; the next call
+// starts it again.
+func (s *runner) stopUnreachable(ctx context.Context, sb sandbox.Sandbox, cause error) {
+	s.ifUnchanged(ctx, sb, func(cur sandbox.Sandbox) {
+		s.log.Warn("stopping a sandbox whose agent cannot be reached", "sandbox", cur.Name, "tenant", cur.Tenant, "id", cur.ID, "err", cause)
+		if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+			s.log.Error("stop a sandbox whose agent cannot be reached", "sandbox", cur.Name, "err", err)
+			return
+		}
+		s.setStatus(ctx, cur, sandbox.StatusStopped, unreachableReason)
+	})
+}
+
+// markStopped records that a running sandbox died, unless a concurrent
+// destroy or wake changed it since the sweep read it.
+func (s *runner) markStopped(ctx context.Context, sb sandbox.Sandbox, reason string) {
+	s.ifUnchanged(ctx, sb, func(cur sandbox.Sandbox) { s.setStatus(ctx, cur, sandbox.StatusStopped, reason) })
+}
+
+// ifUnchanged runs fn with sb's row, under its lock, if it still says
+// running as it did when sb was read: a concurrent destroy, wake or
+// update since then wins.
+func (s *runner) ifUnchanged(ctx context.Context, sb sandbox.Sandbox, fn func(cur sandbox.Sandbox)) {
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if cur.Status == sandbox.StatusRunning && cur.UpdatedAt == sb.UpdatedAt {
+		fn(cur)
+	}
+}
+
+// stoppedReason says why the runtime reports a sandbox stopped.
+func stoppedReason(st driver.State) string {
+	if st.OOMKilled {
+		return "oom"
+	}
+	return "exited"
+}

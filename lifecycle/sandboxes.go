@@ -1,0 +1,462 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Sandboxes creates, finds, changes, sleeps, wakes and destroys sandboxes.
+// It is safe for concurrent use.
+type Sandboxes struct {
+	*core
+	run    *runner
+	adm    *admission
+	egress *egress
+	usage  *usageCache
+	// pool is where a create claims a warm sandbox from (Pool).
+	pool claimer
+}
+
+// claimer hands a create a sandbox started ahead of time (Pool.claim).
+type claimer interface {
+	// claim makes a warm sandbox p's, named and labelled as req asks,
+	// expiring after ttl, and reports false when there is none. The
+	// caller holds the name's lock and has checked that the name is free.
+	claim(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error)
+}
+
+// Runtime names the runtime that isolates the sandboxes.
+func (s *Sandboxes) Runtime() string { return s.opts.Driver.Capabilities().Runtime }
+
+// Create makes a sandbox for p in p's tenant (the system tenant for an
+// operator), or returns p's existing sandbox of the same name with created
+// false (resume, not duplicate). Names are unique within a tenant: another
+// tenant's sandbox of the same name is no conflict and stays unseen. A
+// name held in p's tenant by a sandbox p cannot see is already_exists.
+// Errors: invalid_argument for a bad name, size or ttl; not_found for an
+// image that is not one (see access.image); permission_denied for a name
+// outside p's name prefix; unavailable when the runtime fails to start it
+// (and then nothing is left behind).
+func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
+	return s.create(ctx, p, req, "", "created")
+}
+
+// create makes the sandbox of Create, its root a writable snapshot of from
+// (a checkpoint's layer key) or, when from is empty, of its image; reason
+// is the status reason once it runs.
+func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
+	spec, err := s.checkCreate(ctx, p, req)
+	if err != nil {
+		return sandbox.Sandbox{}, false, err
+	}
+	req = spec.req
+	tenant := p.Home()
+	unlock := s.locks.lock(sandbox.Ref(tenant, req.Name))
+	defer unlock()
+	// Only p's own tenant is looked in: whether another tenant has the
+	// name changes nothing, and shows nowhere.
+	if existing, err := s.opts.Store.GetSandbox(ctx, tenant, req.Name); err == nil {
+		if !s.access(p).sees(existing) {
+			return sandbox.Sandbox{}, false, nameTaken(req.Name)
+		}
+		return existing, false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return sandbox.Sandbox{}, false, s.internal("get sandbox", err)
+	}
+	admitted := func() {}
+	if spec.limited {
+		if spec.ttl, admitted, err = s.adm.admit(ctx, p, req.Size, spec.res, spec.ttl); err != nil {
+			return sandbox.Sandbox{}, false, err
+		}
+		defer admitted()
+	}
+	// Pool members have no network: only a create that asks for none
+	// can claim one.
+	if from == "" && req.Image == s.opts.DefaultImage && p != poolPrincipal() && req.Network == sandbox.NetworkNone && req.Egress == nil {
+		sb, ok, err := s.pool.claim(ctx, p, req, spec.ttl)
+		if ok {
+			s.run.forgetGone(ctx, sb)
+		}
+		if err != nil || ok {
+			return sb, ok, err
+		}
+	}
+	sb, err = s.launch(ctx, p, spec, from, reason, admitted)
+	return sb, err == nil, err
+}
+
+// createSpec is a create request checked and completed by checkCreate.
+type createSpec struct {
+	// req has its name attributed, and its image, size, labels and
+	// network set.
+	req    sandbox.CreateRequest
+	res    sandbox.Resources
+	egress sandbox.EgressPolicy
+	// ttl is the sandbox's life; for a limited create, what it asked for
+	// (0: the default), which admission decides.
+	ttl time.Duration
+	// limited: the guardrails apply, and the name carries the creator.
+	limited bool
+}
+
+// checkCreate validates p's create request req and fills in its defaults.
+// The image is resolved in p's scope (access.image).
+func (s *Sandboxes) checkCreate(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (createSpec, error) {
+	spec := createSpec{limited: p != poolPrincipal() && p.Role != sandbox.RoleOperator}
+	var err error
+	if req.Name == "" {
+		req.Name = "sb-" + newID()[1:9]
+	}
+	asked := req.Name
+	if spec.limited {
+		if err := ownName(p, req.Name); err != nil {
+			return spec, err
+		}
+		if req.Name, err = sandbox.AttributedName(p.Agent, req.Name); err != nil {
+			return spec, err
+		}
+	} else if err := sandbox.ValidateName(req.Name); err != nil {
+		return spec, err
+	}
+	if !p.InScope(req.Name) {
+		return spec, p.OutOfScope(asked)
+	}
+	if req.Image, err = s.access(p).image(ctx, req.Image); err != nil {
+		return spec, err
+	}
+	if err := sandbox.ValidateLabels(req.Labels); err != nil {
+		return spec, err
+	}
+	if req.Labels == nil {
+		req.Labels = []string{}
+	}
+	if req.Network, err = s.networkFor(ctx, p, spec.limited, req.Network); err != nil {
+		return spec, err
+	}
+	if req.Egress != nil {
+		spec.egress = *req.Egress
+		tenant, err := s.egress.tenant(ctx, p.Tenant)
+		if err != nil {
+			return spec, err
+		}
+		if _, _, err := spec.egress.Effective(tenant); err != nil {
+			return spec, err
+		}
+	}
+	if req.Size == "" {
+		req.Size = sandbox.DefaultSize
+	}
+	if spec.res, err = sandbox.LookupSize(req.Size); err != nil {
+		return spec, err
+	}
+	spec.req = req
+	spec.ttl, err = s.ttlFor(spec.limited, time.Duration(req.TTL))
+	return spec, err
+}
+
+// ttlFor is the life of a create that asked for ttl (0: the default),
+// within the daemon's cap; a limited create's is admission's to decide.
+func (s *Sandboxes) ttlFor(limited bool, ttl time.Duration) (time.Duration, error) {
+	switch {
+	case limited: // admit decides, with the tenant's cap
+	case ttl < 0:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
+	case ttl > s.opts.MaxTTL:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
+			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
+	case ttl == 0:
+		ttl = s.opts.DefaultTTL
+	}
+	return ttl, nil
+}
+
+func nameTaken(name string) error {
+	return sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", name).WithHint("choose another name")
+}
+
+// launch makes the new sandbox of spec for p in p's tenant: its row, its
+// root (from from, or its image), its runtime start, its row running with
+// reason. admitted is called once the row counts in the tenant's usage.
+// The caller holds the name's lock.
+func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
+	req, caps, now := spec.req, s.opts.Driver.Capabilities(), s.now().UTC()
+	sb := sandbox.Sandbox{
+		ID:        newID(),
+		Name:      req.Name,
+		Tenant:    p.Home(),
+		Owner:     p.Agent,
+		Image:     req.Image,
+		Size:      req.Size,
+		Runtime:   caps.Runtime,
+		Status:    sandbox.StatusCreating,
+		Reason:    "create requested",
+		CreatedAt: now,
+		UpdatedAt: now,
+		ExpiresAt: now.Add(spec.ttl),
+		Capabilities: []string{
+			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
+			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
+		},
+		Resources:   spec.res,
+		Labels:      req.Labels,
+		PublicPorts: []int{},
+		Network:     req.Network,
+		Egress:      spec.egress,
+	}
+	if p == poolPrincipal() {
+		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
+	}
+	// The row goes first: a daemon killed from here on leaves a creating row
+	// that Recover cleans up, never an untracked container or root.
+	if err := s.opts.Store.CreateSandbox(ctx, sb); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return sandbox.Sandbox{}, nameTaken(req.Name)
+		}
+		return sandbox.Sandbox{}, s.internal("create sandbox row", err)
+	}
+	admitted() // the row now counts in the tenant's usage
+	s.run.forgetGone(ctx, sb)
+	s.crash("create: row inserted")
+	// A caller that goes away mid-create must not leave half a sandbox.
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	if from == "" {
+		from = sb.Image
+	}
+	if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
+		s.run.release(ctx, sb)
+		return sandbox.Sandbox{}, s.internal("prepare root from "+from, err)
+	}
+	if err := s.run.limitDisk(ctx, sb); err != nil {
+		s.run.release(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	s.crash("create: root prepared")
+	if err := s.run.start(ctx, sb); err != nil {
+		s.run.release(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	s.crash("create: started")
+	running, err := s.run.setRunning(ctx, sb, reason)
+	if err != nil {
+		s.run.release(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	sb = running
+	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
+	return sb, nil
+}
+
+// networkFor decides the network mode of a create that asked for mode:
+// within the tenant's policy when limited, and one the driver offers.
+func (s *Sandboxes) networkFor(ctx context.Context, p sandbox.Principal, limited bool, mode string) (string, error) {
+	if err := sandbox.ValidateNetwork(mode); err != nil {
+		return "", err
+	}
+	if limited {
+		var err error
+		if mode, err = s.adm.limitsOf(ctx, p.Tenant).NetworkFor(mode); err != nil {
+			return "", err
+		}
+	}
+	if mode == "" {
+		mode = sandbox.NetworkNone
+	}
+	if mode == sandbox.NetworkEgress && !s.opts.Driver.Capabilities().Egress {
+		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "this daemon's runtime offers no egress network").
+			WithHint("create the sandbox with network %q, or run the daemon where it can set up networking (iptables, root)", sandbox.NetworkNone)
+	}
+	return mode, nil
+}
+
+// Get returns the sandbox ref names (a sandbox reference: NAME or
+// TENANT/NAME, see sandbox.ParseRef) if p may see it, else not_found, the
+// same whether it exists or not: another tenant's sandbox, another agent's,
+// one outside p's name prefix, an unclaimed warm-pool member. A malformed
+// reference is invalid_argument. Every verb on an existing sandbox finds
+// it through access, as Get does.
+func (s *Sandboxes) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	return s.access(p).get(ctx, ref)
+}
+
+// Describe is Get plus what the sandbox's root really holds on disk
+// (DiskUsedBytes), measured at most two seconds ago. A sandbox at its disk limit says so in its status
+// reason, since writes in it now fail with EDQUOT.
+func (s *Sandboxes) Describe(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	used, err := s.usage.measure(ctx, s.opts.Layers, sb.ID, s.now())
+	if err != nil {
+		return sb, nil // a sandbox still being created has no root yet
+	}
+	sb.DiskUsedBytes = used
+	if limit := sb.Resources.DiskBytes; limit > 0 && used >= limit-limit/100 && !strings.HasPrefix(sb.Reason, "disk full") {
+		reason := fmt.Sprintf("disk full: %d of %d bytes used; delete files or restore a checkpoint", used, limit)
+		s.setStatus(ctx, sb, sb.Status, reason)
+		sb.Reason = reason
+	}
+	return sb, nil
+}
+
+// usageTTL is how long Describe reuses a sandbox's measured disk usage:
+// the measure writes out the layer filesystem (a btrfs commit), which a
+// client that polls get must not pay on every call.
+const usageTTL = 2 * time.Second
+
+// usageCache holds the disk usage Describe measured last, by sandbox id.
+type usageCache struct {
+	mu sync.Mutex
+	m  map[string]measured
+}
+
+type measured struct {
+	bytes int64
+	at    time.Time
+}
+
+// measure is the disk usage of sandbox id's root in ls, measured at most
+// usageTTL before now.
+func (u *usageCache) measure(ctx context.Context, ls layers.Store, id string, now time.Time) (int64, error) {
+	u.mu.Lock()
+	m, ok := u.m[id]
+	u.mu.Unlock()
+	if ok && now.Sub(m.at) < usageTTL {
+		return m.bytes, nil
+	}
+	n, err := ls.Usage(ctx, rootKey(id))
+	if err != nil {
+		return 0, err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m == nil {
+		u.m = map[string]measured{}
+	}
+	for k, old := range u.m {
+		if now.Sub(old.at) >= usageTTL {
+			delete(u.m, k) // gone stale, or its sandbox did
+		}
+	}
+	u.m[id] = measured{bytes: n, at: now}
+	return n, nil
+}
+
+// forget drops what measure measured of sandbox id, whose root changed
+// all at once (a restore).
+func (u *usageCache) forget(id string) {
+	u.mu.Lock()
+	delete(u.m, id)
+	u.mu.Unlock()
+}
+
+// ownName refuses a name p gave that carries another identity's
+// attribution prefix: p's sandboxes carry p's.
+func ownName(p sandbox.Principal, name string) error {
+	if own := sandbox.AttributionPrefix(p.Agent); strings.HasPrefix(name, "agent-") && !strings.HasPrefix(name, own) {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox name %q carries another identity's attribution prefix; yours is %q", name, own).
+			WithHint("leave the prefix out: hearth adds %q to the names you choose", own)
+	}
+	return nil
+}
+
+// List returns the sandboxes p may see (access.sees), oldest first: an
+// agent its own, a tenant admin its tenant's, an operator every tenant's
+// but the warm pool's members; of those, only the names inside p's
+// NamePrefix.
+func (s *Sandboxes) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sandbox, error) {
+	var f store.Filter
+	switch p.Role {
+	case sandbox.RoleOperator:
+	case sandbox.RoleTenantAdmin:
+		f.Tenant = p.Tenant
+	default:
+		f.Tenant, f.Owner = p.Tenant, p.Agent
+	}
+	list, err := s.opts.Store.ListSandboxes(ctx, f)
+	if err != nil {
+		return nil, s.internal("list sandboxes", err)
+	}
+	a := s.access(p)
+	out := []sandbox.Sandbox{}
+	for _, sb := range list {
+		if a.sees(sb) {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
+}
+
+// Destroy stops the sandbox and releases everything it holds: processes,
+// mounts, cgroups, directories, its root and its row. A caller that goes
+// away mid-destroy does not interrupt it.
+func (s *Sandboxes) Destroy(ctx context.Context, p sandbox.Principal, ref string) error {
+	sb, unlock, err := s.locked(ctx, p, ref)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.run.destroy(ctx, sb, fmt.Sprintf("destroyed by %s (%s)", p.Agent, p.Role))
+}
+
+// Update applies u to p's sandbox called name and returns the sandbox as
+// it now is. It changes only what u sets; it neither wakes the sandbox nor
+// renews its idle lease.
+func (s *Sandboxes) Update(ctx context.Context, p sandbox.Principal, ref string, u sandbox.SandboxUpdate) (sandbox.Sandbox, error) {
+	if u.Labels != nil {
+		if err := sandbox.ValidateLabels(*u.Labels); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
+	if u.PublicPorts != nil {
+		if err := sandbox.ValidatePorts(*u.PublicPorts); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
+	if u.Egress != nil {
+		if _, _, err := u.Egress.Parse(); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
+	sb, unlock, err := s.locked(ctx, p, ref)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer unlock()
+	if u.Labels != nil {
+		sb.Labels = append([]string{}, *u.Labels...)
+	}
+	if u.PublicPorts != nil {
+		sb.PublicPorts = slices.Sorted(slices.Values(*u.PublicPorts))
+	}
+	if u.Egress != nil {
+		tenant, err := s.egress.tenant(ctx, sb.Tenant)
+		if err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		if _, _, err := u.Egress.Effective(tenant); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		sb.Egress = *u.Egress
+	}
+	sb.UpdatedAt = s.now().UTC()
+	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
+	}
+	if u.Egress != nil {
+		if err := s.egress.apply(ctx, sb); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
+	return sb, nil
+}

@@ -1,0 +1,132 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// sweeper is the daemon's own hand on sandboxes, which no caller asks
+// for: the sweep that reaps, notices the dead and puts the idle to sleep
+// (Service.Run), and the reconciliation at start-up (Service.Recover).
+type sweeper struct {
+	*core
+	run         *runner
+	sandboxes   *Sandboxes
+	checkpoints *Checkpoints
+	adm         *admission
+	pool        *Pool
+}
+
+// loop sweeps every SweepInterval until ctx ends.
+func (s *sweeper) loop(ctx context.Context) {
+	t := time.NewTicker(s.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweep(ctx)
+		}
+	}
+}
+
+// sweep destroys sandboxes past their expiry, marks running sandboxes
+// whose runtime says otherwise as stopped, and tends the warm pool.
+func (s *sweeper) sweep(ctx context.Context) {
+	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
+	if err != nil {
+		s.log.Error("sweep: list", "err", err)
+		return
+	}
+	now := s.now()
+	if err := s.opts.Store.ForgetGone(ctx, "", "", now.Add(-s.opts.GoneRetention)); err != nil {
+		s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
+	}
+	var members []sandbox.Sandbox
+	for _, sb := range rows {
+		if isPoolMember(sb) {
+			members = append(members, sb)
+			continue
+		}
+		if !sb.ExpiresAt.IsZero() && !now.Before(sb.ExpiresAt) {
+			s.log.Info("reaping expired sandbox", "sandbox", sb.Name, "expired_at", sb.ExpiresAt)
+			if err := s.reap(ctx, sb.Tenant, sb.Name); err != nil {
+				s.log.Error("reap", "sandbox", sb.Name, "err", err)
+			}
+			continue
+		}
+		if sb.Status != sandbox.StatusRunning {
+			continue
+		}
+		st, err := s.opts.Driver.State(ctx, sb.ID)
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			s.run.markStopped(ctx, sb, "vanished from the runtime")
+		case err == nil && st.Status != driver.StatusRunning:
+			s.run.markStopped(ctx, sb, stoppedReason(st))
+		case err == nil && s.reachable(ctx, sb):
+			s.sleepIdle(ctx, sb)
+		}
+	}
+	s.pool.tend(ctx, members)
+}
+
+// reachable reports whether running sandbox sb's agent can be connected
+// to; one that cannot (driver.ErrUnreachable) is stopped on the spot, so
+// that its status says so and the next call starts it again rather than
+// fail. A dial that fails otherwise (a full backlog, a memory checkpoint
+// taking longer than the probe) proves nothing and counts as reachable.
+func (s *sweeper) reachable(ctx context.Context, sb sandbox.Sandbox) bool {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	conn, err := s.opts.Driver.Dial(pctx, sb.ID)
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	if !errors.Is(err, driver.ErrUnreachable) {
+		return true
+	}
+	s.run.stopUnreachable(ctx, sb, err)
+	return false
+}
+
+// probeTimeout bounds the sweep's dial of one sandbox's agent.
+const probeTimeout = time.Second
+
+// reap destroys tenant's sandbox called name if it is still there and its
+// TTL has passed: the platform's own destroy, which nothing asks for.
+func (s *sweeper) reap(ctx context.Context, tenant, name string) error {
+	unlock := s.locks.lock(sandbox.Ref(tenant, name))
+	defer unlock()
+	sb, err := s.opts.Store.GetSandbox(ctx, tenant, name)
+	if errors.Is(err, store.ErrNotFound) || err == nil && (sb.ExpiresAt.IsZero() || s.now().Before(sb.ExpiresAt)) {
+		return nil // destroyed, or renamed by a claim, since the sweep listed it
+	}
+	if err != nil {
+		return s.internal("get sandbox", err)
+	}
+	return s.run.destroy(ctx, sb, fmt.Sprintf("reaped: its ttl ended at %s", sb.ExpiresAt.UTC().Format(time.RFC3339)))
+}
+
+// sleepIdle puts sb to sleep when it is running and idle for its tenant's
+// idle timeout (the daemon's for operators' sandboxes).
+func (s *sweeper) sleepIdle(ctx context.Context, sb sandbox.Sandbox) {
+	idle := s.opts.IdleTimeout
+	if _, lim, err := s.adm.tenantLimits(ctx, sb.Tenant); err == nil {
+		idle = lim.IdleTimeout
+	}
+	if sb.Status != sandbox.StatusRunning || !s.leases.idle(sb.ID, s.now(), idle) {
+		return
+	}
+	if _, err := s.sandboxes.sleep(ctx, sb, fmt.Sprintf("idle for %s", idle)); err != nil {
+		s.log.Error("sleep idle sandbox", "sandbox", sb.Name, "err", err)
+	}
+}
