@@ -15,9 +15,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/layerstest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // requireBtrfs skips unless the test can format and loop-mount btrfs.

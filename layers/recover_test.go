@@ -5,7 +5,7 @@ package layers
 import (
 	"context"
 	"errors"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/rootfs"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestDebootstrap builds the real image (about 75 s, network to the Debian

@@ -3,7 +3,7 @@ package rootfs_test
 import (
 	"context"
 	"errors"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
