@@ -79,9 +79,6 @@ type serveConfig struct {
 	// maxConnections bounds each token's long-lived connections and MCP
 	// sessions (--max-connections).
 	maxConnections int
-	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
-	// the MCP door; for hearth's own tests only (a hidden flag).
-	mcpConformanceFixtures bool
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -243,8 +240,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 				Version:     version(),
 				Audit:       rec,
 				MaxSessions: cfg.maxConnections,
-				// Test-only: the conformance suite's fixtures.
-				ConformanceFixtures: cfg.mcpConformanceFixtures,
 			}).Handler(),
 			Doors: []*httpapi.Door{spritesapi.New(svc, spritesapi.Options{
 				Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
@@ -352,20 +347,6 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		return nil
 	})
 	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")
-	// Hidden and for tests only (test/e2e/mcp_conformance_test.go): the
-	// MCP conformance suite's fixture tools, prompts and resources.
-	fl.BoolVar(&cfg.mcpConformanceFixtures, "mcp-conformance-fixtures", false, "TEST ONLY: add the MCP conformance suite's fixture tools, prompts and resources to /mcp")
-	fl.Usage = func() {
-		shown := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
-		shown.SetOutput(stderr)
-		fl.VisitAll(func(f *flag.Flag) {
-			if f.Name != "mcp-conformance-fixtures" {
-				shown.Var(f.Value, f.Name, f.Usage)
-			}
-		})
-		fmt.Fprintln(stderr, "Usage of hearth serve:")
-		shown.PrintDefaults()
-	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
