@@ -26,6 +26,7 @@ import (
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
@@ -524,7 +525,7 @@ func openLayers(ctx context.Context, cfg serveConfig, log *slog.Logger) (layerSt
 	dir := filepath.Join(cfg.dataDir, "layers")
 	switch kind {
 	case "btrfs":
-		return layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: dir, ImageSize: cfg.layersSize, Logger: log})
+		return btrfs.Open(ctx, btrfs.Options{Dir: dir, ImageSize: cfg.layersSize, Logger: log})
 	case "overlay":
 		log.Warn("the overlay layer store is the slower fallback: checkpoints copy what a sandbox wrote, and disk limits are not enforced")
 		return overlay.Open(ctx, overlay.Options{Dir: filepath.Join(cfg.dataDir, "layers-overlay"), Logger: log})
