@@ -111,9 +111,30 @@ func (s *Store) removeRecord(key string) error {
 //   - a Parent that is gone (see resolveParents);
 //   - a limit the kernel lost or a snapshot inherited (see fixLimits).
 func (s *Store) load() error {
+	byID, err := s.loadRecords()
+	if err != nil {
+		return err
+	}
+	for id, keys := range byID {
+		if err := s.settleRecords(id, keys); err != nil {
+			return err
+		}
+	}
+	if err := s.removeOrphans(byID); err != nil {
+		return err
+	}
+	s.resolveParents()
+	s.fixLimits()
+	return nil
+}
+
+// loadRecords reads every record into the index, dropping unfinished
+// record replacements and the records of missing subvolumes, and returns
+// the keys whose records name each subvolume id.
+func (s *Store) loadRecords() (map[string][]string, error) {
 	des, err := os.ReadDir(s.metaDir)
 	if err != nil {
-		return fmt.Errorf("layers: %w", err)
+		return nil, fmt.Errorf("layers: %w", err)
 	}
 	byID := make(map[string][]string) // subvolume id -> keys
 	for _, de := range des {
@@ -124,7 +145,7 @@ func (s *Store) load() error {
 			if strings.HasPrefix(key, ".new-") || strings.HasPrefix(key, ".reset-") {
 				s.log.Info("layers: removing an unfinished record replacement", "file", p)
 				if err := os.Remove(p); err != nil {
-					return fmt.Errorf("layers: %w", err)
+					return nil, fmt.Errorf("layers: %w", err)
 				}
 				continue
 			}
@@ -133,55 +154,66 @@ func (s *Store) load() error {
 		}
 		r, err := s.readRecord(key)
 		if err != nil {
-			return fmt.Errorf("layers: %w", err)
+			return nil, fmt.Errorf("layers: %w", err)
 		}
 		if _, err := os.Lstat(s.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
 			s.log.Info("layers: dropping the record of a missing subvolume", "key", key, "id", r.ID)
 			if err := s.removeRecord(key); err != nil {
-				return fmt.Errorf("layers: %w", err)
+				return nil, fmt.Errorf("layers: %w", err)
 			}
 			continue
 		}
 		byID[r.ID] = append(byID[r.ID], key)
 		s.entries[key] = &entry{record: r, Guard: layers.Guard{Visible: true}}
 	}
-	for id, keys := range byID {
-		flags, err := subvolFlags(s.path(id))
-		if err != nil {
-			return fmt.Errorf("layers: %w", err)
+	return byID, nil
+}
+
+// settleRecords makes the records keys of the subvolume id agree with it:
+// of two (an interrupted Commit), the one of the kind its read-only flag
+// says stays; a lone record sets the flag.
+func (s *Store) settleRecords(id string, keys []string) error {
+	flags, err := subvolFlags(s.path(id))
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	ro := flags&btrfsSubvolRdonly != 0
+	if len(keys) > 1 {
+		want := layers.KindActive
+		if ro {
+			want = layers.KindCommitted
 		}
-		ro := flags&btrfsSubvolRdonly != 0
-		if len(keys) > 1 {
-			want := layers.KindActive
-			if ro {
-				want = layers.KindCommitted
+		var keep string
+		for _, k := range keys {
+			if keep == "" && s.entries[k].Kind == want {
+				keep = k
+				continue
 			}
-			var keep string
-			for _, k := range keys {
-				if keep == "" && s.entries[k].Kind == want {
-					keep = k
-					continue
-				}
-				s.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
-				delete(s.entries, k)
-				if err := s.removeRecord(k); err != nil {
-					return fmt.Errorf("layers: %w", err)
-				}
-			}
-			if keep == "" {
-				return fmt.Errorf("layers: subvolume %s: records %v and its read-only flag (%v) disagree", id, keys, ro)
-			}
-			keys = []string{keep}
-		}
-		// A lone record is the truth about its kind.
-		if e := s.entries[keys[0]]; (e.Kind == layers.KindCommitted) != ro {
-			s.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
-			if err := setReadonly(s.path(id), e.Kind == layers.KindCommitted); err != nil {
+			s.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
+			delete(s.entries, k)
+			if err := s.removeRecord(k); err != nil {
 				return fmt.Errorf("layers: %w", err)
 			}
 		}
+		if keep == "" {
+			return fmt.Errorf("layers: subvolume %s: records %v and its read-only flag (%v) disagree", id, keys, ro)
+		}
+		keys = []string{keep}
 	}
-	des, err = os.ReadDir(s.snapDir)
+	// A lone record is the truth about its kind.
+	if e := s.entries[keys[0]]; (e.Kind == layers.KindCommitted) != ro {
+		s.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
+		if err := setReadonly(s.path(id), e.Kind == layers.KindCommitted); err != nil {
+			return fmt.Errorf("layers: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeOrphans deletes every subvolume (or stray directory) under
+// snapshots/ that no record names: byID holds the ids records name.
+func (s *Store) removeOrphans(byID map[string][]string) error {
+	des, err := os.ReadDir(s.snapDir)
 	if err != nil {
 		return fmt.Errorf("layers: %w", err)
 	}
@@ -202,8 +234,6 @@ func (s *Store) load() error {
 			return fmt.Errorf("layers: removing orphan: %w", err)
 		}
 	}
-	s.resolveParents()
-	s.fixLimits()
 	return nil
 }
 

@@ -111,9 +111,9 @@ var errClosed = errors.New("layers: store closed")
 // has Dir open.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Dir == "" {
-		return nil, fmt.Errorf("%w: Options.Dir is empty", layers.ErrInvalid)
+		return nil, fmt.Errorf("%w: btrfs.Options.Dir is empty", layers.ErrInvalid)
 	}
-	dir, err := filepath.Abs(opts.Dir)
+	dir, err := makeDir(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -121,66 +121,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("store", dir)
-	size := opts.ImageSize
-	if size <= 0 {
-		size = DefaultImageSize
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
-	}
-	// Mount points are listed with symlinks resolved.
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
-	}
 	s := &Store{
 		dir:     dir,
 		snapDir: filepath.Join(dir, "snapshots"),
 		metaDir: filepath.Join(dir, "meta"),
-		log:     log,
+		log:     log.With("store", dir),
 		entries: make(layers.Index[*entry]),
 	}
-	native, err := isBtrfs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
-	}
-	backing := dir + ".btrfs"
-	if _, err := os.Stat(backing); err == nil && native && mountSource(dir) != "" {
-		s.backing = backing // mounted by an earlier Open
-	}
-	if !native {
-		// Never mount over files: a Dir that is not btrfs yet must be
-		// empty (or hold only what a failed mount left: nothing).
-		if des, err := os.ReadDir(dir); err != nil {
-			return nil, fmt.Errorf("layers: %w", err)
-		} else if len(des) > 0 {
-			return nil, fmt.Errorf("layers: %s is not on btrfs and not empty: refusing to mount %s over it: %w", dir, backing, layers.ErrInvalid)
-		}
-		s.backing = backing
-		created := false
-		if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
-			log.Info("layers: formatting backing file", "file", backing, "size", size)
-			if err := formatBacking(ctx, backing, size); err != nil {
-				return nil, fmt.Errorf("layers: format %s: %w", backing, err)
-			}
-			created = true
-		}
-		log.Info("layers: mounting backing file", "file", backing)
-		if err := mountBacking(backing, dir); err != nil {
-			return nil, fmt.Errorf("layers: %w", err)
-		}
-		if ok, err := isBtrfs(dir); err != nil || !ok {
-			return nil, fmt.Errorf("layers: %s after mounting %s: %w", dir, backing, errNotBtrfs)
-		}
-		if created {
-			// Simple quotas cost nothing at snapshot time and give
-			// Usage (and later per-sandbox limits) an exact number.
-			// They are only turned on for a filesystem hearth made:
-			// on a host's own btrfs that is the admin's decision.
-			if err := enableQuota(dir); err != nil {
-				log.Warn("layers: simple quotas unavailable; Usage walks the files", "err", err)
-			}
-		}
+	if err := s.mount(ctx, opts.ImageSize); err != nil {
+		return nil, err
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("layers: %w", err)
@@ -207,6 +156,76 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// makeDir creates dir (mode 0700) if missing and returns its absolute
+// path with symlinks resolved, as mount points are listed.
+func makeDir(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("layers: %w", err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return "", fmt.Errorf("layers: %w", err)
+	}
+	return dir, nil
+}
+
+// mount makes s.dir a btrfs, if it is not one: it mounts the backing file
+// beside it, first formatting one of size bytes (DefaultImageSize if 0)
+// if there is none. It sets s.backing when the store is on a backing
+// file, mounted now or by an earlier Open.
+func (s *Store) mount(ctx context.Context, size int64) error {
+	dir, backing := s.dir, s.dir+".btrfs"
+	native, err := isBtrfs(dir)
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	if native {
+		if _, err := os.Stat(backing); err == nil && mountSource(dir) != "" {
+			s.backing = backing // mounted by an earlier Open
+		}
+		return nil
+	}
+	// Never mount over files: a Dir that is not btrfs yet must be empty
+	// (or hold only what a failed mount left: nothing).
+	if des, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("layers: %w", err)
+	} else if len(des) > 0 {
+		return fmt.Errorf("layers: %s is not on btrfs and not empty: refusing to mount %s over it: %w", dir, backing, layers.ErrInvalid)
+	}
+	s.backing = backing
+	if size <= 0 {
+		size = DefaultImageSize
+	}
+	created := false
+	if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
+		s.log.Info("layers: formatting backing file", "file", backing, "size", size)
+		if err := formatBacking(ctx, backing, size); err != nil {
+			return fmt.Errorf("layers: format %s: %w", backing, err)
+		}
+		created = true
+	}
+	s.log.Info("layers: mounting backing file", "file", backing)
+	if err := mountBacking(backing, dir); err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	if ok, err := isBtrfs(dir); err != nil || !ok {
+		return fmt.Errorf("layers: %s after mounting %s: %w", dir, backing, errNotBtrfs)
+	}
+	if created {
+		// Simple quotas cost nothing at snapshot time and give Usage (and
+		// later per-sandbox limits) an exact number. They are only turned
+		// on for a filesystem hearth made: on a host's own btrfs that is
+		// the admin's decision.
+		if err := enableQuota(dir); err != nil {
+			s.log.Warn("layers: simple quotas unavailable; Usage walks the files", "err", err)
+		}
+	}
+	return nil
 }
 
 // Dir is the store's root directory.

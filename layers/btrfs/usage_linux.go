@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // qgroupUsage returns the exclusive bytes of the level-0 qgroup of the
@@ -19,14 +21,8 @@ func qgroupUsage(qgroupsDir, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	fd, err := openDir(path)
-	if err != nil {
+	if err := layers.Syncfs(path); err != nil {
 		return 0, err
-	}
-	err = unix.Syncfs(fd)
-	unix.Close(fd)
-	if err != nil {
-		return 0, &os.PathError{Op: "syncfs", Path: path, Err: err}
 	}
 	return readSysfsInt(filepath.Join(qgroupsDir, fmt.Sprintf("0_%d", id), "exclusive"))
 }
