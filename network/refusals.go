@@ -128,8 +128,8 @@ type Sandboxes interface {
 // sandbox's name and tenant, read from sandboxes by id (a refusal comes at
 // most 10 times a second per sandbox, and once per refused lookup), and
 // counts it with count(tenant, kind), kind "connection" or "lookup"; count
-// and log may be nil. A sandbox it cannot read is logged with an empty name and
-// tenant.
+// and log may be nil. A sandbox it cannot read is logged with an empty
+// name and tenant.
 func LogRefusals(sandboxes Sandboxes, count func(tenant, kind string), log *slog.Logger) func(Refusal) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
