@@ -164,7 +164,7 @@ func TestImportRules(t *testing.T) {
 // must be reported; each allowed one must not be.
 func TestRulesCatch(t *testing.T) {
 	for _, tc := range []struct {
-		from, to string
+		from, to  string
 		forbidden bool
 	}{
 		{"httpapi", "store", true},
