@@ -77,6 +77,14 @@ func textResult(s string) *mcp.CallToolResult {
 
 // register adds the fixture tools, resources and prompts to srv.
 func register(srv *mcp.Server) {
+	addTools(srv)
+	addResources(srv)
+	addPrompts(srv)
+}
+
+// addTools adds the fixture tools, each named for the scenario that calls
+// it.
+func addTools(srv *mcp.Server) {
 	tool := func(name, desc string, schema json.RawMessage, h mcp.ToolHandler) {
 		srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, h)
 	}
@@ -184,7 +192,11 @@ func register(srv *mcp.Server) {
 		"additionalProperties":false}`), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return textResult("ok"), nil
 	})
+}
 
+// addResources adds the fixture resources: static text and binary, one to
+// subscribe to, and a template.
+func addResources(srv *mcp.Server) {
 	text := func(uri, mime, s string) *mcp.ReadResourceResult {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mime, Text: s}}}
 	}
@@ -206,7 +218,11 @@ func register(srv *mcp.Server) {
 			b, _ := json.Marshal(map[string]any{"id": id, "templateTest": true, "data": "Data for ID: " + id})
 			return text(req.Params.URI, "application/json", string(b)), nil
 		})
+}
 
+// addPrompts adds the fixture prompts: simple, with arguments, with an
+// embedded resource, with an image.
+func addPrompts(srv *mcp.Server) {
 	prompt := func(p *mcp.Prompt, msgs func(args map[string]string) []*mcp.PromptMessage) {
 		srv.AddPrompt(p, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: msgs(req.Params.Arguments)}, nil
