@@ -44,13 +44,14 @@ import (
 // shared, and removing it makes that exclusive to key again.
 //
 // The cap is set with one BTRFS_IOC_QGROUP_LIMIT and key's record is
-// replaced after it (one rename); both are durable at the next
-// transaction commit, and Open applies the recorded cap again. It
-// fails with layers.ErrInvalid (bad key, negative bytes, key committed),
-// layers.ErrNotFound, layers.ErrInUse (another call is changing key; Snapshots of key in
-// flight are waited for) or layers.ErrUnsupported when quotas are off on the
-// filesystem: on a Dir that is natively on btrfs, hearth leaves that to
-// the admin (`btrfs quota enable --simple <mount>`, Linux 6.7+).
+// replaced after it (one rename); both are durable at the next transaction
+// commit, and Open applies the recorded cap again. It fails with
+// layers.ErrInvalid (bad key, negative bytes, key committed),
+// layers.ErrNotFound, layers.ErrInUse (another call is changing key;
+// Snapshots of key in flight are waited for) or layers.ErrUnsupported when
+// quotas are off on the filesystem: on a Dir that is natively on btrfs,
+// hearth leaves that to the admin (`btrfs quota enable --simple <mount>`,
+// Linux 6.7+).
 func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
 	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err

@@ -106,8 +106,8 @@ var errClosed = errors.New("layers: store closed")
 // exists is mounted as it is, never reformatted. Open never unmounts;
 // see Unmount and Destroy.
 //
-// Open then repairs what a crash in the middle of a call left behind
-// (see Store) and loads the index. It fails with layers.ErrInUse if another Store
+// Open then repairs what a crash in the middle of a call left behind (see
+// Store) and loads the index. It fails with layers.ErrInUse if another Store
 // has Dir open.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Dir == "" {
@@ -319,9 +319,10 @@ func (s *Store) prepare(key string, r record) error {
 // making its subvolume read-only in place: O(1), and the path does not
 // change. Commit is meant for a snapshot nothing writes to any more; a
 // process that still holds a file open for writing can change it. It fails
-// with layers.ErrNotFound (no key), layers.ErrInvalid (key is committed, or a bad name),
-// layers.ErrExists (name taken) or layers.ErrInUse (another call is changing key). If
-// Snapshots of key are in flight, Commit waits for them.
+// with layers.ErrNotFound (no key), layers.ErrInvalid (key is committed, or
+// a bad name), layers.ErrExists (name taken) or layers.ErrInUse (another
+// call is changing key). If Snapshots of key are in flight, Commit waits for
+// them.
 func (s *Store) Commit(ctx context.Context, name, key string) error {
 	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
@@ -417,9 +418,9 @@ func (s *Store) commit(name, key string, r record, limit int64) error {
 // lifetimes: either may be removed first, and the blocks go with the last
 // subvolume that uses them.
 //
-// It fails with layers.ErrNotFound (no key), layers.ErrExists (name taken), layers.ErrInvalid
-// (key is committed, or a bad name) or layers.ErrInUse (another call is changing
-// key).
+// It fails with layers.ErrNotFound (no key), layers.ErrExists (name taken),
+// layers.ErrInvalid (key is committed, or a bad name) or layers.ErrInUse
+// (another call is changing key).
 func (s *Store) Snapshot(ctx context.Context, name, key string) error {
 	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
@@ -470,18 +471,18 @@ func (s *Store) snapshot(name, srcID string, r record) error {
 	return nil
 }
 
-// Reset replaces the content of the active snapshot key with a new
-// writable snapshot of the committed snapshot parent and returns key's new
-// path; the old content is deleted. It is atomic across a crash: the new
-// subvolume is made first (the snapshot ioctl commits it) and given key's
-// limit (see SetLimit), key's record is then swapped to name it with one
-// rename, and only then is the old subvolume deleted, so load finds either
-// the old record (and deletes the new subvolume, which no record names) or
-// the new one (and deletes the old). Like Remove, the swap is durable at
-// the next transaction commit.
-// It fails with layers.ErrNotFound (no key or parent), layers.ErrInvalid (key is not
-// active, or parent not committed) or layers.ErrInUse (another call is changing
-// either); Snapshots of key in flight are waited for.
+// Reset replaces the content of the active snapshot key with a new writable
+// snapshot of the committed snapshot parent and returns key's new path; the
+// old content is deleted. It is atomic across a crash: the new subvolume is
+// made first (the snapshot ioctl commits it) and given key's limit (see
+// SetLimit), key's record is then swapped to name it with one rename, and
+// only then is the old subvolume deleted, so load finds either the old
+// record (and deletes the new subvolume, which no record names) or the new
+// one (and deletes the old). Like Remove, the swap is durable at the next
+// transaction commit. It fails with layers.ErrNotFound (no key or parent),
+// layers.ErrInvalid (key is not active, or parent not committed) or
+// layers.ErrInUse (another call is changing either); Snapshots of key in
+// flight are waited for.
 func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 	if err := layers.CheckArgs(ctx, key, parent); err != nil {
 		return "", err
@@ -543,7 +544,8 @@ func (s *Store) reset(key string, old, r record) error {
 	return nil
 }
 
-// Stat describes the snapshot key, or fails with layers.ErrNotFound or layers.ErrInvalid.
+// Stat describes the snapshot key, or fails with layers.ErrNotFound or
+// layers.ErrInvalid.
 func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
 	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return layers.Info{}, err
@@ -575,11 +577,12 @@ func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
 
 // Remove deletes the snapshot key, including any subvolumes a sandbox
 // created inside it. Its children, if it is committed, are subvolumes of
-// their own and keep their content; their Parent becomes "". btrfs frees
-// the blocks no other subvolume uses in the background. Prepares from key
-// and Snapshots of it that are in flight finish first (Remove waits for
-// them; later ones fail with layers.ErrNotFound and layers.ErrInUse). It fails with
-// layers.ErrNotFound, layers.ErrInvalid, or layers.ErrInUse if another call is changing key.
+// their own and keep their content; their Parent becomes "". btrfs frees the
+// blocks no other subvolume uses in the background. Prepares from key and
+// Snapshots of it that are in flight finish first (Remove waits for them;
+// later ones fail with layers.ErrNotFound and layers.ErrInUse). It fails
+// with layers.ErrNotFound, layers.ErrInvalid, or layers.ErrInUse if another
+// call is changing key.
 func (s *Store) Remove(ctx context.Context, key string) error {
 	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
