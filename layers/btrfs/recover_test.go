@@ -258,22 +258,3 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 		t.Errorf("Stat(a) after Remove(img) = %+v, %v, want no parent", info, err)
 	}
 }
-
-func FuzzValidateKey(f *testing.F) {
-	for _, k := range []string{"a", "img.v1", "..", ".", "a/b", "", "A", "a\x00b", "-x"} {
-		f.Add(k)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		if layers.ValidateKey(key) != nil {
-			return
-		}
-		if filepath.Base(key) != key || key == "." || key == ".." || len(key) > layers.MaxKeyLen || key[0] == '.' || key[0] == '-' {
-			t.Errorf("ValidateKey(%q) = nil for a key that is not one safe path element", key)
-		}
-		for _, c := range []byte(key) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-				t.Errorf("ValidateKey(%q) = nil with byte %q", key, c)
-			}
-		}
-	})
-}
