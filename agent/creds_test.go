@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // threadStatus returns the Uid, Gid and CapEff lines of /proc/thread-self

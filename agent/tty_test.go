@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/agent"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // console is the stdin of a caller at a terminal: the test types into it

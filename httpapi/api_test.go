@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // errorOf checks that a response is a well-formed error body with every

@@ -14,10 +14,10 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // More principals for the audit and metrics tests, with their tokens.

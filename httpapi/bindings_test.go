@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestBindings drives /v1/bindings raw and through the client: set (the

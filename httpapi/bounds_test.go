@@ -16,8 +16,8 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // dialExec opens the exec WebSocket of sandbox name with token.

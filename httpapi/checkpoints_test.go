@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestCheckpoints walks one sandbox through checkpoint, list, restore,

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 func TestFiles(t *testing.T) {

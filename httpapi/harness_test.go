@@ -10,13 +10,13 @@ import (
 	"github.com/hearth/hearth/client"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/daemontest"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
-// env is the API over a daemon in miniature (internal/daemontest).
+// env is the API over a daemon in miniature (testutil/daemontest).
 type env struct {
 	url    string
 	svc    *lifecycle.Service

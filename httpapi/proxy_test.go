@@ -16,8 +16,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // echoServer is a web server standing in for one started in a sandbox:

@@ -19,13 +19,15 @@
 // database): to layers each checkpoint is a committed snapshot whose parent
 // is the image the sandbox was prepared from.
 //
-// The default backend is btrfs (subvolume snapshots: O(1) in the data
-// written), on the data dir itself when it is btrfs, else on a sparse image
-// file loop-mounted under the data dir. layerstest is the conformance suite.
+// This package is the contract: Store, its errors and naming rule. The
+// backends sit beside it: layers/btrfs, the default (subvolume snapshots:
+// O(1) in the data written), and layers/overlay, the fallback for kernels
+// without btrfs; layers/fake is a directory-backed Store for tests, and
+// layers/layerstest the conformance suite every backend passes.
 //
 // Guard, Index and the helpers beside them (CheckArgs, NewID, Fsync,
-// LockDir, WalkInfos) are what the backends, Btrfs and layers/overlay,
-// share; a caller of a Store needs none of them.
+// Syncfs, LockDir, WalkInfos) are what the backends share; a caller of a
+// Store needs none of them.
 package layers
 
 import (

@@ -160,7 +160,7 @@ func (s *Checkpoints) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (drive
 // taken, and saves its memory as the image named after c.
 func (s *Checkpoints) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint, mc driver.MemoryCheckpointer) error {
 	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
-		layers.SyncFS(info.Path)
+		layers.Syncfs(info.Path)
 	}
 	snapped := false
 	err := mc.CheckpointMemory(ctx, sb.ID, c.ID, func() error {
@@ -193,7 +193,7 @@ func (s *Checkpoints) snapshot(ctx context.Context, sb sandbox.Sandbox, key stri
 	// with what the sandbox wrote lately (≈300 ms for 500 MB); writing it
 	// out before the freeze keeps the frozen window to the ioctl itself.
 	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
-		layers.SyncFS(info.Path)
+		layers.Syncfs(info.Path)
 	}
 	if fr, ok := s.opts.Driver.(driver.Freezer); ok && sb.Status == sandbox.StatusRunning && s.freezeForSnapshots() {
 		if err := fr.Freeze(ctx, sb.ID); err != nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // countingServer serves e's door alone, counting the bytes it reads of

@@ -11,15 +11,15 @@ import (
 	"github.com/hearth/hearth/audit"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/daemontest"
-	"github.com/hearth/hearth/internal/mcptest"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/testutil/daemontest"
+	"github.com/hearth/hearth/testutil/mcptest"
 )
 
-// env is the door over a daemon in miniature (internal/daemontest), whose
+// env is the door over a daemon in miniature (testutil/daemontest), whose
 // tenant t1 has an agent quota of quota sandboxes.
 type env struct {
 	svc    *lifecycle.Service

@@ -61,10 +61,24 @@ type Options struct {
 	// code, the duration); the HTTP requests that carry the calls are not
 	// audited on their own.
 	Audit interface{ Record(sandbox.AuditEvent) }
-	// ConformanceFixtures adds the tools, prompts and resources the MCP
-	// conformance suite's server scenarios call (fixtures.go). For tests
-	// only: they do nothing useful for an agent.
-	ConformanceFixtures bool
+	// Extensions add to every MCP server the door builds, beside hearth's
+	// own tools; the daemon has none. hearth's tests add the MCP
+	// conformance suite's fixtures with one (testutil/mcpfixtures).
+	Extensions []Extension
+}
+
+// An Extension adds capabilities to every MCP server the door builds. The
+// door's middleware wraps what it adds as it wraps hearth's own tools: a
+// failed or panicking tool call gets the door's error shape and is
+// audited.
+type Extension struct {
+	// Configure, if set, adjusts the SDK server's options (a completion or
+	// subscribe handler, say) before the server is made; the door's logger
+	// and schema cache are set already.
+	Configure func(*mcp.ServerOptions)
+	// Register, if set, adds tools, prompts and resources to the server
+	// after hearth's own.
+	Register func(*mcp.Server)
 }
 
 // toolVerb names tool's operation as the API's routes do, so that the
@@ -132,16 +146,18 @@ func New(svc *lifecycle.Service, opts Options) *Server {
 	return s
 }
 
-// For returns an MCP server with the six tools, every call of which acts
-// as p. A session is bound to one principal for its life: the HTTP handler
+// For returns an MCP server with the six tools (and what Options.Extensions
+// add), every call of which acts as p. A session is bound to one principal for its life: the HTTP handler
 // builds one server per session, after authenticating its first request.
 func (s *Server) For(p sandbox.Principal) *mcp.Server {
 	srvOpts := &mcp.ServerOptions{
 		Logger:      s.log,
 		SchemaCache: s.schemas,
 	}
-	if s.opts.ConformanceFixtures {
-		fixtureOptions(srvOpts)
+	for _, e := range s.opts.Extensions {
+		if e.Configure != nil {
+			e.Configure(srvOpts)
+		}
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "hearth", Version: s.opts.Version}, srvOpts)
 	srv.AddReceivingMiddleware(s.toolResults(p))
@@ -182,8 +198,10 @@ func (s *Server) For(p sandbox.Principal) *mcp.Server {
 		Description:  "List your sandboxes and quota use.",
 		Annotations:  annotations(true, false, true, false),
 	}, t.list)
-	if s.opts.ConformanceFixtures {
-		addFixtures(srv)
+	for _, e := range s.opts.Extensions {
+		if e.Register != nil {
+			e.Register(srv)
+		}
 	}
 	return srv
 }

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
 )
 
 // Refusal is something a sandbox tried that its network policy refused:
@@ -113,4 +117,39 @@ func parseRefusal(record, prefix string) (link string, r Refusal, ok bool) {
 		r.Port = p
 	}
 	return fields["IN"], r, true
+}
+
+// Sandboxes looks a sandbox up by id (store.Store does).
+type Sandboxes interface {
+	SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, error)
+}
+
+// LogRefusals returns an Options.OnRefusal that logs each refusal with the
+// sandbox's name and tenant, read from sandboxes by id (a refusal comes at
+// most 10 times a second per sandbox, and once per refused lookup), and
+// counts it with count(tenant, kind), kind "connection" or "lookup"; count
+// and log may be nil. A sandbox it cannot read is logged with an empty
+// name and tenant.
+func LogRefusals(sandboxes Sandboxes, count func(tenant, kind string), log *slog.Logger) func(Refusal) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if count == nil {
+		count = func(string, string) {}
+	}
+	return func(r Refusal) {
+		name, tenant := "", ""
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if sb, err := sandboxes.SandboxByID(ctx, r.Sandbox); err == nil {
+			name, tenant = sb.Name, sb.Tenant
+		}
+		if r.Domain != "" {
+			count(tenant, "lookup")
+			log.Info("egress refused", "kind", "lookup", "sandbox", name, "id", r.Sandbox, "tenant", tenant, "domain", r.Domain)
+			return
+		}
+		count(tenant, "connection")
+		log.Info("egress refused", "kind", "connection", "sandbox", name, "id", r.Sandbox, "tenant", tenant, "dst", r.Dst, "proto", r.Proto, "port", r.Port)
+	}
 }

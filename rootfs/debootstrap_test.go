@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/testenv"
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/rootfs"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestDebootstrap builds the real image (about 75 s, network to the Debian
@@ -73,7 +73,7 @@ func TestDebootstrap(t *testing.T) {
 		t.Skip("no mkfs.btrfs: not importing")
 	}
 	storeDir := filepath.Join(t.TempDir(), "layers")
-	s, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: storeDir, ImageSize: 8 << 30})
+	s, err := btrfs.Open(ctx, btrfs.Options{Dir: storeDir, ImageSize: 8 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hearth/hearth/internal/mountinfo"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -23,6 +22,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/internal/mountinfo"
+	"github.com/hearth/hearth/layers"
 )
 
 // Defaults for Options.
@@ -199,7 +201,7 @@ func current(dir string) string {
 // writeMarker writes the marker durably: the root filesystem it vouches
 // for is synced first, then the marker is written, synced and renamed.
 func writeMarker(dir, version string) error {
-	if err := syncFS(filepath.Join(dir, rootfsName)); err != nil {
+	if err := layers.Syncfs(filepath.Join(dir, rootfsName)); err != nil {
 		return err
 	}
 	tmp := filepath.Join(dir, markerName+".tmp")
@@ -221,21 +223,7 @@ func writeMarker(dir, version string) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncFS(dir)
-}
-
-// syncFS syncs the filesystem holding path (one syncfs, cheaper than an
-// fsync per file of a root filesystem).
-func syncFS(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return &os.PathError{Op: "syncfs", Path: path, Err: err}
-	}
-	return nil
+	return layers.Syncfs(dir)
 }
 
 // lock takes an exclusive flock on path, waiting (and calling waiting

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"io"
 	"io/fs"
 	"os"

@@ -3,7 +3,7 @@ package rootfs_test
 import (
 	"context"
 	"errors"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,18 +11,19 @@ import (
 	"testing"
 
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/rootfs"
 	"golang.org/x/sys/unix"
 )
 
-func openStore(t *testing.T) *layers.Btrfs {
+func openStore(t *testing.T) *btrfs.Store {
 	t.Helper()
 	requireRoot(t)
 	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
 		testenv.Skip(t, "needs mkfs.btrfs")
 	}
 	ctx := context.Background()
-	s, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: filepath.Join(t.TempDir(), "layers"), ImageSize: 1 << 30})
+	s, err := btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(t.TempDir(), "layers"), ImageSize: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestImportLeftover(t *testing.T) {
 }
 
 // checkOnly fails unless the store holds exactly keys.
-func checkOnly(t *testing.T, s *layers.Btrfs, keys ...string) {
+func checkOnly(t *testing.T, s *btrfs.Store, keys ...string) {
 	t.Helper()
 	got := map[string]bool{}
 	s.Walk(context.Background(), func(i layers.Info) error { got[i.Key] = true; return nil })

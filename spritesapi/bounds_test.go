@@ -12,8 +12,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/daemontest"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/daemontest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestBodiesRefusedBeforeReading: a body about a sprite the caller cannot

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/internal/daemontest"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 // events decodes an NDJSON stream and wants every line to carry a time.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 // session is one exec WebSocket as a Sprites client sees it.

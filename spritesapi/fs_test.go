@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 // fsURL is the path of filesystem endpoint op of sprite box with q.

@@ -10,13 +10,13 @@ import (
 
 	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/daemontest"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/spritesapi"
+	"github.com/hearth/hearth/testutil/daemontest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // env is the Sprites door, mounted on the API, over a daemon in miniature
-// (internal/daemontest).
+// (testutil/daemontest).
 type env struct {
 	url string
 	d   *daemontest.Env

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hearth/hearth/internal/daemontest"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 type rule struct {

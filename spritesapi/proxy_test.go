@@ -13,8 +13,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hearth/hearth/internal/daemontest"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/daemontest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // tcpEcho is a TCP server standing in for one in the sprite (under

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/internal/daemontest"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 const tok = daemontest.TokenA1

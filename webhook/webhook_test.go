@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 	"github.com/hearth/hearth/webhook"
 )
 

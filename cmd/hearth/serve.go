@@ -27,6 +27,7 @@ import (
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/instance"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
@@ -36,6 +37,7 @@ import (
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
 	"github.com/hearth/hearth/spritesapi"
+	"github.com/hearth/hearth/store"
 	"github.com/hearth/hearth/store/sqlite"
 	"github.com/hearth/hearth/webhook"
 )
@@ -80,9 +82,6 @@ type serveConfig struct {
 	// maxConnections bounds each token's long-lived connections and MCP
 	// sessions (--max-connections).
 	maxConnections int
-	// mcpConformanceFixtures adds the MCP conformance suite's fixtures to
-	// the MCP door; for hearth's own tests only (a hidden flag).
-	mcpConformanceFixtures bool
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -96,22 +95,12 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return err
-	}
-	// Before the database, whose file tells a data dir made before
-	// instances.
-	inst, err := openInstance(cfg, "", log)
+	inst, db, err := openDataDir(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer inst.Close()
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"), nil)
-	if err != nil {
-		return err
-	}
 	defer db.Close()
-
 	if cfg.runtime == "" {
 		if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
 			return err
@@ -119,7 +108,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	// Metrics come first: the network host counts refusals.
 	reg := metrics.NewRegistry()
-	nets, err := openSandboxNet(ctx, cfg, inst, db, reg, log)
+	nets, err := openSandboxNetwork(ctx, cfg, inst, db, reg, log)
 	if err != nil {
 		return err
 	}
@@ -130,7 +119,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	drv, err := openDriver(cfg, inst, nets, box, log)
+	drv, err := newDriver(cfg, inst, nets, box, log)
 	if err != nil {
 		return err
 	}
@@ -142,63 +131,61 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
 		return err
 	}
-	rec := openAudit(ctx, cfg, db, log)
-	// Closed (flushing what waits) after the server has shut down and
-	// before the store closes.
-	defer closeAudit(ctx, rec, log)
+	rec, closeAudit := startAudit(ctx, cfg, db, log.With("component", "audit"))
+	defer closeAudit()
 	svc, err := lifecycle.New(lifecycle.Options{
-		Store: db, Driver: drv, Layers: snaps, AgentPath: cfg.agentPath,
-		MaxWriteBytes: cfg.maxWrite, DefaultTTL: cfg.defaultTTL, IdleTimeout: cfg.idle,
-		WarmPool: cfg.warmPool, MemInfo: oci.MemInfo, Alarms: alarmsTo(cfg, reg, rec, log),
-		Secrets: box, Logger: log.With("component", "lifecycle"),
+		Store:         db,
+		Driver:        drv,
+		Layers:        snaps,
+		AgentPath:     cfg.agentPath,
+		MaxWriteBytes: cfg.maxWrite,
+		DefaultTTL:    cfg.defaultTTL,
+		IdleTimeout:   cfg.idle,
+		WarmPool:      cfg.warmPool,
+		MemInfo:       oci.MemInfo,
+		Alarms:        alarmSink(cfg, reg, rec, log),
+		Secrets:       box,
+		Logger:        log.With("component", "lifecycle"),
 	})
 	if err != nil {
 		return err
 	}
-	if nets.host != nil {
-		startNetwork(ctx, nets, svc, reg, log)
-	}
-	if err := prepare(ctx, cfg, svc, stdout); err != nil {
+	if err := startService(ctx, cfg, svc, nets, reg, stdout, log); err != nil {
 		return err
 	}
-
-	return serveAPI(ctx, cfg, inst.Instance, svc, newHandler(cfg, svc, rec, db, reg, log), stdout, log)
-}
-
-// serveAPI serves handler, the API over svc, on cfg's listen address and
-// runs svc's sweep, until ctx ends or the server fails.
-func serveAPI(ctx context.Context, cfg serveConfig, instance string, svc *lifecycle.Service, handler http.Handler, stdout io.Writer, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
 	go svc.Run(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, instance)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down; sandboxes keep running")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-	}
-	return nil
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance)
+	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, rec, reg, log), log)
 }
 
-// openDriver returns the OCI driver of cfg's runtime, its state in the
-// data dir, its sandboxes under inst's cgroup parent and on nets.
-func openDriver(cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, log *slog.Logger) (*oci.Driver, error) {
+// openDataDir creates the data dir if missing and opens its instance and
+// its database, in this order: the database's file tells a data dir made
+// before instances.
+func openDataDir(ctx context.Context, cfg serveConfig, log *slog.Logger) (*instance.Instance, *sqlite.DB, error) {
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	inst, err := openInstance(cfg, "", log)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"), nil)
+	if err != nil {
+		inst.Close()
+		return nil, nil, err
+	}
+	return inst, db, nil
+}
+
+// newDriver is the OCI runtime driver of cfg's runtime, its state under
+// the data dir, its sandboxes' cgroups under the instance's parent and
+// their networks on nets' host (none without one); box seals the keys of
+// their memory images.
+func newDriver(cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, log *slog.Logger) (*oci.Driver, error) {
 	return oci.New(oci.Options{
 		Runtime:      cfg.runtime,
 		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
@@ -210,27 +197,70 @@ func openDriver(cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *
 	})
 }
 
-// openSandboxNet opens the sandboxes' egress networking when this host
-// can do it; without it sandboxes get no network, and an egress one is
-// refused. The host's own LAN is denied too (public addresses or not).
-func openSandboxNet(ctx context.Context, cfg serveConfig, inst *instance.Instance, db *sqlite.DB, reg *metrics.Registry, log *slog.Logger) (sandboxNet, error) {
+// openSandboxNetwork opens the network host that gives sandboxes egress,
+// when this host can: without it sandboxes get no network, and an egress
+// one is refused. The host's own LAN is denied to sandboxes (public
+// addresses or not), and their DNS queries go to cfg's name servers, by
+// default the host's own. Refusals are logged and counted in reg.
+func openSandboxNetwork(ctx context.Context, cfg serveConfig, inst *instance.Instance, db store.Store, reg *metrics.Registry, log *slog.Logger) (sandboxNet, error) {
 	uplink, err := network.UplinkNetworks()
 	if err != nil {
 		log.Warn("cannot read the host's uplink networks; sandboxes with egress may reach its LAN", "err", err)
 	}
+	dnsUpstreams := cfg.dnsUpstreams
+	if !cfg.dnsOff && len(dnsUpstreams) == 0 {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err != nil {
+			log.Warn("cannot read the host's name servers: sandboxes get no name service", "err", err)
+		} else if dnsUpstreams = network.Nameservers(b); len(dnsUpstreams) == 0 {
+			log.Warn("the host's /etc/resolv.conf names no name server: sandboxes get no name service")
+		}
+	}
 	return openNetwork(ctx, cfg, inst, network.Options{
 		StateDir:     filepath.Join(cfg.dataDir, "network"),
 		Deny:         uplink,
-		DNSUpstreams: dnsUpstreams(cfg, log),
+		DNSUpstreams: dnsUpstreams,
 		OnRefusal:    egressRefusals(db, reg, log.With("component", "network")),
 		Logger:       log.With("component", "network"),
 	}, log)
 }
 
-// prepare readies svc before the API opens: it reconciles with the
-// runtime, applies the tenants file if any, and makes sure the data dir
-// holds a valid operator token.
-func prepare(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, stdout io.Writer) error {
+// startAudit returns the audit recorder over db, and the function that
+// closes it, flushing what waits (at most 5 s): the daemon calls it after
+// its server has shut down and before the store closes. With a retention,
+// old events are pruned until ctx ends.
+func startAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.Logger) (*audit.Recorder, func()) {
+	if cfg.auditRetention > 0 {
+		go pruneAudit(ctx, db, cfg.auditRetention, log)
+	}
+	rec := audit.New(db, log)
+	return rec, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := rec.Close(cctx); err != nil {
+			log.Error("audit events lost at shutdown", "err", err)
+		}
+	}
+}
+
+// alarmSink is where alarms go: audited in rec, counted for /metrics,
+// and posted to the webhook if cfg names one.
+func alarmSink(cfg serveConfig, reg *metrics.Registry, rec *audit.Recorder, log *slog.Logger) func(sandbox.Alarm) {
+	count := httpapi.CountAlarms(reg)
+	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
+	if cfg.alarmWebhook != "" {
+		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
+		alarms = func(a sandbox.Alarm) { local(a); post(a) }
+	}
+	return alarms
+}
+
+// startService readies svc to serve: it starts the sandbox network's
+// services, reconciles with the runtime, applies the tenants file and
+// makes sure of the operator token, whose file it prints.
+func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, nets sandboxNet, reg *metrics.Registry, stdout io.Writer, log *slog.Logger) error {
+	if nets.host != nil {
+		startNetwork(ctx, nets, svc, reg, log)
+	}
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("reconcile with the runtime: %w", err)
 	}
@@ -247,56 +277,9 @@ func prepare(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, stdou
 	return nil
 }
 
-// dnsUpstreams are where egress sandboxes' DNS queries go through the
-// daemon's forwarder: --dns-upstream's, by default the host's own.
-func dnsUpstreams(cfg serveConfig, log *slog.Logger) []netip.AddrPort {
-	ups := cfg.dnsUpstreams
-	if !cfg.dnsOff && len(ups) == 0 {
-		if b, err := os.ReadFile("/etc/resolv.conf"); err != nil {
-			log.Warn("cannot read the host's name servers: sandboxes get no name service", "err", err)
-		} else if ups = network.Nameservers(b); len(ups) == 0 {
-			log.Warn("the host's /etc/resolv.conf names no name server: sandboxes get no name service")
-		}
-	}
-	return ups
-}
-
-// openAudit returns the audit log's recorder over db, and prunes the log
-// in the background when cfg keeps events for a while only.
-func openAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.Logger) *audit.Recorder {
-	auditLog := log.With("component", "audit")
-	if cfg.auditRetention > 0 {
-		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
-	}
-	return audit.New(db, auditLog)
-}
-
-// closeAudit flushes what waits in rec, for at most 5 s.
-func closeAudit(ctx context.Context, rec *audit.Recorder, log *slog.Logger) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := rec.Close(cctx); err != nil {
-		log.With("component", "audit").Error("audit events lost at shutdown", "err", err)
-	}
-}
-
-// alarmsTo is lifecycle's Options.Alarms: an alarm is audited, counted for
-// /metrics, and posted to the webhook if any.
-func alarmsTo(cfg serveConfig, reg *metrics.Registry, rec *audit.Recorder, log *slog.Logger) func(sandbox.Alarm) {
-	count := httpapi.CountAlarms(reg)
-	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
-	if cfg.alarmWebhook != "" {
-		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
-		alarms = func(a sandbox.Alarm) { local(a); post(a) }
-	}
-	return alarms
-}
-
-// newHandler is the daemon's API over svc: the native HTTP API, hosting
-// the MCP door at /mcp and the Sprites-compatible door.
-func newHandler(cfg serveConfig, svc *lifecycle.Service, rec *audit.Recorder, db *sqlite.DB, reg *metrics.Registry, log *slog.Logger) http.Handler {
-	sprites := spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
-		Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}
+// apiHandler is the daemon's HTTP API with its doors: the native API, MCP
+// at /mcp and the Sprites-compatible API.
+func apiHandler(cfg serveConfig, svc *lifecycle.Service, db *sqlite.DB, rec *audit.Recorder, reg *metrics.Registry, log *slog.Logger) http.Handler {
 	return httpapi.New(svc, httpapi.Options{
 		Logger:         log.With("component", "http"),
 		Audit:          rec,
@@ -308,13 +291,37 @@ func newHandler(cfg serveConfig, svc *lifecycle.Service, rec *audit.Recorder, db
 			Version:     version(),
 			Audit:       rec,
 			MaxSessions: cfg.maxConnections,
-			// Test-only: the conformance suite's fixtures.
-			ConformanceFixtures: cfg.mcpConformanceFixtures,
 		}).Handler(),
-		Doors: []*httpapi.Door{spritesapi.New(sprites, spritesapi.Options{
+		Doors: []*httpapi.Door{spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
+			Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{
 			Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
 		BaseDomain: cfg.baseDomain,
 	})
+}
+
+// serveAPI serves h on ln until ctx ends, then shuts the server down,
+// giving requests in flight 5 s; it returns the server's error if it
+// stops first.
+func serveAPI(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; sandboxes keep running")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return nil
 }
 
 // startNetwork runs, each in a goroutine of its own until ctx ends, the
@@ -378,39 +385,8 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.instance, "instance", "", "`NAME` of this data dir's instance, which names its networks and cgroups apart from other daemons' on this host: 1 to 9 lowercase letters and digits, given at its first start (default: hearth for /var/lib/hearth, else one derived from the data dir)")
 	fl.Func("gateway-port", "`PORT` of the egress gateway, where sandboxes reach credential bindings at http://NAME."+sandbox.GatewayDomain+" (default: 10080 for the default instance, a free port for others; 0: no gateway)", portFlag(&cfg.gatewayPort))
 	fl.Func("dns-port", "`PORT` of the DNS forwarder egress sandboxes' lookups are redirected to (default: 10053 for the default instance, a free port for others)", portFlag(&cfg.dnsPort))
-	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", func(v string) error {
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			if s == "none" {
-				cfg.dnsOff = true
-				continue
-			}
-			ap, err := network.ParseUpstream(s)
-			if err != nil {
-				return err
-			}
-			cfg.dnsUpstreams = append(cfg.dnsUpstreams, ap)
-		}
-		if cfg.dnsOff && len(cfg.dnsUpstreams) > 0 {
-			return errors.New("none turns DNS off: give no name server with it")
-		}
-		return nil
-	})
+	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", dnsUpstreamFlag(&cfg))
 	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")
-	// Hidden and for tests only (test/e2e/mcp_conformance_test.go): the
-	// MCP conformance suite's fixture tools, prompts and resources.
-	fl.BoolVar(&cfg.mcpConformanceFixtures, "mcp-conformance-fixtures", false, "TEST ONLY: add the MCP conformance suite's fixture tools, prompts and resources to /mcp")
-	fl.Usage = func() {
-		shown := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
-		shown.SetOutput(stderr)
-		fl.VisitAll(func(f *flag.Flag) {
-			if f.Name != "mcp-conformance-fixtures" {
-				shown.Var(f.Value, f.Name, f.Usage)
-			}
-		})
-		fmt.Fprintln(stderr, "Usage of hearth serve:")
-		shown.PrintDefaults()
-	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
@@ -433,6 +409,29 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		}
 	}
 	return cfg, nil
+}
+
+// dnsUpstreamFlag parses --dns-upstream into cfg: name servers, comma
+// separated, or none (no name service, and then no name server).
+func dnsUpstreamFlag(cfg *serveConfig) func(string) error {
+	return func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.TrimSpace(s)
+			if s == "none" {
+				cfg.dnsOff = true
+				continue
+			}
+			ap, err := network.ParseUpstream(s)
+			if err != nil {
+				return err
+			}
+			cfg.dnsUpstreams = append(cfg.dnsUpstreams, ap)
+		}
+		if cfg.dnsOff && len(cfg.dnsUpstreams) > 0 {
+			return errors.New("none turns DNS off: give no name server with it")
+		}
+		return nil
+	}
 }
 
 // pruneAudit deletes the audit events older than retention, at once and
@@ -588,7 +587,7 @@ func openLayers(ctx context.Context, cfg serveConfig, log *slog.Logger) (layerSt
 	dir := filepath.Join(cfg.dataDir, "layers")
 	switch kind {
 	case "btrfs":
-		return layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: dir, ImageSize: cfg.layersSize, Logger: log})
+		return btrfs.Open(ctx, btrfs.Options{Dir: dir, ImageSize: cfg.layersSize, Logger: log})
 	case "overlay":
 		log.Warn("the overlay layer store is the slower fallback: checkpoints copy what a sandbox wrote, and disk limits are not enforced")
 		return overlay.Open(ctx, overlay.Options{Dir: filepath.Join(cfg.dataDir, "layers-overlay"), Logger: log})

@@ -2,7 +2,7 @@ package drivertest
 
 import (
 	"github.com/hearth/hearth/internal/mountinfo"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"

@@ -9,14 +9,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/btrfs"
 )
 
 // snapshots is the btrfs layer store of this test process (see
 // SnapshotRootFS).
 var snapshots struct {
 	sync.Mutex
-	store *layers.Btrfs
+	store *btrfs.Store
 	dir   string
 	bases map[string]string // image directory → committed snapshot key
 	n     int
@@ -41,7 +41,7 @@ func SnapshotRootFS(t testing.TB, lower string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: filepath.Join(dir, "layers"), ImageSize: 8 << 30})
+		s, err := btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(dir, "layers"), ImageSize: 8 << 30})
 		if err != nil {
 			os.RemoveAll(dir)
 			t.Fatalf("open a btrfs layer store for test roots: %v", err)

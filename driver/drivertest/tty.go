@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // testTTY: a command run with a terminal gets a pseudo-terminal of the

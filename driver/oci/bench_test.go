@@ -16,8 +16,8 @@ import (
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
-	"github.com/hearth/hearth/internal/benchstat"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/benchstat"
 )
 
 // BenchmarkStartToPing measures Start until the agent answers a ping, per

@@ -12,8 +12,8 @@ import (
 	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
-	"github.com/hearth/hearth/internal/benchstat"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/benchstat"
 )
 
 // BenchmarkFileOps measures what the agent's switch to the sandbox user's

@@ -15,8 +15,8 @@ import (
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
-	"github.com/hearth/hearth/internal/benchstat"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/benchstat"
 )
 
 // BenchmarkMemoryImage (runsc) measures what sealing memory images costs,

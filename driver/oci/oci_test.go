@@ -3,7 +3,7 @@ package oci_test
 import (
 	"context"
 	"errors"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"io"
 	"io/fs"
 	"log/slog"

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/internal/mountinfo"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 func TestParse(t *testing.T) {

@@ -99,13 +99,8 @@ func sizeName(n int64) string {
 // Syncfs commits the filesystem that holds path: data and metadata.
 func Syncfs(b testing.TB, path string) {
 	b.Helper()
-	f, err := os.Open(path)
-	if err != nil {
+	if err := layers.Syncfs(path); err != nil {
 		b.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		b.Fatalf("syncfs %s: %v", path, err)
 	}
 }
 

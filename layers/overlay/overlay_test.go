@@ -16,9 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/internal/mountinfo"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/layerstest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // openStore opens a store in a fresh temporary directory and, when the

@@ -450,7 +450,7 @@ func (s *Store) snapshot(ctx context.Context, name, src string, r record) error 
 	if err := copyTree(ctx, dst, s.layerPath(src)); err != nil {
 		return err
 	}
-	if err := syncfs(dst); err != nil {
+	if err := layers.Syncfs(dst); err != nil {
 		return err
 	}
 	if err := s.mount(r); err != nil {
@@ -680,17 +680,4 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	return s.lock.Close()
-}
-
-// syncfs writes out the filesystem that holds path: data and metadata.
-func syncfs(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := unix.Syncfs(int(f.Fd())); err != nil {
-		return &os.PathError{Op: "syncfs", Path: path, Err: err}
-	}
-	return nil
 }

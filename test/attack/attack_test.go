@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/daemonproc"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // TestMain removes the binaries built for the suite's daemons.

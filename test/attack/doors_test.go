@@ -22,9 +22,9 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/httpapi"
-	"github.com/hearth/hearth/internal/daemonproc"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // The doors' attacks: a tenant that floods the daemon with what it reads

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/internal/daemonproc"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // tenantToken makes a tenant with an agent identity on d and returns the

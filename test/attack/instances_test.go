@@ -16,8 +16,8 @@ import (
 
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/instance"
-	"github.com/hearth/hearth/internal/daemonproc"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // instanceProbe is run in a sandbox: it resolves its first argument and

@@ -16,10 +16,10 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/driver/oci"
-	"github.com/hearth/hearth/internal/daemonproc"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
+	"github.com/hearth/hearth/testutil/daemonproc"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestSecretNotInMemoryImage (runsc): a tenant that has a command given a

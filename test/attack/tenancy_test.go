@@ -16,10 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/internal/daemonproc"
-	"github.com/hearth/hearth/internal/mcptest"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
+	"github.com/hearth/hearth/testutil/mcptest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // The cross-tenant attacks: tenant globex, with every kind of token it can

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/internal/daemonproc"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // TestCutAgentChannel: root in a gVisor sandbox (here by runsc's own exec,

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/benchstat"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/benchstat"
 )
 
 // Benchmarks of the whole path a caller sees: HTTP and WebSocket, the

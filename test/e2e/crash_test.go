@@ -378,7 +378,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 	}
 
 	// The btrfs store keeps meta/<key>, a symlink to its JSON record, and
-	// snapshots/<id>, the subvolume the record names (see layers.Btrfs).
+	// snapshots/<id>, the subvolume the record names (see layers/btrfs.Store).
 	layersDir := filepath.Join(d.DataDir, "layers")
 	records, err := os.ReadDir(filepath.Join(layersDir, "meta"))
 	if err != nil {

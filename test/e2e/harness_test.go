@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/daemonproc"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // bins are the binaries the package's daemons run (set by requireDaemon).

@@ -17,6 +17,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/mcpserver"
+	"github.com/hearth/hearth/metrics"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemontest"
+	"github.com/hearth/hearth/testutil/mcpfixtures"
 )
 
 // nodeJS returns the path of Node 22 and the npm prefix holding the MCP
@@ -60,19 +68,16 @@ type conformanceCheck struct {
 
 // TestMCPConformance runs the official MCP conformance suite (npm
 // @modelcontextprotocol/conformance, every server scenario, the pending
-// ones too) with
-// Node 22 against a real daemon whose MCP door also carries the suite's
-// fixtures (--mcp-conformance-fixtures), through a proxy that adds the
-// operator's token. A scenario that fails must be listed, with the reason
-// it does not apply to hearth, in
-// testdata/mcp-conformance-expected-failures.txt; a listed one that
-// passes is stale and fails the test too.
+// ones too) with Node 22 against the daemon's MCP door carrying the
+// suite's fixtures (fixtureDoor), through a proxy that adds the operator's
+// token. A scenario that fails must be listed, with the reason it does not
+// apply to hearth, in testdata/mcp-conformance-expected-failures.txt; a
+// listed one that passes is stale and fails the test too.
 func TestMCPConformance(t *testing.T) {
-	requireDaemon(t)
 	node, prefix := nodeJS(t)
 	expected := readExpectedFailures(t, filepath.Join("testdata", "mcp-conformance-expected-failures.txt"))
-	d := newDaemon(t, bins.Runtimes[0], "--mcp-conformance-fixtures")
-	mcpURL := bearerProxy(t, d.URL, d.Token) + "/mcp"
+	doorURL, token := fixtureDoor(t)
+	mcpURL := bearerProxy(t, doorURL, token) + "/mcp"
 
 	results := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -145,6 +150,35 @@ func TestMCPConformance(t *testing.T) {
 			t.Errorf("scenario %s passes: remove it from the expected failures", name)
 		}
 	}
+}
+
+// fixtureDoor serves, until t ends, the daemon's HTTP API with its MCP
+// door at /mcp, wired as `hearth serve` wires them (audit, metrics, the
+// per-token limits), plus the conformance suite's fixtures
+// (testutil/mcpfixtures), which the hearth binary does not contain. The
+// daemon is in miniature (testutil/daemontest: driver/fake, layers/fake):
+// the fixtures touch no sandbox, and the door's protocol handling is the
+// daemon's own. It returns the API's URL and an operator token.
+func fixtureDoor(t *testing.T) (url, token string) {
+	t.Helper()
+	d := daemontest.New(t, daemontest.Options{})
+	const operatorToken = "hearth_testtokenfortheoperator"
+	d.AddToken(t, "tok-op", operatorToken, sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator})
+	rec := audit.New(d.DB, nil)
+	t.Cleanup(func() { rec.Close(context.Background()) })
+	door := mcpserver.New(d.Svc, mcpserver.Options{
+		Audit:       rec,
+		MaxSessions: httpapi.DefaultMaxConnections,
+		Extensions:  []mcpserver.Extension{mcpfixtures.Extension()},
+	})
+	srv := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{
+		Audit:    rec,
+		AuditLog: d.DB,
+		Metrics:  metrics.NewRegistry(),
+		MCP:      door.Handler(),
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, operatorToken
 }
 
 // resultDirRE matches the directory of a scenario's results,

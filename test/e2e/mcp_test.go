@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/hearth/hearth/internal/mcptest"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/mcptest"
 )
 
 // mcpConnect opens an MCP session with d's /mcp over Streamable HTTP

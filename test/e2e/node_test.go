@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // The real-client tests run JavaScript with Node 22 and npm packages that

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // serveInSandbox starts python3's web server on port in sandbox name, in

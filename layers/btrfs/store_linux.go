@@ -1,4 +1,4 @@
-package layers
+package btrfs
 
 import (
 	"context"
@@ -11,14 +11,16 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // DefaultImageSize is the size of the sparse backing file when the data dir
 // is not on btrfs. It is sparse, so this is a ceiling, not an allocation.
 const DefaultImageSize = 64 << 30
 
-// BtrfsOptions configures OpenBtrfs. Only Dir is required.
-type BtrfsOptions struct {
+// Options configures Open. Only Dir is required.
+type Options struct {
 	// Dir is the store's root, e.g. <data>/layers. It is created if missing.
 	// If it is on btrfs it is used as it is; otherwise the store lives in a
 	// backing file beside it (Dir + ".btrfs") loop-mounted at Dir.
@@ -30,7 +32,7 @@ type BtrfsOptions struct {
 	Logger *slog.Logger
 }
 
-// Btrfs is the btrfs snapshot store: every snapshot is a subvolume,
+// Store is the btrfs snapshot store: every snapshot is a subvolume,
 // committed ones read-only, and Prepare and Snapshot are one snapshot ioctl
 // each, O(1) in the size of the source. A snapshot's extents are reference
 // counted, so every subvolume owns its content and any of them can be
@@ -42,7 +44,7 @@ type BtrfsOptions struct {
 //	                changes, so Commit does not move an active snapshot
 //	meta/<key>      its record: a symlink to {"id":…,"kind":…,"parent":…,
 //	                "parent_id":…,"limit":…}
-//	lock            flock'ed while a Btrfs has the store open
+//	lock            flock'ed while a Store has the store open
 //
 // Each call's commit point is an ioctl that commits a btrfs transaction:
 // Prepare writes the record, then snapshots (or creates) the subvolume;
@@ -51,67 +53,67 @@ type BtrfsOptions struct {
 // then drops the old record; Remove deletes the subvolume, then the record;
 // SetLimit sets the kernel's limit, then replaces the record. So Prepare,
 // Snapshot and Commit are durable when they return, with no fsync, and
-// OpenBtrfs repairs whatever a crash between two steps left (see load).
+// Open repairs whatever a crash between two steps left (see load).
 // Remove and SetLimit are durable at the next transaction commit (at most
 // 30 s by default).
 //
 // Dir, snapshots/ and meta/ are mode 0700: a sandbox's root holds setuid
 // files that no host user may reach.
 //
-// A Btrfs is safe for concurrent use. Calls on different keys run in
+// A Store is safe for concurrent use. Calls on different keys run in
 // parallel, and so do any number of Prepares from one parent and Snapshots
 // of one key (they read it). A call that would change or read a key that
-// another call is changing (committing, removing) fails with ErrInUse
+// another call is changing (committing, removing) fails with layers.ErrInUse
 // rather than wait; a Commit or Remove of a key that calls are reading
 // turns new readers away and waits for those in flight, one ioctl each.
-// Only one Btrfs may have a Dir open at a time, in any process.
-type Btrfs struct {
+// Only one Store may have a Dir open at a time, in any process.
+type Store struct {
 	dir, snapDir, metaDir string
 	backing               string // "" when Dir is natively on btrfs
 	log                   *slog.Logger
-	lock                  *DirLock
+	lock                  *layers.DirLock
 	qgroups               string // sysfs qgroups dir when quotas are on, else ""
 	inherits              bool   // quotas are full qgroups: snapshots inherit limits
 
 	mu      sync.Mutex
-	entries Index[*entry]
+	entries layers.Index[*entry]
 	closed  bool
 }
 
-var _ Store = (*Btrfs)(nil)
+var _ layers.Store = (*Store)(nil)
 
 // entry is a snapshot in the index. A Prepare, Commit or Snapshot inserts
 // the new key before it touches the disk (invisible, busy) so that the name
 // is reserved; Prepare, Reset and Snapshot also Read their source so that
-// its subvolume stays while the ioctl reads it (see Guard). Busy means a
+// its subvolume stays while the ioctl reads it (see layers.Guard). Busy means a
 // call is changing it (committing, resetting, removing it, setting its
 // limit); its readers are the calls snapshotting it: Prepares from it,
 // Resets to it, Snapshots of it.
 type entry struct {
 	record
-	Guard
+	layers.Guard
 }
 
-// SnapshotKind is e's Kind, for Index.
-func (e *entry) SnapshotKind() Kind { return e.Kind }
+// SnapshotKind is e's Kind, for layers.Index.
+func (e *entry) SnapshotKind() layers.Kind { return e.Kind }
 
 var errClosed = errors.New("layers: store closed")
 
-// OpenBtrfs opens (creating if needed) the btrfs store at opts.Dir, mounting
+// Open opens (creating if needed) the btrfs store at opts.Dir, mounting
 // its backing file first if Dir is not on btrfs and not mounted yet. A
 // mount that is already there is reused: the daemon restarts while
 // sandboxes keep running on subvolumes inside it. A backing file that
-// exists is mounted as it is, never reformatted. OpenBtrfs never unmounts;
+// exists is mounted as it is, never reformatted. Open never unmounts;
 // see Unmount and Destroy.
 //
-// OpenBtrfs then repairs what a crash in the middle of a call left behind
-// (see Btrfs) and loads the index. It fails with ErrInUse if another Btrfs
+// Open then repairs what a crash in the middle of a call left behind (see
+// Store) and loads the index. It fails with layers.ErrInUse if another Store
 // has Dir open.
-func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
+func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Dir == "" {
-		return nil, fmt.Errorf("%w: BtrfsOptions.Dir is empty", ErrInvalid)
+		return nil, fmt.Errorf("%w: btrfs.Options.Dir is empty", layers.ErrInvalid)
 	}
-	dir, err := filepath.Abs(opts.Dir)
+	dir, err := makeDir(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -119,66 +121,15 @@ func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("store", dir)
-	size := opts.ImageSize
-	if size <= 0 {
-		size = DefaultImageSize
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
-	}
-	// Mount points are listed with symlinks resolved.
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
-	}
-	s := &Btrfs{
+	s := &Store{
 		dir:     dir,
 		snapDir: filepath.Join(dir, "snapshots"),
 		metaDir: filepath.Join(dir, "meta"),
-		log:     log,
-		entries: make(Index[*entry]),
+		log:     log.With("store", dir),
+		entries: make(layers.Index[*entry]),
 	}
-	native, err := isBtrfs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("layers: %w", err)
-	}
-	backing := dir + ".btrfs"
-	if _, err := os.Stat(backing); err == nil && native && mountSource(dir) != "" {
-		s.backing = backing // mounted by an earlier OpenBtrfs
-	}
-	if !native {
-		// Never mount over files: a Dir that is not btrfs yet must be
-		// empty (or hold only what a failed mount left: nothing).
-		if des, err := os.ReadDir(dir); err != nil {
-			return nil, fmt.Errorf("layers: %w", err)
-		} else if len(des) > 0 {
-			return nil, fmt.Errorf("layers: %s is not on btrfs and not empty: refusing to mount %s over it: %w", dir, backing, ErrInvalid)
-		}
-		s.backing = backing
-		created := false
-		if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
-			log.Info("layers: formatting backing file", "file", backing, "size", size)
-			if err := formatBacking(ctx, backing, size); err != nil {
-				return nil, fmt.Errorf("layers: format %s: %w", backing, err)
-			}
-			created = true
-		}
-		log.Info("layers: mounting backing file", "file", backing)
-		if err := mountBacking(backing, dir); err != nil {
-			return nil, fmt.Errorf("layers: %w", err)
-		}
-		if ok, err := isBtrfs(dir); err != nil || !ok {
-			return nil, fmt.Errorf("layers: %s after mounting %s: %w", dir, backing, errNotBtrfs)
-		}
-		if created {
-			// Simple quotas cost nothing at snapshot time and give
-			// Usage (and later per-sandbox limits) an exact number.
-			// They are only turned on for a filesystem hearth made:
-			// on a host's own btrfs that is the admin's decision.
-			if err := enableQuota(dir); err != nil {
-				log.Warn("layers: simple quotas unavailable; Usage walks the files", "err", err)
-			}
-		}
+	if err := s.mount(ctx, opts.ImageSize); err != nil {
+		return nil, err
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("layers: %w", err)
@@ -195,7 +146,7 @@ func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
 			s.inherits = inheritsLimits(q)
 		}
 	}
-	lock, err := LockDir(dir)
+	lock, err := layers.LockDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("layers: %w", err)
 	}
@@ -207,18 +158,88 @@ func OpenBtrfs(ctx context.Context, opts BtrfsOptions) (*Btrfs, error) {
 	return s, nil
 }
 
+// makeDir creates dir (mode 0700) if missing and returns its absolute
+// path with symlinks resolved, as mount points are listed.
+func makeDir(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("layers: %w", err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return "", fmt.Errorf("layers: %w", err)
+	}
+	return dir, nil
+}
+
+// mount makes s.dir a btrfs, if it is not one: it mounts the backing file
+// beside it, first formatting one of size bytes (DefaultImageSize if 0)
+// if there is none. It sets s.backing when the store is on a backing
+// file, mounted now or by an earlier Open.
+func (s *Store) mount(ctx context.Context, size int64) error {
+	dir, backing := s.dir, s.dir+".btrfs"
+	native, err := isBtrfs(dir)
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	if native {
+		if _, err := os.Stat(backing); err == nil && mountSource(dir) != "" {
+			s.backing = backing // mounted by an earlier Open
+		}
+		return nil
+	}
+	// Never mount over files: a Dir that is not btrfs yet must be empty
+	// (or hold only what a failed mount left: nothing).
+	if des, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("layers: %w", err)
+	} else if len(des) > 0 {
+		return fmt.Errorf("layers: %s is not on btrfs and not empty: refusing to mount %s over it: %w", dir, backing, layers.ErrInvalid)
+	}
+	s.backing = backing
+	if size <= 0 {
+		size = DefaultImageSize
+	}
+	created := false
+	if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
+		s.log.Info("layers: formatting backing file", "file", backing, "size", size)
+		if err := formatBacking(ctx, backing, size); err != nil {
+			return fmt.Errorf("layers: format %s: %w", backing, err)
+		}
+		created = true
+	}
+	s.log.Info("layers: mounting backing file", "file", backing)
+	if err := mountBacking(backing, dir); err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	if ok, err := isBtrfs(dir); err != nil || !ok {
+		return fmt.Errorf("layers: %s after mounting %s: %w", dir, backing, errNotBtrfs)
+	}
+	if created {
+		// Simple quotas cost nothing at snapshot time and give Usage (and
+		// later per-sandbox limits) an exact number. They are only turned
+		// on for a filesystem hearth made: on a host's own btrfs that is
+		// the admin's decision.
+		if err := enableQuota(dir); err != nil {
+			s.log.Warn("layers: simple quotas unavailable; Usage walks the files", "err", err)
+		}
+	}
+	return nil
+}
+
 // Dir is the store's root directory.
-func (s *Btrfs) Dir() string { return s.dir }
+func (s *Store) Dir() string { return s.dir }
 
 // Prepare creates the active snapshot key as a writable snapshot of the
 // committed snapshot parent, or as an empty subvolume if parent is "", and
-// returns its path. It fails with ErrInvalid (bad key, or parent not
-// committed), ErrExists (key taken) or ErrNotFound (no parent).
-func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error) {
-	if err := CheckArgs(ctx, key, parent); err != nil {
+// returns its path. It fails with layers.ErrInvalid (bad key, or parent not
+// committed), layers.ErrExists (key taken) or layers.ErrNotFound (no parent).
+func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error) {
+	if err := layers.CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
-	id := NewID()
+	id := layers.NewID()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -226,7 +247,7 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 	}
 	if _, ok := s.entries[key]; ok {
 		s.mu.Unlock()
-		return "", fmt.Errorf("prepare %q: %w", key, ErrExists)
+		return "", fmt.Errorf("prepare %q: %w", key, layers.ErrExists)
 	}
 	var p *entry
 	if parent != "" {
@@ -237,7 +258,7 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 		}
 		p.Read()
 	}
-	e := &entry{record: record{ID: id, Kind: KindActive}, Guard: Guard{Busy: true}}
+	e := &entry{record: record{ID: id, Kind: layers.KindActive}, Guard: layers.Guard{Busy: true}}
 	if p != nil {
 		e.Parent, e.ParentID = parent, p.ID
 	}
@@ -259,15 +280,15 @@ func (s *Btrfs) Prepare(ctx context.Context, key, parent string) (string, error)
 }
 
 // active returns the entry of key for op when it is an active snapshot no
-// call is changing (see Index.Active). The caller holds s.mu.
-func (s *Btrfs) active(op, key string) (*entry, error) {
+// call is changing (see layers.Index.Active). The caller holds s.mu.
+func (s *Store) active(op, key string) (*entry, error) {
 	if s.closed {
 		return nil, errClosed
 	}
 	return s.entries.Active(op, key)
 }
 
-func (s *Btrfs) prepare(key string, r record) error {
+func (s *Store) prepare(key string, r record) error {
 	if err := s.writeRecord(key, r); err != nil {
 		return err
 	}
@@ -298,14 +319,15 @@ func (s *Btrfs) prepare(key string, r record) error {
 // making its subvolume read-only in place: O(1), and the path does not
 // change. Commit is meant for a snapshot nothing writes to any more; a
 // process that still holds a file open for writing can change it. It fails
-// with ErrNotFound (no key), ErrInvalid (key is committed, or a bad name),
-// ErrExists (name taken) or ErrInUse (another call is changing key). If
-// Snapshots of key are in flight, Commit waits for them.
-func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
-	if err := CheckArgs(ctx, key, ""); err != nil {
+// with layers.ErrNotFound (no key), layers.ErrInvalid (key is committed, or
+// a bad name), layers.ErrExists (name taken) or layers.ErrInUse (another
+// call is changing key). If Snapshots of key are in flight, Commit waits for
+// them.
+func (s *Store) Commit(ctx context.Context, name, key string) error {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
-	if err := ValidateKey(name); err != nil {
+	if err := layers.ValidateKey(name); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -316,9 +338,9 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 	}
 	if _, ok := s.entries[name]; ok {
 		s.mu.Unlock()
-		return fmt.Errorf("commit %q as %q: %w", key, name, ErrExists)
+		return fmt.Errorf("commit %q as %q: %w", key, name, layers.ErrExists)
 	}
-	n := &entry{record: record{ID: e.ID, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: Guard{Busy: true}}
+	n := &entry{record: record{ID: e.ID, Kind: layers.KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: layers.Guard{Busy: true}}
 	s.entries[name] = n
 	if err := e.Claim(ctx, &s.mu); err != nil {
 		delete(s.entries, name)
@@ -345,7 +367,7 @@ func (s *Btrfs) Commit(ctx context.Context, name, key string) error {
 
 // commit makes key, whose limit is limit, the committed snapshot name,
 // whose record is r.
-func (s *Btrfs) commit(name, key string, r record, limit int64) error {
+func (s *Store) commit(name, key string, r record, limit int64) error {
 	if err := s.writeRecord(name, r); err != nil {
 		return err
 	}
@@ -375,7 +397,7 @@ func (s *Btrfs) commit(name, key string, r record, limit int64) error {
 		return err
 	}
 	if err := s.removeRecord(key); err != nil {
-		// OpenBtrfs drops it: the subvolume is read-only.
+		// Open drops it: the subvolume is read-only.
 		s.log.Warn("layers: removing committed key's record", "key", key, "err", err)
 	}
 	return nil
@@ -389,24 +411,24 @@ func (s *Btrfs) commit(name, key string, r record, limit int64) error {
 // freeze short by syncing the sandbox's files before freezing it). The
 // ioctl commits a transaction, which makes name's record (written just
 // before) and its subvolume durable together when Snapshot returns; a
-// crash in between leaves a record without a subvolume, which OpenBtrfs
+// crash in between leaves a record without a subvolume, which Open
 // drops.
 //
 // name's Parent is key's; the two subvolumes share extents but not
 // lifetimes: either may be removed first, and the blocks go with the last
 // subvolume that uses them.
 //
-// It fails with ErrNotFound (no key), ErrExists (name taken), ErrInvalid
-// (key is committed, or a bad name) or ErrInUse (another call is changing
-// key).
-func (s *Btrfs) Snapshot(ctx context.Context, name, key string) error {
-	if err := CheckArgs(ctx, key, ""); err != nil {
+// It fails with layers.ErrNotFound (no key), layers.ErrExists (name taken),
+// layers.ErrInvalid (key is committed, or a bad name) or layers.ErrInUse
+// (another call is changing key).
+func (s *Store) Snapshot(ctx context.Context, name, key string) error {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
-	if err := ValidateKey(name); err != nil {
+	if err := layers.ValidateKey(name); err != nil {
 		return err
 	}
-	id := NewID()
+	id := layers.NewID()
 	s.mu.Lock()
 	e, err := s.active("snapshot", key)
 	if err != nil {
@@ -415,9 +437,9 @@ func (s *Btrfs) Snapshot(ctx context.Context, name, key string) error {
 	}
 	if _, ok := s.entries[name]; ok {
 		s.mu.Unlock()
-		return fmt.Errorf("snapshot %q as %q: %w", key, name, ErrExists)
+		return fmt.Errorf("snapshot %q as %q: %w", key, name, layers.ErrExists)
 	}
-	n := &entry{record: record{ID: id, Kind: KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: Guard{Busy: true}}
+	n := &entry{record: record{ID: id, Kind: layers.KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: layers.Guard{Busy: true}}
 	s.entries[name] = n
 	e.Read()
 	s.mu.Unlock()
@@ -434,7 +456,7 @@ func (s *Btrfs) Snapshot(ctx context.Context, name, key string) error {
 	return nil
 }
 
-func (s *Btrfs) snapshot(name, srcID string, r record) error {
+func (s *Store) snapshot(name, srcID string, r record) error {
 	if err := s.writeRecord(name, r); err != nil {
 		return err
 	}
@@ -449,26 +471,26 @@ func (s *Btrfs) snapshot(name, srcID string, r record) error {
 	return nil
 }
 
-// Reset replaces the content of the active snapshot key with a new
-// writable snapshot of the committed snapshot parent and returns key's new
-// path; the old content is deleted. It is atomic across a crash: the new
-// subvolume is made first (the snapshot ioctl commits it) and given key's
-// limit (see SetLimit), key's record is then swapped to name it with one
-// rename, and only then is the old subvolume deleted, so load finds either
-// the old record (and deletes the new subvolume, which no record names) or
-// the new one (and deletes the old). Like Remove, the swap is durable at
-// the next transaction commit.
-// It fails with ErrNotFound (no key or parent), ErrInvalid (key is not
-// active, or parent not committed) or ErrInUse (another call is changing
-// either); Snapshots of key in flight are waited for.
-func (s *Btrfs) Reset(ctx context.Context, key, parent string) (string, error) {
-	if err := CheckArgs(ctx, key, parent); err != nil {
+// Reset replaces the content of the active snapshot key with a new writable
+// snapshot of the committed snapshot parent and returns key's new path; the
+// old content is deleted. It is atomic across a crash: the new subvolume is
+// made first (the snapshot ioctl commits it) and given key's limit (see
+// SetLimit), key's record is then swapped to name it with one rename, and
+// only then is the old subvolume deleted, so load finds either the old
+// record (and deletes the new subvolume, which no record names) or the new
+// one (and deletes the old). Like Remove, the swap is durable at the next
+// transaction commit. It fails with layers.ErrNotFound (no key or parent),
+// layers.ErrInvalid (key is not active, or parent not committed) or
+// layers.ErrInUse (another call is changing either); Snapshots of key in
+// flight are waited for.
+func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
+	if err := layers.CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
 	if parent == "" {
-		return "", fmt.Errorf("reset %q: no parent: %w", key, ErrInvalid)
+		return "", fmt.Errorf("reset %q: no parent: %w", key, layers.ErrInvalid)
 	}
-	id := NewID()
+	id := layers.NewID()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -480,7 +502,7 @@ func (s *Btrfs) Reset(ctx context.Context, key, parent string) (string, error) {
 		return "", err
 	}
 	p.Read()
-	old, r := e.record, record{ID: id, Kind: KindActive, Parent: parent, ParentID: p.ID, Limit: e.Limit}
+	old, r := e.record, record{ID: id, Kind: layers.KindActive, Parent: parent, ParentID: p.ID, Limit: e.Limit}
 	s.mu.Unlock()
 
 	err = s.reset(key, old, r)
@@ -495,7 +517,7 @@ func (s *Btrfs) Reset(ctx context.Context, key, parent string) (string, error) {
 	return s.path(id), nil
 }
 
-func (s *Btrfs) reset(key string, old, r record) error {
+func (s *Store) reset(key string, old, r record) error {
 	if err := snapshot(s.path(r.ParentID), s.snapDir, r.ID, false); err != nil {
 		return err
 	}
@@ -522,45 +544,47 @@ func (s *Btrfs) reset(key string, old, r record) error {
 	return nil
 }
 
-// Stat describes the snapshot key, or fails with ErrNotFound or ErrInvalid.
-func (s *Btrfs) Stat(ctx context.Context, key string) (Info, error) {
-	if err := CheckArgs(ctx, key, ""); err != nil {
-		return Info{}, err
+// Stat describes the snapshot key, or fails with layers.ErrNotFound or
+// layers.ErrInvalid.
+func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
+		return layers.Info{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, err := s.entries.Get("stat", key)
 	if err != nil {
-		return Info{}, err
+		return layers.Info{}, err
 	}
 	return s.info(key, e), nil
 }
 
-func (s *Btrfs) info(key string, e *entry) Info {
-	return Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}
+func (s *Store) info(key string, e *entry) layers.Info {
+	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}
 }
 
 // AtomicSnapshots reports that Snapshot captures an active snapshot at one
 // instant (one snapshot ioctl, in one transaction): every write that
 // completed before it is in the snapshot and none after, as after a power
 // cut, so a crash-consistent copy of a running sandbox needs no freeze.
-func (s *Btrfs) AtomicSnapshots() bool { return true }
+func (s *Store) AtomicSnapshots() bool { return true }
 
 // Walk calls fn for every snapshot, in no particular order, for Recover and
 // garbage collection. fn must not call back into the store.
-func (s *Btrfs) Walk(ctx context.Context, fn func(Info) error) error {
-	return WalkInfos(ctx, &s.mu, func() ([]Info, error) { return s.entries.Infos(s.info), nil }, fn)
+func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
+	return layers.WalkInfos(ctx, &s.mu, func() ([]layers.Info, error) { return s.entries.Infos(s.info), nil }, fn)
 }
 
 // Remove deletes the snapshot key, including any subvolumes a sandbox
 // created inside it. Its children, if it is committed, are subvolumes of
-// their own and keep their content; their Parent becomes "". btrfs frees
-// the blocks no other subvolume uses in the background. Prepares from key
-// and Snapshots of it that are in flight finish first (Remove waits for
-// them; later ones fail with ErrNotFound and ErrInUse). It fails with
-// ErrNotFound, ErrInvalid, or ErrInUse if another call is changing key.
-func (s *Btrfs) Remove(ctx context.Context, key string) error {
-	if err := CheckArgs(ctx, key, ""); err != nil {
+// their own and keep their content; their Parent becomes "". btrfs frees the
+// blocks no other subvolume uses in the background. Prepares from key and
+// Snapshots of it that are in flight finish first (Remove waits for them;
+// later ones fail with layers.ErrNotFound and layers.ErrInUse). It fails
+// with layers.ErrNotFound, layers.ErrInvalid, or layers.ErrInUse if another
+// call is changing key.
+func (s *Store) Remove(ctx context.Context, key string) error {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -582,7 +606,7 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 	err = s.destroy(e.ID)
 	if err == nil {
 		if rerr := s.removeRecord(key); rerr != nil {
-			// The subvolume is gone, so the key is; OpenBtrfs drops
+			// The subvolume is gone, so the key is; Open drops
 			// the stale record.
 			s.log.Warn("layers: removing record", "key", key, "err", rerr)
 		}
@@ -616,8 +640,8 @@ func (s *Btrfs) Remove(ctx context.Context, key string) error {
 // Without quotas it walks the snapshot and adds up the extents no other
 // snapshot shares (FIEMAP): what removing it would free, 0 for a new
 // Snapshot, growing as key rewrites what they share. That costs time in
-// the number of files. It fails with ErrNotFound or ErrInvalid.
-func (s *Btrfs) Usage(ctx context.Context, key string) (int64, error) {
+// the number of files. It fails with layers.ErrNotFound or layers.ErrInvalid.
+func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 	info, err := s.Stat(ctx, key)
 	if err != nil {
 		return 0, err
@@ -636,7 +660,7 @@ func (s *Btrfs) Usage(ctx context.Context, key string) (int64, error) {
 
 // Close releases the store's lock. It does not unmount anything: sandboxes
 // keep running on the snapshots. Calls after Close fail.
-func (s *Btrfs) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -644,10 +668,10 @@ func (s *Btrfs) Close() error {
 }
 
 // Unmount closes the store and, if it lives in a backing file, unmounts it,
-// which also detaches its loop device. The data stays; OpenBtrfs mounts it
+// which also detaches its loop device. The data stays; Open mounts it
 // again. It is for tests and for taking a host out of service: any sandbox
 // still running on a snapshot keeps the mount busy and Unmount fails.
-func (s *Btrfs) Unmount(ctx context.Context) error {
+func (s *Store) Unmount(ctx context.Context) error {
 	if err := s.Close(); err != nil {
 		return err
 	}
@@ -662,7 +686,7 @@ func (s *Btrfs) Unmount(ctx context.Context) error {
 
 // Destroy deletes every snapshot and the store itself (its backing file
 // too), leaving nothing behind.
-func (s *Btrfs) Destroy(ctx context.Context) error {
+func (s *Store) Destroy(ctx context.Context) error {
 	if s.backing == "" {
 		s.mu.Lock()
 		ids := make([]string, 0, len(s.entries))
@@ -690,10 +714,10 @@ func (s *Btrfs) Destroy(ctx context.Context) error {
 	return nil
 }
 
-func (s *Btrfs) path(id string) string { return filepath.Join(s.snapDir, id) }
+func (s *Store) path(id string) string { return filepath.Join(s.snapDir, id) }
 
 // destroy deletes the subvolume id and every subvolume nested in it.
-func (s *Btrfs) destroy(id string) error {
+func (s *Store) destroy(id string) error {
 	return destroyTree(s.snapDir, id)
 }
 

@@ -1,4 +1,4 @@
-package layers
+package btrfs
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // The loop-mounted backing file, for hosts whose data dir is not on btrfs.
@@ -54,13 +56,13 @@ func formatBacking(ctx context.Context, path string, size int64) error {
 		os.Remove(tmp)
 		return fmt.Errorf("mkfs.btrfs %s: %w: %s", tmp, err, bytes.TrimSpace(out))
 	}
-	if err := Fsync(tmp); err != nil {
+	if err := layers.Fsync(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	return Fsync(filepath.Dir(path))
+	return layers.Fsync(filepath.Dir(path))
 }
 
 // mountBacking attaches the backing file to a free loop device and mounts

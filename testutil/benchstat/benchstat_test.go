@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/internal/benchstat"
+	"github.com/hearth/hearth/testutil/benchstat"
 )
 
 func TestPercentile(t *testing.T) {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package layers_test
+package btrfs_test
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/layers/layerstest"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // requireBtrfs skips unless the test can format and loop-mount btrfs.
@@ -37,27 +38,27 @@ func requireBtrfs(t testing.TB) {
 // openStore opens a store in a fresh temporary directory (loop-mounted, as
 // t.TempDir is not on btrfs here) and destroys it, checking that no loop
 // device is left attached, when the test ends.
-func openStore(t testing.TB) *layers.Btrfs {
+func openStore(t testing.TB) *btrfs.Store {
 	t.Helper()
 	return openStoreSize(t, 2<<30)
 }
 
 // openStoreSize is openStore with a backing file of size bytes (sparse).
-func openStoreSize(t testing.TB, size int64) *layers.Btrfs {
+func openStoreSize(t testing.TB, size int64) *btrfs.Store {
 	t.Helper()
 	requireBtrfs(t)
 	dir := filepath.Join(t.TempDir(), "layers")
-	s, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir, ImageSize: size})
+	s, err := btrfs.Open(context.Background(), btrfs.Options{Dir: dir, ImageSize: size})
 	if err != nil {
-		t.Fatalf("OpenBtrfs(%s) = %v", dir, err)
+		t.Fatalf("Open(%s) = %v", dir, err)
 	}
 	t.Cleanup(func() {
-		// The store the test ends with may be another Btrfs on the
+		// The store the test ends with may be another Store on the
 		// same Dir (after a reopen); a fresh one destroys it all.
 		s.Close()
-		last, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir})
+		last, err := btrfs.Open(context.Background(), btrfs.Options{Dir: dir})
 		if err != nil {
-			t.Errorf("OpenBtrfs(%s) for cleanup = %v", dir, err)
+			t.Errorf("Open(%s) for cleanup = %v", dir, err)
 			return
 		}
 		if err := last.Destroy(context.Background()); err != nil {
@@ -85,13 +86,13 @@ func TestConformance(t *testing.T) {
 	requireBtrfs(t)
 	layerstest.Run(t, func(t *testing.T) layers.Store { return openStore(t) }, layerstest.Options{
 		Reopen: func(t *testing.T, s layers.Store) layers.Store {
-			b := s.(*layers.Btrfs)
+			b := s.(*btrfs.Store)
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
-			r, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: b.Dir()})
+			r, err := btrfs.Open(context.Background(), btrfs.Options{Dir: b.Dir()})
 			if err != nil {
-				t.Fatalf("OpenBtrfs again = %v", err)
+				t.Fatalf("Open again = %v", err)
 			}
 			t.Cleanup(func() { r.Close() })
 			return r
@@ -103,7 +104,7 @@ func TestConformance(t *testing.T) {
 // kernelLimit is layerstest's Options.Limit: the kernel's qgroup limit.
 func kernelLimit(t *testing.T, s layers.Store, key string) int64 {
 	t.Helper()
-	n, err := layers.KernelLimit(s.(*layers.Btrfs), key)
+	n, err := btrfs.KernelLimit(s.(*btrfs.Store), key)
 	if err != nil {
 		t.Fatalf("KernelLimit(%s) = %v", key, err)
 	}
@@ -116,7 +117,7 @@ func TestConformanceWalkUsage(t *testing.T) {
 	requireBtrfs(t)
 	layerstest.Run(t, func(t *testing.T) layers.Store {
 		s := openStore(t)
-		layers.ForceWalkUsage(s)
+		btrfs.ForceWalkUsage(s)
 		return s
 	}, layerstest.Options{})
 }
@@ -125,13 +126,13 @@ func TestConformanceWalkUsage(t *testing.T) {
 // (a directory inside another store's filesystem), used as it is.
 func TestConformanceNative(t *testing.T) {
 	outer := openStore(t)
-	open := func(t *testing.T, dir string) *layers.Btrfs {
-		s, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir})
+	open := func(t *testing.T, dir string) *btrfs.Store {
+		s, err := btrfs.Open(context.Background(), btrfs.Options{Dir: dir})
 		if err != nil {
-			t.Fatalf("OpenBtrfs(%s) = %v", dir, err)
+			t.Fatalf("Open(%s) = %v", dir, err)
 		}
 		if _, err := os.Stat(dir + ".btrfs"); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("OpenBtrfs on btrfs made a backing file: %v", err)
+			t.Errorf("Open on btrfs made a backing file: %v", err)
 		}
 		return s
 	}
@@ -154,7 +155,7 @@ func TestConformanceNative(t *testing.T) {
 		return s
 	}, layerstest.Options{
 		Reopen: func(t *testing.T, s layers.Store) layers.Store {
-			b := s.(*layers.Btrfs)
+			b := s.(*btrfs.Store)
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -180,10 +181,10 @@ func TestConformanceFullQgroups(t *testing.T) {
 			t.Fatalf("btrfs %v: %v: %s", args, err, out)
 		}
 	}
-	open := func(t *testing.T, dir string) *layers.Btrfs {
-		s, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir})
+	open := func(t *testing.T, dir string) *btrfs.Store {
+		s, err := btrfs.Open(context.Background(), btrfs.Options{Dir: dir})
 		if err != nil {
-			t.Fatalf("OpenBtrfs(%s) = %v", dir, err)
+			t.Fatalf("Open(%s) = %v", dir, err)
 		}
 		return s
 	}
@@ -203,7 +204,7 @@ func TestConformanceFullQgroups(t *testing.T) {
 		return s
 	}, layerstest.Options{
 		Reopen: func(t *testing.T, s layers.Store) layers.Store {
-			b := s.(*layers.Btrfs)
+			b := s.(*btrfs.Store)
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +217,7 @@ func TestConformanceFullQgroups(t *testing.T) {
 }
 
 // TestRemount is a host reboot: the mount is gone, the backing file stays,
-// and OpenBtrfs mounts it again without reformatting.
+// and Open mounts it again without reformatting.
 func TestRemount(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
@@ -238,9 +239,9 @@ func TestRemount(t *testing.T) {
 		t.Fatalf("Stat(%s) after Unmount = %v, want not exist", p, err)
 	}
 
-	s, err = layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: s.Dir()})
+	s, err = btrfs.Open(ctx, btrfs.Options{Dir: s.Dir()})
 	if err != nil {
-		t.Fatalf("OpenBtrfs after Unmount = %v", err)
+		t.Fatalf("Open after Unmount = %v", err)
 	}
 	defer s.Close()
 	info, err := s.Stat(ctx, "img")
@@ -254,8 +255,8 @@ func TestRemount(t *testing.T) {
 
 func TestOpenTwice(t *testing.T) {
 	s := openStore(t)
-	if _, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: s.Dir()}); !errors.Is(err, layers.ErrInUse) {
-		t.Errorf("OpenBtrfs of an open store = %v, want ErrInUse", err)
+	if _, err := btrfs.Open(context.Background(), btrfs.Options{Dir: s.Dir()}); !errors.Is(err, layers.ErrInUse) {
+		t.Errorf("Open of an open store = %v, want ErrInUse", err)
 	}
 }
 
@@ -265,17 +266,17 @@ func TestOpenNotEmpty(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{Dir: dir}); !errors.Is(err, layers.ErrInvalid) {
-		t.Errorf("OpenBtrfs of a non-empty, non-btrfs dir = %v, want ErrInvalid", err)
+	if _, err := btrfs.Open(context.Background(), btrfs.Options{Dir: dir}); !errors.Is(err, layers.ErrInvalid) {
+		t.Errorf("Open of a non-empty, non-btrfs dir = %v, want ErrInvalid", err)
 	}
 	if _, err := os.Stat(dir + ".btrfs"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("OpenBtrfs made a backing file for a dir it refused: %v", err)
+		t.Errorf("Open made a backing file for a dir it refused: %v", err)
 	}
 }
 
 func TestOpenNoDir(t *testing.T) {
-	if _, err := layers.OpenBtrfs(context.Background(), layers.BtrfsOptions{}); !errors.Is(err, layers.ErrInvalid) {
-		t.Errorf("OpenBtrfs(no Dir) = %v, want ErrInvalid", err)
+	if _, err := btrfs.Open(context.Background(), btrfs.Options{}); !errors.Is(err, layers.ErrInvalid) {
+		t.Errorf("Open(no Dir) = %v, want ErrInvalid", err)
 	}
 }
 
@@ -382,7 +383,7 @@ func BenchmarkSnapshot(b *testing.B) {
 }
 
 // benchImage makes a store holding layerstest.BuildImage's image "img".
-func benchImage(b *testing.B) *layers.Btrfs {
+func benchImage(b *testing.B) *btrfs.Store {
 	b.Helper()
 	s := openStoreSize(b, 2<<30)
 	layerstest.BuildImage(b, s)
@@ -458,11 +459,11 @@ func TestLimit(t *testing.T) {
 	if err := s.Unmount(ctx); err != nil {
 		t.Fatalf("Unmount() = %v", err)
 	}
-	if s, err = layers.OpenBtrfs(ctx, layers.BtrfsOptions{Dir: s.Dir()}); err != nil {
-		t.Fatalf("OpenBtrfs after Unmount = %v", err)
+	if s, err = btrfs.Open(ctx, btrfs.Options{Dir: s.Dir()}); err != nil {
+		t.Fatalf("Open after Unmount = %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
-	checkEnforced("after Unmount and OpenBtrfs", root)
+	checkEnforced("after Unmount and Open", root)
 
 	fork, err := s.Prepare(ctx, "fork", "ck")
 	if err != nil {
@@ -499,7 +500,7 @@ func TestLimit(t *testing.T) {
 func TestLimitUnsupported(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
-	layers.ForceWalkUsage(s)
+	btrfs.ForceWalkUsage(s)
 	if _, err := s.Prepare(ctx, "root", ""); err != nil {
 		t.Fatal(err)
 	}

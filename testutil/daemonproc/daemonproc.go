@@ -28,8 +28,8 @@ import (
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/internal/mountinfo"
-	"github.com/hearth/hearth/internal/testenv"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // Binaries are what a test binary built once for all its daemons.

@@ -1,20 +1,22 @@
 //go:build linux
 
-package layers
+package btrfs
 
 import (
 	"context"
 	"errors"
-	"github.com/hearth/hearth/internal/testenv"
+	"github.com/hearth/hearth/testutil/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // TestRecover builds, by hand, each state a crash between two steps of a
-// call can leave, and checks what OpenBtrfs makes of it.
+// call can leave, and checks what Open makes of it.
 func TestRecover(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "needs root to loop-mount btrfs")
@@ -24,13 +26,13 @@ func TestRecover(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "layers")
-	s, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir, ImageSize: 1 << 30})
+	s, err := Open(ctx, Options{Dir: dir, ImageSize: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		s.Close()
-		if last, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir}); err == nil {
+		if last, err := Open(ctx, Options{Dir: dir}); err == nil {
 			last.Destroy(ctx)
 		}
 	})
@@ -54,39 +56,39 @@ func TestRecover(t *testing.T) {
 	ids["d-1"] = s.entries["d-1"].ID
 	must(os.WriteFile(filepath.Join(s.path(ids["d"]), "f"), []byte("d2"), 0o644))
 	// A Prepare that wrote its record but not its subvolume.
-	must(s.writeRecord("ghost", record{ID: "00000000deadbeef", Kind: KindActive, Parent: "img"}))
+	must(s.writeRecord("ghost", record{ID: "00000000deadbeef", Kind: layers.KindActive, Parent: "img"}))
 	// A Commit of a that wrote the new record but did not set the flag.
-	must(s.writeRecord("a-1", record{ID: ids["a"], Kind: KindCommitted, Parent: "img"}))
+	must(s.writeRecord("a-1", record{ID: ids["a"], Kind: layers.KindCommitted, Parent: "img"}))
 	// A Commit of b that set the flag but kept the old record.
-	must(s.writeRecord("b-1", record{ID: ids["b"], Kind: KindCommitted, Parent: "img"}))
+	must(s.writeRecord("b-1", record{ID: ids["b"], Kind: layers.KindCommitted, Parent: "img"}))
 	must(setReadonly(s.path(ids["b"]), true))
 	// A Snapshot of d that wrote its record but not its subvolume: killed
 	// before the ioctl.
-	must(s.writeRecord("d-2", record{ID: "00000000cafef00d", Kind: KindCommitted, Parent: "img", ParentID: s.entries["img"].ID}))
+	must(s.writeRecord("d-2", record{ID: "00000000cafef00d", Kind: layers.KindCommitted, Parent: "img", ParentID: s.entries["img"].ID}))
 	// A record from before parent_id, whose parent is there.
 	must(s.removeRecord("e"))
-	must(s.writeRecord("e", record{ID: ids["e"], Kind: KindActive, Parent: "img"}))
+	must(s.writeRecord("e", record{ID: ids["e"], Kind: layers.KindActive, Parent: "img"}))
 	// A record whose parent was removed, and the name taken again since.
 	must(s.removeRecord("f"))
-	must(s.writeRecord("f", record{ID: ids["f"], Kind: KindActive, Parent: "img", ParentID: "00000000000000aa"}))
+	must(s.writeRecord("f", record{ID: ids["f"], Kind: layers.KindActive, Parent: "img", ParentID: "00000000000000aa"}))
 	// An active snapshot that is read-only for no recorded reason.
 	must(setReadonly(s.path(ids["c"]), true))
 	// A subvolume no record names.
 	must(subvolCreate(s.snapDir, "0123456789abcdef"))
 	must(s.Close())
 
-	s, err = OpenBtrfs(ctx, BtrfsOptions{Dir: dir})
+	s, err = Open(ctx, Options{Dir: dir})
 	if err != nil {
-		t.Fatalf("OpenBtrfs after a crash = %v", err)
+		t.Fatalf("Open after a crash = %v", err)
 	}
-	for key, want := range map[string]Kind{"img": KindCommitted, "a": KindActive, "b-1": KindCommitted, "c": KindActive, "d": KindActive, "d-1": KindCommitted} {
+	for key, want := range map[string]layers.Kind{"img": layers.KindCommitted, "a": layers.KindActive, "b-1": layers.KindCommitted, "c": layers.KindActive, "d": layers.KindActive, "d-1": layers.KindCommitted} {
 		info, err := s.Stat(ctx, key)
 		if err != nil || info.Kind != want {
 			t.Errorf("Stat(%s) = %+v, %v, want kind %s", key, info, err, want)
 		}
 	}
 	for _, key := range []string{"ghost", "a-1", "b", "d-2"} {
-		if _, err := s.Stat(ctx, key); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Stat(ctx, key); !errors.Is(err, layers.ErrNotFound) {
 			t.Errorf("Stat(%s) = %v, want ErrNotFound", key, err)
 		}
 		if _, err := os.Lstat(s.recordPath(key)); !errors.Is(err, os.ErrNotExist) {
@@ -128,7 +130,7 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-// TestRecoverLimits checks that OpenBtrfs makes the kernel's limits what
+// TestRecoverLimits checks that Open makes the kernel's limits what
 // the records say: a limit whose record swap reached the disk but whose
 // qgroup update did not is applied, and one the record does not hold (a
 // limit inherited under full qgroups) is removed; a record replacement
@@ -142,18 +144,18 @@ func TestRecoverLimits(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "layers")
-	s, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir, ImageSize: 1 << 30})
+	s, err := Open(ctx, Options{Dir: dir, ImageSize: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		s.Close()
-		if last, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir}); err == nil {
+		if last, err := Open(ctx, Options{Dir: dir}); err == nil {
 			last.Destroy(ctx)
 		}
 	})
 	if s.qgroups == "" {
-		t.Fatal("no quotas on a backing file OpenBtrfs formatted")
+		t.Fatal("no quotas on a backing file Open formatted")
 	}
 	for _, k := range []string{"lost", "extra"} {
 		if _, err := s.Prepare(ctx, k, ""); err != nil {
@@ -174,16 +176,16 @@ func TestRecoverLimits(t *testing.T) {
 	}
 	s.Close()
 
-	if s, err = OpenBtrfs(ctx, BtrfsOptions{Dir: dir}); err != nil {
-		t.Fatalf("OpenBtrfs = %v", err)
+	if s, err = Open(ctx, Options{Dir: dir}); err != nil {
+		t.Fatalf("Open = %v", err)
 	}
 	for k, want := range map[string]int64{"lost": 5 << 20, "extra": 0} {
 		if got, err := qgroupLimit(s.qgroups, s.path(s.entries[k].ID)); err != nil || got != want {
-			t.Errorf("kernel limit of %s after OpenBtrfs = %d, %v, want %d", k, got, err, want)
+			t.Errorf("kernel limit of %s after Open = %d, %v, want %d", k, got, err, want)
 		}
 	}
 	if _, err := os.Lstat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Lstat(%s) after OpenBtrfs = %v, want not exist", tmp, err)
+		t.Errorf("Lstat(%s) after Open = %v, want not exist", tmp, err)
 	}
 }
 
@@ -199,7 +201,7 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "layers")
-	s, err := OpenBtrfs(ctx, BtrfsOptions{Dir: dir, ImageSize: 1 << 30})
+	s, err := Open(ctx, Options{Dir: dir, ImageSize: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,10 +237,10 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := s.Prepare(ctx, "b", "img"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Prepare(ctx, "b", "img"); !errors.Is(err, layers.ErrNotFound) {
 		t.Errorf("Prepare(b, img) while img is being removed = %v, want ErrNotFound", err)
 	}
-	if err := s.Remove(ctx, "img"); !errors.Is(err, ErrInUse) {
+	if err := s.Remove(ctx, "img"); !errors.Is(err, layers.ErrInUse) {
 		t.Errorf("Remove(img) while img is being removed = %v, want ErrInUse", err)
 	}
 	select {
@@ -255,23 +257,4 @@ func TestRemoveWaitsForReaders(t *testing.T) {
 	if info, err := s.Stat(ctx, "a"); err != nil || info.Parent != "" {
 		t.Errorf("Stat(a) after Remove(img) = %+v, %v, want no parent", info, err)
 	}
-}
-
-func FuzzValidateKey(f *testing.F) {
-	for _, k := range []string{"a", "img.v1", "..", ".", "a/b", "", "A", "a\x00b", "-x"} {
-		f.Add(k)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		if ValidateKey(key) != nil {
-			return
-		}
-		if filepath.Base(key) != key || key == "." || key == ".." || len(key) > MaxKeyLen || key[0] == '.' || key[0] == '-' {
-			t.Errorf("ValidateKey(%q) = nil for a key that is not one safe path element", key)
-		}
-		for _, c := range []byte(key) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-				t.Errorf("ValidateKey(%q) = nil with byte %q", key, c)
-			}
-		}
-	})
 }

@@ -1,11 +1,11 @@
-package mcpserver
-
-// The conformance fixtures: the tools, prompts and resources that the
-// server scenarios of the official MCP conformance suite
-// (npm @modelcontextprotocol/conformance) call by name. They exist only to
-// let that suite check hearth's protocol handling; they touch no sandbox
-// and are registered only when Options.ConformanceFixtures is set, which
-// only the test-only `hearth serve --mcp-conformance-fixtures` does.
+// Package mcpfixtures holds the MCP conformance fixtures: the tools,
+// prompts and resources that the server scenarios of the official MCP
+// conformance suite (npm @modelcontextprotocol/conformance) call by name.
+// They exist only to let that suite check the protocol handling of
+// hearth's MCP door; they touch no sandbox. Only tests import this package
+// (test/e2e's TestMCPConformance adds Extension to the door it serves), so
+// the hearth binary never contains them, which test/arch checks.
+package mcpfixtures
 
 import (
 	"context"
@@ -17,7 +17,16 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hearth/hearth/mcpserver"
 )
+
+// Extension is the fixtures as an extension of the MCP door: it turns on
+// completions and resource subscriptions, and adds the fixture tools,
+// resources and prompts.
+func Extension() mcpserver.Extension {
+	return mcpserver.Extension{Configure: configure, Register: register}
+}
 
 // fixturePNG is a 1x1 PNG.
 var fixturePNG, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
@@ -39,9 +48,9 @@ var fixtureWAV = func() []byte {
 	return b
 }()
 
-// fixtureOptions sets the server options the fixtures need: completions
-// and resource subscriptions.
-func fixtureOptions(o *mcp.ServerOptions) {
+// configure sets the server options the fixtures need: completions and
+// resource subscriptions.
+func configure(o *mcp.ServerOptions) {
 	o.CompletionHandler = func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 		var values []string
 		for _, v := range []string{"paris", "park", "party"} {
@@ -66,8 +75,16 @@ func textResult(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
 }
 
-// addFixtures adds the conformance fixtures to srv.
-func addFixtures(srv *mcp.Server) {
+// register adds the fixture tools, resources and prompts to srv.
+func register(srv *mcp.Server) {
+	addTools(srv)
+	addResources(srv)
+	addPrompts(srv)
+}
+
+// addTools adds the fixture tools, each named for the scenario that calls
+// it.
+func addTools(srv *mcp.Server) {
 	tool := func(name, desc string, schema json.RawMessage, h mcp.ToolHandler) {
 		srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: schema}, h)
 	}
@@ -175,7 +192,11 @@ func addFixtures(srv *mcp.Server) {
 		"additionalProperties":false}`), func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return textResult("ok"), nil
 	})
+}
 
+// addResources adds the fixture resources: static text and binary, one to
+// subscribe to, and a template.
+func addResources(srv *mcp.Server) {
 	text := func(uri, mime, s string) *mcp.ReadResourceResult {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mime, Text: s}}}
 	}
@@ -197,7 +218,11 @@ func addFixtures(srv *mcp.Server) {
 			b, _ := json.Marshal(map[string]any{"id": id, "templateTest": true, "data": "Data for ID: " + id})
 			return text(req.Params.URI, "application/json", string(b)), nil
 		})
+}
 
+// addPrompts adds the fixture prompts: simple, with arguments, with an
+// embedded resource, with an image.
+func addPrompts(srv *mcp.Server) {
 	prompt := func(p *mcp.Prompt, msgs func(args map[string]string) []*mcp.PromptMessage) {
 		srv.AddPrompt(p, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: msgs(req.Params.Arguments)}, nil

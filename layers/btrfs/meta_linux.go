@@ -1,4 +1,4 @@
-package layers
+package btrfs
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // record is the metadata of one snapshot, kept at meta/<key> as a symbolic
@@ -27,23 +29,23 @@ import (
 // called Parent is still that one (see resolveParents). Records from
 // before ParentID have none and trust the name.
 type record struct {
-	ID       string `json:"id"`
-	Kind     Kind   `json:"kind"`
-	Parent   string `json:"parent,omitempty"`
-	ParentID string `json:"parent_id,omitempty"`
+	ID       string      `json:"id"`
+	Kind     layers.Kind `json:"kind"`
+	Parent   string      `json:"parent,omitempty"`
+	ParentID string      `json:"parent_id,omitempty"`
 	// Limit is the cap SetLimit put on an active snapshot's exclusive
 	// bytes, 0 for none. The kernel keeps it per subvolume; this copy
 	// is what Reset carries to a new subvolume and load applies again.
 	Limit int64 `json:"limit,omitempty"`
 }
 
-func (s *Btrfs) recordPath(key string) string {
+func (s *Store) recordPath(key string) string {
 	return filepath.Join(s.metaDir, key)
 }
 
 // writeRecord creates key's record. It fails if one exists (see
 // replaceRecord).
-func (s *Btrfs) writeRecord(key string, r record) error {
+func (s *Store) writeRecord(key string, r record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -55,7 +57,7 @@ func (s *Btrfs) writeRecord(key string, r record) error {
 // crash leaves the old record or the new one. It is durable at the next
 // transaction commit. The caller has claimed key: two replacements of one
 // record must not run at once.
-func (s *Btrfs) replaceRecord(key string, r record) error {
+func (s *Store) replaceRecord(key string, r record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -73,26 +75,26 @@ func (s *Btrfs) replaceRecord(key string, r record) error {
 	return err
 }
 
-func (s *Btrfs) readRecord(key string) (record, error) {
+func (s *Store) readRecord(key string) (record, error) {
 	var r record
 	data, err := os.Readlink(s.recordPath(key))
 	if err != nil {
 		return r, err
 	}
-	if err := json.Unmarshal([]byte(data), &r); err != nil || r.ID == "" || (r.Kind != KindActive && r.Kind != KindCommitted) {
+	if err := json.Unmarshal([]byte(data), &r); err != nil || r.ID == "" || (r.Kind != layers.KindActive && r.Kind != layers.KindCommitted) {
 		return r, fmt.Errorf("corrupt record %s -> %q", s.recordPath(key), data)
 	}
 	return r, nil
 }
 
-func (s *Btrfs) removeRecord(key string) error {
+func (s *Store) removeRecord(key string) error {
 	return os.Remove(s.recordPath(key))
 }
 
 // load reads every record into the index and repairs what a crash in the
 // middle of a call left behind. Every call orders its steps so that the
 // ioctl that commits a btrfs transaction is the call's commit point (see
-// Btrfs), which leaves these cases:
+// Store), which leaves these cases:
 //
 //   - a record whose subvolume is missing: a Prepare or a Snapshot that did
 //     not get to its snapshot ioctl, or a Remove that did not get to remove
@@ -108,21 +110,42 @@ func (s *Btrfs) removeRecord(key string) error {
 //     it goes, and the old record stays;
 //   - a Parent that is gone (see resolveParents);
 //   - a limit the kernel lost or a snapshot inherited (see fixLimits).
-func (s *Btrfs) load() error {
+func (s *Store) load() error {
+	byID, err := s.loadRecords()
+	if err != nil {
+		return err
+	}
+	for id, keys := range byID {
+		if err := s.settleRecords(id, keys); err != nil {
+			return err
+		}
+	}
+	if err := s.removeOrphans(byID); err != nil {
+		return err
+	}
+	s.resolveParents()
+	s.fixLimits()
+	return nil
+}
+
+// loadRecords reads every record into the index, dropping unfinished
+// record replacements and the records of missing subvolumes, and returns
+// the keys whose records name each subvolume id.
+func (s *Store) loadRecords() (map[string][]string, error) {
 	des, err := os.ReadDir(s.metaDir)
 	if err != nil {
-		return fmt.Errorf("layers: %w", err)
+		return nil, fmt.Errorf("layers: %w", err)
 	}
 	byID := make(map[string][]string) // subvolume id -> keys
 	for _, de := range des {
 		key := de.Name()
-		if ValidateKey(key) != nil {
+		if layers.ValidateKey(key) != nil {
 			p := filepath.Join(s.metaDir, key)
 			// replaceRecord's temporary name (".reset-" before SetLimit).
 			if strings.HasPrefix(key, ".new-") || strings.HasPrefix(key, ".reset-") {
 				s.log.Info("layers: removing an unfinished record replacement", "file", p)
 				if err := os.Remove(p); err != nil {
-					return fmt.Errorf("layers: %w", err)
+					return nil, fmt.Errorf("layers: %w", err)
 				}
 				continue
 			}
@@ -131,55 +154,66 @@ func (s *Btrfs) load() error {
 		}
 		r, err := s.readRecord(key)
 		if err != nil {
-			return fmt.Errorf("layers: %w", err)
+			return nil, fmt.Errorf("layers: %w", err)
 		}
 		if _, err := os.Lstat(s.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
 			s.log.Info("layers: dropping the record of a missing subvolume", "key", key, "id", r.ID)
 			if err := s.removeRecord(key); err != nil {
-				return fmt.Errorf("layers: %w", err)
+				return nil, fmt.Errorf("layers: %w", err)
 			}
 			continue
 		}
 		byID[r.ID] = append(byID[r.ID], key)
-		s.entries[key] = &entry{record: r, Guard: Guard{Visible: true}}
+		s.entries[key] = &entry{record: r, Guard: layers.Guard{Visible: true}}
 	}
-	for id, keys := range byID {
-		flags, err := subvolFlags(s.path(id))
-		if err != nil {
-			return fmt.Errorf("layers: %w", err)
+	return byID, nil
+}
+
+// settleRecords makes the records keys of the subvolume id agree with it:
+// of two (an interrupted Commit), the one of the kind its read-only flag
+// says stays; a lone record sets the flag.
+func (s *Store) settleRecords(id string, keys []string) error {
+	flags, err := subvolFlags(s.path(id))
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	ro := flags&btrfsSubvolRdonly != 0
+	if len(keys) > 1 {
+		want := layers.KindActive
+		if ro {
+			want = layers.KindCommitted
 		}
-		ro := flags&btrfsSubvolRdonly != 0
-		if len(keys) > 1 {
-			want := KindActive
-			if ro {
-				want = KindCommitted
+		var keep string
+		for _, k := range keys {
+			if keep == "" && s.entries[k].Kind == want {
+				keep = k
+				continue
 			}
-			var keep string
-			for _, k := range keys {
-				if keep == "" && s.entries[k].Kind == want {
-					keep = k
-					continue
-				}
-				s.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
-				delete(s.entries, k)
-				if err := s.removeRecord(k); err != nil {
-					return fmt.Errorf("layers: %w", err)
-				}
-			}
-			if keep == "" {
-				return fmt.Errorf("layers: subvolume %s: records %v and its read-only flag (%v) disagree", id, keys, ro)
-			}
-			keys = []string{keep}
-		}
-		// A lone record is the truth about its kind.
-		if e := s.entries[keys[0]]; (e.Kind == KindCommitted) != ro {
-			s.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
-			if err := setReadonly(s.path(id), e.Kind == KindCommitted); err != nil {
+			s.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
+			delete(s.entries, k)
+			if err := s.removeRecord(k); err != nil {
 				return fmt.Errorf("layers: %w", err)
 			}
 		}
+		if keep == "" {
+			return fmt.Errorf("layers: subvolume %s: records %v and its read-only flag (%v) disagree", id, keys, ro)
+		}
+		keys = []string{keep}
 	}
-	des, err = os.ReadDir(s.snapDir)
+	// A lone record is the truth about its kind.
+	if e := s.entries[keys[0]]; (e.Kind == layers.KindCommitted) != ro {
+		s.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
+		if err := setReadonly(s.path(id), e.Kind == layers.KindCommitted); err != nil {
+			return fmt.Errorf("layers: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeOrphans deletes every subvolume (or stray directory) under
+// snapshots/ that no record names: byID holds the ids records name.
+func (s *Store) removeOrphans(byID map[string][]string) error {
+	des, err := os.ReadDir(s.snapDir)
 	if err != nil {
 		return fmt.Errorf("layers: %w", err)
 	}
@@ -200,8 +234,6 @@ func (s *Btrfs) load() error {
 			return fmt.Errorf("layers: removing orphan: %w", err)
 		}
 	}
-	s.resolveParents()
-	s.fixLimits()
 	return nil
 }
 
@@ -210,14 +242,14 @@ func (s *Btrfs) load() error {
 // are never rewritten): the key is missing, or names another snapshot than
 // the one the record was made from (a different id), or one that is not
 // committed. A record without ParentID (older layout) gets its parent's id.
-func (s *Btrfs) resolveParents() {
+func (s *Store) resolveParents() {
 	for _, e := range s.entries {
 		if e.Parent == "" {
 			continue
 		}
 		p := s.entries[e.Parent]
 		switch {
-		case p == nil || p.Kind != KindCommitted || (e.ParentID != "" && e.ParentID != p.ID):
+		case p == nil || p.Kind != layers.KindCommitted || (e.ParentID != "" && e.ParentID != p.ID):
 			e.Parent, e.ParentID = "", ""
 		case e.ParentID == "":
 			e.ParentID = p.ID

@@ -1,4 +1,4 @@
-package layers
+package btrfs
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // qgroupUsage returns the exclusive bytes of the level-0 qgroup of the
@@ -19,7 +21,7 @@ func qgroupUsage(qgroupsDir, path string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := SyncFS(path); err != nil {
+	if err := layers.Syncfs(path); err != nil {
 		return 0, err
 	}
 	return readSysfsInt(filepath.Join(qgroupsDir, fmt.Sprintf("0_%d", id), "exclusive"))

@@ -1,4 +1,4 @@
-package layers
+package btrfs
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/layers"
 )
 
 // Per-snapshot limits are btrfs qgroup limits on the exclusive bytes of an
@@ -18,7 +20,7 @@ import (
 // fails with EDQUOT. The limit is kept twice: in the kernel's quota tree
 // (persistent, but per subvolume, so a Reset's new subvolume starts with
 // none) and in the key's record, which is the truth: Reset applies it to
-// the new subvolume before the record swap, and OpenBtrfs applies it to
+// the new subvolume before the record swap, and Open applies it to
 // any subvolume whose kernel limit differs.
 
 // SetLimit caps the exclusive bytes of the active snapshot key (those
@@ -42,19 +44,20 @@ import (
 // shared, and removing it makes that exclusive to key again.
 //
 // The cap is set with one BTRFS_IOC_QGROUP_LIMIT and key's record is
-// replaced after it (one rename); both are durable at the next
-// transaction commit, and OpenBtrfs applies the recorded cap again. It
-// fails with ErrInvalid (bad key, negative bytes, key committed),
-// ErrNotFound, ErrInUse (another call is changing key; Snapshots of key in
-// flight are waited for) or ErrUnsupported when quotas are off on the
-// filesystem: on a Dir that is natively on btrfs, hearth leaves that to
-// the admin (`btrfs quota enable --simple <mount>`, Linux 6.7+).
-func (s *Btrfs) SetLimit(ctx context.Context, key string, bytes int64) error {
-	if err := CheckArgs(ctx, key, ""); err != nil {
+// replaced after it (one rename); both are durable at the next transaction
+// commit, and Open applies the recorded cap again. It fails with
+// layers.ErrInvalid (bad key, negative bytes, key committed),
+// layers.ErrNotFound, layers.ErrInUse (another call is changing key;
+// Snapshots of key in flight are waited for) or layers.ErrUnsupported when
+// quotas are off on the filesystem: on a Dir that is natively on btrfs,
+// hearth leaves that to the admin (`btrfs quota enable --simple <mount>`,
+// Linux 6.7+).
+func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
+	if err := layers.CheckArgs(ctx, key, ""); err != nil {
 		return err
 	}
 	if bytes < 0 {
-		return fmt.Errorf("set limit of %q to %d: %w", key, bytes, ErrInvalid)
+		return fmt.Errorf("set limit of %q to %d: %w", key, bytes, layers.ErrInvalid)
 	}
 	s.mu.Lock()
 	e, err := s.active("set limit of", key)
@@ -69,7 +72,7 @@ func (s *Btrfs) SetLimit(ctx context.Context, key string, bytes int64) error {
 		if bytes == 0 {
 			return nil
 		}
-		return fmt.Errorf("set limit of %q: quotas are off on %s: %w", key, s.dir, ErrUnsupported)
+		return fmt.Errorf("set limit of %q: quotas are off on %s: %w", key, s.dir, layers.ErrUnsupported)
 	}
 	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
@@ -93,7 +96,7 @@ func (s *Btrfs) SetLimit(ctx context.Context, key string, bytes int64) error {
 	return nil
 }
 
-func (s *Btrfs) setLimit(key string, old, r record) error {
+func (s *Store) setLimit(key string, old, r record) error {
 	if s.qgroups == "" {
 		return s.replaceRecord(key, r)
 	}
@@ -110,16 +113,16 @@ func (s *Btrfs) setLimit(key string, old, r record) error {
 }
 
 // applyLimit sets the kernel's limit of the subvolume id to bytes (0: no
-// limit). ENOTCONN (quotas turned off since OpenBtrfs) becomes
-// ErrUnsupported.
-func (s *Btrfs) applyLimit(id string, bytes int64) error {
+// limit). ENOTCONN (quotas turned off since Open) becomes
+// layers.ErrUnsupported.
+func (s *Store) applyLimit(id string, bytes int64) error {
 	subvol, err := subvolID(s.path(id))
 	if err != nil {
 		return err
 	}
 	err = limitQgroup(s.snapDir, subvol, bytes)
 	if errors.Is(err, unix.ENOTCONN) {
-		return fmt.Errorf("quotas are off: %w: %w", ErrUnsupported, err)
+		return fmt.Errorf("quotas are off: %w: %w", layers.ErrUnsupported, err)
 	}
 	return err
 }
@@ -154,9 +157,9 @@ func inheritsLimits(qgroupsDir string) bool {
 // limited one inherits a limit it should not have. A failure is logged,
 // not returned: the kernel usually has the limit already, and a store
 // that does not open stops every sandbox.
-func (s *Btrfs) fixLimits() {
+func (s *Store) fixLimits() {
 	for key, e := range s.entries {
-		if e.Kind != KindActive {
+		if e.Kind != layers.KindActive {
 			continue
 		}
 		log := s.log.With("key", key, "limit", e.Limit)

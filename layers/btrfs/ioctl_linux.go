@@ -1,4 +1,4 @@
-package layers
+package btrfs
 
 import (
 	"bytes"

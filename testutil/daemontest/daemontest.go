@@ -1,10 +1,11 @@
 // Package daemontest is a daemon in miniature for the tests of the doors
-// (httpapi, spritesapi): a real lifecycle.Service over a SQLite store in
-// t.TempDir(), the directory-backed layers/fake holding the image
-// "default", and driver/fake, whose every sandbox is a real hearth-agent
-// served in the test's process (commands run as the test's own user, in
-// the sandbox's home inside its root; see Env.Home). Tenant t1 exists with
-// room to spare, and TokenA1 and TokenA2 authenticate its agents a1 and a2.
+// (httpapi, spritesapi, mcpserver, and test/e2e's MCP conformance test): a
+// real lifecycle.Service over a SQLite store in t.TempDir(), the
+// directory-backed layers/fake holding the image "default", and
+// driver/fake, whose every sandbox is a real hearth-agent served in the
+// test's process (commands run as the test's own user, in the sandbox's
+// home inside its root; see Env.Home). Tenant t1 exists with room to spare,
+// and TokenA1 and TokenA2 authenticate its agents a1 and a2.
 package daemontest
 
 import (

@@ -1,0 +1,307 @@
+// Package arch_test checks the shape of the tree that docs/ARCHITECTURE.md
+// describes: which packages may import which (the import rules), and that
+// what only tests need never reaches the binaries.
+package arch_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module is the module path; the rules name packages relative to it.
+const module = "github.com/hearth/hearth"
+
+// pkg is what the rules read of a package (`go list -json`).
+type pkg struct {
+	ImportPath string
+	Imports    []string // of its non-test files: what the binaries link
+	Deps       []string // with -deps: every package it needs, transitively
+}
+
+// rule forbids the packages from matches to import the packages to
+// matches. Paths inside the module are relative to it ("httpapi",
+// "layers/btrfs"); others are as Go spells them ("os", "golang.org/x/...").
+type rule struct {
+	name     string
+	from, to func(p string) bool
+}
+
+// under matches the packages at or below any of roots.
+func under(roots ...string) func(string) bool {
+	return func(p string) bool {
+		for _, r := range roots {
+			if p == r || strings.HasPrefix(p, r+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// ours matches the module's own packages.
+func ours(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") && !isStd(p) }
+
+// std are the standard library's packages (`go list std`), set by
+// TestMain.
+var std map[string]bool
+
+func isStd(p string) bool { return std[p] }
+
+// testSupport matches the packages only tests may import: testutil/…,
+// the test-only packages under test/, the conformance suites (…test:
+// layerstest, drivertest, storetest) and the fakes.
+func testSupport(p string) bool {
+	base := path.Base(p)
+	return ours(p) && (under("testutil", "test")(p) || strings.HasSuffix(base, "test") || base == "fake")
+}
+
+// production matches the module's packages that the binaries may link.
+func production(p string) bool { return ours(p) && !testSupport(p) }
+
+// ioPackages are the standard and x/ packages that reach outside the
+// process (files, the network, processes, databases, the system, the log)
+// or make a result depend on more than the arguments (randomness). policy
+// may import none of them. time is not one: policy reads times it is
+// given (its callers pass now), and io and bufio parse what it is handed.
+var ioPackages = []string{
+	"os", "os/exec", "os/signal", "os/user", "io/fs", "io/ioutil", "path/filepath",
+	"net", "database/sql", "syscall", "golang.org/x/sys/unix", "plugin",
+	"log", "log/slog", "log/syslog", "crypto/rand", "math/rand", "math/rand/v2",
+}
+
+// rules are hearth's import rules (docs/ARCHITECTURE.md, "Import rules").
+var rules = []rule{
+	{
+		name: "a door (httpapi, spritesapi, mcpserver) imports lifecycle and the vocabulary, not the node's parts or the store",
+		from: under("httpapi", "spritesapi", "mcpserver"),
+		to:   under("driver", "layers", "store", "network"),
+	},
+	{
+		name: "the driver imports neither the store, nor policy, nor lifecycle",
+		from: under("driver"),
+		to:   under("store", "policy", "lifecycle"),
+	},
+	{
+		name: "policy is pure: no I/O package, and of hearth only the vocabulary (sandbox)",
+		from: under("policy"),
+		to: func(p string) bool {
+			return slices.Contains(ioPackages, p) || strings.HasPrefix(p, "net/") ||
+				(ours(p) && !under("policy", "sandbox")(p))
+		},
+	},
+	{
+		name: "nothing imports cmd/…",
+		from: func(string) bool { return true },
+		to:   under("cmd"),
+	},
+	{
+		name: "production code imports no test support (testutil/…, test/…, …test, fake)",
+		from: production,
+		to:   testSupport,
+	},
+}
+
+// exceptions are edges the tree has today that break a rule, each with the
+// work that removes it ("from -> to": reason). Keep it empty: an edge is
+// listed only while the change that removes it is under way.
+var exceptions = map[string]string{}
+
+// violations returns each edge of pkgs that breaks a rule and is not in
+// exceptions, as "rule: from -> to".
+func violations(pkgs []pkg, rules []rule, exceptions map[string]string) []string {
+	var out []string
+	for _, p := range pkgs {
+		from := strings.TrimPrefix(p.ImportPath, module+"/")
+		for _, imp := range p.Imports {
+			to := strings.TrimPrefix(imp, module+"/")
+			for _, r := range rules {
+				if r.from(from) && r.to(to) {
+					if _, ok := exceptions[from+" -> "+to]; !ok {
+						out = append(out, fmt.Sprintf("%s: %s -> %s", r.name, from, to))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestImportRules checks every package of the module against the rules.
+func TestImportRules(t *testing.T) {
+	pkgs := goList(t, "./...")
+	if len(pkgs) < 20 {
+		t.Fatalf("go list ./... found %d packages; the checker would check nothing", len(pkgs))
+	}
+	for _, v := range violations(pkgs, rules, exceptions) {
+		t.Errorf("forbidden import: %s", v)
+	}
+	// A stale exception hides nothing and must go.
+	for edge := range exceptions {
+		from, to, _ := strings.Cut(edge, " -> ")
+		found := false
+		for _, p := range pkgs {
+			if strings.TrimPrefix(p.ImportPath, module+"/") == from && slices.Contains(p.Imports, module+"/"+to) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("exception %q: the tree no longer has this edge; remove it", edge)
+		}
+	}
+}
+
+// TestRulesCatch checks the checker: each synthetic edge breaks a rule and
+// must be reported; each allowed one must not be.
+func TestRulesCatch(t *testing.T) {
+	for _, tc := range []struct {
+		from, to  string
+		forbidden bool
+	}{
+		{"httpapi", "store", true},
+		{"mcpserver", "layers/btrfs", true},
+		{"spritesapi", "driver/oci", true},
+		{"httpapi", "network", true},
+		{"driver/oci", "store/sqlite", true},
+		{"driver/oci", "lifecycle", true},
+		{"driver", "policy", true},
+		{"policy", "os", true},
+		{"policy", "net/http", true},
+		{"policy", "golang.org/x/sys/unix", true},
+		{"policy", "store", true},
+		{"lifecycle", "cmd/hearth", true},
+		{"mcpserver", "testutil/mcpfixtures", true},
+		{"cmd/hearth", "layers/layerstest", true},
+		{"lifecycle", "driver/fake", true},
+		{"httpapi", "lifecycle", false},
+		{"policy", "sandbox", false},
+		{"policy", "strings", false},
+		{"driver/oci", "network", false},
+		{"cmd/hearth", "layers/btrfs", false},
+		{"test/e2e", "testutil/mcpfixtures", false},
+		{"driver/drivertest", "testutil/testenv", false},
+	} {
+		p := pkg{ImportPath: module + "/" + tc.from, Imports: []string{tc.to}}
+		if ours(tc.to) {
+			p.Imports = []string{module + "/" + tc.to}
+		}
+		got := violations([]pkg{p}, rules, nil)
+		if (len(got) > 0) != tc.forbidden {
+			t.Errorf("violations(%s -> %s) = %q, want forbidden %v", tc.from, tc.to, got, tc.forbidden)
+		}
+		if tc.forbidden && len(violations([]pkg{p}, rules, map[string]string{tc.from + " -> " + tc.to: "test"})) > 0 {
+			t.Errorf("an exception for %s -> %s does not excuse it", tc.from, tc.to)
+		}
+	}
+}
+
+// binaries are the production binaries' main packages.
+var binaries = []string{"./cmd/hearth", "./cmd/hearth-agent"}
+
+// TestBinariesLinkNoTestCode checks that no binary needs a test-support
+// package, nor the testing package, transitively.
+func TestBinariesLinkNoTestCode(t *testing.T) {
+	for _, b := range goList(t, append([]string{"-deps"}, binaries...)...) {
+		p := strings.TrimPrefix(b.ImportPath, module+"/")
+		if testSupport(p) || p == "testing" {
+			t.Errorf("a binary (%s) needs %s", strings.Join(binaries, ", "), p)
+		}
+	}
+}
+
+// fixtureStrings are names of the MCP conformance suite's fixtures
+// (testutil/mcpfixtures) and the flag that once added them to the daemon:
+// none may be in the hearth binary.
+var fixtureStrings = []string{"test_simple_text", "test_elicitation_sep1330_enums", "test_prompt_with_embedded_resource", "mcp-conformance-fixtures"}
+
+// TestBinaryHasNoFixtures builds hearth and looks for the fixtures in it.
+func TestBinaryHasNoFixtures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the hearth binary")
+	}
+	bin := filepath.Join(t.TempDir(), "hearth")
+	// CGO_ENABLED=0, as testutil/daemonproc builds it: the build cache
+	// serves both.
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hearth")
+	cmd.Dir = moduleRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/hearth: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range fixtureStrings {
+		if bytes.Contains(b, []byte(s)) {
+			t.Errorf("the hearth binary contains %q, a conformance fixture's", s)
+		}
+	}
+	// The check can fail: the names it looks for are in the fixtures.
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "testutil", "mcpfixtures", "mcpfixtures.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range fixtureStrings[:3] {
+		if !bytes.Contains(src, []byte(`"`+s+`"`)) {
+			t.Errorf("testutil/mcpfixtures has no fixture %q: update fixtureStrings", s)
+		}
+	}
+}
+
+// TestMain reads the standard library's packages, which ours tells apart.
+func TestMain(m *testing.M) {
+	out, err := exec.Command("go", "list", "std").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go list std:", err)
+		os.Exit(1)
+	}
+	std = map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		std[p] = true
+	}
+	os.Exit(m.Run())
+}
+
+// moduleRoot is the module's directory.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out)))
+}
+
+// goList runs `go list -json args...` at the module's root.
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = moduleRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			return pkgs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+}
