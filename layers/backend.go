@@ -173,6 +173,41 @@ func (x Index[E]) ClaimReset(ctx context.Context, mu *sync.Mutex, key, parent st
 	return e, p, nil
 }
 
+// Derive is how a call that makes the snapshot name from the active
+// snapshot key starts (a Commit, a Snapshot): it looks key up as Active,
+// fails with ErrExists (`op "key" as "name": …`) if name is taken, and
+// inserts made(key's entry), which must be Busy and not Visible, as name.
+// It returns key's entry and name's. The caller holds the mutex that
+// guards x.
+func (x Index[E]) Derive(op, key, name string, made func(src E) E) (src, n E, err error) {
+	var none E
+	if src, err = x.Active(op, key); err != nil {
+		return none, none, err
+	}
+	if _, ok := x[name]; ok {
+		return none, none, fmt.Errorf("%s %q as %q: %w", op, key, name, ErrExists)
+	}
+	n = made(src)
+	x[name] = n
+	return src, n, nil
+}
+
+// ClaimIdle is how a call that changes or deletes key starts (a Remove):
+// it looks key up as Idle and Claims it (see Guard.Claim), Claim's error
+// wrapped as `op "key": …`. The caller holds mu, the mutex that guards x,
+// and holds it again on return; on error key is left as it was.
+func (x Index[E]) ClaimIdle(ctx context.Context, mu *sync.Mutex, op, key string) (E, error) {
+	e, err := x.Idle(op, key)
+	if err != nil {
+		return e, err
+	}
+	if err := e.guard().Claim(ctx, mu); err != nil {
+		var none E
+		return none, fmt.Errorf("%s %q: %w", op, key, err)
+	}
+	return e, nil
+}
+
 // Infos returns info(key, e) for every Visible entry, in no particular
 // order.
 func (x Index[E]) Infos(info func(key string, e E) Info) []Info {
@@ -205,6 +240,15 @@ func WalkInfos(ctx context.Context, mu *sync.Mutex, list func() ([]Info, error),
 		}
 	}
 	return nil
+}
+
+// CheckDerive checks the arguments of a call that makes the snapshot name
+// of key (a Commit, a Snapshot): ctx, key and name, as CheckArgs does.
+func CheckDerive(ctx context.Context, key, name string) error {
+	if err := CheckArgs(ctx, key, ""); err != nil {
+		return err
+	}
+	return ValidateKey(name)
 }
 
 // CheckArgs checks the arguments a Store call starts with, in this order,

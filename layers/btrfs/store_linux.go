@@ -288,6 +288,24 @@ func (s *Store) active(op, key string) (*entry, error) {
 	return s.entries.Active(op, key)
 }
 
+// derive reserves name for op, a call that makes it from the active
+// snapshot key (see layers.Index.Derive). The caller holds s.mu.
+func (s *Store) derive(op, key, name string, made func(*entry) *entry) (src, n *entry, err error) {
+	if s.closed {
+		return nil, nil, errClosed
+	}
+	return s.entries.Derive(op, key, name, made)
+}
+
+// claimIdle claims key for op, a call that changes or deletes it (see
+// layers.Index.ClaimIdle). The caller holds s.mu.
+func (s *Store) claimIdle(ctx context.Context, op, key string) (*entry, error) {
+	if s.closed {
+		return nil, errClosed
+	}
+	return s.entries.ClaimIdle(ctx, &s.mu, op, key)
+}
+
 func (s *Store) prepare(key string, r record) error {
 	if err := s.writeRecord(key, r); err != nil {
 		return err
@@ -324,24 +342,17 @@ func (s *Store) prepare(key string, r record) error {
 // call is changing key). If Snapshots of key are in flight, Commit waits for
 // them.
 func (s *Store) Commit(ctx context.Context, name, key string) error {
-	if err := layers.CheckArgs(ctx, key, ""); err != nil {
-		return err
-	}
-	if err := layers.ValidateKey(name); err != nil {
+	if err := layers.CheckDerive(ctx, key, name); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	e, err := s.active("commit", key)
+	e, n, err := s.derive("commit", key, name, func(e *entry) *entry {
+		return &entry{record: record{ID: e.ID, Kind: layers.KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: layers.Guard{Busy: true}}
+	})
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	if _, ok := s.entries[name]; ok {
-		s.mu.Unlock()
-		return fmt.Errorf("commit %q as %q: %w", key, name, layers.ErrExists)
-	}
-	n := &entry{record: record{ID: e.ID, Kind: layers.KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: layers.Guard{Busy: true}}
-	s.entries[name] = n
 	if err := e.Claim(ctx, &s.mu); err != nil {
 		delete(s.entries, name)
 		s.mu.Unlock()
@@ -422,25 +433,18 @@ func (s *Store) commit(name, key string, r record, limit int64) error {
 // layers.ErrInvalid (key is committed, or a bad name) or layers.ErrInUse
 // (another call is changing key).
 func (s *Store) Snapshot(ctx context.Context, name, key string) error {
-	if err := layers.CheckArgs(ctx, key, ""); err != nil {
-		return err
-	}
-	if err := layers.ValidateKey(name); err != nil {
+	if err := layers.CheckDerive(ctx, key, name); err != nil {
 		return err
 	}
 	id := layers.NewID()
 	s.mu.Lock()
-	e, err := s.active("snapshot", key)
+	e, n, err := s.derive("snapshot", key, name, func(e *entry) *entry {
+		return &entry{record: record{ID: id, Kind: layers.KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: layers.Guard{Busy: true}}
+	})
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	if _, ok := s.entries[name]; ok {
-		s.mu.Unlock()
-		return fmt.Errorf("snapshot %q as %q: %w", key, name, layers.ErrExists)
-	}
-	n := &entry{record: record{ID: id, Kind: layers.KindCommitted, Parent: e.Parent, ParentID: e.ParentID}, Guard: layers.Guard{Busy: true}}
-	s.entries[name] = n
 	e.Read()
 	s.mu.Unlock()
 
@@ -588,20 +592,11 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 		return err
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errClosed
-	}
-	e, err := s.entries.Idle("remove", key)
+	e, err := s.claimIdle(ctx, "remove", key)
+	s.mu.Unlock()
 	if err != nil {
-		s.mu.Unlock()
 		return err
 	}
-	if err := e.Claim(ctx, &s.mu); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("remove %q: %w", key, err)
-	}
-	s.mu.Unlock()
 
 	err = s.destroy(e.ID)
 	if err == nil {

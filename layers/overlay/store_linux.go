@@ -206,6 +206,29 @@ func (s *Store) active(op, key string) (*entry, error) {
 	return s.entries.Active(op, key)
 }
 
+// derive reserves name for op, a call that makes it from the active
+// snapshot key (see layers.Index.Derive), and references its layers. The
+// caller holds s.mu.
+func (s *Store) derive(op, key, name string, made func(*entry) *entry) (src, n *entry, err error) {
+	if s.closed {
+		return nil, nil, errClosed
+	}
+	src, n, err = s.entries.Derive(op, key, name, made)
+	if err == nil {
+		s.ref(n.Layers)
+	}
+	return src, n, err
+}
+
+// claimIdle claims key for op, a call that changes or deletes it (see
+// layers.Index.ClaimIdle). The caller holds s.mu.
+func (s *Store) claimIdle(ctx context.Context, op, key string) (*entry, error) {
+	if s.closed {
+		return nil, errClosed
+	}
+	return s.entries.ClaimIdle(ctx, &s.mu, op, key)
+}
+
 // Prepare creates the active snapshot key on top of the committed
 // snapshot parent, or empty if parent is "", and returns its path: a new
 // empty upper layer and an overlay mount of it over parent's layers. It
@@ -311,25 +334,17 @@ func (s *Store) makeUpper(ids []string) error {
 // ErrInUse (another call is changing key). If Snapshots or Usages of key
 // are in flight, Commit waits for them.
 func (s *Store) Commit(ctx context.Context, name, key string) error {
-	if err := layers.CheckArgs(ctx, key, ""); err != nil {
-		return err
-	}
-	if err := layers.ValidateKey(name); err != nil {
+	if err := layers.CheckDerive(ctx, key, name); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	e, err := s.active("commit", key)
+	e, n, err := s.derive("commit", key, name, func(e *entry) *entry {
+		return &entry{record: record{ID: layers.NewID(), Kind: layers.KindCommitted, Layers: e.Layers}, Guard: layers.Guard{Busy: true}}
+	})
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	if _, ok := s.entries[name]; ok {
-		s.mu.Unlock()
-		return fmt.Errorf("commit %q as %q: %w", key, name, layers.ErrExists)
-	}
-	n := &entry{record: record{ID: layers.NewID(), Kind: layers.KindCommitted, Layers: e.Layers}, Guard: layers.Guard{Busy: true}}
-	s.entries[name] = n
-	s.ref(n.Layers)
 	if err := e.Claim(ctx, &s.mu); err != nil {
 		s.mu.Unlock()
 		s.drop(name, n)
@@ -397,33 +412,25 @@ func (s *Store) commit(name, key string, old, r record) error {
 // (no key), ErrExists (name taken), ErrInvalid (key is committed, or a
 // bad name) or ErrInUse (another call is changing key).
 func (s *Store) Snapshot(ctx context.Context, name, key string) error {
-	if err := layers.CheckArgs(ctx, key, ""); err != nil {
-		return err
-	}
-	if err := layers.ValidateKey(name); err != nil {
+	if err := layers.CheckDerive(ctx, key, name); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	e, err := s.active("snapshot", key)
+	e, n, err := s.derive("snapshot", key, name, func(e *entry) *entry {
+		return &entry{record: record{
+			ID:       layers.NewID(),
+			Kind:     layers.KindCommitted,
+			Parent:   e.Parent,
+			ParentID: e.ParentID,
+			Layers:   append([]string{layers.NewID()}, e.Layers[1:]...),
+			Copied:   true,
+		}, Guard: layers.Guard{Busy: true}}
+	})
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
-	if _, ok := s.entries[name]; ok {
-		s.mu.Unlock()
-		return fmt.Errorf("snapshot %q as %q: %w", key, name, layers.ErrExists)
-	}
-	r := record{
-		ID:       layers.NewID(),
-		Kind:     layers.KindCommitted,
-		Parent:   e.Parent,
-		ParentID: e.ParentID,
-		Layers:   append([]string{layers.NewID()}, e.Layers[1:]...),
-		Copied:   true,
-	}
-	n := &entry{record: r, Guard: layers.Guard{Busy: true}}
-	s.entries[name] = n
-	s.ref(r.Layers)
+	r := n.record
 	e.Read()
 	src := e.Layers[0]
 	s.mu.Unlock()
@@ -572,20 +579,11 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 		return err
 	}
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errClosed
-	}
-	e, err := s.entries.Idle("remove", key)
+	e, err := s.claimIdle(ctx, "remove", key)
+	s.mu.Unlock()
 	if err != nil {
-		s.mu.Unlock()
 		return err
 	}
-	if err := e.Claim(ctx, &s.mu); err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("remove %q: %w", key, err)
-	}
-	s.mu.Unlock()
 
 	if err := s.removeRecord(key); err != nil {
 		s.mu.Lock()
