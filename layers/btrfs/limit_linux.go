@@ -98,13 +98,13 @@ func (s *Store) SetLimit(ctx context.Context, key string, bytes int64) error {
 
 func (s *Store) setLimit(key string, old, r record) error {
 	if s.qgroups == "" {
-		return s.replaceRecord(key, r)
+		return s.records.replace(key, r)
 	}
-	if err := s.applyLimit(r.ID, r.Limit); err != nil {
+	if err := s.subvols.limit(r.ID, r.Limit); err != nil {
 		return err
 	}
-	if err := s.replaceRecord(key, r); err != nil {
-		if lerr := s.applyLimit(old.ID, old.Limit); lerr != nil {
+	if err := s.records.replace(key, r); err != nil {
+		if lerr := s.subvols.limit(old.ID, old.Limit); lerr != nil {
 			s.log.Error("layers: restoring the limit after a failed set", "key", key, "err", lerr)
 		}
 		return err
@@ -112,15 +112,15 @@ func (s *Store) setLimit(key string, old, r record) error {
 	return nil
 }
 
-// applyLimit sets the kernel's limit of the subvolume id to bytes (0: no
+// limit sets the kernel's limit of the subvolume id to bytes (0: no
 // limit). ENOTCONN (quotas turned off since Open) becomes
 // layers.ErrUnsupported.
-func (s *Store) applyLimit(id string, bytes int64) error {
-	subvol, err := subvolID(s.path(id))
+func (v subvols) limit(id string, bytes int64) error {
+	subvol, err := subvolID(v.path(id))
 	if err != nil {
 		return err
 	}
-	err = limitQgroup(s.snapDir, subvol, bytes)
+	err = limitQgroup(string(v), subvol, bytes)
 	if errors.Is(err, unix.ENOTCONN) {
 		return fmt.Errorf("quotas are off: %w: %w", layers.ErrUnsupported, err)
 	}
@@ -169,12 +169,12 @@ func (s *Store) fixLimits() {
 			}
 			continue
 		}
-		got, err := qgroupLimit(s.qgroups, s.path(e.ID))
+		got, err := qgroupLimit(s.qgroups, s.subvols.path(e.ID))
 		if err == nil && got == e.Limit {
 			continue
 		}
 		log.Info("layers: applying the recorded limit", "kernel", got, "err", err)
-		if err := s.applyLimit(e.ID, e.Limit); err != nil {
+		if err := s.subvols.limit(e.ID, e.Limit); err != nil {
 			log.Error("layers: applying the recorded limit", "err", err)
 		}
 	}

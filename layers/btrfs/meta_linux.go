@@ -39,35 +39,38 @@ type record struct {
 	Limit int64 `json:"limit,omitempty"`
 }
 
-func (s *Store) recordPath(key string) string {
-	return filepath.Join(s.metaDir, key)
-}
+// records is the directory of a store's records, meta/: each a symlink
+// whose target is the record's JSON.
+type records string
 
-// writeRecord creates key's record. It fails if one exists (see
-// replaceRecord).
-func (s *Store) writeRecord(key string, r record) error {
+// path is the file of key's record.
+func (m records) path(key string) string { return filepath.Join(string(m), key) }
+
+// write creates key's record. It fails if one exists (see
+// replace).
+func (m records) write(key string, r record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return os.Symlink(string(data), s.recordPath(key))
+	return os.Symlink(string(data), m.path(key))
 }
 
-// replaceRecord replaces key's record with r in one rename, so that a
+// replace replaces key's record with r in one rename, so that a
 // crash leaves the old record or the new one. It is durable at the next
 // transaction commit. The caller has claimed key: two replacements of one
 // record must not run at once.
-func (s *Store) replaceRecord(key string, r record) error {
+func (m records) replace(key string, r record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	// The temporary name is not a valid key, so load never takes it for a
 	// record; a stale one from a crash is replaced here.
-	tmp := filepath.Join(s.metaDir, ".new-"+key)
+	tmp := filepath.Join(string(m), ".new-"+key)
 	os.Remove(tmp)
 	if err := os.Symlink(string(data), tmp); err == nil {
-		err = os.Rename(tmp, s.recordPath(key))
+		err = os.Rename(tmp, m.path(key))
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -75,20 +78,20 @@ func (s *Store) replaceRecord(key string, r record) error {
 	return err
 }
 
-func (s *Store) readRecord(key string) (record, error) {
+func (m records) read(key string) (record, error) {
 	var r record
-	data, err := os.Readlink(s.recordPath(key))
+	data, err := os.Readlink(m.path(key))
 	if err != nil {
 		return r, err
 	}
 	if err := json.Unmarshal([]byte(data), &r); err != nil || r.ID == "" || (r.Kind != layers.KindActive && r.Kind != layers.KindCommitted) {
-		return r, fmt.Errorf("corrupt record %s -> %q", s.recordPath(key), data)
+		return r, fmt.Errorf("corrupt record %s -> %q", m.path(key), data)
 	}
 	return r, nil
 }
 
-func (s *Store) removeRecord(key string) error {
-	return os.Remove(s.recordPath(key))
+func (m records) remove(key string) error {
+	return os.Remove(m.path(key))
 }
 
 // load reads every record into the index and repairs what a crash in the
@@ -152,13 +155,13 @@ func (s *Store) loadRecords() (map[string][]string, error) {
 			s.log.Warn("layers: ignoring stray file", "file", p)
 			continue
 		}
-		r, err := s.readRecord(key)
+		r, err := s.records.read(key)
 		if err != nil {
 			return nil, fmt.Errorf("layers: %w", err)
 		}
-		if _, err := os.Lstat(s.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(s.subvols.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
 			s.log.Info("layers: dropping the record of a missing subvolume", "key", key, "id", r.ID)
-			if err := s.removeRecord(key); err != nil {
+			if err := s.records.remove(key); err != nil {
 				return nil, fmt.Errorf("layers: %w", err)
 			}
 			continue
@@ -173,7 +176,7 @@ func (s *Store) loadRecords() (map[string][]string, error) {
 // of two (an interrupted Commit), the one of the kind its read-only flag
 // says stays; a lone record sets the flag.
 func (s *Store) settleRecords(id string, keys []string) error {
-	flags, err := subvolFlags(s.path(id))
+	flags, err := subvolFlags(s.subvols.path(id))
 	if err != nil {
 		return fmt.Errorf("layers: %w", err)
 	}
@@ -191,7 +194,7 @@ func (s *Store) settleRecords(id string, keys []string) error {
 			}
 			s.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
 			delete(s.entries, k)
-			if err := s.removeRecord(k); err != nil {
+			if err := s.records.remove(k); err != nil {
 				return fmt.Errorf("layers: %w", err)
 			}
 		}
@@ -203,7 +206,7 @@ func (s *Store) settleRecords(id string, keys []string) error {
 	// A lone record is the truth about its kind.
 	if e := s.entries[keys[0]]; (e.Kind == layers.KindCommitted) != ro {
 		s.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
-		if err := setReadonly(s.path(id), e.Kind == layers.KindCommitted); err != nil {
+		if err := setReadonly(s.subvols.path(id), e.Kind == layers.KindCommitted); err != nil {
 			return fmt.Errorf("layers: %w", err)
 		}
 	}
@@ -226,7 +229,7 @@ func (s *Store) removeOrphans(byID map[string][]string) error {
 		ok, err := isSubvolume(p)
 		switch {
 		case err == nil && ok:
-			err = s.destroy(de.Name())
+			err = s.subvols.destroy(de.Name())
 		case err == nil:
 			err = os.RemoveAll(p)
 		}

@@ -51,28 +51,28 @@ func TestRecover(t *testing.T) {
 		must(err)
 		ids[k] = s.entries[k].ID
 	}
-	must(os.WriteFile(filepath.Join(s.path(ids["d"]), "f"), []byte("d1"), 0o644))
+	must(os.WriteFile(filepath.Join(s.subvols.path(ids["d"]), "f"), []byte("d1"), 0o644))
 	must(s.Snapshot(ctx, "d-1", "d"))
 	ids["d-1"] = s.entries["d-1"].ID
-	must(os.WriteFile(filepath.Join(s.path(ids["d"]), "f"), []byte("d2"), 0o644))
+	must(os.WriteFile(filepath.Join(s.subvols.path(ids["d"]), "f"), []byte("d2"), 0o644))
 	// A Prepare that wrote its record but not its subvolume.
-	must(s.writeRecord("ghost", record{ID: "00000000deadbeef", Kind: layers.KindActive, Parent: "img"}))
+	must(s.records.write("ghost", record{ID: "00000000deadbeef", Kind: layers.KindActive, Parent: "img"}))
 	// A Commit of a that wrote the new record but did not set the flag.
-	must(s.writeRecord("a-1", record{ID: ids["a"], Kind: layers.KindCommitted, Parent: "img"}))
+	must(s.records.write("a-1", record{ID: ids["a"], Kind: layers.KindCommitted, Parent: "img"}))
 	// A Commit of b that set the flag but kept the old record.
-	must(s.writeRecord("b-1", record{ID: ids["b"], Kind: layers.KindCommitted, Parent: "img"}))
-	must(setReadonly(s.path(ids["b"]), true))
+	must(s.records.write("b-1", record{ID: ids["b"], Kind: layers.KindCommitted, Parent: "img"}))
+	must(setReadonly(s.subvols.path(ids["b"]), true))
 	// A Snapshot of d that wrote its record but not its subvolume: killed
 	// before the ioctl.
-	must(s.writeRecord("d-2", record{ID: "00000000cafef00d", Kind: layers.KindCommitted, Parent: "img", ParentID: s.entries["img"].ID}))
+	must(s.records.write("d-2", record{ID: "00000000cafef00d", Kind: layers.KindCommitted, Parent: "img", ParentID: s.entries["img"].ID}))
 	// A record from before parent_id, whose parent is there.
-	must(s.removeRecord("e"))
-	must(s.writeRecord("e", record{ID: ids["e"], Kind: layers.KindActive, Parent: "img"}))
+	must(s.records.remove("e"))
+	must(s.records.write("e", record{ID: ids["e"], Kind: layers.KindActive, Parent: "img"}))
 	// A record whose parent was removed, and the name taken again since.
-	must(s.removeRecord("f"))
-	must(s.writeRecord("f", record{ID: ids["f"], Kind: layers.KindActive, Parent: "img", ParentID: "00000000000000aa"}))
+	must(s.records.remove("f"))
+	must(s.records.write("f", record{ID: ids["f"], Kind: layers.KindActive, Parent: "img", ParentID: "00000000000000aa"}))
 	// An active snapshot that is read-only for no recorded reason.
-	must(setReadonly(s.path(ids["c"]), true))
+	must(setReadonly(s.subvols.path(ids["c"]), true))
 	// A subvolume no record names.
 	must(subvolCreate(s.snapDir, "0123456789abcdef"))
 	must(s.Close())
@@ -91,25 +91,25 @@ func TestRecover(t *testing.T) {
 		if _, err := s.Stat(ctx, key); !errors.Is(err, layers.ErrNotFound) {
 			t.Errorf("Stat(%s) = %v, want ErrNotFound", key, err)
 		}
-		if _, err := os.Lstat(s.recordPath(key)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(s.records.path(key)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("record of %s still there: %v", key, err)
 		}
 	}
 	for _, key := range []string{"a", "c"} {
-		if err := os.WriteFile(filepath.Join(s.path(ids[key]), "f"), []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(s.subvols.path(ids[key]), "f"), []byte("x"), 0o644); err != nil {
 			t.Errorf("writing into active %s after recovery: %v", key, err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(s.path(ids["b"]), "f"), []byte("x"), 0o644); err == nil {
+	if err := os.WriteFile(filepath.Join(s.subvols.path(ids["b"]), "f"), []byte("x"), 0o644); err == nil {
 		t.Error("committed b-1 is writable after recovery")
 	}
 	// The interrupted Snapshot left d as it was, and its name free.
 	for key, want := range map[string]string{"d": "d2", "d-1": "d1"} {
-		if got, err := os.ReadFile(filepath.Join(s.path(ids[key]), "f")); err != nil || string(got) != want {
+		if got, err := os.ReadFile(filepath.Join(s.subvols.path(ids[key]), "f")); err != nil || string(got) != want {
 			t.Errorf("ReadFile(%s/f) after recovery = %q, %v, want %q", key, got, err, want)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(s.path(ids["d-1"]), "f"), []byte("x"), 0o644); err == nil {
+	if err := os.WriteFile(filepath.Join(s.subvols.path(ids["d-1"]), "f"), []byte("x"), 0o644); err == nil {
 		t.Error("snapshot d-1 is writable after recovery")
 	}
 	if err := s.Snapshot(ctx, "d-2", "d"); err != nil {
@@ -164,10 +164,10 @@ func TestRecoverLimits(t *testing.T) {
 	}
 	lost, extra := s.entries["lost"].record, s.entries["extra"].record
 	lost.Limit = 5 << 20
-	if err := s.replaceRecord("lost", lost); err != nil {
+	if err := s.records.replace("lost", lost); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.applyLimit(extra.ID, 3<<20); err != nil {
+	if err := s.subvols.limit(extra.ID, 3<<20); err != nil {
 		t.Fatal(err)
 	}
 	tmp := filepath.Join(s.metaDir, ".new-extra")
@@ -180,7 +180,7 @@ func TestRecoverLimits(t *testing.T) {
 		t.Fatalf("Open = %v", err)
 	}
 	for k, want := range map[string]int64{"lost": 5 << 20, "extra": 0} {
-		if got, err := qgroupLimit(s.qgroups, s.path(s.entries[k].ID)); err != nil || got != want {
+		if got, err := qgroupLimit(s.qgroups, s.subvols.path(s.entries[k].ID)); err != nil || got != want {
 			t.Errorf("kernel limit of %s after Open = %d, %v, want %d", k, got, err, want)
 		}
 	}

@@ -69,6 +69,8 @@ type Options struct {
 // Only one Store may have a Dir open at a time, in any process.
 type Store struct {
 	dir, snapDir, metaDir string
+	records               records
+	subvols               subvols
 	backing               string // "" when Dir is natively on btrfs
 	log                   *slog.Logger
 	lock                  *layers.DirLock
@@ -125,6 +127,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		dir:     dir,
 		snapDir: filepath.Join(dir, "snapshots"),
 		metaDir: filepath.Join(dir, "meta"),
+		records: records(filepath.Join(dir, "meta")),
+		subvols: subvols(filepath.Join(dir, "snapshots")),
 		log:     log.With("store", dir),
 		entries: make(layers.Index[*entry]),
 	}
@@ -276,7 +280,7 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 		return "", fmt.Errorf("prepare %q: %w", key, err)
 	}
 	e.Visible, e.Busy = true, false
-	return s.path(id), nil
+	return s.subvols.path(id), nil
 }
 
 // active returns the entry of key for op when it is an active snapshot no
@@ -307,25 +311,25 @@ func (s *Store) claimIdle(ctx context.Context, op, key string) (*entry, error) {
 }
 
 func (s *Store) prepare(key string, r record) error {
-	if err := s.writeRecord(key, r); err != nil {
+	if err := s.records.write(key, r); err != nil {
 		return err
 	}
 	var err error
 	if r.ParentID == "" {
 		err = subvolCreate(s.snapDir, r.ID)
 	} else {
-		err = snapshot(s.path(r.ParentID), s.snapDir, r.ID, false)
+		err = snapshot(s.subvols.path(r.ParentID), s.snapDir, r.ID, false)
 		if err == nil && s.qgroups != "" && s.inherits {
 			// A new key has no limit, whatever its parent had.
-			if err = s.applyLimit(r.ID, 0); err != nil {
-				if derr := s.destroy(r.ID); derr != nil {
+			if err = s.subvols.limit(r.ID, 0); err != nil {
+				if derr := s.subvols.destroy(r.ID); derr != nil {
 					s.log.Error("layers: cleaning up failed prepare", "key", key, "err", derr)
 				}
 			}
 		}
 	}
 	if err != nil {
-		if rerr := s.removeRecord(key); rerr != nil {
+		if rerr := s.records.remove(key); rerr != nil {
 			s.log.Error("layers: cleaning up failed prepare", "key", key, "err", rerr)
 		}
 		return err
@@ -379,7 +383,7 @@ func (s *Store) Commit(ctx context.Context, name, key string) error {
 // commit makes key, whose limit is limit, the committed snapshot name,
 // whose record is r.
 func (s *Store) commit(name, key string, r record, limit int64) error {
-	if err := s.writeRecord(name, r); err != nil {
+	if err := s.records.write(name, r); err != nil {
 		return err
 	}
 	// A committed snapshot has no limit, and the flag change below
@@ -387,8 +391,8 @@ func (s *Store) commit(name, key string, r record, limit int64) error {
 	// not happen, key's record still holds the limit, and load applies it.
 	limited := limit != 0 && s.qgroups != ""
 	if limited {
-		if err := s.applyLimit(r.ID, 0); err != nil {
-			if rerr := s.removeRecord(name); rerr != nil {
+		if err := s.subvols.limit(r.ID, 0); err != nil {
+			if rerr := s.records.remove(name); rerr != nil {
 				s.log.Error("layers: undoing failed commit", "key", key, "err", rerr)
 			}
 			return err
@@ -396,18 +400,18 @@ func (s *Store) commit(name, key string, r record, limit int64) error {
 	}
 	// The commit point: the flag change commits the transaction that
 	// holds name's record too.
-	if err := setReadonly(s.path(r.ID), true); err != nil {
+	if err := setReadonly(s.subvols.path(r.ID), true); err != nil {
 		if limited {
-			if lerr := s.applyLimit(r.ID, limit); lerr != nil {
+			if lerr := s.subvols.limit(r.ID, limit); lerr != nil {
 				s.log.Error("layers: restoring the limit after a failed commit", "key", key, "err", lerr)
 			}
 		}
-		if rerr := s.removeRecord(name); rerr != nil {
+		if rerr := s.records.remove(name); rerr != nil {
 			s.log.Error("layers: undoing failed commit", "key", key, "err", rerr)
 		}
 		return err
 	}
-	if err := s.removeRecord(key); err != nil {
+	if err := s.records.remove(key); err != nil {
 		// Open drops it: the subvolume is read-only.
 		s.log.Warn("layers: removing committed key's record", "key", key, "err", err)
 	}
@@ -461,13 +465,13 @@ func (s *Store) Snapshot(ctx context.Context, name, key string) error {
 }
 
 func (s *Store) snapshot(name, srcID string, r record) error {
-	if err := s.writeRecord(name, r); err != nil {
+	if err := s.records.write(name, r); err != nil {
 		return err
 	}
 	// The commit point: creating a snapshot commits the transaction
 	// that holds name's record too.
-	if err := snapshot(s.path(srcID), s.snapDir, r.ID, true); err != nil {
-		if rerr := s.removeRecord(name); rerr != nil {
+	if err := snapshot(s.subvols.path(srcID), s.snapDir, r.ID, true); err != nil {
+		if rerr := s.records.remove(name); rerr != nil {
 			s.log.Error("layers: cleaning up failed snapshot", "key", name, "err", rerr)
 		}
 		return err
@@ -518,29 +522,29 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 		return "", fmt.Errorf("reset %q to %q: %w", key, parent, err)
 	}
 	e.record = r
-	return s.path(id), nil
+	return s.subvols.path(id), nil
 }
 
 func (s *Store) reset(key string, old, r record) error {
-	if err := snapshot(s.path(r.ParentID), s.snapDir, r.ID, false); err != nil {
+	if err := snapshot(s.subvols.path(r.ParentID), s.snapDir, r.ID, false); err != nil {
 		return err
 	}
 	// key's limit, on the new subvolume before it becomes key's (under
 	// full qgroups, also to drop the one it may inherit from parent).
 	var err error
 	if s.qgroups != "" && (r.Limit != 0 || s.inherits) {
-		err = s.applyLimit(r.ID, r.Limit)
+		err = s.subvols.limit(r.ID, r.Limit)
 	}
 	if err == nil {
-		err = s.replaceRecord(key, r)
+		err = s.records.replace(key, r)
 	}
 	if err != nil {
-		if derr := s.destroy(r.ID); derr != nil {
+		if derr := s.subvols.destroy(r.ID); derr != nil {
 			s.log.Error("layers: cleaning up failed reset", "key", key, "err", derr)
 		}
 		return err
 	}
-	if err := s.destroy(old.ID); err != nil {
+	if err := s.subvols.destroy(old.ID); err != nil {
 		// The swap happened; the old subvolume, which no record names
 		// any more, is deleted by the next load.
 		s.log.Error("layers: deleting the old content after a reset", "key", key, "id", old.ID, "err", err)
@@ -564,7 +568,7 @@ func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
 }
 
 func (s *Store) info(key string, e *entry) layers.Info {
-	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}
+	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.subvols.path(e.ID)}
 }
 
 // AtomicSnapshots reports that Snapshot captures an active snapshot at one
@@ -598,9 +602,9 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 		return err
 	}
 
-	err = s.destroy(e.ID)
+	err = s.subvols.destroy(e.ID)
 	if err == nil {
-		if rerr := s.removeRecord(key); rerr != nil {
+		if rerr := s.records.remove(key); rerr != nil {
 			// The subvolume is gone, so the key is; Open drops
 			// the stale record.
 			s.log.Warn("layers: removing record", "key", key, "err", rerr)
@@ -690,7 +694,7 @@ func (s *Store) Destroy(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		for _, id := range ids {
-			if err := s.destroy(id); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.subvols.destroy(id); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("layers: destroy: %w", err)
 			}
 		}
@@ -709,11 +713,17 @@ func (s *Store) Destroy(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) path(id string) string { return filepath.Join(s.snapDir, id) }
+// subvols is the directory of a store's subvolumes, snapshots/, one per
+// snapshot, named by its record's ID.
+type subvols string
+
+// path is the subvolume id: the Info.Path of the snapshot whose record has
+// ID id.
+func (v subvols) path(id string) string { return filepath.Join(string(v), id) }
 
 // destroy deletes the subvolume id and every subvolume nested in it.
-func (s *Store) destroy(id string) error {
-	return destroyTree(s.snapDir, id)
+func (v subvols) destroy(id string) error {
+	return destroyTree(string(v), id)
 }
 
 // destroyTree deletes the subvolume dir/name. A subvolume that holds

@@ -44,18 +44,22 @@ type record struct {
 	Copied bool `json:"copied,omitempty"`
 }
 
-func (s *Store) recordPath(key string) string { return filepath.Join(s.metaDir(), key) }
+// records is the directory of a store's records, meta/.
+type records string
+
+// path is the file of key's record.
+func (m records) path(key string) string { return filepath.Join(string(m), key) }
 
 // writeRecord writes key's record, creating or replacing it in one rename
 // of a synced file, so that a crash leaves the old record (or none) or the
 // new one; it is durable when writeRecord returns. The caller has reserved
 // or claimed key: two writes of one record never run at once.
-func (s *Store) writeRecord(key string, r record) error {
+func (m records) write(key string, r record) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.metaDir(), tmpPrefix+key)
+	tmp := filepath.Join(string(m), tmpPrefix+key)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -68,26 +72,26 @@ func (s *Store) writeRecord(key string, r record) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, s.recordPath(key))
+		err = os.Rename(tmp, m.path(key))
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return layers.Fsync(s.metaDir())
+	return layers.Fsync(string(m))
 }
 
 // removeRecord removes key's record, durably.
-func (s *Store) removeRecord(key string) error {
-	if err := os.Remove(s.recordPath(key)); err != nil {
+func (m records) remove(key string) error {
+	if err := os.Remove(m.path(key)); err != nil {
 		return err
 	}
-	return layers.Fsync(s.metaDir())
+	return layers.Fsync(string(m))
 }
 
-func (s *Store) readRecord(key string) (record, error) {
+func (m records) read(key string) (record, error) {
 	var r record
-	data, err := os.ReadFile(s.recordPath(key))
+	data, err := os.ReadFile(m.path(key))
 	if err != nil {
 		return r, err
 	}
@@ -96,7 +100,7 @@ func (s *Store) readRecord(key string) (record, error) {
 		bad = bad || !isID(id)
 	}
 	if bad {
-		return r, fmt.Errorf("corrupt record %s: %q", s.recordPath(key), data)
+		return r, fmt.Errorf("corrupt record %s: %q", m.path(key), data)
 	}
 	return r, nil
 }
@@ -135,7 +139,7 @@ func isID(id string) bool {
 //
 // Mounts that a record names are kept as they are: sandboxes run on them.
 func (s *Store) load(ctx context.Context) error {
-	des, err := os.ReadDir(s.metaDir())
+	des, err := os.ReadDir(s.dirs.meta())
 	if err != nil {
 		return fmt.Errorf("layers/overlay: %w", err)
 	}
@@ -143,7 +147,7 @@ func (s *Store) load(ctx context.Context) error {
 	for _, de := range des {
 		key := de.Name()
 		if layers.ValidateKey(key) != nil {
-			p := filepath.Join(s.metaDir(), key)
+			p := filepath.Join(s.dirs.meta(), key)
 			if !strings.HasPrefix(key, tmpPrefix) {
 				s.log.Warn("layers/overlay: ignoring a stray file", "file", p)
 				continue
@@ -154,7 +158,7 @@ func (s *Store) load(ctx context.Context) error {
 			}
 			continue
 		}
-		r, err := s.readRecord(key)
+		r, err := s.records.read(key)
 		if err != nil {
 			return fmt.Errorf("layers/overlay: %w", err)
 		}
@@ -169,7 +173,7 @@ func (s *Store) load(ctx context.Context) error {
 	ids := make(map[string]string) // record ID -> key
 	for k, r := range records {
 		s.entries[k] = &entry{record: r, Guard: layers.Guard{Visible: true}}
-		s.ref(r.Layers)
+		s.refs.ref(r.Layers)
 		ids[r.ID] = k
 	}
 	s.resolveParents()
@@ -183,13 +187,13 @@ func (s *Store) load(ctx context.Context) error {
 func (s *Store) dropBroken(records map[string]record) error {
 	for k, r := range records {
 		for _, id := range r.Layers {
-			if _, err := os.Lstat(s.layerPath(id)); err == nil {
+			if _, err := os.Lstat(s.dirs.layer(id)); err == nil {
 				continue
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("layers/overlay: %w", err)
 			}
 			s.log.Error("layers/overlay: dropping a snapshot whose layer is missing", "key", k, "layer", id)
-			if err := s.removeRecord(k); err != nil {
+			if err := s.records.remove(k); err != nil {
 				return fmt.Errorf("layers/overlay: %w", err)
 			}
 			delete(records, k)
@@ -217,7 +221,7 @@ func (s *Store) finishCommits(records map[string]record) error {
 			return fmt.Errorf("layers/overlay: records %q and %q both name layer %s", keep, drop, r.Layers[0])
 		}
 		s.log.Info("layers/overlay: finishing an interrupted commit", "key", drop, "name", keep)
-		if err := s.removeRecord(drop); err != nil {
+		if err := s.records.remove(drop); err != nil {
 			return fmt.Errorf("layers/overlay: %w", err)
 		}
 		delete(records, drop)
@@ -246,14 +250,14 @@ func (s *Store) resolveParents() {
 // removes their mount points, and mounts every snapshot whose mount is
 // missing; ids maps record IDs to keys.
 func (s *Store) repairMounts(ctx context.Context, ids map[string]string) error {
-	points, err := mountinfo.Under(s.mntDir())
+	points, err := mountinfo.Under(s.dirs.mnt())
 	if err != nil {
 		return fmt.Errorf("layers/overlay: %w", err)
 	}
 	mounted := make(map[string]bool)
 	for _, p := range points {
 		// Mounts below a snapshot's mount are not the store's.
-		if filepath.Dir(p) != s.mntDir() {
+		if filepath.Dir(p) != s.dirs.mnt() {
 			continue
 		}
 		id := filepath.Base(p)
@@ -266,7 +270,7 @@ func (s *Store) repairMounts(ctx context.Context, ids map[string]string) error {
 			return fmt.Errorf("layers/overlay: umount %s: %w", p, err)
 		}
 	}
-	des, err := os.ReadDir(s.mntDir())
+	des, err := os.ReadDir(s.dirs.mnt())
 	if err != nil {
 		return fmt.Errorf("layers/overlay: %w", err)
 	}
@@ -274,7 +278,7 @@ func (s *Store) repairMounts(ctx context.Context, ids map[string]string) error {
 		if _, ok := ids[de.Name()]; ok {
 			continue
 		}
-		if err := os.Remove(filepath.Join(s.mntDir(), de.Name())); err != nil {
+		if err := os.Remove(filepath.Join(s.dirs.mnt(), de.Name())); err != nil {
 			s.log.Warn("layers/overlay: removing a stray mount point", "err", err)
 		}
 	}
@@ -288,11 +292,11 @@ func (s *Store) repairMounts(ctx context.Context, ids map[string]string) error {
 		e := s.entries[key]
 		if e.Kind == layers.KindActive {
 			// overlayfs empties the work dir; it must only be there.
-			if err := os.MkdirAll(filepath.Join(s.workDir(), e.Layers[0]), 0o700); err != nil {
+			if err := os.MkdirAll(filepath.Join(s.dirs.work(), e.Layers[0]), 0o700); err != nil {
 				return fmt.Errorf("layers/overlay: %w", err)
 			}
 		}
-		s.log.Info("layers/overlay: mounting", "key", key, "path", s.path(id))
+		s.log.Info("layers/overlay: mounting", "key", key, "path", s.dirs.mount(id))
 		if err := s.mount(e.record); err != nil {
 			return fmt.Errorf("layers/overlay: mounting %q: %w", key, err)
 		}
@@ -313,8 +317,8 @@ func (s *Store) collectLayers() error {
 		dir  string
 		keep func(id string) bool
 	}{
-		{s.layersDir(), func(id string) bool { return s.refs[id] > 0 }},
-		{s.workDir(), func(id string) bool { return uppers[id] }},
+		{s.dirs.layers(), func(id string) bool { return s.refs[id] > 0 }},
+		{s.dirs.work(), func(id string) bool { return uppers[id] }},
 	} {
 		des, err := os.ReadDir(c.dir)
 		if err != nil {

@@ -39,28 +39,28 @@ type mountSpec struct {
 // needs two lower layers without an upper one).
 func (s *Store) spec(r record) mountSpec {
 	if r.Kind == layers.KindActive {
-		m := mountSpec{upper: s.layerPath(r.Layers[0]), work: filepath.Join(s.workDir(), r.Layers[0])}
+		m := mountSpec{upper: s.dirs.layer(r.Layers[0]), work: filepath.Join(s.dirs.work(), r.Layers[0])}
 		for _, id := range r.Layers[1:] {
-			m.lowers = append(m.lowers, s.layerPath(id))
+			m.lowers = append(m.lowers, s.dirs.layer(id))
 		}
 		if len(m.lowers) == 0 {
-			m.lowers = []string{s.emptyDir()}
+			m.lowers = []string{s.dirs.empty()}
 		}
 		return m
 	}
 	var m mountSpec
 	for _, id := range r.Layers {
-		m.lowers = append(m.lowers, s.layerPath(id))
+		m.lowers = append(m.lowers, s.dirs.layer(id))
 	}
 	if len(m.lowers) == 1 {
-		m.lowers = append(m.lowers, s.emptyDir())
+		m.lowers = append(m.lowers, s.dirs.empty())
 	}
 	return m
 }
 
 // mount mounts the snapshot r at its path, creating the mount point.
 func (s *Store) mount(r record) error {
-	target := s.path(r.ID)
+	target := s.dirs.mount(r.ID)
 	if err := os.Mkdir(target, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
@@ -75,8 +75,8 @@ func (s *Store) mount(r record) error {
 // and removes its mount point, logging a failure: Open unmounts what no
 // record names.
 func (s *Store) unmountOrLog(id string) {
-	if err := unmount(s.path(id), unix.MNT_DETACH); err != nil {
-		s.log.Error("layers/overlay: unmounting", "path", s.path(id), "err", err)
+	if err := unmount(s.dirs.mount(id), unix.MNT_DETACH); err != nil {
+		s.log.Error("layers/overlay: unmounting", "path", s.dirs.mount(id), "err", err)
 	}
 }
 

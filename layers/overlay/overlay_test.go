@@ -170,10 +170,10 @@ func TestReclaim(t *testing.T) {
 	if err := s.Remove(ctx, "img"); err != nil {
 		t.Fatalf("Remove(img) with children = %v", err)
 	}
-	if _, err := os.Stat(s.layerPath(imgLayer)); err != nil {
+	if _, err := os.Stat(s.dirs.layer(imgLayer)); err != nil {
 		t.Fatalf("img's layer after Remove(img), with children = %v, want it kept", err)
 	}
-	if got := entries(t, s.layersDir()); len(got) != 3 {
+	if got := entries(t, s.dirs.layers()); len(got) != 3 {
 		t.Errorf("layers after Remove(img) = %v, want 3 (img's, child's, ck's)", got)
 	}
 	if err := s.Remove(ctx, "child"); err != nil {
@@ -185,13 +185,13 @@ func TestReclaim(t *testing.T) {
 	}
 	mustRead(t, filepath.Join(ck.Path, "etc", "hostname"), "img\n")
 	mustRead(t, filepath.Join(ck.Path, "mine"), "child\n")
-	if got := entries(t, s.layersDir()); len(got) != 2 || !slices.Contains(got, imgLayer) {
+	if got := entries(t, s.dirs.layers()); len(got) != 2 || !slices.Contains(got, imgLayer) {
 		t.Errorf("layers after Remove(child) = %v, want img's and ck's", got)
 	}
 	if err := s.Remove(ctx, "ck"); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{s.layersDir(), s.workDir(), s.mntDir(), s.metaDir()} {
+	for _, d := range []string{s.dirs.layers(), s.dirs.work(), s.dirs.mnt(), s.dirs.meta()} {
 		if got := entries(t, d); len(got) != 0 {
 			t.Errorf("%s after the last Remove = %v, want empty", d, got)
 		}

@@ -37,16 +37,18 @@ type Options struct {
 // for those in flight. Only one Store may have a Dir open at a time, in
 // any process.
 type Store struct {
-	dir  string
-	log  *slog.Logger
-	lock *layers.DirLock
+	dir     string
+	dirs    dirs
+	records records
+	log     *slog.Logger
+	lock    *layers.DirLock
 	// appendLowers: mount with fsopen(2) and one "lowerdir+" per layer
 	// (Linux 6.8+) rather than mount(2), whose options must fit in a page.
 	appendLowers bool
 
 	mu      sync.Mutex
 	entries layers.Index[*entry]
-	refs    map[string]int // layer id -> entries (visible or in the making) naming it
+	refs    layerRefs
 	closed  bool
 }
 
@@ -112,11 +114,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		dir:     dir,
+		dirs:    dirs(dir),
+		records: records(dirs(dir).meta()),
 		log:     log.With("store", dir),
 		entries: make(layers.Index[*entry]),
-		refs:    make(map[string]int),
+		refs:    make(layerRefs),
 	}
-	for _, d := range []string{s.metaDir(), s.layersDir(), s.workDir(), s.mntDir(), s.emptyDir()} {
+	for _, d := range []string{s.dirs.meta(), s.dirs.layers(), s.dirs.work(), s.dirs.mnt(), s.dirs.empty()} {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("layers/overlay: %w", err)
 		}
@@ -139,23 +143,30 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // Dir is the store's root directory.
 func (s *Store) Dir() string { return s.dir }
 
-func (s *Store) metaDir() string   { return filepath.Join(s.dir, "meta") }
-func (s *Store) layersDir() string { return filepath.Join(s.dir, "layers") }
-func (s *Store) workDir() string   { return filepath.Join(s.dir, "work") }
-func (s *Store) mntDir() string    { return filepath.Join(s.dir, "mnt") }
-func (s *Store) emptyDir() string  { return filepath.Join(s.dir, "empty") }
+// dirs is the layout of a store's directory (see the package doc).
+type dirs string
 
-// layerPath is the directory holding the files of layer id.
-func (s *Store) layerPath(id string) string { return filepath.Join(s.layersDir(), id) }
+func (d dirs) meta() string   { return filepath.Join(string(d), "meta") }
+func (d dirs) layers() string { return filepath.Join(string(d), "layers") }
+func (d dirs) work() string   { return filepath.Join(string(d), "work") }
+func (d dirs) mnt() string    { return filepath.Join(string(d), "mnt") }
+func (d dirs) empty() string  { return filepath.Join(string(d), "empty") }
 
-// path is the mount point of the snapshot whose record has ID id: its
+// layer is the directory holding the files of layer id.
+func (d dirs) layer(id string) string { return filepath.Join(d.layers(), id) }
+
+// mount is the mount point of the snapshot whose record has ID id: its
 // Info.Path.
-func (s *Store) path(id string) string { return filepath.Join(s.mntDir(), id) }
+func (d dirs) mount(id string) string { return filepath.Join(d.mnt(), id) }
+
+// layerRefs counts, per layer id, the entries (visible or in the making)
+// naming it. The store's mutex guards it.
+type layerRefs map[string]int
 
 // ref counts one more entry naming each of ids. The caller holds s.mu.
-func (s *Store) ref(ids []string) {
+func (r layerRefs) ref(ids []string) {
 	for _, id := range ids {
-		s.refs[id]++
+		r[id]++
 	}
 }
 
@@ -163,10 +174,10 @@ func (s *Store) ref(ids []string) {
 // entry names any more, for removeLayers: nothing can name them again, as
 // a new entry only takes layers from an existing one. The caller holds
 // s.mu.
-func (s *Store) unref(ids []string) (dead []string) {
+func (r layerRefs) unref(ids []string) (dead []string) {
 	for _, id := range ids {
-		if s.refs[id]--; s.refs[id] <= 0 {
-			delete(s.refs, id)
+		if r[id]--; r[id] <= 0 {
+			delete(r, id)
 			dead = append(dead, id)
 		}
 	}
@@ -177,7 +188,7 @@ func (s *Store) unref(ids []string) (dead []string) {
 // What it fails to delete, Open deletes.
 func (s *Store) removeLayers(ids []string) {
 	for _, id := range ids {
-		for _, p := range []string{s.layerPath(id), filepath.Join(s.workDir(), id)} {
+		for _, p := range []string{s.dirs.layer(id), filepath.Join(s.dirs.work(), id)} {
 			if err := os.RemoveAll(p); err != nil {
 				s.log.Error("layers/overlay: deleting an unused layer", "path", p, "err", err)
 			}
@@ -192,7 +203,7 @@ func (s *Store) drop(key string, e *entry) {
 	if s.entries[key] == e {
 		delete(s.entries, key)
 	}
-	dead := s.unref(e.Layers)
+	dead := s.refs.unref(e.Layers)
 	s.mu.Unlock()
 	s.removeLayers(dead)
 }
@@ -215,7 +226,7 @@ func (s *Store) derive(op, key, name string, made func(*entry) *entry) (src, n *
 	}
 	src, n, err = s.entries.Derive(op, key, name, made)
 	if err == nil {
-		s.ref(n.Layers)
+		s.refs.ref(n.Layers)
 	}
 	return src, n, err
 }
@@ -261,7 +272,7 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 	}
 	e := &entry{record: r, Guard: layers.Guard{Busy: true}}
 	s.entries[key] = e
-	s.ref(r.Layers)
+	s.refs.ref(r.Layers)
 	s.mu.Unlock()
 
 	if err := s.prepare(key, r); err != nil {
@@ -271,7 +282,7 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 	s.mu.Lock()
 	e.Visible, e.Busy = true, false
 	s.mu.Unlock()
-	return s.path(r.ID), nil
+	return s.dirs.mount(r.ID), nil
 }
 
 // prepare makes the upper layer of the active snapshot r, mounts it, and
@@ -284,7 +295,7 @@ func (s *Store) prepare(key string, r record) error {
 	if err := s.mount(r); err != nil {
 		return err
 	}
-	if err := s.writeRecord(key, r); err != nil {
+	if err := s.records.write(key, r); err != nil {
 		s.unmountOrLog(r.ID)
 		return err
 	}
@@ -297,12 +308,12 @@ func (s *Store) prepare(key string, r record) error {
 // and mode of the root of the layer below, ids[1], if there is one (an
 // image's / is 0755 root:root, not 0700).
 func (s *Store) makeUpper(ids []string) error {
-	upper := s.layerPath(ids[0])
+	upper := s.dirs.layer(ids[0])
 	uid, gid, mode := 0, 0, uint32(0o755)
 	if len(ids) > 1 {
 		var st unix.Stat_t
-		if err := unix.Lstat(s.layerPath(ids[1]), &st); err != nil {
-			return &os.PathError{Op: "lstat", Path: s.layerPath(ids[1]), Err: err}
+		if err := unix.Lstat(s.dirs.layer(ids[1]), &st); err != nil {
+			return &os.PathError{Op: "lstat", Path: s.dirs.layer(ids[1]), Err: err}
 		}
 		uid, gid, mode = int(st.Uid), int(st.Gid), st.Mode&0o7777
 	}
@@ -315,13 +326,13 @@ func (s *Store) makeUpper(ids []string) error {
 	if err := unix.Chmod(upper, mode); err != nil {
 		return &os.PathError{Op: "chmod", Path: upper, Err: err}
 	}
-	if err := os.Mkdir(filepath.Join(s.workDir(), ids[0]), 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(s.dirs.work(), ids[0]), 0o700); err != nil {
 		return err
 	}
-	if err := layers.Fsync(s.layersDir()); err != nil {
+	if err := layers.Fsync(s.dirs.layers()); err != nil {
 		return err
 	}
-	return layers.Fsync(s.workDir())
+	return layers.Fsync(s.dirs.work())
 }
 
 // Commit turns the active snapshot key into the committed snapshot name:
@@ -364,7 +375,7 @@ func (s *Store) Commit(ctx context.Context, name, key string) error {
 	}
 	s.mu.Lock()
 	delete(s.entries, key)
-	s.unref(old.Layers) // n names them all
+	s.refs.unref(old.Layers) // n names them all
 	n.Visible, n.Busy = true, false
 	s.mu.Unlock()
 	return nil
@@ -375,7 +386,7 @@ func (s *Store) Commit(ctx context.Context, name, key string) error {
 // drops key's. load finishes a commit that wrote name's record and keeps
 // key if it did not (see load).
 func (s *Store) commit(name, key string, old, r record) error {
-	if err := unmount(s.path(old.ID), 0); err != nil {
+	if err := unmount(s.dirs.mount(old.ID), 0); err != nil {
 		return err
 	}
 	undo := func(err error) error {
@@ -387,15 +398,15 @@ func (s *Store) commit(name, key string, old, r record) error {
 	if err := s.mount(r); err != nil {
 		return undo(err)
 	}
-	if err := s.writeRecord(name, r); err != nil {
+	if err := s.records.write(name, r); err != nil {
 		s.unmountOrLog(r.ID)
 		return undo(err)
 	}
-	if err := s.removeRecord(key); err != nil {
+	if err := s.records.remove(key); err != nil {
 		// load drops it: name's record names its upper layer.
 		s.log.Warn("layers/overlay: removing a committed key's record", "key", key, "err", err)
 	}
-	if err := os.RemoveAll(filepath.Join(s.workDir(), old.Layers[0])); err != nil {
+	if err := os.RemoveAll(filepath.Join(s.dirs.work(), old.Layers[0])); err != nil {
 		s.log.Warn("layers/overlay: removing a committed layer's work dir", "key", key, "err", err)
 	}
 	return nil
@@ -453,8 +464,8 @@ func (s *Store) Snapshot(ctx context.Context, name, key string) error {
 // mounts r and writes name's record, the commit point. On failure, it
 // unmounts what it mounted; the layer is the caller's to delete.
 func (s *Store) snapshot(ctx context.Context, name, src string, r record) error {
-	dst := s.layerPath(r.Layers[0])
-	if err := copyTree(ctx, dst, s.layerPath(src)); err != nil {
+	dst := s.dirs.layer(r.Layers[0])
+	if err := copyTree(ctx, dst, s.dirs.layer(src)); err != nil {
 		return err
 	}
 	if err := layers.Syncfs(dst); err != nil {
@@ -463,7 +474,7 @@ func (s *Store) snapshot(ctx context.Context, name, src string, r record) error 
 	if err := s.mount(r); err != nil {
 		return err
 	}
-	if err := s.writeRecord(name, r); err != nil {
+	if err := s.records.write(name, r); err != nil {
 		s.unmountOrLog(r.ID)
 		return err
 	}
@@ -500,7 +511,7 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 	}
 	old := e.record
 	r := record{ID: layers.NewID(), Kind: layers.KindActive, Parent: parent, ParentID: p.ID, Layers: append([]string{layers.NewID()}, p.Layers...)}
-	s.ref(r.Layers)
+	s.refs.ref(r.Layers)
 	s.mu.Unlock()
 
 	err = s.prepare(key, r)
@@ -515,9 +526,9 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 			r.Parent, r.ParentID = "", ""
 		}
 		e.record = r
-		dead = s.unref(old.Layers)
+		dead = s.refs.unref(old.Layers)
 	} else {
-		dead = s.unref(r.Layers)
+		dead = s.refs.unref(r.Layers)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -528,7 +539,7 @@ func (s *Store) Reset(ctx context.Context, key, parent string) (string, error) {
 	// what this leaves.
 	s.unmountOrLog(old.ID)
 	s.removeLayers(dead)
-	return s.path(r.ID), nil
+	return s.dirs.mount(r.ID), nil
 }
 
 // Stat describes the snapshot key, or fails with ErrNotFound or ErrInvalid.
@@ -549,7 +560,7 @@ func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
 }
 
 func (s *Store) info(key string, e *entry) layers.Info {
-	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.path(e.ID)}
+	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.dirs.mount(e.ID)}
 }
 
 // Walk calls fn for every snapshot, in no particular order, for Recover and
@@ -585,7 +596,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 		return err
 	}
 
-	if err := s.removeRecord(key); err != nil {
+	if err := s.records.remove(key); err != nil {
 		s.mu.Lock()
 		e.Busy = false
 		s.mu.Unlock()
@@ -594,7 +605,7 @@ func (s *Store) Remove(ctx context.Context, key string) error {
 	s.unmountOrLog(e.ID)
 	s.mu.Lock()
 	delete(s.entries, key)
-	dead := s.unref(e.Layers)
+	dead := s.refs.unref(e.Layers)
 	// Children in the making too (a Prepare, Commit or Snapshot copies
 	// Parent into an entry not yet visible): none may name key once it
 	// is gone. Their records keep key's ID, so load clears it again.
@@ -632,7 +643,7 @@ func (s *Store) Usage(ctx context.Context, key string) (int64, error) {
 		return 0, err
 	}
 	e.Read()
-	top := s.layerPath(e.Layers[0])
+	top := s.dirs.layer(e.Layers[0])
 	s.mu.Unlock()
 
 	n, err := diskUsage(ctx, top)
