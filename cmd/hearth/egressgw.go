@@ -96,7 +96,7 @@ func egressRefusals(db store.Store, reg *metrics.Registry, log *slog.Logger) fun
 		name, tenant := "", ""
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if sb, err := db.SandboxByID(ctx, r.Sandbox); err == nil {
+		if sb, err := db.Sandboxes().ByID(ctx, r.Sandbox); err == nil {
 			name, tenant = sb.Name, sb.Tenant
 		}
 		if r.Domain != "" {

@@ -268,7 +268,7 @@ func openAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.Lo
 	if cfg.auditRetention > 0 {
 		go pruneAudit(ctx, db, cfg.auditRetention, auditLog)
 	}
-	return audit.New(db, auditLog)
+	return audit.New(db.Audit(), auditLog)
 }
 
 // closeAudit flushes what waits in rec, for at most 5 s.
@@ -300,7 +300,7 @@ func newHandler(cfg serveConfig, svc *lifecycle.Service, rec *audit.Recorder, db
 	return httpapi.New(svc, httpapi.Options{
 		Logger:         log.With("component", "http"),
 		Audit:          rec,
-		AuditLog:       db,
+		AuditLog:       db.Audit(),
 		Metrics:        reg,
 		MaxConnections: cfg.maxConnections,
 		MCP: mcpserver.New(svc, mcpserver.Options{
@@ -440,7 +440,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 func pruneAudit(ctx context.Context, db *sqlite.DB, retention time.Duration, log *slog.Logger) {
 	prune := func() {
 		before := time.Now().Add(-retention)
-		n, err := db.DeleteAuditBefore(ctx, before)
+		n, err := db.Audit().DeleteBefore(ctx, before)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Error("audit retention: deleting old events failed", "err", err)

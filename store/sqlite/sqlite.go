@@ -93,6 +93,8 @@ type Options struct {
 }
 
 // DB is a store.Store in one SQLite file. It is safe for concurrent use.
+// Its views (Sandboxes, Checkpoints, …) are values that hold only the DB,
+// so getting one costs nothing and they all share its connections.
 type DB struct {
 	path string
 	w    *sql.DB // exactly one connection: every write is serialized here
