@@ -8,10 +8,10 @@
 //		})
 //	}
 //
-// The suite checks the promises in store.Store's documentation, including
-// the ones a single-threaded test would miss: concurrent creates of one name
-// have exactly one winner and no transient "busy" errors, and state survives
-// Close.
+// The suite checks the promises in the documentation of store.Store and its
+// views, including the ones a single-threaded test would miss: concurrent
+// creates of one name have exactly one winner and no transient "busy"
+// errors, and state survives Close.
 package storetest
 
 import (
