@@ -35,9 +35,9 @@ const (
 	appendTimeout = 10 * time.Second
 )
 
-// Appender is where a Recorder puts events: store.Store's AppendAudit.
+// Appender is where a Recorder puts events: store.AuditLog.
 type Appender interface {
-	AppendAudit(ctx context.Context, events []sandbox.AuditEvent) error
+	Append(ctx context.Context, events []sandbox.AuditEvent) error
 }
 
 // Recorder batches audit events in memory and appends them to the store
@@ -186,7 +186,7 @@ func (r *Recorder) append(ctx context.Context, batch []sandbox.AuditEvent) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
 	defer cancel()
-	if err := r.store.AppendAudit(ctx, batch); err != nil {
+	if err := r.store.Append(ctx, batch); err != nil {
 		r.log.Error("audit events lost: append failed", "events", len(batch), "err", err)
 	}
 }

@@ -22,7 +22,7 @@ type fakeStore struct {
 	fail    error
 }
 
-func (f *fakeStore) AppendAudit(ctx context.Context, events []sandbox.AuditEvent) error {
+func (f *fakeStore) Append(ctx context.Context, events []sandbox.AuditEvent) error {
 	f.mu.Lock()
 	gate, fail := f.gate, f.fail
 	f.mu.Unlock()

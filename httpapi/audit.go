@@ -52,10 +52,10 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 		return
 	}
 	if s.opts.Audit != nil {
-		// A failure here is the caller going away, which ListAudit reports.
+		// A failure here is the caller going away, which List reports.
 		s.opts.Audit.Flush(r.Context())
 	}
-	events, err := s.opts.AuditLog.ListAudit(r.Context(), f)
+	events, err := s.opts.AuditLog.List(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

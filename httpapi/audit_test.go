@@ -39,7 +39,7 @@ const (
 func addToken(t *testing.T, e *env, id, secret string, p sandbox.Principal) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(secret))
-	if err := e.db.CreateToken(t.Context(), store.Token{ID: id, Hash: hex.EncodeToString(sum[:]), Principal: p, CreatedAt: time.Now().UTC()}); err != nil {
+	if err := e.db.Tokens().Create(t.Context(), store.Token{ID: id, Hash: hex.EncodeToString(sum[:]), Principal: p, CreatedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -64,7 +64,7 @@ func stored(t *testing.T, e *env) []sandbox.AuditEvent {
 	if err := e.recorder.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	events, err := e.db.ListAudit(t.Context(), sandbox.AuditFilter{})
+	events, err := e.db.Audit().List(t.Context(), sandbox.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestBindings(t *testing.T) {
 	// The secrets the bindings name, as a daemon with a key stored them:
 	// a binding needs its secret to exist, never its value.
 	for _, tenant := range []string{"t1", "t2"} {
-		if err := e.db.PutSecret(ctx, tenant, "API_KEY", []byte("sealed"), time.Now()); err != nil {
+		if err := e.db.Secrets().Put(ctx, tenant, "API_KEY", []byte("sealed"), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}

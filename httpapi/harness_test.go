@@ -55,9 +55,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	d := daemontest.New(t, daemontest.Options{MaxWriteBytes: o.maxWrite})
 	var rec *audit.Recorder
 	if o.audit {
-		rec = audit.New(d.DB, nil)
+		rec = audit.New(d.DB.Audit(), nil)
 		t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
-		o.api.Audit, o.api.AuditLog = rec, d.DB
+		o.api.Audit, o.api.AuditLog = rec, d.DB.Audit()
 	}
 	h := httpapi.New(d.Svc, o.api)
 	if o.wrap != nil {

@@ -26,9 +26,9 @@ type AuditRecorder interface {
 	Flush(ctx context.Context) error
 }
 
-// AuditLog reads the audit log (store.Store's ListAudit).
+// AuditLog reads the audit log (store.AuditLog).
 type AuditLog interface {
-	ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error)
+	List(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error)
 }
 
 // call is what observe learns about one call while its handler runs.

@@ -82,7 +82,7 @@ func (a access) sandbox(ctx context.Context, t target) (sandbox.Sandbox, error) 
 	if !a.reaches(t) {
 		return sandbox.Sandbox{}, notFound(t.ref)
 	}
-	sb, err := a.s.opts.Store.GetSandbox(ctx, t.tenant, t.name)
+	sb, err := a.s.opts.Store.Sandboxes().Get(ctx, t.tenant, t.name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return sandbox.Sandbox{}, a.gone(ctx, t)
@@ -109,7 +109,7 @@ func (a access) get(ctx context.Context, ref string) (sandbox.Sandbox, error) {
 // operators' sandbox that is not there, it names the tenants that have a
 // sandbox of that name.
 func (a access) gone(ctx context.Context, t target) error {
-	g, err := a.s.opts.Store.GetGone(ctx, t.tenant, t.name)
+	g, err := a.s.opts.Store.Gone().Get(ctx, t.tenant, t.name)
 	if err != nil || !a.p.Owns(g.Tenant, g.Owner) || a.s.now().Sub(g.At) > a.s.opts.GoneRetention {
 		return a.elsewhere(ctx, t, notFound(t.ref))
 	}
@@ -132,7 +132,7 @@ func (a access) elsewhere(ctx context.Context, t target, err error) error {
 	if a.p.Role != sandbox.RoleOperator || t.ref != t.name {
 		return err
 	}
-	rows, lerr := a.s.opts.Store.ListSandboxes(ctx, store.Filter{Name: t.name})
+	rows, lerr := a.s.opts.Store.Sandboxes().List(ctx, store.Filter{Name: t.name})
 	if lerr != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func notFound(ref string) error {
 // sandbox), or not_found naming both: a checkpoint is reached only through
 // its own sandbox, never by its id alone.
 func (a access) checkpoint(ctx context.Context, sb sandbox.Sandbox, id string) (sandbox.Checkpoint, error) {
-	c, err := a.s.opts.Store.GetCheckpoint(ctx, sb.ID, id)
+	c, err := a.s.opts.Store.Checkpoints().Get(ctx, sb.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Checkpoint{}, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %q has no checkpoint %q", a.p.RefOf(sb.Tenant, sb.Name), id).
 			WithHint("`hearth checkpoints %s` lists its checkpoints", a.p.RefOf(sb.Tenant, sb.Name))

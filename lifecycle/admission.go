@@ -76,7 +76,7 @@ func (s *admission) admit(ctx context.Context, p sandbox.Principal, size string,
 // restricted to a prefix may be told, which admission, counting all, never
 // uses.
 func (s *admission) usageOf(ctx context.Context, p sandbox.Principal, scoped bool) (policy.Usage, error) {
-	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: p.Tenant})
+	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: p.Tenant})
 	if err != nil {
 		return policy.Usage{}, s.internal("list the tenant's sandboxes", err)
 	}
@@ -117,7 +117,7 @@ func withoutUsage(p sandbox.Principal, err error) error {
 // daemon's defaults (its MaxTTL and IdleTimeout included) under the
 // tenant's overrides.
 func (s *admission) tenantLimits(ctx context.Context, tenant string) (sandbox.Tenant, policy.Limits, error) {
-	t, err := s.opts.Store.GetTenant(ctx, tenant)
+	t, err := s.opts.Store.Tenants().Get(ctx, tenant)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Tenant{}, policy.Limits{}, sandbox.Errorf(sandbox.CodePermissionDenied, "tenant %q does not exist, so it has no capacity for sandboxes", tenant).
 			WithHint("ask an operator to create the tenant")

@@ -37,7 +37,7 @@ func (s *Credentials) SetBinding(ctx context.Context, p sandbox.Principal, tenan
 	if b, err = sandbox.NormalizeBinding(b); err != nil {
 		return sandbox.Binding{}, err
 	}
-	if _, err := s.opts.Store.GetSecret(ctx, tenant, b.Secret); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.opts.Store.Secrets().Get(ctx, tenant, b.Secret); errors.Is(err, store.ErrNotFound) {
 		return sandbox.Binding{}, sandbox.Errorf(sandbox.CodeNotFound, "binding %q names the secret %q, which tenant %q does not have", b.Name, b.Secret, tenant).
 			WithHint("set it first with `hearth secret set %s`; `hearth secret list` shows the tenant's secrets", b.Secret)
 	} else if err != nil {
@@ -45,11 +45,11 @@ func (s *Credentials) SetBinding(ctx context.Context, p sandbox.Principal, tenan
 	}
 	now := s.now().UTC()
 	b.Tenant, b.CreatedAt, b.UpdatedAt = tenant, now, now
-	if err := s.opts.Store.PutBinding(ctx, b); err != nil {
+	if err := s.opts.Store.Bindings().Put(ctx, b); err != nil {
 		return sandbox.Binding{}, s.internal("put binding", err)
 	}
 	s.log.Info("binding set", "tenant", tenant, "binding", b.Name, "secret", b.Secret, "upstream", b.Upstream, "by", p.Agent)
-	stored, err := s.opts.Store.GetBinding(ctx, tenant, b.Name)
+	stored, err := s.opts.Store.Bindings().Get(ctx, tenant, b.Name)
 	if err != nil {
 		return sandbox.Binding{}, s.internal("get binding", err)
 	}
@@ -62,7 +62,7 @@ func (s *Credentials) ListBindings(ctx context.Context, p sandbox.Principal, ten
 	if err != nil {
 		return nil, err
 	}
-	list, err := s.opts.Store.ListBindings(ctx, tenant)
+	list, err := s.opts.Store.Bindings().List(ctx, tenant)
 	if err != nil {
 		return nil, s.internal("list bindings", err)
 	}
@@ -76,7 +76,7 @@ func (s *Credentials) DeleteBinding(ctx context.Context, p sandbox.Principal, te
 	if err != nil {
 		return err
 	}
-	if err := s.opts.Store.DeleteBinding(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
+	if err := s.opts.Store.Bindings().Delete(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
 		return bindingNotFound(tenant, name)
 	} else if err != nil {
 		return s.internal("delete binding", err)
@@ -96,7 +96,7 @@ func (s *Credentials) DeleteBinding(ctx context.Context, p sandbox.Principal, te
 // header (it holds CR, LF or NUL); unavailable when the daemon keeps no
 // secrets; internal otherwise (the cause logged).
 func (s *Credentials) GatewayRoute(ctx context.Context, sandboxID, binding string) (sandbox.Binding, []byte, error) {
-	sb, err := s.opts.Store.SandboxByID(ctx, sandboxID)
+	sb, err := s.opts.Store.Sandboxes().ByID(ctx, sandboxID)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Binding{}, nil, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox with id %q", sandboxID).
 			WithHint("the sandbox was destroyed; only a running sandbox's requests go through the gateway")
@@ -108,7 +108,7 @@ func (s *Credentials) GatewayRoute(ctx context.Context, sandboxID, binding strin
 		return sandbox.Binding{}, nil, sandbox.Errorf(sandbox.CodePermissionDenied, "sandbox %q has network mode %q; bindings need %q", sb.Name, sb.Network, sandbox.NetworkEgress).
 			WithHint("create the sandbox with `--network %s`", sandbox.NetworkEgress)
 	}
-	b, err := s.opts.Store.GetBinding(ctx, sb.Tenant, binding)
+	b, err := s.opts.Store.Bindings().Get(ctx, sb.Tenant, binding)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Binding{}, nil, bindingNotFound(sb.Tenant, binding)
 	}
@@ -135,7 +135,7 @@ func (s *Credentials) GatewayRoute(ctx context.Context, sandboxID, binding strin
 // when the store or box fails. These are the steps and errors of opening
 // each secret an exec names (withSecrets), shared with GatewayRoute.
 func (s *Credentials) openSecret(ctx context.Context, box Sealer, tenant, name string) ([]byte, error) {
-	sealed, err := s.opts.Store.GetSecret(ctx, tenant, name)
+	sealed, err := s.opts.Store.Secrets().Get(ctx, tenant, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, secretNotFound(tenant, name)
 	}

@@ -250,7 +250,7 @@ func TestGatewayRouteWithoutKey(t *testing.T) {
 	})
 	ctx := t.Context()
 	// The row as a daemon with the key left it.
-	if err := e.db.PutSecret(ctx, "t1", "API_KEY", []byte("sealed-elsewhere"), epoch); err != nil {
+	if err := e.db.Secrets().Put(ctx, "t1", "API_KEY", []byte("sealed-elsewhere"), epoch); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.svc.Credentials.SetBinding(ctx, admin, "", openai); err != nil {

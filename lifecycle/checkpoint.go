@@ -98,13 +98,13 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	// parent (see unrecord). Snapshot first, a kill between the row and
 	// the head would leave a checkpoint that is not the head, which
 	// Recover cannot tell from one that a restore moved the head off.
-	if err := s.opts.Store.CreateCheckpoint(ctx, c); err != nil {
+	if err := s.opts.Store.Checkpoints().Create(ctx, c); err != nil {
 		return sandbox.Checkpoint{}, s.internal("create checkpoint row", err)
 	}
 	s.crash("checkpoint: row inserted")
 	prev := sb
 	sb.Head, sb.UpdatedAt = c.ID, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		s.unrecord(ctx, prev, c)
 		return sandbox.Checkpoint{}, s.internal("update head", err)
 	}
@@ -123,7 +123,7 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	// deleted with it).
 	if mc != nil {
 		s.crash("checkpoint: memory saved")
-		if err := s.opts.Store.SetCheckpointMemory(ctx, c.ID, true); err != nil {
+		if err := s.opts.Store.Checkpoints().SetMemory(ctx, c.ID, true); err != nil {
 			return sandbox.Checkpoint{}, s.internal("record the checkpoint's memory", err)
 		}
 		c.Memory = true
@@ -238,7 +238,7 @@ func (s *Checkpoints) freezeForSnapshots() bool {
 // taken, and moves sb's head back to c's parent if c is its head. It
 // returns sb as it now is.
 func (s *Checkpoints) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint) sandbox.Sandbox {
-	if err := s.opts.Store.DeleteCheckpoint(ctx, c.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := s.opts.Store.Checkpoints().Delete(ctx, c.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("delete the row of an unfinished checkpoint", "sandbox", sb.Name, "checkpoint", c.ID, "err", err)
 		return sb
 	}
@@ -247,7 +247,7 @@ func (s *Checkpoints) unrecord(ctx context.Context, sb sandbox.Sandbox, c sandbo
 	}
 	head := sb
 	head.Head, head.UpdatedAt = c.Parent, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, head); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, head); err != nil {
 		s.log.Error("move the head back from an unfinished checkpoint", "sandbox", sb.Name, "checkpoint", c.ID, "err", err)
 		return sb
 	}
@@ -261,7 +261,7 @@ func (s *Checkpoints) ListCheckpoints(ctx context.Context, p sandbox.Principal, 
 	if err != nil {
 		return nil, err
 	}
-	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
+	cps, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 	if err != nil {
 		return nil, s.internal("list checkpoints", err)
 	}
@@ -289,7 +289,7 @@ func (s *Checkpoints) DeleteCheckpoint(ctx context.Context, p sandbox.Principal,
 	defer cancel()
 	// The row goes first: a daemon killed after it leaves a snapshot no
 	// row owns, which Recover removes.
-	if err := s.opts.Store.DeleteCheckpoint(ctx, id); err != nil {
+	if err := s.opts.Store.Checkpoints().Delete(ctx, id); err != nil {
 		return s.internal("delete checkpoint row", err)
 	}
 	s.crash("delete checkpoint: row deleted")
@@ -332,7 +332,7 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 	// mark, and Recover finishes the restore (Reset is atomic, so the root
 	// is the old one or the new one, and repeating it is harmless).
 	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusStopped, restoringTo+id, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	s.crash("restore: row marked")
@@ -354,7 +354,7 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 	if !resumed {
 		if err := s.run.start(ctx, sb); err != nil {
 			sb.Reason = "restored to checkpoint " + id + " but failed to start"
-			s.opts.Store.UpdateSandbox(ctx, sb)
+			s.opts.Store.Sandboxes().Update(ctx, sb)
 			return sandbox.Sandbox{}, err
 		}
 	}

@@ -48,7 +48,7 @@ func (s *Processes) ConnectPublic(ctx context.Context, ref string, port int) (ne
 	if err != nil {
 		return nil, missing
 	}
-	sb, err := s.opts.Store.GetSandbox(ctx, tenant, name)
+	sb, err := s.opts.Store.Sandboxes().Get(ctx, tenant, name)
 	if err != nil || isPoolMember(sb) || !slices.Contains(sb.PublicPorts, port) {
 		return nil, missing
 	}

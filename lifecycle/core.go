@@ -92,7 +92,7 @@ func (s *core) locked(ctx context.Context, p sandbox.Principal, ref string) (san
 // took its name meanwhile.
 func (s *core) current(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, func(), error) {
 	unlock := s.locks.lock(sandbox.Ref(sb.Tenant, sb.Name))
-	cur, err := s.opts.Store.GetSandbox(ctx, sb.Tenant, sb.Name)
+	cur, err := s.opts.Store.Sandboxes().Get(ctx, sb.Tenant, sb.Name)
 	if err != nil || cur.ID != sb.ID {
 		unlock()
 		return sandbox.Sandbox{}, nil, notFound(sb.Name)
@@ -106,7 +106,7 @@ func (s *core) setStatus(ctx context.Context, sb sandbox.Sandbox, status sandbox
 		return
 	}
 	sb.Status, sb.Reason, sb.UpdatedAt = status, reason, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		s.log.Error("update status", "sandbox", sb.Name, "err", err)
 		return
 	}

@@ -510,44 +510,64 @@ func (g *grave) afterlife() []string {
 	return slices.Clone(g.tried)
 }
 
+// mortalStore is a store whose sandbox and checkpoint writes fail once
+// the daemon is dead.
 type mortalStore struct {
 	store.Store
 	g *grave
 }
 
-func (s mortalStore) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+func (s mortalStore) Sandboxes() store.Sandboxes {
+	return mortalSandboxes{s.Store.Sandboxes(), s.g}
+}
+
+func (s mortalStore) Checkpoints() store.Checkpoints {
+	return mortalCheckpoints{s.Store.Checkpoints(), s.g}
+}
+
+type mortalSandboxes struct {
+	store.Sandboxes
+	g *grave
+}
+
+func (s mortalSandboxes) Create(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := s.g.deny("CreateSandbox"); err != nil {
 		return err
 	}
-	return s.Store.CreateSandbox(ctx, sb)
+	return s.Sandboxes.Create(ctx, sb)
 }
 
-func (s mortalStore) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+func (s mortalSandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := s.g.deny("UpdateSandbox"); err != nil {
 		return err
 	}
-	return s.Store.UpdateSandbox(ctx, sb)
+	return s.Sandboxes.Update(ctx, sb)
 }
 
-func (s mortalStore) DeleteSandbox(ctx context.Context, id string) error {
+func (s mortalSandboxes) Delete(ctx context.Context, id string) error {
 	if err := s.g.deny("DeleteSandbox"); err != nil {
 		return err
 	}
-	return s.Store.DeleteSandbox(ctx, id)
+	return s.Sandboxes.Delete(ctx, id)
 }
 
-func (s mortalStore) CreateCheckpoint(ctx context.Context, c sandbox.Checkpoint) error {
+type mortalCheckpoints struct {
+	store.Checkpoints
+	g *grave
+}
+
+func (s mortalCheckpoints) Create(ctx context.Context, c sandbox.Checkpoint) error {
 	if err := s.g.deny("CreateCheckpoint"); err != nil {
 		return err
 	}
-	return s.Store.CreateCheckpoint(ctx, c)
+	return s.Checkpoints.Create(ctx, c)
 }
 
-func (s mortalStore) DeleteCheckpoint(ctx context.Context, id string) error {
+func (s mortalCheckpoints) Delete(ctx context.Context, id string) error {
 	if err := s.g.deny("DeleteCheckpoint"); err != nil {
 		return err
 	}
-	return s.Store.DeleteCheckpoint(ctx, id)
+	return s.Checkpoints.Delete(ctx, id)
 }
 
 type mortalLayers struct {
@@ -639,7 +659,7 @@ func (d mortalDriver) Thaw(ctx context.Context, id string) error {
 func (e *env) wantWhole(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
-	rows, err := e.db.ListSandboxes(ctx, store.Filter{})
+	rows, err := e.db.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +674,7 @@ func (e *env) wantWhole(t *testing.T) {
 		if e.drv.Frozen(sb.ID) {
 			t.Errorf("%s is frozen", sb.Name)
 		}
-		cks, err := e.db.ListCheckpoints(ctx, sb.ID)
+		cks, err := e.db.Checkpoints().List(ctx, sb.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

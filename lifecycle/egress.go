@@ -16,7 +16,7 @@ type egress struct{ *core }
 // tenant returns the egress policy of tenant ("system", with no
 // row, has none).
 func (s *egress) tenant(ctx context.Context, tenant string) (sandbox.EgressPolicy, error) {
-	t, err := s.opts.Store.GetTenant(ctx, tenant)
+	t, err := s.opts.Store.Tenants().Get(ctx, tenant)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return sandbox.EgressPolicy{}, nil
@@ -70,7 +70,7 @@ func (s *egress) apply(ctx context.Context, sb sandbox.Sandbox) error {
 // rules again, after a change of the tenant's policy; a failure is logged
 // (the sandbox gets its rules at its next start).
 func (s *egress) applyTenant(ctx context.Context, tenant string) {
-	list, err := s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: tenant})
+	list, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: tenant})
 	if err != nil {
 		s.log.Error("list the tenant's sandboxes to apply its egress policy", "tenant", tenant, "err", err)
 		return

@@ -146,7 +146,7 @@ func (e *env) create(t *testing.T, p sandbox.Principal, name string) sandbox.San
 // store.ErrNotFound.
 func (e *env) find(t *testing.T, name string) (sandbox.Sandbox, error) {
 	t.Helper()
-	rows, err := e.db.ListSandboxes(t.Context(), store.Filter{Name: name})
+	rows, err := e.db.Sandboxes().List(t.Context(), store.Filter{Name: name})
 	switch {
 	case err != nil:
 		return sandbox.Sandbox{}, err
@@ -178,8 +178,8 @@ func (e *env) row(t *testing.T, name string) sandbox.Sandbox {
 func (e *env) setRow(t *testing.T, sb sandbox.Sandbox, status sandbox.Status, reason string) sandbox.Sandbox {
 	t.Helper()
 	sb.Status, sb.Reason = status, reason
-	if err := e.db.UpdateSandbox(t.Context(), sb); err != nil {
-		t.Fatalf("UpdateSandbox(%s) = %v", sb.Name, err)
+	if err := e.db.Sandboxes().Update(t.Context(), sb); err != nil {
+		t.Fatalf("Sandboxes.Update(%s) = %v", sb.Name, err)
 	}
 	return sb
 }
@@ -204,7 +204,7 @@ func (e *env) holdings(t *testing.T) holdings {
 	t.Helper()
 	ctx := t.Context()
 	var h holdings
-	rows, err := e.db.ListSandboxes(ctx, store.Filter{})
+	rows, err := e.db.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

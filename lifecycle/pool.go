@@ -24,7 +24,7 @@ import (
 // owner "pool"), named "pool-…", with no expiry. They count against no
 // tenant, appear in no list, are not_found to every caller, never sleep and
 // are never reaped; Recover adopts them like any sandbox. A claim rewrites
-// the member's row in one UpdateSandbox (name, tenant, owner, times,
+// the member's row in one Sandboxes().Update (name, tenant, owner, times,
 // reason): a daemon killed before it leaves a member, after it the
 // caller's sandbox. Nothing distinguishes a claimed member from a fresh
 // sandbox: it ran one `ls` (see warmUp), which leaves nothing behind; its
@@ -128,7 +128,7 @@ func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.S
 	sb.CreatedAt, sb.UpdatedAt, sb.ExpiresAt = now, now, now.Add(ttl)
 	sb.Status, sb.Reason = sandbox.StatusRunning, "created (from the warm pool)"
 	// The commit point: one row update turns the member into the caller's.
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, false, s.internal("claim pool member", err)
 	}
 	s.crash("claim: row rewritten")
@@ -141,7 +141,7 @@ func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.S
 
 // members returns the warm pool's members, oldest first.
 func (s *Pool) members(ctx context.Context) ([]sandbox.Sandbox, error) {
-	return s.opts.Store.ListSandboxes(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
+	return s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
 }
 
 // refillSoon wakes the refiller without waiting for it.

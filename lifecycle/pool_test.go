@@ -17,7 +17,7 @@ import (
 // members returns the warm pool's members, straight from the store.
 func (e *env) members(t *testing.T) []sandbox.Sandbox {
 	t.Helper()
-	list, err := e.db.ListSandboxes(t.Context(), store.Filter{Tenant: "system", Owner: "pool"})
+	list, err := e.db.Sandboxes().List(t.Context(), store.Filter{Tenant: "system", Owner: "pool"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ const interruptedCreate = "its create was interrupted by a daemon restart, and n
 
 // reconcile is Service.Recover.
 func (s *sweeper) reconcile(ctx context.Context) error {
-	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
+	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 			sb = s.dropUnfinishedCheckpoints(ctx, sb)
 		}
 		restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
-		if g, err := s.opts.Store.GetGone(ctx, sb.Tenant, sb.Name); err == nil && g.ID == sb.ID {
+		if g, err := s.opts.Store.Gone().Get(ctx, sb.Tenant, sb.Name); err == nil && g.ID == sb.ID {
 			// destroy records why a sandbox goes before it releases it.
 			s.log.Warn("finishing a destroy interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
 			if err := s.run.release(ctx, sb); err != nil {
@@ -85,7 +85,7 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 // daemon recorded but never snapshotted (see Checkpoints.Checkpoint), and returns sb as
 // it now is.
 func (s *sweeper) dropUnfinishedCheckpoints(ctx context.Context, sb sandbox.Sandbox) sandbox.Sandbox {
-	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
+	cps, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 	if err != nil {
 		s.log.Error("list checkpoints", "sandbox", sb.Name, "err", err)
 		return sb
@@ -134,7 +134,7 @@ func (s *sweeper) removeOrphanRoots(ctx context.Context, known map[string]bool) 
 	}
 	checkpoints := map[string]bool{}
 	for id := range known {
-		cps, err := s.opts.Store.ListCheckpoints(ctx, id)
+		cps, err := s.opts.Store.Checkpoints().List(ctx, id)
 		if err != nil {
 			return err
 		}

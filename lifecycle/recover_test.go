@@ -25,7 +25,7 @@ func (e *env) halfMade(t *testing.T, template sandbox.Sandbox, name, id string, 
 	ctx := t.Context()
 	sb := template
 	sb.ID, sb.Name, sb.Status, sb.Reason = id, name, sandbox.StatusCreating, "create requested"
-	if err := e.db.CreateSandbox(ctx, sb); err != nil {
+	if err := e.db.Sandboxes().Create(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
 	if !root {

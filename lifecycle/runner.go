@@ -129,11 +129,11 @@ func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
 		return fmt.Errorf("driver delete: %w", err)
 	}
 	s.crash("release: runtime deleted")
-	cps, err := s.opts.Store.ListCheckpoints(ctx, sb.ID)
+	cps, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 	if err != nil {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
-	if err := s.opts.Store.DeleteSandbox(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := s.opts.Store.Sandboxes().Delete(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("delete row: %w", err)
 	}
 	s.leases.forget(sb.ID)
@@ -174,7 +174,7 @@ func (s *runner) destroy(ctx context.Context, sb sandbox.Sandbox, reason string)
 // failure is logged, and only costs that answer.
 func (s *runner) recordGone(ctx context.Context, sb sandbox.Sandbox, reason string) {
 	gone := sandbox.Gone{Name: sb.Name, ID: sb.ID, Tenant: sb.Tenant, Owner: sb.Owner, Reason: reason, Last: sb.Reason, At: s.now().UTC()}
-	if err := s.opts.Store.RecordGone(ctx, gone); err != nil {
+	if err := s.opts.Store.Gone().Record(ctx, gone); err != nil {
 		s.log.Error("record why a sandbox goes", "sandbox", sb.Name, "err", err)
 	}
 }
@@ -182,10 +182,10 @@ func (s *runner) recordGone(ctx context.Context, sb sandbox.Sandbox, reason stri
 // forgetGone drops the record of why an earlier sandbox of sb's name in
 // its tenant went: the name is sb's now.
 func (s *runner) forgetGone(ctx context.Context, sb sandbox.Sandbox) {
-	if _, err := s.opts.Store.GetGone(ctx, sb.Tenant, sb.Name); errors.Is(err, store.ErrNotFound) {
+	if _, err := s.opts.Store.Gone().Get(ctx, sb.Tenant, sb.Name); errors.Is(err, store.ErrNotFound) {
 		return // the common case, and a read: no write (and fsync) for it
 	}
-	if err := s.opts.Store.ForgetGone(ctx, sb.Tenant, sb.Name, time.Time{}); err != nil {
+	if err := s.opts.Store.Gone().Forget(ctx, sb.Tenant, sb.Name, time.Time{}); err != nil {
 		s.log.Error("forget why an earlier sandbox went", "sandbox", sb.Name, "tenant", sb.Tenant, "err", err)
 	}
 }
@@ -287,7 +287,7 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 func (s *runner) setRunning(ctx context.Context, sb sandbox.Sandbox, reason string) (sandbox.Sandbox, error) {
 	s.leases.touch(sb.ID, s.now())
 	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusRunning, reason, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	return sb, nil

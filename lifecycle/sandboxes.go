@@ -64,7 +64,7 @@ func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox
 	defer unlock()
 	// Only p's own tenant is looked in: whether another tenant has the
 	// name changes nothing, and shows nowhere.
-	if existing, err := s.opts.Store.GetSandbox(ctx, tenant, req.Name); err == nil {
+	if existing, err := s.opts.Store.Sandboxes().Get(ctx, tenant, req.Name); err == nil {
 		if !s.access(p).sees(existing) {
 			return sandbox.Sandbox{}, false, nameTaken(req.Name)
 		}
@@ -217,7 +217,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	}
 	// The row goes first: a daemon killed from here on leaves a creating row
 	// that Recover cleans up, never an untracked container or root.
-	if err := s.opts.Store.CreateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Create(ctx, sb); err != nil {
 		if errors.Is(err, store.ErrExists) {
 			return sandbox.Sandbox{}, nameTaken(req.Name)
 		}
@@ -383,7 +383,7 @@ func (s *Sandboxes) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sa
 	default:
 		f.Tenant, f.Owner = p.Tenant, p.Agent
 	}
-	list, err := s.opts.Store.ListSandboxes(ctx, f)
+	list, err := s.opts.Store.Sandboxes().List(ctx, f)
 	if err != nil {
 		return nil, s.internal("list sandboxes", err)
 	}
@@ -450,7 +450,7 @@ func (s *Sandboxes) Update(ctx context.Context, p sandbox.Principal, ref string,
 		sb.Egress = *u.Egress
 	}
 	sb.UpdatedAt = s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, sb); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	if u.Egress != nil {

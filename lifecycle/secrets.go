@@ -73,11 +73,11 @@ func (s *Credentials) SetSecret(ctx context.Context, p sandbox.Principal, tenant
 		return sandbox.SecretInfo{}, err
 	}
 	now := s.now().UTC()
-	if err := s.opts.Store.PutSecret(ctx, tenant, name, box.Seal(tenant, name, value), now); err != nil {
+	if err := s.opts.Store.Secrets().Put(ctx, tenant, name, box.Seal(tenant, name, value), now); err != nil {
 		return sandbox.SecretInfo{}, s.internal("put secret", err)
 	}
 	s.log.Info("secret set", "tenant", tenant, "secret", name, "by", p.Agent)
-	list, err := s.opts.Store.ListSecrets(ctx, tenant)
+	list, err := s.opts.Store.Secrets().List(ctx, tenant)
 	if err != nil {
 		return sandbox.SecretInfo{}, s.internal("list secrets", err)
 	}
@@ -96,7 +96,7 @@ func (s *Credentials) ListSecrets(ctx context.Context, p sandbox.Principal, tena
 	if err != nil {
 		return nil, err
 	}
-	list, err := s.opts.Store.ListSecrets(ctx, tenant)
+	list, err := s.opts.Store.Secrets().List(ctx, tenant)
 	if err != nil {
 		return nil, s.internal("list secrets", err)
 	}
@@ -109,7 +109,7 @@ func (s *Credentials) DeleteSecret(ctx context.Context, p sandbox.Principal, ten
 	if err != nil {
 		return err
 	}
-	if err := s.opts.Store.DeleteSecret(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
+	if err := s.opts.Store.Secrets().Delete(ctx, tenant, name); errors.Is(err, store.ErrNotFound) {
 		return secretNotFound(tenant, name)
 	} else if err != nil {
 		return s.internal("delete secret", err)

@@ -33,7 +33,7 @@ func TestSecrets(t *testing.T) {
 	if err != nil || info.Tenant != "t1" || info.Name != "API_KEY" || !info.CreatedAt.Equal(epoch) {
 		t.Fatalf("SetSecret as the tenant admin = %+v, %v", info, err)
 	}
-	sealed, err := e.db.GetSecret(ctx, "t1", "API_KEY")
+	sealed, err := e.db.Secrets().Get(ctx, "t1", "API_KEY")
 	if err != nil || bytes.Contains(sealed, []byte(secretValue)) {
 		t.Errorf("the store holds %q, %v; want the value sealed", sealed, err)
 	}

@@ -41,7 +41,7 @@ func (s *Sandboxes) sleep(ctx context.Context, sb sandbox.Sandbox, reason string
 	// sandbox would come back as one that died.
 	asleep := cur
 	asleep.Status, asleep.Reason, asleep.UpdatedAt = sandbox.StatusSleeping, reason, s.now().UTC()
-	if err := s.opts.Store.UpdateSandbox(ctx, asleep); err != nil {
+	if err := s.opts.Store.Sandboxes().Update(ctx, asleep); err != nil {
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	s.crash("sleep: row updated")

@@ -40,13 +40,13 @@ func (s *sweeper) loop(ctx context.Context) {
 // sweep destroys sandboxes past their expiry, marks running sandboxes
 // whose runtime says otherwise as stopped, and tends the warm pool.
 func (s *sweeper) sweep(ctx context.Context) {
-	rows, err := s.opts.Store.ListSandboxes(ctx, store.Filter{})
+	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
 		s.log.Error("sweep: list", "err", err)
 		return
 	}
 	now := s.now()
-	if err := s.opts.Store.ForgetGone(ctx, "", "", now.Add(-s.opts.GoneRetention)); err != nil {
+	if err := s.opts.Store.Gone().Forget(ctx, "", "", now.Add(-s.opts.GoneRetention)); err != nil {
 		s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
 	}
 	var members []sandbox.Sandbox
@@ -106,7 +106,7 @@ const probeTimeout = time.Second
 func (s *sweeper) reap(ctx context.Context, tenant, name string) error {
 	unlock := s.locks.lock(sandbox.Ref(tenant, name))
 	defer unlock()
-	sb, err := s.opts.Store.GetSandbox(ctx, tenant, name)
+	sb, err := s.opts.Store.Sandboxes().Get(ctx, tenant, name)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (sb.ExpiresAt.IsZero() || s.now().Before(sb.ExpiresAt)) {
 		return nil // destroyed, or renamed by a claim, since the sweep listed it
 	}

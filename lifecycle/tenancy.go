@@ -68,7 +68,7 @@ func (s *Tenancy) CreateTenant(ctx context.Context, p sandbox.Principal, t sandb
 	}
 	t.CreatedAt = s.now().UTC()
 	t.UpdatedAt = t.CreatedAt
-	if err := s.opts.Store.CreateTenant(ctx, t); errors.Is(err, store.ErrExists) {
+	if err := s.opts.Store.Tenants().Create(ctx, t); errors.Is(err, store.ErrExists) {
 		return sandbox.Tenant{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "tenant %q exists", t.Name).WithHint("update it, or choose another name")
 	} else if err != nil {
 		return sandbox.Tenant{}, s.internal("create tenant", err)
@@ -83,7 +83,7 @@ func (s *Tenancy) GetTenant(ctx context.Context, p sandbox.Principal, name strin
 	if p.Role != sandbox.RoleOperator && p.Tenant != name {
 		return sandbox.Tenant{}, tenantNotFound(name)
 	}
-	t, err := s.opts.Store.GetTenant(ctx, name)
+	t, err := s.opts.Store.Tenants().Get(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Tenant{}, tenantNotFound(name)
 	}
@@ -105,7 +105,7 @@ func (s *Tenancy) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandb
 		}
 		return []sandbox.Tenant{t}, nil
 	}
-	ts, err := s.opts.Store.ListTenants(ctx)
+	ts, err := s.opts.Store.Tenants().List(ctx)
 	if err != nil {
 		return nil, s.internal("list tenants", err)
 	}
@@ -135,7 +135,7 @@ func (s *Tenancy) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 		return sandbox.Tenant{}, err
 	}
 	t.UpdatedAt = s.now().UTC()
-	if err := s.opts.Store.UpdateTenant(ctx, t); err != nil {
+	if err := s.opts.Store.Tenants().Update(ctx, t); err != nil {
 		return sandbox.Tenant{}, s.internal("update tenant", err)
 	}
 	s.log.Info("tenant updated", "tenant", t.Name, "by", p.Agent)
@@ -177,7 +177,7 @@ func (s *Tenancy) CreateAgent(ctx context.Context, p sandbox.Principal, a sandbo
 		return sandbox.Agent{}, err
 	}
 	a.CreatedAt = s.now().UTC()
-	if err := s.opts.Store.CreateAgent(ctx, a); errors.Is(err, store.ErrExists) {
+	if err := s.opts.Store.Agents().Create(ctx, a); errors.Is(err, store.ErrExists) {
 		return sandbox.Agent{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "agent %q exists in tenant %q", a.Name, a.Tenant).WithHint("agent names are unique within a tenant; choose another")
 	} else if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Agent{}, tenantNotFound(a.Tenant)
@@ -198,7 +198,7 @@ func (s *Tenancy) ListAgents(ctx context.Context, p sandbox.Principal, tenant st
 		}
 		tenant = p.Tenant
 	}
-	as, err := s.opts.Store.ListAgents(ctx, tenant)
+	as, err := s.opts.Store.Agents().List(ctx, tenant)
 	if err != nil {
 		return nil, s.internal("list agents", err)
 	}
@@ -252,7 +252,7 @@ func (s *Tenancy) CreateToken(ctx context.Context, p sandbox.Principal, req sand
 		if p.Role == sandbox.RoleTenantAdmin && req.Tenant != p.Tenant {
 			return "", sandbox.TokenInfo{}, tenantNotFound(req.Tenant)
 		}
-		_, err := s.opts.Store.GetAgent(ctx, req.Tenant, req.Agent)
+		_, err := s.opts.Store.Agents().Get(ctx, req.Tenant, req.Agent)
 		if errors.Is(err, store.ErrNotFound) {
 			return "", sandbox.TokenInfo{}, sandbox.Errorf(sandbox.CodeNotFound, "agent %q not found in tenant %q", req.Agent, req.Tenant).
 				WithHint("create it first: hearth agent create %s --tenant %s", req.Agent, req.Tenant)
@@ -293,7 +293,7 @@ func visibleToken(p sandbox.Principal, t store.Token) bool {
 
 // ListTokens describes the tokens p may see, oldest first.
 func (s *Tenancy) ListTokens(ctx context.Context, p sandbox.Principal) ([]sandbox.TokenInfo, error) {
-	ts, err := s.opts.Store.ListTokens(ctx)
+	ts, err := s.opts.Store.Tokens().List(ctx)
 	if err != nil {
 		return nil, s.internal("list tokens", err)
 	}
@@ -309,7 +309,7 @@ func (s *Tenancy) ListTokens(ctx context.Context, p sandbox.Principal) ([]sandbo
 // RevokeToken revokes the token with that id, at once and for good.
 // Revoking a revoked token succeeds.
 func (s *Tenancy) RevokeToken(ctx context.Context, p sandbox.Principal, id string) error {
-	ts, err := s.opts.Store.ListTokens(ctx)
+	ts, err := s.opts.Store.Tokens().List(ctx)
 	if err != nil {
 		return s.internal("list tokens", err)
 	}
@@ -317,7 +317,7 @@ func (s *Tenancy) RevokeToken(ctx context.Context, p sandbox.Principal, id strin
 	if i < 0 {
 		return sandbox.Errorf(sandbox.CodeNotFound, "token %q not found", id).WithHint("`hearth token list` shows the tokens you can see")
 	}
-	if err := s.opts.Store.RevokeToken(ctx, id, s.now().UTC()); err != nil {
+	if err := s.opts.Store.Tokens().Revoke(ctx, id, s.now().UTC()); err != nil {
 		return s.internal("revoke token", err)
 	}
 	s.log.Info("token revoked", "token", id, "by", p.Agent)

@@ -45,7 +45,7 @@ func (s *Tenancy) Authenticate(ctx context.Context, secret string) (sandbox.Prin
 		return sandbox.Principal{}, unauth
 	}
 	hash := hashToken(secret)
-	t, err := s.opts.Store.TokenByHash(ctx, hash)
+	t, err := s.opts.Store.Tokens().ByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return sandbox.Principal{}, unauth
 	}
@@ -87,7 +87,7 @@ func (s *Tenancy) createToken(ctx context.Context, p sandbox.Principal, ttl time
 	if ttl > 0 {
 		t.ExpiresAt = t.CreatedAt.Add(ttl)
 	}
-	if err := s.opts.Store.CreateToken(ctx, t); err != nil {
+	if err := s.opts.Store.Tokens().Create(ctx, t); err != nil {
 		return "", store.Token{}, s.internal("create token", err)
 	}
 	return secret, t, nil

@@ -16,11 +16,11 @@ func (e *env) addToken(t *testing.T, id, secret string, p sandbox.Principal, exp
 	t.Helper()
 	sum := sha256.Sum256([]byte(secret))
 	tok := store.Token{ID: id, Hash: hex.EncodeToString(sum[:]), Principal: p, CreatedAt: epoch, ExpiresAt: expires}
-	if err := e.db.CreateToken(t.Context(), tok); err != nil {
+	if err := e.db.Tokens().Create(t.Context(), tok); err != nil {
 		t.Fatal(err)
 	}
 	if !revoked.IsZero() {
-		if err := e.db.RevokeToken(t.Context(), id, revoked); err != nil {
+		if err := e.db.Tokens().Revoke(t.Context(), id, revoked); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +86,7 @@ func TestAuthenticate(t *testing.T) {
 // hashOf returns the stored hash of the token with id.
 func (e *env) hashOf(t *testing.T, id string) string {
 	t.Helper()
-	toks, err := e.db.ListTokens(t.Context())
+	toks, err := e.db.Tokens().List(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestEnsureOperatorToken(t *testing.T) {
 	if err != nil || p.Role != sandbox.RoleOperator {
 		t.Fatalf("Authenticate(operator token) = %+v, %v; want an operator", p, err)
 	}
-	toks, err := e.db.ListTokens(ctx)
+	toks, err := e.db.Tokens().List(ctx)
 	if err != nil || len(toks) != 1 {
 		t.Fatalf("ListTokens() = %+v, %v; want the one operator token", toks, err)
 	}
@@ -127,7 +127,7 @@ func TestEnsureOperatorToken(t *testing.T) {
 			t.Fatalf("EnsureOperatorToken(current) = %q, %v, %v; want it back, created false", got, created, err)
 		}
 	}
-	if toks, _ := e.db.ListTokens(ctx); len(toks) != 1 {
+	if toks, _ := e.db.Tokens().List(ctx); len(toks) != 1 {
 		t.Errorf("after keeping the current token, %d tokens are stored, want 1", len(toks))
 	}
 

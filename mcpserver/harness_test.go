@@ -52,11 +52,11 @@ const (
 func newEnv(t *testing.T, opts mcpserver.Options) *env {
 	t.Helper()
 	d := daemontest.New(t, daemontest.Options{AgentQuota: quota})
-	rec := audit.New(d.DB, nil)
+	rec := audit.New(d.DB.Audit(), nil)
 	t.Cleanup(func() { rec.Close(context.Background()) })
 	opts.Audit = rec
 	srv := mcpserver.New(d.Svc, opts)
-	hs := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{MCP: srv.Handler(), Audit: rec, AuditLog: d.DB}))
+	hs := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{MCP: srv.Handler(), Audit: rec, AuditLog: d.DB.Audit()}))
 	t.Cleanup(hs.Close)
 	return &env{svc: d.Svc, db: d.DB, driver: d.Driver, srv: srv, url: hs.URL, recorder: rec, d: d}
 }

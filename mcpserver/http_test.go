@@ -69,7 +69,7 @@ func TestHTTP(t *testing.T) {
 	if err := e.recorder.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	events, err := e.db.ListAudit(t.Context(), sandbox.AuditFilter{})
+	events, err := e.db.Audit().List(t.Context(), sandbox.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // oneSandbox knows sandbox id1, web of tenant t1.
 type oneSandbox struct{}
 
-func (oneSandbox) SandboxByID(_ context.Context, id string) (sandbox.Sandbox, error) {
+func (oneSandbox) ByID(_ context.Context, id string) (sandbox.Sandbox, error) {
 	if id != "id1" {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox %s", id)
 	}

@@ -119,9 +119,9 @@ func parseRefusal(record, prefix string) (link string, r Refusal, ok bool) {
 	return fields["IN"], r, true
 }
 
-// Sandboxes looks a sandbox up by id (store.Store does).
+// Sandboxes looks a sandbox up by id (store.Sandboxes does).
 type Sandboxes interface {
-	SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, error)
+	ByID(ctx context.Context, id string) (sandbox.Sandbox, error)
 }
 
 // LogRefusals returns an Options.OnRefusal that logs each refusal with the
@@ -141,7 +141,7 @@ func LogRefusals(sandboxes Sandboxes, count func(tenant, kind string), log *slog
 		name, tenant := "", ""
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if sb, err := sandboxes.SandboxByID(ctx, r.Sandbox); err == nil {
+		if sb, err := sandboxes.ByID(ctx, r.Sandbox); err == nil {
 			name, tenant = sb.Name, sb.Tenant
 		}
 		if r.Domain != "" {

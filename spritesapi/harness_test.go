@@ -37,7 +37,7 @@ func newEnv(t *testing.T, o daemontest.Options) *env {
 func newEnvWith(t *testing.T, o daemontest.Options, api httpapi.Options, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
 	d := daemontest.New(t, o)
-	rec := audit.New(d.DB, nil)
+	rec := audit.New(d.DB.Audit(), nil)
 	t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
 	door := spritesapi.New(spritesapi.Service{Sandboxes: d.Svc.Sandboxes, Processes: d.Svc.Processes, Files: d.Svc.Files,
 		Checkpoints: d.Svc.Checkpoints, Tenancy: d.Svc.Tenancy}, spritesapi.Options{Keepalive: keepalive})

@@ -254,7 +254,7 @@ func TestSpriteAudit(t *testing.T) {
 	if err := e.audit.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	events, err := e.d.DB.ListAudit(t.Context(), sandbox.AuditFilter{})
+	events, err := e.d.DB.Audit().List(t.Context(), sandbox.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,5 +37,5 @@ func serveGateway(ctx context.Context, ln net.Listener, netHost *network.Host, s
 // tenant (read from db) and counted by tenant and kind.
 func egressRefusals(db store.Store, reg *metrics.Registry, log *slog.Logger) func(network.Refusal) {
 	refused := reg.Counter("hearth_egress_refused_total", "Connections and lookups of sandboxes that their network policy refused, by tenant and kind (connection or lookup).", "tenant", "kind")
-	return network.LogRefusals(db, func(tenant, kind string) { refused.Inc(tenant, kind) }, log)
+	return network.LogRefusals(db.Sandboxes(), func(tenant, kind string) { refused.Inc(tenant, kind) }, log)
 }

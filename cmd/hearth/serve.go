@@ -232,7 +232,7 @@ func startAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.L
 	if cfg.auditRetention > 0 {
 		go pruneAudit(ctx, db, cfg.auditRetention, log)
 	}
-	rec := audit.New(db, log)
+	rec := audit.New(db.Audit(), log)
 	return rec, func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -283,7 +283,7 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db *sqlite.DB, rec *aud
 	return httpapi.New(svc, httpapi.Options{
 		Logger:         log.With("component", "http"),
 		Audit:          rec,
-		AuditLog:       db,
+		AuditLog:       db.Audit(),
 		Metrics:        reg,
 		MaxConnections: cfg.maxConnections,
 		MCP: mcpserver.New(svc, mcpserver.Options{
@@ -439,7 +439,7 @@ func dnsUpstreamFlag(cfg *serveConfig) func(string) error {
 func pruneAudit(ctx context.Context, db *sqlite.DB, retention time.Duration, log *slog.Logger) {
 	prune := func() {
 		before := time.Now().Add(-retention)
-		n, err := db.DeleteAuditBefore(ctx, before)
+		n, err := db.Audit().DeleteBefore(ctx, before)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.Error("audit retention: deleting old events failed", "err", err)

@@ -7,16 +7,25 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
 )
 
 // auditColumns are selected in this order; scanAudit follows it. INSERT
 // binds every column but id, which SQLite assigns.
 const auditColumns = `id, at, door, verb, tenant, agent, role, token_id, sandbox, code, status, duration_ms`
 
-// AppendAudit appends events in one transaction, each getting the next id
+// auditLog is the store.AuditLog view of db: the audit table.
+type auditLog struct{ db *DB }
+
+var _ store.AuditLog = auditLog{}
+
+// Audit returns the view of the audit table.
+func (db *DB) Audit() store.AuditLog { return auditLog{db} }
+
+// Append appends events in one transaction, each getting the next id
 // (AUTOINCREMENT: never reused). The ids events carry are ignored. An event
 // with a zero At fails the whole call.
-func (db *DB) AppendAudit(ctx context.Context, events []sandbox.AuditEvent) (err error) {
+func (v auditLog) Append(ctx context.Context, events []sandbox.AuditEvent) (err error) {
 	if len(events) == 0 {
 		return nil
 	}
@@ -29,7 +38,7 @@ func (db *DB) AppendAudit(ctx context.Context, events []sandbox.AuditEvent) (err
 			return fmt.Errorf("sqlite: append audit: event %d (%s): %w", i, e.Verb, err)
 		}
 	}
-	tx, err := db.w.BeginTx(ctx, nil)
+	tx, err := v.db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}
@@ -57,10 +66,10 @@ func (db *DB) AppendAudit(ctx context.Context, events []sandbox.AuditEvent) (err
 	return nil
 }
 
-// ListAudit returns the events matching f, oldest first (id order among
+// List returns the events matching f, oldest first (id order among
 // equal times); with a positive f.Limit, the newest f.Limit of them.
-func (db *DB) ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
-	// As in ListSandboxes, conditions are added only when set, so that
+func (v auditLog) List(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+	// As in sandboxes.List, conditions are added only when set, so that
 	// SQLite can use the (at) and (tenant, agent, at) indexes.
 	var where []string
 	var args []any
@@ -99,17 +108,17 @@ func (db *DB) ListAudit(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.A
 	} else {
 		q += ` ORDER BY at, id`
 	}
-	return queryAll(ctx, db, "list audit", scanAudit, q, args...)
+	return queryAll(ctx, v.db, "list audit", scanAudit, q, args...)
 }
 
-// DeleteAuditBefore deletes the events whose At is before t and returns
+// DeleteBefore deletes the events whose At is before t and returns
 // how many went.
-func (db *DB) DeleteAuditBefore(ctx context.Context, t time.Time) (int64, error) {
+func (v auditLog) DeleteBefore(ctx context.Context, t time.Time) (int64, error) {
 	before, err := formatTime(t)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete audit: %w", err)
 	}
-	res, err := db.w.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before)
+	res, err := v.db.w.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete audit: %w", err)
 	}

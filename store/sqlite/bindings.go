@@ -13,9 +13,17 @@ import (
 // bindingColumns are selected in this order; scanBinding follows it.
 const bindingColumns = `tenant, name, secret, upstream, header, format, created_at, updated_at`
 
-// PutBinding stores b, created at b.CreatedAt (b.UpdatedAt when zero) or
+// bindings is the store.Bindings view of db: the bindings table.
+type bindings struct{ db *DB }
+
+var _ store.Bindings = bindings{}
+
+// Bindings returns the view of the bindings table.
+func (db *DB) Bindings() store.Bindings { return bindings{db} }
+
+// Put stores b, created at b.CreatedAt (b.UpdatedAt when zero) or
 // replaced (a replacement keeps its created_at), updated at b.UpdatedAt.
-func (db *DB) PutBinding(ctx context.Context, b sandbox.Binding) error {
+func (v bindings) Put(ctx context.Context, b sandbox.Binding) error {
 	if b.Tenant == "" || b.Name == "" || b.Secret == "" || b.Upstream == "" || b.Header == "" || b.Format == "" {
 		return fmt.Errorf("sqlite: put binding %q of %q: tenant, name, secret, upstream, header and format must not be empty", b.Name, b.Tenant)
 	}
@@ -31,7 +39,7 @@ func (db *DB) PutBinding(ctx context.Context, b sandbox.Binding) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: put binding %q of %q: %w", b.Name, b.Tenant, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO bindings (`+bindingColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (tenant, name) DO UPDATE SET secret = excluded.secret, upstream = excluded.upstream,
 			header = excluded.header, format = excluded.format, updated_at = excluded.updated_at`,
@@ -42,9 +50,9 @@ func (db *DB) PutBinding(ctx context.Context, b sandbox.Binding) error {
 	return nil
 }
 
-// GetBinding returns tenant's binding name, or store.ErrNotFound.
-func (db *DB) GetBinding(ctx context.Context, tenant, name string) (sandbox.Binding, error) {
-	row := db.r.QueryRowContext(ctx, `SELECT `+bindingColumns+` FROM bindings WHERE tenant = ? AND name = ?`, tenant, name)
+// Get returns tenant's binding name, or store.ErrNotFound.
+func (v bindings) Get(ctx context.Context, tenant, name string) (sandbox.Binding, error) {
+	row := v.db.r.QueryRowContext(ctx, `SELECT `+bindingColumns+` FROM bindings WHERE tenant = ? AND name = ?`, tenant, name)
 	b, err := scanBinding(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Binding{}, fmt.Errorf("sqlite: binding %q of %q: %w", name, tenant, store.ErrNotFound)
@@ -55,14 +63,14 @@ func (db *DB) GetBinding(ctx context.Context, tenant, name string) (sandbox.Bind
 	return b, nil
 }
 
-// ListBindings returns tenant's bindings, by name; none is an empty slice.
-func (db *DB) ListBindings(ctx context.Context, tenant string) ([]sandbox.Binding, error) {
-	return queryAll(ctx, db, fmt.Sprintf("list bindings of %q", tenant), scanBinding, `SELECT `+bindingColumns+` FROM bindings WHERE tenant = ? ORDER BY name`, tenant)
+// List returns tenant's bindings, by name; none is an empty slice.
+func (v bindings) List(ctx context.Context, tenant string) ([]sandbox.Binding, error) {
+	return queryAll(ctx, v.db, fmt.Sprintf("list bindings of %q", tenant), scanBinding, `SELECT `+bindingColumns+` FROM bindings WHERE tenant = ? ORDER BY name`, tenant)
 }
 
-// DeleteBinding removes tenant's binding name, or returns store.ErrNotFound.
-func (db *DB) DeleteBinding(ctx context.Context, tenant, name string) error {
-	res, err := db.w.ExecContext(ctx, `DELETE FROM bindings WHERE tenant = ? AND name = ?`, tenant, name)
+// Delete removes tenant's binding name, or returns store.ErrNotFound.
+func (v bindings) Delete(ctx context.Context, tenant, name string) error {
+	res, err := v.db.w.ExecContext(ctx, `DELETE FROM bindings WHERE tenant = ? AND name = ?`, tenant, name)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete binding %q of %q: %w", name, tenant, writeErr(err))
 	}

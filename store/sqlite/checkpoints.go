@@ -17,11 +17,21 @@ const checkpointSelect = `SELECT c.id, c.sandbox_id, s.name, c.label, c.parent, 
 	c.size_bytes, c.memory
 	FROM checkpoints AS c JOIN sandboxes AS s ON s.id = c.sandbox_id`
 
-// CreateCheckpoint inserts c; c.Sandbox is ignored, since reads take the
+// checkpoints is the store.Checkpoints view of db: the checkpoints table,
+// read joined with sandboxes.
+type checkpoints struct{ db *DB }
+
+var _ store.Checkpoints = checkpoints{}
+
+// Checkpoints returns the view of the checkpoints table, read joined with
+// sandboxes.
+func (db *DB) Checkpoints() store.Checkpoints { return checkpoints{db} }
+
+// Create inserts c; c.Sandbox is ignored, since reads take the
 // name from the sandbox. It returns store.ErrExists if c.ID is taken,
 // store.ErrNotFound if no sandbox has c.SandboxID, and an error if c.ID is
 // empty.
-func (db *DB) CreateCheckpoint(ctx context.Context, c sandbox.Checkpoint) error {
+func (v checkpoints) Create(ctx context.Context, c sandbox.Checkpoint) error {
 	if c.ID == "" {
 		return fmt.Errorf("sqlite: create checkpoint: checkpoint id must not be empty")
 	}
@@ -33,7 +43,7 @@ func (db *DB) CreateCheckpoint(ctx context.Context, c sandbox.Checkpoint) error 
 	if c.Memory {
 		memory = 1
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO checkpoints (id, sandbox_id, label, parent, created_at, size_bytes, memory)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.SandboxID, c.Label, c.Parent, created, c.SizeBytes, memory)
@@ -46,11 +56,11 @@ func (db *DB) CreateCheckpoint(ctx context.Context, c sandbox.Checkpoint) error 
 	return nil
 }
 
-// GetCheckpoint returns checkpoint id of the sandbox with sandboxID, or
+// Get returns checkpoint id of the sandbox with sandboxID, or
 // store.ErrNotFound if there is none, including when id belongs to another
 // sandbox.
-func (db *DB) GetCheckpoint(ctx context.Context, sandboxID, id string) (sandbox.Checkpoint, error) {
-	row := db.r.QueryRowContext(ctx,
+func (v checkpoints) Get(ctx context.Context, sandboxID, id string) (sandbox.Checkpoint, error) {
+	row := v.db.r.QueryRowContext(ctx,
 		checkpointSelect+` WHERE c.sandbox_id = ? AND c.id = ?`, sandboxID, id)
 	c, err := scanCheckpoint(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -62,14 +72,14 @@ func (db *DB) GetCheckpoint(ctx context.Context, sandboxID, id string) (sandbox.
 	return c, nil
 }
 
-// SetCheckpointMemory sets the memory flag of checkpoint id, or returns
+// SetMemory sets the memory flag of checkpoint id, or returns
 // store.ErrNotFound.
-func (db *DB) SetCheckpointMemory(ctx context.Context, id string, memory bool) error {
+func (v checkpoints) SetMemory(ctx context.Context, id string, memory bool) error {
 	flag := 0
 	if memory {
 		flag = 1
 	}
-	res, err := db.w.ExecContext(ctx, `UPDATE checkpoints SET memory = ? WHERE id = ?`, flag, id)
+	res, err := v.db.w.ExecContext(ctx, `UPDATE checkpoints SET memory = ? WHERE id = ?`, flag, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: set memory of checkpoint %q: %w", id, writeErr(err))
 	}
@@ -81,18 +91,18 @@ func (db *DB) SetCheckpointMemory(ctx context.Context, id string, memory bool) e
 	return nil
 }
 
-// ListCheckpoints returns the checkpoints of the sandbox with sandboxID,
+// List returns the checkpoints of the sandbox with sandboxID,
 // oldest CreatedAt first and insertion order among equals. None, or no such
 // sandbox, is an empty slice and no error.
-func (db *DB) ListCheckpoints(ctx context.Context, sandboxID string) ([]sandbox.Checkpoint, error) {
-	return queryAll(ctx, db, fmt.Sprintf("list checkpoints of %q", sandboxID), scanCheckpoint,
+func (v checkpoints) List(ctx context.Context, sandboxID string) ([]sandbox.Checkpoint, error) {
+	return queryAll(ctx, v.db, fmt.Sprintf("list checkpoints of %q", sandboxID), scanCheckpoint,
 		checkpointSelect+` WHERE c.sandbox_id = ? ORDER BY c.created_at, c.rowid`, sandboxID)
 }
 
-// DeleteCheckpoint removes the checkpoint with that id, or returns
+// Delete removes the checkpoint with that id, or returns
 // store.ErrNotFound. Checkpoints that name it as Parent keep the name.
-func (db *DB) DeleteCheckpoint(ctx context.Context, id string) error {
-	res, err := db.w.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
+func (v checkpoints) Delete(ctx context.Context, id string) error {
+	res, err := v.db.w.ExecContext(ctx, `DELETE FROM checkpoints WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete checkpoint %q: %w", id, err)
 	}

@@ -44,16 +44,16 @@ func TestCrashSafety(t *testing.T) {
 		}
 		db := open(t, path)
 		ctx := t.Context()
-		sb, err := db.GetSandbox(ctx, "", "survivor")
+		sb, err := db.Sandboxes().Get(ctx, "", "survivor")
 		if err != nil {
-			t.Fatalf("GetSandbox(survivor) after SIGKILL = %v, want the row", err)
+			t.Fatalf("Sandboxes.Get(survivor) after SIGKILL = %v, want the row", err)
 		}
 		if sb.Status != sandbox.StatusRunning || sb.Reason != "started" {
 			t.Errorf("sandbox after SIGKILL = %s/%s, want the acknowledged update running/started", sb.Status, sb.Reason)
 		}
-		tok, err := db.TokenByHash(ctx, "crash-hash")
+		tok, err := db.Tokens().ByHash(ctx, "crash-hash")
 		if err != nil {
-			t.Fatalf("TokenByHash after SIGKILL = %v, want the row", err)
+			t.Fatalf("Tokens.ByHash after SIGKILL = %v, want the row", err)
 		}
 		if tok.RevokedAt.IsZero() {
 			t.Errorf("token RevokedAt after SIGKILL is zero, want the acknowledged revocation")
@@ -71,11 +71,11 @@ func TestCrashSafety(t *testing.T) {
 		db := open(t, path)
 		for _, n := range acks {
 			name := fmt.Sprintf("stream-%d", n)
-			if _, err := db.GetSandbox(t.Context(), "", name); err != nil {
-				t.Errorf("GetSandbox(%q), acknowledged before SIGKILL, = %v; want the row", name, err)
+			if _, err := db.Sandboxes().Get(t.Context(), "", name); err != nil {
+				t.Errorf("Sandboxes.Get(%q), acknowledged before SIGKILL, = %v; want the row", name, err)
 			}
 		}
-		list, err := db.ListSandboxes(t.Context(), store.Filter{})
+		list, err := db.Sandboxes().List(t.Context(), store.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,21 +150,21 @@ func crashChild(t *testing.T, path, mode string) {
 	switch mode {
 	case "once":
 		sb := sandbox.Sandbox{ID: "sb-survivor", Name: "survivor", Status: sandbox.StatusCreating, CreatedAt: now, UpdatedAt: now}
-		if err := db.CreateSandbox(ctx, sb); err != nil {
-			t.Fatalf("child: CreateSandbox = %v", err)
+		if err := db.Sandboxes().Create(ctx, sb); err != nil {
+			t.Fatalf("child: Sandboxes.Create = %v", err)
 		}
 		ack(1)
 		tok := store.Token{ID: "tok-1", Hash: "crash-hash", CreatedAt: now}
-		if err := db.CreateToken(ctx, tok); err != nil {
-			t.Fatalf("child: CreateToken = %v", err)
+		if err := db.Tokens().Create(ctx, tok); err != nil {
+			t.Fatalf("child: Tokens.Create = %v", err)
 		}
-		if err := db.RevokeToken(ctx, tok.ID, now); err != nil {
-			t.Fatalf("child: RevokeToken = %v", err)
+		if err := db.Tokens().Revoke(ctx, tok.ID, now); err != nil {
+			t.Fatalf("child: Tokens.Revoke = %v", err)
 		}
 		ack(2)
 		sb.Status, sb.Reason = sandbox.StatusRunning, "started"
-		if err := db.UpdateSandbox(ctx, sb); err != nil {
-			t.Fatalf("child: UpdateSandbox = %v", err)
+		if err := db.Sandboxes().Update(ctx, sb); err != nil {
+			t.Fatalf("child: Sandboxes.Update = %v", err)
 		}
 		ack(3)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
@@ -174,8 +174,8 @@ func crashChild(t *testing.T, path, mode string) {
 				ID: fmt.Sprintf("sb-%d", n), Name: fmt.Sprintf("stream-%d", n),
 				CreatedAt: now.Add(time.Duration(n)), UpdatedAt: now,
 			}
-			if err := db.CreateSandbox(ctx, sb); err != nil {
-				t.Fatalf("child: CreateSandbox(%d) = %v", n, err)
+			if err := db.Sandboxes().Create(ctx, sb); err != nil {
+				t.Fatalf("child: Sandboxes.Create(%d) = %v", n, err)
 			}
 			ack(n)
 		}

@@ -11,9 +11,17 @@ import (
 	"github.com/hearth/hearth/store"
 )
 
-// RecordGone stores g, replacing what an earlier sandbox of the same name
+// goneRecords is the store.GoneRecords view of db: the gone table.
+type goneRecords struct{ db *DB }
+
+var _ store.GoneRecords = goneRecords{}
+
+// Gone returns the view of the gone table.
+func (db *DB) Gone() store.GoneRecords { return goneRecords{db} }
+
+// Record stores g, replacing what an earlier sandbox of the same name
 // in the same tenant left.
-func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
+func (v goneRecords) Record(ctx context.Context, g sandbox.Gone) error {
 	if g.Name == "" {
 		return errors.New("sqlite: record gone: empty name")
 	}
@@ -21,7 +29,7 @@ func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: record gone %q: %w", g.Name, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO gone (name, id, tenant, owner, reason, last_status, at) VALUES (?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (tenant, name) DO UPDATE SET id = excluded.id, owner = excluded.owner,
 		   reason = excluded.reason, last_status = excluded.last_status, at = excluded.at`,
@@ -32,12 +40,12 @@ func (db *DB) RecordGone(ctx context.Context, g sandbox.Gone) error {
 	return nil
 }
 
-// GetGone returns what RecordGone stored for tenant's name, or
+// Get returns what Record stored for tenant's name, or
 // store.ErrNotFound.
-func (db *DB) GetGone(ctx context.Context, tenant, name string) (sandbox.Gone, error) {
+func (v goneRecords) Get(ctx context.Context, tenant, name string) (sandbox.Gone, error) {
 	g := sandbox.Gone{Name: name, Tenant: tenant}
 	var at string
-	err := db.r.QueryRowContext(ctx, `SELECT id, owner, reason, last_status, at FROM gone WHERE tenant = ? AND name = ?`, tenant, name).
+	err := v.db.r.QueryRowContext(ctx, `SELECT id, owner, reason, last_status, at FROM gone WHERE tenant = ? AND name = ?`, tenant, name).
 		Scan(&g.ID, &g.Owner, &g.Reason, &g.Last, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Gone{}, fmt.Errorf("sqlite: gone %q of %q: %w", name, tenant, store.ErrNotFound)
@@ -51,11 +59,11 @@ func (db *DB) GetGone(ctx context.Context, tenant, name string) (sandbox.Gone, e
 	return g, nil
 }
 
-// ForgetGone deletes the record of tenant's name, if any, and every record
+// Forget deletes the record of tenant's name, if any, and every record
 // older than before when before is not zero.
-func (db *DB) ForgetGone(ctx context.Context, tenant, name string, before time.Time) error {
+func (v goneRecords) Forget(ctx context.Context, tenant, name string, before time.Time) error {
 	if name != "" {
-		if _, err := db.w.ExecContext(ctx, `DELETE FROM gone WHERE tenant = ? AND name = ?`, tenant, name); err != nil {
+		if _, err := v.db.w.ExecContext(ctx, `DELETE FROM gone WHERE tenant = ? AND name = ?`, tenant, name); err != nil {
 			return fmt.Errorf("sqlite: forget gone %q: %w", name, writeErr(err))
 		}
 	}
@@ -64,7 +72,7 @@ func (db *DB) ForgetGone(ctx context.Context, tenant, name string, before time.T
 		if err != nil {
 			return fmt.Errorf("sqlite: forget gone: %w", err)
 		}
-		if _, err := db.w.ExecContext(ctx, `DELETE FROM gone WHERE at < ?`, b); err != nil {
+		if _, err := v.db.w.ExecContext(ctx, `DELETE FROM gone WHERE at < ?`, b); err != nil {
 			return fmt.Errorf("sqlite: forget gone before %s: %w", b, writeErr(err))
 		}
 	}

@@ -168,34 +168,34 @@ func TestMigrateFromV1(t *testing.T) {
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512},
 		Head:         "",
 	}
-	got, err := db.GetSandbox(ctx, "acme", "old")
+	got, err := db.Sandboxes().Get(ctx, "acme", "old")
 	if err != nil {
-		t.Fatalf("GetSandbox(old) after migration = %v, want the row", err)
+		t.Fatalf("Sandboxes.Get(old) after migration = %v, want the row", err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("GetSandbox(old) after migration =\n\t%+v\nwant\n\t%+v", got, want)
+		t.Errorf("Sandboxes.Get(old) after migration =\n\t%+v\nwant\n\t%+v", got, want)
 	}
-	if tok, err := db.TokenByHash(ctx, "aa01"); err != nil || tok.ID != "tok-1" || !tok.CreatedAt.Equal(created) {
-		t.Errorf("TokenByHash(aa01) after migration = %+v, %v; want tok-1 created %v", tok, err, created)
+	if tok, err := db.Tokens().ByHash(ctx, "aa01"); err != nil || tok.ID != "tok-1" || !tok.CreatedAt.Equal(created) {
+		t.Errorf("Tokens.ByHash(aa01) after migration = %+v, %v; want tok-1 created %v", tok, err, created)
 	}
 
 	// The migrated row takes checkpoints and a head, and cascades.
 	c := sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-1", CreatedAt: created.Add(time.Hour), Memory: true}
-	if err := db.CreateCheckpoint(ctx, c); err != nil {
-		t.Fatalf("CreateCheckpoint on a migrated sandbox = %v, want nil", err)
+	if err := db.Checkpoints().Create(ctx, c); err != nil {
+		t.Fatalf("Checkpoints.Create on a migrated sandbox = %v, want nil", err)
 	}
 	want.Head = c.ID
-	if err := db.UpdateSandbox(ctx, want); err != nil {
-		t.Fatalf("UpdateSandbox(head) on a migrated sandbox = %v, want nil", err)
+	if err := db.Sandboxes().Update(ctx, want); err != nil {
+		t.Fatalf("Sandboxes.Update(head) on a migrated sandbox = %v, want nil", err)
 	}
-	if got, err := db.GetSandbox(ctx, "acme", "old"); err != nil || got.Head != c.ID {
-		t.Errorf("GetSandbox(old).Head = %q, %v; want %q, nil", got.Head, err, c.ID)
+	if got, err := db.Sandboxes().Get(ctx, "acme", "old"); err != nil || got.Head != c.ID {
+		t.Errorf("Sandboxes.Get(old).Head = %q, %v; want %q, nil", got.Head, err, c.ID)
 	}
-	if err := db.DeleteSandbox(ctx, "sb-1"); err != nil {
-		t.Fatalf("DeleteSandbox = %v", err)
+	if err := db.Sandboxes().Delete(ctx, "sb-1"); err != nil {
+		t.Fatalf("Sandboxes.Delete = %v", err)
 	}
-	if _, err := db.GetCheckpoint(ctx, "sb-1", c.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetCheckpoint after DeleteSandbox on a migrated database = %v, want ErrNotFound", err)
+	if _, err := db.Checkpoints().Get(ctx, "sb-1", c.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.Get after Sandboxes.Delete on a migrated database = %v, want ErrNotFound", err)
 	}
 }
 
@@ -254,26 +254,26 @@ func TestMigrateFromV3(t *testing.T) {
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 10 << 30},
 		Head:         "ck-1",
 	}
-	got, err := db.GetSandbox(ctx, "acme", "old")
+	got, err := db.Sandboxes().Get(ctx, "acme", "old")
 	if err != nil {
-		t.Fatalf("GetSandbox(old) after migration = %v, want the row", err)
+		t.Fatalf("Sandboxes.Get(old) after migration = %v, want the row", err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("GetSandbox(old) after migration =\n\t%+v\nwant\n\t%+v", got, want)
+		t.Errorf("Sandboxes.Get(old) after migration =\n\t%+v\nwant\n\t%+v", got, want)
 	}
 	wantCk := sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-1", Sandbox: "old", Label: "before",
 		CreatedAt: time.Date(2025, time.March, 14, 14, 9, 30, 0, time.UTC), SizeBytes: 4096, Memory: true}
-	if ck, err := db.GetCheckpoint(ctx, "sb-1", "ck-1"); err != nil || ck != wantCk {
-		t.Errorf("GetCheckpoint(ck-1) after migration = %+v, %v; want %+v", ck, err, wantCk)
+	if ck, err := db.Checkpoints().Get(ctx, "sb-1", "ck-1"); err != nil || ck != wantCk {
+		t.Errorf("Checkpoints.Get(ck-1) after migration = %+v, %v; want %+v", ck, err, wantCk)
 	}
-	if tok, err := db.TokenByHash(ctx, "aa01"); err != nil || tok.ID != "tok-1" || !tok.CreatedAt.Equal(created) {
-		t.Errorf("TokenByHash(aa01) after migration = %+v, %v; want tok-1 created %v", tok, err, created)
+	if tok, err := db.Tokens().ByHash(ctx, "aa01"); err != nil || tok.ID != "tok-1" || !tok.CreatedAt.Equal(created) {
+		t.Errorf("Tokens.ByHash(aa01) after migration = %+v, %v; want tok-1 created %v", tok, err, created)
 	}
 
 	// No tenant rows came from nowhere; the ones the old rows name can be
 	// created now, and agents in them.
-	if list, err := db.ListTenants(ctx); err != nil || len(list) != 0 {
-		t.Errorf("ListTenants after migration = %d tenants, %v; want none", len(list), err)
+	if list, err := db.Tenants().List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("Tenants.List after migration = %d tenants, %v; want none", len(list), err)
 	}
 	tenant := sandbox.Tenant{
 		Name:       "acme",
@@ -281,18 +281,18 @@ func TestMigrateFromV3(t *testing.T) {
 		Policy:     sandbox.PolicyOverrides{BudgetPercent: new(0)},
 		CreatedAt:  created.Add(time.Hour), UpdatedAt: created.Add(time.Hour),
 	}
-	if err := db.CreateTenant(ctx, tenant); err != nil {
-		t.Fatalf("CreateTenant on a migrated database = %v, want nil", err)
+	if err := db.Tenants().Create(ctx, tenant); err != nil {
+		t.Fatalf("Tenants.Create on a migrated database = %v, want nil", err)
 	}
-	if got, err := db.GetTenant(ctx, "acme"); err != nil || got.Policy.BudgetPercent == nil || *got.Policy.BudgetPercent != 0 {
-		t.Errorf("GetTenant(acme) on a migrated database = %+v, %v; want budget 0", got, err)
+	if got, err := db.Tenants().Get(ctx, "acme"); err != nil || got.Policy.BudgetPercent == nil || *got.Policy.BudgetPercent != 0 {
+		t.Errorf("Tenants.Get(acme) on a migrated database = %+v, %v; want budget 0", got, err)
 	}
 	agent := sandbox.Agent{Name: "alice", Tenant: "acme", CreatedAt: created.Add(time.Hour)}
-	if err := db.CreateAgent(ctx, agent); err != nil {
-		t.Fatalf("CreateAgent on a migrated database = %v, want nil", err)
+	if err := db.Agents().Create(ctx, agent); err != nil {
+		t.Fatalf("Agents.Create on a migrated database = %v, want nil", err)
 	}
-	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: created}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("CreateAgent(missing tenant) on a migrated database = %v, want ErrNotFound", err)
+	if err := db.Agents().Create(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: created}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Agents.Create(missing tenant) on a migrated database = %v, want ErrNotFound", err)
 	}
 }
 
@@ -309,57 +309,57 @@ func TestMigrateFromV13(t *testing.T) {
 	if got, want := userVersion(t, path), latest(t); got != want {
 		t.Errorf("user_version after migrating from 13 = %d, want %d", got, want)
 	}
-	sb, err := db.GetSandbox(ctx, "acme", "agent-alice-web")
+	sb, err := db.Sandboxes().Get(ctx, "acme", "agent-alice-web")
 	if err != nil {
-		t.Fatalf("GetSandbox(acme, agent-alice-web) after migration = %v, want the row", err)
+		t.Fatalf("Sandboxes.Get(acme, agent-alice-web) after migration = %v, want the row", err)
 	}
 	if sb.ID != "x1" || sb.Head != "c1" || sb.Network != sandbox.NetworkEgress || !reflect.DeepEqual(sb.PublicPorts, []int{8080}) ||
 		!reflect.DeepEqual(sb.Labels, []string{"team"}) || sb.Resources.NetConns != 64 || sb.Resources.DiskBytes != 2<<30 ||
 		!reflect.DeepEqual(sb.Egress.Allow, []string{"example.com"}) {
 		t.Errorf("sandbox after migration = %+v, want every column kept", sb)
 	}
-	cps, err := db.ListCheckpoints(ctx, "x1")
+	cps, err := db.Checkpoints().List(ctx, "x1")
 	if err != nil || len(cps) != 2 || cps[0].ID != "c0" || cps[1].ID != "c1" || cps[1].Parent != "c0" || !cps[1].Memory || cps[1].Sandbox != "agent-alice-web" {
-		t.Errorf("ListCheckpoints(x1) after migration = %+v, %v; want c0 and c1 as they were", cps, err)
+		t.Errorf("Checkpoints.List(x1) after migration = %+v, %v; want c0 and c1 as they were", cps, err)
 	}
-	if a, err := db.GetAgent(ctx, "acme", "alice"); err != nil || a.Tenant != "acme" {
-		t.Errorf("GetAgent(acme, alice) after migration = %+v, %v", a, err)
+	if a, err := db.Agents().Get(ctx, "acme", "alice"); err != nil || a.Tenant != "acme" {
+		t.Errorf("Agents.Get(acme, alice) after migration = %+v, %v", a, err)
 	}
-	if g, err := db.GetGone(ctx, "acme", "agent-alice-old"); err != nil || g.ID != "x0" || g.Last != "oom" {
-		t.Errorf("GetGone(acme, agent-alice-old) after migration = %+v, %v", g, err)
+	if g, err := db.Gone().Get(ctx, "acme", "agent-alice-old"); err != nil || g.ID != "x0" || g.Last != "oom" {
+		t.Errorf("Gone.Get(acme, agent-alice-old) after migration = %+v, %v", g, err)
 	}
-	if m, err := db.GetSandbox(ctx, "system", "pool-1"); err != nil || m.ID != "x2" {
-		t.Errorf("GetSandbox(system, pool-1) after migration = %+v, %v", m, err)
+	if m, err := db.Sandboxes().Get(ctx, "system", "pool-1"); err != nil || m.ID != "x2" {
+		t.Errorf("Sandboxes.Get(system, pool-1) after migration = %+v, %v", m, err)
 	}
 
 	// Names are now per tenant: globex takes acme's agent and sandbox
 	// names, and acme still cannot have two.
-	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "alice", Tenant: "globex", CreatedAt: time.Now()}); err != nil {
-		t.Errorf("CreateAgent(alice in globex) after migration = %v, want nil", err)
+	if err := db.Agents().Create(ctx, sandbox.Agent{Name: "alice", Tenant: "globex", CreatedAt: time.Now()}); err != nil {
+		t.Errorf("Agents.Create(alice in globex) after migration = %v, want nil", err)
 	}
 	twin := sb
 	twin.ID, twin.Tenant = "x3", "globex"
-	if err := db.CreateSandbox(ctx, twin); err != nil {
-		t.Errorf("CreateSandbox(agent-alice-web in globex) after migration = %v, want nil", err)
+	if err := db.Sandboxes().Create(ctx, twin); err != nil {
+		t.Errorf("Sandboxes.Create(agent-alice-web in globex) after migration = %v, want nil", err)
 	}
 	dup := sb
 	dup.ID = "x4"
-	if err := db.CreateSandbox(ctx, dup); !errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateSandbox(a second agent-alice-web in acme) after migration = %v, want ErrExists", err)
+	if err := db.Sandboxes().Create(ctx, dup); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Sandboxes.Create(a second agent-alice-web in acme) after migration = %v, want ErrExists", err)
 	}
-	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "alice", Tenant: "acme", CreatedAt: time.Now()}); !errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateAgent(a second alice in acme) after migration = %v, want ErrExists", err)
+	if err := db.Agents().Create(ctx, sandbox.Agent{Name: "alice", Tenant: "acme", CreatedAt: time.Now()}); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Agents.Create(a second alice in acme) after migration = %v, want ErrExists", err)
 	}
 	// The rebuilt tables keep their foreign keys: checkpoints still go
 	// with their sandbox, and an agent still needs its tenant.
-	if err := db.DeleteSandbox(ctx, "x1"); err != nil {
+	if err := db.Sandboxes().Delete(ctx, "x1"); err != nil {
 		t.Fatal(err)
 	}
-	if cps, err := db.ListCheckpoints(ctx, "x1"); err != nil || len(cps) != 0 {
-		t.Errorf("ListCheckpoints(x1) after DeleteSandbox = %d, %v; want none (the cascade)", len(cps), err)
+	if cps, err := db.Checkpoints().List(ctx, "x1"); err != nil || len(cps) != 0 {
+		t.Errorf("Checkpoints.List(x1) after Sandboxes.Delete = %d, %v; want none (the cascade)", len(cps), err)
 	}
-	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "initech", CreatedAt: time.Now()}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("CreateAgent(in a missing tenant) after migration = %v, want ErrNotFound", err)
+	if err := db.Agents().Create(ctx, sandbox.Agent{Name: "bob", Tenant: "initech", CreatedAt: time.Now()}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Agents.Create(in a missing tenant) after migration = %v, want ErrNotFound", err)
 	}
 	checkIntegrity(t, path)
 }

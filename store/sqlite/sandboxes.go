@@ -18,15 +18,23 @@ const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, r
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
 	public_ports, network, net_bits_per_sec, net_conns, egress`
 
-// CreateSandbox inserts sb. It returns store.ErrExists if sb.ID is taken
+// sandboxes is the store.Sandboxes view of db: the sandboxes table.
+type sandboxes struct{ db *DB }
+
+var _ store.Sandboxes = sandboxes{}
+
+// Sandboxes returns the view of the sandboxes table.
+func (db *DB) Sandboxes() store.Sandboxes { return sandboxes{db} }
+
+// Create inserts sb. It returns store.ErrExists if sb.ID is taken
 // or sb.Tenant has a sandbox called sb.Name, and an error if either is
 // empty.
-func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+func (v sandboxes) Create(ctx context.Context, sb sandbox.Sandbox) error {
 	args, err := sandboxArgs(sb)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)`,
 		args...)
@@ -36,15 +44,15 @@ func (db *DB) CreateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
-// UpdateSandbox replaces every field of the sandbox with sb.ID by sb's. It
+// Update replaces every field of the sandbox with sb.ID by sb's. It
 // returns store.ErrNotFound if there is none, and store.ErrExists if
 // sb.Tenant has another sandbox called sb.Name.
-func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
+func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 	args, err := sandboxArgs(sb)
 	if err != nil {
 		return fmt.Errorf("sqlite: update sandbox %q: %w", sb.ID, err)
 	}
-	res, err := db.w.ExecContext(ctx,
+	res, err := v.db.w.ExecContext(ctx,
 		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
 			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
@@ -59,9 +67,9 @@ func (db *DB) UpdateSandbox(ctx context.Context, sb sandbox.Sandbox) error {
 	return affectedOne(res, "update sandbox", sb.ID)
 }
 
-// GetSandbox returns tenant's sandbox called name, or store.ErrNotFound.
-func (db *DB) GetSandbox(ctx context.Context, tenant, name string) (sandbox.Sandbox, error) {
-	row := db.r.QueryRowContext(ctx,
+// Get returns tenant's sandbox called name, or store.ErrNotFound.
+func (v sandboxes) Get(ctx context.Context, tenant, name string) (sandbox.Sandbox, error) {
+	row := v.db.r.QueryRowContext(ctx,
 		`SELECT `+sandboxColumns+` FROM sandboxes WHERE tenant = ? AND name = ?`, tenant, name)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -73,9 +81,9 @@ func (db *DB) GetSandbox(ctx context.Context, tenant, name string) (sandbox.Sand
 	return sb, nil
 }
 
-// SandboxByID returns the sandbox whose id is id, or store.ErrNotFound.
-func (db *DB) SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, error) {
-	row := db.r.QueryRowContext(ctx,
+// ByID returns the sandbox whose id is id, or store.ErrNotFound.
+func (v sandboxes) ByID(ctx context.Context, id string) (sandbox.Sandbox, error) {
+	row := v.db.r.QueryRowContext(ctx,
 		`SELECT `+sandboxColumns+` FROM sandboxes WHERE id = ?`, id)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -87,9 +95,9 @@ func (db *DB) SandboxByID(ctx context.Context, id string) (sandbox.Sandbox, erro
 	return sb, nil
 }
 
-// ListSandboxes returns the sandboxes matching f, oldest CreatedAt first and
+// List returns the sandboxes matching f, oldest CreatedAt first and
 // insertion order among equals. No match is an empty slice and no error.
-func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sandbox, error) {
+func (v sandboxes) List(ctx context.Context, f store.Filter) ([]sandbox.Sandbox, error) {
 	// Conditions are added only when set, rather than "? = '' OR tenant = ?",
 	// so that SQLite can use the (tenant, owner, created_at), (owner,
 	// created_at) and (name) indexes.
@@ -113,13 +121,13 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.Filter) ([]sandbox.Sand
 	}
 	q += ` ORDER BY created_at, rowid`
 
-	return queryAll(ctx, db, "list sandboxes", scanSandbox, q, args...)
+	return queryAll(ctx, v.db, "list sandboxes", scanSandbox, q, args...)
 }
 
-// DeleteSandbox removes the sandbox with that id, and its checkpoints with
+// Delete removes the sandbox with that id, and its checkpoints with
 // it (ON DELETE CASCADE), or returns store.ErrNotFound.
-func (db *DB) DeleteSandbox(ctx context.Context, id string) error {
-	res, err := db.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+func (v sandboxes) Delete(ctx context.Context, id string) error {
+	res, err := v.db.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete sandbox %q: %w", id, err)
 	}

@@ -11,9 +11,17 @@ import (
 	"github.com/hearth/hearth/store"
 )
 
-// PutSecret stores tenant's secret name, sealed, created or replaced at at
+// secrets is the store.Secrets view of db: the secrets table.
+type secrets struct{ db *DB }
+
+var _ store.Secrets = secrets{}
+
+// Secrets returns the view of the secrets table.
+func (db *DB) Secrets() store.Secrets { return secrets{db} }
+
+// Put stores tenant's secret name, sealed, created or replaced at at
 // (a replacement keeps its created_at).
-func (db *DB) PutSecret(ctx context.Context, tenant, name string, sealed []byte, at time.Time) error {
+func (v secrets) Put(ctx context.Context, tenant, name string, sealed []byte, at time.Time) error {
 	if tenant == "" || name == "" || len(sealed) == 0 {
 		return fmt.Errorf("sqlite: put secret %q of %q: tenant, name and value must not be empty", name, tenant)
 	}
@@ -21,7 +29,7 @@ func (db *DB) PutSecret(ctx context.Context, tenant, name string, sealed []byte,
 	if err != nil {
 		return fmt.Errorf("sqlite: put secret %q of %q: %w", name, tenant, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO secrets (tenant, name, sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
 		 ON CONFLICT (tenant, name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at`,
 		tenant, name, sealed, ts, ts)
@@ -31,11 +39,11 @@ func (db *DB) PutSecret(ctx context.Context, tenant, name string, sealed []byte,
 	return nil
 }
 
-// GetSecret returns the sealed value of tenant's secret name, or
+// Get returns the sealed value of tenant's secret name, or
 // store.ErrNotFound.
-func (db *DB) GetSecret(ctx context.Context, tenant, name string) ([]byte, error) {
+func (v secrets) Get(ctx context.Context, tenant, name string) ([]byte, error) {
 	var sealed []byte
-	err := db.r.QueryRowContext(ctx, `SELECT sealed FROM secrets WHERE tenant = ? AND name = ?`, tenant, name).Scan(&sealed)
+	err := v.db.r.QueryRowContext(ctx, `SELECT sealed FROM secrets WHERE tenant = ? AND name = ?`, tenant, name).Scan(&sealed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: secret %q of %q: %w", name, tenant, store.ErrNotFound)
 	}
@@ -45,8 +53,8 @@ func (db *DB) GetSecret(ctx context.Context, tenant, name string) ([]byte, error
 	return sealed, nil
 }
 
-// ListSecrets describes tenant's secrets, by name.
-func (db *DB) ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error) {
+// List describes tenant's secrets, by name.
+func (v secrets) List(ctx context.Context, tenant string) ([]sandbox.SecretInfo, error) {
 	scan := func(row scanner) (sandbox.SecretInfo, error) {
 		s := sandbox.SecretInfo{Tenant: tenant}
 		var created, updated string
@@ -59,12 +67,12 @@ func (db *DB) ListSecrets(ctx context.Context, tenant string) ([]sandbox.SecretI
 		}
 		return s, err
 	}
-	return queryAll(ctx, db, fmt.Sprintf("list secrets of %q", tenant), scan, `SELECT name, created_at, updated_at FROM secrets WHERE tenant = ? ORDER BY name`, tenant)
+	return queryAll(ctx, v.db, fmt.Sprintf("list secrets of %q", tenant), scan, `SELECT name, created_at, updated_at FROM secrets WHERE tenant = ? ORDER BY name`, tenant)
 }
 
-// DeleteSecret removes tenant's secret name, or returns store.ErrNotFound.
-func (db *DB) DeleteSecret(ctx context.Context, tenant, name string) error {
-	res, err := db.w.ExecContext(ctx, `DELETE FROM secrets WHERE tenant = ? AND name = ?`, tenant, name)
+// Delete removes tenant's secret name, or returns store.ErrNotFound.
+func (v secrets) Delete(ctx context.Context, tenant, name string) error {
+	res, err := v.db.w.ExecContext(ctx, `DELETE FROM secrets WHERE tenant = ? AND name = ?`, tenant, name)
 	if err != nil {
 		return fmt.Errorf("sqlite: delete secret %q of %q: %w", name, tenant, writeErr(err))
 	}

@@ -93,6 +93,8 @@ type Options struct {
 }
 
 // DB is a store.Store in one SQLite file. It is safe for concurrent use.
+// Its views (Sandboxes, Checkpoints, …) are values that hold only the DB,
+// so getting one costs nothing and they all share its connections.
 type DB struct {
 	path string
 	w    *sql.DB // exactly one connection: every write is serialized here
@@ -111,22 +113,7 @@ var _ store.Store = (*DB)(nil)
 // name, never a URI or ":memory:". It returns ErrSchemaTooNew if a newer
 // binary has migrated the file. ctx bounds the migrations only.
 func Open(ctx context.Context, path string, opts *Options) (*DB, error) {
-	if opts == nil {
-		opts = &Options{}
-	}
-	busy := opts.BusyTimeout
-	if busy <= 0 {
-		busy = DefaultBusyTimeout
-	}
-	readers := opts.Readers
-	if readers <= 0 {
-		readers = DefaultReaders
-	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-
+	o := opts.withDefaults()
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("sqlite: open %q: want a file path", path)
 	}
@@ -134,24 +121,62 @@ func Open(ctx context.Context, path string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	// Create the file ourselves so it is never world-readable: SQLite would
-	// create it 0644, and it holds every tenant's token hashes.
-	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	if err := createPrivate(abs); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
-
 	migs, err := loadMigrations()
 	if err != nil {
 		return nil, err
 	}
-
 	db := &DB{path: abs}
-	ms := strconv.FormatInt(busy.Milliseconds(), 10)
-	db.w, err = sql.Open("sqlite", dsn(abs, url.Values{
+	if err := db.open(ctx, o, migs); err != nil {
+		for _, p := range []*sql.DB{db.r, db.w} {
+			if p != nil {
+				p.Close()
+			}
+		}
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	return db, nil
+}
+
+// withDefaults returns opts (which may be nil) with its zero fields set to
+// their defaults.
+func (opts *Options) withDefaults() Options {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.Readers <= 0 {
+		o.Readers = DefaultReaders
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// createPrivate creates the file at path, if missing, with mode 0600, so
+// that it is never world-readable: SQLite would create it 0644, and it
+// holds every tenant's token hashes.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// open opens db's writer pool, switches the file to WAL, applies migs, and
+// then opens the reader pool. On an error the caller closes whichever
+// pools are set.
+func (db *DB) open(ctx context.Context, o Options, migs []migration) error {
+	ms := strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)
+	var err error
+	db.w, err = openPool(db.path, 1, url.Values{
 		"_busy_timeout": {ms},
 		"_foreign_keys": {"on"},
 		"_synchronous":  {"FULL"},
@@ -159,51 +184,44 @@ func Open(ctx context.Context, path string, opts *Options) (*DB, error) {
 		// the write lock at BEGIN means a busy wait, never a deadlock on
 		// upgrading a read lock.
 		"_txlock": {"immediate"},
-	}))
+	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+		return err
 	}
-	db.w.SetMaxOpenConns(1)
-	db.w.SetMaxIdleConns(1)
-	db.w.SetConnMaxLifetime(0)
-	db.w.SetConnMaxIdleTime(0)
-
-	fail := func(err error) (*DB, error) {
-		db.w.Close()
-		if db.r != nil {
-			db.r.Close()
-		}
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
-
 	var mode string
 	if err := db.w.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return fail(err)
+		return err
 	}
 	if !strings.EqualFold(mode, "wal") {
-		return fail(fmt.Errorf("journal_mode is %q, want wal (is the file on a filesystem without shared memory?)", mode))
+		return fmt.Errorf("journal_mode is %q, want wal (is the file on a filesystem without shared memory?)", mode)
 	}
-	if err := migrate(ctx, db.w, migs, logger); err != nil {
-		return fail(err)
+	if err := migrate(ctx, db.w, migs, o.Logger); err != nil {
+		return err
 	}
-
-	db.r, err = sql.Open("sqlite", dsn(abs, url.Values{
+	db.r, err = openPool(db.path, o.Readers, url.Values{
 		"_busy_timeout": {ms},
 		"_foreign_keys": {"on"},
 		"_synchronous":  {"FULL"},
 		"_query_only":   {"on"},
-	}))
+	})
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	db.r.SetMaxOpenConns(readers)
-	db.r.SetMaxIdleConns(readers)
-	db.r.SetConnMaxLifetime(0)
-	db.r.SetConnMaxIdleTime(0)
-	if err := db.r.PingContext(ctx); err != nil {
-		return fail(err)
+	return db.r.PingContext(ctx)
+}
+
+// openPool returns a pool of exactly conns connections to the file at
+// path with the DSN parameters q, kept open for the life of the pool.
+func openPool(path string, conns int, q url.Values) (*sql.DB, error) {
+	p, err := sql.Open("sqlite", dsn(path, q))
+	if err != nil {
+		return nil, err
 	}
-	return db, nil
+	p.SetMaxOpenConns(conns)
+	p.SetMaxIdleConns(conns)
+	p.SetConnMaxLifetime(0)
+	p.SetConnMaxIdleTime(0)
+	return p, nil
 }
 
 // dsn builds a "file:" URI so that any character in path (a '?', a '%')

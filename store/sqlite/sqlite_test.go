@@ -59,8 +59,8 @@ func TestOpenFileMode(t *testing.T) {
 	// A write makes SQLite create the -wal and -shm files, which must not
 	// be wider than the database either.
 	sb := sandbox.Sandbox{ID: "sb-1", Name: "mode", CreatedAt: time.Now(), UpdatedAt: time.Now()}
-	if err := db.CreateSandbox(t.Context(), sb); err != nil {
-		t.Fatalf("CreateSandbox = %v", err)
+	if err := db.Sandboxes().Create(t.Context(), sb); err != nil {
+		t.Fatalf("Sandboxes.Create = %v", err)
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		fi, err := os.Stat(p)
@@ -165,8 +165,8 @@ func TestOpenPathNeedsNoEscaping(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "odd ?name#%20.db")
 	db := open(t, path)
 	sb := sandbox.Sandbox{ID: "sb-1", Name: "odd", CreatedAt: time.Now(), UpdatedAt: time.Now()}
-	if err := db.CreateSandbox(t.Context(), sb); err != nil {
-		t.Fatalf("CreateSandbox = %v", err)
+	if err := db.Sandboxes().Create(t.Context(), sb); err != nil {
+		t.Fatalf("Sandboxes.Create = %v", err)
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("database not at the literal path: %v", err)
@@ -183,12 +183,12 @@ func TestTimeNanoseconds(t *testing.T) {
 		ID: "sb-1", Name: "ns", CreatedAt: created,
 		UpdatedAt: created.Add(1), ExpiresAt: created.Add(2),
 	}
-	if err := db.CreateSandbox(ctx, sb); err != nil {
-		t.Fatalf("CreateSandbox = %v", err)
+	if err := db.Sandboxes().Create(ctx, sb); err != nil {
+		t.Fatalf("Sandboxes.Create = %v", err)
 	}
-	got, err := db.GetSandbox(ctx, sb.Tenant, sb.Name)
+	got, err := db.Sandboxes().Get(ctx, sb.Tenant, sb.Name)
 	if err != nil {
-		t.Fatalf("GetSandbox = %v", err)
+		t.Fatalf("Sandboxes.Get = %v", err)
 	}
 	for _, tc := range []struct {
 		field     string
@@ -217,12 +217,12 @@ func TestTimeOutOfRange(t *testing.T) {
 	db := open(t, tempPath(t))
 	far := time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
 	sb := sandbox.Sandbox{ID: "sb-1", Name: "far", CreatedAt: far, UpdatedAt: far}
-	err := db.CreateSandbox(t.Context(), sb)
+	err := db.Sandboxes().Create(t.Context(), sb)
 	if err == nil || errors.Is(err, store.ErrExists) {
-		t.Fatalf("CreateSandbox(year 10000) = %v, want a plain error", err)
+		t.Fatalf("Sandboxes.Create(year 10000) = %v, want a plain error", err)
 	}
-	if _, err := db.GetSandbox(t.Context(), sb.Tenant, sb.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox after refused create = %v, want ErrNotFound", err)
+	if _, err := db.Sandboxes().Get(t.Context(), sb.Tenant, sb.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Get after refused create = %v, want ErrNotFound", err)
 	}
 }
 
@@ -230,17 +230,17 @@ func TestErrorsWrapContext(t *testing.T) {
 	db := open(t, tempPath(t))
 	ctx := t.Context()
 	sb := sandbox.Sandbox{ID: "sb-1", Name: "dup", CreatedAt: time.Now(), UpdatedAt: time.Now()}
-	if err := db.CreateSandbox(ctx, sb); err != nil {
+	if err := db.Sandboxes().Create(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
 	sb.ID = "sb-2"
-	err := db.CreateSandbox(ctx, sb)
+	err := db.Sandboxes().Create(ctx, sb)
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"dup"`) || !strings.Contains(err.Error(), "sandboxes.name") {
-		t.Errorf("CreateSandbox(dup) = %v, want ErrExists naming the sandbox and the column", err)
+		t.Errorf("Sandboxes.Create(dup) = %v, want ErrExists naming the sandbox and the column", err)
 	}
-	_, err = db.GetSandbox(ctx, "acme", "nope")
+	_, err = db.Sandboxes().Get(ctx, "acme", "nope")
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
-		t.Errorf("GetSandbox(nope) = %v, want ErrNotFound naming the sandbox", err)
+		t.Errorf("Sandboxes.Get(nope) = %v, want ErrNotFound naming the sandbox", err)
 	}
 }
 
@@ -251,16 +251,16 @@ func TestCheckpointCascade(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now()
 	sb := sandbox.Sandbox{ID: "sb-1", Name: "cascade", CreatedAt: now, UpdatedAt: now}
-	if err := db.CreateSandbox(ctx, sb); err != nil {
+	if err := db.Sandboxes().Create(ctx, sb); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"ck-1", "ck-2"} {
 		c := sandbox.Checkpoint{ID: id, SandboxID: sb.ID, CreatedAt: now}
-		if err := db.CreateCheckpoint(ctx, c); err != nil {
-			t.Fatalf("CreateCheckpoint(%q) = %v", id, err)
+		if err := db.Checkpoints().Create(ctx, c); err != nil {
+			t.Fatalf("Checkpoints.Create(%q) = %v", id, err)
 		}
 	}
-	if err := db.DeleteSandbox(ctx, sb.ID); err != nil {
+	if err := db.Sandboxes().Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -276,19 +276,19 @@ func TestCheckpointErrors(t *testing.T) {
 	db := open(t, tempPath(t))
 	ctx := t.Context()
 	c := sandbox.Checkpoint{ID: "ck-1", SandboxID: "sb-nope", CreatedAt: time.Now()}
-	err := db.CreateCheckpoint(ctx, c)
+	err := db.Checkpoints().Create(ctx, c)
 	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) ||
 		!strings.Contains(err.Error(), `"ck-1"`) || !strings.Contains(err.Error(), `"sb-nope"`) {
-		t.Errorf("CreateCheckpoint(missing sandbox) = %v, want ErrNotFound naming the checkpoint and the sandbox", err)
+		t.Errorf("Checkpoints.Create(missing sandbox) = %v, want ErrNotFound naming the checkpoint and the sandbox", err)
 	}
-	_, err = db.GetCheckpoint(ctx, "sb-nope", "ck-1")
+	_, err = db.Checkpoints().Get(ctx, "sb-nope", "ck-1")
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"ck-1"`) {
-		t.Errorf("GetCheckpoint(nope) = %v, want ErrNotFound naming the checkpoint", err)
+		t.Errorf("Checkpoints.Get(nope) = %v, want ErrNotFound naming the checkpoint", err)
 	}
 	far := time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
 	c.CreatedAt = far
-	if err := db.CreateCheckpoint(ctx, c); err == nil || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("CreateCheckpoint(year 10000) = %v, want a plain error", err)
+	if err := db.Checkpoints().Create(ctx, c); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.Create(year 10000) = %v, want a plain error", err)
 	}
 }
 
@@ -312,8 +312,8 @@ func TestTenantPolicyJSON(t *testing.T) {
 	}
 	for _, tt := range tenants {
 		tn := sandbox.Tenant{Name: tt.name, Policy: tt.policy, CreatedAt: now, UpdatedAt: now}
-		if err := db.CreateTenant(ctx, tn); err != nil {
-			t.Fatalf("CreateTenant(%q) = %v", tt.name, err)
+		if err := db.Tenants().Create(ctx, tn); err != nil {
+			t.Fatalf("Tenants.Create(%q) = %v", tt.name, err)
 		}
 		var got string
 		if err := raw(t, db.Path()).QueryRow(`SELECT policy FROM tenants WHERE name = ?`, tt.name).Scan(&got); err != nil {
@@ -330,48 +330,48 @@ func TestTenantErrors(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now()
 	tn := sandbox.Tenant{Name: "acme", CreatedAt: now, UpdatedAt: now}
-	if err := db.CreateTenant(ctx, tn); err != nil {
+	if err := db.Tenants().Create(ctx, tn); err != nil {
 		t.Fatal(err)
 	}
-	err := db.CreateTenant(ctx, tn)
+	err := db.Tenants().Create(ctx, tn)
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"acme"`) || !strings.Contains(err.Error(), "tenants.name") {
-		t.Errorf("CreateTenant(dup) = %v, want ErrExists naming the tenant and the column", err)
+		t.Errorf("Tenants.Create(dup) = %v, want ErrExists naming the tenant and the column", err)
 	}
-	_, err = db.GetTenant(ctx, "nope")
+	_, err = db.Tenants().Get(ctx, "nope")
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
-		t.Errorf("GetTenant(nope) = %v, want ErrNotFound naming the tenant", err)
+		t.Errorf("Tenants.Get(nope) = %v, want ErrNotFound naming the tenant", err)
 	}
-	err = db.UpdateTenant(ctx, sandbox.Tenant{Name: "nope", UpdatedAt: now})
+	err = db.Tenants().Update(ctx, sandbox.Tenant{Name: "nope", UpdatedAt: now})
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
-		t.Errorf("UpdateTenant(nope) = %v, want ErrNotFound naming the tenant", err)
+		t.Errorf("Tenants.Update(nope) = %v, want ErrNotFound naming the tenant", err)
 	}
 
 	a := sandbox.Agent{Name: "claude-1", Tenant: "acme", CreatedAt: now}
-	if err := db.CreateAgent(ctx, a); err != nil {
+	if err := db.Agents().Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	err = db.CreateAgent(ctx, a)
+	err = db.Agents().Create(ctx, a)
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), `"claude-1"`) || !strings.Contains(err.Error(), "agents.name") {
-		t.Errorf("CreateAgent(dup) = %v, want ErrExists naming the agent and the column", err)
+		t.Errorf("Agents.Create(dup) = %v, want ErrExists naming the agent and the column", err)
 	}
-	err = db.CreateAgent(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: now})
+	err = db.Agents().Create(ctx, sandbox.Agent{Name: "bob", Tenant: "globex", CreatedAt: now})
 	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrExists) ||
 		!strings.Contains(err.Error(), `"bob"`) || !strings.Contains(err.Error(), `"globex"`) {
-		t.Errorf("CreateAgent(missing tenant) = %v, want ErrNotFound naming the agent and the tenant", err)
+		t.Errorf("Agents.Create(missing tenant) = %v, want ErrNotFound naming the agent and the tenant", err)
 	}
-	_, err = db.GetAgent(ctx, "acme", "nope")
+	_, err = db.Agents().Get(ctx, "acme", "nope")
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
-		t.Errorf("GetAgent(nope) = %v, want ErrNotFound naming the agent", err)
+		t.Errorf("Agents.Get(nope) = %v, want ErrNotFound naming the agent", err)
 	}
 
 	far := time.Date(10000, time.January, 1, 0, 0, 0, 0, time.UTC)
-	if err := db.CreateTenant(ctx, sandbox.Tenant{Name: "far", CreatedAt: far, UpdatedAt: far}); err == nil || errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateTenant(year 10000) = %v, want a plain error", err)
+	if err := db.Tenants().Create(ctx, sandbox.Tenant{Name: "far", CreatedAt: far, UpdatedAt: far}); err == nil || errors.Is(err, store.ErrExists) {
+		t.Errorf("Tenants.Create(year 10000) = %v, want a plain error", err)
 	}
-	if err := db.UpdateTenant(ctx, sandbox.Tenant{Name: "acme", UpdatedAt: far}); err == nil || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("UpdateTenant(year 10000) = %v, want a plain error", err)
+	if err := db.Tenants().Update(ctx, sandbox.Tenant{Name: "acme", UpdatedAt: far}); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tenants.Update(year 10000) = %v, want a plain error", err)
 	}
-	if err := db.CreateAgent(ctx, sandbox.Agent{Name: "far", Tenant: "acme", CreatedAt: far}); err == nil || errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateAgent(year 10000) = %v, want a plain error", err)
+	if err := db.Agents().Create(ctx, sandbox.Agent{Name: "far", Tenant: "acme", CreatedAt: far}); err == nil || errors.Is(err, store.ErrExists) {
+		t.Errorf("Agents.Create(year 10000) = %v, want a plain error", err)
 	}
 }

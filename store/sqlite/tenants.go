@@ -17,9 +17,17 @@ const tenantColumns = `name, millicpu, memory_bytes, disk_bytes, policy, created
 // agentColumns are selected and bound in this order.
 const agentColumns = `name, tenant, created_at`
 
-// CreateTenant inserts t. It returns store.ErrExists if t.Name is taken, and
+// tenants is the store.Tenants view of db: the tenants table.
+type tenants struct{ db *DB }
+
+var _ store.Tenants = tenants{}
+
+// Tenants returns the view of the tenants table.
+func (db *DB) Tenants() store.Tenants { return tenants{db} }
+
+// Create inserts t. It returns store.ErrExists if t.Name is taken, and
 // an error if it is empty. Allocation.Pids is not stored.
-func (db *DB) CreateTenant(ctx context.Context, t sandbox.Tenant) error {
+func (v tenants) Create(ctx context.Context, t sandbox.Tenant) error {
 	if t.Name == "" {
 		return errors.New("sqlite: create tenant: tenant name must not be empty")
 	}
@@ -35,7 +43,7 @@ func (db *DB) CreateTenant(ctx context.Context, t sandbox.Tenant) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: create tenant %q: updated_at: %w", t.Name, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		t.Name, t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes,
 		policy, created, updated)
@@ -45,9 +53,9 @@ func (db *DB) CreateTenant(ctx context.Context, t sandbox.Tenant) error {
 	return nil
 }
 
-// GetTenant returns the tenant called name, or store.ErrNotFound.
-func (db *DB) GetTenant(ctx context.Context, name string) (sandbox.Tenant, error) {
-	row := db.r.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE name = ?`, name)
+// Get returns the tenant called name, or store.ErrNotFound.
+func (v tenants) Get(ctx context.Context, name string) (sandbox.Tenant, error) {
+	row := v.db.r.QueryRowContext(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE name = ?`, name)
 	t, err := scanTenant(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Tenant{}, fmt.Errorf("sqlite: tenant %q: %w", name, store.ErrNotFound)
@@ -58,15 +66,15 @@ func (db *DB) GetTenant(ctx context.Context, name string) (sandbox.Tenant, error
 	return t, nil
 }
 
-// ListTenants returns every tenant, by name (byte order). None is an empty
+// List returns every tenant, by name (byte order). None is an empty
 // slice and no error.
-func (db *DB) ListTenants(ctx context.Context) ([]sandbox.Tenant, error) {
-	return queryAll(ctx, db, "list tenants", scanTenant, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
+func (v tenants) List(ctx context.Context) ([]sandbox.Tenant, error) {
+	return queryAll(ctx, v.db, "list tenants", scanTenant, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 }
 
-// UpdateTenant replaces the allocation, policy and updated_at of the tenant
+// Update replaces the allocation, policy and updated_at of the tenant
 // called t.Name, or returns store.ErrNotFound. created_at is kept.
-func (db *DB) UpdateTenant(ctx context.Context, t sandbox.Tenant) error {
+func (v tenants) Update(ctx context.Context, t sandbox.Tenant) error {
 	policy, err := policyJSON(t.Policy)
 	if err != nil {
 		return fmt.Errorf("sqlite: update tenant %q: %w", t.Name, err)
@@ -75,7 +83,7 @@ func (db *DB) UpdateTenant(ctx context.Context, t sandbox.Tenant) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: update tenant %q: updated_at: %w", t.Name, err)
 	}
-	res, err := db.w.ExecContext(ctx,
+	res, err := v.db.w.ExecContext(ctx,
 		`UPDATE tenants SET millicpu = ?, memory_bytes = ?, disk_bytes = ?, policy = ?, updated_at = ?
 		WHERE name = ?`,
 		t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes, policy, updated, t.Name)
@@ -85,10 +93,18 @@ func (db *DB) UpdateTenant(ctx context.Context, t sandbox.Tenant) error {
 	return affectedOne(res, "update tenant", t.Name)
 }
 
-// CreateAgent inserts a. It returns store.ErrExists if a.Tenant has an
+// agents is the store.Agents view of db: the agents table.
+type agents struct{ db *DB }
+
+var _ store.Agents = agents{}
+
+// Agents returns the view of the agents table.
+func (db *DB) Agents() store.Agents { return agents{db} }
+
+// Create inserts a. It returns store.ErrExists if a.Tenant has an
 // agent called a.Name, store.ErrNotFound if no tenant is called a.Tenant,
 // and an error if either name is empty.
-func (db *DB) CreateAgent(ctx context.Context, a sandbox.Agent) error {
+func (v agents) Create(ctx context.Context, a sandbox.Agent) error {
 	if a.Name == "" || a.Tenant == "" {
 		return errors.New("sqlite: create agent: agent and tenant names must not be empty")
 	}
@@ -96,7 +112,7 @@ func (db *DB) CreateAgent(ctx context.Context, a sandbox.Agent) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: create agent %q: created_at: %w", a.Name, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO agents (`+agentColumns+`) VALUES (?, ?, ?)`, a.Name, a.Tenant, created)
 	if isForeignKey(err) {
 		return fmt.Errorf("sqlite: create agent %q: tenant %q: %w", a.Name, a.Tenant, store.ErrNotFound)
@@ -107,9 +123,9 @@ func (db *DB) CreateAgent(ctx context.Context, a sandbox.Agent) error {
 	return nil
 }
 
-// GetAgent returns tenant's agent called name, or store.ErrNotFound.
-func (db *DB) GetAgent(ctx context.Context, tenant, name string) (sandbox.Agent, error) {
-	row := db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE tenant = ? AND name = ?`, tenant, name)
+// Get returns tenant's agent called name, or store.ErrNotFound.
+func (v agents) Get(ctx context.Context, tenant, name string) (sandbox.Agent, error) {
+	row := v.db.r.QueryRowContext(ctx, `SELECT `+agentColumns+` FROM agents WHERE tenant = ? AND name = ?`, tenant, name)
 	a, err := scanAgent(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Agent{}, fmt.Errorf("sqlite: agent %q of %q: %w", name, tenant, store.ErrNotFound)
@@ -120,10 +136,10 @@ func (db *DB) GetAgent(ctx context.Context, tenant, name string) (sandbox.Agent,
 	return a, nil
 }
 
-// ListAgents returns the agents of tenant, or of every tenant if it is "",
+// List returns the agents of tenant, or of every tenant if it is "",
 // by name and then tenant (byte order). None, or no such tenant, is an
 // empty slice and no error.
-func (db *DB) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, error) {
+func (v agents) List(ctx context.Context, tenant string) ([]sandbox.Agent, error) {
 	q := `SELECT ` + agentColumns + ` FROM agents`
 	var args []any
 	if tenant != "" {
@@ -131,7 +147,7 @@ func (db *DB) ListAgents(ctx context.Context, tenant string) ([]sandbox.Agent, e
 		args = append(args, tenant)
 	}
 	q += ` ORDER BY name, tenant`
-	return queryAll(ctx, db, fmt.Sprintf("list agents of %q", tenant), scanAgent, q, args...)
+	return queryAll(ctx, v.db, fmt.Sprintf("list agents of %q", tenant), scanAgent, q, args...)
 }
 
 // policyJSON encodes p for the policy column: nil fields are left out, set

@@ -14,9 +14,17 @@ import (
 // tokenColumns are selected and bound in this order.
 const tokenColumns = `id, hash, tenant, agent, role, created_at, expires_at, revoked_at, name_prefix`
 
-// CreateToken inserts t. It returns store.ErrExists if t.ID or t.Hash is
+// tokens is the store.Tokens view of db: the tokens table.
+type tokens struct{ db *DB }
+
+var _ store.Tokens = tokens{}
+
+// Tokens returns the view of the tokens table.
+func (db *DB) Tokens() store.Tokens { return tokens{db} }
+
+// Create inserts t. It returns store.ErrExists if t.ID or t.Hash is
 // taken, and an error if either is empty.
-func (db *DB) CreateToken(ctx context.Context, t store.Token) error {
+func (v tokens) Create(ctx context.Context, t store.Token) error {
 	if t.ID == "" || t.Hash == "" {
 		return errors.New("sqlite: create token: id and hash must not be empty")
 	}
@@ -32,7 +40,7 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: create token %q: revoked_at: %w", t.ID, err)
 	}
-	_, err = db.w.ExecContext(ctx,
+	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Hash, t.Principal.Tenant, t.Principal.Agent, string(t.Principal.Role),
 		created, expires, revoked, t.Principal.NamePrefix)
@@ -44,10 +52,10 @@ func (db *DB) CreateToken(ctx context.Context, t store.Token) error {
 	return nil
 }
 
-// TokenByHash returns the token with that hash, revoked and expired ones
+// ByHash returns the token with that hash, revoked and expired ones
 // included, or store.ErrNotFound.
-func (db *DB) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
-	row := db.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, hash)
+func (v tokens) ByHash(ctx context.Context, hash string) (store.Token, error) {
+	row := v.db.r.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = ?`, hash)
 	t, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Token{}, fmt.Errorf("sqlite: token by hash: %w", store.ErrNotFound)
@@ -58,16 +66,16 @@ func (db *DB) TokenByHash(ctx context.Context, hash string) (store.Token, error)
 	return t, nil
 }
 
-// ListTokens returns every token, oldest CreatedAt first and insertion order
+// List returns every token, oldest CreatedAt first and insertion order
 // among equals.
-func (db *DB) ListTokens(ctx context.Context) ([]store.Token, error) {
-	return queryAll(ctx, db, "list tokens", scanToken, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, rowid`)
+func (v tokens) List(ctx context.Context) ([]store.Token, error) {
+	return queryAll(ctx, v.db, "list tokens", scanToken, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, rowid`)
 }
 
-// RevokeToken sets the RevokedAt of the token with that id to at, or returns
+// Revoke sets the RevokedAt of the token with that id to at, or returns
 // store.ErrNotFound. A token already revoked keeps its first RevokedAt and
 // the call succeeds. at must not be zero, which would read as "live".
-func (db *DB) RevokeToken(ctx context.Context, id string, at time.Time) error {
+func (v tokens) Revoke(ctx context.Context, id string, at time.Time) error {
 	if at.IsZero() {
 		return fmt.Errorf("sqlite: revoke token %q: zero revocation time", id)
 	}
@@ -75,7 +83,7 @@ func (db *DB) RevokeToken(ctx context.Context, id string, at time.Time) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: revoke token %q: %w", id, err)
 	}
-	res, err := db.w.ExecContext(ctx,
+	res, err := v.db.w.ExecContext(ctx,
 		`UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, s, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: revoke token %q: %w", id, err)

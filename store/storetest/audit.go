@@ -33,20 +33,20 @@ func newEvent(verb, tenant, agent string, at time.Time) sandbox.AuditEvent {
 // mustAppend appends events or fails the test.
 func mustAppend(t *testing.T, s store.Store, events ...sandbox.AuditEvent) {
 	t.Helper()
-	if err := s.AppendAudit(t.Context(), events); err != nil {
-		t.Fatalf("AppendAudit(%d events) = %v, want nil", len(events), err)
+	if err := s.Audit().Append(t.Context(), events); err != nil {
+		t.Fatalf("Audit.Append(%d events) = %v, want nil", len(events), err)
 	}
 }
 
 // mustListAudit lists the events matching f or fails the test.
 func mustListAudit(t *testing.T, s store.Store, f sandbox.AuditFilter) []sandbox.AuditEvent {
 	t.Helper()
-	list, err := s.ListAudit(t.Context(), f)
+	list, err := s.Audit().List(t.Context(), f)
 	if err != nil {
-		t.Fatalf("ListAudit(%+v) = %v, want nil", f, err)
+		t.Fatalf("Audit.List(%+v) = %v, want nil", f, err)
 	}
 	if list == nil {
-		t.Errorf("ListAudit(%+v) = nil, want a non-nil slice", f)
+		t.Errorf("Audit.List(%+v) = nil, want a non-nil slice", f)
 	}
 	return list
 }
@@ -84,7 +84,7 @@ func testAuditRoundTrip(t *testing.T, open OpenFunc) {
 
 	list := mustListAudit(t, s, sandbox.AuditFilter{})
 	if len(list) != 3 {
-		t.Fatalf("ListAudit = %q, want 3 events", verbs(list))
+		t.Fatalf("Audit.List = %q, want 3 events", verbs(list))
 	}
 	for i, want := range []sandbox.AuditEvent{full, bare, ok} {
 		checkEvent(t, want.Verb, list[i], want)
@@ -97,15 +97,15 @@ func testAuditRoundTrip(t *testing.T, open OpenFunc) {
 func testAuditIDs(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx := t.Context()
-	if err := s.AppendAudit(ctx, nil); err != nil {
-		t.Errorf("AppendAudit(none) = %v, want nil", err)
+	if err := s.Audit().Append(ctx, nil); err != nil {
+		t.Errorf("Audit.Append(none) = %v, want nil", err)
 	}
 	// IDs follow the order of appending, not of At.
 	mustAppend(t, s, newEvent("first", "acme", "alice", at(time.Hour)))
 	mustAppend(t, s, newEvent("second", "acme", "alice", at(time.Hour)), newEvent("third", "acme", "alice", at(time.Hour)))
 	list := mustListAudit(t, s, sandbox.AuditFilter{})
 	if got, want := verbs(list), []string{"first", "second", "third"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("ListAudit (equal times) = %q, want %q in ID order", got, want)
+		t.Fatalf("Audit.List (equal times) = %q, want %q in ID order", got, want)
 	}
 	last := list[2].ID
 	if list[1].ID <= list[0].ID || last <= list[1].ID {
@@ -113,8 +113,8 @@ func testAuditIDs(t *testing.T, open OpenFunc) {
 	}
 
 	// Deleting everything, the newest included, frees no ID.
-	if n, err := s.DeleteAuditBefore(ctx, at(2*time.Hour)); err != nil || n != 3 {
-		t.Fatalf("DeleteAuditBefore(after all) = %d, %v; want 3, nil", n, err)
+	if n, err := s.Audit().DeleteBefore(ctx, at(2*time.Hour)); err != nil || n != 3 {
+		t.Fatalf("Audit.DeleteBefore(after all) = %d, %v; want 3, nil", n, err)
 	}
 	mustAppend(t, s, newEvent("after", "acme", "alice", at(3*time.Hour)))
 	list = mustListAudit(t, s, sandbox.AuditFilter{})
@@ -127,18 +127,18 @@ func testAuditZeroTime(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	good := newEvent("good", "acme", "alice", t0)
 	bad := newEvent("bad", "acme", "alice", time.Time{})
-	if err := s.AppendAudit(t.Context(), []sandbox.AuditEvent{good, bad}); err == nil {
-		t.Fatalf("AppendAudit(an event with a zero At) = nil, want an error")
+	if err := s.Audit().Append(t.Context(), []sandbox.AuditEvent{good, bad}); err == nil {
+		t.Fatalf("Audit.Append(an event with a zero At) = nil, want an error")
 	}
 	if list := mustListAudit(t, s, sandbox.AuditFilter{}); len(list) != 0 {
-		t.Errorf("ListAudit after a refused append = %q, want none (all or none)", verbs(list))
+		t.Errorf("Audit.List after a refused append = %q, want none (all or none)", verbs(list))
 	}
 }
 
 func testAuditList(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	if list := mustListAudit(t, s, sandbox.AuditFilter{}); len(list) != 0 {
-		t.Fatalf("ListAudit(empty store) = %q, want none", verbs(list))
+		t.Fatalf("Audit.List(empty store) = %q, want none", verbs(list))
 	}
 	// Appended out of time order: listing is by At.
 	mustAppend(t, s,
@@ -171,7 +171,7 @@ func testAuditList(t *testing.T, open OpenFunc) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := verbs(mustListAudit(t, s, tt.f)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ListAudit(%+v) = %q, want %q", tt.f, got, tt.want)
+				t.Errorf("Audit.List(%+v) = %q, want %q", tt.f, got, tt.want)
 			}
 		})
 	}
@@ -217,7 +217,7 @@ func testAuditSandboxPrefix(t *testing.T, open OpenFunc) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := verbs(mustListAudit(t, s, tt.f)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ListAudit(%+v) = %q, want %q", tt.f, got, tt.want)
+				t.Errorf("Audit.List(%+v) = %q, want %q", tt.f, got, tt.want)
 			}
 		})
 	}
@@ -232,15 +232,15 @@ func testAuditDelete(t *testing.T, open OpenFunc) {
 		newEvent("edge", "acme", "alice", at(time.Minute)),
 		newEvent("new", "acme", "alice", at(time.Hour)),
 	)
-	if n, err := s.DeleteAuditBefore(ctx, at(-2*time.Hour)); err != nil || n != 0 {
-		t.Errorf("DeleteAuditBefore(before all) = %d, %v; want 0, nil", n, err)
+	if n, err := s.Audit().DeleteBefore(ctx, at(-2*time.Hour)); err != nil || n != 0 {
+		t.Errorf("Audit.DeleteBefore(before all) = %d, %v; want 0, nil", n, err)
 	}
 	// Before is strict: the event at exactly t stays.
-	if n, err := s.DeleteAuditBefore(ctx, at(time.Minute)); err != nil || n != 2 {
-		t.Fatalf("DeleteAuditBefore(t0+1m) = %d, %v; want 2, nil", n, err)
+	if n, err := s.Audit().DeleteBefore(ctx, at(time.Minute)); err != nil || n != 2 {
+		t.Fatalf("Audit.DeleteBefore(t0+1m) = %d, %v; want 2, nil", n, err)
 	}
 	if got, want := verbs(mustListAudit(t, s, sandbox.AuditFilter{})), []string{"edge", "new"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("ListAudit after DeleteAuditBefore = %q, want %q", got, want)
+		t.Errorf("Audit.List after Audit.DeleteBefore = %q, want %q", got, want)
 	}
 }
 
@@ -248,16 +248,16 @@ func testAuditCancelled(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := s.AppendAudit(ctx, []sandbox.AuditEvent{newEvent("cancelled", "acme", "alice", t0)}); !errors.Is(err, context.Canceled) {
-		t.Errorf("AppendAudit(cancelled ctx) = %v, want context.Canceled", err)
+	if err := s.Audit().Append(ctx, []sandbox.AuditEvent{newEvent("cancelled", "acme", "alice", t0)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Audit.Append(cancelled ctx) = %v, want context.Canceled", err)
 	}
 	if list := mustListAudit(t, s, sandbox.AuditFilter{}); len(list) != 0 {
-		t.Errorf("ListAudit after a cancelled append = %q, want none", verbs(list))
+		t.Errorf("Audit.List after a cancelled append = %q, want none", verbs(list))
 	}
-	if _, err := s.ListAudit(ctx, sandbox.AuditFilter{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("ListAudit(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Audit().List(ctx, sandbox.AuditFilter{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Audit.List(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.DeleteAuditBefore(ctx, at(time.Hour)); !errors.Is(err, context.Canceled) {
-		t.Errorf("DeleteAuditBefore(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Audit().DeleteBefore(ctx, at(time.Hour)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Audit.DeleteBefore(cancelled ctx) = %v, want context.Canceled", err)
 	}
 }

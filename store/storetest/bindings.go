@@ -40,60 +40,60 @@ func testBindings(t *testing.T, open OpenFunc) {
 	github := newBinding("acme", "github", "GH_TOKEN", at(time.Second))
 	github.CreatedAt = time.Time{} // created at UpdatedAt
 	for _, b := range []sandbox.Binding{openai, theirs, github} {
-		if err := s.PutBinding(ctx, b); err != nil {
-			t.Fatalf("PutBinding(%s/%s) = %v", b.Tenant, b.Name, err)
+		if err := s.Bindings().Put(ctx, b); err != nil {
+			t.Fatalf("Bindings.Put(%s/%s) = %v", b.Tenant, b.Name, err)
 		}
 	}
 	github.CreatedAt = github.UpdatedAt
-	got, err := s.GetBinding(ctx, "acme", "openai")
+	got, err := s.Bindings().Get(ctx, "acme", "openai")
 	if err != nil {
-		t.Fatalf("GetBinding(acme, openai) = %v", err)
+		t.Fatalf("Bindings.Get(acme, openai) = %v", err)
 	}
-	checkBinding(t, "GetBinding(acme, openai)", got, openai)
-	got, err = s.GetBinding(ctx, "acme", "github")
+	checkBinding(t, "Bindings.Get(acme, openai)", got, openai)
+	got, err = s.Bindings().Get(ctx, "acme", "github")
 	if err != nil {
-		t.Fatalf("GetBinding(acme, github) = %v", err)
+		t.Fatalf("Bindings.Get(acme, github) = %v", err)
 	}
-	checkBinding(t, "GetBinding(acme, github) created with a zero CreatedAt", got, github)
+	checkBinding(t, "Bindings.Get(acme, github) created with a zero CreatedAt", got, github)
 
 	// A replacement takes every field and UpdatedAt, and keeps CreatedAt.
 	replaced := sandbox.Binding{Tenant: "acme", Name: "openai", Secret: "OTHER_KEY", Upstream: "http://203.0.113.7:8080",
 		Header: "X-Api-Key", Format: "{secret}", CreatedAt: at(time.Hour), UpdatedAt: at(time.Minute)}
-	if err := s.PutBinding(ctx, replaced); err != nil {
-		t.Fatalf("PutBinding(replace) = %v", err)
+	if err := s.Bindings().Put(ctx, replaced); err != nil {
+		t.Fatalf("Bindings.Put(replace) = %v", err)
 	}
 	want := replaced
 	want.CreatedAt = openai.CreatedAt
-	got, err = s.GetBinding(ctx, "acme", "openai")
+	got, err = s.Bindings().Get(ctx, "acme", "openai")
 	if err != nil {
-		t.Fatalf("GetBinding after a replace = %v", err)
+		t.Fatalf("Bindings.Get after a replace = %v", err)
 	}
-	checkBinding(t, "GetBinding after a replace", got, want)
+	checkBinding(t, "Bindings.Get after a replace", got, want)
 
-	list, err := s.ListBindings(ctx, "acme")
+	list, err := s.Bindings().List(ctx, "acme")
 	if err != nil || len(list) != 2 {
-		t.Fatalf("ListBindings(acme) = %+v, %v; want github and openai", list, err)
+		t.Fatalf("Bindings.List(acme) = %+v, %v; want github and openai", list, err)
 	}
-	checkBinding(t, "ListBindings(acme)[0]", list[0], github)
-	checkBinding(t, "ListBindings(acme)[1]", list[1], want)
-	if list, err := s.ListBindings(ctx, "initech"); err != nil || list == nil || len(list) != 0 {
-		t.Errorf("ListBindings(initech) = %#v, %v; want an empty list", list, err)
+	checkBinding(t, "Bindings.List(acme)[0]", list[0], github)
+	checkBinding(t, "Bindings.List(acme)[1]", list[1], want)
+	if list, err := s.Bindings().List(ctx, "initech"); err != nil || list == nil || len(list) != 0 {
+		t.Errorf("Bindings.List(initech) = %#v, %v; want an empty list", list, err)
 	}
 
-	if err := s.DeleteBinding(ctx, "acme", "openai"); err != nil {
-		t.Fatalf("DeleteBinding = %v", err)
+	if err := s.Bindings().Delete(ctx, "acme", "openai"); err != nil {
+		t.Fatalf("Bindings.Delete = %v", err)
 	}
-	if _, err := s.GetBinding(ctx, "acme", "openai"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetBinding after delete = %v, want ErrNotFound", err)
+	if _, err := s.Bindings().Get(ctx, "acme", "openai"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Bindings.Get after delete = %v, want ErrNotFound", err)
 	}
-	if got, err := s.GetBinding(ctx, "globex", "openai"); err != nil || got.Secret != "THEIR_KEY" {
+	if got, err := s.Bindings().Get(ctx, "globex", "openai"); err != nil || got.Secret != "THEIR_KEY" {
 		t.Errorf("another tenant's binding of the same name = %+v, %v; want it untouched", got, err)
 	}
-	if err := s.DeleteBinding(ctx, "acme", "openai"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("DeleteBinding twice = %v, want ErrNotFound", err)
+	if err := s.Bindings().Delete(ctx, "acme", "openai"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Bindings.Delete twice = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetBinding(ctx, "acme", "nosuch"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetBinding(nosuch) = %v, want ErrNotFound", err)
+	if _, err := s.Bindings().Get(ctx, "acme", "nosuch"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Bindings.Get(nosuch) = %v, want ErrNotFound", err)
 	}
 
 	for name, edit := range map[string]func(*sandbox.Binding){
@@ -106,11 +106,11 @@ func testBindings(t *testing.T, open OpenFunc) {
 	} {
 		b := newBinding("acme", "empty-"+name, "K", t0)
 		edit(&b)
-		if err := s.PutBinding(ctx, b); err == nil {
-			t.Errorf("PutBinding with an empty %s = nil error", name)
+		if err := s.Bindings().Put(ctx, b); err == nil {
+			t.Errorf("Bindings.Put with an empty %s = nil error", name)
 		}
 	}
-	if list, err := s.ListBindings(ctx, "acme"); err != nil || len(list) != 1 {
-		t.Errorf("ListBindings(acme) after refused puts = %+v, %v; want github alone", list, err)
+	if list, err := s.Bindings().List(ctx, "acme"); err != nil || len(list) != 1 {
+		t.Errorf("Bindings.List(acme) after refused puts = %+v, %v; want github alone", list, err)
 	}
 }

@@ -28,17 +28,17 @@ func newCheckpoint(id string, sb sandbox.Sandbox, parent string, created time.Ti
 // mustCreateCheckpoint creates c or fails the test.
 func mustCreateCheckpoint(t *testing.T, s store.Store, c sandbox.Checkpoint) {
 	t.Helper()
-	if err := s.CreateCheckpoint(t.Context(), c); err != nil {
-		t.Fatalf("CreateCheckpoint(%q) = %v, want nil", c.ID, err)
+	if err := s.Checkpoints().Create(t.Context(), c); err != nil {
+		t.Fatalf("Checkpoints.Create(%q) = %v, want nil", c.ID, err)
 	}
 }
 
 // mustGetCheckpoint gets checkpoint id of sandboxID or fails the test.
 func mustGetCheckpoint(t *testing.T, s store.Store, sandboxID, id string) sandbox.Checkpoint {
 	t.Helper()
-	c, err := s.GetCheckpoint(t.Context(), sandboxID, id)
+	c, err := s.Checkpoints().Get(t.Context(), sandboxID, id)
 	if err != nil {
-		t.Fatalf("GetCheckpoint(%q, %q) = %v, want nil", sandboxID, id, err)
+		t.Fatalf("Checkpoints.Get(%q, %q) = %v, want nil", sandboxID, id, err)
 	}
 	return c
 }
@@ -46,9 +46,9 @@ func mustGetCheckpoint(t *testing.T, s store.Store, sandboxID, id string) sandbo
 // mustListCheckpoints lists the checkpoints of sandboxID or fails the test.
 func mustListCheckpoints(t *testing.T, s store.Store, sandboxID string) []sandbox.Checkpoint {
 	t.Helper()
-	cps, err := s.ListCheckpoints(t.Context(), sandboxID)
+	cps, err := s.Checkpoints().List(t.Context(), sandboxID)
 	if err != nil {
-		t.Fatalf("ListCheckpoints(%q) = %v, want nil", sandboxID, err)
+		t.Fatalf("Checkpoints.List(%q) = %v, want nil", sandboxID, err)
 	}
 	return cps
 }
@@ -99,7 +99,7 @@ func testCheckpointRoundTrip(t *testing.T, open OpenFunc) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mustCreateCheckpoint(t, s, tt.c)
-			checkCheckpoint(t, "GetCheckpoint("+tt.c.ID+")", mustGetCheckpoint(t, s, sb.ID, tt.c.ID), tt.c)
+			checkCheckpoint(t, "Checkpoints.Get("+tt.c.ID+")", mustGetCheckpoint(t, s, sb.ID, tt.c.ID), tt.c)
 		})
 	}
 
@@ -107,15 +107,15 @@ func testCheckpointRoundTrip(t *testing.T, open OpenFunc) {
 	// checkpoint was taken.
 	renamed := sb
 	renamed.Name = "renamed"
-	if err := s.UpdateSandbox(t.Context(), renamed); err != nil {
-		t.Fatalf("UpdateSandbox(rename) = %v, want nil", err)
+	if err := s.Sandboxes().Update(t.Context(), renamed); err != nil {
+		t.Fatalf("Sandboxes.Update(rename) = %v, want nil", err)
 	}
 	want := full
 	want.Sandbox = renamed.Name
-	checkCheckpoint(t, "GetCheckpoint after rename", mustGetCheckpoint(t, s, sb.ID, full.ID), want)
+	checkCheckpoint(t, "Checkpoints.Get after rename", mustGetCheckpoint(t, s, sb.ID, full.ID), want)
 	list := mustListCheckpoints(t, s, sb.ID)
 	if len(list) != 2 {
-		t.Fatalf("ListCheckpoints after rename = %q, want 2", checkpointIDs(list))
+		t.Fatalf("Checkpoints.List after rename = %q, want 2", checkpointIDs(list))
 	}
 	checkCheckpoint(t, "listed after rename", list[0], want)
 }
@@ -124,11 +124,11 @@ func testCheckpointEmptyKey(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	sb := newSandbox("sb-1", "owner", "acme", "alice", t0)
 	mustCreate(t, s, sb)
-	if err := s.CreateCheckpoint(t.Context(), newCheckpoint("", sb, "", t0)); err == nil {
-		t.Errorf("CreateCheckpoint(empty id) = nil, want an error")
+	if err := s.Checkpoints().Create(t.Context(), newCheckpoint("", sb, "", t0)); err == nil {
+		t.Errorf("Checkpoints.Create(empty id) = nil, want an error")
 	}
 	if got := mustListCheckpoints(t, s, sb.ID); len(got) != 0 {
-		t.Errorf("ListCheckpoints after refused create = %q, want none", checkpointIDs(got))
+		t.Errorf("Checkpoints.List after refused create = %q, want none", checkpointIDs(got))
 	}
 }
 
@@ -151,12 +151,12 @@ func testCheckpointConflict(t *testing.T, open OpenFunc) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := s.CreateCheckpoint(t.Context(), tt.c); !errors.Is(err, store.ErrExists) {
-				t.Fatalf("CreateCheckpoint(%q of %q) = %v, want ErrExists", tt.c.ID, tt.c.SandboxID, err)
+			if err := s.Checkpoints().Create(t.Context(), tt.c); !errors.Is(err, store.ErrExists) {
+				t.Fatalf("Checkpoints.Create(%q of %q) = %v, want ErrExists", tt.c.ID, tt.c.SandboxID, err)
 			}
 			checkCheckpoint(t, "original after conflict", mustGetCheckpoint(t, s, a.ID, orig.ID), orig)
 			if got := mustListCheckpoints(t, s, b.ID); len(got) != 0 {
-				t.Errorf("ListCheckpoints(%q) after conflict = %q, want none", b.ID, checkpointIDs(got))
+				t.Errorf("Checkpoints.List(%q) after conflict = %q, want none", b.ID, checkpointIDs(got))
 			}
 		})
 	}
@@ -178,16 +178,16 @@ func testCheckpointMissingSandbox(t *testing.T, open OpenFunc) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCheckpoint("ck-"+tt.name, sb, "", t0)
 			c.SandboxID = tt.sandboxID
-			if err := s.CreateCheckpoint(t.Context(), c); !errors.Is(err, store.ErrNotFound) {
-				t.Fatalf("CreateCheckpoint(for sandbox %q) = %v, want ErrNotFound", tt.sandboxID, err)
+			if err := s.Checkpoints().Create(t.Context(), c); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("Checkpoints.Create(for sandbox %q) = %v, want ErrNotFound", tt.sandboxID, err)
 			}
-			if _, err := s.GetCheckpoint(t.Context(), tt.sandboxID, c.ID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("GetCheckpoint after refused create = %v, want ErrNotFound", err)
+			if _, err := s.Checkpoints().Get(t.Context(), tt.sandboxID, c.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Checkpoints.Get after refused create = %v, want ErrNotFound", err)
 			}
 		})
 	}
 	if got := mustListCheckpoints(t, s, sb.ID); len(got) != 0 {
-		t.Errorf("ListCheckpoints(%q) after refused creates = %q, want none", sb.ID, checkpointIDs(got))
+		t.Errorf("Checkpoints.List(%q) after refused creates = %q, want none", sb.ID, checkpointIDs(got))
 	}
 }
 
@@ -213,8 +213,8 @@ func testCheckpointGetMissing(t *testing.T, open OpenFunc) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := s.GetCheckpoint(t.Context(), tt.sandboxID, tt.id); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("GetCheckpoint(%q, %q) = %v, want ErrNotFound", tt.sandboxID, tt.id, err)
+			if _, err := s.Checkpoints().Get(t.Context(), tt.sandboxID, tt.id); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Checkpoints.Get(%q, %q) = %v, want ErrNotFound", tt.sandboxID, tt.id, err)
 			}
 		})
 	}
@@ -229,7 +229,7 @@ func testCheckpointList(t *testing.T, open OpenFunc) {
 		mustCreate(t, s, sb)
 	}
 	if got := mustListCheckpoints(t, s, a.ID); len(got) != 0 {
-		t.Fatalf("ListCheckpoints(no checkpoints yet) = %q, want none", checkpointIDs(got))
+		t.Fatalf("Checkpoints.List(no checkpoints yet) = %q, want none", checkpointIDs(got))
 	}
 	// Inserted out of time order, so that "oldest first" cannot be met by
 	// returning insertion order. ck-a-10 ties ck-a-3 and is inserted after
@@ -262,14 +262,14 @@ func testCheckpointList(t *testing.T, open OpenFunc) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := mustListCheckpoints(t, s, tt.sandboxID)
 			if !reflect.DeepEqual(checkpointIDs(got), tt.want) {
-				t.Errorf("ListCheckpoints(%q) = %q, want %q", tt.sandboxID, checkpointIDs(got), tt.want)
+				t.Errorf("Checkpoints.List(%q) = %q, want %q", tt.sandboxID, checkpointIDs(got), tt.want)
 			}
 		})
 	}
 	// Listed checkpoints carry every field, not just ids.
 	got := mustListCheckpoints(t, s, b.ID)
 	if len(got) != 2 {
-		t.Fatalf("ListCheckpoints(%q) = %q, want 2", b.ID, checkpointIDs(got))
+		t.Fatalf("Checkpoints.List(%q) = %q, want 2", b.ID, checkpointIDs(got))
 	}
 	checkCheckpoint(t, "listed ck-b-8", got[1], fixtures[6])
 }
@@ -284,23 +284,23 @@ func testCheckpointDelete(t *testing.T, open OpenFunc) {
 	mustCreateCheckpoint(t, s, parent)
 	mustCreateCheckpoint(t, s, child)
 
-	if err := s.DeleteCheckpoint(ctx, parent.ID); err != nil {
-		t.Fatalf("DeleteCheckpoint(%q) = %v, want nil", parent.ID, err)
+	if err := s.Checkpoints().Delete(ctx, parent.ID); err != nil {
+		t.Fatalf("Checkpoints.Delete(%q) = %v, want nil", parent.ID, err)
 	}
-	if _, err := s.GetCheckpoint(ctx, sb.ID, parent.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetCheckpoint(deleted) = %v, want ErrNotFound", err)
+	if _, err := s.Checkpoints().Get(ctx, sb.ID, parent.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.Get(deleted) = %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteCheckpoint(ctx, parent.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("DeleteCheckpoint(deleted) again = %v, want ErrNotFound", err)
+	if err := s.Checkpoints().Delete(ctx, parent.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.Delete(deleted) again = %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteCheckpoint(ctx, "ck-missing"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("DeleteCheckpoint(missing) = %v, want ErrNotFound", err)
+	if err := s.Checkpoints().Delete(ctx, "ck-missing"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.Delete(missing) = %v, want ErrNotFound", err)
 	}
 	// The child stays, still naming its parent: the tree's history is the
 	// caller's to interpret, not the store's to rewrite.
 	checkCheckpoint(t, "child after its parent's delete", mustGetCheckpoint(t, s, sb.ID, child.ID), child)
 	if got, want := checkpointIDs(mustListCheckpoints(t, s, sb.ID)), []string{child.ID}; !reflect.DeepEqual(got, want) {
-		t.Errorf("ListCheckpoints after delete = %q, want %q", got, want)
+		t.Errorf("Checkpoints.List after delete = %q, want %q", got, want)
 	}
 	checkSandbox(t, "sandbox after a checkpoint delete", mustGet(t, s, sb.Tenant, sb.Name), sb)
 }
@@ -314,14 +314,14 @@ func testCheckpointSetMemory(t *testing.T, open OpenFunc) {
 	c.Memory = false
 	mustCreateCheckpoint(t, s, c)
 	for _, memory := range []bool{true, false, true} {
-		if err := s.SetCheckpointMemory(ctx, c.ID, memory); err != nil {
-			t.Fatalf("SetCheckpointMemory(%q, %v) = %v, want nil", c.ID, memory, err)
+		if err := s.Checkpoints().SetMemory(ctx, c.ID, memory); err != nil {
+			t.Fatalf("Checkpoints.SetMemory(%q, %v) = %v, want nil", c.ID, memory, err)
 		}
 		c.Memory = memory
-		checkCheckpoint(t, "after SetCheckpointMemory", mustGetCheckpoint(t, s, sb.ID, c.ID), c)
+		checkCheckpoint(t, "after Checkpoints.SetMemory", mustGetCheckpoint(t, s, sb.ID, c.ID), c)
 	}
-	if err := s.SetCheckpointMemory(ctx, "ck-missing", true); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("SetCheckpointMemory(missing) = %v, want ErrNotFound", err)
+	if err := s.Checkpoints().SetMemory(ctx, "ck-missing", true); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.SetMemory(missing) = %v, want ErrNotFound", err)
 	}
 }
 
@@ -337,18 +337,18 @@ func testCheckpointSandboxDeleted(t *testing.T, open OpenFunc) {
 	kept := newCheckpoint("ck-b1", bystander, "", t0)
 	mustCreateCheckpoint(t, s, kept)
 
-	if err := s.DeleteSandbox(ctx, victim.ID); err != nil {
-		t.Fatalf("DeleteSandbox(%q) = %v, want nil", victim.ID, err)
+	if err := s.Sandboxes().Delete(ctx, victim.ID); err != nil {
+		t.Fatalf("Sandboxes.Delete(%q) = %v, want nil", victim.ID, err)
 	}
 	if got := mustListCheckpoints(t, s, victim.ID); len(got) != 0 {
-		t.Errorf("ListCheckpoints(deleted sandbox) = %q, want none", checkpointIDs(got))
+		t.Errorf("Checkpoints.List(deleted sandbox) = %q, want none", checkpointIDs(got))
 	}
 	for _, id := range []string{"ck-v1", "ck-v2"} {
-		if _, err := s.GetCheckpoint(ctx, victim.ID, id); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetCheckpoint(%q of deleted sandbox) = %v, want ErrNotFound", id, err)
+		if _, err := s.Checkpoints().Get(ctx, victim.ID, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Checkpoints.Get(%q of deleted sandbox) = %v, want ErrNotFound", id, err)
 		}
-		if err := s.DeleteCheckpoint(ctx, id); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("DeleteCheckpoint(%q of deleted sandbox) = %v, want ErrNotFound (gone with it)", id, err)
+		if err := s.Checkpoints().Delete(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Checkpoints.Delete(%q of deleted sandbox) = %v, want ErrNotFound (gone with it)", id, err)
 		}
 	}
 	checkCheckpoint(t, "bystander's checkpoint", mustGetCheckpoint(t, s, bystander.ID, kept.ID), kept)
@@ -357,7 +357,7 @@ func testCheckpointSandboxDeleted(t *testing.T, open OpenFunc) {
 	again := newSandbox("sb-3", victim.Name, "acme", "alice", at(time.Minute))
 	mustCreate(t, s, again)
 	if got := mustListCheckpoints(t, s, again.ID); len(got) != 0 {
-		t.Errorf("ListCheckpoints(recreated name) = %q, want none", checkpointIDs(got))
+		t.Errorf("Checkpoints.List(recreated name) = %q, want none", checkpointIDs(got))
 	}
 }
 
@@ -367,24 +367,24 @@ func testSandboxHead(t *testing.T, open OpenFunc) {
 	sb := newSandbox("sb-1", "headed", "acme", "alice", t0)
 	sb.Head = "ck-1"
 	mustCreate(t, s, sb)
-	checkSandbox(t, "GetSandbox after create", mustGet(t, s, sb.Tenant, sb.Name), sb)
+	checkSandbox(t, "Sandboxes.Get after create", mustGet(t, s, sb.Tenant, sb.Name), sb)
 
 	// The head is not a reference: it need not be a stored checkpoint.
 	for _, head := range []string{"ck-2", ""} {
 		sb.Head = head
 		sb.UpdatedAt = sb.UpdatedAt.Add(time.Second)
-		if err := s.UpdateSandbox(ctx, sb); err != nil {
-			t.Fatalf("UpdateSandbox(head %q) = %v, want nil", head, err)
+		if err := s.Sandboxes().Update(ctx, sb); err != nil {
+			t.Fatalf("Sandboxes.Update(head %q) = %v, want nil", head, err)
 		}
-		checkSandbox(t, "GetSandbox after head "+head, mustGet(t, s, sb.Tenant, sb.Name), sb)
+		checkSandbox(t, "Sandboxes.Get after head "+head, mustGet(t, s, sb.Tenant, sb.Name), sb)
 	}
 	sb.Head = "ck-3"
-	if err := s.UpdateSandbox(ctx, sb); err != nil {
-		t.Fatalf("UpdateSandbox(head ck-3) = %v, want nil", err)
+	if err := s.Sandboxes().Update(ctx, sb); err != nil {
+		t.Fatalf("Sandboxes.Update(head ck-3) = %v, want nil", err)
 	}
-	list, err := s.ListSandboxes(ctx, store.Filter{})
+	list, err := s.Sandboxes().List(ctx, store.Filter{})
 	if err != nil || len(list) != 1 {
-		t.Fatalf("ListSandboxes = %q, %v; want one", names(list), err)
+		t.Fatalf("Sandboxes.List = %q, %v; want one", names(list), err)
 	}
 	checkSandbox(t, "listed", list[0], sb)
 }
@@ -396,15 +396,15 @@ func testSandboxStatuses(t *testing.T, open OpenFunc) {
 	mustCreate(t, s, sb)
 	for _, st := range []sandbox.Status{sandbox.StatusRunning, sandbox.StatusSleeping, sandbox.StatusStopped, sandbox.StatusSleeping} {
 		sb.Status, sb.Reason = st, "to "+string(st)
-		if err := s.UpdateSandbox(t.Context(), sb); err != nil {
-			t.Fatalf("UpdateSandbox(status %s) = %v, want nil", st, err)
+		if err := s.Sandboxes().Update(t.Context(), sb); err != nil {
+			t.Fatalf("Sandboxes.Update(status %s) = %v, want nil", st, err)
 		}
 		if got := mustGet(t, s, sb.Tenant, sb.Name); got.Status != st || got.Reason != sb.Reason {
-			t.Errorf("GetSandbox after UpdateSandbox(status %s) = %s/%s, want %s/%s", st, got.Status, got.Reason, st, sb.Reason)
+			t.Errorf("Sandboxes.Get after Sandboxes.Update(status %s) = %s/%s, want %s/%s", st, got.Status, got.Reason, st, sb.Reason)
 		}
 	}
 	asleep := newSandbox("sb-2", "born-asleep", "acme", "alice", t0)
 	asleep.Status = sandbox.StatusSleeping
 	mustCreate(t, s, asleep)
-	checkSandbox(t, "GetSandbox(sleeping)", mustGet(t, s, asleep.Tenant, asleep.Name), asleep)
+	checkSandbox(t, "Sandboxes.Get(sleeping)", mustGet(t, s, asleep.Tenant, asleep.Name), asleep)
 }

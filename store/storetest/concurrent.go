@@ -42,7 +42,7 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 				<-start
 				id := fmt.Sprintf("sb-race-%d-%d", n, c)
 				sb := newSandbox(id, fmt.Sprintf("race-%d", n), "acme", fmt.Sprintf("agent-%d", c), at(time.Duration(c)*time.Millisecond))
-				results[n][c] = result{id, s.CreateSandbox(ctx, sb)}
+				results[n][c] = result{id, s.Sandboxes().Create(ctx, sb)}
 			})
 		}
 	}
@@ -50,7 +50,7 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 		writers.Go(func() {
 			<-start
 			sb := newSandbox(fmt.Sprintf("sb-solo-%d", u), fmt.Sprintf("solo-%d", u), "acme", "solo", at(time.Duration(u)*time.Millisecond))
-			uniqueErrs[u] = s.CreateSandbox(ctx, sb)
+			uniqueErrs[u] = s.Sandboxes().Create(ctx, sb)
 		})
 	}
 	done := make(chan struct{})
@@ -63,13 +63,13 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 					return
 				default:
 				}
-				if _, err := s.ListSandboxes(ctx, store.Filter{Tenant: "acme"}); err != nil {
-					t.Errorf("reader %d: ListSandboxes = %v, want nil", r, err)
+				if _, err := s.Sandboxes().List(ctx, store.Filter{Tenant: "acme"}); err != nil {
+					t.Errorf("reader %d: Sandboxes.List = %v, want nil", r, err)
 					return
 				}
 				name := fmt.Sprintf("race-%d", (r+i)%contested)
-				if _, err := s.GetSandbox(ctx, "acme", name); err != nil && !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("reader %d: GetSandbox(%q) = %v, want nil or ErrNotFound", r, name, err)
+				if _, err := s.Sandboxes().Get(ctx, "acme", name); err != nil && !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("reader %d: Sandboxes.Get(%q) = %v, want nil or ErrNotFound", r, name, err)
 					return
 				}
 			}
@@ -82,7 +82,7 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 
 	for u, err := range uniqueErrs {
 		if err != nil {
-			t.Errorf("CreateSandbox(solo-%d) = %v, want nil", u, err)
+			t.Errorf("Sandboxes.Create(solo-%d) = %v, want nil", u, err)
 		}
 	}
 	for n, rs := range results {
@@ -93,22 +93,22 @@ func testConcurrentCreates(t *testing.T, open OpenFunc) {
 			case r.err == nil:
 				winners = append(winners, r.id)
 			case !errors.Is(r.err, store.ErrExists):
-				t.Errorf("CreateSandbox(%q, id %q) = %v, want nil or ErrExists", name, r.id, r.err)
+				t.Errorf("Sandboxes.Create(%q, id %q) = %v, want nil or ErrExists", name, r.id, r.err)
 			}
 		}
 		if len(winners) != 1 {
-			t.Errorf("%d concurrent CreateSandbox(%q) calls succeeded (%q), want exactly 1", len(winners), name, winners)
+			t.Errorf("%d concurrent Sandboxes.Create(%q) calls succeeded (%q), want exactly 1", len(winners), name, winners)
 			continue
 		}
 		if got := mustGet(t, s, "acme", name); got.ID != winners[0] {
-			t.Errorf("GetSandbox(%q).ID = %q, want the winner %q", name, got.ID, winners[0])
+			t.Errorf("Sandboxes.Get(%q).ID = %q, want the winner %q", name, got.ID, winners[0])
 		}
 	}
-	list, err := s.ListSandboxes(ctx, store.Filter{})
+	list, err := s.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
-		t.Fatalf("ListSandboxes = %v", err)
+		t.Fatalf("Sandboxes.List = %v", err)
 	}
 	if len(list) != contested+unique {
-		t.Errorf("ListSandboxes after the race = %d sandboxes, want %d", len(list), contested+unique)
+		t.Errorf("Sandboxes.List after the race = %d sandboxes, want %d", len(list), contested+unique)
 	}
 }

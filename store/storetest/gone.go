@@ -15,58 +15,58 @@ func testGone(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx := t.Context()
 	g := sandbox.Gone{Name: "web", ID: "x1", Tenant: "acme", Owner: "bot", Reason: "reaped: its ttl expired", Last: "oom: the memory limit killed a command", At: t0}
-	if err := s.RecordGone(ctx, g); err != nil {
+	if err := s.Gone().Record(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetGone(ctx, "acme", "web"); err != nil || got.ID != g.ID || got.Reason != g.Reason || got.Last != g.Last ||
+	if got, err := s.Gone().Get(ctx, "acme", "web"); err != nil || got.ID != g.ID || got.Reason != g.Reason || got.Last != g.Last ||
 		got.Tenant != g.Tenant || got.Owner != g.Owner || !got.At.Equal(t0) {
-		t.Errorf("GetGone(web) = %+v, %v; want %+v", got, err, g)
+		t.Errorf("Gone.Get(web) = %+v, %v; want %+v", got, err, g)
 	}
 	g2 := sandbox.Gone{Name: "web", ID: "x2", Tenant: "acme", Owner: "bot", Reason: "destroyed by bot", At: t0.Add(time.Hour)}
-	if err := s.RecordGone(ctx, g2); err != nil {
+	if err := s.Gone().Record(ctx, g2); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetGone(ctx, "acme", "web"); err != nil || got.ID != "x2" || got.Last != "" {
-		t.Errorf("GetGone(web) after a second record = %+v, %v; want the second", got, err)
+	if got, err := s.Gone().Get(ctx, "acme", "web"); err != nil || got.ID != "x2" || got.Last != "" {
+		t.Errorf("Gone.Get(web) after a second record = %+v, %v; want the second", got, err)
 	}
 	other := sandbox.Gone{Name: "web", ID: "x9", Tenant: "globex", Owner: "bot", Reason: "destroyed by bot", At: t0.Add(2 * time.Hour)}
-	if err := s.RecordGone(ctx, other); err != nil {
+	if err := s.Gone().Record(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.GetGone(ctx, "acme", "web"); err != nil || got.ID != "x2" {
-		t.Errorf("GetGone(web of acme) after globex's record = %+v, %v; want acme's x2", got, err)
+	if got, err := s.Gone().Get(ctx, "acme", "web"); err != nil || got.ID != "x2" {
+		t.Errorf("Gone.Get(web of acme) after globex's record = %+v, %v; want acme's x2", got, err)
 	}
-	if got, err := s.GetGone(ctx, "globex", "web"); err != nil || got.ID != "x9" || got.Tenant != "globex" {
-		t.Errorf("GetGone(web of globex) = %+v, %v; want x9", got, err)
+	if got, err := s.Gone().Get(ctx, "globex", "web"); err != nil || got.ID != "x9" || got.Tenant != "globex" {
+		t.Errorf("Gone.Get(web of globex) = %+v, %v; want x9", got, err)
 	}
-	if _, err := s.GetGone(ctx, "initech", "web"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetGone(web of initech) = %v, want ErrNotFound", err)
+	if _, err := s.Gone().Get(ctx, "initech", "web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Gone.Get(web of initech) = %v, want ErrNotFound", err)
 	}
-	if err := s.RecordGone(ctx, sandbox.Gone{Name: "old", ID: "x3", Tenant: "acme", At: t0}); err != nil {
+	if err := s.Gone().Record(ctx, sandbox.Gone{Name: "old", ID: "x3", Tenant: "acme", At: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ForgetGone(ctx, "", "", t0.Add(time.Minute)); err != nil {
+	if err := s.Gone().Forget(ctx, "", "", t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetGone(ctx, "acme", "old"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetGone(old) after forgetting records before t0+1m = %v, want ErrNotFound", err)
+	if _, err := s.Gone().Get(ctx, "acme", "old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Gone.Get(old) after forgetting records before t0+1m = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetGone(ctx, "acme", "web"); err != nil {
-		t.Errorf("GetGone(web), newer, after forgetting older ones = %v", err)
+	if _, err := s.Gone().Get(ctx, "acme", "web"); err != nil {
+		t.Errorf("Gone.Get(web), newer, after forgetting older ones = %v", err)
 	}
-	if err := s.ForgetGone(ctx, "acme", "web", time.Time{}); err != nil {
+	if err := s.Gone().Forget(ctx, "acme", "web", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetGone(ctx, "acme", "web"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetGone(web) after ForgetGone(web) = %v, want ErrNotFound", err)
+	if _, err := s.Gone().Get(ctx, "acme", "web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Gone.Get(web) after Gone.Forget(web) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetGone(ctx, "globex", "web"); err != nil {
-		t.Errorf("GetGone(web of globex) after ForgetGone(web of acme) = %v, want it kept", err)
+	if _, err := s.Gone().Get(ctx, "globex", "web"); err != nil {
+		t.Errorf("Gone.Get(web of globex) after Gone.Forget(web of acme) = %v, want it kept", err)
 	}
-	if err := s.ForgetGone(ctx, "acme", "never", time.Time{}); err != nil {
-		t.Errorf("ForgetGone of a name with no record = %v, want nil", err)
+	if err := s.Gone().Forget(ctx, "acme", "never", time.Time{}); err != nil {
+		t.Errorf("Gone.Forget of a name with no record = %v, want nil", err)
 	}
-	if err := s.RecordGone(ctx, sandbox.Gone{At: t0}); err == nil {
-		t.Errorf("RecordGone with no name = nil error")
+	if err := s.Gone().Record(ctx, sandbox.Gone{At: t0}); err == nil {
+		t.Errorf("Gone.Record with no name = nil error")
 	}
 }

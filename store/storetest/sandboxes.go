@@ -48,7 +48,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 		t.Run(tt.name, func(t *testing.T) {
 			mustCreate(t, s, tt.sb)
 			got := mustGet(t, s, tt.sb.Tenant, tt.sb.Name)
-			checkSandbox(t, "GetSandbox("+tt.sb.Name+")", got, tt.sb)
+			checkSandbox(t, "Sandboxes.Get("+tt.sb.Name+")", got, tt.sb)
 			if tt.sb.ExpiresAt.IsZero() && !got.ExpiresAt.IsZero() {
 				t.Errorf("ExpiresAt = %v, want zero (never)", got.ExpiresAt)
 			}
@@ -61,13 +61,13 @@ func testSandboxEmptyKey(t *testing.T, open OpenFunc) {
 	noID := newSandbox("", "no-id", "acme", "alice", t0)
 	noName := newSandbox("sb-1", "", "acme", "alice", t0)
 	for _, sb := range []sandbox.Sandbox{noID, noName} {
-		if err := s.CreateSandbox(t.Context(), sb); err == nil {
-			t.Errorf("CreateSandbox(id %q, name %q) = nil, want an error", sb.ID, sb.Name)
+		if err := s.Sandboxes().Create(t.Context(), sb); err == nil {
+			t.Errorf("Sandboxes.Create(id %q, name %q) = nil, want an error", sb.ID, sb.Name)
 		}
 	}
-	list, err := s.ListSandboxes(t.Context(), store.Filter{})
+	list, err := s.Sandboxes().List(t.Context(), store.Filter{})
 	if err != nil || len(list) != 0 {
-		t.Errorf("ListSandboxes after refused creates = %q, %v; want none, nil", names(list), err)
+		t.Errorf("Sandboxes.List after refused creates = %q, %v; want none, nil", names(list), err)
 	}
 }
 
@@ -85,23 +85,23 @@ func testSandboxConflict(t *testing.T, open OpenFunc) {
 			s := openStore(t, open)
 			orig := newSandbox("sb-1", "taken", "acme", "alice", t0)
 			mustCreate(t, s, orig)
-			err := s.CreateSandbox(t.Context(), tt.sb)
+			err := s.Sandboxes().Create(t.Context(), tt.sb)
 			if !errors.Is(err, store.ErrExists) {
-				t.Fatalf("CreateSandbox(id %q, name %q) = %v, want ErrExists", tt.sb.ID, tt.sb.Name, err)
+				t.Fatalf("Sandboxes.Create(id %q, name %q) = %v, want ErrExists", tt.sb.ID, tt.sb.Name, err)
 			}
 			checkSandbox(t, "original after conflict", mustGet(t, s, orig.Tenant, orig.Name), orig)
-			list, err := s.ListSandboxes(t.Context(), store.Filter{})
+			list, err := s.Sandboxes().List(t.Context(), store.Filter{})
 			if err != nil || len(list) != 1 {
-				t.Errorf("ListSandboxes after conflict = %q, %v; want [taken], nil", names(list), err)
+				t.Errorf("Sandboxes.List after conflict = %q, %v; want [taken], nil", names(list), err)
 			}
 		})
 	}
 }
 
 // testSandboxNamesPerTenant: a name is unique within its tenant only.
-// Another tenant's sandbox of the same name is no conflict, GetSandbox
+// Another tenant's sandbox of the same name is no conflict, Sandboxes.Get
 // finds each in its own tenant only, a Name filter lists both, and a move
-// (UpdateSandbox of tenant and name, as a warm-pool claim does) into a
+// (Sandboxes.Update of tenant and name, as a warm-pool claim does) into a
 // tenant that has the name is ErrExists and changes nothing.
 func testSandboxNamesPerTenant(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
@@ -114,29 +114,29 @@ func testSandboxNamesPerTenant(t *testing.T, open OpenFunc) {
 	}
 	checkSandbox(t, "acme's web", mustGet(t, s, "acme", "web"), a)
 	checkSandbox(t, "globex's web", mustGet(t, s, "globex", "web"), g)
-	if _, err := s.GetSandbox(ctx, "initech", "web"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox(web of initech) = %v, want ErrNotFound", err)
+	if _, err := s.Sandboxes().Get(ctx, "initech", "web"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Get(web of initech) = %v, want ErrNotFound", err)
 	}
-	both, err := s.ListSandboxes(ctx, store.Filter{Name: "web"})
+	both, err := s.Sandboxes().List(ctx, store.Filter{Name: "web"})
 	if err != nil || len(both) != 2 || both[0].ID != a.ID || both[1].ID != g.ID {
-		t.Errorf("ListSandboxes(name web) = %+v, %v; want acme's and globex's, oldest first", both, err)
+		t.Errorf("Sandboxes.List(name web) = %+v, %v; want acme's and globex's, oldest first", both, err)
 	}
-	if one, err := s.ListSandboxes(ctx, store.Filter{Tenant: "globex", Name: "web"}); err != nil || len(one) != 1 || one[0].ID != g.ID {
-		t.Errorf("ListSandboxes(globex, name web) = %+v, %v; want globex's only", one, err)
+	if one, err := s.Sandboxes().List(ctx, store.Filter{Tenant: "globex", Name: "web"}); err != nil || len(one) != 1 || one[0].ID != g.ID {
+		t.Errorf("Sandboxes.List(globex, name web) = %+v, %v; want globex's only", one, err)
 	}
 	dup := newSandbox("sb-dup", "web", "acme", "bob", at(3*time.Second))
-	if err := s.CreateSandbox(ctx, dup); !errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateSandbox(a second web in acme) = %v, want ErrExists", err)
+	if err := s.Sandboxes().Create(ctx, dup); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Sandboxes.Create(a second web in acme) = %v, want ErrExists", err)
 	}
 	claim := pool
 	claim.Name, claim.Tenant, claim.Owner = "web", "acme", "carol"
-	if err := s.UpdateSandbox(ctx, claim); !errors.Is(err, store.ErrExists) {
-		t.Errorf("UpdateSandbox(move onto acme's web) = %v, want ErrExists", err)
+	if err := s.Sandboxes().Update(ctx, claim); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Sandboxes.Update(move onto acme's web) = %v, want ErrExists", err)
 	}
 	checkSandbox(t, "pool member after a refused move", mustGet(t, s, "system", "pool-1"), pool)
 	claim.Tenant = "initech"
-	if err := s.UpdateSandbox(ctx, claim); err != nil {
-		t.Fatalf("UpdateSandbox(move to initech's web) = %v, want nil", err)
+	if err := s.Sandboxes().Update(ctx, claim); err != nil {
+		t.Fatalf("Sandboxes.Update(move to initech's web) = %v, want nil", err)
 	}
 	checkSandbox(t, "initech's web", mustGet(t, s, "initech", "web"), claim)
 	checkSandbox(t, "acme's web after the move", mustGet(t, s, "acme", "web"), a)
@@ -146,15 +146,15 @@ func testSandboxGetMissing(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	mustCreate(t, s, newSandbox("sb-1", "present", "acme", "alice", t0))
 	for _, tn := range [][2]string{{"acme", "absent"}, {"acme", ""}, {"acme", "sb-1"}, {"acme", "PRESENT"}, {"globex", "present"}, {"", "present"}} {
-		_, err := s.GetSandbox(t.Context(), tn[0], tn[1])
+		_, err := s.Sandboxes().Get(t.Context(), tn[0], tn[1])
 		if !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetSandbox(%q of %q) = %v, want ErrNotFound", tn[1], tn[0], err)
+			t.Errorf("Sandboxes.Get(%q of %q) = %v, want ErrNotFound", tn[1], tn[0], err)
 		}
 	}
 }
 
-// testSandboxByID: SandboxByID finds a sandbox by id, with every field as
-// GetSandbox has it, follows a rename, and is ErrNotFound for a name, an
+// testSandboxByID: Sandboxes.ByID finds a sandbox by id, with every field as
+// Sandboxes.Get has it, follows a rename, and is ErrNotFound for a name, an
 // unknown or a deleted id.
 func testSandboxByID(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
@@ -163,28 +163,28 @@ func testSandboxByID(t *testing.T, open OpenFunc) {
 	sb.Network = sandbox.NetworkEgress
 	mustCreate(t, s, sb)
 	mustCreate(t, s, newSandbox("sb-2", "other", "globex", "bob", at(time.Second)))
-	got, err := s.SandboxByID(ctx, "sb-1")
+	got, err := s.Sandboxes().ByID(ctx, "sb-1")
 	if err != nil {
-		t.Fatalf("SandboxByID(sb-1) = %v, want nil", err)
+		t.Fatalf("Sandboxes.ByID(sb-1) = %v, want nil", err)
 	}
-	checkSandbox(t, "SandboxByID(sb-1)", got, sb)
+	checkSandbox(t, "Sandboxes.ByID(sb-1)", got, sb)
 	sb.Name, sb.UpdatedAt = "renamed", at(time.Minute)
-	if err := s.UpdateSandbox(ctx, sb); err != nil {
-		t.Fatalf("UpdateSandbox = %v", err)
+	if err := s.Sandboxes().Update(ctx, sb); err != nil {
+		t.Fatalf("Sandboxes.Update = %v", err)
 	}
-	if got, err := s.SandboxByID(ctx, "sb-1"); err != nil || got.Name != "renamed" {
-		t.Errorf("SandboxByID(sb-1) after a rename = %q, %v; want renamed", got.Name, err)
+	if got, err := s.Sandboxes().ByID(ctx, "sb-1"); err != nil || got.Name != "renamed" {
+		t.Errorf("Sandboxes.ByID(sb-1) after a rename = %q, %v; want renamed", got.Name, err)
 	}
 	for _, id := range []string{"present", "renamed", "", "SB-1", "sb-3"} {
-		if _, err := s.SandboxByID(ctx, id); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("SandboxByID(%q) = %v, want ErrNotFound", id, err)
+		if _, err := s.Sandboxes().ByID(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Sandboxes.ByID(%q) = %v, want ErrNotFound", id, err)
 		}
 	}
-	if err := s.DeleteSandbox(ctx, "sb-1"); err != nil {
+	if err := s.Sandboxes().Delete(ctx, "sb-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SandboxByID(ctx, "sb-1"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("SandboxByID(deleted) = %v, want ErrNotFound", err)
+	if _, err := s.Sandboxes().ByID(ctx, "sb-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.ByID(deleted) = %v, want ErrNotFound", err)
 	}
 }
 
@@ -213,29 +213,29 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		Labels:       []string{"changed"},
 		PublicPorts:  []int{443},
 	}
-	if err := s.UpdateSandbox(ctx, changed); err != nil {
-		t.Fatalf("UpdateSandbox(%q) = %v, want nil", changed.ID, err)
+	if err := s.Sandboxes().Update(ctx, changed); err != nil {
+		t.Fatalf("Sandboxes.Update(%q) = %v, want nil", changed.ID, err)
 	}
-	checkSandbox(t, "GetSandbox(after)", mustGet(t, s, "acme-2", "after"), changed)
+	checkSandbox(t, "Sandboxes.Get(after)", mustGet(t, s, "acme-2", "after"), changed)
 	for _, tn := range [][2]string{{"acme", "before"}, {"acme", "after"}, {"acme-2", "before"}} {
-		if _, err := s.GetSandbox(ctx, tn[0], tn[1]); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetSandbox(%q of %q) after a move = %v, want ErrNotFound", tn[1], tn[0], err)
+		if _, err := s.Sandboxes().Get(ctx, tn[0], tn[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Sandboxes.Get(%q of %q) after a move = %v, want ErrNotFound", tn[1], tn[0], err)
 		}
 	}
 
 	// And back again, expiry and empty head and all, to catch an update that
 	// skips NULLs or empty strings.
-	if err := s.UpdateSandbox(ctx, orig); err != nil {
-		t.Fatalf("UpdateSandbox(%q) back = %v, want nil", orig.ID, err)
+	if err := s.Sandboxes().Update(ctx, orig); err != nil {
+		t.Fatalf("Sandboxes.Update(%q) back = %v, want nil", orig.ID, err)
 	}
-	checkSandbox(t, "GetSandbox(before)", mustGet(t, s, "acme", "before"), orig)
+	checkSandbox(t, "Sandboxes.Get(before)", mustGet(t, s, "acme", "before"), orig)
 
 	missing := newSandbox("sb-missing", "missing", "acme", "alice", t0)
-	if err := s.UpdateSandbox(ctx, missing); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("UpdateSandbox(missing id) = %v, want ErrNotFound", err)
+	if err := s.Sandboxes().Update(ctx, missing); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Update(missing id) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetSandbox(ctx, missing.Tenant, missing.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox after UpdateSandbox(missing id) = %v, want ErrNotFound (no upsert)", err)
+	if _, err := s.Sandboxes().Get(ctx, missing.Tenant, missing.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Get after Sandboxes.Update(missing id) = %v, want ErrNotFound (no upsert)", err)
 	}
 }
 
@@ -248,8 +248,8 @@ func testSandboxUpdateConflict(t *testing.T, open OpenFunc) {
 	rename := b
 	rename.Name = a.Name
 	rename.Status = sandbox.StatusStopped
-	if err := s.UpdateSandbox(t.Context(), rename); !errors.Is(err, store.ErrExists) {
-		t.Fatalf("UpdateSandbox(rename onto a taken name) = %v, want ErrExists", err)
+	if err := s.Sandboxes().Update(t.Context(), rename); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("Sandboxes.Update(rename onto a taken name) = %v, want ErrExists", err)
 	}
 	checkSandbox(t, "a after conflict", mustGet(t, s, "acme", "a"), a)
 	checkSandbox(t, "b after conflict", mustGet(t, s, "acme", "b"), b)
@@ -289,19 +289,19 @@ func testSandboxList(t *testing.T, open OpenFunc) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := s.ListSandboxes(t.Context(), tt.filter)
+			got, err := s.Sandboxes().List(t.Context(), tt.filter)
 			if err != nil {
-				t.Fatalf("ListSandboxes(%+v) = %v, want nil", tt.filter, err)
+				t.Fatalf("Sandboxes.List(%+v) = %v, want nil", tt.filter, err)
 			}
 			if !reflect.DeepEqual(names(got), tt.want) {
-				t.Errorf("ListSandboxes(%+v) = %q, want %q", tt.filter, names(got), tt.want)
+				t.Errorf("Sandboxes.List(%+v) = %q, want %q", tt.filter, names(got), tt.want)
 			}
 		})
 	}
 	// Listed sandboxes carry every field, not just names.
-	got, err := s.ListSandboxes(t.Context(), store.Filter{Tenant: "globex", Owner: "carol"})
+	got, err := s.Sandboxes().List(t.Context(), store.Filter{Tenant: "globex", Owner: "carol"})
 	if err != nil || len(got) != 1 {
-		t.Fatalf("ListSandboxes(globex, carol) = %q, %v; want one", names(got), err)
+		t.Fatalf("Sandboxes.List(globex, carol) = %q, %v; want one", names(got), err)
 	}
 	checkSandbox(t, "listed globex-carol-4", got[0], fixtures[4])
 }
@@ -314,12 +314,12 @@ func testSandboxListTies(t *testing.T, open OpenFunc) {
 	for i, name := range want {
 		mustCreate(t, s, newSandbox("sb-"+string(rune('9'-i)), name, "acme", "alice", t0))
 	}
-	got, err := s.ListSandboxes(t.Context(), store.Filter{})
+	got, err := s.Sandboxes().List(t.Context(), store.Filter{})
 	if err != nil {
-		t.Fatalf("ListSandboxes = %v", err)
+		t.Fatalf("Sandboxes.List = %v", err)
 	}
 	if !reflect.DeepEqual(names(got), want) {
-		t.Errorf("ListSandboxes with equal CreatedAt = %q, want insertion order %q", names(got), want)
+		t.Errorf("Sandboxes.List with equal CreatedAt = %q, want insertion order %q", names(got), want)
 	}
 }
 
@@ -331,17 +331,17 @@ func testSandboxDelete(t *testing.T, open OpenFunc) {
 	mustCreate(t, s, victim)
 	mustCreate(t, s, bystander)
 
-	if err := s.DeleteSandbox(ctx, victim.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("DeleteSandbox(by name, not id) = %v, want ErrNotFound", err)
+	if err := s.Sandboxes().Delete(ctx, victim.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Delete(by name, not id) = %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteSandbox(ctx, victim.ID); err != nil {
-		t.Fatalf("DeleteSandbox(%q) = %v, want nil", victim.ID, err)
+	if err := s.Sandboxes().Delete(ctx, victim.ID); err != nil {
+		t.Fatalf("Sandboxes.Delete(%q) = %v, want nil", victim.ID, err)
 	}
-	if _, err := s.GetSandbox(ctx, victim.Tenant, victim.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox(deleted) = %v, want ErrNotFound", err)
+	if _, err := s.Sandboxes().Get(ctx, victim.Tenant, victim.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Get(deleted) = %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteSandbox(ctx, victim.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("DeleteSandbox(deleted) again = %v, want ErrNotFound", err)
+	if err := s.Sandboxes().Delete(ctx, victim.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Delete(deleted) again = %v, want ErrNotFound", err)
 	}
 	checkSandbox(t, "bystander", mustGet(t, s, bystander.Tenant, bystander.Name), bystander)
 

@@ -8,10 +8,10 @@
 //		})
 //	}
 //
-// The suite checks the promises in store.Store's documentation, including
-// the ones a single-threaded test would miss: concurrent creates of one name
-// have exactly one winner and no transient "busy" errors, and state survives
-// Close.
+// The suite checks the promises in the documentation of store.Store and its
+// views, including the ones a single-threaded test would miss: concurrent
+// creates of one name have exactly one winner and no transient "busy"
+// errors, and state survives Close.
 package storetest
 
 import (
@@ -158,17 +158,17 @@ func newSandbox(id, name, tenant, owner string, created time.Time) sandbox.Sandb
 // mustCreate creates sb or fails the test.
 func mustCreate(t *testing.T, s store.Store, sb sandbox.Sandbox) {
 	t.Helper()
-	if err := s.CreateSandbox(t.Context(), sb); err != nil {
-		t.Fatalf("CreateSandbox(%q) = %v, want nil", sb.Name, err)
+	if err := s.Sandboxes().Create(t.Context(), sb); err != nil {
+		t.Fatalf("Sandboxes.Create(%q) = %v, want nil", sb.Name, err)
 	}
 }
 
 // mustGet gets tenant's sandbox called name or fails the test.
 func mustGet(t *testing.T, s store.Store, tenant, name string) sandbox.Sandbox {
 	t.Helper()
-	sb, err := s.GetSandbox(t.Context(), tenant, name)
+	sb, err := s.Sandboxes().Get(t.Context(), tenant, name)
 	if err != nil {
-		t.Fatalf("GetSandbox(%q of %q) = %v, want nil", name, tenant, err)
+		t.Fatalf("Sandboxes.Get(%q of %q) = %v, want nil", name, tenant, err)
 	}
 	return sb
 }
@@ -239,23 +239,23 @@ func testCancelled(t *testing.T, open OpenFunc) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	sb := newSandbox("sb-1", "cancelled", "acme", "alice", t0)
-	err := s.CreateSandbox(ctx, sb)
+	err := s.Sandboxes().Create(ctx, sb)
 	if !errors.Is(err, context.Canceled) {
-		t.Errorf("CreateSandbox(cancelled ctx) = %v, want context.Canceled", err)
+		t.Errorf("Sandboxes.Create(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetSandbox(t.Context(), sb.Tenant, sb.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox after cancelled create = %v, want ErrNotFound", err)
+	if _, err := s.Sandboxes().Get(t.Context(), sb.Tenant, sb.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Get after cancelled create = %v, want ErrNotFound", err)
 	}
-	if _, err := s.ListSandboxes(ctx, store.Filter{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("ListSandboxes(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Sandboxes().List(ctx, store.Filter{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sandboxes.List(cancelled ctx) = %v, want context.Canceled", err)
 	}
 	mustCreate(t, s, sb)
 	c := newCheckpoint("ck-1", sb, "", t0)
-	if err := s.CreateCheckpoint(ctx, c); !errors.Is(err, context.Canceled) {
-		t.Errorf("CreateCheckpoint(cancelled ctx) = %v, want context.Canceled", err)
+	if err := s.Checkpoints().Create(ctx, c); !errors.Is(err, context.Canceled) {
+		t.Errorf("Checkpoints.Create(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetCheckpoint(t.Context(), sb.ID, c.ID); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetCheckpoint after cancelled create = %v, want ErrNotFound", err)
+	if _, err := s.Checkpoints().Get(t.Context(), sb.ID, c.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoints.Get after cancelled create = %v, want ErrNotFound", err)
 	}
 }
 
@@ -268,8 +268,8 @@ func testCloseIdempotent(t *testing.T, open OpenFunc) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close() = %v, want nil", err)
 	}
-	if err := s.CreateSandbox(t.Context(), newSandbox("sb-2", "after-close", "acme", "alice", t0)); err == nil {
-		t.Errorf("CreateSandbox after Close = nil, want an error")
+	if err := s.Sandboxes().Create(t.Context(), newSandbox("sb-2", "after-close", "acme", "alice", t0)); err == nil {
+		t.Errorf("Sandboxes.Create after Close = nil, want an error")
 	}
 }
 
@@ -285,31 +285,31 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	updated := newSandbox("sb-upd", "updated", "acme", "bob", at(time.Second))
 	mustCreate(t, s, updated)
 	updated.Status, updated.Reason, updated.UpdatedAt = sandbox.StatusStopped, "oom", at(time.Minute)
-	if err := s.UpdateSandbox(ctx, updated); err != nil {
-		t.Fatalf("UpdateSandbox(%q) = %v, want nil", updated.ID, err)
+	if err := s.Sandboxes().Update(ctx, updated); err != nil {
+		t.Fatalf("Sandboxes.Update(%q) = %v, want nil", updated.ID, err)
 	}
 	gone := newSandbox("sb-gone", "gone", "acme", "alice", at(2*time.Second))
 	mustCreate(t, s, gone)
 	mustCreateCheckpoint(t, s, newCheckpoint("ck-gone", gone, "", at(2*time.Second)))
-	if err := s.DeleteSandbox(ctx, gone.ID); err != nil {
-		t.Fatalf("DeleteSandbox(%q) = %v, want nil", gone.ID, err)
+	if err := s.Sandboxes().Delete(ctx, gone.ID); err != nil {
+		t.Fatalf("Sandboxes.Delete(%q) = %v, want nil", gone.ID, err)
 	}
 	ck := newCheckpoint("ck-1", updated, "", at(2*time.Second))
 	mustCreateCheckpoint(t, s, ck)
 	tok := newToken("tok-1", "hash-1", at(3*time.Second))
-	if err := s.CreateToken(ctx, tok); err != nil {
-		t.Fatalf("CreateToken = %v, want nil", err)
+	if err := s.Tokens().Create(ctx, tok); err != nil {
+		t.Fatalf("Tokens.Create = %v, want nil", err)
 	}
-	if err := s.RevokeToken(ctx, tok.ID, at(time.Hour)); err != nil {
-		t.Fatalf("RevokeToken = %v, want nil", err)
+	if err := s.Tokens().Revoke(ctx, tok.ID, at(time.Hour)); err != nil {
+		t.Fatalf("Tokens.Revoke = %v, want nil", err)
 	}
 	tok.RevokedAt = at(time.Hour)
 	tenant := newTenant("acme", at(4*time.Second))
 	mustCreateTenant(t, s, tenant)
 	tenant.Policy.BudgetPercent, tenant.Policy.MaxTTL = new(0), nil
 	tenant.UpdatedAt = at(time.Hour)
-	if err := s.UpdateTenant(ctx, tenant); err != nil {
-		t.Fatalf("UpdateTenant = %v, want nil", err)
+	if err := s.Tenants().Update(ctx, tenant); err != nil {
+		t.Fatalf("Tenants.Update = %v, want nil", err)
 	}
 	agent := sandbox.Agent{Name: "claude-1", Tenant: tenant.Name, CreatedAt: at(5 * time.Second)}
 	mustCreateAgent(t, s, agent)
@@ -326,32 +326,32 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	closeAtEnd(t, s)
 	checkSandbox(t, "reopened keep", mustGet(t, s, keep.Tenant, keep.Name), keep)
 	checkSandbox(t, "reopened updated", mustGet(t, s, updated.Tenant, updated.Name), updated)
-	if _, err := s.GetSandbox(ctx, gone.Tenant, gone.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSandbox(deleted %q) after reopen = %v, want ErrNotFound", gone.Name, err)
+	if _, err := s.Sandboxes().Get(ctx, gone.Tenant, gone.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.Get(deleted %q) after reopen = %v, want ErrNotFound", gone.Name, err)
 	}
 	checkCheckpoint(t, "reopened checkpoint", mustGetCheckpoint(t, s, updated.ID, ck.ID), ck)
 	if got := mustListCheckpoints(t, s, gone.ID); len(got) != 0 {
-		t.Errorf("ListCheckpoints(deleted %q) after reopen = %q, want none", gone.ID, checkpointIDs(got))
+		t.Errorf("Checkpoints.List(deleted %q) after reopen = %q, want none", gone.ID, checkpointIDs(got))
 	}
-	got, err := s.TokenByHash(ctx, tok.Hash)
+	got, err := s.Tokens().ByHash(ctx, tok.Hash)
 	if err != nil {
-		t.Fatalf("TokenByHash after reopen = %v, want nil", err)
+		t.Fatalf("Tokens.ByHash after reopen = %v, want nil", err)
 	}
 	checkToken(t, "reopened token", got, tok)
 	checkTenant(t, "reopened tenant", mustGetTenant(t, s, tenant.Name), tenant)
 	checkAgent(t, "reopened agent", mustGetAgent(t, s, agent.Tenant, agent.Name), agent)
 	if events := mustListAudit(t, s, sandbox.AuditFilter{}); len(events) != 1 {
-		t.Errorf("ListAudit after reopen = %q, want the one event", verbs(events))
+		t.Errorf("Audit.List after reopen = %q, want the one event", verbs(events))
 	} else {
 		checkEvent(t, "reopened audit event", events[0], event)
 	}
 	mustCreateAgent(t, s, sandbox.Agent{Name: "after-reopen", Tenant: tenant.Name, CreatedAt: at(time.Hour)})
 	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
-	list, err := s.ListSandboxes(ctx, store.Filter{})
+	list, err := s.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
-		t.Fatalf("ListSandboxes after reopen = %v", err)
+		t.Fatalf("Sandboxes.List after reopen = %v", err)
 	}
 	if got, want := names(list), []string{"keep", "updated", "after-reopen"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("ListSandboxes after reopen = %q, want %q", got, want)
+		t.Errorf("Sandboxes.List after reopen = %q, want %q", got, want)
 	}
 }

@@ -44,17 +44,17 @@ func newTenant(name string, created time.Time) sandbox.Tenant {
 // mustCreateTenant creates t or fails the test.
 func mustCreateTenant(t *testing.T, s store.Store, tn sandbox.Tenant) {
 	t.Helper()
-	if err := s.CreateTenant(t.Context(), tn); err != nil {
-		t.Fatalf("CreateTenant(%q) = %v, want nil", tn.Name, err)
+	if err := s.Tenants().Create(t.Context(), tn); err != nil {
+		t.Fatalf("Tenants.Create(%q) = %v, want nil", tn.Name, err)
 	}
 }
 
 // mustGetTenant gets the tenant called name or fails the test.
 func mustGetTenant(t *testing.T, s store.Store, name string) sandbox.Tenant {
 	t.Helper()
-	tn, err := s.GetTenant(t.Context(), name)
+	tn, err := s.Tenants().Get(t.Context(), name)
 	if err != nil {
-		t.Fatalf("GetTenant(%q) = %v, want nil", name, err)
+		t.Fatalf("Tenants.Get(%q) = %v, want nil", name, err)
 	}
 	return tn
 }
@@ -62,9 +62,9 @@ func mustGetTenant(t *testing.T, s store.Store, name string) sandbox.Tenant {
 // mustListTenants lists the tenants or fails the test.
 func mustListTenants(t *testing.T, s store.Store) []sandbox.Tenant {
 	t.Helper()
-	list, err := s.ListTenants(t.Context())
+	list, err := s.Tenants().List(t.Context())
 	if err != nil {
-		t.Fatalf("ListTenants = %v, want nil", err)
+		t.Fatalf("Tenants.List = %v, want nil", err)
 	}
 	return list
 }
@@ -107,17 +107,17 @@ func tenantNames(ts []sandbox.Tenant) []string {
 // mustCreateAgent creates a or fails the test.
 func mustCreateAgent(t *testing.T, s store.Store, a sandbox.Agent) {
 	t.Helper()
-	if err := s.CreateAgent(t.Context(), a); err != nil {
-		t.Fatalf("CreateAgent(%q in %q) = %v, want nil", a.Name, a.Tenant, err)
+	if err := s.Agents().Create(t.Context(), a); err != nil {
+		t.Fatalf("Agents.Create(%q in %q) = %v, want nil", a.Name, a.Tenant, err)
 	}
 }
 
 // mustGetAgent gets tenant's agent called name or fails the test.
 func mustGetAgent(t *testing.T, s store.Store, tenant, name string) sandbox.Agent {
 	t.Helper()
-	a, err := s.GetAgent(t.Context(), tenant, name)
+	a, err := s.Agents().Get(t.Context(), tenant, name)
 	if err != nil {
-		t.Fatalf("GetAgent(%q of %q) = %v, want nil", name, tenant, err)
+		t.Fatalf("Agents.Get(%q of %q) = %v, want nil", name, tenant, err)
 	}
 	return a
 }
@@ -125,9 +125,9 @@ func mustGetAgent(t *testing.T, s store.Store, tenant, name string) sandbox.Agen
 // mustListAgents lists the agents of tenant or fails the test.
 func mustListAgents(t *testing.T, s store.Store, tenant string) []sandbox.Agent {
 	t.Helper()
-	list, err := s.ListAgents(t.Context(), tenant)
+	list, err := s.Agents().List(t.Context(), tenant)
 	if err != nil {
-		t.Fatalf("ListAgents(%q) = %v, want nil", tenant, err)
+		t.Fatalf("Agents.List(%q) = %v, want nil", tenant, err)
 	}
 	return list
 }
@@ -197,13 +197,13 @@ func testTenantRoundTrip(t *testing.T, open OpenFunc) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mustCreateTenant(t, s, tt.tn)
-			checkTenant(t, "GetTenant("+tt.tn.Name+")", mustGetTenant(t, s, tt.tn.Name), tt.tn)
+			checkTenant(t, "Tenants.Get("+tt.tn.Name+")", mustGetTenant(t, s, tt.tn.Name), tt.tn)
 		})
 	}
 	// Listed tenants carry every field too.
 	list := mustListTenants(t, s)
 	if len(list) != len(tests) {
-		t.Fatalf("ListTenants = %q, want %d tenants", tenantNames(list), len(tests))
+		t.Fatalf("Tenants.List = %q, want %d tenants", tenantNames(list), len(tests))
 	}
 	for _, got := range list {
 		for _, tt := range tests {
@@ -216,14 +216,14 @@ func testTenantRoundTrip(t *testing.T, open OpenFunc) {
 
 func testTenantEmptyName(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
-	if err := s.CreateTenant(t.Context(), newTenant("", t0)); err == nil {
-		t.Errorf("CreateTenant(empty name) = nil, want an error")
+	if err := s.Tenants().Create(t.Context(), newTenant("", t0)); err == nil {
+		t.Errorf("Tenants.Create(empty name) = nil, want an error")
 	}
 	if list := mustListTenants(t, s); len(list) != 0 {
-		t.Errorf("ListTenants after refused create = %q, want none", tenantNames(list))
+		t.Errorf("Tenants.List after refused create = %q, want none", tenantNames(list))
 	}
-	if _, err := s.GetTenant(t.Context(), ""); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetTenant(\"\") = %v, want ErrNotFound", err)
+	if _, err := s.Tenants().Get(t.Context(), ""); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tenants.Get(\"\") = %v, want ErrNotFound", err)
 	}
 }
 
@@ -234,12 +234,12 @@ func testTenantConflict(t *testing.T, open OpenFunc) {
 	dup := newTenant("acme", at(time.Minute))
 	dup.Allocation.MilliCPU = 1000
 	dup.Policy = sandbox.PolicyOverrides{}
-	if err := s.CreateTenant(t.Context(), dup); !errors.Is(err, store.ErrExists) {
-		t.Fatalf("CreateTenant(taken name) = %v, want ErrExists", err)
+	if err := s.Tenants().Create(t.Context(), dup); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("Tenants.Create(taken name) = %v, want ErrExists", err)
 	}
 	checkTenant(t, "original after conflict", mustGetTenant(t, s, orig.Name), orig)
 	if got := tenantNames(mustListTenants(t, s)); !reflect.DeepEqual(got, []string{"acme"}) {
-		t.Errorf("ListTenants after conflict = %q, want [acme]", got)
+		t.Errorf("Tenants.List after conflict = %q, want [acme]", got)
 	}
 }
 
@@ -247,8 +247,8 @@ func testTenantGetMissing(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	mustCreateTenant(t, s, newTenant("acme", t0))
 	for _, name := range []string{"globex", "ACME", "acm", "acme "} {
-		if _, err := s.GetTenant(t.Context(), name); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetTenant(%q) = %v, want ErrNotFound", name, err)
+		if _, err := s.Tenants().Get(t.Context(), name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Tenants.Get(%q) = %v, want ErrNotFound", name, err)
 		}
 	}
 }
@@ -256,7 +256,7 @@ func testTenantGetMissing(t *testing.T, open OpenFunc) {
 func testTenantList(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	if list := mustListTenants(t, s); len(list) != 0 {
-		t.Fatalf("ListTenants(empty store) = %q, want none", tenantNames(list))
+		t.Fatalf("Tenants.List(empty store) = %q, want none", tenantNames(list))
 	}
 	// Inserted out of name order, and created in neither name nor insertion
 	// order, so that "by name" cannot be met by either.
@@ -271,7 +271,7 @@ func testTenantList(t *testing.T, open OpenFunc) {
 	}
 	want := []string{"acme", "acme-2", "acme2", "globex", "initech"}
 	if got := tenantNames(mustListTenants(t, s)); !reflect.DeepEqual(got, want) {
-		t.Errorf("ListTenants = %q, want %q", got, want)
+		t.Errorf("Tenants.List = %q, want %q", got, want)
 	}
 }
 
@@ -292,33 +292,33 @@ func testTenantUpdate(t *testing.T, open OpenFunc) {
 	}
 	upd.CreatedAt = at(24 * time.Hour) // ignored: CreatedAt is kept
 	upd.UpdatedAt = at(time.Hour + 7*time.Microsecond)
-	if err := s.UpdateTenant(ctx, upd); err != nil {
-		t.Fatalf("UpdateTenant(%q) = %v, want nil", upd.Name, err)
+	if err := s.Tenants().Update(ctx, upd); err != nil {
+		t.Fatalf("Tenants.Update(%q) = %v, want nil", upd.Name, err)
 	}
 	want := upd
 	want.CreatedAt = orig.CreatedAt
-	checkTenant(t, "GetTenant after update", mustGetTenant(t, s, orig.Name), want)
+	checkTenant(t, "Tenants.Get after update", mustGetTenant(t, s, orig.Name), want)
 	checkTenant(t, "untouched tenant", mustGetTenant(t, s, other.Name), other)
 
 	// Back to overrides on every field, from none.
 	upd.Policy = newTenant("", t0).Policy
 	upd.UpdatedAt = at(2 * time.Hour)
-	if err := s.UpdateTenant(ctx, upd); err != nil {
-		t.Fatalf("UpdateTenant(%q) again = %v, want nil", upd.Name, err)
+	if err := s.Tenants().Update(ctx, upd); err != nil {
+		t.Fatalf("Tenants.Update(%q) again = %v, want nil", upd.Name, err)
 	}
 	want = upd
 	want.CreatedAt = orig.CreatedAt
-	checkTenant(t, "GetTenant after second update", mustGetTenant(t, s, orig.Name), want)
+	checkTenant(t, "Tenants.Get after second update", mustGetTenant(t, s, orig.Name), want)
 
 	missing := newTenant("initech", at(time.Hour))
-	if err := s.UpdateTenant(ctx, missing); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("UpdateTenant(missing) = %v, want ErrNotFound", err)
+	if err := s.Tenants().Update(ctx, missing); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tenants.Update(missing) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetTenant(ctx, missing.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetTenant after UpdateTenant(missing) = %v, want ErrNotFound (no upsert)", err)
+	if _, err := s.Tenants().Get(ctx, missing.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tenants.Get after Tenants.Update(missing) = %v, want ErrNotFound (no upsert)", err)
 	}
-	if err := s.UpdateTenant(ctx, newTenant("", at(time.Hour))); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("UpdateTenant(empty name) = %v, want ErrNotFound", err)
+	if err := s.Tenants().Update(ctx, newTenant("", at(time.Hour))); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tenants.Update(empty name) = %v, want ErrNotFound", err)
 	}
 }
 
@@ -334,48 +334,48 @@ func testAgentCreate(t *testing.T, open OpenFunc) {
 		CreatedAt: time.Date(2025, time.March, 14, 3, 4, 5, 999_999_000, time.FixedZone("UTC-9:30", -(9*3600+1800)))}
 	mustCreateAgent(t, s, claude)
 	mustCreateAgent(t, s, ops)
-	checkAgent(t, "GetAgent(claude-1)", mustGetAgent(t, s, claude.Tenant, claude.Name), claude)
-	checkAgent(t, "GetAgent(ops-bot)", mustGetAgent(t, s, ops.Tenant, ops.Name), ops)
+	checkAgent(t, "Agents.Get(claude-1)", mustGetAgent(t, s, claude.Tenant, claude.Name), claude)
+	checkAgent(t, "Agents.Get(ops-bot)", mustGetAgent(t, s, ops.Tenant, ops.Name), ops)
 
 	// Names are unique within a tenant: they prefix its sandbox names
 	// (testAgentNamesPerTenant: not across tenants).
 	dup := sandbox.Agent{Name: claude.Name, Tenant: claude.Tenant, CreatedAt: at(time.Minute)}
-	if err := s.CreateAgent(ctx, dup); !errors.Is(err, store.ErrExists) {
-		t.Errorf("CreateAgent(%q in %q) = %v, want ErrExists", dup.Name, dup.Tenant, err)
+	if err := s.Agents().Create(ctx, dup); !errors.Is(err, store.ErrExists) {
+		t.Errorf("Agents.Create(%q in %q) = %v, want ErrExists", dup.Name, dup.Tenant, err)
 	}
 	checkAgent(t, "original after conflicts", mustGetAgent(t, s, claude.Tenant, claude.Name), claude)
 
 	orphan := sandbox.Agent{Name: "orphan", Tenant: "initech", CreatedAt: t0}
-	if err := s.CreateAgent(ctx, orphan); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("CreateAgent(in missing tenant) = %v, want ErrNotFound", err)
+	if err := s.Agents().Create(ctx, orphan); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Agents.Create(in missing tenant) = %v, want ErrNotFound", err)
 	}
-	if _, err := s.GetAgent(ctx, orphan.Tenant, orphan.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetAgent after refused create = %v, want ErrNotFound", err)
+	if _, err := s.Agents().Get(ctx, orphan.Tenant, orphan.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Agents.Get after refused create = %v, want ErrNotFound", err)
 	}
 
 	for _, a := range []sandbox.Agent{
 		{Name: "", Tenant: "acme", CreatedAt: t0},
 		{Name: "no-tenant", Tenant: "", CreatedAt: t0},
 	} {
-		if err := s.CreateAgent(ctx, a); err == nil {
-			t.Errorf("CreateAgent(%q in %q) = nil, want an error", a.Name, a.Tenant)
+		if err := s.Agents().Create(ctx, a); err == nil {
+			t.Errorf("Agents.Create(%q in %q) = nil, want an error", a.Name, a.Tenant)
 		}
 	}
 
 	for _, tn := range [][2]string{{"acme", ""}, {"acme", "missing"}, {"acme", "CLAUDE-1"}, {"acme", "acme"},
 		{"globex", "claude-1"}, {"", "claude-1"}} {
-		if _, err := s.GetAgent(ctx, tn[0], tn[1]); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetAgent(%q of %q) = %v, want ErrNotFound", tn[1], tn[0], err)
+		if _, err := s.Agents().Get(ctx, tn[0], tn[1]); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Agents.Get(%q of %q) = %v, want ErrNotFound", tn[1], tn[0], err)
 		}
 	}
 	if got, want := agentNames(mustListAgents(t, s, "")), []string{"claude-1", "ops-bot"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("ListAgents(\"\") after refused creates = %q, want %q", got, want)
+		t.Errorf("Agents.List(\"\") after refused creates = %q, want %q", got, want)
 	}
 }
 
 // testAgentNamesPerTenant: an agent name is unique within its tenant only.
 // Tenants may each have an agent of the same name, each found in its own
-// tenant; ListAgents of every tenant lists them by name and then tenant.
+// tenant; Agents.List of every tenant lists them by name and then tenant.
 func testAgentNamesPerTenant(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	for _, name := range []string{"globex", "acme", "initech"} {
@@ -385,19 +385,19 @@ func testAgentNamesPerTenant(t *testing.T, open OpenFunc) {
 	a := sandbox.Agent{Name: "a1", Tenant: "acme", CreatedAt: at(time.Second)}
 	mustCreateAgent(t, s, g)
 	mustCreateAgent(t, s, a)
-	checkAgent(t, "GetAgent(a1 of acme)", mustGetAgent(t, s, "acme", "a1"), a)
-	checkAgent(t, "GetAgent(a1 of globex)", mustGetAgent(t, s, "globex", "a1"), g)
-	if _, err := s.GetAgent(t.Context(), "initech", "a1"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetAgent(a1 of initech) = %v, want ErrNotFound", err)
+	checkAgent(t, "Agents.Get(a1 of acme)", mustGetAgent(t, s, "acme", "a1"), a)
+	checkAgent(t, "Agents.Get(a1 of globex)", mustGetAgent(t, s, "globex", "a1"), g)
+	if _, err := s.Agents().Get(t.Context(), "initech", "a1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Agents.Get(a1 of initech) = %v, want ErrNotFound", err)
 	}
 	all := mustListAgents(t, s, "")
 	if len(all) != 2 || all[0].Tenant != "acme" || all[1].Tenant != "globex" {
-		t.Errorf("ListAgents(\"\") = %+v, want a1 of acme, then of globex", all)
+		t.Errorf("Agents.List(\"\") = %+v, want a1 of acme, then of globex", all)
 	}
 	if one := mustListAgents(t, s, "globex"); len(one) != 1 {
-		t.Errorf("ListAgents(globex) = %+v, want globex's a1 only", one)
+		t.Errorf("Agents.List(globex) = %+v, want globex's a1 only", one)
 	} else {
-		checkAgent(t, "ListAgents(globex)[0]", one[0], g)
+		checkAgent(t, "Agents.List(globex)[0]", one[0], g)
 	}
 }
 
@@ -407,7 +407,7 @@ func testAgentList(t *testing.T, open OpenFunc) {
 		mustCreateTenant(t, s, newTenant(name, t0))
 	}
 	if got := mustListAgents(t, s, ""); len(got) != 0 {
-		t.Fatalf("ListAgents(\"\", no agents yet) = %q, want none", agentNames(got))
+		t.Fatalf("Agents.List(\"\", no agents yet) = %q, want none", agentNames(got))
 	}
 	// Inserted out of name order, created in neither name nor insertion
 	// order.
@@ -436,14 +436,14 @@ func testAgentList(t *testing.T, open OpenFunc) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := agentNames(mustListAgents(t, s, tt.tenant)); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("ListAgents(%q) = %q, want %q", tt.tenant, got, tt.want)
+				t.Errorf("Agents.List(%q) = %q, want %q", tt.tenant, got, tt.want)
 			}
 		})
 	}
 	// Listed agents carry every field.
 	got := mustListAgents(t, s, "globex")
 	if len(got) != 2 {
-		t.Fatalf("ListAgents(globex) = %q, want 2", agentNames(got))
+		t.Fatalf("Agents.List(globex) = %q, want 2", agentNames(got))
 	}
 	checkAgent(t, "listed bot-10", got[0], fixtures[3])
 }
@@ -473,17 +473,17 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 			<-start
 			tn := newTenant("contested", at(time.Duration(c)*time.Millisecond))
 			tn.Allocation.MilliCPU = int64(c + 1) // tells the winner
-			tenantErrs[c] = s.CreateTenant(ctx, tn)
+			tenantErrs[c] = s.Tenants().Create(ctx, tn)
 		})
 		writers.Go(func() {
 			<-start
 			a := sandbox.Agent{Name: "contested-agent", Tenant: "home-0", CreatedAt: at(time.Duration(c) * time.Millisecond)}
-			agentErrs[c] = s.CreateAgent(ctx, a)
+			agentErrs[c] = s.Agents().Create(ctx, a)
 		})
 		writers.Go(func() {
 			<-start
 			a := sandbox.Agent{Name: "everywhere", Tenant: fmt.Sprintf("home-%d", c), CreatedAt: t0}
-			everywhereErrs[c] = s.CreateAgent(ctx, a)
+			everywhereErrs[c] = s.Agents().Create(ctx, a)
 		})
 	}
 	done := make(chan struct{})
@@ -496,16 +496,16 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 					return
 				default:
 				}
-				if _, err := s.ListTenants(ctx); err != nil {
-					t.Errorf("reader %d: ListTenants = %v, want nil", r, err)
+				if _, err := s.Tenants().List(ctx); err != nil {
+					t.Errorf("reader %d: Tenants.List = %v, want nil", r, err)
 					return
 				}
-				if _, err := s.GetTenant(ctx, "contested"); err != nil && !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("reader %d: GetTenant(contested) = %v, want nil or ErrNotFound", r, err)
+				if _, err := s.Tenants().Get(ctx, "contested"); err != nil && !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("reader %d: Tenants.Get(contested) = %v, want nil or ErrNotFound", r, err)
 					return
 				}
-				if _, err := s.ListAgents(ctx, ""); err != nil {
-					t.Errorf("reader %d: ListAgents = %v, want nil", r, err)
+				if _, err := s.Agents().List(ctx, ""); err != nil {
+					t.Errorf("reader %d: Agents.List = %v, want nil", r, err)
 					return
 				}
 			}
@@ -522,33 +522,33 @@ func testConcurrentTenants(t *testing.T, open OpenFunc) {
 		case err == nil:
 			tenantWinners = append(tenantWinners, c)
 		case !errors.Is(err, store.ErrExists):
-			t.Errorf("CreateTenant(contested) by %d = %v, want nil or ErrExists", c, err)
+			t.Errorf("Tenants.Create(contested) by %d = %v, want nil or ErrExists", c, err)
 		}
 		switch err := agentErrs[c]; {
 		case err == nil:
 			agentWinners = append(agentWinners, c)
 		case !errors.Is(err, store.ErrExists):
-			t.Errorf("CreateAgent(contested-agent in home-0) by %d = %v, want nil or ErrExists", c, err)
+			t.Errorf("Agents.Create(contested-agent in home-0) by %d = %v, want nil or ErrExists", c, err)
 		}
 		if err := everywhereErrs[c]; err != nil {
-			t.Errorf("CreateAgent(everywhere in home-%d) = %v, want nil", c, err)
+			t.Errorf("Agents.Create(everywhere in home-%d) = %v, want nil", c, err)
 		}
 	}
 	if len(tenantWinners) != 1 {
-		t.Errorf("%d concurrent CreateTenant(contested) calls succeeded (%v), want exactly 1", len(tenantWinners), tenantWinners)
+		t.Errorf("%d concurrent Tenants.Create(contested) calls succeeded (%v), want exactly 1", len(tenantWinners), tenantWinners)
 	} else if got := mustGetTenant(t, s, "contested"); got.Allocation.MilliCPU != int64(tenantWinners[0]+1) {
-		t.Errorf("GetTenant(contested).Allocation.MilliCPU = %d, want the winner's %d", got.Allocation.MilliCPU, tenantWinners[0]+1)
+		t.Errorf("Tenants.Get(contested).Allocation.MilliCPU = %d, want the winner's %d", got.Allocation.MilliCPU, tenantWinners[0]+1)
 	}
 	if len(agentWinners) != 1 {
-		t.Errorf("%d concurrent CreateAgent(contested-agent) calls succeeded (%v), want exactly 1", len(agentWinners), agentWinners)
+		t.Errorf("%d concurrent Agents.Create(contested-agent) calls succeeded (%v), want exactly 1", len(agentWinners), agentWinners)
 	} else if got, want := mustGetAgent(t, s, "home-0", "contested-agent").CreatedAt, at(time.Duration(agentWinners[0])*time.Millisecond); !got.Equal(want) {
-		t.Errorf("GetAgent(contested-agent).CreatedAt = %v, want the winner's %v", got, want)
+		t.Errorf("Agents.Get(contested-agent).CreatedAt = %v, want the winner's %v", got, want)
 	}
 	if list := mustListTenants(t, s); len(list) != contenders+1 {
-		t.Errorf("ListTenants after the race = %q, want %d tenants", tenantNames(list), contenders+1)
+		t.Errorf("Tenants.List after the race = %q, want %d tenants", tenantNames(list), contenders+1)
 	}
 	if list := mustListAgents(t, s, ""); len(list) != 1+contenders {
-		t.Errorf("ListAgents after the race = %q, want %d agents", agentNames(list), 1+contenders)
+		t.Errorf("Agents.List after the race = %q, want %d agents", agentNames(list), 1+contenders)
 	}
 }
 
@@ -561,11 +561,11 @@ func testTenantCancelled(t *testing.T, open OpenFunc) {
 	cancel()
 
 	tn := newTenant("acme", t0)
-	if err := s.CreateTenant(ctx, tn); !errors.Is(err, context.Canceled) {
-		t.Errorf("CreateTenant(cancelled ctx) = %v, want context.Canceled", err)
+	if err := s.Tenants().Create(ctx, tn); !errors.Is(err, context.Canceled) {
+		t.Errorf("Tenants.Create(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetTenant(t.Context(), tn.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetTenant after cancelled create = %v, want ErrNotFound", err)
+	if _, err := s.Tenants().Get(t.Context(), tn.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tenants.Get after cancelled create = %v, want ErrNotFound", err)
 	}
 	mustCreateTenant(t, s, tn)
 
@@ -573,30 +573,30 @@ func testTenantCancelled(t *testing.T, open OpenFunc) {
 	upd.Allocation.MilliCPU = 1
 	upd.Policy = sandbox.PolicyOverrides{}
 	upd.UpdatedAt = at(time.Hour)
-	if err := s.UpdateTenant(ctx, upd); !errors.Is(err, context.Canceled) {
-		t.Errorf("UpdateTenant(cancelled ctx) = %v, want context.Canceled", err)
+	if err := s.Tenants().Update(ctx, upd); !errors.Is(err, context.Canceled) {
+		t.Errorf("Tenants.Update(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	checkTenant(t, "GetTenant after cancelled update", mustGetTenant(t, s, tn.Name), tn)
+	checkTenant(t, "Tenants.Get after cancelled update", mustGetTenant(t, s, tn.Name), tn)
 
 	a := sandbox.Agent{Name: "claude-1", Tenant: tn.Name, CreatedAt: t0}
-	if err := s.CreateAgent(ctx, a); !errors.Is(err, context.Canceled) {
-		t.Errorf("CreateAgent(cancelled ctx) = %v, want context.Canceled", err)
+	if err := s.Agents().Create(ctx, a); !errors.Is(err, context.Canceled) {
+		t.Errorf("Agents.Create(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetAgent(t.Context(), a.Tenant, a.Name); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetAgent after cancelled create = %v, want ErrNotFound", err)
+	if _, err := s.Agents().Get(t.Context(), a.Tenant, a.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Agents.Get after cancelled create = %v, want ErrNotFound", err)
 	}
 	mustCreateAgent(t, s, a)
 
-	if _, err := s.GetTenant(ctx, tn.Name); !errors.Is(err, context.Canceled) {
-		t.Errorf("GetTenant(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Tenants().Get(ctx, tn.Name); !errors.Is(err, context.Canceled) {
+		t.Errorf("Tenants.Get(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.ListTenants(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("ListTenants(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Tenants().List(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Tenants.List(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.GetAgent(ctx, a.Tenant, a.Name); !errors.Is(err, context.Canceled) {
-		t.Errorf("GetAgent(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Agents().Get(ctx, a.Tenant, a.Name); !errors.Is(err, context.Canceled) {
+		t.Errorf("Agents.Get(cancelled ctx) = %v, want context.Canceled", err)
 	}
-	if _, err := s.ListAgents(ctx, ""); !errors.Is(err, context.Canceled) {
-		t.Errorf("ListAgents(cancelled ctx) = %v, want context.Canceled", err)
+	if _, err := s.Agents().List(ctx, ""); !errors.Is(err, context.Canceled) {
+		t.Errorf("Agents.List(cancelled ctx) = %v, want context.Canceled", err)
 	}
 }

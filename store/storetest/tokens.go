@@ -52,19 +52,19 @@ func testTokenRoundTrip(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	for _, tok := range []store.Token{live, full, operator} {
 		t.Run(tok.ID, func(t *testing.T) {
-			if err := s.CreateToken(t.Context(), tok); err != nil {
-				t.Fatalf("CreateToken(%q) = %v, want nil", tok.ID, err)
+			if err := s.Tokens().Create(t.Context(), tok); err != nil {
+				t.Fatalf("Tokens.Create(%q) = %v, want nil", tok.ID, err)
 			}
-			got, err := s.TokenByHash(t.Context(), tok.Hash)
+			got, err := s.Tokens().ByHash(t.Context(), tok.Hash)
 			if err != nil {
-				t.Fatalf("TokenByHash(%q) = %v, want nil", tok.Hash, err)
+				t.Fatalf("Tokens.ByHash(%q) = %v, want nil", tok.Hash, err)
 			}
-			checkToken(t, "TokenByHash("+tok.Hash+")", got, tok)
+			checkToken(t, "Tokens.ByHash("+tok.Hash+")", got, tok)
 		})
 	}
 	for _, hash := range []string{"dd04", "", "AA01", "tok-live"} {
-		if _, err := s.TokenByHash(t.Context(), hash); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("TokenByHash(%q) = %v, want ErrNotFound", hash, err)
+		if _, err := s.Tokens().ByHash(t.Context(), hash); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Tokens.ByHash(%q) = %v, want ErrNotFound", hash, err)
 		}
 	}
 }
@@ -81,15 +81,15 @@ func testTokenConflict(t *testing.T, open OpenFunc) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := openStore(t, open)
 			orig := newToken("tok-1", "aa01", t0)
-			if err := s.CreateToken(t.Context(), orig); err != nil {
-				t.Fatalf("CreateToken = %v, want nil", err)
+			if err := s.Tokens().Create(t.Context(), orig); err != nil {
+				t.Fatalf("Tokens.Create = %v, want nil", err)
 			}
-			if err := s.CreateToken(t.Context(), tt.tok); !errors.Is(err, store.ErrExists) {
-				t.Fatalf("CreateToken(id %q, hash %q) = %v, want ErrExists", tt.tok.ID, tt.tok.Hash, err)
+			if err := s.Tokens().Create(t.Context(), tt.tok); !errors.Is(err, store.ErrExists) {
+				t.Fatalf("Tokens.Create(id %q, hash %q) = %v, want ErrExists", tt.tok.ID, tt.tok.Hash, err)
 			}
-			list, err := s.ListTokens(t.Context())
+			list, err := s.Tokens().List(t.Context())
 			if err != nil || len(list) != 1 {
-				t.Fatalf("ListTokens after conflict = %d tokens, %v; want 1, nil", len(list), err)
+				t.Fatalf("Tokens.List after conflict = %d tokens, %v; want 1, nil", len(list), err)
 			}
 			checkToken(t, "original after conflict", list[0], orig)
 		})
@@ -99,17 +99,17 @@ func testTokenConflict(t *testing.T, open OpenFunc) {
 func testTokenEmptyKey(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	for _, tok := range []store.Token{newToken("", "aa01", t0), newToken("tok-1", "", t0)} {
-		if err := s.CreateToken(t.Context(), tok); err == nil {
-			t.Errorf("CreateToken(id %q, hash %q) = nil, want an error", tok.ID, tok.Hash)
+		if err := s.Tokens().Create(t.Context(), tok); err == nil {
+			t.Errorf("Tokens.Create(id %q, hash %q) = nil, want an error", tok.ID, tok.Hash)
 		}
 	}
 }
 
 func testTokenList(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
-	list, err := s.ListTokens(t.Context())
+	list, err := s.Tokens().List(t.Context())
 	if err != nil || len(list) != 0 {
-		t.Fatalf("ListTokens(empty store) = %d tokens, %v; want 0, nil", len(list), err)
+		t.Fatalf("Tokens.List(empty store) = %d tokens, %v; want 0, nil", len(list), err)
 	}
 	fixtures := []store.Token{
 		newToken("tok-c", "cc", at(3*time.Second)),
@@ -118,20 +118,20 @@ func testTokenList(t *testing.T, open OpenFunc) {
 		newToken("tok-tie", "dd", at(3*time.Second)), // ties tok-c: inserted after it
 	}
 	for _, tok := range fixtures {
-		if err := s.CreateToken(t.Context(), tok); err != nil {
-			t.Fatalf("CreateToken(%q) = %v", tok.ID, err)
+		if err := s.Tokens().Create(t.Context(), tok); err != nil {
+			t.Fatalf("Tokens.Create(%q) = %v", tok.ID, err)
 		}
 	}
-	list, err = s.ListTokens(t.Context())
+	list, err = s.Tokens().List(t.Context())
 	if err != nil {
-		t.Fatalf("ListTokens = %v", err)
+		t.Fatalf("Tokens.List = %v", err)
 	}
 	var ids []string
 	for _, tok := range list {
 		ids = append(ids, tok.ID)
 	}
 	if want := []string{"tok-a", "tok-b", "tok-c", "tok-tie"}; !reflect.DeepEqual(ids, want) {
-		t.Errorf("ListTokens = %q, want %q", ids, want)
+		t.Errorf("Tokens.List = %q, want %q", ids, want)
 	}
 	if len(list) == len(fixtures) {
 		checkToken(t, "listed tok-a", list[0], fixtures[1])
@@ -144,38 +144,38 @@ func testTokenRevoke(t *testing.T, open OpenFunc) {
 	tok := newToken("tok-1", "aa01", t0)
 	other := newToken("tok-2", "bb02", t0)
 	for _, tk := range []store.Token{tok, other} {
-		if err := s.CreateToken(ctx, tk); err != nil {
-			t.Fatalf("CreateToken(%q) = %v", tk.ID, err)
+		if err := s.Tokens().Create(ctx, tk); err != nil {
+			t.Fatalf("Tokens.Create(%q) = %v", tk.ID, err)
 		}
 	}
 
-	if err := s.RevokeToken(ctx, tok.ID, time.Time{}); err == nil {
-		t.Errorf("RevokeToken(zero time) = nil, want an error")
+	if err := s.Tokens().Revoke(ctx, tok.ID, time.Time{}); err == nil {
+		t.Errorf("Tokens.Revoke(zero time) = nil, want an error")
 	}
 	first := at(time.Hour + 3*time.Microsecond)
-	if err := s.RevokeToken(ctx, tok.ID, first); err != nil {
-		t.Fatalf("RevokeToken(%q) = %v, want nil", tok.ID, err)
+	if err := s.Tokens().Revoke(ctx, tok.ID, first); err != nil {
+		t.Fatalf("Tokens.Revoke(%q) = %v, want nil", tok.ID, err)
 	}
-	if err := s.RevokeToken(ctx, tok.ID, at(2*time.Hour)); err != nil {
-		t.Errorf("RevokeToken(%q) again = %v, want nil", tok.ID, err)
+	if err := s.Tokens().Revoke(ctx, tok.ID, at(2*time.Hour)); err != nil {
+		t.Errorf("Tokens.Revoke(%q) again = %v, want nil", tok.ID, err)
 	}
 	tok.RevokedAt = first
-	got, err := s.TokenByHash(ctx, tok.Hash)
+	got, err := s.Tokens().ByHash(ctx, tok.Hash)
 	if err != nil {
-		t.Fatalf("TokenByHash(revoked) = %v, want the token", err)
+		t.Fatalf("Tokens.ByHash(revoked) = %v, want the token", err)
 	}
 	checkToken(t, "revoked token", got, tok)
 
-	got, err = s.TokenByHash(ctx, other.Hash)
+	got, err = s.Tokens().ByHash(ctx, other.Hash)
 	if err != nil {
-		t.Fatalf("TokenByHash(other) = %v", err)
+		t.Fatalf("Tokens.ByHash(other) = %v", err)
 	}
 	checkToken(t, "other token", got, other)
 
-	if err := s.RevokeToken(ctx, "tok-missing", first); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("RevokeToken(missing) = %v, want ErrNotFound", err)
+	if err := s.Tokens().Revoke(ctx, "tok-missing", first); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tokens.Revoke(missing) = %v, want ErrNotFound", err)
 	}
-	if err := s.RevokeToken(ctx, tok.Hash, first); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("RevokeToken(by hash, not id) = %v, want ErrNotFound", err)
+	if err := s.Tokens().Revoke(ctx, tok.Hash, first); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Tokens.Revoke(by hash, not id) = %v, want ErrNotFound", err)
 	}
 }

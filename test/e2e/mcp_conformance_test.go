@@ -164,7 +164,7 @@ func fixtureDoor(t *testing.T) (url, token string) {
 	d := daemontest.New(t, daemontest.Options{})
 	const operatorToken = "hearth_testtokenfortheoperator"
 	d.AddToken(t, "tok-op", operatorToken, sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator})
-	rec := audit.New(d.DB, nil)
+	rec := audit.New(d.DB.Audit(), nil)
 	t.Cleanup(func() { rec.Close(context.Background()) })
 	door := mcpserver.New(d.Svc, mcpserver.Options{
 		Audit:       rec,
@@ -173,7 +173,7 @@ func fixtureDoor(t *testing.T) (url, token string) {
 	})
 	srv := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{
 		Audit:    rec,
-		AuditLog: d.DB,
+		AuditLog: d.DB.Audit(),
 		Metrics:  metrics.NewRegistry(),
 		MCP:      door.Handler(),
 	}))

@@ -96,7 +96,7 @@ func New(t testing.TB, o Options) *Env {
 func (e *Env) AddToken(t testing.TB, id, secret string, p sandbox.Principal) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(secret))
-	if err := e.DB.CreateToken(t.Context(), store.Token{ID: id, Hash: hex.EncodeToString(sum[:]), Principal: p, CreatedAt: time.Now().UTC()}); err != nil {
+	if err := e.DB.Tokens().Create(t.Context(), store.Token{ID: id, Hash: hex.EncodeToString(sum[:]), Principal: p, CreatedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -109,9 +109,9 @@ func (e *Env) Home(t testing.TB, p sandbox.Principal, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := e.DB.GetSandbox(t.Context(), tenant, stored)
+	sb, err := e.DB.Sandboxes().Get(t.Context(), tenant, stored)
 	if err != nil {
-		t.Fatalf("GetSandbox(%s) = %v", name, err)
+		t.Fatalf("Sandboxes.Get(%s) = %v", name, err)
 	}
 	home := e.Driver.Home(sb.ID)
 	if home == "" {
