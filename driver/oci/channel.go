@@ -79,19 +79,19 @@ type sharedDir struct {
 // openShared opens sandbox id's shared run directory (runsc), or, for the
 // other runtimes, its sandbox directory, where the daemon keeps the socket.
 func (d *Driver) openShared(id string) (*sharedDir, error) {
-	fd, err := openDir(d.sandboxDir(id))
+	fd, err := openDir(d.dir.sandboxDir(id))
 	if err != nil {
 		return nil, err
 	}
 	if d.runtime != RuntimeRunsc {
-		return &sharedDir{fd: fd, path: d.sandboxDir(id)}, nil
+		return &sharedDir{fd: fd, path: d.dir.sandboxDir(id)}, nil
 	}
 	defer unix.Close(fd)
 	rfd, err := unix.Openat(fd, "run", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.socketDir(id), Err: err}
+		return nil, &os.PathError{Op: "open", Path: d.dir.socketDir(id), Err: err}
 	}
-	return &sharedDir{fd: rfd, path: d.socketDir(id)}, nil
+	return &sharedDir{fd: rfd, path: d.dir.socketDir(id)}, nil
 }
 
 // Close closes the descriptor.
@@ -216,12 +216,12 @@ func (d *Driver) dialAgent(ctx context.Context, id string) (net.Conn, error) {
 // (sharedMountOptions), unless it has one. The tmpfs bounds what the
 // sandbox can store there, and keeps links of the data dir's files out.
 func (d *Driver) mountShared(id string) error {
-	dir := d.socketDir(id)
+	dir := d.dir.socketDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	var parent, st unix.Stat_t
-	if err := unix.Lstat(d.sandboxDir(id), &parent); err != nil {
+	if err := unix.Lstat(d.dir.sandboxDir(id), &parent); err != nil {
 		return err
 	}
 	if err := unix.Lstat(dir, &st); err != nil {
@@ -240,7 +240,7 @@ func (d *Driver) mountShared(id string) error {
 }
 
 // unmountShared detaches every mount on sandbox id's shared directory.
-func (d *Driver) unmountShared(id string) error { return unmountEvery(d.socketDir(id)) }
+func (d *Driver) unmountShared(id string) error { return unmountEvery(d.dir.socketDir(id)) }
 
 // unmountEvery detaches every mount on path (never following a link
 // there); a path with no mount is no error.

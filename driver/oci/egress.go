@@ -25,8 +25,8 @@ func (d *Driver) SetEgress(ctx context.Context, id string, rules driver.EgressRu
 	if err := egressOf(rules).Validate(); err != nil {
 		return fmt.Errorf("oci: set egress %s: %w", id, err)
 	}
-	defer d.lock(id)()
-	ok, err := d.known(id)
+	defer d.locks.lock(id)()
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return fmt.Errorf("oci: set egress %s: %w", id, err)
 	}

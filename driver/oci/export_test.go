@@ -51,10 +51,10 @@ var (
 // or sit in one of its cgroups.
 func (d *Driver) Leftovers(id string) []string {
 	var left []string
-	if _, err := os.Stat(d.sandboxDir(id)); err == nil {
-		left = append(left, "directory "+d.sandboxDir(id))
+	if _, err := os.Stat(d.dir.sandboxDir(id)); err == nil {
+		left = append(left, "directory "+d.dir.sandboxDir(id))
 	}
-	if m, _ := filepath.Glob(filepath.Join(d.root, "*"+id+"*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(d.dir.root(), "*"+id+"*")); len(m) > 0 {
 		left = append(left, "runtime state "+strings.Join(m, " "))
 	}
 	for _, p := range d.cgroupLeftovers(id) {
@@ -62,7 +62,7 @@ func (d *Driver) Leftovers(id string) []string {
 	}
 	// Mounts: the shared directory's tmpfs (runsc), the root's idmapped
 	// mount (runc, crun); and the id range's claim.
-	for _, p := range []string{d.socketDir(id), d.rootMount(id)} {
+	for _, p := range []string{d.dir.socketDir(id), d.rootMount(id)} {
 		if under, _ := mountinfo.Under(p); len(under) > 0 {
 			left = append(left, "mounts "+strings.Join(under, " "))
 		}
@@ -113,7 +113,7 @@ func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) 
 // ClaimIDs, ReleaseIDs and RecoverIDs reach the user namespace range
 // claims; ClaimIDs returns the range's first host id.
 func (d *Driver) ClaimIDs(id string) (uint32, error) {
-	if err := os.MkdirAll(d.sandboxDir(id), 0o700); err != nil {
+	if err := os.MkdirAll(d.dir.sandboxDir(id), 0o700); err != nil {
 		return 0, err
 	}
 	r, err := d.claimIDs(id)
@@ -157,14 +157,14 @@ func ListenDial(ctx context.Context, dir, name string) (net.Listener, net.Conn, 
 }
 
 // ConsoleLog is the host file sandbox id's agent's stdout and stderr go to.
-func (d *Driver) ConsoleLog(id string) string { return d.consoleLog(id) }
+func (d *Driver) ConsoleLog(id string) string { return d.dir.consoleLog(id) }
 
 // HoldBusy and WaitIdle reach sandbox id's busy lock (see holdBusy).
 func (d *Driver) HoldBusy(id string) *os.File             { return d.holdBusy(id) }
 func (d *Driver) WaitIdle(ctx context.Context, id string) { d.waitIdle(ctx, id) }
 
 // SandboxDir is sandbox id's directory.
-func (d *Driver) SandboxDir(id string) string { return d.sandboxDir(id) }
+func (d *Driver) SandboxDir(id string) string { return d.dir.sandboxDir(id) }
 
 // WaitSealed waits until memory image key, if it is being sealed in the
 // background, is sealed (or its seal has failed).

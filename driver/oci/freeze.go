@@ -53,7 +53,7 @@ func (d *Driver) Freeze(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
+	defer d.locks.lock(id)()
 	dir, v2, err := d.liveFreezer(id)
 	if err != nil {
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
@@ -95,7 +95,7 @@ func (d *Driver) Thaw(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
+	defer d.locks.lock(id)()
 	dir, _, err := d.liveFreezer(id)
 	if err != nil {
 		return fmt.Errorf("oci: thaw %s: %w", id, err)
@@ -113,14 +113,14 @@ func (d *Driver) Thaw(ctx context.Context, id string) error {
 // a v2 one, after checking that the sandbox is known (driver.ErrNotFound)
 // and not stopped. The caller holds id's lock.
 func (d *Driver) liveFreezer(id string) (dir string, v2 bool, err error) {
-	ok, err := d.known(id)
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return "", false, err
 	}
 	if !ok {
 		return "", false, driver.ErrNotFound
 	}
-	if d.stopped(id) {
+	if d.dir.stopped(id) {
 		return "", false, errors.New("sandbox is stopped")
 	}
 	dir, v2 = d.freezerCgroup(id)
@@ -156,7 +156,7 @@ func (d *Driver) freezerCgroup(id string) (dir string, v2 bool) {
 func (d *Driver) thawFrozen(id string) (bool, error) {
 	var thawed bool
 	var errs []error
-	if _, err := os.Stat(d.pausedMarker(id)); err == nil {
+	if _, err := os.Stat(d.dir.pausedMarker(id)); err == nil {
 		thawed = true
 		errs = append(errs, d.resumeRunsc(id))
 	}
@@ -284,7 +284,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // thawLeftFrozen thaws sandbox id if it is frozen, for Recover, logging
 // what it did.
 func (d *Driver) thawLeftFrozen(id string) {
-	defer d.lock(id)()
+	defer d.locks.lock(id)()
 	thawed, err := d.thawFrozen(id)
 	switch {
 	case err != nil:
@@ -314,7 +314,7 @@ func (d *Driver) frozenState(id string) *specs.State {
 		return nil
 	}
 	st := &specs.State{Version: specs.Version, ID: id, Status: "paused"}
-	if s, err := readTrimmed(d.pidFile(id)); err == nil {
+	if s, err := readTrimmed(d.dir.pidFile(id)); err == nil {
 		st.Pid, _ = strconv.Atoi(s)
 	}
 	return st
@@ -333,10 +333,10 @@ func (d *Driver) pauseRunsc(ctx context.Context, id, dir string) error {
 	if !hasTasks(dir) {
 		return fmt.Errorf("oci: freeze %s: sandbox is stopped (its cgroup has no process)", id)
 	}
-	if _, err := os.Stat(d.pausedMarker(id)); err == nil {
+	if _, err := os.Stat(d.dir.pausedMarker(id)); err == nil {
 		return nil // paused already
 	}
-	if err := os.WriteFile(d.pausedMarker(id), nil, 0o600); err != nil {
+	if err := os.WriteFile(d.dir.pausedMarker(id), nil, 0o600); err != nil {
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
 	}
 	if _, err := d.run(ctx, id, "pause", id); err != nil {
@@ -359,5 +359,5 @@ func (d *Driver) resumeRunsc(id string) error {
 			return err
 		}
 	}
-	return os.Remove(d.pausedMarker(id))
+	return os.Remove(d.dir.pausedMarker(id))
 }

@@ -77,9 +77,9 @@ const (
 	// restore (<key>.save-<random>, <key>.load-<random>).
 	plainSave = ".save-"
 	plainLoad = ".load-"
-	// raisedMarker, in a sandbox's directory, holds its memory cgroup's
+	// raisedMarkerName, in a sandbox's directory, holds its memory cgroup's
 	// limits while a checkpoint has raised them.
-	raisedMarker = "memory-raised"
+	raisedMarkerName = "memory-raised"
 )
 
 // ephemeralSealer seals with a random key that dies with the process: the
@@ -101,7 +101,7 @@ func ephemeralSealer() Sealer {
 // to what the image holds, until the tmpfs is gone.
 func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, err error) {
 	began := time.Now()
-	final := d.memoryDir(key)
+	final := d.dir.memoryDir(key)
 	size := d.memoryLimit(id)
 	limit, err := d.raiseMemoryLimit(id, size)
 	if err != nil {
@@ -250,7 +250,7 @@ func eachSealed(dir, key string, sealer Sealer, fn func(name string, f *os.File,
 // and returns the tmpfs's path; the caller unmounts it (unmountPlain).
 // Each file's chunks are opened on as many goroutines as there are CPUs.
 func (d *Driver) loadImage(key string) (string, error) {
-	dir := d.memoryDir(key)
+	dir := d.dir.memoryDir(key)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
@@ -334,7 +334,7 @@ func (d *Driver) unmountPlain(dir string) {
 // memoryLimit returns sandbox id's memory limit from its bundle (the
 // cgroup's, headroom included), 0 when it has none.
 func (d *Driver) memoryLimit(id string) int64 {
-	b, err := os.ReadFile(filepath.Join(d.sandboxDir(id), "config.json"))
+	b, err := os.ReadFile(d.dir.config(id))
 	if err != nil {
 		return 0
 	}
@@ -397,7 +397,7 @@ func (d *Driver) raiseMemoryLimit(id string, by int64) (*raisedLimit, error) {
 		r.old[f] = strings.TrimSpace(string(b))
 	}
 	rec, _ := json.Marshal(r.old)
-	r.marker = filepath.Join(d.sandboxDir(id), raisedMarker)
+	r.marker = d.dir.raisedMarker(id)
 	if err := os.WriteFile(r.marker, rec, 0o600); err != nil {
 		return nil, err
 	}
@@ -473,7 +473,7 @@ func (d *Driver) setLimits(files []string, old map[string]string) error {
 // plaintext.
 func (d *Driver) recoverImages() {
 	d.recoverTaken()
-	dir := filepath.Join(d.stateDir, "memory")
+	dir := d.dir.memory()
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		d.log.Error("recover: list memory images", "err", err)
@@ -493,7 +493,7 @@ func (d *Driver) recoverImages() {
 			d.sealLegacyImage(name)
 		}
 	}
-	sandboxes, _ := filepath.Glob(filepath.Join(d.stateDir, "sandboxes", "*", raisedMarker))
+	sandboxes, _ := filepath.Glob(filepath.Join(d.dir.sandboxes(), "*", raisedMarkerName))
 	for _, marker := range sandboxes {
 		id := filepath.Base(filepath.Dir(marker))
 		old := map[string]string{}
@@ -510,7 +510,7 @@ func (d *Driver) recoverImages() {
 // sealLegacyImage seals image key in place if it is in plaintext (runsc's
 // own files, no key), as a daemon from before images were sealed left it.
 func (d *Driver) sealLegacyImage(key string) {
-	dir := d.memoryDir(key)
+	dir := d.dir.memoryDir(key)
 	if validID(key) != nil {
 		return
 	}
@@ -540,7 +540,7 @@ func (d *Driver) sealLegacyImage(key string) {
 // MemoryImages lists the keys of the memory images the driver keeps, for
 // a caller that removes those no checkpoint owns.
 func (d *Driver) MemoryImages(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(d.stateDir, "memory"))
+	entries, err := os.ReadDir(d.dir.memory())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

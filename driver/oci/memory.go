@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hearth/hearth/driver"
@@ -21,20 +20,6 @@ const quietTimeout = 5 * time.Second
 // save a sandbox's memory (runc and crun here: their checkpoints need
 // CRIU).
 var errNoMemory = errors.New("this runtime cannot checkpoint memory (runsc can)")
-
-// memoryDir is where the memory images are, one directory per key.
-func (d *Driver) memoryDir(key string) string { return filepath.Join(d.stateDir, "memory", key) }
-
-// quietMarker says a memory checkpoint has sandbox id's agent quiet: Dial
-// waits for it instead of failing.
-func (d *Driver) quietMarker(id string) string { return filepath.Join(d.sandboxDir(id), "quiet") }
-
-// quiet reports whether sandbox id's agent is quiet for a memory
-// checkpoint.
-func (d *Driver) quiet(id string) bool {
-	_, err := os.Stat(d.quietMarker(id))
-	return err == nil
-}
 
 // CheckpointMemory saves running sandbox id's memory and processes as image
 // key, with gVisor's own checkpoint, and leaves it running. gVisor cannot
@@ -57,7 +42,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if d.runtime != RuntimeRunsc {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, errNoMemory)
 	}
-	defer d.lock(id)()
+	defer d.locks.lock(id)()
 	// The last image's seal lowers the memory limit this one raises.
 	if err := d.seals.waitSandbox(ctx, id); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: wait for the last image's seal: %w", id, err)
@@ -82,10 +67,10 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := sd.remove(resumeName); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	if err := os.WriteFile(d.quietMarker(id), nil, 0o600); err != nil {
+	if err := os.WriteFile(d.dir.quietMarker(id), nil, 0o600); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	defer os.Remove(d.quietMarker(id))
+	defer os.Remove(d.dir.quietMarker(id))
 	if _, err := d.run(ctx, id, "kill", id, "USR1"); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
@@ -192,7 +177,7 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 		return fmt.Errorf("oci: delete memory image %q: want lowercase letters and digits", key)
 	}
 	d.seals.stop(key)
-	dir := d.memoryDir(key)
+	dir := d.dir.memoryDir(key)
 	err := errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".tmp"), os.Remove(dir+takenSuffix))
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil // no marker: the usual case
@@ -213,7 +198,7 @@ func (d *Driver) resumeLeftQuiet(id string) {
 	if d.runtime != RuntimeRunsc {
 		return
 	}
-	quieting := os.Remove(d.quietMarker(id)) == nil
+	quieting := os.Remove(d.dir.quietMarker(id)) == nil
 	sd, err := d.openShared(id)
 	if err != nil {
 		return // no shared directory: never started

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -117,8 +116,7 @@ type Options struct {
 type Driver struct {
 	runtime      string
 	binary       string
-	stateDir     string
-	root         string // the runtime's --root
+	dir          stateDir
 	cgroupParent string
 	flags        []string // global flags of every invocation, before the subcommand
 	net          *network.Host
@@ -128,8 +126,7 @@ type Driver struct {
 	seals        seals // memory images being sealed
 	log          *slog.Logger
 
-	mu    sync.Mutex
-	locks map[string]*idLock
+	locks idLocks
 
 	idBase     uint32
 	idRanges   int
@@ -145,13 +142,6 @@ type Driver struct {
 }
 
 var _ driver.Driver = (*Driver)(nil)
-
-// idLock serializes the calls on one id; refs counts its holders and
-// waiters so that the map does not keep every id ever used.
-type idLock struct {
-	sync.Mutex
-	refs int
-}
 
 // New returns a driver for opts.Runtime. It resolves the runtime binary,
 // creates the state directory, and refuses one that belongs to another
@@ -178,11 +168,11 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci: %s: %w", rt, err)
 	}
-	stateDir := opts.StateDir
-	if stateDir == "" {
-		stateDir = filepath.Join("/var/lib/hearth/oci", rt)
+	state := opts.StateDir
+	if state == "" {
+		state = filepath.Join("/var/lib/hearth/oci", rt)
 	}
-	if stateDir, err = filepath.Abs(stateDir); err != nil {
+	if state, err = filepath.Abs(state); err != nil {
 		return nil, fmt.Errorf("oci: state dir: %w", err)
 	}
 	parent := strings.Trim(opts.CgroupParent, "/")
@@ -213,24 +203,22 @@ func New(opts Options) (*Driver, error) {
 		idBase:       cmp.Or(opts.IDBase, DefaultIDBase),
 		idRanges:     cmp.Or(opts.IDRanges, DefaultIDRanges),
 		idClaimDir:   cmp.Or(opts.IDClaimDir, DefaultIDClaimDir),
-		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(stateDir)),
+		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(state)),
 		runtime:      rt,
 		binary:       bin,
-		stateDir:     stateDir,
-		root:         filepath.Join(stateDir, "root"),
+		dir:          stateDir{path: state},
 		cgroupParent: parent,
 		startTimeout: timeout,
 		cgroups:      cg,
 		net:          opts.Network,
 		sealer:       opts.Sealer,
 		log:          log.With("runtime", rt),
-		locks:        map[string]*idLock{},
 	}
 	if d.sealer == nil {
 		d.sealer = ephemeralSealer()
 	}
 	d.flags = append(runtimeFlags(rt), opts.RuntimeFlags...)
-	if err := d.claimStateDir(); err != nil {
+	if err := d.dir.claim(rt); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -274,30 +262,6 @@ func networkFlags(rt, mode string) []string {
 	return []string{"--network=none"}
 }
 
-// claimStateDir creates the state directory and records which runtime owns
-// it, or refuses a directory another runtime owns: each runtime has its own
-// --root format, so sandboxes of one are invisible to another.
-func (d *Driver) claimStateDir() error {
-	for _, dir := range []string{d.stateDir, d.root, filepath.Join(d.stateDir, "sandboxes")} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("oci: state dir: %w", err)
-		}
-	}
-	marker := filepath.Join(d.stateDir, "runtime")
-	b, err := os.ReadFile(marker)
-	switch {
-	case err == nil:
-		if owner := strings.TrimSpace(string(b)); owner != d.runtime {
-			return fmt.Errorf("oci: state dir %s belongs to runtime %s, not %s", d.stateDir, owner, d.runtime)
-		}
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return os.WriteFile(marker, []byte(d.runtime+"\n"), 0o600)
-	default:
-		return fmt.Errorf("oci: state dir: %w", err)
-	}
-}
-
 // Capabilities reports the runtime and its isolation: "gvisor" for runsc,
 // "container" for runc and crun; and egress when the driver has a network
 // host (Options.Network).
@@ -311,69 +275,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 }
 
 // StateDir returns the directory the driver owns.
-func (d *Driver) StateDir() string { return d.stateDir }
-
-// lock serializes calls on id until the returned function is called.
-func (d *Driver) lock(id string) func() {
-	d.mu.Lock()
-	l := d.locks[id]
-	if l == nil {
-		l = &idLock{}
-		d.locks[id] = l
-	}
-	l.refs++
-	d.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		d.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(d.locks, id)
-		}
-		d.mu.Unlock()
-	}
-}
-
-// Per-sandbox paths.
-func (d *Driver) sandboxDir(id string) string { return filepath.Join(d.stateDir, "sandboxes", id) }
-func (d *Driver) socketDir(id string) string  { return filepath.Join(d.sandboxDir(id), "run") }
-func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDir(id), "console.log") }
-func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
-func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
-func (d *Driver) pidFile(id string) string    { return filepath.Join(d.sandboxDir(id), "pid") }
-
-// pausedMarker exists while runsc has sandbox id paused (see pauseRunsc).
-func (d *Driver) pausedMarker(id string) string { return filepath.Join(d.sandboxDir(id), "paused") }
-
-// runPidFile holds the pid of the runtime's `run --detach` of id while it
-// works (see create).
-func (d *Driver) runPidFile(id string) string { return filepath.Join(d.sandboxDir(id), "run.pid") }
-
-// stoppedMarker exists while the sandbox is stopped by Stop (or by the
-// cleanup of a failed wake): its container is known to be deleted, so State,
-// Stop and Start skip asking the runtime. Only Start removes it, under the
-// id's lock and before it creates a container.
-func (d *Driver) stoppedMarker(id string) string { return filepath.Join(d.sandboxDir(id), "stopped") }
-
-// stopped reports whether id's stopped marker exists.
-func (d *Driver) stopped(id string) bool {
-	_, err := os.Stat(d.stoppedMarker(id))
-	return err == nil
-}
-
-// markStopped records that id's container is deleted.
-func (d *Driver) markStopped(id string) error {
-	return os.WriteFile(d.stoppedMarker(id), nil, 0o600)
-}
-
-// known reports whether the driver has a record of id (its directory).
-func (d *Driver) known(id string) (bool, error) {
-	_, err := os.Stat(d.sandboxDir(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
-}
+func (d *Driver) StateDir() string { return d.dir.path }
 
 // Dial connects to the agent of sandbox id. It returns driver.ErrNotFound
 // for an unknown id, and the connect error for a sandbox whose agent is not
@@ -384,7 +286,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if validID(id) != nil {
 		return nil, driver.ErrNotFound
 	}
-	ok, err := d.known(id)
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +296,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	// A memory checkpoint has the agent quiet for a moment: wait for it,
 	// as for a frozen sandbox, without connecting meanwhile (a connection
 	// the agent has not accepted when it closes its listener is reset).
-	for d.quiet(id) && ctx.Err() == nil {
+	for d.dir.quiet(id) && ctx.Err() == nil {
 		sleep(ctx, 2*time.Millisecond)
 	}
 	conn, err := d.dialAgent(ctx, id)
@@ -432,15 +334,15 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 	if validID(id) != nil {
 		return driver.State{}, driver.ErrNotFound
 	}
-	ok, err := d.known(id)
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return driver.State{}, err
 	}
 	if !ok {
 		return driver.State{}, driver.ErrNotFound
 	}
-	if d.stopped(id) {
-		_, err := os.Stat(d.oomMarker(id))
+	if d.dir.stopped(id) {
+		_, err := os.Stat(d.dir.oomMarker(id))
 		return driver.State{ID: id, Status: driver.StatusStopped, OOMKilled: err == nil}, nil
 	}
 	st, err := d.runtimeState(ctx, id)
@@ -456,7 +358,7 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 		out.OOMKilled = d.cgroupOOM(id)
 	}
 	if !out.OOMKilled {
-		_, err := os.Stat(d.oomMarker(id))
+		_, err := os.Stat(d.dir.oomMarker(id))
 		out.OOMKilled = err == nil
 	}
 	return out, nil
@@ -488,7 +390,7 @@ func (d *Driver) recoverState(ctx context.Context, id string) (driver.State, err
 // what an interrupted Start or Delete left, never a sandbox the host knows;
 // and likewise network attachments (see recoverNetwork).
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
-	entries, err := os.ReadDir(filepath.Join(d.stateDir, "sandboxes"))
+	entries, err := os.ReadDir(d.dir.sandboxes())
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
@@ -582,8 +484,8 @@ func (d *Driver) recoverNetwork(ctx context.Context, known map[string]bool) erro
 			attached++
 			continue
 		}
-		unlock := d.lock(id)
-		if ok, err := d.known(id); err == nil && !ok {
+		unlock := d.locks.lock(id)
+		if ok, err := d.dir.known(id); err == nil && !ok {
 			d.log.Warn("removing a network attachment with no sandbox directory", "sandbox", id)
 			if err := d.net.Detach(ctx, id); err != nil {
 				d.log.Error("remove orphan network attachment", "sandbox", id, "err", err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,9 +20,9 @@ import (
 // command returns the runtime invocation `binary <global flags> args...`.
 // With id set, the runtime logs to the sandbox's runtime.log.
 func (d *Driver) command(ctx context.Context, id string, args ...string) *exec.Cmd {
-	argv := []string{"--root", d.root}
+	argv := []string{"--root", d.dir.root()}
 	if id != "" {
-		argv = append(argv, "--log", d.runtimeLog(id))
+		argv = append(argv, "--log", d.dir.runtimeLog(id))
 		if d.runtime != RuntimeRunsc {
 			argv = append(argv, "--log-format", "json")
 		}
@@ -71,7 +70,7 @@ func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, er
 // create returns: no pipe of the daemon's is ever an end of it, so the
 // sandbox neither blocks on nor dies with the daemon.
 func (d *Driver) create(ctx context.Context, id, network, image string) error {
-	logf, err := os.OpenFile(d.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(d.dir.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,7 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 		defer listener.Close()
 		verb = append(verb, "--preserve-fds", "1")
 	}
-	args := slices.Concat(networkFlags(d.runtime, network), verb, []string{"--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id})
+	args := slices.Concat(networkFlags(d.runtime, network), verb, []string{"--detach", "--bundle", d.dir.sandboxDir(id), "--pid-file", d.dir.pidFile(id), id})
 	cmd := d.command(ctx, id, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	if listener != nil {
@@ -103,11 +102,11 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 	// While run works, its pid is on disk: a daemon killed meanwhile leaves
 	// run going in its own session, and the next one stops it (see
 	// stopStrayRun) before it touches the sandbox.
-	if err := os.WriteFile(d.runPidFile(id), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+	if err := os.WriteFile(d.dir.runPidFile(id), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
 		d.log.Warn("record the pid of run", "sandbox", id, "err", err)
 	}
 	err = cmd.Wait()
-	os.Remove(d.runPidFile(id))
+	os.Remove(d.dir.runPidFile(id))
 	d.log.Debug("runtime command", "args", append(verb, "--detach", id), "took", time.Since(began).Round(time.Microsecond), "err", err)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", d.runtime, verb[0], err)
@@ -121,11 +120,11 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 // Delete or Start of id never races with a half-made container. The pid is
 // only trusted if that process's command line still names id.
 func (d *Driver) stopStrayRun(ctx context.Context, id string) {
-	b, err := os.ReadFile(d.runPidFile(id))
+	b, err := os.ReadFile(d.dir.runPidFile(id))
 	if err != nil {
 		return
 	}
-	defer os.Remove(d.runPidFile(id))
+	defer os.Remove(d.dir.runPidFile(id))
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
 		return
@@ -192,7 +191,7 @@ func (d *Driver) list(ctx context.Context) ([]specs.State, error) {
 // logs, for an error message.
 func (d *Driver) logTail(id string) string {
 	var b strings.Builder
-	for _, p := range []string{d.consoleLog(id), d.runtimeLog(id)} {
+	for _, p := range []string{d.dir.consoleLog(id), d.dir.runtimeLog(id)} {
 		if t := tail(p, 1500); t != "" {
 			fmt.Fprintf(&b, "--- %s:\n%s\n", p, t)
 		}
@@ -234,14 +233,11 @@ func tail(path string, n int64) string {
 // (waitIdle), never resumes a sandbox that a late `runsc pause` then
 // pauses again, nor quiets an agent after it resumed it.
 
-// busyFile is sandbox id's busy lock.
-func (d *Driver) busyFile(id string) string { return filepath.Join(d.sandboxDir(id), "busy") }
-
 // holdBusy returns sandbox id's busy lock file with a shared lock on it,
 // for a runtime command to inherit; nil when the sandbox has no
 // directory (yet, or any more), which then needs no lock.
 func (d *Driver) holdBusy(id string) *os.File {
-	f, err := os.OpenFile(d.busyFile(id), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := os.OpenFile(d.dir.busyFile(id), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil
 	}
@@ -259,7 +255,7 @@ const idleTimeout = 60 * time.Second
 // waitIdle waits until no runtime command holds sandbox id's busy lock
 // (see holdBusy), at most idleTimeout or until ctx ends.
 func (d *Driver) waitIdle(ctx context.Context, id string) {
-	f, err := os.OpenFile(d.busyFile(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(d.dir.busyFile(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return // no command ever ran on it
 	}

@@ -47,7 +47,7 @@ type takenImage struct {
 func (t *takenImage) discard(d *Driver) {
 	d.unmountPlain(t.plain)
 	t.limit.lower()
-	os.Remove(d.memoryDir(t.key) + takenSuffix)
+	os.Remove(d.dir.memoryDir(t.key) + takenSuffix)
 }
 
 // seals tracks the memory images being sealed in the background, by key.
@@ -157,7 +157,7 @@ func (d *Driver) sealInBackground(t *takenImage) {
 // <key>.tmp, renamed to <key> once complete, so that a key names a whole
 // sealed image or none.
 func (d *Driver) sealTaken(ctx context.Context, plain, key string) error {
-	final := d.memoryDir(key)
+	final := d.dir.memoryDir(key)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
 	if err := d.sealImage(ctx, plain, tmp, key); err != nil {
@@ -174,20 +174,20 @@ func (d *Driver) sealTaken(ctx context.Context, plain, key string) error {
 
 // markTaken records that the tmpfs at plain holds a whole image key.
 func (d *Driver) markTaken(key, plain string) error {
-	return os.WriteFile(d.memoryDir(key)+takenSuffix, []byte(filepath.Base(plain)), 0o600)
+	return os.WriteFile(d.dir.memoryDir(key)+takenSuffix, []byte(filepath.Base(plain)), 0o600)
 }
 
 // recoverTaken seals the images a killed daemon had taken and not yet
 // sealed (their taken markers name tmpfs mounts that are still there),
 // before recoverImages unmounts what is left.
 func (d *Driver) recoverTaken() {
-	markers, _ := filepath.Glob(filepath.Join(d.stateDir, "memory", "*"+takenSuffix))
+	markers, _ := filepath.Glob(filepath.Join(d.dir.memory(), "*"+takenSuffix))
 	for _, m := range markers {
 		key := strings.TrimSuffix(filepath.Base(m), takenSuffix)
 		b, err := os.ReadFile(m)
 		plain := filepath.Join(filepath.Dir(m), string(b))
 		if err == nil && validID(key) == nil && strings.HasPrefix(string(b), key+plainSave) && !strings.Contains(string(b), "/") && isMount(plain) {
-			if _, err := os.Stat(d.memoryDir(key)); errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(d.dir.memoryDir(key)); errors.Is(err, fs.ErrNotExist) {
 				d.log.Warn("recover: sealing a memory image a daemon stop left unsealed", "image", key)
 				if err := d.sealTaken(context.Background(), plain, key); err != nil {
 					d.log.Error("recover: seal a memory image; its checkpoint restores its files only", "image", key, "err", err)

@@ -45,7 +45,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 		return err
 	}
 	id := spec.ID
-	defer d.lock(id)()
+	defer d.locks.lock(id)()
 	log := d.log.With("sandbox", id)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -54,14 +54,14 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 	}
 	began := time.Now()
 
-	existed, err := d.known(id)
+	existed, err := d.dir.known(id)
 	if err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
 	if existed {
 		d.stopStrayRun(ctx, id)
 	}
-	if existed && !d.stopped(id) {
+	if existed && !d.dir.stopped(id) {
 		if err := d.clearStale(ctx, id); err != nil {
 			return err
 		}
@@ -140,7 +140,7 @@ func (d *Driver) undoStart(ctx context.Context, id string, existed bool, err err
 		return fmt.Errorf("%w (and cleanup: %v)", err, terr)
 	}
 	if existed {
-		if err2 := d.markStopped(id); err2 != nil {
+		if err2 := d.dir.markStopped(id); err2 != nil {
 			log.Error("cleanup after a failed start", "err", err2)
 		}
 		return err
@@ -152,7 +152,7 @@ func (d *Driver) undoStart(ctx context.Context, id string, existed bool, err err
 			err = fmt.Errorf("%w (and cleanup: %v)", err, err2)
 		}
 	}
-	if err2 := os.RemoveAll(d.sandboxDir(id)); err2 != nil {
+	if err2 := os.RemoveAll(d.dir.sandboxDir(id)); err2 != nil {
 		log.Error("cleanup after a failed start", "err", err2)
 	}
 	return err
@@ -215,7 +215,7 @@ func (d *Driver) attach(ctx context.Context, spec driver.Spec) (network.Attachme
 func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, error) {
 	id := spec.ID
 	b := bundle{runtime: d.runtime, spec: spec, root: spec.RootFS, cgroupParent: d.cgroupParent, netns: att.Namespace}
-	if err := os.MkdirAll(d.sandboxDir(id), 0o700); err != nil {
+	if err := os.MkdirAll(d.dir.sandboxDir(id), 0o700); err != nil {
 		return b, err
 	}
 	if err := d.ensureMountDir(); err != nil {
@@ -229,7 +229,7 @@ func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, erro
 		return b, err
 	}
 	if d.runtime == RuntimeRunsc {
-		b.socketDir = d.socketDir(id)
+		b.socketDir = d.dir.socketDir(id)
 		return b, nil
 	}
 	if err := d.releaseIDs(id); err != nil { // a claim of an earlier run, never released
@@ -272,23 +272,23 @@ func (d *Driver) writeBundle(b bundle) error {
 			return err
 		}
 	}
-	for _, p := range []string{d.stoppedMarker(id), d.oomMarker(id), d.pidFile(id)} {
+	for _, p := range []string{d.dir.stoppedMarker(id), d.dir.oomMarker(id), d.dir.pidFile(id)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
-	if err := os.Rename(d.consoleLog(id), d.consoleLog(id)+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Rename(d.dir.consoleLog(id), d.dir.consoleLog(id)+".1"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	cfg, err := json.MarshalIndent(bundleSpec(b), "", "\t")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(d.sandboxDir(id), "config.json.tmp")
+	tmp := filepath.Join(d.dir.sandboxDir(id), "config.json.tmp")
 	if err := os.WriteFile(tmp, cfg, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(d.sandboxDir(id), "config.json"))
+	return os.Rename(tmp, filepath.Join(d.dir.sandboxDir(id), "config.json"))
 }
 
 // ensureTmp makes sure the root's /tmp is a directory (mode 1777 when it
@@ -372,7 +372,7 @@ func ensureResolvConf(rootfs string) error {
 // creates at once would both mount one (a mount leaked per race).
 func (d *Driver) createFirst(ctx context.Context, id, network, image string) error {
 	if d.runtime == RuntimeRunsc {
-		if _, err := os.Stat(filepath.Join(d.root, "null-netns")); err != nil {
+		if _, err := os.Stat(filepath.Join(d.dir.root(), "null-netns")); err != nil {
 			d.nullNetns.Lock()
 			defer d.nullNetns.Unlock()
 		}

@@ -26,21 +26,21 @@ func (d *Driver) Stop(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
-	ok, err := d.known(id)
+	defer d.locks.lock(id)()
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return driver.ErrNotFound
 	}
-	if d.stopped(id) {
+	if d.dir.stopped(id) {
 		return nil
 	}
 	if err := d.teardown(ctx, id, true); err != nil {
 		return fmt.Errorf("oci: stop %s: %w", id, err)
 	}
-	if err := d.markStopped(id); err != nil {
+	if err := d.dir.markStopped(id); err != nil {
 		return fmt.Errorf("oci: stop %s: %w", id, err)
 	}
 	d.log.Info("sandbox stopped", "sandbox", id)
@@ -58,8 +58,8 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
-	ok, err := d.known(id)
+	defer d.locks.lock(id)()
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("oci: delete %s: %w", id, err)
 		}
 	}
-	if err := os.RemoveAll(d.sandboxDir(id)); err != nil {
+	if err := os.RemoveAll(d.dir.sandboxDir(id)); err != nil {
 		return fmt.Errorf("oci: delete %s: %w", id, err)
 	}
 	d.log.Info("sandbox deleted", "sandbox", id)
@@ -96,7 +96,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 // lock and socket files. A `delete --force` removes them too; this is for
 // a container whose create was cut short, which the runtime cannot delete.
 func (d *Driver) removeRuntimeLeftovers(id string) error {
-	entries, err := os.ReadDir(d.root)
+	entries, err := os.ReadDir(d.dir.root())
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -105,7 +105,7 @@ func (d *Driver) removeRuntimeLeftovers(id string) error {
 	}
 	for _, e := range entries {
 		if name := e.Name(); name == id || strings.HasPrefix(name, id+"_") || name == "runsc-"+id+".sock" {
-			if err := os.RemoveAll(filepath.Join(d.root, name)); err != nil {
+			if err := os.RemoveAll(filepath.Join(d.dir.root(), name)); err != nil {
 				return err
 			}
 		}
@@ -139,7 +139,7 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 		d.log.Debug("thawed a frozen sandbox before teardown", "sandbox", id)
 	}
 	if keepOOM && d.cgroupOOM(id) {
-		if err := os.WriteFile(d.oomMarker(id), nil, 0o600); err != nil {
+		if err := os.WriteFile(d.dir.oomMarker(id), nil, 0o600); err != nil {
 			return err
 		}
 	}

@@ -64,14 +64,11 @@ type idRange struct {
 	base uint32
 }
 
-// idsFile is where a sandbox's directory records the slot it claimed.
-func (d *Driver) idsFile(id string) string { return filepath.Join(d.sandboxDir(id), "ids") }
-
 // claimFile is the host-wide claim of slot.
 func (d *Driver) claimFile(slot int) string { return filepath.Join(d.idClaimDir, strconv.Itoa(slot)) }
 
 // claimOwner is what a claim file of sandbox id holds.
-func (d *Driver) claimOwner(id string) string { return d.stateDir + "\n" + id + "\n" }
+func (d *Driver) claimOwner(id string) string { return d.dir.path + "\n" + id + "\n" }
 
 // claimIDs claims a free range for sandbox id: the first slot, from a
 // random one on, whose claim file it creates (O_EXCL), and records it in
@@ -95,7 +92,7 @@ func (d *Driver) claimIDs(id string) (idRange, error) {
 			err = cerr
 		}
 		if err == nil {
-			err = os.WriteFile(d.idsFile(id), []byte(strconv.Itoa(slot)), 0o600)
+			err = os.WriteFile(d.dir.idsFile(id), []byte(strconv.Itoa(slot)), 0o600)
 		}
 		if err != nil {
 			os.Remove(d.claimFile(slot))
@@ -109,7 +106,7 @@ func (d *Driver) claimIDs(id string) (idRange, error) {
 // releaseIDs drops sandbox id's claim, if it has one, once its processes
 // are gone.
 func (d *Driver) releaseIDs(id string) error {
-	b, err := os.ReadFile(d.idsFile(id))
+	b, err := os.ReadFile(d.dir.idsFile(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -123,7 +120,7 @@ func (d *Driver) releaseIDs(id string) error {
 			}
 		}
 	}
-	if err := os.Remove(d.idsFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(d.dir.idsFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
@@ -144,13 +141,13 @@ func (d *Driver) recoverIDs(running map[string]bool) {
 			continue
 		}
 		dir, id, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
-		if !ok || dir != d.stateDir || running[id] {
+		if !ok || dir != d.dir.path || running[id] {
 			continue
 		}
 		d.log.Warn("releasing a user namespace range no running sandbox uses", "sandbox", id, "claim", p)
 		os.Remove(p)
 		if validID(id) == nil {
-			os.Remove(d.idsFile(id))
+			os.Remove(d.dir.idsFile(id))
 		}
 	}
 }
