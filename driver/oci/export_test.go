@@ -106,7 +106,7 @@ func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }
 // AsRoot runs script with /bin/sh as root inside sandbox id through the
 // runtime's exec, for the conformance suite's hostile tests under runsc.
 func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) {
-	out, err := d.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
+	out, err := d.rt.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
 
@@ -160,8 +160,8 @@ func ListenDial(ctx context.Context, dir, name string) (net.Listener, net.Conn, 
 func (d *Driver) ConsoleLog(id string) string { return d.dir.consoleLog(id) }
 
 // HoldBusy and WaitIdle reach sandbox id's busy lock (see holdBusy).
-func (d *Driver) HoldBusy(id string) *os.File             { return d.holdBusy(id) }
-func (d *Driver) WaitIdle(ctx context.Context, id string) { d.waitIdle(ctx, id) }
+func (d *Driver) HoldBusy(id string) *os.File             { return d.rt.holdBusy(id) }
+func (d *Driver) WaitIdle(ctx context.Context, id string) { d.rt.waitIdle(ctx, id) }
 
 // SandboxDir is sandbox id's directory.
 func (d *Driver) SandboxDir(id string) string { return d.dir.sandboxDir(id) }

@@ -339,7 +339,7 @@ func (d *Driver) pauseRunsc(ctx context.Context, id, dir string) error {
 	if err := os.WriteFile(d.dir.pausedMarker(id), nil, 0o600); err != nil {
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
 	}
-	if _, err := d.run(ctx, id, "pause", id); err != nil {
+	if _, err := d.rt.run(ctx, id, "pause", id); err != nil {
 		if rerr := d.resumeRunsc(id); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
@@ -355,7 +355,7 @@ func (d *Driver) resumeRunsc(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
 	defer cancel()
 	if st, err := d.runtimeState(ctx, id); err == nil && st != nil && st.Status == "paused" {
-		if _, err := d.run(ctx, id, "resume", id); err != nil {
+		if _, err := d.rt.run(ctx, id, "resume", id); err != nil {
 			return err
 		}
 	}

@@ -118,7 +118,7 @@ func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, 
 			limit.lower()
 		}
 	}()
-	if _, err := d.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
+	if _, err := d.rt.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	if err := d.markTaken(key, plain); err != nil {

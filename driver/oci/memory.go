@@ -71,7 +71,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	defer os.Remove(d.dir.quietMarker(id))
-	if _, err := d.run(ctx, id, "kill", id, "USR1"); err != nil {
+	if _, err := d.rt.run(ctx, id, "kill", id, "USR1"); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
 	var taken *takenImage

@@ -115,10 +115,9 @@ type Options struct {
 // calls on one id are serialized.
 type Driver struct {
 	runtime      string
-	binary       string
 	dir          stateDir
+	rt           *runner
 	cgroupParent string
-	flags        []string // global flags of every invocation, before the subcommand
 	net          *network.Host
 	startTimeout time.Duration
 	cgroups      cgroupMounts
@@ -135,10 +134,6 @@ type Driver struct {
 	mountDir string
 	mountMu  sync.Mutex
 	mounted  bool // mountDir is mounted and private (ensureMountDir)
-
-	// nullNetns serializes runsc creates until runsc has made its shared
-	// empty network namespace for gofers (see createFirst).
-	nullNetns sync.Mutex
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -205,7 +200,6 @@ func New(opts Options) (*Driver, error) {
 		idClaimDir:   cmp.Or(opts.IDClaimDir, DefaultIDClaimDir),
 		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(state)),
 		runtime:      rt,
-		binary:       bin,
 		dir:          stateDir{path: state},
 		cgroupParent: parent,
 		startTimeout: timeout,
@@ -217,7 +211,7 @@ func New(opts Options) (*Driver, error) {
 	if d.sealer == nil {
 		d.sealer = ephemeralSealer()
 	}
-	d.flags = append(runtimeFlags(rt), opts.RuntimeFlags...)
+	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, log: d.log}
 	if err := d.dir.claim(rt); err != nil {
 		return nil, err
 	}
@@ -364,6 +358,20 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 	return out, nil
 }
 
+// runtimeState returns the runtime's state of container id, or nil when the
+// runtime has no such container (see runner.state).
+//
+// A frozen sandbox (see Freeze) is not asked about, because `runsc state`
+// signals the container through its sentry and so blocks until it is
+// thawed: it is "paused" (as runc says), with the pid its run wrote to the
+// pid file.
+func (d *Driver) runtimeState(ctx context.Context, id string) (*specs.State, error) {
+	if st := d.frozenState(id); st != nil {
+		return st, nil
+	}
+	return d.rt.state(ctx, id)
+}
+
 // recoverState is State, retried for a moment: a runtime command that a
 // killed daemon started (a `run --detach` half way) keeps going after it,
 // and until it ends the runtime lists the container but cannot state it.
@@ -403,7 +411,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		dirs[e.Name()] = true
 		// A runtime command the dead daemon started (a pause, the quiet
 		// signal) may still be on its way: it ends first.
-		d.waitIdle(ctx, e.Name())
+		d.rt.waitIdle(ctx, e.Name())
 		d.thawLeftFrozen(e.Name())
 		d.resumeLeftQuiet(e.Name())
 		st, err := d.recoverState(ctx, e.Name())
@@ -420,7 +428,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		states = append(states, st)
 	}
 	d.recoverImages()
-	listed, err := d.list(ctx)
+	listed, err := d.rt.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}

@@ -59,7 +59,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
 	if existed {
-		d.stopStrayRun(ctx, id)
+		d.rt.stopStrayRun(ctx, id)
 	}
 	if existed && !d.dir.stopped(id) {
 		if err := d.clearStale(ctx, id); err != nil {
@@ -83,7 +83,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 	if err := d.writeBundle(b); err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
-	err = d.createFirst(ctx, id, spec.Network, image)
+	err = d.create(ctx, id, spec.Network, image)
 	if b.ids != nil {
 		// The runtime's mount namespace holds the root now; the host's
 		// mount of it was only the way in.
@@ -366,23 +366,25 @@ func ensureResolvConf(rootfs string) error {
 	return nil
 }
 
-// createFirst is create, except that under runsc the creates that find no
-// <root>/null-netns yet run one at a time: each runsc gofer joins an empty
-// network namespace that the first one bind-mounts there, and two first
-// creates at once would both mount one (a mount leaked per race).
-func (d *Driver) createFirst(ctx context.Context, id, network, image string) error {
-	if d.runtime == RuntimeRunsc {
-		if _, err := os.Stat(filepath.Join(d.dir.root(), "null-netns")); err != nil {
-			d.nullNetns.Lock()
-			defer d.nullNetns.Unlock()
+// create makes sandbox id's container (runner.create), under runc and
+// crun with the agent's listening socket made here first, in the sandbox's
+// directory (see channel.go); the daemon's descriptor of it is closed once
+// the container has inherited it.
+func (d *Driver) create(ctx context.Context, id, network, image string) error {
+	var listener *os.File
+	if d.runtime != RuntimeRunsc {
+		var err error
+		if listener, err = d.listenAgent(id); err != nil {
+			return fmt.Errorf("agent socket: %w", err)
 		}
+		defer listener.Close()
 	}
-	return d.create(ctx, id, network, image)
+	return d.rt.create(ctx, id, network, image, listener)
 }
 
 // startError wraps a failed start step with the tail of the sandbox's logs.
 func (d *Driver) startError(id, step string, err error) error {
-	tail := d.logTail(id)
+	tail := d.rt.logTail(id)
 	if tail != "" {
 		tail = "\n" + tail
 	}

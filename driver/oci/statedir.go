@@ -67,7 +67,7 @@ func (s stateDir) config(id string) string     { return filepath.Join(s.sandboxD
 // namespace range it claimed (see userns.go).
 func (s stateDir) idsFile(id string) string { return filepath.Join(s.sandboxDir(id), "ids") }
 
-// busyFile is sandbox id's busy lock (see holdBusy).
+// busyFile is sandbox id's busy lock (see runner.holdBusy).
 func (s stateDir) busyFile(id string) string { return filepath.Join(s.sandboxDir(id), "busy") }
 
 // raisedMarker holds sandbox id's memory cgroup's limits while a memory
@@ -80,7 +80,7 @@ func (s stateDir) raisedMarker(id string) string {
 func (s stateDir) pausedMarker(id string) string { return filepath.Join(s.sandboxDir(id), "paused") }
 
 // runPidFile holds the pid of the runtime's `run --detach` of id while it
-// works (see create).
+// works (see runner.create).
 func (s stateDir) runPidFile(id string) string { return filepath.Join(s.sandboxDir(id), "run.pid") }
 
 // stoppedMarker exists while the sandbox is stopped by Stop (or by the

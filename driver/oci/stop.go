@@ -3,13 +3,9 @@ package oci
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -63,7 +59,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	d.stopStrayRun(ctx, id)
+	d.rt.stopStrayRun(ctx, id)
 	st, err := d.runtimeState(ctx, id)
 	if err != nil {
 		// The runtime lists a container it cannot describe: one whose
@@ -88,28 +84,6 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("oci: delete %s: %w", id, err)
 	}
 	d.log.Info("sandbox deleted", "sandbox", id)
-	return nil
-}
-
-// removeRuntimeLeftovers removes what the runtime keeps under its root for
-// id once the container is gone: runc's state directory, runsc's state,
-// lock and socket files. A `delete --force` removes them too; this is for
-// a container whose create was cut short, which the runtime cannot delete.
-func (d *Driver) removeRuntimeLeftovers(id string) error {
-	entries, err := os.ReadDir(d.dir.root())
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	for _, e := range entries {
-		if name := e.Name(); name == id || strings.HasPrefix(name, id+"_") || name == "runsc-"+id+".sock" {
-			if err := os.RemoveAll(filepath.Join(d.dir.root(), name)); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
@@ -149,15 +123,15 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 			// after its SIGKILL before it looks again; killing first and
 			// watching the pid ourselves makes a stop take ~20 ms. (runsc
 			// tears its sandbox down at once.)
-			if _, err := d.run(ctx, id, "kill", id, "KILL"); err == nil {
+			if _, err := d.rt.run(ctx, id, "kill", id, "KILL"); err == nil {
 				waitExit(ctx, st.Pid, 2*time.Second)
 			}
 		}
-		if _, err := d.run(ctx, id, "delete", "--force", id); err != nil {
+		if _, err := d.rt.run(ctx, id, "delete", "--force", id); err != nil {
 			// Kill every process and delete once more; it counts as
 			// done when the runtime no longer knows the container.
-			d.run(ctx, id, "kill", "--all", id, "KILL")
-			if _, err2 := d.run(ctx, id, "delete", "--force", id); err2 != nil {
+			d.rt.run(ctx, id, "kill", "--all", id, "KILL")
+			if _, err2 := d.rt.run(ctx, id, "delete", "--force", id); err2 != nil {
 				// Still there only if the runtime can say so: a container
 				// whose create was cut short it can neither describe nor
 				// delete, and its files go below with its cgroups' tasks.
@@ -170,7 +144,7 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 	if err := d.removeCgroups(ctx, id); err != nil {
 		return err
 	}
-	if err := d.removeRuntimeLeftovers(id); err != nil {
+	if err := d.rt.removeLeftovers(id); err != nil {
 		return err
 	}
 	if d.runtime == RuntimeRunsc {
