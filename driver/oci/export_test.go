@@ -57,7 +57,7 @@ func (d *Driver) Leftovers(id string) []string {
 	if m, _ := filepath.Glob(filepath.Join(d.dir.root(), "*"+id+"*")); len(m) > 0 {
 		left = append(left, "runtime state "+strings.Join(m, " "))
 	}
-	for _, p := range d.cgroupLeftovers(id) {
+	for _, p := range d.cg.leftovers(id) {
 		left = append(left, "cgroup "+p)
 	}
 	// Mounts: the shared directory's tmpfs (runsc), the root's idmapped
@@ -76,7 +76,7 @@ func (d *Driver) Leftovers(id string) []string {
 	if d.net != nil && d.net.Attached(id) {
 		left = append(left, "network attachment: namespace "+d.net.Namespace(id)+", link "+d.net.Link(id))
 	}
-	cg := d.cgroupRel(id)
+	cg := d.cg.rel(id)
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())

@@ -39,7 +39,7 @@ const (
 // (FREEZING may last a while: the write is repeated, as runc does, for
 // tasks that appeared meanwhile); on a cgroup v2 host it writes 1 to
 // cgroup.freeze and waits until cgroup.events says "frozen 1". Under runsc
-// it is gVisor's own pause (see pauseRunsc).
+// it is gVisor's own pause (see runner.pause).
 //
 // It is bounded by ctx, or by 5 seconds when ctx has no deadline; when the
 // cgroup has not frozen by then, Freeze thaws it again and fails. It
@@ -47,7 +47,7 @@ const (
 // stopped sandbox. Freezing a frozen sandbox returns at once.
 //
 // While it is frozen, State reports the sandbox running without asking the
-// runtime (see runtimeState); Stop and Delete thaw it before they kill it,
+// runtime (see runner.state); Stop and Delete thaw it before they kill it,
 // and Recover thaws it when a daemon died with it frozen.
 func (d *Driver) Freeze(ctx context.Context, id string) error {
 	if validID(id) != nil {
@@ -59,7 +59,7 @@ func (d *Driver) Freeze(ctx context.Context, id string) error {
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
 	}
 	if d.runtime == RuntimeRunsc {
-		return d.pauseRunsc(ctx, id, dir)
+		return d.rt.pause(ctx, id, dir)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -123,7 +123,7 @@ func (d *Driver) liveFreezer(id string) (dir string, v2 bool, err error) {
 	if d.dir.stopped(id) {
 		return "", false, errors.New("sandbox is stopped")
 	}
-	dir, v2 = d.freezerCgroup(id)
+	dir, v2 = d.cg.freezer(id)
 	if dir == "" {
 		return "", false, errors.New("the host has no cgroup freezer (neither a v1 freezer hierarchy nor cgroup v2)")
 	}
@@ -135,40 +135,50 @@ func (d *Driver) liveFreezer(id string) (dir string, v2 bool, err error) {
 	return dir, v2, nil
 }
 
-// freezerCgroup returns the cgroup directory whose freezer freezes sandbox
+// freezer returns the cgroup directory whose freezer freezes sandbox
 // id, and whether it is a v2 one: in the v1 freezer hierarchy when the host
 // mounts one, because on a hybrid host runsc does not use the unified
 // hierarchy at all (runc uses both, and either freezes it); else in the
 // unified hierarchy. It returns "" when the host has neither.
-func (d *Driver) freezerCgroup(id string) (dir string, v2 bool) {
+func (c *cgroups) freezer(id string) (dir string, v2 bool) {
 	switch {
-	case d.cgroups.freezer != "":
-		return filepath.Join(d.cgroups.freezer, d.cgroupRel(id)), false
-	case d.cgroups.v2 != "":
-		return filepath.Join(d.cgroups.v2, d.cgroupRel(id)), true
+	case c.mounts.freezer != "":
+		return filepath.Join(c.mounts.freezer, c.rel(id)), false
+	case c.mounts.v2 != "":
+		return filepath.Join(c.mounts.v2, c.rel(id)), true
 	}
 	return "", false
 }
 
-// thawFrozen thaws sandbox id's cgroups, v1 freezer and v2, that are frozen
-// or freezing, and reports whether there was one. Cgroups that do not exist
-// are skipped. The caller holds id's lock.
+// thawFrozen thaws sandbox id if runsc has it paused (see runner.pause)
+// or any of its cgroups is frozen (see cgroups.thaw), and reports whether
+// it was either. The caller holds id's lock.
 func (d *Driver) thawFrozen(id string) (bool, error) {
+	var paused bool
+	var errs []error
+	if exists(d.dir.pausedMarker(id)) {
+		paused = true
+		errs = append(errs, d.rt.resume(id))
+	}
+	frozen, err := d.cg.thaw(id)
+	return paused || frozen, errors.Join(append(errs, err)...)
+}
+
+// thaw thaws sandbox id's cgroups, v1 freezer and v2, that are frozen or
+// freezing, and reports whether there was one. Cgroups that do not exist
+// are skipped.
+func (c *cgroups) thaw(id string) (bool, error) {
 	var thawed bool
 	var errs []error
-	if _, err := os.Stat(d.dir.pausedMarker(id)); err == nil {
-		thawed = true
-		errs = append(errs, d.resumeRunsc(id))
-	}
-	if d.cgroups.freezer != "" {
-		dir := filepath.Join(d.cgroups.freezer, d.cgroupRel(id))
+	if c.mounts.freezer != "" {
+		dir := filepath.Join(c.mounts.freezer, c.rel(id))
 		if st, err := readTrimmed(filepath.Join(dir, "freezer.state")); err == nil && st != v1Thawed {
 			thawed = true
 			errs = append(errs, thaw(dir, false))
 		}
 	}
-	if d.cgroups.v2 != "" {
-		dir := filepath.Join(d.cgroups.v2, d.cgroupRel(id))
+	if c.mounts.v2 != "" {
+		dir := filepath.Join(c.mounts.v2, c.rel(id))
 		if st, err := readTrimmed(filepath.Join(dir, "cgroup.freeze")); err == nil && st != "0" {
 			thawed = true
 			errs = append(errs, thaw(dir, true))
@@ -294,12 +304,12 @@ func (d *Driver) thawLeftFrozen(id string) {
 	}
 }
 
-// frozenState returns the state runtimeState reports for sandbox id while
+// frozenState returns the state runner.state reports for sandbox id while
 // it is frozen or freezing, without asking the runtime, or nil when it is
 // not (or when its cgroup has no process left to be frozen: then the
 // runtime can answer).
-func (d *Driver) frozenState(id string) *specs.State {
-	dir, v2 := d.freezerCgroup(id)
+func (c *cgroups) frozenState(id string) *specs.State {
+	dir, v2 := c.freezer(id)
 	if dir == "" {
 		return nil
 	}
@@ -314,50 +324,8 @@ func (d *Driver) frozenState(id string) *specs.State {
 		return nil
 	}
 	st := &specs.State{Version: specs.Version, ID: id, Status: "paused"}
-	if s, err := readTrimmed(d.dir.pidFile(id)); err == nil {
+	if s, err := readTrimmed(c.dir.pidFile(id)); err == nil {
 		st.Pid, _ = strconv.Atoi(s)
 	}
 	return st
-}
-
-// pauseRunsc is Freeze under runsc: gVisor's own pause (`runsc pause`),
-// which stops every task inside the sentry at a safe point. The cgroup
-// freezer is not safe there: freezing a systrap stub that waits in a
-// seccomp user notification aborts the notification, and the sentry then
-// finds the stub dead and kills the sandbox (seen after some twenty
-// freezes). The pause costs ≈14 ms and the resume as much, against ≈1 ms
-// for a cgroup freeze, so Capabilities says the freeze is not cheap. A
-// marker file says the sandbox is paused, for a Thaw, a teardown or the
-// next daemon's Recover.
-func (d *Driver) pauseRunsc(ctx context.Context, id, dir string) error {
-	if !hasTasks(dir) {
-		return fmt.Errorf("oci: freeze %s: sandbox is stopped (its cgroup has no process)", id)
-	}
-	if _, err := os.Stat(d.dir.pausedMarker(id)); err == nil {
-		return nil // paused already
-	}
-	if err := os.WriteFile(d.dir.pausedMarker(id), nil, 0o600); err != nil {
-		return fmt.Errorf("oci: freeze %s: %w", id, err)
-	}
-	if _, err := d.rt.run(ctx, id, "pause", id); err != nil {
-		if rerr := d.resumeRunsc(id); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return fmt.Errorf("oci: freeze %s: %w", id, err)
-	}
-	return nil
-}
-
-// resumeRunsc resumes a sandbox pauseRunsc paused and drops its marker. A
-// sandbox that is not paused (the pause failed, or a resume already ran)
-// is left as it is.
-func (d *Driver) resumeRunsc(id string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
-	defer cancel()
-	if st, err := d.runtimeState(ctx, id); err == nil && st != nil && st.Status == "paused" {
-		if _, err := d.rt.run(ctx, id, "resume", id); err != nil {
-			return err
-		}
-	}
-	return os.Remove(d.dir.pausedMarker(id))
 }

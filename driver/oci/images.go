@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/secrets"
@@ -102,8 +99,8 @@ func ephemeralSealer() Sealer {
 func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, err error) {
 	began := time.Now()
 	final := d.dir.memoryDir(key)
-	size := d.memoryLimit(id)
-	limit, err := d.raiseMemoryLimit(id, size)
+	size := memoryLimit(d.dir.config(id))
+	limit, err := d.cg.raiseMemoryLimit(id, size)
 	if err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: raise the memory limit for the image: %w", id, err)
 	}
@@ -331,145 +328,9 @@ func (d *Driver) unmountPlain(dir string) {
 	}
 }
 
-// memoryLimit returns sandbox id's memory limit from its bundle (the
-// cgroup's, headroom included), 0 when it has none.
-func (d *Driver) memoryLimit(id string) int64 {
-	b, err := os.ReadFile(d.dir.config(id))
-	if err != nil {
-		return 0
-	}
-	var spec specs.Spec
-	if json.Unmarshal(b, &spec) != nil || spec.Linux == nil || spec.Linux.Resources == nil ||
-		spec.Linux.Resources.Memory == nil || spec.Linux.Resources.Memory.Limit == nil {
-		return 0
-	}
-	return max(0, *spec.Linux.Resources.Memory.Limit)
-}
-
-// memoryLimitFiles returns the files of sandbox id's memory cgroup that
-// hold its limits, in the order they are raised (v1: memsw, which must
-// stay at least the limit, before the limit; v2: memory.max).
-func (d *Driver) memoryLimitFiles(id string) []string {
-	rel := d.cgroupRel(id)
-	if d.cgroups.memory != "" {
-		dir := filepath.Join(d.cgroups.memory, rel)
-		if _, err := os.Stat(dir); err == nil {
-			return []string{filepath.Join(dir, "memory.memsw.limit_in_bytes"), filepath.Join(dir, "memory.limit_in_bytes")}
-		}
-	}
-	if d.cgroups.v2 != "" {
-		dir := filepath.Join(d.cgroups.v2, rel)
-		if _, err := os.Stat(dir); err == nil {
-			return []string{filepath.Join(dir, "memory.max")}
-		}
-	}
-	return nil
-}
-
-// raisedLimit is sandbox id's memory cgroup with its limits raised above
-// old (the values of files before) for a memory image; marker records old
-// for Recover.
-type raisedLimit struct {
-	d      *Driver
-	id     string
-	files  []string
-	old    map[string]string
-	marker string
-}
-
-// raiseMemoryLimit raises each limit of sandbox id's memory cgroup that is
-// set by by bytes, and returns it raised, for set and lower. It records
-// the old limits in the sandbox's raisedMarker first, for Recover.
-func (d *Driver) raiseMemoryLimit(id string, by int64) (*raisedLimit, error) {
-	r := &raisedLimit{d: d, id: id, old: map[string]string{}}
-	if by <= 0 {
-		return r, nil
-	}
-	r.files = d.memoryLimitFiles(id)
-	if len(r.files) == 0 {
-		return r, nil
-	}
-	for _, f := range r.files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // no swap accounting: no memsw
-		}
-		r.old[f] = strings.TrimSpace(string(b))
-	}
-	rec, _ := json.Marshal(r.old)
-	r.marker = d.dir.raisedMarker(id)
-	if err := os.WriteFile(r.marker, rec, 0o600); err != nil {
-		return nil, err
-	}
-	if err := r.set(by); err != nil {
-		r.lower()
-		return nil, err
-	}
-	return r, nil
-}
-
-// set sets each limit that was set to its old value plus by, in the order
-// of a raise when it grows and in reverse when it shrinks.
-func (r *raisedLimit) set(by int64) error {
-	order := slices.Clone(r.files)
-	if cur, err := os.ReadFile(order[len(order)-1]); err == nil {
-		if v, err := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64); err == nil && r.raised(order[len(order)-1], by) < v {
-			slices.Reverse(order)
-		}
-	}
-	for _, f := range order {
-		v := r.raised(f, by)
-		if v < 0 {
-			continue
-		}
-		if err := os.WriteFile(f, []byte(strconv.FormatInt(v, 10)), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// raised returns file f's old limit plus by, or -1 when it had none to
-// raise ("max", v1's unlimited, or unreadable).
-func (r *raisedLimit) raised(f string, by int64) int64 {
-	v, err := strconv.ParseInt(r.old[f], 10, 64)
-	if err != nil || v >= 1<<62 {
-		return -1
-	}
-	return v + by
-}
-
-// lower sets the limits back to what they were. A sandbox that is gone
-// meanwhile has nothing to lower.
-func (r *raisedLimit) lower() {
-	if r.marker == "" {
-		return
-	}
-	if err := r.d.setLimits(r.files, r.old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		r.d.log.Error("lower the memory limit raised for a checkpoint; the next restart does", "sandbox", r.id, "err", err)
-		return
-	}
-	os.Remove(r.marker)
-}
-
-// setLimits writes the old values of files back, in the reverse order of
-// a raise.
-func (d *Driver) setLimits(files []string, old map[string]string) error {
-	var errs []error
-	for i := len(files) - 1; i >= 0; i-- {
-		if v, ok := old[files[i]]; ok {
-			if err := os.WriteFile(files[i], []byte(v), 0o644); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // recoverImages finishes what a daemon killed during a memory checkpoint
 // or restore left: it removes half-written images (<key>.tmp), unmounts
-// the tmpfs mounts of plaintext, lowers memory limits a checkpoint raised,
-// and seals images a daemon from before images were sealed wrote in
+// the tmpfs mounts of plaintext, and seals images a daemon from before images were sealed wrote in
 // plaintext.
 func (d *Driver) recoverImages() {
 	d.recoverTaken()
@@ -492,18 +353,6 @@ func (d *Driver) recoverImages() {
 		default:
 			d.sealLegacyImage(name)
 		}
-	}
-	sandboxes, _ := filepath.Glob(filepath.Join(d.dir.sandboxes(), "*", raisedMarkerName))
-	for _, marker := range sandboxes {
-		id := filepath.Base(filepath.Dir(marker))
-		old := map[string]string{}
-		if b, err := os.ReadFile(marker); err == nil && json.Unmarshal(b, &old) == nil {
-			if err := d.setLimits(d.memoryLimitFiles(id), old); err != nil {
-				d.log.Error("recover: lower a memory limit a checkpoint raised", "sandbox", id, "err", err)
-				continue
-			}
-		}
-		os.Remove(marker)
 	}
 }
 

@@ -92,11 +92,11 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := waitGone(ctx, sd, SocketName); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
 	}
-	if err := d.pauseRunsc(ctx, id, dir); err != nil {
+	if err := d.rt.pause(ctx, id, dir); err != nil {
 		return err
 	}
 	taken, err = d.saveMemory(ctx, id, key, paused)
-	if rerr := d.resumeRunsc(id); rerr != nil {
+	if rerr := d.rt.resume(id); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
 	}
 	if err == nil {

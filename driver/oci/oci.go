@@ -117,10 +117,9 @@ type Driver struct {
 	runtime      string
 	dir          stateDir
 	rt           *runner
-	cgroupParent string
+	cg           *cgroups
 	net          *network.Host
 	startTimeout time.Duration
-	cgroups      cgroupMounts
 	sealer       Sealer
 	seals        seals // memory images being sealed
 	log          *slog.Logger
@@ -201,9 +200,7 @@ func New(opts Options) (*Driver, error) {
 		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(state)),
 		runtime:      rt,
 		dir:          stateDir{path: state},
-		cgroupParent: parent,
 		startTimeout: timeout,
-		cgroups:      cg,
 		net:          opts.Network,
 		sealer:       opts.Sealer,
 		log:          log.With("runtime", rt),
@@ -211,7 +208,8 @@ func New(opts Options) (*Driver, error) {
 	if d.sealer == nil {
 		d.sealer = ephemeralSealer()
 	}
-	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, log: d.log}
+	d.cg = &cgroups{mounts: cg, parent: parent, dir: d.dir, log: d.log}
+	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
 	if err := d.dir.claim(rt); err != nil {
 		return nil, err
 	}
@@ -339,7 +337,7 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 		_, err := os.Stat(d.dir.oomMarker(id))
 		return driver.State{ID: id, Status: driver.StatusStopped, OOMKilled: err == nil}, nil
 	}
-	st, err := d.runtimeState(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		return driver.State{}, fmt.Errorf("oci: state %s: %w", id, err)
 	}
@@ -349,27 +347,13 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 		case "running", "paused":
 			out.Status, out.PID = driver.StatusRunning, st.Pid
 		}
-		out.OOMKilled = d.cgroupOOM(id)
+		out.OOMKilled = d.cg.oom(id)
 	}
 	if !out.OOMKilled {
 		_, err := os.Stat(d.dir.oomMarker(id))
 		out.OOMKilled = err == nil
 	}
 	return out, nil
-}
-
-// runtimeState returns the runtime's state of container id, or nil when the
-// runtime has no such container (see runner.state).
-//
-// A frozen sandbox (see Freeze) is not asked about, because `runsc state`
-// signals the container through its sentry and so blocks until it is
-// thawed: it is "paused" (as runc says), with the pid its run wrote to the
-// pid file.
-func (d *Driver) runtimeState(ctx context.Context, id string) (*specs.State, error) {
-	if st := d.frozenState(id); st != nil {
-		return st, nil
-	}
-	return d.rt.state(ctx, id)
 }
 
 // recoverState is State, retried for a moment: a runtime command that a
@@ -428,6 +412,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		states = append(states, st)
 	}
 	d.recoverImages()
+	d.cg.lowerRaised()
 	listed, err := d.rt.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)

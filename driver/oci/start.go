@@ -112,7 +112,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 // stop: one that died on its own is torn down, keeping what its cgroup
 // knows about an OOM; one that runs is an error.
 func (d *Driver) clearStale(ctx context.Context, id string) error {
-	st, err := d.runtimeState(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		return fmt.Errorf("oci: start %s: %w", id, err)
 	}
@@ -214,7 +214,7 @@ func (d *Driver) attach(ctx context.Context, spec driver.Spec) (network.Attachme
 // which the caller unmounts once the runtime has started.
 func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, error) {
 	id := spec.ID
-	b := bundle{runtime: d.runtime, spec: spec, root: spec.RootFS, cgroupParent: d.cgroupParent, netns: att.Namespace}
+	b := bundle{runtime: d.runtime, spec: spec, root: spec.RootFS, cgroupParent: d.cg.parent, netns: att.Namespace}
 	if err := os.MkdirAll(d.dir.sandboxDir(id), 0o700); err != nil {
 		return b, err
 	}
@@ -413,7 +413,7 @@ func (d *Driver) waitAgent(ctx context.Context, id string) error {
 		}
 		if time.Since(lastCheck) > 200*time.Millisecond {
 			lastCheck = time.Now()
-			st, serr := d.runtimeState(ctx, id)
+			st, serr := d.rt.state(ctx, id)
 			if serr == nil && (st == nil || st.Status != "running") {
 				return errors.New("the sandbox stopped before its agent answered")
 			}

@@ -60,7 +60,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	d.rt.stopStrayRun(ctx, id)
-	st, err := d.runtimeState(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		// The runtime lists a container it cannot describe: one whose
 		// create was cut short. Force-delete it by id all the same.
@@ -68,7 +68,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		st = &specs.State{ID: id, Status: "unknown"}
 	}
 	attached := d.net != nil && d.net.Attached(id)
-	if !ok && st == nil && !attached && len(d.cgroupLeftovers(id)) == 0 {
+	if !ok && st == nil && !attached && len(d.cg.leftovers(id)) == 0 {
 		return driver.ErrNotFound
 	}
 	if err := d.teardownState(ctx, id, st, false); err != nil {
@@ -93,7 +93,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 // task still in them. It succeeds only when no cgroup of the sandbox is
 // left, and does nothing for a sandbox that has no container.
 func (d *Driver) teardown(ctx context.Context, id string, keepOOM bool) error {
-	st, err := d.runtimeState(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 	} else if thawed {
 		d.log.Debug("thawed a frozen sandbox before teardown", "sandbox", id)
 	}
-	if keepOOM && d.cgroupOOM(id) {
+	if keepOOM && d.cg.oom(id) {
 		if err := os.WriteFile(d.dir.oomMarker(id), nil, 0o600); err != nil {
 			return err
 		}
@@ -135,13 +135,13 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 				// Still there only if the runtime can say so: a container
 				// whose create was cut short it can neither describe nor
 				// delete, and its files go below with its cgroups' tasks.
-				if st2, serr := d.runtimeState(ctx, id); serr == nil && st2 != nil {
+				if st2, serr := d.rt.state(ctx, id); serr == nil && st2 != nil {
 					return fmt.Errorf("runtime delete: %w", err)
 				}
 			}
 		}
 	}
-	if err := d.removeCgroups(ctx, id); err != nil {
+	if err := d.cg.remove(ctx, id); err != nil {
 		return err
 	}
 	if err := d.rt.removeLeftovers(id); err != nil {
