@@ -67,10 +67,10 @@ func (d *Driver) Leftovers(id string) []string {
 			left = append(left, "mounts "+strings.Join(under, " "))
 		}
 	}
-	claims, _ := os.ReadDir(d.idClaimDir)
+	claims, _ := os.ReadDir(d.ids.dir)
 	for _, c := range claims {
-		if b, err := os.ReadFile(filepath.Join(d.idClaimDir, c.Name())); err == nil && string(b) == d.claimOwner(id) {
-			left = append(left, "user namespace range claim "+filepath.Join(d.idClaimDir, c.Name()))
+		if b, err := os.ReadFile(filepath.Join(d.ids.dir, c.Name())); err == nil && string(b) == d.ids.owner(id) {
+			left = append(left, "user namespace range claim "+filepath.Join(d.ids.dir, c.Name()))
 		}
 	}
 	if d.net != nil && d.net.Attached(id) {
@@ -116,11 +116,11 @@ func (d *Driver) ClaimIDs(id string) (uint32, error) {
 	if err := os.MkdirAll(d.dir.sandboxDir(id), 0o700); err != nil {
 		return 0, err
 	}
-	r, err := d.claimIDs(id)
+	r, err := d.ids.claim(id)
 	return r.base, err
 }
-func (d *Driver) ReleaseIDs(id string) error         { return d.releaseIDs(id) }
-func (d *Driver) RecoverIDs(running map[string]bool) { d.recoverIDs(running) }
+func (d *Driver) ReleaseIDs(id string) error         { return d.ids.release(id) }
+func (d *Driver) RecoverIDs(running map[string]bool) { d.ids.recover(running) }
 
 // StartFromImage starts sandbox spec.ID from the plaintext memory image in
 // dir, as RestoreMemory did before images were sealed: the baseline of

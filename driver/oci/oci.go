@@ -126,9 +126,7 @@ type Driver struct {
 
 	locks idLocks
 
-	idBase     uint32
-	idRanges   int
-	idClaimDir string
+	ids *idClaims // runc and crun: user namespace ranges
 
 	mountDir string
 	mountMu  sync.Mutex
@@ -194,9 +192,6 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		idBase:       cmp.Or(opts.IDBase, DefaultIDBase),
-		idRanges:     cmp.Or(opts.IDRanges, DefaultIDRanges),
-		idClaimDir:   cmp.Or(opts.IDClaimDir, DefaultIDClaimDir),
 		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(state)),
 		runtime:      rt,
 		dir:          stateDir{path: state},
@@ -208,6 +203,8 @@ func New(opts Options) (*Driver, error) {
 	if d.sealer == nil {
 		d.sealer = ephemeralSealer()
 	}
+	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
+		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}
 	d.cg = &cgroups{mounts: cg, parent: parent, dir: d.dir, log: d.log}
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
 	if err := d.dir.claim(rt); err != nil {
@@ -447,7 +444,7 @@ func (d *Driver) recoverHostObjects(listed []specs.State) {
 	for _, c := range listed {
 		keep[c.ID] = true
 	}
-	d.recoverIDs(keep)
+	d.ids.recover(keep)
 	roots, _ := os.ReadDir(filepath.Join(d.mountDir, "roots"))
 	for _, e := range roots {
 		if err := unmountAll(filepath.Join(d.mountDir, "roots", e.Name())); err != nil {

@@ -232,10 +232,10 @@ func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, erro
 		b.socketDir = d.dir.socketDir(id)
 		return b, nil
 	}
-	if err := d.releaseIDs(id); err != nil { // a claim of an earlier run, never released
+	if err := d.ids.release(id); err != nil { // a claim of an earlier run, never released
 		return b, err
 	}
-	r, err := d.claimIDs(id)
+	r, err := d.ids.claim(id)
 	if err != nil {
 		return b, fmt.Errorf("user namespace: %w", err)
 	}

@@ -157,7 +157,7 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 	if err := unmountAll(d.rootMount(id)); err != nil {
 		return err
 	}
-	return d.releaseIDs(id)
+	return d.ids.release(id)
 }
 
 // waitExit waits until process pid is gone or a zombie, ctx ends, or
