@@ -62,7 +62,7 @@ func (d *Driver) Leftovers(id string) []string {
 	}
 	// Mounts: the shared directory's tmpfs (runsc), the root's idmapped
 	// mount (runc, crun); and the id range's claim.
-	for _, p := range []string{d.dir.socketDir(id), d.rootMount(id)} {
+	for _, p := range []string{d.dir.socketDir(id), d.mounts.rootMount(id)} {
 		if under, _ := mountinfo.Under(p); len(under) > 0 {
 			left = append(left, "mounts "+strings.Join(under, " "))
 		}
@@ -101,7 +101,7 @@ var EnsureResolvConf = ensureResolvConf
 
 // ResumeLeftQuiet is what Recover does for a sandbox an earlier daemon may
 // have left quiet or quieting.
-func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }
+func (d *Driver) ResumeLeftQuiet(id string) { d.channels.resumeLeftQuiet(id) }
 
 // AsRoot runs script with /bin/sh as root inside sandbox id through the
 // runtime's exec, for the conformance suite's hostile tests under runsc.

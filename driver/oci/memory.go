@@ -57,7 +57,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		defer cancel()
 	}
 	began := time.Now()
-	sd, err := d.openShared(id)
+	sd, err := d.channels.open(id)
 	if err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
@@ -183,31 +183,4 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 		err = nil // no marker: the usual case
 	}
 	return err
-}
-
-// resumeLeftQuiet lets the agent of sandbox id listen again if a daemon
-// died while it was quiet (its socket gone, and no resume marker yet), or
-// while a memory checkpoint was quieting it (the quiet marker there): then
-// the checkpoint's signal may still be on its way, from a `runsc kill` that
-// outlived the daemon, and the agent ignores a signal that finds the resume
-// marker (see agent.QuiesceSignal). A marker that nothing consumes is
-// removed by the next memory checkpoint before its signal.
-//
-// Under runc and crun, which have no memory checkpoints, it does nothing.
-func (d *Driver) resumeLeftQuiet(id string) {
-	if d.runtime != RuntimeRunsc {
-		return
-	}
-	quieting := os.Remove(d.dir.quietMarker(id)) == nil
-	sd, err := d.openShared(id)
-	if err != nil {
-		return // no shared directory: never started
-	}
-	defer sd.Close()
-	if there, err := sd.exists(SocketName); err == nil && there && !quieting {
-		return
-	}
-	if err := sd.mark(resumeName); err != nil {
-		d.log.Error("recover: resume a quiet agent", "sandbox", id, "err", err)
-	}
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -126,11 +125,9 @@ type Driver struct {
 
 	locks idLocks
 
-	ids *idClaims // runc and crun: user namespace ranges
-
-	mountDir string
-	mountMu  sync.Mutex
-	mounted  bool // mountDir is mounted and private (ensureMountDir)
+	ids      *idClaims // runc and crun: user namespace ranges
+	channels *channels
+	mounts   *mountDir
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -192,7 +189,7 @@ func New(opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(state)),
+		mounts:       &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state))},
 		runtime:      rt,
 		dir:          stateDir{path: state},
 		startTimeout: timeout,
@@ -205,6 +202,7 @@ func New(opts Options) (*Driver, error) {
 	}
 	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
 		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}
+	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
 	d.cg = &cgroups{mounts: cg, parent: parent, dir: d.dir, log: d.log}
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
 	if err := d.dir.claim(rt); err != nil {
@@ -266,6 +264,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // StateDir returns the directory the driver owns.
 func (d *Driver) StateDir() string { return d.dir.path }
 
+// MountDir returns the driver's mount directory (see Options.MountDir).
+func (d *Driver) MountDir() string { return d.mounts.path }
+
 // Dial connects to the agent of sandbox id. It returns driver.ErrNotFound
 // for an unknown id, and the connect error for a sandbox whose agent is not
 // listening (stopped, or still starting). While a memory checkpoint has
@@ -288,7 +289,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	for d.dir.quiet(id) && ctx.Err() == nil {
 		sleep(ctx, 2*time.Millisecond)
 	}
-	conn, err := d.dialAgent(ctx, id)
+	conn, err := d.channels.dial(ctx, id)
 	if err != nil {
 		if unreachable(err) {
 			return nil, fmt.Errorf("oci: dial %s: %w: %w", id, driver.ErrUnreachable, err)
@@ -298,7 +299,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return conn, nil
 }
 
-// unreachable reports whether err, from dialAgent, means that nothing
+// unreachable reports whether err, from channels.dial, means that nothing
 // listens where the agent should: no socket (or directory) there, a link,
 // a mount or anything but a socket in its place, or a socket no one
 // listens on. A full backlog (EAGAIN) or a deadline is not.
@@ -394,7 +395,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		// signal) may still be on its way: it ends first.
 		d.rt.waitIdle(ctx, e.Name())
 		d.thawLeftFrozen(e.Name())
-		d.resumeLeftQuiet(e.Name())
+		d.channels.resumeLeftQuiet(e.Name())
 		st, err := d.recoverState(ctx, e.Name())
 		if errors.Is(err, driver.ErrNotFound) {
 			continue // deleted meanwhile
@@ -445,9 +446,9 @@ func (d *Driver) recoverHostObjects(listed []specs.State) {
 		keep[c.ID] = true
 	}
 	d.ids.recover(keep)
-	roots, _ := os.ReadDir(filepath.Join(d.mountDir, "roots"))
+	roots, _ := os.ReadDir(filepath.Join(d.mounts.path, "roots"))
 	for _, e := range roots {
-		if err := unmountAll(filepath.Join(d.mountDir, "roots", e.Name())); err != nil {
+		if err := unmountAll(filepath.Join(d.mounts.path, "roots", e.Name())); err != nil {
 			d.log.Error("recover: unmount a root left mounted", "path", e.Name(), "err", err)
 		}
 	}

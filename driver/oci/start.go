@@ -97,7 +97,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 	if image != "" {
 		// The restored agent is quiet (it was for the checkpoint) until
 		// the resume marker appears.
-		if err := d.markShared(id, resumeName); err != nil {
+		if err := d.channels.mark(id, resumeName); err != nil {
 			return fmt.Errorf("oci: restore %s: %w", id, err)
 		}
 	}
@@ -218,11 +218,11 @@ func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, erro
 	if err := os.MkdirAll(d.dir.sandboxDir(id), 0o700); err != nil {
 		return b, err
 	}
-	if err := d.ensureMountDir(); err != nil {
+	if err := d.mounts.ensure(); err != nil {
 		return b, err
 	}
 	var err error
-	if b.agent, err = d.shareAgent(spec.AgentPath); err != nil {
+	if b.agent, err = d.mounts.shareAgent(spec.AgentPath); err != nil {
 		return b, fmt.Errorf("agent: %w", err)
 	}
 	if b.resolvConf, err = d.writeResolvConf(spec, att); err != nil {
@@ -240,7 +240,7 @@ func (d *Driver) prepare(spec driver.Spec, att network.Attachment) (bundle, erro
 		return b, fmt.Errorf("user namespace: %w", err)
 	}
 	b.ids = &r
-	b.root = d.rootMount(id)
+	b.root = d.mounts.rootMount(id)
 	if err := unmountAll(b.root); err != nil { // a mount an earlier start left
 		return b, err
 	}
@@ -260,11 +260,11 @@ func (d *Driver) writeBundle(b bundle) error {
 		// The shared directory starts empty: a new tmpfs, or the one a
 		// sandbox that died on its own left, emptied of what the daemon
 		// ever looks at (the socket of the last boot, a marker).
-		if err := d.mountShared(id); err != nil {
+		if err := d.channels.mount(id); err != nil {
 			return err
 		}
 		for _, name := range []string{SocketName, resumeName} {
-			if err := d.removeShared(id, name); err != nil {
+			if err := d.channels.remove(id, name); err != nil {
 				return err
 			}
 		}
@@ -327,7 +327,7 @@ func (d *Driver) writeResolvConf(spec driver.Spec, att network.Attachment) (stri
 		return "", err
 	}
 	content := "nameserver " + att.Gateway.String() + "\noptions timeout:2 attempts:2\n"
-	return d.shareFile("resolv-", ".conf", []byte(content))
+	return d.mounts.shareFile("resolv-", ".conf", []byte(content))
 }
 
 // ensureResolvConf makes sure the root's /etc/resolv.conf is a regular
@@ -374,7 +374,7 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 	var listener *os.File
 	if d.runtime != RuntimeRunsc {
 		var err error
-		if listener, err = d.listenAgent(id); err != nil {
+		if listener, err = d.channels.listen(id); err != nil {
 			return fmt.Errorf("agent socket: %w", err)
 		}
 		defer listener.Close()
@@ -396,7 +396,7 @@ func (d *Driver) startError(id, step string, err error) error {
 func (d *Driver) waitAgent(ctx context.Context, id string) error {
 	var lastDial error
 	client := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
-		c, err := d.dialAgent(ctx, id)
+		c, err := d.channels.dial(ctx, id)
 		if err != nil {
 			lastDial = err
 		}

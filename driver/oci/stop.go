@@ -150,11 +150,11 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 	if d.runtime == RuntimeRunsc {
 		// The shared directory's tmpfs, and with it whatever the
 		// sandbox left there.
-		return d.unmountShared(id)
+		return d.channels.unmount(id)
 	}
 	// No process of the sandbox is left: its id range is free again, and
 	// its root's mount, if a start was cut short, goes too.
-	if err := unmountAll(d.rootMount(id)); err != nil {
+	if err := unmountAll(d.mounts.rootMount(id)); err != nil {
 		return err
 	}
 	return d.ids.release(id)
