@@ -168,4 +168,6 @@ func (d *Driver) SandboxDir(id string) string { return d.dir.sandboxDir(id) }
 
 // WaitSealed waits until memory image key, if it is being sealed in the
 // background, is sealed (or its seal has failed).
-func (d *Driver) WaitSealed(ctx context.Context, key string) error { return d.seals.waitKey(ctx, key) }
+func (d *Driver) WaitSealed(ctx context.Context, key string) error {
+	return d.images.seals.waitKey(ctx, key)
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -79,6 +80,18 @@ const (
 	raisedMarkerName = "memory-raised"
 )
 
+// images are the driver's memory images (runsc): taken from a paused
+// sandbox into a tmpfs, sealed to disk in the background (seal.go), opened
+// for a restore, listed, deleted, and recovered after a daemon stop.
+type images struct {
+	dir    stateDir
+	rt     *runner  // runs `runsc checkpoint`
+	cg     *cgroups // whose memory limit a checkpoint raises
+	sealer Sealer
+	seals  seals // images being sealed
+	log    *slog.Logger
+}
+
 // ephemeralSealer seals with a random key that dies with the process: the
 // sealer of a driver made without Options.Sealer.
 func ephemeralSealer() Sealer {
@@ -91,16 +104,15 @@ func ephemeralSealer() Sealer {
 	return box
 }
 
-// takeImage writes image key of sandbox id, which the caller holds
-// paused, into a new private tmpfs, and returns it for sealInBackground
-// (seal.go). The sandbox's memory limit is raised by the tmpfs's size
+// take writes image key of sandbox id, which the caller holds paused,
+// into a new private tmpfs, and returns it for sealInBackground (seal.go). The sandbox's memory limit is raised by the tmpfs's size
 // while runsc writes (the pages are charged to the sandbox), then lowered
 // to what the image holds, until the tmpfs is gone.
-func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, err error) {
+func (i *images) take(ctx context.Context, id, key string) (_ *takenImage, err error) {
 	began := time.Now()
-	final := d.dir.memoryDir(key)
-	size := memoryLimit(d.dir.config(id))
-	limit, err := d.cg.raiseMemoryLimit(id, size)
+	final := i.dir.memoryDir(key)
+	size := memoryLimit(i.dir.config(id))
+	limit, err := i.cg.raiseMemoryLimit(id, size)
 	if err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: raise the memory limit for the image: %w", id, err)
 	}
@@ -111,33 +123,33 @@ func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, 
 	}
 	defer func() {
 		if err != nil {
-			d.unmountPlain(plain)
+			i.unmountPlain(plain)
 			limit.lower()
 		}
 	}()
-	if _, err := d.rt.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
+	if _, err := i.rt.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	if err := d.markTaken(key, plain); err != nil {
+	if err := i.markTaken(key, plain); err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	if used, err := tmpfsUsed(plain); err == nil && used < size {
 		if err := limit.set(used); err != nil {
-			d.log.Warn("lower a raised memory limit to what the image holds; it stays raised until the image is sealed", "sandbox", id, "err", err)
+			i.log.Warn("lower a raised memory limit to what the image holds; it stays raised until the image is sealed", "sandbox", id, "err", err)
 		}
 	}
-	d.log.Debug("memory image taken", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
+	i.log.Debug("memory image taken", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
 	return &takenImage{id: id, key: key, plain: plain, limit: limit}, nil
 }
 
-// sealImage seals every file of directory src into a new directory dst,
+// seal seals every file of directory src into a new directory dst,
 // as <name>.sealed, under a new data key, which it seals into dst/key.
 // Nothing is synced to disk (a memory image is as durable as it was in
 // plaintext, which runsc did not sync either, and syncing hundreds of
 // megabytes while the sandbox is paused costs seconds): an image that a
 // crash of the host left torn does not open, which RestoreMemory reports
 // as ErrImageSealed, and the checkpoint then restores its files only.
-func (d *Driver) sealImage(ctx context.Context, src, dst, key string) error {
+func (i *images) seal(ctx context.Context, src, dst, key string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -157,7 +169,7 @@ func (d *Driver) sealImage(ctx context.Context, src, dst, key string) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dst, imageKeyFile), d.sealer.Seal(imageKeyTenant, key, dataKey), 0o600)
+	return os.WriteFile(filepath.Join(dst, imageKeyFile), i.sealer.Seal(imageKeyTenant, key, dataKey), 0o600)
 }
 
 // imageLabel binds a sealed file to its image and name.
@@ -243,11 +255,11 @@ func eachSealed(dir, key string, sealer Sealer, fn func(name string, f *os.File,
 	return nil
 }
 
-// loadImage opens image key into a new private tmpfs, sized to hold it,
+// load opens image key into a new private tmpfs, sized to hold it,
 // and returns the tmpfs's path; the caller unmounts it (unmountPlain).
 // Each file's chunks are opened on as many goroutines as there are CPUs.
-func (d *Driver) loadImage(key string) (string, error) {
-	dir := d.dir.memoryDir(key)
+func (i *images) load(key string) (string, error) {
+	dir := i.dir.memoryDir(key)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
@@ -262,7 +274,7 @@ func (d *Driver) loadImage(key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = eachSealed(dir, key, d.sealer, func(name string, f *os.File, dataKey []byte) error {
+	err = eachSealed(dir, key, i.sealer, func(name string, f *os.File, dataKey []byte) error {
 		info, err := f.Stat()
 		if err != nil {
 			return err
@@ -278,7 +290,7 @@ func (d *Driver) loadImage(key string) (string, error) {
 		return err
 	})
 	if err != nil {
-		d.unmountPlain(plain)
+		i.unmountPlain(plain)
 		return "", err
 	}
 	return plain, nil
@@ -318,48 +330,50 @@ func mountPlain(prefix string, size int64) (string, error) {
 // unmountPlain unmounts the tmpfs at dir lazily (a restored sandbox may
 // still read the files it opened there; the memory goes when it closes
 // them) and removes the directory.
-func (d *Driver) unmountPlain(dir string) {
+func (i *images) unmountPlain(dir string) {
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-		d.log.Error("unmount a memory image's tmpfs", "dir", dir, "err", err)
+		i.log.Error("unmount a memory image's tmpfs", "dir", dir, "err", err)
 		return
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Error("remove a memory image's tmpfs mount point", "dir", dir, "err", err)
+		i.log.Error("remove a memory image's tmpfs mount point", "dir", dir, "err", err)
 	}
 }
 
-// recoverImages finishes what a daemon killed during a memory checkpoint
-// or restore left: it removes half-written images (<key>.tmp), unmounts
-// the tmpfs mounts of plaintext, and seals images a daemon from before images were sealed wrote in
-// plaintext.
-func (d *Driver) recoverImages() {
-	d.recoverTaken()
-	dir := d.dir.memory()
+// recover finishes what a daemon killed during a memory checkpoint or
+// restore left: it seals the images taken and not yet sealed
+// (recoverTaken), removes half-written images (<key>.tmp), unmounts the
+// tmpfs mounts of plaintext, and seals images a daemon from before images
+// were sealed wrote in plaintext. (The memory limits a checkpoint left
+// raised are cgroups.lowerRaised's.)
+func (i *images) recover() {
+	i.recoverTaken()
+	dir := i.dir.memory()
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Error("recover: list memory images", "err", err)
+		i.log.Error("recover: list memory images", "err", err)
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		switch name := e.Name(); {
 		case strings.Contains(name, plainSave) || strings.Contains(name, plainLoad):
-			d.log.Warn("recover: removing a memory image's tmpfs left by a daemon stop", "dir", p)
-			d.unmountPlain(p)
+			i.log.Warn("recover: removing a memory image's tmpfs left by a daemon stop", "dir", p)
+			i.unmountPlain(p)
 		case strings.HasSuffix(name, ".tmp"):
-			d.log.Warn("recover: removing a memory image left half written by a daemon stop", "dir", p)
+			i.log.Warn("recover: removing a memory image left half written by a daemon stop", "dir", p)
 			if err := os.RemoveAll(p); err != nil {
-				d.log.Error("recover: remove a half-written memory image", "dir", p, "err", err)
+				i.log.Error("recover: remove a half-written memory image", "dir", p, "err", err)
 			}
 		default:
-			d.sealLegacyImage(name)
+			i.sealLegacy(name)
 		}
 	}
 }
 
-// sealLegacyImage seals image key in place if it is in plaintext (runsc's
+// sealLegacy seals image key in place if it is in plaintext (runsc's
 // own files, no key), as a daemon from before images were sealed left it.
-func (d *Driver) sealLegacyImage(key string) {
-	dir := d.dir.memoryDir(key)
+func (i *images) sealLegacy(key string) {
+	dir := i.dir.memoryDir(key)
 	if validID(key) != nil {
 		return
 	}
@@ -369,10 +383,10 @@ func (d *Driver) sealLegacyImage(key string) {
 	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
 		return
 	}
-	d.log.Warn("recover: sealing a memory image written in plaintext by an older daemon", "image", key)
+	i.log.Warn("recover: sealing a memory image written in plaintext by an older daemon", "image", key)
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
-	err := d.sealImage(context.Background(), dir, tmp, key)
+	err := i.seal(context.Background(), dir, tmp, key)
 	if err == nil {
 		err = os.RemoveAll(dir)
 	}
@@ -381,15 +395,26 @@ func (d *Driver) sealLegacyImage(key string) {
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
-		d.log.Error("recover: seal a plaintext memory image; removing it (its checkpoint restores its files only)", "image", key, "err", err)
+		i.log.Error("recover: seal a plaintext memory image; removing it (its checkpoint restores its files only)", "image", key, "err", err)
 		os.RemoveAll(dir)
 	}
 }
 
-// MemoryImages lists the keys of the memory images the driver keeps, for
-// a caller that removes those no checkpoint owns.
-func (d *Driver) MemoryImages(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(d.dir.memory())
+// delete removes image key, stopping its seal if it is being sealed, and
+// what a checkpoint of it that failed half way may have left.
+func (i *images) delete(key string) error {
+	i.seals.stop(key)
+	dir := i.dir.memoryDir(key)
+	err := errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".tmp"), os.Remove(dir+takenSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // no marker: the usual case
+	}
+	return err
+}
+
+// list lists the keys of the memory images.
+func (i *images) list() ([]string, error) {
+	entries, err := os.ReadDir(i.dir.memory())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"time"
 
@@ -44,7 +43,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	}
 	defer d.locks.lock(id)()
 	// The last image's seal lowers the memory limit this one raises.
-	if err := d.seals.waitSandbox(ctx, id); err != nil {
+	if err := d.images.seals.waitSandbox(ctx, id); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: wait for the last image's seal: %w", id, err)
 	}
 	dir, _, err := d.liveFreezer(id)
@@ -79,9 +78,9 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		switch {
 		case taken == nil:
 		case err != nil:
-			taken.discard(d)
+			taken.discard(d.images)
 		default:
-			d.sealInBackground(taken)
+			d.images.sealInBackground(taken)
 		}
 	}()
 	defer func() {
@@ -111,7 +110,7 @@ func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() e
 	if err := paused(); err != nil {
 		return nil, err
 	}
-	return d.takeImage(ctx, id, key)
+	return d.images.take(ctx, id, key)
 }
 
 // resumeAgent tells sandbox id's quiet agent to listen again (the marker
@@ -157,16 +156,16 @@ func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string
 	if d.runtime != RuntimeRunsc {
 		return fmt.Errorf("oci: restore %s: %w", spec.ID, errNoMemory)
 	}
-	if err := d.seals.waitKey(ctx, key); err != nil {
+	if err := d.images.seals.waitKey(ctx, key); err != nil {
 		return fmt.Errorf("oci: restore %s: wait for memory image %s's seal: %w", spec.ID, key, err)
 	}
 	began := time.Now()
-	plain, err := d.loadImage(key)
+	plain, err := d.images.load(key)
 	if err != nil {
 		return fmt.Errorf("oci: restore %s: memory image %s: %w", spec.ID, key, err)
 	}
 	d.log.Debug("memory image opened", "sandbox", spec.ID, "image", key, "took", time.Since(began).Round(time.Millisecond))
-	defer d.unmountPlain(plain)
+	defer d.images.unmountPlain(plain)
 	return d.start(ctx, spec, plain)
 }
 
@@ -176,11 +175,11 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: delete memory image %q: want lowercase letters and digits", key)
 	}
-	d.seals.stop(key)
-	dir := d.dir.memoryDir(key)
-	err := errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".tmp"), os.Remove(dir+takenSuffix))
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil // no marker: the usual case
-	}
-	return err
+	return d.images.delete(key)
+}
+
+// MemoryImages lists the keys of the memory images the driver keeps, for
+// a caller that removes those no checkpoint owns.
+func (d *Driver) MemoryImages(ctx context.Context) ([]string, error) {
+	return d.images.list()
 }

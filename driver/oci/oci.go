@@ -119,8 +119,7 @@ type Driver struct {
 	cg           *cgroups
 	net          *network.Host
 	startTimeout time.Duration
-	sealer       Sealer
-	seals        seals // memory images being sealed
+	images       *images
 	log          *slog.Logger
 
 	locks idLocks
@@ -194,17 +193,18 @@ func New(opts Options) (*Driver, error) {
 		dir:          stateDir{path: state},
 		startTimeout: timeout,
 		net:          opts.Network,
-		sealer:       opts.Sealer,
 		log:          log.With("runtime", rt),
 	}
-	if d.sealer == nil {
-		d.sealer = ephemeralSealer()
+	sealer := opts.Sealer
+	if sealer == nil {
+		sealer = ephemeralSealer()
 	}
 	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
 		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}
 	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
 	d.cg = &cgroups{mounts: cg, parent: parent, dir: d.dir, log: d.log}
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
+	d.images = &images{dir: d.dir, rt: d.rt, cg: d.cg, sealer: sealer, log: d.log}
 	if err := d.dir.claim(rt); err != nil {
 		return nil, err
 	}
@@ -409,7 +409,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		}
 		states = append(states, st)
 	}
-	d.recoverImages()
+	d.images.recover()
 	d.cg.lowerRaised()
 	listed, err := d.rt.list(ctx)
 	if err != nil {
