@@ -73,8 +73,8 @@ func (d *Driver) Leftovers(id string) []string {
 			left = append(left, "user namespace range claim "+filepath.Join(d.ids.dir, c.Name()))
 		}
 	}
-	if d.net != nil && d.net.Attached(id) {
-		left = append(left, "network attachment: namespace "+d.net.Namespace(id)+", link "+d.net.Link(id))
+	if d.net.attached(id) {
+		left = append(left, "network attachment: namespace "+d.net.host.Namespace(id)+", link "+d.net.host.Link(id))
 	}
 	cg := d.cg.rel(id)
 	procs, _ := os.ReadDir("/proc")

@@ -104,11 +104,15 @@ func ephemeralSealer() Sealer {
 	return box
 }
 
-// take writes image key of sandbox id, which the caller holds paused,
-// into a new private tmpfs, and returns it for sealInBackground (seal.go). The sandbox's memory limit is raised by the tmpfs's size
+// take runs paused, then writes image key of sandbox id, which the caller
+// holds paused, into a new private tmpfs, and returns it for
+// sealInBackground (seal.go). The sandbox's memory limit is raised by the tmpfs's size
 // while runsc writes (the pages are charged to the sandbox), then lowered
 // to what the image holds, until the tmpfs is gone.
-func (i *images) take(ctx context.Context, id, key string) (_ *takenImage, err error) {
+func (i *images) take(ctx context.Context, id, key string, paused func() error) (_ *takenImage, err error) {
+	if err := paused(); err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	final := i.dir.memoryDir(key)
 	size := memoryLimit(i.dir.config(id))

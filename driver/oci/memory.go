@@ -55,6 +55,14 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		ctx, cancel = context.WithTimeout(ctx, d.startTimeout)
 		defer cancel()
 	}
+	return d.checkpointMemory(ctx, id, key, dir, paused)
+}
+
+// checkpointMemory is CheckpointMemory once its checks are done, on live
+// sandbox id whose freezer cgroup is dir: it quiets the agent, pauses the
+// sandbox, runs paused, takes the image, resumes the sandbox and the
+// agent, and hands the image to its seal.
+func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, paused func() error) (err error) {
 	began := time.Now()
 	sd, err := d.channels.open(id)
 	if err != nil {
@@ -83,8 +91,12 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 			d.images.sealInBackground(taken)
 		}
 	}()
-	defer func() {
-		if rerr := d.resumeAgent(ctx, id, sd); rerr != nil {
+	defer func() { // tell the agent to listen again, and wait until it answers
+		rerr := sd.mark(resumeName)
+		if rerr == nil {
+			rerr = d.waitAgent(ctx, id)
+		}
+		if rerr != nil {
 			err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume the agent: %w", id, rerr))
 		}
 	}()
@@ -94,7 +106,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := d.rt.pause(ctx, id, dir); err != nil {
 		return err
 	}
-	taken, err = d.saveMemory(ctx, id, key, paused)
+	taken, err = d.images.take(ctx, id, key, paused)
 	if rerr := d.rt.resume(id); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
 	}
@@ -102,24 +114,6 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		d.log.Info("sandbox memory checkpointed", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return err
-}
-
-// saveMemory runs paused, then writes the image of paused sandbox id into
-// a tmpfs (see images.go).
-func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() error) (*takenImage, error) {
-	if err := paused(); err != nil {
-		return nil, err
-	}
-	return d.images.take(ctx, id, key)
-}
-
-// resumeAgent tells sandbox id's quiet agent to listen again (the marker
-// in its shared directory sd), and waits until it answers.
-func (d *Driver) resumeAgent(ctx context.Context, id string, sd *sharedDir) error {
-	if err := sd.mark(resumeName); err != nil {
-		return err
-	}
-	return d.waitAgent(ctx, id)
 }
 
 // waitGone waits until nothing is called name in sd, at most

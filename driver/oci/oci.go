@@ -112,21 +112,29 @@ type Options struct {
 
 // Driver runs sandboxes with one OCI runtime. It is safe for concurrent use;
 // calls on one id are serialized.
+//
+// The Driver holds the driver.Driver calls and their optional capabilities,
+// and orchestrates a start, a stop, a delete and a recovery; each part it
+// holds does one job of them: the state directory's layout (stateDir), the
+// runtime binary (runner), the cgroups (cgroups), the agent channels
+// (channels), the mount directory (mountDir), the user namespace ranges
+// (idClaims), the network attachments (networks), the bundles (bundles)
+// and the memory images (images).
 type Driver struct {
 	runtime      string
-	dir          stateDir
-	rt           *runner
-	cg           *cgroups
-	net          *network.Host
 	startTimeout time.Duration
-	images       *images
 	log          *slog.Logger
+	locks        idLocks
 
-	locks idLocks
-
-	ids      *idClaims // runc and crun: user namespace ranges
+	dir      stateDir
+	rt       *runner
+	cg       *cgroups
 	channels *channels
 	mounts   *mountDir
+	ids      *idClaims // runc and crun: user namespace ranges
+	net      *networks
+	bundles  *bundles
+	images   *images
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -136,25 +144,9 @@ var _ driver.Driver = (*Driver)(nil)
 // runtime. It does not run the runtime: a runtime that cannot work on this
 // host (crun on a hybrid cgroup host) fails at Start, with its own words.
 func New(opts Options) (*Driver, error) {
-	rt := opts.Runtime
-	if rt == "" {
-		var err error
-		if rt, err = Detect(exec.LookPath); err != nil {
-			return nil, err
-		}
-	}
-	switch rt {
-	case RuntimeRunsc, RuntimeRunc, RuntimeCrun:
-	default:
-		return nil, fmt.Errorf("oci: unknown runtime %q (want %s, %s or %s)", rt, RuntimeRunsc, RuntimeCrun, RuntimeRunc)
-	}
-	bin := opts.Binary
-	if bin == "" {
-		bin = rt
-	}
-	bin, err := exec.LookPath(bin)
+	rt, bin, err := findRuntime(opts.Runtime, opts.Binary)
 	if err != nil {
-		return nil, fmt.Errorf("oci: %s: %w", rt, err)
+		return nil, err
 	}
 	state := opts.StateDir
 	if state == "" {
@@ -163,52 +155,73 @@ func New(opts Options) (*Driver, error) {
 	if state, err = filepath.Abs(state); err != nil {
 		return nil, fmt.Errorf("oci: state dir: %w", err)
 	}
-	parent := strings.Trim(opts.CgroupParent, "/")
-	if parent == "" {
-		parent = "hearth"
+	if err := checkOptions(opts); err != nil {
+		return nil, err
 	}
-	timeout := opts.StartTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	for _, f := range opts.RuntimeFlags {
-		if f == "--network" || strings.HasPrefix(f, "--network=") {
-			return nil, fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
-		}
-	}
-	if opts.IDRanges < 0 || uint64(cmp.Or(opts.IDBase, DefaultIDBase))+uint64(cmp.Or(opts.IDRanges, DefaultIDRanges))*idRangeSize > 1<<32-1 {
-		return nil, fmt.Errorf("oci: user namespace ranges: %d ranges of %d from %d do not fit in 32-bit ids", opts.IDRanges, idRangeSize, opts.IDBase)
-	}
-	cg, err := readCgroupMounts("/proc/self/mountinfo")
+	mounts, err := readCgroupMounts("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{
-		mounts:       &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state))},
-		runtime:      rt,
-		dir:          stateDir{path: state},
-		startTimeout: timeout,
-		net:          opts.Network,
-		log:          log.With("runtime", rt),
+	d := &Driver{runtime: rt, startTimeout: opts.StartTimeout, log: opts.Logger, dir: stateDir{path: state}}
+	if d.startTimeout <= 0 {
+		d.startTimeout = 30 * time.Second
 	}
-	sealer := opts.Sealer
-	if sealer == nil {
-		sealer = ephemeralSealer()
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
 	}
+	d.log = d.log.With("runtime", rt)
+	parent := cmp.Or(strings.Trim(opts.CgroupParent, "/"), "hearth")
+	d.cg = &cgroups{mounts: mounts, parent: parent, dir: d.dir, log: d.log}
+	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
+	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
+	d.mounts = &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state))}
 	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
 		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}
-	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
-	d.cg = &cgroups{mounts: cg, parent: parent, dir: d.dir, log: d.log}
-	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
-	d.images = &images{dir: d.dir, rt: d.rt, cg: d.cg, sealer: sealer, log: d.log}
+	d.net = &networks{host: opts.Network, locks: &d.locks, dir: d.dir, log: d.log}
+	d.bundles = &bundles{runtime: rt, cgroupParent: parent, dir: d.dir, mounts: d.mounts, ids: d.ids, channels: d.channels, net: d.net}
+	d.images = &images{dir: d.dir, rt: d.rt, cg: d.cg, sealer: opts.Sealer, log: d.log}
+	if d.images.sealer == nil {
+		d.images.sealer = ephemeralSealer()
+	}
 	if err := d.dir.claim(rt); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// findRuntime returns runtime (detected when "") and the path of its
+// binary (found in PATH when "").
+func findRuntime(runtime, binary string) (rt, bin string, err error) {
+	rt = runtime
+	if rt == "" {
+		if rt, err = Detect(exec.LookPath); err != nil {
+			return "", "", err
+		}
+	}
+	switch rt {
+	case RuntimeRunsc, RuntimeRunc, RuntimeCrun:
+	default:
+		return "", "", fmt.Errorf("oci: unknown runtime %q (want %s, %s or %s)", rt, RuntimeRunsc, RuntimeCrun, RuntimeRunc)
+	}
+	bin, err = exec.LookPath(cmp.Or(binary, rt))
+	if err != nil {
+		return "", "", fmt.Errorf("oci: %s: %w", rt, err)
+	}
+	return rt, bin, nil
+}
+
+// checkOptions refuses RuntimeFlags that set the network and user
+// namespace ranges that do not fit in 32-bit ids.
+func checkOptions(opts Options) error {
+	for _, f := range opts.RuntimeFlags {
+		if f == "--network" || strings.HasPrefix(f, "--network=") {
+			return fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
+		}
+	}
+	if opts.IDRanges < 0 || uint64(cmp.Or(opts.IDBase, DefaultIDBase))+uint64(cmp.Or(opts.IDRanges, DefaultIDRanges))*idRangeSize > 1<<32-1 {
+		return fmt.Errorf("oci: user namespace ranges: %d ranges of %d from %d do not fit in 32-bit ids", opts.IDRanges, idRangeSize, opts.IDBase)
+	}
+	return nil
 }
 
 // runtimeFlags are the driver's own global flags for rt.
@@ -257,7 +270,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	if d.runtime == RuntimeRunsc {
 		iso = "gvisor"
 	}
-	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net != nil,
+	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net.host != nil,
 		MemoryCheckpoint: d.runtime == RuntimeRunsc}
 }
 
@@ -424,7 +437,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 			d.log.Error("remove orphan container", "sandbox", c.ID, "err", err)
 		}
 	}
-	if err := d.recoverNetwork(ctx, dirs); err != nil {
+	if err := d.net.recover(ctx, dirs); err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
 	d.recoverHostObjects(listed)
@@ -452,42 +465,4 @@ func (d *Driver) recoverHostObjects(listed []specs.State) {
 			d.log.Error("recover: unmount a root left mounted", "path", e.Name(), "err", err)
 		}
 	}
-}
-
-// recoverNetwork detaches every network attachment whose sandbox has no
-// directory (known holds those that do): what a Start or Delete cut short
-// left, which nothing else would ever remove. Then, if any sandbox is
-// still attached, it sets the host's rules up again (network.Host.Setup),
-// so that a daemon restart refreshes them under running sandboxes; a
-// failure there is logged, and the next egress Start tries again and fails
-// if it must.
-func (d *Driver) recoverNetwork(ctx context.Context, known map[string]bool) error {
-	if d.net == nil {
-		return nil
-	}
-	ids, err := d.net.List()
-	if err != nil {
-		return err
-	}
-	attached := 0
-	for _, id := range ids {
-		if known[id] {
-			attached++
-			continue
-		}
-		unlock := d.locks.lock(id)
-		if ok, err := d.dir.known(id); err == nil && !ok {
-			d.log.Warn("removing a network attachment with no sandbox directory", "sandbox", id)
-			if err := d.net.Detach(ctx, id); err != nil {
-				d.log.Error("remove orphan network attachment", "sandbox", id, "err", err)
-			}
-		}
-		unlock()
-	}
-	if attached > 0 {
-		if err := d.net.Setup(ctx); err != nil {
-			d.log.Error("set up the sandbox network again", "err", err)
-		}
-	}
-	return nil
 }

@@ -67,7 +67,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		d.log.Warn("deleting a container the runtime cannot describe", "sandbox", id, "err", err)
 		st = &specs.State{ID: id, Status: "unknown"}
 	}
-	attached := d.net != nil && d.net.Attached(id)
+	attached := d.net.attached(id)
 	if !ok && st == nil && !attached && len(d.cg.leftovers(id)) == 0 {
 		return driver.ErrNotFound
 	}
@@ -76,7 +76,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	}
 	// After the runtime is gone: nothing holds the namespace any more.
 	if attached {
-		if err := d.net.Detach(ctx, id); err != nil {
+		if err := d.net.detach(ctx, id); err != nil {
 			return fmt.Errorf("oci: delete %s: %w", id, err)
 		}
 	}
