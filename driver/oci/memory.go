@@ -46,7 +46,7 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := d.images.seals.waitSandbox(ctx, id); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: wait for the last image's seal: %w", id, err)
 	}
-	dir, _, err := d.liveFreezer(id)
+	dir, _, err := d.freezer.live(id)
 	if err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
@@ -103,11 +103,11 @@ func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, paus
 	if err := waitGone(ctx, sd, SocketName); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
 	}
-	if err := d.rt.pause(ctx, id, dir); err != nil {
+	if err := d.freezer.pause(ctx, id, dir); err != nil {
 		return err
 	}
 	taken, err = d.images.take(ctx, id, key, paused)
-	if rerr := d.rt.resume(id); rerr != nil {
+	if rerr := d.freezer.resume(id); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
 	}
 	if err == nil {

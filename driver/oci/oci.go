@@ -129,6 +129,7 @@ type Driver struct {
 	dir      stateDir
 	rt       *runner
 	cg       *cgroups
+	freezer  *freezer
 	channels *channels
 	mounts   *mountDir
 	ids      *idClaims // runc and crun: user namespace ranges
@@ -173,6 +174,7 @@ func New(opts Options) (*Driver, error) {
 	parent := cmp.Or(strings.Trim(opts.CgroupParent, "/"), "hearth")
 	d.cg = &cgroups{mounts: mounts, parent: parent, dir: d.dir, log: d.log}
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
+	d.freezer = &freezer{runtime: rt, dir: d.dir, cg: d.cg, rt: d.rt, log: d.log}
 	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
 	d.mounts = &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state))}
 	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
@@ -407,7 +409,9 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		// A runtime command the dead daemon started (a pause, the quiet
 		// signal) may still be on its way: it ends first.
 		d.rt.waitIdle(ctx, e.Name())
-		d.thawLeftFrozen(e.Name())
+		unlock := d.locks.lock(e.Name())
+		d.freezer.thawLeft(e.Name())
+		unlock()
 		d.channels.resumeLeftQuiet(e.Name())
 		st, err := d.recoverState(ctx, e.Name())
 		if errors.Is(err, driver.ErrNotFound) {

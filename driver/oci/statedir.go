@@ -76,7 +76,7 @@ func (s stateDir) raisedMarker(id string) string {
 	return filepath.Join(s.sandboxDir(id), raisedMarkerName)
 }
 
-// pausedMarker exists while runsc has sandbox id paused (see runner.pause).
+// pausedMarker exists while runsc has sandbox id paused (see freezer.pause).
 func (s stateDir) pausedMarker(id string) string { return filepath.Join(s.sandboxDir(id), "paused") }
 
 // runPidFile holds the pid of the runtime's `run --detach` of id while it

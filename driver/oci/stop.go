@@ -107,7 +107,7 @@ func (d *Driver) teardown(ctx context.Context, id string, keepOOM bool) error {
 // SIGKILL until it is thawed, and runsc kills through its sentry, which
 // must be running to answer.
 func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, keepOOM bool) error {
-	if thawed, err := d.thawFrozen(id); err != nil {
+	if thawed, err := d.freezer.thawFrozen(id); err != nil {
 		d.log.Warn("thaw before teardown", "sandbox", id, "err", err)
 	} else if thawed {
 		d.log.Debug("thawed a frozen sandbox before teardown", "sandbox", id)
