@@ -106,9 +106,9 @@ func ephemeralSealer() Sealer {
 
 // take runs paused, then writes image key of sandbox id, which the caller
 // holds paused, into a new private tmpfs, and returns it for
-// sealInBackground (seal.go). The sandbox's memory limit is raised by the tmpfs's size
-// while runsc writes (the pages are charged to the sandbox), then lowered
-// to what the image holds, until the tmpfs is gone.
+// sealInBackground (seal.go). The sandbox's memory limit is raised by the
+// tmpfs's size while runsc writes (the pages are charged to the sandbox),
+// then lowered to what the image holds, until the tmpfs is gone.
 func (i *images) take(ctx context.Context, id, key string, paused func() error) (_ *takenImage, err error) {
 	if err := paused(); err != nil {
 		return nil, err

@@ -113,13 +113,13 @@ type Options struct {
 // Driver runs sandboxes with one OCI runtime. It is safe for concurrent use;
 // calls on one id are serialized.
 //
-// The Driver holds the driver.Driver calls and their optional capabilities,
-// and orchestrates a start, a stop, a delete and a recovery; each part it
-// holds does one job of them: the state directory's layout (stateDir), the
-// runtime binary (runner), the cgroups (cgroups), the agent channels
-// (channels), the mount directory (mountDir), the user namespace ranges
-// (idClaims), the network attachments (networks), the bundles (bundles)
-// and the memory images (images).
+// The Driver implements driver.Driver and its optional capabilities, and
+// orchestrates a start, a stop, a delete and a recovery; the parts it holds
+// each do one job of them: the state directory's layout (stateDir), the
+// runtime binary (runner), the cgroups (cgroups), freezing (freezer), the
+// agent channels (channels), the mount directory (mountDir), the user
+// namespace ranges (idClaims), the network attachments (networks), the
+// bundles (bundles) and the memory images (images).
 type Driver struct {
 	runtime      string
 	startTimeout time.Duration
@@ -159,7 +159,7 @@ func New(opts Options) (*Driver, error) {
 	if err := checkOptions(opts); err != nil {
 		return nil, err
 	}
-	mounts, err := readCgroupMounts("/proc/self/mountinfo")
+	cgMounts, err := readCgroupMounts("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ func New(opts Options) (*Driver, error) {
 	}
 	d.log = d.log.With("runtime", rt)
 	parent := cmp.Or(strings.Trim(opts.CgroupParent, "/"), "hearth")
-	d.cg = &cgroups{mounts: mounts, parent: parent, dir: d.dir, log: d.log}
+	d.cg = &cgroups{mounts: cgMounts, parent: parent, dir: d.dir, log: d.log}
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
 	d.freezer = &freezer{runtime: rt, dir: d.dir, cg: d.cg, rt: d.rt, log: d.log}
 	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
@@ -393,7 +393,7 @@ func (d *Driver) recoverState(ctx context.Context, id string) (driver.State, err
 // died between Freeze and Thaw leaves one, and nothing else would ever thaw
 // it. It also removes runtime containers that have no directory: they are
 // what an interrupted Start or Delete left, never a sandbox the host knows;
-// and likewise network attachments (see recoverNetwork).
+// and likewise network attachments (see networks.recover).
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	entries, err := os.ReadDir(d.dir.sandboxes())
 	if err != nil {

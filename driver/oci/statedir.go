@@ -71,7 +71,7 @@ func (s stateDir) idsFile(id string) string { return filepath.Join(s.sandboxDir(
 func (s stateDir) busyFile(id string) string { return filepath.Join(s.sandboxDir(id), "busy") }
 
 // raisedMarker holds sandbox id's memory cgroup's limits while a memory
-// checkpoint has them raised (see raiseMemoryLimit).
+// checkpoint has them raised (see cgroups.raiseMemoryLimit).
 func (s stateDir) raisedMarker(id string) string {
 	return filepath.Join(s.sandboxDir(id), raisedMarkerName)
 }
