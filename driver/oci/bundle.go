@@ -106,11 +106,11 @@ func (bs *bundles) write(b bundle) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(bs.dir.sandboxDir(id), "config.json.tmp")
+	tmp := bs.dir.config(id) + ".tmp"
 	if err := os.WriteFile(tmp, cfg, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(bs.dir.sandboxDir(id), "config.json"))
+	return os.Rename(tmp, bs.dir.config(id))
 }
 
 // ensureTmp makes sure the root's /tmp is a directory (mode 1777 when it
