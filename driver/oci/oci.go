@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -139,6 +140,44 @@ type Driver struct {
 }
 
 var _ driver.Driver = (*Driver)(nil)
+
+// idLocks serializes the calls on each sandbox id. The zero value is
+// ready.
+type idLocks struct {
+	mu    sync.Mutex
+	locks map[string]*idLock
+}
+
+// idLock serializes the calls on one id; refs counts its holders and
+// waiters so that the map does not keep every id ever used.
+type idLock struct {
+	sync.Mutex
+	refs int
+}
+
+// lock serializes calls on id until the returned function is called.
+func (l *idLocks) lock(id string) func() {
+	l.mu.Lock()
+	il := l.locks[id]
+	if il == nil {
+		il = &idLock{}
+		if l.locks == nil {
+			l.locks = map[string]*idLock{}
+		}
+		l.locks[id] = il
+	}
+	il.refs++
+	l.mu.Unlock()
+	il.Lock()
+	return func() {
+		il.Unlock()
+		l.mu.Lock()
+		if il.refs--; il.refs == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
+}
 
 // New returns a driver for opts.Runtime. It resolves the runtime binary,
 // creates the state directory, and refuses one that belongs to another

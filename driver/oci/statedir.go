@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 )
 
 // stateDir is the layout of the driver's state directory (Options.StateDir;
@@ -120,42 +119,4 @@ func (s stateDir) quiet(id string) bool { return exists(s.quietMarker(id)) }
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// idLocks serializes the calls on each sandbox id. The zero value is
-// ready.
-type idLocks struct {
-	mu    sync.Mutex
-	locks map[string]*idLock
-}
-
-// idLock serializes the calls on one id; refs counts its holders and
-// waiters so that the map does not keep every id ever used.
-type idLock struct {
-	sync.Mutex
-	refs int
-}
-
-// lock serializes calls on id until the returned function is called.
-func (l *idLocks) lock(id string) func() {
-	l.mu.Lock()
-	il := l.locks[id]
-	if il == nil {
-		il = &idLock{}
-		if l.locks == nil {
-			l.locks = map[string]*idLock{}
-		}
-		l.locks[id] = il
-	}
-	il.refs++
-	l.mu.Unlock()
-	il.Lock()
-	return func() {
-		il.Unlock()
-		l.mu.Lock()
-		if il.refs--; il.refs == 0 {
-			delete(l.locks, id)
-		}
-		l.mu.Unlock()
-	}
 }
