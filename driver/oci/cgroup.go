@@ -2,10 +2,11 @@ package oci
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hearth/hearth/internal/mountinfo"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hearth/hearth/internal/mountinfo"
 )
 
 // cgroupMounts are the host's cgroup hierarchies, as the daemon sees them.
@@ -75,17 +80,28 @@ func readCgroupMounts(path string) (cgroupMounts, error) {
 	return m, nil
 }
 
-// cgroupRel is the sandbox's cgroup relative to a hierarchy's root.
-func (d *Driver) cgroupRel(id string) string {
-	return filepath.FromSlash(cgroupsPath(d.cgroupParent, id))
+// cgroups are the sandboxes' cgroups, <parent>/<id> in every hierarchy
+// of mounts: what is left of one, whether its memory cgroup killed a task,
+// its freezer, its memory limits, and their removal. The runtimes create
+// them (the bundle names the path); the driver reads and removes them.
+type cgroups struct {
+	mounts cgroupMounts
+	parent string // Options.CgroupParent
+	dir    stateDir
+	log    *slog.Logger
 }
 
-// cgroupLeftovers returns the sandbox's cgroup directories that exist, in
+// rel is the sandbox's cgroup relative to a hierarchy's root.
+func (c *cgroups) rel(id string) string {
+	return filepath.FromSlash(cgroupsPath(c.parent, id))
+}
+
+// leftovers returns the sandbox's cgroup directories that exist, in
 // any hierarchy.
-func (d *Driver) cgroupLeftovers(id string) []string {
+func (c *cgroups) leftovers(id string) []string {
 	var left []string
-	for _, mnt := range d.cgroups.all {
-		p := filepath.Join(mnt, d.cgroupRel(id))
+	for _, mnt := range c.mounts.all {
+		p := filepath.Join(mnt, c.rel(id))
 		if _, err := os.Stat(p); err == nil {
 			left = append(left, p)
 		}
@@ -93,22 +109,176 @@ func (d *Driver) cgroupLeftovers(id string) []string {
 	return left
 }
 
-// cgroupOOM reports whether the sandbox's memory cgroup has killed a task
+// oom reports whether the sandbox's memory cgroup has killed a task
 // for being over its limit: the oom_kill counter of v1 memory.oom_control
 // (Linux 4.13+), or of v2 memory.events. False when there is no cgroup.
-func (d *Driver) cgroupOOM(id string) bool {
-	rel := d.cgroupRel(id)
-	if d.cgroups.memory != "" {
-		if n, ok := readKeyed(filepath.Join(d.cgroups.memory, rel, "memory.oom_control"), "oom_kill"); ok {
+func (c *cgroups) oom(id string) bool {
+	rel := c.rel(id)
+	if c.mounts.memory != "" {
+		if n, ok := readKeyed(filepath.Join(c.mounts.memory, rel, "memory.oom_control"), "oom_kill"); ok {
 			return n > 0
 		}
 	}
-	if d.cgroups.v2 != "" {
-		if n, ok := readKeyed(filepath.Join(d.cgroups.v2, rel, "memory.events"), "oom_kill"); ok {
+	if c.mounts.v2 != "" {
+		if n, ok := readKeyed(filepath.Join(c.mounts.v2, rel, "memory.events"), "oom_kill"); ok {
 			return n > 0
 		}
 	}
 	return false
+}
+
+// memoryLimit returns the memory limit of the sandbox whose bundle's
+// config.json is at config (the cgroup's, headroom included), 0 when it
+// has none.
+func memoryLimit(config string) int64 {
+	b, err := os.ReadFile(config)
+	if err != nil {
+		return 0
+	}
+	var spec specs.Spec
+	if json.Unmarshal(b, &spec) != nil || spec.Linux == nil || spec.Linux.Resources == nil ||
+		spec.Linux.Resources.Memory == nil || spec.Linux.Resources.Memory.Limit == nil {
+		return 0
+	}
+	return max(0, *spec.Linux.Resources.Memory.Limit)
+}
+
+// memoryLimitFiles returns the files of sandbox id's memory cgroup that
+// hold its limits, in the order they are raised (v1: memsw, which must
+// stay at least the limit, before the limit; v2: memory.max).
+func (c *cgroups) memoryLimitFiles(id string) []string {
+	rel := c.rel(id)
+	if c.mounts.memory != "" {
+		dir := filepath.Join(c.mounts.memory, rel)
+		if _, err := os.Stat(dir); err == nil {
+			return []string{filepath.Join(dir, "memory.memsw.limit_in_bytes"), filepath.Join(dir, "memory.limit_in_bytes")}
+		}
+	}
+	if c.mounts.v2 != "" {
+		dir := filepath.Join(c.mounts.v2, rel)
+		if _, err := os.Stat(dir); err == nil {
+			return []string{filepath.Join(dir, "memory.max")}
+		}
+	}
+	return nil
+}
+
+// raisedLimit is sandbox id's memory cgroup with its limits raised above
+// old (the values of files before) for a memory image; marker records old
+// for Recover.
+type raisedLimit struct {
+	log    *slog.Logger
+	id     string
+	files  []string
+	old    map[string]string
+	marker string
+}
+
+// raiseMemoryLimit raises each limit of sandbox id's memory cgroup that is
+// set by by bytes, and returns it raised, for set and lower. It records
+// the old limits in the sandbox's raisedMarker first, for Recover.
+func (c *cgroups) raiseMemoryLimit(id string, by int64) (*raisedLimit, error) {
+	r := &raisedLimit{log: c.log, id: id, old: map[string]string{}}
+	if by <= 0 {
+		return r, nil
+	}
+	r.files = c.memoryLimitFiles(id)
+	if len(r.files) == 0 {
+		return r, nil
+	}
+	for _, f := range r.files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // no swap accounting: no memsw
+		}
+		r.old[f] = strings.TrimSpace(string(b))
+	}
+	rec, _ := json.Marshal(r.old)
+	r.marker = c.dir.raisedMarker(id)
+	if err := os.WriteFile(r.marker, rec, 0o600); err != nil {
+		return nil, err
+	}
+	if err := r.set(by); err != nil {
+		r.lower()
+		return nil, err
+	}
+	return r, nil
+}
+
+// set sets each limit that was set to its old value plus by, in the order
+// of a raise when it grows and in reverse when it shrinks.
+func (r *raisedLimit) set(by int64) error {
+	order := slices.Clone(r.files)
+	if cur, err := os.ReadFile(order[len(order)-1]); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64); err == nil && r.raised(order[len(order)-1], by) < v {
+			slices.Reverse(order)
+		}
+	}
+	for _, f := range order {
+		v := r.raised(f, by)
+		if v < 0 {
+			continue
+		}
+		if err := os.WriteFile(f, []byte(strconv.FormatInt(v, 10)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// raised returns file f's old limit plus by, or -1 when it had none to
+// raise ("max", v1's unlimited, or unreadable).
+func (r *raisedLimit) raised(f string, by int64) int64 {
+	v, err := strconv.ParseInt(r.old[f], 10, 64)
+	if err != nil || v >= 1<<62 {
+		return -1
+	}
+	return v + by
+}
+
+// lower sets the limits back to what they were. A sandbox that is gone
+// meanwhile has nothing to lower.
+func (r *raisedLimit) lower() {
+	if r.marker == "" {
+		return
+	}
+	if err := setLimits(r.files, r.old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		r.log.Error("lower the memory limit raised for a checkpoint; the next restart does", "sandbox", r.id, "err", err)
+		return
+	}
+	os.Remove(r.marker)
+}
+
+// setLimits writes the old values of files back, in the reverse order of
+// a raise.
+func setLimits(files []string, old map[string]string) error {
+	var errs []error
+	for i := len(files) - 1; i >= 0; i-- {
+		if v, ok := old[files[i]]; ok {
+			if err := os.WriteFile(files[i], []byte(v), 0o644); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lowerRaised lowers the memory limits a memory checkpoint raised and a
+// daemon killed in between left raised (their sandboxes' raisedMarker
+// holds the old ones), for Recover.
+func (c *cgroups) lowerRaised() {
+	sandboxes, _ := filepath.Glob(filepath.Join(c.dir.sandboxes(), "*", raisedMarkerName))
+	for _, marker := range sandboxes {
+		id := filepath.Base(filepath.Dir(marker))
+		old := map[string]string{}
+		if b, err := os.ReadFile(marker); err == nil && json.Unmarshal(b, &old) == nil {
+			if err := setLimits(c.memoryLimitFiles(id), old); err != nil {
+				c.log.Error("recover: lower a memory limit a checkpoint raised", "sandbox", id, "err", err)
+				continue
+			}
+		}
+		os.Remove(marker)
+	}
 }
 
 // readKeyed reads the value of key in a cgroup "key value" file.
@@ -127,12 +297,12 @@ func readKeyed(path, key string) (int64, bool) {
 	return 0, false
 }
 
-// removeCgroups removes the sandbox's cgroup directories in every
+// remove removes the sandbox's cgroup directories in every
 // hierarchy, children first. A cgroup that still has tasks cannot be removed
 // (EBUSY): their tasks are killed and removal retried until ctx ends or 10
 // seconds pass. It fails naming what is left.
-func (d *Driver) removeCgroups(ctx context.Context, id string) error {
-	left := d.cgroupLeftovers(id)
+func (c *cgroups) remove(ctx context.Context, id string) error {
+	left := c.leftovers(id)
 	if len(left) == 0 {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 //
 // Under runc and crun the daemon makes the listening socket itself, in the
 // sandbox's directory, which is never mounted into the sandbox, and hands
-// it to the agent as an open descriptor (see listenAgent): there is no
+// it to the agent as an open descriptor (see channels.listen): there is no
 // host directory the two share, so nothing the sandbox does can change
 // what the daemon's paths name.
 //
@@ -38,7 +39,7 @@ import (
 // with AT_SYMLINK_NOFOLLOW; and the connect through an O_PATH descriptor of
 // the socket whose type was checked (S_IFSOCK), as /proc/self/fd/N, so that
 // the inode checked is the inode connected to. The directory is a small
-// tmpfs of its own (see mountShared): what the sandbox writes there cannot
+// tmpfs of its own (see channels.mount): what the sandbox writes there cannot
 // fill the host's disk, and no hard link can reach a file of the data dir.
 // Nothing on the host depends on the directory's mode or owner, which root
 // in the sandbox may change.
@@ -76,22 +77,32 @@ type sharedDir struct {
 	path string // for messages only
 }
 
-// openShared opens sandbox id's shared run directory (runsc), or, for the
+// channels are the ends the daemon holds of its sandboxes' agent
+// channels: the shared directory of each runsc sandbox (its tmpfs, its
+// socket and markers), and the listening socket the daemon makes for each
+// runc and crun sandbox, in its sandbox directory.
+type channels struct {
+	runtime string
+	dir     stateDir
+	log     *slog.Logger
+}
+
+// open opens sandbox id's shared run directory (runsc), or, for the
 // other runtimes, its sandbox directory, where the daemon keeps the socket.
-func (d *Driver) openShared(id string) (*sharedDir, error) {
-	fd, err := openDir(d.sandboxDir(id))
+func (c *channels) open(id string) (*sharedDir, error) {
+	fd, err := openDir(c.dir.sandboxDir(id))
 	if err != nil {
 		return nil, err
 	}
-	if d.runtime != RuntimeRunsc {
-		return &sharedDir{fd: fd, path: d.sandboxDir(id)}, nil
+	if c.runtime != RuntimeRunsc {
+		return &sharedDir{fd: fd, path: c.dir.sandboxDir(id)}, nil
 	}
 	defer unix.Close(fd)
 	rfd, err := unix.Openat(fd, "run", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.socketDir(id), Err: err}
+		return nil, &os.PathError{Op: "open", Path: c.dir.socketDir(id), Err: err}
 	}
-	return &sharedDir{fd: rfd, path: d.socketDir(id)}, nil
+	return &sharedDir{fd: rfd, path: c.dir.socketDir(id)}, nil
 }
 
 // Close closes the descriptor.
@@ -202,9 +213,9 @@ func (s *sharedDir) listen(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Join(s.path, name)), nil
 }
 
-// dialAgent connects to sandbox id's agent socket (see sharedDir.dial).
-func (d *Driver) dialAgent(ctx context.Context, id string) (net.Conn, error) {
-	s, err := d.openShared(id)
+// dial connects to sandbox id's agent socket (see sharedDir.dial).
+func (c *channels) dial(ctx context.Context, id string) (net.Conn, error) {
+	s, err := c.open(id)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
 	}
@@ -212,16 +223,16 @@ func (d *Driver) dialAgent(ctx context.Context, id string) (net.Conn, error) {
 	return s.dial(ctx, SocketName)
 }
 
-// mountShared gives runsc sandbox id's shared directory a tmpfs of its own
+// mount gives runsc sandbox id's shared directory a tmpfs of its own
 // (sharedMountOptions), unless it has one. The tmpfs bounds what the
 // sandbox can store there, and keeps links of the data dir's files out.
-func (d *Driver) mountShared(id string) error {
-	dir := d.socketDir(id)
+func (c *channels) mount(id string) error {
+	dir := c.dir.socketDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	var parent, st unix.Stat_t
-	if err := unix.Lstat(d.sandboxDir(id), &parent); err != nil {
+	if err := unix.Lstat(c.dir.sandboxDir(id), &parent); err != nil {
 		return err
 	}
 	if err := unix.Lstat(dir, &st); err != nil {
@@ -239,8 +250,8 @@ func (d *Driver) mountShared(id string) error {
 	return nil
 }
 
-// unmountShared detaches every mount on sandbox id's shared directory.
-func (d *Driver) unmountShared(id string) error { return unmountEvery(d.socketDir(id)) }
+// unmount detaches every mount on sandbox id's shared directory.
+func (c *channels) unmount(id string) error { return unmountEvery(c.dir.socketDir(id)) }
 
 // unmountEvery detaches every mount on path (never following a link
 // there); a path with no mount is no error.
@@ -257,10 +268,10 @@ func unmountEvery(path string) error {
 	return fmt.Errorf("unmount %s: mounts keep coming back", path)
 }
 
-// markShared creates the marker name in sandbox id's shared directory
+// mark creates the marker name in sandbox id's shared directory
 // (see sharedDir.mark).
-func (d *Driver) markShared(id, name string) error {
-	s, err := d.openShared(id)
+func (c *channels) mark(id, name string) error {
+	s, err := c.open(id)
 	if err != nil {
 		return err
 	}
@@ -268,10 +279,10 @@ func (d *Driver) markShared(id, name string) error {
 	return s.mark(name)
 }
 
-// removeShared removes name from sandbox id's shared directory, if the
+// remove removes name from sandbox id's shared directory, if the
 // directory is there.
-func (d *Driver) removeShared(id, name string) error {
-	s, err := d.openShared(id)
+func (c *channels) remove(id, name string) error {
+	s, err := c.open(id)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
@@ -286,13 +297,40 @@ func (d *Driver) removeShared(id, name string) error {
 // on under runc and crun: the first after stdio (`run --preserve-fds 1`).
 const agentListenFD = 3
 
-// listenAgent makes the listening socket of sandbox id's agent in its
+// listen makes the listening socket of sandbox id's agent in its
 // sandbox directory (runc and crun), replacing the one of its last boot.
-func (d *Driver) listenAgent(id string) (*os.File, error) {
-	s, err := d.openShared(id)
+func (c *channels) listen(id string) (*os.File, error) {
+	s, err := c.open(id)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	return s.listen(SocketName)
+}
+
+// resumeLeftQuiet lets the agent of sandbox id listen again if a daemon
+// died while it was quiet (its socket gone, and no resume marker yet), or
+// while a memory checkpoint was quieting it (the quiet marker there): then
+// the checkpoint's signal may still be on its way, from a `runsc kill` that
+// outlived the daemon, and the agent ignores a signal that finds the resume
+// marker (see agent.QuiesceSignal). A marker that nothing consumes is
+// removed by the next memory checkpoint before its signal.
+//
+// Under runc and crun, which have no memory checkpoints, it does nothing.
+func (c *channels) resumeLeftQuiet(id string) {
+	if c.runtime != RuntimeRunsc {
+		return
+	}
+	quieting := os.Remove(c.dir.quietMarker(id)) == nil
+	sd, err := c.open(id)
+	if err != nil {
+		return // no shared directory: never started
+	}
+	defer sd.Close()
+	if there, err := sd.exists(SocketName); err == nil && there && !quieting {
+		return
+	}
+	if err := sd.mark(resumeName); err != nil {
+		c.log.Error("recover: resume a quiet agent", "sandbox", id, "err", err)
+	}
 }

@@ -26,6 +26,9 @@
 //	  oom                  present when the sandbox's last run hit its memory limit
 //	  pid                  the runtime's pid of the sandbox (run --pid-file): State's while it is frozen
 //	  stopped              present when Stop deleted the container (no need to ask the runtime)
+//	  run.pid              the pid of the runtime's `run --detach` while it works (a later daemon stops a stray one)
+//	  paused               runsc: present while Freeze has the sandbox paused
+//	  quiet                present while a memory checkpoint has the agent quiet (Dial waits)
 //	  ids                  runc, crun: the slot of the user namespace range it claimed (see userns.go)
 //	  agent.sock           runc, crun: the agent's listening socket, made by the daemon
 //	  run/                 runsc: a 64 KiB tmpfs mounted at /run/hearth in the sandbox,
@@ -114,4 +117,16 @@
 // directory.
 // A driver without Options.Network reports no Egress in Capabilities and
 // refuses an egress Start (ErrNoEgress) before it makes anything.
+//
+// The code: the Driver (oci.go, and start.go, stop.go, freeze.go,
+// memory.go and network.go for its calls) implements driver.Driver and
+// its optional capabilities and orchestrates them; each part it holds has
+// one job: stateDir (statedir.go) the layout above, runner (runtime.go)
+// the runtime binary, cgroups (cgroup.go) the cgroups and their memory
+// limits, freezer (freeze.go) freezing and thawing, channels (channel.go)
+// the agent channels, mountDir (share.go) the mount directory, idClaims
+// (userns.go) the user namespace ranges, networks (network.go) the network
+// attachments, bundles (bundle.go; the configuration itself is spec.go's
+// pure bundleSpec) the bundles, and images (images.go, seal.go) the memory
+// images.
 package oci

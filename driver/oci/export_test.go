@@ -51,32 +51,32 @@ var (
 // or sit in one of its cgroups.
 func (d *Driver) Leftovers(id string) []string {
 	var left []string
-	if _, err := os.Stat(d.sandboxDir(id)); err == nil {
-		left = append(left, "directory "+d.sandboxDir(id))
+	if _, err := os.Stat(d.dir.sandboxDir(id)); err == nil {
+		left = append(left, "directory "+d.dir.sandboxDir(id))
 	}
-	if m, _ := filepath.Glob(filepath.Join(d.root, "*"+id+"*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(d.dir.root(), "*"+id+"*")); len(m) > 0 {
 		left = append(left, "runtime state "+strings.Join(m, " "))
 	}
-	for _, p := range d.cgroupLeftovers(id) {
+	for _, p := range d.cg.leftovers(id) {
 		left = append(left, "cgroup "+p)
 	}
 	// Mounts: the shared directory's tmpfs (runsc), the root's idmapped
 	// mount (runc, crun); and the id range's claim.
-	for _, p := range []string{d.socketDir(id), d.rootMount(id)} {
+	for _, p := range []string{d.dir.socketDir(id), d.mounts.rootMount(id)} {
 		if under, _ := mountinfo.Under(p); len(under) > 0 {
 			left = append(left, "mounts "+strings.Join(under, " "))
 		}
 	}
-	claims, _ := os.ReadDir(d.idClaimDir)
+	claims, _ := os.ReadDir(d.ids.dir)
 	for _, c := range claims {
-		if b, err := os.ReadFile(filepath.Join(d.idClaimDir, c.Name())); err == nil && string(b) == d.claimOwner(id) {
-			left = append(left, "user namespace range claim "+filepath.Join(d.idClaimDir, c.Name()))
+		if b, err := os.ReadFile(filepath.Join(d.ids.dir, c.Name())); err == nil && string(b) == d.ids.owner(id) {
+			left = append(left, "user namespace range claim "+filepath.Join(d.ids.dir, c.Name()))
 		}
 	}
-	if d.net != nil && d.net.Attached(id) {
-		left = append(left, "network attachment: namespace "+d.net.Namespace(id)+", link "+d.net.Link(id))
+	if d.net.attached(id) {
+		left = append(left, "network attachment: namespace "+d.net.host.Namespace(id)+", link "+d.net.host.Link(id))
 	}
-	cg := d.cgroupRel(id)
+	cg := d.cg.rel(id)
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(p.Name())
@@ -101,26 +101,26 @@ var EnsureResolvConf = ensureResolvConf
 
 // ResumeLeftQuiet is what Recover does for a sandbox an earlier daemon may
 // have left quiet or quieting.
-func (d *Driver) ResumeLeftQuiet(id string) { d.resumeLeftQuiet(id) }
+func (d *Driver) ResumeLeftQuiet(id string) { d.channels.resumeLeftQuiet(id) }
 
 // AsRoot runs script with /bin/sh as root inside sandbox id through the
 // runtime's exec, for the conformance suite's hostile tests under runsc.
 func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) {
-	out, err := d.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
+	out, err := d.rt.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
 
 // ClaimIDs, ReleaseIDs and RecoverIDs reach the user namespace range
 // claims; ClaimIDs returns the range's first host id.
 func (d *Driver) ClaimIDs(id string) (uint32, error) {
-	if err := os.MkdirAll(d.sandboxDir(id), 0o700); err != nil {
+	if err := os.MkdirAll(d.dir.sandboxDir(id), 0o700); err != nil {
 		return 0, err
 	}
-	r, err := d.claimIDs(id)
+	r, err := d.ids.claim(id)
 	return r.base, err
 }
-func (d *Driver) ReleaseIDs(id string) error         { return d.releaseIDs(id) }
-func (d *Driver) RecoverIDs(running map[string]bool) { d.recoverIDs(running) }
+func (d *Driver) ReleaseIDs(id string) error         { return d.ids.release(id) }
+func (d *Driver) RecoverIDs(running map[string]bool) { d.ids.recover(running) }
 
 // StartFromImage starts sandbox spec.ID from the plaintext memory image in
 // dir, as RestoreMemory did before images were sealed: the baseline of
@@ -157,15 +157,17 @@ func ListenDial(ctx context.Context, dir, name string) (net.Listener, net.Conn, 
 }
 
 // ConsoleLog is the host file sandbox id's agent's stdout and stderr go to.
-func (d *Driver) ConsoleLog(id string) string { return d.consoleLog(id) }
+func (d *Driver) ConsoleLog(id string) string { return d.dir.consoleLog(id) }
 
 // HoldBusy and WaitIdle reach sandbox id's busy lock (see holdBusy).
-func (d *Driver) HoldBusy(id string) *os.File             { return d.holdBusy(id) }
-func (d *Driver) WaitIdle(ctx context.Context, id string) { d.waitIdle(ctx, id) }
+func (d *Driver) HoldBusy(id string) *os.File             { return d.rt.holdBusy(id) }
+func (d *Driver) WaitIdle(ctx context.Context, id string) { d.rt.waitIdle(ctx, id) }
 
 // SandboxDir is sandbox id's directory.
-func (d *Driver) SandboxDir(id string) string { return d.sandboxDir(id) }
+func (d *Driver) SandboxDir(id string) string { return d.dir.sandboxDir(id) }
 
 // WaitSealed waits until memory image key, if it is being sealed in the
 // background, is sealed (or its seal has failed).
-func (d *Driver) WaitSealed(ctx context.Context, key string) error { return d.seals.waitKey(ctx, key) }
+func (d *Driver) WaitSealed(ctx context.Context, key string) error {
+	return d.images.seals.waitKey(ctx, key)
+}

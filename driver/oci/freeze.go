@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,7 +40,7 @@ const (
 // (FREEZING may last a while: the write is repeated, as runc does, for
 // tasks that appeared meanwhile); on a cgroup v2 host it writes 1 to
 // cgroup.freeze and waits until cgroup.events says "frozen 1". Under runsc
-// it is gVisor's own pause (see pauseRunsc).
+// it is gVisor's own pause (see freezer.pause).
 //
 // It is bounded by ctx, or by 5 seconds when ctx has no deadline; when the
 // cgroup has not frozen by then, Freeze thaws it again and fails. It
@@ -47,19 +48,50 @@ const (
 // stopped sandbox. Freezing a frozen sandbox returns at once.
 //
 // While it is frozen, State reports the sandbox running without asking the
-// runtime (see runtimeState); Stop and Delete thaw it before they kill it,
+// runtime (see runner.state); Stop and Delete thaw it before they kill it,
 // and Recover thaws it when a daemon died with it frozen.
 func (d *Driver) Freeze(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
-	dir, v2, err := d.liveFreezer(id)
+	defer d.locks.lock(id)()
+	return d.freezer.freeze(ctx, id)
+}
+
+// Thaw lets every process of sandbox id run again: it writes THAWED to the
+// v1 freezer.state, or 0 to the v2 cgroup.freeze, of whichever of the
+// sandbox's cgroups is frozen (both kinds are checked on a hybrid host, so a
+// sandbox frozen by other means is thawed too). Thawing a running sandbox
+// does nothing. It returns driver.ErrNotFound for an unknown id and an
+// error saying so for a stopped sandbox.
+func (d *Driver) Thaw(ctx context.Context, id string) error {
+	if validID(id) != nil {
+		return driver.ErrNotFound
+	}
+	defer d.locks.lock(id)()
+	return d.freezer.thaw(id)
+}
+
+// freezer freezes and thaws sandboxes: under runc and crun through their
+// cgroup's freezer, under runsc with gVisor's own pause (pause, resume),
+// whose marker (stateDir.pausedMarker) says the sandbox is paused. The
+// caller holds the sandbox's lock.
+type freezer struct {
+	runtime string
+	dir     stateDir
+	cg      *cgroups
+	rt      *runner
+	log     *slog.Logger
+}
+
+// freeze is Freeze, under id's lock.
+func (f *freezer) freeze(ctx context.Context, id string) error {
+	dir, v2, err := f.live(id)
 	if err != nil {
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
 	}
-	if d.runtime == RuntimeRunsc {
-		return d.pauseRunsc(ctx, id, dir)
+	if f.runtime == RuntimeRunsc {
+		return f.pause(ctx, id, dir)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -81,26 +113,17 @@ func (d *Driver) Freeze(ctx context.Context, id string) error {
 		thaw(dir, v2)
 		return fmt.Errorf("oci: freeze %s: sandbox is stopped (its cgroup has no process)", id)
 	}
-	d.log.Debug("sandbox frozen", "sandbox", id, "took", time.Since(began).Round(time.Microsecond))
+	f.log.Debug("sandbox frozen", "sandbox", id, "took", time.Since(began).Round(time.Microsecond))
 	return nil
 }
 
-// Thaw lets every process of sandbox id run again: it writes THAWED to the
-// v1 freezer.state, or 0 to the v2 cgroup.freeze, of whichever of the
-// sandbox's cgroups is frozen (both kinds are checked on a hybrid host, so a
-// sandbox frozen by other means is thawed too). Thawing a running sandbox
-// does nothing. It returns driver.ErrNotFound for an unknown id and an
-// error saying so for a stopped sandbox.
-func (d *Driver) Thaw(ctx context.Context, id string) error {
-	if validID(id) != nil {
-		return driver.ErrNotFound
-	}
-	defer d.lock(id)()
-	dir, _, err := d.liveFreezer(id)
+// thaw is Thaw, under id's lock.
+func (f *freezer) thaw(id string) error {
+	dir, _, err := f.live(id)
 	if err != nil {
 		return fmt.Errorf("oci: thaw %s: %w", id, err)
 	}
-	if _, err := d.thawFrozen(id); err != nil {
+	if _, err := f.thawFrozen(id); err != nil {
 		return fmt.Errorf("oci: thaw %s: %w", id, err)
 	}
 	if !hasTasks(dir) {
@@ -109,21 +132,21 @@ func (d *Driver) Thaw(ctx context.Context, id string) error {
 	return nil
 }
 
-// liveFreezer returns the cgroup that freezes sandbox id, and whether it is
-// a v2 one, after checking that the sandbox is known (driver.ErrNotFound)
-// and not stopped. The caller holds id's lock.
-func (d *Driver) liveFreezer(id string) (dir string, v2 bool, err error) {
-	ok, err := d.known(id)
+// live returns the cgroup that freezes sandbox id, and whether it is a v2
+// one, after checking that the sandbox is known (driver.ErrNotFound) and
+// not stopped.
+func (f *freezer) live(id string) (dir string, v2 bool, err error) {
+	ok, err := f.dir.known(id)
 	if err != nil {
 		return "", false, err
 	}
 	if !ok {
 		return "", false, driver.ErrNotFound
 	}
-	if d.stopped(id) {
+	if f.dir.stopped(id) {
 		return "", false, errors.New("sandbox is stopped")
 	}
-	dir, v2 = d.freezerCgroup(id)
+	dir, v2 = f.cg.freezer(id)
 	if dir == "" {
 		return "", false, errors.New("the host has no cgroup freezer (neither a v1 freezer hierarchy nor cgroup v2)")
 	}
@@ -135,40 +158,50 @@ func (d *Driver) liveFreezer(id string) (dir string, v2 bool, err error) {
 	return dir, v2, nil
 }
 
-// freezerCgroup returns the cgroup directory whose freezer freezes sandbox
+// freezer returns the cgroup directory whose freezer freezes sandbox
 // id, and whether it is a v2 one: in the v1 freezer hierarchy when the host
 // mounts one, because on a hybrid host runsc does not use the unified
 // hierarchy at all (runc uses both, and either freezes it); else in the
 // unified hierarchy. It returns "" when the host has neither.
-func (d *Driver) freezerCgroup(id string) (dir string, v2 bool) {
+func (c *cgroups) freezer(id string) (dir string, v2 bool) {
 	switch {
-	case d.cgroups.freezer != "":
-		return filepath.Join(d.cgroups.freezer, d.cgroupRel(id)), false
-	case d.cgroups.v2 != "":
-		return filepath.Join(d.cgroups.v2, d.cgroupRel(id)), true
+	case c.mounts.freezer != "":
+		return filepath.Join(c.mounts.freezer, c.rel(id)), false
+	case c.mounts.v2 != "":
+		return filepath.Join(c.mounts.v2, c.rel(id)), true
 	}
 	return "", false
 }
 
-// thawFrozen thaws sandbox id's cgroups, v1 freezer and v2, that are frozen
-// or freezing, and reports whether there was one. Cgroups that do not exist
-// are skipped. The caller holds id's lock.
-func (d *Driver) thawFrozen(id string) (bool, error) {
+// thawFrozen thaws sandbox id if runsc has it paused (see pause) or any of
+// its cgroups is frozen (see cgroups.thaw), and reports whether it was
+// either.
+func (f *freezer) thawFrozen(id string) (bool, error) {
+	var paused bool
+	var errs []error
+	if exists(f.dir.pausedMarker(id)) {
+		paused = true
+		errs = append(errs, f.resume(id))
+	}
+	frozen, err := f.cg.thaw(id)
+	return paused || frozen, errors.Join(append(errs, err)...)
+}
+
+// thaw thaws sandbox id's cgroups, v1 freezer and v2, that are frozen or
+// freezing, and reports whether there was one. Cgroups that do not exist
+// are skipped.
+func (c *cgroups) thaw(id string) (bool, error) {
 	var thawed bool
 	var errs []error
-	if _, err := os.Stat(d.pausedMarker(id)); err == nil {
-		thawed = true
-		errs = append(errs, d.resumeRunsc(id))
-	}
-	if d.cgroups.freezer != "" {
-		dir := filepath.Join(d.cgroups.freezer, d.cgroupRel(id))
+	if c.mounts.freezer != "" {
+		dir := filepath.Join(c.mounts.freezer, c.rel(id))
 		if st, err := readTrimmed(filepath.Join(dir, "freezer.state")); err == nil && st != v1Thawed {
 			thawed = true
 			errs = append(errs, thaw(dir, false))
 		}
 	}
-	if d.cgroups.v2 != "" {
-		dir := filepath.Join(d.cgroups.v2, d.cgroupRel(id))
+	if c.mounts.v2 != "" {
+		dir := filepath.Join(c.mounts.v2, c.rel(id))
 		if st, err := readTrimmed(filepath.Join(dir, "cgroup.freeze")); err == nil && st != "0" {
 			thawed = true
 			errs = append(errs, thaw(dir, true))
@@ -281,25 +314,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// thawLeftFrozen thaws sandbox id if it is frozen, for Recover, logging
-// what it did.
-func (d *Driver) thawLeftFrozen(id string) {
-	defer d.lock(id)()
-	thawed, err := d.thawFrozen(id)
+// thawLeft thaws sandbox id if it is frozen, for Recover, logging what
+// it did.
+func (f *freezer) thawLeft(id string) {
+	thawed, err := f.thawFrozen(id)
 	switch {
 	case err != nil:
-		d.log.Error("thaw a sandbox left frozen", "sandbox", id, "err", err)
+		f.log.Error("thaw a sandbox left frozen", "sandbox", id, "err", err)
 	case thawed:
-		d.log.Warn("thawed a sandbox left frozen (the daemon died between Freeze and Thaw?)", "sandbox", id)
+		f.log.Warn("thawed a sandbox left frozen (the daemon died between Freeze and Thaw?)", "sandbox", id)
 	}
 }
 
-// frozenState returns the state runtimeState reports for sandbox id while
+// frozenState returns the state runner.state reports for sandbox id while
 // it is frozen or freezing, without asking the runtime, or nil when it is
 // not (or when its cgroup has no process left to be frozen: then the
 // runtime can answer).
-func (d *Driver) frozenState(id string) *specs.State {
-	dir, v2 := d.freezerCgroup(id)
+func (c *cgroups) frozenState(id string) *specs.State {
+	dir, v2 := c.freezer(id)
 	if dir == "" {
 		return nil
 	}
@@ -314,13 +346,13 @@ func (d *Driver) frozenState(id string) *specs.State {
 		return nil
 	}
 	st := &specs.State{Version: specs.Version, ID: id, Status: "paused"}
-	if s, err := readTrimmed(d.pidFile(id)); err == nil {
+	if s, err := readTrimmed(c.dir.pidFile(id)); err == nil {
 		st.Pid, _ = strconv.Atoi(s)
 	}
 	return st
 }
 
-// pauseRunsc is Freeze under runsc: gVisor's own pause (`runsc pause`),
+// pause is Freeze under runsc: gVisor's own pause (`runsc pause`),
 // which stops every task inside the sentry at a safe point. The cgroup
 // freezer is not safe there: freezing a systrap stub that waits in a
 // seccomp user notification aborts the notification, and the sentry then
@@ -329,18 +361,18 @@ func (d *Driver) frozenState(id string) *specs.State {
 // for a cgroup freeze, so Capabilities says the freeze is not cheap. A
 // marker file says the sandbox is paused, for a Thaw, a teardown or the
 // next daemon's Recover.
-func (d *Driver) pauseRunsc(ctx context.Context, id, dir string) error {
+func (f *freezer) pause(ctx context.Context, id, dir string) error {
 	if !hasTasks(dir) {
 		return fmt.Errorf("oci: freeze %s: sandbox is stopped (its cgroup has no process)", id)
 	}
-	if _, err := os.Stat(d.pausedMarker(id)); err == nil {
+	if _, err := os.Stat(f.dir.pausedMarker(id)); err == nil {
 		return nil // paused already
 	}
-	if err := os.WriteFile(d.pausedMarker(id), nil, 0o600); err != nil {
+	if err := os.WriteFile(f.dir.pausedMarker(id), nil, 0o600); err != nil {
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
 	}
-	if _, err := d.run(ctx, id, "pause", id); err != nil {
-		if rerr := d.resumeRunsc(id); rerr != nil {
+	if _, err := f.rt.run(ctx, id, "pause", id); err != nil {
+		if rerr := f.resume(id); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return fmt.Errorf("oci: freeze %s: %w", id, err)
@@ -348,16 +380,16 @@ func (d *Driver) pauseRunsc(ctx context.Context, id, dir string) error {
 	return nil
 }
 
-// resumeRunsc resumes a sandbox pauseRunsc paused and drops its marker. A
+// resume resumes a sandbox pause paused and drops its marker. A
 // sandbox that is not paused (the pause failed, or a resume already ran)
 // is left as it is.
-func (d *Driver) resumeRunsc(id string) error {
+func (f *freezer) resume(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
 	defer cancel()
-	if st, err := d.runtimeState(ctx, id); err == nil && st != nil && st.Status == "paused" {
-		if _, err := d.run(ctx, id, "resume", id); err != nil {
+	if st, err := f.rt.state(ctx, id); err == nil && st != nil && st.Status == "paused" {
+		if _, err := f.rt.run(ctx, id, "resume", id); err != nil {
 			return err
 		}
 	}
-	return os.Remove(d.pausedMarker(id))
+	return os.Remove(f.dir.pausedMarker(id))
 }

@@ -4,20 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/secrets"
@@ -77,10 +75,22 @@ const (
 	// restore (<key>.save-<random>, <key>.load-<random>).
 	plainSave = ".save-"
 	plainLoad = ".load-"
-	// raisedMarker, in a sandbox's directory, holds its memory cgroup's
+	// raisedMarkerName, in a sandbox's directory, holds its memory cgroup's
 	// limits while a checkpoint has raised them.
-	raisedMarker = "memory-raised"
+	raisedMarkerName = "memory-raised"
 )
+
+// images are the driver's memory images (runsc): taken from a paused
+// sandbox into a tmpfs, sealed to disk in the background (seal.go), opened
+// for a restore, listed, deleted, and recovered after a daemon stop.
+type images struct {
+	dir    stateDir
+	rt     *runner  // runs `runsc checkpoint`
+	cg     *cgroups // whose memory limit a checkpoint raises
+	sealer Sealer
+	seals  seals // images being sealed
+	log    *slog.Logger
+}
 
 // ephemeralSealer seals with a random key that dies with the process: the
 // sealer of a driver made without Options.Sealer.
@@ -94,16 +104,19 @@ func ephemeralSealer() Sealer {
 	return box
 }
 
-// takeImage writes image key of sandbox id, which the caller holds
-// paused, into a new private tmpfs, and returns it for sealInBackground
-// (seal.go). The sandbox's memory limit is raised by the tmpfs's size
-// while runsc writes (the pages are charged to the sandbox), then lowered
-// to what the image holds, until the tmpfs is gone.
-func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, err error) {
+// take runs paused, then writes image key of sandbox id, which the caller
+// holds paused, into a new private tmpfs, and returns it for
+// sealInBackground (seal.go). The sandbox's memory limit is raised by the
+// tmpfs's size while runsc writes (the pages are charged to the sandbox),
+// then lowered to what the image holds, until the tmpfs is gone.
+func (i *images) take(ctx context.Context, id, key string, paused func() error) (_ *takenImage, err error) {
+	if err := paused(); err != nil {
+		return nil, err
+	}
 	began := time.Now()
-	final := d.memoryDir(key)
-	size := d.memoryLimit(id)
-	limit, err := d.raiseMemoryLimit(id, size)
+	final := i.dir.memoryDir(key)
+	size := memoryLimit(i.dir.config(id))
+	limit, err := i.cg.raiseMemoryLimit(id, size)
 	if err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: raise the memory limit for the image: %w", id, err)
 	}
@@ -114,33 +127,33 @@ func (d *Driver) takeImage(ctx context.Context, id, key string) (_ *takenImage, 
 	}
 	defer func() {
 		if err != nil {
-			d.unmountPlain(plain)
+			i.unmountPlain(plain)
 			limit.lower()
 		}
 	}()
-	if _, err := d.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
+	if _, err := i.rt.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	if err := d.markTaken(key, plain); err != nil {
+	if err := i.markTaken(key, plain); err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	if used, err := tmpfsUsed(plain); err == nil && used < size {
 		if err := limit.set(used); err != nil {
-			d.log.Warn("lower a raised memory limit to what the image holds; it stays raised until the image is sealed", "sandbox", id, "err", err)
+			i.log.Warn("lower a raised memory limit to what the image holds; it stays raised until the image is sealed", "sandbox", id, "err", err)
 		}
 	}
-	d.log.Debug("memory image taken", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
+	i.log.Debug("memory image taken", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
 	return &takenImage{id: id, key: key, plain: plain, limit: limit}, nil
 }
 
-// sealImage seals every file of directory src into a new directory dst,
+// seal seals every file of directory src into a new directory dst,
 // as <name>.sealed, under a new data key, which it seals into dst/key.
 // Nothing is synced to disk (a memory image is as durable as it was in
 // plaintext, which runsc did not sync either, and syncing hundreds of
 // megabytes while the sandbox is paused costs seconds): an image that a
 // crash of the host left torn does not open, which RestoreMemory reports
 // as ErrImageSealed, and the checkpoint then restores its files only.
-func (d *Driver) sealImage(ctx context.Context, src, dst, key string) error {
+func (i *images) seal(ctx context.Context, src, dst, key string) error {
 	entries, err := os.ReadDir(src)
 	if err != nil {
 		return err
@@ -160,7 +173,7 @@ func (d *Driver) sealImage(ctx context.Context, src, dst, key string) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dst, imageKeyFile), d.sealer.Seal(imageKeyTenant, key, dataKey), 0o600)
+	return os.WriteFile(filepath.Join(dst, imageKeyFile), i.sealer.Seal(imageKeyTenant, key, dataKey), 0o600)
 }
 
 // imageLabel binds a sealed file to its image and name.
@@ -246,11 +259,11 @@ func eachSealed(dir, key string, sealer Sealer, fn func(name string, f *os.File,
 	return nil
 }
 
-// loadImage opens image key into a new private tmpfs, sized to hold it,
+// load opens image key into a new private tmpfs, sized to hold it,
 // and returns the tmpfs's path; the caller unmounts it (unmountPlain).
 // Each file's chunks are opened on as many goroutines as there are CPUs.
-func (d *Driver) loadImage(key string) (string, error) {
-	dir := d.memoryDir(key)
+func (i *images) load(key string) (string, error) {
+	dir := i.dir.memoryDir(key)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
@@ -265,7 +278,7 @@ func (d *Driver) loadImage(key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = eachSealed(dir, key, d.sealer, func(name string, f *os.File, dataKey []byte) error {
+	err = eachSealed(dir, key, i.sealer, func(name string, f *os.File, dataKey []byte) error {
 		info, err := f.Stat()
 		if err != nil {
 			return err
@@ -281,7 +294,7 @@ func (d *Driver) loadImage(key string) (string, error) {
 		return err
 	})
 	if err != nil {
-		d.unmountPlain(plain)
+		i.unmountPlain(plain)
 		return "", err
 	}
 	return plain, nil
@@ -321,196 +334,50 @@ func mountPlain(prefix string, size int64) (string, error) {
 // unmountPlain unmounts the tmpfs at dir lazily (a restored sandbox may
 // still read the files it opened there; the memory goes when it closes
 // them) and removes the directory.
-func (d *Driver) unmountPlain(dir string) {
+func (i *images) unmountPlain(dir string) {
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-		d.log.Error("unmount a memory image's tmpfs", "dir", dir, "err", err)
+		i.log.Error("unmount a memory image's tmpfs", "dir", dir, "err", err)
 		return
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Error("remove a memory image's tmpfs mount point", "dir", dir, "err", err)
+		i.log.Error("remove a memory image's tmpfs mount point", "dir", dir, "err", err)
 	}
 }
 
-// memoryLimit returns sandbox id's memory limit from its bundle (the
-// cgroup's, headroom included), 0 when it has none.
-func (d *Driver) memoryLimit(id string) int64 {
-	b, err := os.ReadFile(filepath.Join(d.sandboxDir(id), "config.json"))
-	if err != nil {
-		return 0
-	}
-	var spec specs.Spec
-	if json.Unmarshal(b, &spec) != nil || spec.Linux == nil || spec.Linux.Resources == nil ||
-		spec.Linux.Resources.Memory == nil || spec.Linux.Resources.Memory.Limit == nil {
-		return 0
-	}
-	return max(0, *spec.Linux.Resources.Memory.Limit)
-}
-
-// memoryLimitFiles returns the files of sandbox id's memory cgroup that
-// hold its limits, in the order they are raised (v1: memsw, which must
-// stay at least the limit, before the limit; v2: memory.max).
-func (d *Driver) memoryLimitFiles(id string) []string {
-	rel := d.cgroupRel(id)
-	if d.cgroups.memory != "" {
-		dir := filepath.Join(d.cgroups.memory, rel)
-		if _, err := os.Stat(dir); err == nil {
-			return []string{filepath.Join(dir, "memory.memsw.limit_in_bytes"), filepath.Join(dir, "memory.limit_in_bytes")}
-		}
-	}
-	if d.cgroups.v2 != "" {
-		dir := filepath.Join(d.cgroups.v2, rel)
-		if _, err := os.Stat(dir); err == nil {
-			return []string{filepath.Join(dir, "memory.max")}
-		}
-	}
-	return nil
-}
-
-// raisedLimit is sandbox id's memory cgroup with its limits raised above
-// old (the values of files before) for a memory image; marker records old
-// for Recover.
-type raisedLimit struct {
-	d      *Driver
-	id     string
-	files  []string
-	old    map[string]string
-	marker string
-}
-
-// raiseMemoryLimit raises each limit of sandbox id's memory cgroup that is
-// set by by bytes, and returns it raised, for set and lower. It records
-// the old limits in the sandbox's raisedMarker first, for Recover.
-func (d *Driver) raiseMemoryLimit(id string, by int64) (*raisedLimit, error) {
-	r := &raisedLimit{d: d, id: id, old: map[string]string{}}
-	if by <= 0 {
-		return r, nil
-	}
-	r.files = d.memoryLimitFiles(id)
-	if len(r.files) == 0 {
-		return r, nil
-	}
-	for _, f := range r.files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // no swap accounting: no memsw
-		}
-		r.old[f] = strings.TrimSpace(string(b))
-	}
-	rec, _ := json.Marshal(r.old)
-	r.marker = filepath.Join(d.sandboxDir(id), raisedMarker)
-	if err := os.WriteFile(r.marker, rec, 0o600); err != nil {
-		return nil, err
-	}
-	if err := r.set(by); err != nil {
-		r.lower()
-		return nil, err
-	}
-	return r, nil
-}
-
-// set sets each limit that was set to its old value plus by, in the order
-// of a raise when it grows and in reverse when it shrinks.
-func (r *raisedLimit) set(by int64) error {
-	order := slices.Clone(r.files)
-	if cur, err := os.ReadFile(order[len(order)-1]); err == nil {
-		if v, err := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64); err == nil && r.raised(order[len(order)-1], by) < v {
-			slices.Reverse(order)
-		}
-	}
-	for _, f := range order {
-		v := r.raised(f, by)
-		if v < 0 {
-			continue
-		}
-		if err := os.WriteFile(f, []byte(strconv.FormatInt(v, 10)), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// raised returns file f's old limit plus by, or -1 when it had none to
-// raise ("max", v1's unlimited, or unreadable).
-func (r *raisedLimit) raised(f string, by int64) int64 {
-	v, err := strconv.ParseInt(r.old[f], 10, 64)
-	if err != nil || v >= 1<<62 {
-		return -1
-	}
-	return v + by
-}
-
-// lower sets the limits back to what they were. A sandbox that is gone
-// meanwhile has nothing to lower.
-func (r *raisedLimit) lower() {
-	if r.marker == "" {
-		return
-	}
-	if err := r.d.setLimits(r.files, r.old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		r.d.log.Error("lower the memory limit raised for a checkpoint; the next restart does", "sandbox", r.id, "err", err)
-		return
-	}
-	os.Remove(r.marker)
-}
-
-// setLimits writes the old values of files back, in the reverse order of
-// a raise.
-func (d *Driver) setLimits(files []string, old map[string]string) error {
-	var errs []error
-	for i := len(files) - 1; i >= 0; i-- {
-		if v, ok := old[files[i]]; ok {
-			if err := os.WriteFile(files[i], []byte(v), 0o644); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// recoverImages finishes what a daemon killed during a memory checkpoint
-// or restore left: it removes half-written images (<key>.tmp), unmounts
-// the tmpfs mounts of plaintext, lowers memory limits a checkpoint raised,
-// and seals images a daemon from before images were sealed wrote in
-// plaintext.
-func (d *Driver) recoverImages() {
-	d.recoverTaken()
-	dir := filepath.Join(d.stateDir, "memory")
+// recover finishes what a daemon killed during a memory checkpoint or
+// restore left: it seals the images taken and not yet sealed
+// (recoverTaken), removes half-written images (<key>.tmp), unmounts the
+// tmpfs mounts of plaintext, and seals images a daemon from before images
+// were sealed wrote in plaintext. (The memory limits a checkpoint left
+// raised are cgroups.lowerRaised's.)
+func (i *images) recover() {
+	i.recoverTaken()
+	dir := i.dir.memory()
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Error("recover: list memory images", "err", err)
+		i.log.Error("recover: list memory images", "err", err)
 	}
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
 		switch name := e.Name(); {
 		case strings.Contains(name, plainSave) || strings.Contains(name, plainLoad):
-			d.log.Warn("recover: removing a memory image's tmpfs left by a daemon stop", "dir", p)
-			d.unmountPlain(p)
+			i.log.Warn("recover: removing a memory image's tmpfs left by a daemon stop", "dir", p)
+			i.unmountPlain(p)
 		case strings.HasSuffix(name, ".tmp"):
-			d.log.Warn("recover: removing a memory image left half written by a daemon stop", "dir", p)
+			i.log.Warn("recover: removing a memory image left half written by a daemon stop", "dir", p)
 			if err := os.RemoveAll(p); err != nil {
-				d.log.Error("recover: remove a half-written memory image", "dir", p, "err", err)
+				i.log.Error("recover: remove a half-written memory image", "dir", p, "err", err)
 			}
 		default:
-			d.sealLegacyImage(name)
+			i.sealLegacy(name)
 		}
-	}
-	sandboxes, _ := filepath.Glob(filepath.Join(d.stateDir, "sandboxes", "*", raisedMarker))
-	for _, marker := range sandboxes {
-		id := filepath.Base(filepath.Dir(marker))
-		old := map[string]string{}
-		if b, err := os.ReadFile(marker); err == nil && json.Unmarshal(b, &old) == nil {
-			if err := d.setLimits(d.memoryLimitFiles(id), old); err != nil {
-				d.log.Error("recover: lower a memory limit a checkpoint raised", "sandbox", id, "err", err)
-				continue
-			}
-		}
-		os.Remove(marker)
 	}
 }
 
-// sealLegacyImage seals image key in place if it is in plaintext (runsc's
+// sealLegacy seals image key in place if it is in plaintext (runsc's
 // own files, no key), as a daemon from before images were sealed left it.
-func (d *Driver) sealLegacyImage(key string) {
-	dir := d.memoryDir(key)
+func (i *images) sealLegacy(key string) {
+	dir := i.dir.memoryDir(key)
 	if validID(key) != nil {
 		return
 	}
@@ -520,10 +387,10 @@ func (d *Driver) sealLegacyImage(key string) {
 	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
 		return
 	}
-	d.log.Warn("recover: sealing a memory image written in plaintext by an older daemon", "image", key)
+	i.log.Warn("recover: sealing a memory image written in plaintext by an older daemon", "image", key)
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
-	err := d.sealImage(context.Background(), dir, tmp, key)
+	err := i.seal(context.Background(), dir, tmp, key)
 	if err == nil {
 		err = os.RemoveAll(dir)
 	}
@@ -532,15 +399,26 @@ func (d *Driver) sealLegacyImage(key string) {
 	}
 	if err != nil {
 		os.RemoveAll(tmp)
-		d.log.Error("recover: seal a plaintext memory image; removing it (its checkpoint restores its files only)", "image", key, "err", err)
+		i.log.Error("recover: seal a plaintext memory image; removing it (its checkpoint restores its files only)", "image", key, "err", err)
 		os.RemoveAll(dir)
 	}
 }
 
-// MemoryImages lists the keys of the memory images the driver keeps, for
-// a caller that removes those no checkpoint owns.
-func (d *Driver) MemoryImages(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(d.stateDir, "memory"))
+// delete removes image key, stopping its seal if it is being sealed, and
+// what a checkpoint of it that failed half way may have left.
+func (i *images) delete(key string) error {
+	i.seals.stop(key)
+	dir := i.dir.memoryDir(key)
+	err := errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".tmp"), os.Remove(dir+takenSuffix))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // no marker: the usual case
+	}
+	return err
+}
+
+// list lists the keys of the memory images.
+func (i *images) list() ([]string, error) {
+	entries, err := os.ReadDir(i.dir.memory())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hearth/hearth/driver"
@@ -21,20 +19,6 @@ const quietTimeout = 5 * time.Second
 // save a sandbox's memory (runc and crun here: their checkpoints need
 // CRIU).
 var errNoMemory = errors.New("this runtime cannot checkpoint memory (runsc can)")
-
-// memoryDir is where the memory images are, one directory per key.
-func (d *Driver) memoryDir(key string) string { return filepath.Join(d.stateDir, "memory", key) }
-
-// quietMarker says a memory checkpoint has sandbox id's agent quiet: Dial
-// waits for it instead of failing.
-func (d *Driver) quietMarker(id string) string { return filepath.Join(d.sandboxDir(id), "quiet") }
-
-// quiet reports whether sandbox id's agent is quiet for a memory
-// checkpoint.
-func (d *Driver) quiet(id string) bool {
-	_, err := os.Stat(d.quietMarker(id))
-	return err == nil
-}
 
 // CheckpointMemory saves running sandbox id's memory and processes as image
 // key, with gVisor's own checkpoint, and leaves it running. gVisor cannot
@@ -57,12 +41,12 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if d.runtime != RuntimeRunsc {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, errNoMemory)
 	}
-	defer d.lock(id)()
+	defer d.locks.lock(id)()
 	// The last image's seal lowers the memory limit this one raises.
-	if err := d.seals.waitSandbox(ctx, id); err != nil {
+	if err := d.images.seals.waitSandbox(ctx, id); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: wait for the last image's seal: %w", id, err)
 	}
-	dir, _, err := d.liveFreezer(id)
+	dir, _, err := d.freezer.live(id)
 	if err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
@@ -71,8 +55,16 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		ctx, cancel = context.WithTimeout(ctx, d.startTimeout)
 		defer cancel()
 	}
+	return d.checkpointMemory(ctx, id, key, dir, paused)
+}
+
+// checkpointMemory is CheckpointMemory once its checks are done, on live
+// sandbox id whose freezer cgroup is dir: it quiets the agent, pauses the
+// sandbox, runs paused, takes the image, resumes the sandbox and the
+// agent, and hands the image to its seal.
+func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, paused func() error) (err error) {
 	began := time.Now()
-	sd, err := d.openShared(id)
+	sd, err := d.channels.open(id)
 	if err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
@@ -82,11 +74,11 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := sd.remove(resumeName); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	if err := os.WriteFile(d.quietMarker(id), nil, 0o600); err != nil {
+	if err := os.WriteFile(d.dir.quietMarker(id), nil, 0o600); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	defer os.Remove(d.quietMarker(id))
-	if _, err := d.run(ctx, id, "kill", id, "USR1"); err != nil {
+	defer os.Remove(d.dir.quietMarker(id))
+	if _, err := d.rt.run(ctx, id, "kill", id, "USR1"); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
 	var taken *takenImage
@@ -94,48 +86,34 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		switch {
 		case taken == nil:
 		case err != nil:
-			taken.discard(d)
+			taken.discard(d.images)
 		default:
-			d.sealInBackground(taken)
+			d.images.sealInBackground(taken)
 		}
 	}()
-	defer func() {
-		if rerr := d.resumeAgent(ctx, id, sd); rerr != nil {
+	defer func() { // tell the agent to listen again, and wait until it answers
+		rerr := sd.mark(resumeName)
+		if rerr == nil {
+			rerr = d.waitAgent(ctx, id)
+		}
+		if rerr != nil {
 			err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume the agent: %w", id, rerr))
 		}
 	}()
 	if err := waitGone(ctx, sd, SocketName); err != nil {
 		return fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
 	}
-	if err := d.pauseRunsc(ctx, id, dir); err != nil {
+	if err := d.freezer.pause(ctx, id, dir); err != nil {
 		return err
 	}
-	taken, err = d.saveMemory(ctx, id, key, paused)
-	if rerr := d.resumeRunsc(id); rerr != nil {
+	taken, err = d.images.take(ctx, id, key, paused)
+	if rerr := d.freezer.resume(id); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
 	}
 	if err == nil {
 		d.log.Info("sandbox memory checkpointed", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return err
-}
-
-// saveMemory runs paused, then writes the image of paused sandbox id into
-// a tmpfs (see images.go).
-func (d *Driver) saveMemory(ctx context.Context, id, key string, paused func() error) (*takenImage, error) {
-	if err := paused(); err != nil {
-		return nil, err
-	}
-	return d.takeImage(ctx, id, key)
-}
-
-// resumeAgent tells sandbox id's quiet agent to listen again (the marker
-// in its shared directory sd), and waits until it answers.
-func (d *Driver) resumeAgent(ctx context.Context, id string, sd *sharedDir) error {
-	if err := sd.mark(resumeName); err != nil {
-		return err
-	}
-	return d.waitAgent(ctx, id)
 }
 
 // waitGone waits until nothing is called name in sd, at most
@@ -172,16 +150,16 @@ func (d *Driver) RestoreMemory(ctx context.Context, spec driver.Spec, key string
 	if d.runtime != RuntimeRunsc {
 		return fmt.Errorf("oci: restore %s: %w", spec.ID, errNoMemory)
 	}
-	if err := d.seals.waitKey(ctx, key); err != nil {
+	if err := d.images.seals.waitKey(ctx, key); err != nil {
 		return fmt.Errorf("oci: restore %s: wait for memory image %s's seal: %w", spec.ID, key, err)
 	}
 	began := time.Now()
-	plain, err := d.loadImage(key)
+	plain, err := d.images.load(key)
 	if err != nil {
 		return fmt.Errorf("oci: restore %s: memory image %s: %w", spec.ID, key, err)
 	}
 	d.log.Debug("memory image opened", "sandbox", spec.ID, "image", key, "took", time.Since(began).Round(time.Millisecond))
-	defer d.unmountPlain(plain)
+	defer d.images.unmountPlain(plain)
 	return d.start(ctx, spec, plain)
 }
 
@@ -191,38 +169,11 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: delete memory image %q: want lowercase letters and digits", key)
 	}
-	d.seals.stop(key)
-	dir := d.memoryDir(key)
-	err := errors.Join(os.RemoveAll(dir), os.RemoveAll(dir+".tmp"), os.Remove(dir+takenSuffix))
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil // no marker: the usual case
-	}
-	return err
+	return d.images.delete(key)
 }
 
-// resumeLeftQuiet lets the agent of sandbox id listen again if a daemon
-// died while it was quiet (its socket gone, and no resume marker yet), or
-// while a memory checkpoint was quieting it (the quiet marker there): then
-// the checkpoint's signal may still be on its way, from a `runsc kill` that
-// outlived the daemon, and the agent ignores a signal that finds the resume
-// marker (see agent.QuiesceSignal). A marker that nothing consumes is
-// removed by the next memory checkpoint before its signal.
-//
-// Under runc and crun, which have no memory checkpoints, it does nothing.
-func (d *Driver) resumeLeftQuiet(id string) {
-	if d.runtime != RuntimeRunsc {
-		return
-	}
-	quieting := os.Remove(d.quietMarker(id)) == nil
-	sd, err := d.openShared(id)
-	if err != nil {
-		return // no shared directory: never started
-	}
-	defer sd.Close()
-	if there, err := sd.exists(SocketName); err == nil && there && !quieting {
-		return
-	}
-	if err := sd.mark(resumeName); err != nil {
-		d.log.Error("recover: resume a quiet agent", "sandbox", id, "err", err)
-	}
+// MemoryImages lists the keys of the memory images the driver keeps, for
+// a caller that removes those no checkpoint owns.
+func (d *Driver) MemoryImages(ctx context.Context) ([]string, error) {
+	return d.images.list()
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -114,37 +113,40 @@ type Options struct {
 
 // Driver runs sandboxes with one OCI runtime. It is safe for concurrent use;
 // calls on one id are serialized.
+//
+// The Driver implements driver.Driver and its optional capabilities, and
+// orchestrates a start, a stop, a delete and a recovery; the parts it holds
+// each do one job of them: the state directory's layout (stateDir), the
+// runtime binary (runner), the cgroups (cgroups), freezing (freezer), the
+// agent channels (channels), the mount directory (mountDir), the user
+// namespace ranges (idClaims), the network attachments (networks), the
+// bundles (bundles) and the memory images (images).
 type Driver struct {
 	runtime      string
-	binary       string
-	stateDir     string
-	root         string // the runtime's --root
-	cgroupParent string
-	flags        []string // global flags of every invocation, before the subcommand
-	net          *network.Host
 	startTimeout time.Duration
-	cgroups      cgroupMounts
-	sealer       Sealer
-	seals        seals // memory images being sealed
 	log          *slog.Logger
+	locks        idLocks
 
-	mu    sync.Mutex
-	locks map[string]*idLock
-
-	idBase     uint32
-	idRanges   int
-	idClaimDir string
-
-	mountDir string
-	mountMu  sync.Mutex
-	mounted  bool // mountDir is mounted and private (ensureMountDir)
-
-	// nullNetns serializes runsc creates until runsc has made its shared
-	// empty network namespace for gofers (see createFirst).
-	nullNetns sync.Mutex
+	dir      stateDir
+	rt       *runner
+	cg       *cgroups
+	freezer  *freezer
+	channels *channels
+	mounts   *mountDir
+	ids      *idClaims // runc and crun: user namespace ranges
+	net      *networks
+	bundles  *bundles
+	images   *images
 }
 
 var _ driver.Driver = (*Driver)(nil)
+
+// idLocks serializes the calls on each sandbox id. The zero value is
+// ready.
+type idLocks struct {
+	mu    sync.Mutex
+	locks map[string]*idLock
+}
 
 // idLock serializes the calls on one id; refs counts its holders and
 // waiters so that the map does not keep every id ever used.
@@ -153,87 +155,114 @@ type idLock struct {
 	refs int
 }
 
+// lock serializes calls on id until the returned function is called.
+func (l *idLocks) lock(id string) func() {
+	l.mu.Lock()
+	il := l.locks[id]
+	if il == nil {
+		il = &idLock{}
+		if l.locks == nil {
+			l.locks = map[string]*idLock{}
+		}
+		l.locks[id] = il
+	}
+	il.refs++
+	l.mu.Unlock()
+	il.Lock()
+	return func() {
+		il.Unlock()
+		l.mu.Lock()
+		if il.refs--; il.refs == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
+}
+
 // New returns a driver for opts.Runtime. It resolves the runtime binary,
 // creates the state directory, and refuses one that belongs to another
 // runtime. It does not run the runtime: a runtime that cannot work on this
 // host (crun on a hybrid cgroup host) fails at Start, with its own words.
 func New(opts Options) (*Driver, error) {
-	rt := opts.Runtime
+	rt, bin, err := findRuntime(opts.Runtime, opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	state := opts.StateDir
+	if state == "" {
+		state = filepath.Join("/var/lib/hearth/oci", rt)
+	}
+	if state, err = filepath.Abs(state); err != nil {
+		return nil, fmt.Errorf("oci: state dir: %w", err)
+	}
+	if err := checkOptions(opts); err != nil {
+		return nil, err
+	}
+	cgMounts, err := readCgroupMounts("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{runtime: rt, startTimeout: opts.StartTimeout, log: opts.Logger, dir: stateDir{path: state}}
+	if d.startTimeout <= 0 {
+		d.startTimeout = 30 * time.Second
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.log = d.log.With("runtime", rt)
+	parent := cmp.Or(strings.Trim(opts.CgroupParent, "/"), "hearth")
+	d.cg = &cgroups{mounts: cgMounts, parent: parent, dir: d.dir, log: d.log}
+	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
+	d.freezer = &freezer{runtime: rt, dir: d.dir, cg: d.cg, rt: d.rt, log: d.log}
+	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
+	d.mounts = &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state))}
+	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
+		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}
+	d.net = &networks{host: opts.Network, locks: &d.locks, dir: d.dir, log: d.log}
+	d.bundles = &bundles{runtime: rt, cgroupParent: parent, dir: d.dir, mounts: d.mounts, ids: d.ids, channels: d.channels, net: d.net}
+	d.images = &images{dir: d.dir, rt: d.rt, cg: d.cg, sealer: opts.Sealer, log: d.log}
+	if d.images.sealer == nil {
+		d.images.sealer = ephemeralSealer()
+	}
+	if err := d.dir.claim(rt); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// findRuntime returns runtime (detected when "") and the path of its
+// binary (found in PATH when "").
+func findRuntime(runtime, binary string) (rt, bin string, err error) {
+	rt = runtime
 	if rt == "" {
-		var err error
 		if rt, err = Detect(exec.LookPath); err != nil {
-			return nil, err
+			return "", "", err
 		}
 	}
 	switch rt {
 	case RuntimeRunsc, RuntimeRunc, RuntimeCrun:
 	default:
-		return nil, fmt.Errorf("oci: unknown runtime %q (want %s, %s or %s)", rt, RuntimeRunsc, RuntimeCrun, RuntimeRunc)
+		return "", "", fmt.Errorf("oci: unknown runtime %q (want %s, %s or %s)", rt, RuntimeRunsc, RuntimeCrun, RuntimeRunc)
 	}
-	bin := opts.Binary
-	if bin == "" {
-		bin = rt
-	}
-	bin, err := exec.LookPath(bin)
+	bin, err = exec.LookPath(cmp.Or(binary, rt))
 	if err != nil {
-		return nil, fmt.Errorf("oci: %s: %w", rt, err)
+		return "", "", fmt.Errorf("oci: %s: %w", rt, err)
 	}
-	stateDir := opts.StateDir
-	if stateDir == "" {
-		stateDir = filepath.Join("/var/lib/hearth/oci", rt)
-	}
-	if stateDir, err = filepath.Abs(stateDir); err != nil {
-		return nil, fmt.Errorf("oci: state dir: %w", err)
-	}
-	parent := strings.Trim(opts.CgroupParent, "/")
-	if parent == "" {
-		parent = "hearth"
-	}
-	timeout := opts.StartTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	return rt, bin, nil
+}
+
+// checkOptions refuses RuntimeFlags that set the network and user
+// namespace ranges that do not fit in 32-bit ids.
+func checkOptions(opts Options) error {
 	for _, f := range opts.RuntimeFlags {
 		if f == "--network" || strings.HasPrefix(f, "--network=") {
-			return nil, fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
+			return fmt.Errorf("oci: RuntimeFlags may not set %s: the driver sets --network per sandbox (Spec.Network)", f)
 		}
 	}
 	if opts.IDRanges < 0 || uint64(cmp.Or(opts.IDBase, DefaultIDBase))+uint64(cmp.Or(opts.IDRanges, DefaultIDRanges))*idRangeSize > 1<<32-1 {
-		return nil, fmt.Errorf("oci: user namespace ranges: %d ranges of %d from %d do not fit in 32-bit ids", opts.IDRanges, idRangeSize, opts.IDBase)
+		return fmt.Errorf("oci: user namespace ranges: %d ranges of %d from %d do not fit in 32-bit ids", opts.IDRanges, idRangeSize, opts.IDBase)
 	}
-	cg, err := readCgroupMounts("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	d := &Driver{
-		idBase:       cmp.Or(opts.IDBase, DefaultIDBase),
-		idRanges:     cmp.Or(opts.IDRanges, DefaultIDRanges),
-		idClaimDir:   cmp.Or(opts.IDClaimDir, DefaultIDClaimDir),
-		mountDir:     cmp.Or(opts.MountDir, defaultMountDir(stateDir)),
-		runtime:      rt,
-		binary:       bin,
-		stateDir:     stateDir,
-		root:         filepath.Join(stateDir, "root"),
-		cgroupParent: parent,
-		startTimeout: timeout,
-		cgroups:      cg,
-		net:          opts.Network,
-		sealer:       opts.Sealer,
-		log:          log.With("runtime", rt),
-		locks:        map[string]*idLock{},
-	}
-	if d.sealer == nil {
-		d.sealer = ephemeralSealer()
-	}
-	d.flags = append(runtimeFlags(rt), opts.RuntimeFlags...)
-	if err := d.claimStateDir(); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return nil
 }
 
 // runtimeFlags are the driver's own global flags for rt.
@@ -274,30 +303,6 @@ func networkFlags(rt, mode string) []string {
 	return []string{"--network=none"}
 }
 
-// claimStateDir creates the state directory and records which runtime owns
-// it, or refuses a directory another runtime owns: each runtime has its own
-// --root format, so sandboxes of one are invisible to another.
-func (d *Driver) claimStateDir() error {
-	for _, dir := range []string{d.stateDir, d.root, filepath.Join(d.stateDir, "sandboxes")} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("oci: state dir: %w", err)
-		}
-	}
-	marker := filepath.Join(d.stateDir, "runtime")
-	b, err := os.ReadFile(marker)
-	switch {
-	case err == nil:
-		if owner := strings.TrimSpace(string(b)); owner != d.runtime {
-			return fmt.Errorf("oci: state dir %s belongs to runtime %s, not %s", d.stateDir, owner, d.runtime)
-		}
-		return nil
-	case errors.Is(err, fs.ErrNotExist):
-		return os.WriteFile(marker, []byte(d.runtime+"\n"), 0o600)
-	default:
-		return fmt.Errorf("oci: state dir: %w", err)
-	}
-}
-
 // Capabilities reports the runtime and its isolation: "gvisor" for runsc,
 // "container" for runc and crun; and egress when the driver has a network
 // host (Options.Network).
@@ -306,74 +311,15 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	if d.runtime == RuntimeRunsc {
 		iso = "gvisor"
 	}
-	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net != nil,
+	return driver.Capabilities{Runtime: d.runtime, Isolation: iso, CheapFreeze: d.runtime != RuntimeRunsc, Egress: d.net.host != nil,
 		MemoryCheckpoint: d.runtime == RuntimeRunsc}
 }
 
 // StateDir returns the directory the driver owns.
-func (d *Driver) StateDir() string { return d.stateDir }
+func (d *Driver) StateDir() string { return d.dir.path }
 
-// lock serializes calls on id until the returned function is called.
-func (d *Driver) lock(id string) func() {
-	d.mu.Lock()
-	l := d.locks[id]
-	if l == nil {
-		l = &idLock{}
-		d.locks[id] = l
-	}
-	l.refs++
-	d.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		d.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(d.locks, id)
-		}
-		d.mu.Unlock()
-	}
-}
-
-// Per-sandbox paths.
-func (d *Driver) sandboxDir(id string) string { return filepath.Join(d.stateDir, "sandboxes", id) }
-func (d *Driver) socketDir(id string) string  { return filepath.Join(d.sandboxDir(id), "run") }
-func (d *Driver) consoleLog(id string) string { return filepath.Join(d.sandboxDir(id), "console.log") }
-func (d *Driver) runtimeLog(id string) string { return filepath.Join(d.sandboxDir(id), "runtime.log") }
-func (d *Driver) oomMarker(id string) string  { return filepath.Join(d.sandboxDir(id), "oom") }
-func (d *Driver) pidFile(id string) string    { return filepath.Join(d.sandboxDir(id), "pid") }
-
-// pausedMarker exists while runsc has sandbox id paused (see pauseRunsc).
-func (d *Driver) pausedMarker(id string) string { return filepath.Join(d.sandboxDir(id), "paused") }
-
-// runPidFile holds the pid of the runtime's `run --detach` of id while it
-// works (see create).
-func (d *Driver) runPidFile(id string) string { return filepath.Join(d.sandboxDir(id), "run.pid") }
-
-// stoppedMarker exists while the sandbox is stopped by Stop (or by the
-// cleanup of a failed wake): its container is known to be deleted, so State,
-// Stop and Start skip asking the runtime. Only Start removes it, under the
-// id's lock and before it creates a container.
-func (d *Driver) stoppedMarker(id string) string { return filepath.Join(d.sandboxDir(id), "stopped") }
-
-// stopped reports whether id's stopped marker exists.
-func (d *Driver) stopped(id string) bool {
-	_, err := os.Stat(d.stoppedMarker(id))
-	return err == nil
-}
-
-// markStopped records that id's container is deleted.
-func (d *Driver) markStopped(id string) error {
-	return os.WriteFile(d.stoppedMarker(id), nil, 0o600)
-}
-
-// known reports whether the driver has a record of id (its directory).
-func (d *Driver) known(id string) (bool, error) {
-	_, err := os.Stat(d.sandboxDir(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	return err == nil, err
-}
+// MountDir returns the driver's mount directory (see Options.MountDir).
+func (d *Driver) MountDir() string { return d.mounts.path }
 
 // Dial connects to the agent of sandbox id. It returns driver.ErrNotFound
 // for an unknown id, and the connect error for a sandbox whose agent is not
@@ -384,7 +330,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if validID(id) != nil {
 		return nil, driver.ErrNotFound
 	}
-	ok, err := d.known(id)
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return nil, err
 	}
@@ -394,10 +340,10 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	// A memory checkpoint has the agent quiet for a moment: wait for it,
 	// as for a frozen sandbox, without connecting meanwhile (a connection
 	// the agent has not accepted when it closes its listener is reset).
-	for d.quiet(id) && ctx.Err() == nil {
+	for d.dir.quiet(id) && ctx.Err() == nil {
 		sleep(ctx, 2*time.Millisecond)
 	}
-	conn, err := d.dialAgent(ctx, id)
+	conn, err := d.channels.dial(ctx, id)
 	if err != nil {
 		if unreachable(err) {
 			return nil, fmt.Errorf("oci: dial %s: %w: %w", id, driver.ErrUnreachable, err)
@@ -407,7 +353,7 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return conn, nil
 }
 
-// unreachable reports whether err, from dialAgent, means that nothing
+// unreachable reports whether err, from channels.dial, means that nothing
 // listens where the agent should: no socket (or directory) there, a link,
 // a mount or anything but a socket in its place, or a socket no one
 // listens on. A full backlog (EAGAIN) or a deadline is not.
@@ -432,18 +378,18 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 	if validID(id) != nil {
 		return driver.State{}, driver.ErrNotFound
 	}
-	ok, err := d.known(id)
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return driver.State{}, err
 	}
 	if !ok {
 		return driver.State{}, driver.ErrNotFound
 	}
-	if d.stopped(id) {
-		_, err := os.Stat(d.oomMarker(id))
+	if d.dir.stopped(id) {
+		_, err := os.Stat(d.dir.oomMarker(id))
 		return driver.State{ID: id, Status: driver.StatusStopped, OOMKilled: err == nil}, nil
 	}
-	st, err := d.runtimeState(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		return driver.State{}, fmt.Errorf("oci: state %s: %w", id, err)
 	}
@@ -453,10 +399,10 @@ func (d *Driver) State(ctx context.Context, id string) (driver.State, error) {
 		case "running", "paused":
 			out.Status, out.PID = driver.StatusRunning, st.Pid
 		}
-		out.OOMKilled = d.cgroupOOM(id)
+		out.OOMKilled = d.cg.oom(id)
 	}
 	if !out.OOMKilled {
-		_, err := os.Stat(d.oomMarker(id))
+		_, err := os.Stat(d.dir.oomMarker(id))
 		out.OOMKilled = err == nil
 	}
 	return out, nil
@@ -486,9 +432,9 @@ func (d *Driver) recoverState(ctx context.Context, id string) (driver.State, err
 // died between Freeze and Thaw leaves one, and nothing else would ever thaw
 // it. It also removes runtime containers that have no directory: they are
 // what an interrupted Start or Delete left, never a sandbox the host knows;
-// and likewise network attachments (see recoverNetwork).
+// and likewise network attachments (see networks.recover).
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
-	entries, err := os.ReadDir(filepath.Join(d.stateDir, "sandboxes"))
+	entries, err := os.ReadDir(d.dir.sandboxes())
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
@@ -501,9 +447,11 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		dirs[e.Name()] = true
 		// A runtime command the dead daemon started (a pause, the quiet
 		// signal) may still be on its way: it ends first.
-		d.waitIdle(ctx, e.Name())
-		d.thawLeftFrozen(e.Name())
-		d.resumeLeftQuiet(e.Name())
+		d.rt.waitIdle(ctx, e.Name())
+		unlock := d.locks.lock(e.Name())
+		d.freezer.thawLeft(e.Name())
+		unlock()
+		d.channels.resumeLeftQuiet(e.Name())
 		st, err := d.recoverState(ctx, e.Name())
 		if errors.Is(err, driver.ErrNotFound) {
 			continue // deleted meanwhile
@@ -517,8 +465,9 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 		}
 		states = append(states, st)
 	}
-	d.recoverImages()
-	listed, err := d.list(ctx)
+	d.images.recover()
+	d.cg.lowerRaised()
+	listed, err := d.rt.list(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
@@ -531,7 +480,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 			d.log.Error("remove orphan container", "sandbox", c.ID, "err", err)
 		}
 	}
-	if err := d.recoverNetwork(ctx, dirs); err != nil {
+	if err := d.net.recover(ctx, dirs); err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
 	d.recoverHostObjects(listed)
@@ -552,49 +501,11 @@ func (d *Driver) recoverHostObjects(listed []specs.State) {
 	for _, c := range listed {
 		keep[c.ID] = true
 	}
-	d.recoverIDs(keep)
-	roots, _ := os.ReadDir(filepath.Join(d.mountDir, "roots"))
+	d.ids.recover(keep)
+	roots, _ := os.ReadDir(filepath.Join(d.mounts.path, "roots"))
 	for _, e := range roots {
-		if err := unmountAll(filepath.Join(d.mountDir, "roots", e.Name())); err != nil {
+		if err := unmountAll(filepath.Join(d.mounts.path, "roots", e.Name())); err != nil {
 			d.log.Error("recover: unmount a root left mounted", "path", e.Name(), "err", err)
 		}
 	}
-}
-
-// recoverNetwork detaches every network attachment whose sandbox has no
-// directory (known holds those that do): what a Start or Delete cut short
-// left, which nothing else would ever remove. Then, if any sandbox is
-// still attached, it sets the host's rules up again (network.Host.Setup),
-// so that a daemon restart refreshes them under running sandboxes; a
-// failure there is logged, and the next egress Start tries again and fails
-// if it must.
-func (d *Driver) recoverNetwork(ctx context.Context, known map[string]bool) error {
-	if d.net == nil {
-		return nil
-	}
-	ids, err := d.net.List()
-	if err != nil {
-		return err
-	}
-	attached := 0
-	for _, id := range ids {
-		if known[id] {
-			attached++
-			continue
-		}
-		unlock := d.lock(id)
-		if ok, err := d.known(id); err == nil && !ok {
-			d.log.Warn("removing a network attachment with no sandbox directory", "sandbox", id)
-			if err := d.net.Detach(ctx, id); err != nil {
-				d.log.Error("remove orphan network attachment", "sandbox", id, "err", err)
-			}
-		}
-		unlock()
-	}
-	if attached > 0 {
-		if err := d.net.Setup(ctx); err != nil {
-			d.log.Error("set up the sandbox network again", "err", err)
-		}
-	}
-	return nil
 }

@@ -4,33 +4,56 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
+// runner invokes the runtime binary: one command, run to its end (run),
+// or the `run --detach` (or `restore --detach`) that makes a sandbox's
+// container (create); and it reads what the runtime says of its
+// containers (state, list, the logs). Every command on a sandbox holds
+// the sandbox's busy lock while it runs (holdBusy), so that a command a
+// killed daemon left running is waited for (waitIdle).
+type runner struct {
+	name   string // RuntimeRunsc, RuntimeRunc or RuntimeCrun
+	binary string
+	flags  []string // global flags of every invocation, before the subcommand
+	dir    stateDir
+	cg     *cgroups // whose freezer state says the runtime is not to be asked
+	log    *slog.Logger
+
+	// nullNetns serializes runsc creates until runsc has made its shared
+	// empty network namespace for gofers (see create).
+	nullNetns sync.Mutex
+}
+
 // command returns the runtime invocation `binary <global flags> args...`.
 // With id set, the runtime logs to the sandbox's runtime.log.
-func (d *Driver) command(ctx context.Context, id string, args ...string) *exec.Cmd {
-	argv := []string{"--root", d.root}
+func (r *runner) command(ctx context.Context, id string, args ...string) *exec.Cmd {
+	argv := []string{"--root", r.dir.root()}
 	if id != "" {
-		argv = append(argv, "--log", d.runtimeLog(id))
-		if d.runtime != RuntimeRunsc {
+		argv = append(argv, "--log", r.dir.runtimeLog(id))
+		if r.name != RuntimeRunsc {
 			argv = append(argv, "--log-format", "json")
 		}
 	}
-	argv = append(argv, d.flags...)
+	argv = append(argv, r.flags...)
 	argv = append(argv, args...)
-	cmd := exec.CommandContext(ctx, d.binary, argv...)
+	cmd := exec.CommandContext(ctx, r.binary, argv...)
 	// The runtime and whatever it leaves running (runc's init, runsc's
 	// sandbox and gofer) get a session of their own, so that a signal sent
 	// to the daemon's process group or terminal (^C) never reaches them.
@@ -41,10 +64,10 @@ func (d *Driver) command(ctx context.Context, id string, args ...string) *exec.C
 // run runs a short runtime command and returns its stdout. The error
 // carries the runtime's stderr. A command on a sandbox holds its busy
 // lock while it runs (see holdBusy), even past a daemon killed meanwhile.
-func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, error) {
-	cmd := d.command(ctx, id, args...)
+func (r *runner) run(ctx context.Context, id string, args ...string) ([]byte, error) {
+	cmd := r.command(ctx, id, args...)
 	if id != "" {
-		if busy := d.holdBusy(id); busy != nil {
+		if busy := r.holdBusy(id); busy != nil {
 			defer busy.Close()
 			cmd.ExtraFiles = []*os.File{busy}
 		}
@@ -53,13 +76,13 @@ func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, er
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	began := time.Now()
 	err := cmd.Run()
-	d.log.Debug("runtime command", "args", args, "took", time.Since(began).Round(time.Microsecond), "err", err)
+	r.log.Debug("runtime command", "args", args, "took", time.Since(began).Round(time.Microsecond), "err", err)
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = strings.TrimSpace(stdout.String())
 		}
-		return nil, fmt.Errorf("%s %s: %w: %s", d.runtime, args[0], err, msg)
+		return nil, fmt.Errorf("%s %s: %w: %s", r.name, args[0], err, msg)
 	}
 	return stdout.Bytes(), nil
 }
@@ -69,9 +92,22 @@ func (d *Driver) run(ctx context.Context, id string, args ...string) ([]byte, er
 // when it is not "" (runsc only). The container's stdio (inherited from the run
 // command) is the sandbox's console.log, opened here and closed when
 // create returns: no pipe of the daemon's is ever an end of it, so the
-// sandbox neither blocks on nor dies with the daemon.
-func (d *Driver) create(ctx context.Context, id, network, image string) error {
-	logf, err := os.OpenFile(d.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// sandbox neither blocks on nor dies with the daemon. Under runc and crun
+// listener is the agent's listening socket, which the container inherits
+// as its descriptor 3 (agentListenFD; see channel.go); runsc gets nil.
+//
+// Under runsc the creates that find no <root>/null-netns yet run one at a
+// time: each runsc gofer joins an empty network namespace that the first
+// one bind-mounts there, and two first creates at once would both mount
+// one (a mount leaked per race).
+func (r *runner) create(ctx context.Context, id, network, image string, listener *os.File) error {
+	if r.name == RuntimeRunsc {
+		if _, err := os.Stat(filepath.Join(r.dir.root(), "null-netns")); err != nil {
+			r.nullNetns.Lock()
+			defer r.nullNetns.Unlock()
+		}
+	}
+	logf, err := os.OpenFile(r.dir.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -80,37 +116,30 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 	if image != "" {
 		verb = []string{"restore", "--image-path", image}
 	}
-	var listener *os.File
-	if d.runtime != RuntimeRunsc {
-		// The agent's socket, made here and inherited as its descriptor 3
-		// (agentListenFD): see channel.go.
-		if listener, err = d.listenAgent(id); err != nil {
-			return fmt.Errorf("agent socket: %w", err)
-		}
-		defer listener.Close()
+	if listener != nil {
 		verb = append(verb, "--preserve-fds", "1")
 	}
-	args := slices.Concat(networkFlags(d.runtime, network), verb, []string{"--detach", "--bundle", d.sandboxDir(id), "--pid-file", d.pidFile(id), id})
-	cmd := d.command(ctx, id, args...)
+	args := slices.Concat(networkFlags(r.name, network), verb, []string{"--detach", "--bundle", r.dir.sandboxDir(id), "--pid-file", r.dir.pidFile(id), id})
+	cmd := r.command(ctx, id, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	if listener != nil {
 		cmd.ExtraFiles = []*os.File{listener}
 	}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("%s %s: %w", d.runtime, verb[0], err)
+		return fmt.Errorf("%s %s: %w", r.name, verb[0], err)
 	}
 	// While run works, its pid is on disk: a daemon killed meanwhile leaves
 	// run going in its own session, and the next one stops it (see
 	// stopStrayRun) before it touches the sandbox.
-	if err := os.WriteFile(d.runPidFile(id), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
-		d.log.Warn("record the pid of run", "sandbox", id, "err", err)
+	if err := os.WriteFile(r.dir.runPidFile(id), []byte(strconv.Itoa(cmd.Process.Pid)), 0o600); err != nil {
+		r.log.Warn("record the pid of run", "sandbox", id, "err", err)
 	}
 	err = cmd.Wait()
-	os.Remove(d.runPidFile(id))
-	d.log.Debug("runtime command", "args", append(verb, "--detach", id), "took", time.Since(began).Round(time.Microsecond), "err", err)
+	os.Remove(r.dir.runPidFile(id))
+	r.log.Debug("runtime command", "args", append(verb, "--detach", id), "took", time.Since(began).Round(time.Microsecond), "err", err)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", d.runtime, verb[0], err)
+		return fmt.Errorf("%s %s: %w", r.name, verb[0], err)
 	}
 	return nil
 }
@@ -120,12 +149,12 @@ func (d *Driver) create(ctx context.Context, id, network, image string) error {
 // runsc's sandbox and gofer), and waits until they are gone, so that a
 // Delete or Start of id never races with a half-made container. The pid is
 // only trusted if that process's command line still names id.
-func (d *Driver) stopStrayRun(ctx context.Context, id string) {
-	b, err := os.ReadFile(d.runPidFile(id))
+func (r *runner) stopStrayRun(ctx context.Context, id string) {
+	b, err := os.ReadFile(r.dir.runPidFile(id))
 	if err != nil {
 		return
 	}
-	defer os.Remove(d.runPidFile(id))
+	defer os.Remove(r.dir.runPidFile(id))
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
 		return
@@ -134,13 +163,13 @@ func (d *Driver) stopStrayRun(ctx context.Context, id string) {
 	if err != nil || !bytes.Contains(cmdline, []byte(id)) || !bytes.Contains(cmdline, []byte("run")) {
 		return // finished, or the pid is another process's now
 	}
-	d.log.Warn("stopping a run an earlier daemon left going", "sandbox", id, "pid", pid)
+	r.log.Warn("stopping a run an earlier daemon left going", "sandbox", id, "pid", pid)
 	syscall.Kill(-pid, syscall.SIGKILL) // its session's process group
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitExit(ctx, pid, 5*time.Second)
 }
 
-// runtimeState returns the runtime's state of container id, or nil when the
+// state returns the runtime's state of container id, or nil when the
 // runtime has no such container. A failing `state` is taken as "no such
 // container" only when `list` agrees, so that a runtime error never makes a
 // running sandbox look gone.
@@ -149,19 +178,19 @@ func (d *Driver) stopStrayRun(ctx context.Context, id string) {
 // signals the container through its sentry and so blocks until it is
 // thawed: it is "paused" (as runc says), with the pid its run wrote to the
 // pid file.
-func (d *Driver) runtimeState(ctx context.Context, id string) (*specs.State, error) {
-	if st := d.frozenState(id); st != nil {
+func (r *runner) state(ctx context.Context, id string) (*specs.State, error) {
+	if st := r.cg.frozenState(id); st != nil {
 		return st, nil
 	}
-	out, err := d.run(ctx, "", "state", id)
+	out, err := r.run(ctx, "", "state", id)
 	if err == nil {
 		var st specs.State
 		if err := json.Unmarshal(out, &st); err != nil {
-			return nil, fmt.Errorf("%s state: %w", d.runtime, err)
+			return nil, fmt.Errorf("%s state: %w", r.name, err)
 		}
 		return &st, nil
 	}
-	listed, lerr := d.list(ctx)
+	listed, lerr := r.list(ctx)
 	if lerr != nil {
 		return nil, err
 	}
@@ -172,8 +201,8 @@ func (d *Driver) runtimeState(ctx context.Context, id string) (*specs.State, err
 }
 
 // list returns the runtime's containers under the driver's root.
-func (d *Driver) list(ctx context.Context) ([]specs.State, error) {
-	out, err := d.run(ctx, "", "list", "--format", "json")
+func (r *runner) list(ctx context.Context) ([]specs.State, error) {
+	out, err := r.run(ctx, "", "list", "--format", "json")
 	if err != nil {
 		return nil, err
 	}
@@ -183,16 +212,38 @@ func (d *Driver) list(ctx context.Context) ([]specs.State, error) {
 	}
 	var listed []specs.State
 	if err := json.Unmarshal(out, &listed); err != nil {
-		return nil, fmt.Errorf("%s list: %w", d.runtime, err)
+		return nil, fmt.Errorf("%s list: %w", r.name, err)
 	}
 	return listed, nil
 }
 
+// removeLeftovers removes what the runtime keeps under its root for
+// id once the container is gone: runc's state directory, runsc's state,
+// lock and socket files. A `delete --force` removes them too; this is for
+// a container whose create was cut short, which the runtime cannot delete.
+func (r *runner) removeLeftovers(id string) error {
+	entries, err := os.ReadDir(r.dir.root())
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); name == id || strings.HasPrefix(name, id+"_") || name == "runsc-"+id+".sock" {
+			if err := os.RemoveAll(filepath.Join(r.dir.root(), name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // logTail returns the last lines of the sandbox's console and runtime
 // logs, for an error message.
-func (d *Driver) logTail(id string) string {
+func (r *runner) logTail(id string) string {
 	var b strings.Builder
-	for _, p := range []string{d.consoleLog(id), d.runtimeLog(id)} {
+	for _, p := range []string{r.dir.consoleLog(id), r.dir.runtimeLog(id)} {
 		if t := tail(p, 1500); t != "" {
 			fmt.Fprintf(&b, "--- %s:\n%s\n", p, t)
 		}
@@ -234,14 +285,11 @@ func tail(path string, n int64) string {
 // (waitIdle), never resumes a sandbox that a late `runsc pause` then
 // pauses again, nor quiets an agent after it resumed it.
 
-// busyFile is sandbox id's busy lock.
-func (d *Driver) busyFile(id string) string { return filepath.Join(d.sandboxDir(id), "busy") }
-
 // holdBusy returns sandbox id's busy lock file with a shared lock on it,
 // for a runtime command to inherit; nil when the sandbox has no
 // directory (yet, or any more), which then needs no lock.
-func (d *Driver) holdBusy(id string) *os.File {
-	f, err := os.OpenFile(d.busyFile(id), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+func (r *runner) holdBusy(id string) *os.File {
+	f, err := os.OpenFile(r.dir.busyFile(id), os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil
 	}
@@ -258,8 +306,8 @@ const idleTimeout = 60 * time.Second
 
 // waitIdle waits until no runtime command holds sandbox id's busy lock
 // (see holdBusy), at most idleTimeout or until ctx ends.
-func (d *Driver) waitIdle(ctx context.Context, id string) {
-	f, err := os.OpenFile(d.busyFile(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+func (r *runner) waitIdle(ctx context.Context, id string) {
+	f, err := os.OpenFile(r.dir.busyFile(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return // no command ever ran on it
 	}
@@ -271,7 +319,7 @@ func (d *Driver) waitIdle(ctx context.Context, id string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			d.log.Error("recover: a runtime command of a dead daemon still runs on this sandbox", "sandbox", id, "waited", idleTimeout)
+			r.log.Error("recover: a runtime command of a dead daemon still runs on this sandbox", "sandbox", id, "waited", idleTimeout)
 			return
 		}
 		if sleep(ctx, 10*time.Millisecond) != nil {

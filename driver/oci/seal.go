@@ -44,10 +44,10 @@ type takenImage struct {
 
 // discard removes image t, which is not to be sealed: its tmpfs, its
 // marker, and the raise of the memory limit.
-func (t *takenImage) discard(d *Driver) {
-	d.unmountPlain(t.plain)
+func (t *takenImage) discard(i *images) {
+	i.unmountPlain(t.plain)
 	t.limit.lower()
-	os.Remove(d.memoryDir(t.key) + takenSuffix)
+	os.Remove(i.dir.memoryDir(t.key) + takenSuffix)
 }
 
 // seals tracks the memory images being sealed in the background, by key.
@@ -137,18 +137,18 @@ func (s *seals) stop(key string) {
 
 // sealInBackground seals image t from its tmpfs to disk, then unmounts the
 // tmpfs and lowers the memory limit a checkpoint raised; see above.
-func (d *Driver) sealInBackground(t *takenImage) {
-	d.seals.start(t.id, t.key, func(ctx context.Context) {
+func (i *images) sealInBackground(t *takenImage) {
+	i.seals.start(t.id, t.key, func(ctx context.Context) {
 		began := time.Now()
-		err := d.sealTaken(ctx, t.plain, t.key)
-		t.discard(d)
+		err := i.sealTaken(ctx, t.plain, t.key)
+		t.discard(i)
 		switch {
 		case errors.Is(err, context.Canceled):
-			d.log.Debug("memory image seal stopped: the image was deleted", "sandbox", t.id, "image", t.key)
+			i.log.Debug("memory image seal stopped: the image was deleted", "sandbox", t.id, "image", t.key)
 		case err != nil:
-			d.log.Error("seal a memory image; its checkpoint restores its files only", "sandbox", t.id, "image", t.key, "err", err)
+			i.log.Error("seal a memory image; its checkpoint restores its files only", "sandbox", t.id, "image", t.key, "err", err)
 		default:
-			d.log.Debug("memory image sealed", "sandbox", t.id, "image", t.key, "took", time.Since(began).Round(time.Millisecond))
+			i.log.Debug("memory image sealed", "sandbox", t.id, "image", t.key, "took", time.Since(began).Round(time.Millisecond))
 		}
 	})
 }
@@ -156,11 +156,11 @@ func (d *Driver) sealInBackground(t *takenImage) {
 // sealTaken seals the whole image in directory plain as image key: into
 // <key>.tmp, renamed to <key> once complete, so that a key names a whole
 // sealed image or none.
-func (d *Driver) sealTaken(ctx context.Context, plain, key string) error {
-	final := d.memoryDir(key)
+func (i *images) sealTaken(ctx context.Context, plain, key string) error {
+	final := i.dir.memoryDir(key)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
-	if err := d.sealImage(ctx, plain, tmp, key); err != nil {
+	if err := i.seal(ctx, plain, tmp, key); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
@@ -173,24 +173,24 @@ func (d *Driver) sealTaken(ctx context.Context, plain, key string) error {
 }
 
 // markTaken records that the tmpfs at plain holds a whole image key.
-func (d *Driver) markTaken(key, plain string) error {
-	return os.WriteFile(d.memoryDir(key)+takenSuffix, []byte(filepath.Base(plain)), 0o600)
+func (i *images) markTaken(key, plain string) error {
+	return os.WriteFile(i.dir.memoryDir(key)+takenSuffix, []byte(filepath.Base(plain)), 0o600)
 }
 
 // recoverTaken seals the images a killed daemon had taken and not yet
 // sealed (their taken markers name tmpfs mounts that are still there),
-// before recoverImages unmounts what is left.
-func (d *Driver) recoverTaken() {
-	markers, _ := filepath.Glob(filepath.Join(d.stateDir, "memory", "*"+takenSuffix))
+// before recover unmounts what is left.
+func (i *images) recoverTaken() {
+	markers, _ := filepath.Glob(filepath.Join(i.dir.memory(), "*"+takenSuffix))
 	for _, m := range markers {
 		key := strings.TrimSuffix(filepath.Base(m), takenSuffix)
 		b, err := os.ReadFile(m)
 		plain := filepath.Join(filepath.Dir(m), string(b))
 		if err == nil && validID(key) == nil && strings.HasPrefix(string(b), key+plainSave) && !strings.Contains(string(b), "/") && isMount(plain) {
-			if _, err := os.Stat(d.memoryDir(key)); errors.Is(err, fs.ErrNotExist) {
-				d.log.Warn("recover: sealing a memory image a daemon stop left unsealed", "image", key)
-				if err := d.sealTaken(context.Background(), plain, key); err != nil {
-					d.log.Error("recover: seal a memory image; its checkpoint restores its files only", "image", key, "err", err)
+			if _, err := os.Stat(i.dir.memoryDir(key)); errors.Is(err, fs.ErrNotExist) {
+				i.log.Warn("recover: sealing a memory image a daemon stop left unsealed", "image", key)
+				if err := i.sealTaken(context.Background(), plain, key); err != nil {
+					i.log.Error("recover: seal a memory image; its checkpoint restores its files only", "image", key, "err", err)
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,18 +44,23 @@ func defaultMountDir(stateDir string) string {
 	return filepath.Join("/run/hearth/oci", hex.EncodeToString(h[:8]))
 }
 
-// MountDir returns the driver's mount directory (see Options.MountDir).
-func (d *Driver) MountDir() string { return d.mountDir }
+// mountDir is the driver's mount directory (see above), mounted on first
+// use (ensure).
+type mountDir struct {
+	path    string
+	mu      sync.Mutex
+	mounted bool // path is mounted and private (ensure)
+}
 
-// ensureMountDir mounts the driver's tmpfs on its mount directory unless
-// one is there, and makes it private.
-func (d *Driver) ensureMountDir() error {
-	d.mountMu.Lock()
-	defer d.mountMu.Unlock()
-	if d.mounted {
+// ensure mounts the driver's tmpfs on its mount directory unless one is
+// there, and makes it private.
+func (m *mountDir) ensure() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mounted {
 		return nil
 	}
-	dir := d.mountDir
+	dir := m.path
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
@@ -76,19 +82,19 @@ func (d *Driver) ensureMountDir() error {
 	if err := os.MkdirAll(filepath.Join(dir, "roots"), 0o711); err != nil {
 		return err
 	}
-	d.mounted = true
+	m.mounted = true
 	return nil
 }
 
 // shareAgent returns the copy of the agent binary at path in the mount
 // directory, making it when there is none.
-func (d *Driver) shareAgent(path string) (string, error) {
+func (m *mountDir) shareAgent(path string) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return "", err
 	}
 	h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%d.%d", path, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec))
-	dst := filepath.Join(d.mountDir, "agent-"+hex.EncodeToString(h[:8]))
+	dst := filepath.Join(m.path, "agent-"+hex.EncodeToString(h[:8]))
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
@@ -105,9 +111,9 @@ func (d *Driver) shareAgent(path string) (string, error) {
 
 // shareFile returns the file of the mount directory named prefix, a hash
 // of content and suffix, holding content, making it when there is none.
-func (d *Driver) shareFile(prefix, suffix string, content []byte) (string, error) {
+func (m *mountDir) shareFile(prefix, suffix string, content []byte) (string, error) {
 	h := sha256.Sum256(content)
-	dst := filepath.Join(d.mountDir, prefix+hex.EncodeToString(h[:8])+suffix)
+	dst := filepath.Join(m.path, prefix+hex.EncodeToString(h[:8])+suffix)
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
@@ -143,4 +149,4 @@ func writeShared(dst string, mode fs.FileMode, fill func(io.Writer) error) error
 
 // rootMount is where sandbox id's idmapped root is mounted while its
 // runtime starts.
-func (d *Driver) rootMount(id string) string { return filepath.Join(d.mountDir, "roots", id) }
+func (m *mountDir) rootMount(id string) string { return filepath.Join(m.path, "roots", id) }

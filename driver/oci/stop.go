@@ -3,13 +3,9 @@ package oci
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -26,21 +22,21 @@ func (d *Driver) Stop(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
-	ok, err := d.known(id)
+	defer d.locks.lock(id)()
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return driver.ErrNotFound
 	}
-	if d.stopped(id) {
+	if d.dir.stopped(id) {
 		return nil
 	}
 	if err := d.teardown(ctx, id, true); err != nil {
 		return fmt.Errorf("oci: stop %s: %w", id, err)
 	}
-	if err := d.markStopped(id); err != nil {
+	if err := d.dir.markStopped(id); err != nil {
 		return fmt.Errorf("oci: stop %s: %w", id, err)
 	}
 	d.log.Info("sandbox stopped", "sandbox", id)
@@ -58,21 +54,21 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
-	defer d.lock(id)()
-	ok, err := d.known(id)
+	defer d.locks.lock(id)()
+	ok, err := d.dir.known(id)
 	if err != nil {
 		return err
 	}
-	d.stopStrayRun(ctx, id)
-	st, err := d.runtimeState(ctx, id)
+	d.rt.stopStrayRun(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		// The runtime lists a container it cannot describe: one whose
 		// create was cut short. Force-delete it by id all the same.
 		d.log.Warn("deleting a container the runtime cannot describe", "sandbox", id, "err", err)
 		st = &specs.State{ID: id, Status: "unknown"}
 	}
-	attached := d.net != nil && d.net.Attached(id)
-	if !ok && st == nil && !attached && len(d.cgroupLeftovers(id)) == 0 {
+	attached := d.net.attached(id)
+	if !ok && st == nil && !attached && len(d.cg.leftovers(id)) == 0 {
 		return driver.ErrNotFound
 	}
 	if err := d.teardownState(ctx, id, st, false); err != nil {
@@ -80,36 +76,14 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	}
 	// After the runtime is gone: nothing holds the namespace any more.
 	if attached {
-		if err := d.net.Detach(ctx, id); err != nil {
+		if err := d.net.detach(ctx, id); err != nil {
 			return fmt.Errorf("oci: delete %s: %w", id, err)
 		}
 	}
-	if err := os.RemoveAll(d.sandboxDir(id)); err != nil {
+	if err := os.RemoveAll(d.dir.sandboxDir(id)); err != nil {
 		return fmt.Errorf("oci: delete %s: %w", id, err)
 	}
 	d.log.Info("sandbox deleted", "sandbox", id)
-	return nil
-}
-
-// removeRuntimeLeftovers removes what the runtime keeps under its root for
-// id once the container is gone: runc's state directory, runsc's state,
-// lock and socket files. A `delete --force` removes them too; this is for
-// a container whose create was cut short, which the runtime cannot delete.
-func (d *Driver) removeRuntimeLeftovers(id string) error {
-	entries, err := os.ReadDir(d.root)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	for _, e := range entries {
-		if name := e.Name(); name == id || strings.HasPrefix(name, id+"_") || name == "runsc-"+id+".sock" {
-			if err := os.RemoveAll(filepath.Join(d.root, name)); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
@@ -119,7 +93,7 @@ func (d *Driver) removeRuntimeLeftovers(id string) error {
 // task still in them. It succeeds only when no cgroup of the sandbox is
 // left, and does nothing for a sandbox that has no container.
 func (d *Driver) teardown(ctx context.Context, id string, keepOOM bool) error {
-	st, err := d.runtimeState(ctx, id)
+	st, err := d.rt.state(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -133,13 +107,13 @@ func (d *Driver) teardown(ctx context.Context, id string, keepOOM bool) error {
 // SIGKILL until it is thawed, and runsc kills through its sentry, which
 // must be running to answer.
 func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, keepOOM bool) error {
-	if thawed, err := d.thawFrozen(id); err != nil {
+	if thawed, err := d.freezer.thawFrozen(id); err != nil {
 		d.log.Warn("thaw before teardown", "sandbox", id, "err", err)
 	} else if thawed {
 		d.log.Debug("thawed a frozen sandbox before teardown", "sandbox", id)
 	}
-	if keepOOM && d.cgroupOOM(id) {
-		if err := os.WriteFile(d.oomMarker(id), nil, 0o600); err != nil {
+	if keepOOM && d.cg.oom(id) {
+		if err := os.WriteFile(d.dir.oomMarker(id), nil, 0o600); err != nil {
 			return err
 		}
 	}
@@ -149,41 +123,41 @@ func (d *Driver) teardownState(ctx context.Context, id string, st *specs.State, 
 			// after its SIGKILL before it looks again; killing first and
 			// watching the pid ourselves makes a stop take ~20 ms. (runsc
 			// tears its sandbox down at once.)
-			if _, err := d.run(ctx, id, "kill", id, "KILL"); err == nil {
+			if _, err := d.rt.run(ctx, id, "kill", id, "KILL"); err == nil {
 				waitExit(ctx, st.Pid, 2*time.Second)
 			}
 		}
-		if _, err := d.run(ctx, id, "delete", "--force", id); err != nil {
+		if _, err := d.rt.run(ctx, id, "delete", "--force", id); err != nil {
 			// Kill every process and delete once more; it counts as
 			// done when the runtime no longer knows the container.
-			d.run(ctx, id, "kill", "--all", id, "KILL")
-			if _, err2 := d.run(ctx, id, "delete", "--force", id); err2 != nil {
+			d.rt.run(ctx, id, "kill", "--all", id, "KILL")
+			if _, err2 := d.rt.run(ctx, id, "delete", "--force", id); err2 != nil {
 				// Still there only if the runtime can say so: a container
 				// whose create was cut short it can neither describe nor
 				// delete, and its files go below with its cgroups' tasks.
-				if st2, serr := d.runtimeState(ctx, id); serr == nil && st2 != nil {
+				if st2, serr := d.rt.state(ctx, id); serr == nil && st2 != nil {
 					return fmt.Errorf("runtime delete: %w", err)
 				}
 			}
 		}
 	}
-	if err := d.removeCgroups(ctx, id); err != nil {
+	if err := d.cg.remove(ctx, id); err != nil {
 		return err
 	}
-	if err := d.removeRuntimeLeftovers(id); err != nil {
+	if err := d.rt.removeLeftovers(id); err != nil {
 		return err
 	}
 	if d.runtime == RuntimeRunsc {
 		// The shared directory's tmpfs, and with it whatever the
 		// sandbox left there.
-		return d.unmountShared(id)
+		return d.channels.unmount(id)
 	}
 	// No process of the sandbox is left: its id range is free again, and
 	// its root's mount, if a start was cut short, goes too.
-	if err := unmountAll(d.rootMount(id)); err != nil {
+	if err := unmountAll(d.mounts.rootMount(id)); err != nil {
 		return err
 	}
-	return d.releaseIDs(id)
+	return d.ids.release(id)
 }
 
 // waitExit waits until process pid is gone or a zombie, ctx ends, or

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -64,52 +65,62 @@ type idRange struct {
 	base uint32
 }
 
-// idsFile is where a sandbox's directory records the slot it claimed.
-func (d *Driver) idsFile(id string) string { return filepath.Join(d.sandboxDir(id), "ids") }
+// idClaims are the claims of user namespace ranges of this driver's
+// sandboxes: range n is host ids base+n*idRangeSize on, for n below
+// ranges, and a sandbox claims one with a file in dir, which every hearth
+// daemon on the host shares, holding the claimant's state directory and
+// sandbox id (owner); the sandbox's own directory records the slot.
+type idClaims struct {
+	base   uint32
+	ranges int
+	dir    string // Options.IDClaimDir
+	state  stateDir
+	log    *slog.Logger
+}
 
-// claimFile is the host-wide claim of slot.
-func (d *Driver) claimFile(slot int) string { return filepath.Join(d.idClaimDir, strconv.Itoa(slot)) }
+// file is the host-wide claim of slot.
+func (c *idClaims) file(slot int) string { return filepath.Join(c.dir, strconv.Itoa(slot)) }
 
-// claimOwner is what a claim file of sandbox id holds.
-func (d *Driver) claimOwner(id string) string { return d.stateDir + "\n" + id + "\n" }
+// owner is what a claim file of sandbox id holds.
+func (c *idClaims) owner(id string) string { return c.state.path + "\n" + id + "\n" }
 
-// claimIDs claims a free range for sandbox id: the first slot, from a
+// claim claims a free range for sandbox id: the first slot, from a
 // random one on, whose claim file it creates (O_EXCL), and records it in
 // the sandbox's directory.
-func (d *Driver) claimIDs(id string) (idRange, error) {
-	if err := os.MkdirAll(d.idClaimDir, 0o755); err != nil {
+func (c *idClaims) claim(id string) (idRange, error) {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return idRange{}, err
 	}
-	start := rand.IntN(d.idRanges)
-	for i := range d.idRanges {
-		slot := (start + i) % d.idRanges
-		f, err := os.OpenFile(d.claimFile(slot), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	start := rand.IntN(c.ranges)
+	for i := range c.ranges {
+		slot := (start + i) % c.ranges
+		f, err := os.OpenFile(c.file(slot), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return idRange{}, err
 		}
-		_, err = f.WriteString(d.claimOwner(id))
+		_, err = f.WriteString(c.owner(id))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err == nil {
-			err = os.WriteFile(d.idsFile(id), []byte(strconv.Itoa(slot)), 0o600)
+			err = os.WriteFile(c.state.idsFile(id), []byte(strconv.Itoa(slot)), 0o600)
 		}
 		if err != nil {
-			os.Remove(d.claimFile(slot))
+			os.Remove(c.file(slot))
 			return idRange{}, err
 		}
-		return idRange{slot: slot, base: d.idBase + uint32(slot)*idRangeSize}, nil
+		return idRange{slot: slot, base: c.base + uint32(slot)*idRangeSize}, nil
 	}
-	return idRange{}, fmt.Errorf("all %d user namespace ranges of %s are in use", d.idRanges, d.idClaimDir)
+	return idRange{}, fmt.Errorf("all %d user namespace ranges of %s are in use", c.ranges, c.dir)
 }
 
-// releaseIDs drops sandbox id's claim, if it has one, once its processes
+// release drops sandbox id's claim, if it has one, once its processes
 // are gone.
-func (d *Driver) releaseIDs(id string) error {
-	b, err := os.ReadFile(d.idsFile(id))
+func (c *idClaims) release(id string) error {
+	b, err := os.ReadFile(c.state.idsFile(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -117,40 +128,40 @@ func (d *Driver) releaseIDs(id string) error {
 		return err
 	}
 	if slot, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-		if owner, err := os.ReadFile(d.claimFile(slot)); err == nil && string(owner) == d.claimOwner(id) {
-			if err := os.Remove(d.claimFile(slot)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if owner, err := os.ReadFile(c.file(slot)); err == nil && string(owner) == c.owner(id) {
+			if err := os.Remove(c.file(slot)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
 	}
-	if err := os.Remove(d.idsFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(c.state.idsFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-// recoverIDs removes the claims of this driver's state directory whose
+// recover removes the claims of this driver's state directory whose
 // sandbox has no container (running lists those that have one): what a
 // daemon killed between a claim and its release left.
-func (d *Driver) recoverIDs(running map[string]bool) {
-	entries, err := os.ReadDir(d.idClaimDir)
+func (c *idClaims) recover(running map[string]bool) {
+	entries, err := os.ReadDir(c.dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		p := filepath.Join(d.idClaimDir, e.Name())
+		p := filepath.Join(c.dir, e.Name())
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
 		dir, id, ok := strings.Cut(strings.TrimSuffix(string(b), "\n"), "\n")
-		if !ok || dir != d.stateDir || running[id] {
+		if !ok || dir != c.state.path || running[id] {
 			continue
 		}
-		d.log.Warn("releasing a user namespace range no running sandbox uses", "sandbox", id, "claim", p)
+		c.log.Warn("releasing a user namespace range no running sandbox uses", "sandbox", id, "claim", p)
 		os.Remove(p)
 		if validID(id) == nil {
-			os.Remove(d.idsFile(id))
+			os.Remove(c.state.idsFile(id))
 		}
 	}
 }
