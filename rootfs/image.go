@@ -136,46 +136,8 @@ func Build(ctx context.Context, opts Options) (string, error) {
 	}
 	start := time.Now()
 	log.Info("image: building", "version", version, "mirror", opts.Mirror)
-	// Leftovers of a build that was killed: ours now, as we hold the lock.
-	tmp := filepath.Join(opts.Dir, tmpName)
-	old := filepath.Join(opts.Dir, oldName)
-	for _, p := range []string{tmp, old} {
-		if err := removeAll(p); err != nil {
-			return "", fmt.Errorf("image: removing leftover %s: %w", p, err)
-		}
-	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return "", fmt.Errorf("image: %w", err)
-	}
-	if err := bootstrap(ctx, tmp, opts.Suite, opts.Mirror, progress); err != nil {
-		removeAll(tmp)
-		return "", fmt.Errorf("image: bootstrap %s: %w", opts.Suite, err)
-	}
-	if err := ctx.Err(); err != nil {
-		removeAll(tmp)
+	if err := build(ctx, opts, bootstrap, progress, log); err != nil {
 		return "", err
-	}
-	fmt.Fprintln(progress, "customizing")
-	if err := customize(tmp); err != nil {
-		removeAll(tmp)
-		return "", fmt.Errorf("image: customize: %w", err)
-	}
-	if err := archiveLocales(ctx, tmp); err != nil {
-		removeAll(tmp)
-		return "", fmt.Errorf("image: %w", err)
-	}
-	// Swap: the marker goes first, so a crash from here on rebuilds.
-	if err := os.Remove(filepath.Join(opts.Dir, markerName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("image: %w", err)
-	}
-	if err := os.Rename(rootfs, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("image: %w", err)
-	}
-	if err := os.Rename(tmp, rootfs); err != nil {
-		return "", fmt.Errorf("image: %w", err)
-	}
-	if err := removeAll(old); err != nil {
-		log.Warn("image: removing the previous image", "err", err)
 	}
 	if err := writeMarker(opts.Dir, version); err != nil {
 		return "", fmt.Errorf("image: %w", err)
@@ -183,6 +145,56 @@ func Build(ctx context.Context, opts Options) (string, error) {
 	log.Info("image: built", "version", version, "elapsed", time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(progress, "built in %s\n", time.Since(start).Round(time.Second))
 	return rootfs, nil
+}
+
+// build makes the image in opts.Dir/rootfs afresh, with bootstrap, then
+// customizes it: in a temporary directory swapped in at the end, the
+// version marker removed first, so that a crash from then on rebuilds.
+// The caller holds the build lock and writes the new marker.
+func build(ctx context.Context, opts Options, bootstrap Bootstrapper, progress io.Writer, log *slog.Logger) error {
+	rootfs := filepath.Join(opts.Dir, rootfsName)
+	// Leftovers of a build that was killed: ours now, as we hold the lock.
+	tmp := filepath.Join(opts.Dir, tmpName)
+	old := filepath.Join(opts.Dir, oldName)
+	for _, p := range []string{tmp, old} {
+		if err := removeAll(p); err != nil {
+			return fmt.Errorf("image: removing leftover %s: %w", p, err)
+		}
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	if err := bootstrap(ctx, tmp, opts.Suite, opts.Mirror, progress); err != nil {
+		removeAll(tmp)
+		return fmt.Errorf("image: bootstrap %s: %w", opts.Suite, err)
+	}
+	if err := ctx.Err(); err != nil {
+		removeAll(tmp)
+		return err
+	}
+	fmt.Fprintln(progress, "customizing")
+	if err := customize(tmp); err != nil {
+		removeAll(tmp)
+		return fmt.Errorf("image: customize: %w", err)
+	}
+	if err := archiveLocales(ctx, tmp); err != nil {
+		removeAll(tmp)
+		return fmt.Errorf("image: %w", err)
+	}
+	// Swap: the marker goes first, so a crash from here on rebuilds.
+	if err := os.Remove(filepath.Join(opts.Dir, markerName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("image: %w", err)
+	}
+	if err := os.Rename(rootfs, old); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("image: %w", err)
+	}
+	if err := os.Rename(tmp, rootfs); err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	if err := removeAll(old); err != nil {
+		log.Warn("image: removing the previous image", "err", err)
+	}
+	return nil
 }
 
 // current returns the version in dir's marker, or "" if there is none or

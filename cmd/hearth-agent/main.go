@@ -85,19 +85,27 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	if *listenFD >= 0 {
 		return serveInherited(ctx, srv, *listenFD, log)
 	}
-	if err := os.MkdirAll(filepath.Dir(*socket), 0o700); err != nil {
+	return serveSocket(ctx, srv, *socket, log)
+}
+
+// serveSocket serves srv on a unix socket it makes at socket (runsc)
+// until ctx ends, then shuts down: each agent.QuiesceSignal closes the
+// socket, quiets srv and waits for the resume marker (see
+// agent.QuiesceSignal) before it listens again.
+func serveSocket(ctx context.Context, srv *agent.Server, socket string, log *slog.Logger) error {
+	if err := os.MkdirAll(filepath.Dir(socket), 0o700); err != nil {
 		return err
 	}
 	quiesce := make(chan os.Signal, 1)
 	signal.Notify(quiesce, agent.QuiesceSignal)
 	defer signal.Stop(quiesce)
 	for {
-		os.Remove(*socket) // a stale socket from an earlier start of this sandbox
-		ln, err := net.Listen("unix", *socket)
+		os.Remove(socket) // a stale socket from an earlier start of this sandbox
+		ln, err := net.Listen("unix", socket)
 		if err != nil {
 			return err
 		}
-		log.Info("listening", "socket", *socket, "pid", os.Getpid())
+		log.Info("listening", "socket", socket, "pid", os.Getpid())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()
 		for quiet := false; !quiet; {
@@ -107,7 +115,7 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 			case <-quiesce:
 				// A late signal finds the resume marker (see
 				// agent.QuiesceSignal): stay.
-				if quiet = os.Remove(agent.ResumeMarker(*socket)) != nil; !quiet {
+				if quiet = os.Remove(agent.ResumeMarker(socket)) != nil; !quiet {
 					log.Info("quiesce signal after its resume marker: staying")
 				}
 			case <-ctx.Done():
@@ -125,9 +133,9 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 		qctx, cancel := context.WithTimeout(ctx, quiesceDrain)
 		srv.Quiesce(qctx)
 		cancel()
-		os.Remove(*socket)
-		log.Info("quiet until resumed", "marker", agent.ResumeMarker(*socket))
-		if err := waitResume(ctx, agent.ResumeMarker(*socket)); err != nil {
+		os.Remove(socket)
+		log.Info("quiet until resumed", "marker", agent.ResumeMarker(socket))
+		if err := waitResume(ctx, agent.ResumeMarker(socket)); err != nil {
 			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 			defer cancel()
 			srv.Shutdown(sctx)
