@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -393,4 +395,59 @@ func memoryLimits(id string) string {
 		out = append(out, strings.TrimSpace(string(b)))
 	}
 	return strings.Join(out, " ")
+}
+
+// TestRecoverLowersRaisedLimits (runsc): a daemon killed while a memory
+// checkpoint had a sandbox's memory limits raised leaves them raised, with
+// the old ones in the sandbox's memory-raised marker; the next daemon's
+// Recover puts them back, removes the marker, and leaves the sandbox
+// running.
+func TestRecoverLowersRaisedLimits(t *testing.T) {
+	_, spec, dir, _ := startRunsc(t, "raised", "small")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	before := memoryLimits(spec.ID)
+	cg := filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID)
+	files := []string{filepath.Join(cg, "memory.memsw.limit_in_bytes"), filepath.Join(cg, "memory.limit_in_bytes")}
+	old := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[f] = strings.TrimSpace(string(b))
+	}
+	rec, _ := json.Marshal(old)
+	marker := filepath.Join(dir, "sandboxes", spec.ID, "memory-raised")
+	if err := os.WriteFile(marker, rec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files { // memsw first: it stays at least the limit
+		v, err := strconv.ParseInt(old[f], 10, 64)
+		if err != nil || v >= 1<<62 {
+			continue // unlimited: a checkpoint leaves it so
+		}
+		if err := os.WriteFile(f, []byte(strconv.FormatInt(v+256<<20, 10)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if memoryLimits(spec.ID) == before {
+		t.Fatalf("the limits did not rise from %s: the test proves nothing", before)
+	}
+	d2, err := oci.New(oci.Options{Runtime: oci.RuntimeRunsc, Binary: findRuntime(t, oci.RuntimeRunsc), StateDir: dir, Sealer: newBox(t), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.Recover(ctx); err != nil {
+		t.Fatalf("Recover = %v", err)
+	}
+	if after := memoryLimits(spec.ID); after != before {
+		t.Errorf("memory limits after Recover = %s, want %s as before the raise", after, before)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the raised-limit marker is still there after Recover: %v", err)
+	}
+	if st, err := d2.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning {
+		t.Errorf("after Recover: %+v, %v; want running", st, err)
+	}
 }
