@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -57,6 +58,26 @@ type endMessage struct {
 	Error  *sandbox.WireError  `json:"error,omitempty"`
 }
 
+// route is the exec WebSocket's route. Before the upgrade the chain
+// checks the handshake and the Origin, that the caller may see the
+// sandbox, and takes one of the caller's connections
+// (door.Options.MaxConnections): a refusal is an HTTP error, and nothing
+// of the stream is read.
+func (s execs) route() door.Route {
+	return door.Route{Pattern: "GET /v1/sandboxes/{name}/exec", Verb: door.VerbExec, Visible: true, Stream: true,
+		Check: func(w http.ResponseWriter, r *http.Request) error {
+			if err := queryParams(r).err; err != nil {
+				return err
+			}
+			if err := checkUpgrade(r); err != nil {
+				w.Header().Set("Upgrade", "websocket")
+				return err
+			}
+			return checkOrigin(r)
+		},
+		Handle: handle(s.handleExec)}
+}
+
 // handleExec runs one command over a WebSocket. The client's first message
 // is a text message holding the JSON sandbox.ExecRequest, at most
 // Options.MaxExecMessage bytes; then, when the request says shell_size, the
@@ -65,28 +86,7 @@ type endMessage struct {
 // (binary, streams 1 and 2) and ends with one endMessage, then closes. A
 // client that goes away cancels the context of lifecycle's Exec, which
 // leaves the command its grace period.
-//
-// Before the upgrade it checks that the caller may see the sandbox and
-// takes one of the caller's connections (Options.MaxConnections): a
-// refusal is an HTTP error, and nothing of the stream is read.
-func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := checkUpgrade(r); err != nil {
-		w.Header().Set("Upgrade", "websocket")
-		s.writeError(w, r, err)
-		return
-	}
-	if err := checkOrigin(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if !s.visible(w, r, p) {
-		return
-	}
-	release, ok := s.holdConn(w, r, p)
-	if !ok {
-		return
-	}
-	defer release()
+func (s execs) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	// Accept repeats the same origin check.
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -94,7 +94,7 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		return
 	}
 	defer conn.CloseNow()
-	stream := &execStream{conn: conn, ctx: r.Context(), call: callOf(r)}
+	stream := &execStream{conn: conn, ctx: r.Context(), r: r}
 	req, ok := s.readRequest(r, conn, stream)
 	if !ok {
 		return
@@ -107,7 +107,7 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 // refused as too_large, and the rest of it is never read into memory)
 // within Options.ExecStartTimeout. On a failure it answers the client
 // (when there is still one to answer) and returns false.
-func (s *server) readRequest(r *http.Request, conn *websocket.Conn, stream *execStream) (sandbox.ExecRequest, bool) {
+func (s execs) readRequest(r *http.Request, conn *websocket.Conn, stream *execStream) (sandbox.ExecRequest, bool) {
 	limit := s.opts.MaxExecMessage
 	readCtx, cancelRead := context.WithTimeout(r.Context(), s.opts.ExecStartTimeout)
 	typ, msg, err := readLimited(readCtx, conn, limit)
@@ -123,9 +123,9 @@ func (s *server) readRequest(r *http.Request, conn *websocket.Conn, stream *exec
 	case err != nil:
 		s.log.Debug("exec: no first message", "sandbox", r.PathValue("name"), "err", err)
 		if timedOut {
-			noteCode(r, sandbox.CodeTimeout)
+			door.NoteCode(r, sandbox.CodeTimeout)
 		} else {
-			noteCode(r, sandbox.CodeUnavailable)
+			door.NoteCode(r, sandbox.CodeUnavailable)
 		}
 		return sandbox.ExecRequest{}, false
 	}
@@ -167,7 +167,7 @@ func readLimited(ctx context.Context, conn *websocket.Conn, limit int64) (websoc
 // runExec runs req, the command of the exec stream on conn, streaming what
 // the client sends after the request (execInput) to it, and answers with
 // the stream's end message.
-func (s *server) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
+func (s execs) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
 	name := r.PathValue("name")
 	log := s.log.With("sandbox", name)
 	ctx, cancel := context.WithCancel(r.Context())
@@ -193,12 +193,12 @@ func (s *server) runExec(r *http.Request, p sandbox.Principal, conn *websocket.C
 	case gone && err != nil:
 		log.Debug("exec: client went away", "err", err)
 		// What the client saw: a connection that ended without an end message.
-		noteCode(r, sandbox.CodeUnavailable)
+		door.NoteCode(r, sandbox.CodeUnavailable)
 	case err != nil && r.Context().Err() != nil:
 		stream.end(endMessage{Type: "error", Error: ptr(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
 			WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back").Wire())}, websocket.StatusGoingAway)
 	case err != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(s.publicError(ctx, "exec", err).Wire())}, closeNormal)
+		stream.end(endMessage{Type: "error", Error: ptr(door.PublicError(ctx, "exec", err).Wire())}, closeNormal)
 	default:
 		stream.end(endMessage{Type: "exit", Result: &res}, closeNormal)
 	}
@@ -210,8 +210,8 @@ func (s *server) runExec(r *http.Request, p sandbox.Principal, conn *websocket.C
 type execStream struct {
 	conn *websocket.Conn
 	ctx  context.Context
-	// call, when not nil, learns the code of an error end message.
-	call *call
+	// r's call learns the code of an error end message.
+	r *http.Request
 	// onFail cancels the command's context when a write fails: the client
 	// is gone even if its read side has not noticed yet.
 	onFail func()
@@ -252,8 +252,8 @@ func (s *execStream) writer(id byte) io.Writer {
 
 // end sends the last message and closes the connection with status.
 func (s *execStream) end(m endMessage, status websocket.StatusCode) {
-	if m.Error != nil && s.call != nil {
-		s.call.code = m.Error.Code
+	if m.Error != nil {
+		door.NoteCode(s.r, m.Error.Code)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -300,9 +300,9 @@ func checkUpgrade(r *http.Request) error {
 	if headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket") {
 		return nil
 	}
-	return &statusError{status: http.StatusUpgradeRequired,
-		err: sandbox.Errorf(sandbox.CodeInvalidArgument, "exec is a WebSocket endpoint").
-			WithHint("open a WebSocket (ws:// or wss://) to this URL; docs/API.md describes the messages")}
+	return door.WithStatus(http.StatusUpgradeRequired,
+		sandbox.Errorf(sandbox.CodeInvalidArgument, "exec is a WebSocket endpoint").
+			WithHint("open a WebSocket (ws:// or wss://) to this URL; docs/API.md describes the messages"))
 }
 
 // headerHasToken reports whether the comma-separated header holds token,

@@ -26,6 +26,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -60,7 +61,7 @@ type Options struct {
 	// tool's verb as the API names it, the sandbox it named, the result's
 	// code, the duration); the HTTP requests that carry the calls are not
 	// audited on their own.
-	Audit interface{ Record(sandbox.AuditEvent) }
+	Audit door.AuditRecorder
 	// Extensions add to every MCP server the door builds, beside hearth's
 	// own tools; the daemon has none. hearth's tests add the MCP
 	// conformance suite's fixtures with one (testutil/mcpfixtures).
@@ -271,17 +272,13 @@ func (s *Server) audit(p sandbox.Principal, req mcp.Request, res mcp.Result, sta
 	if s.opts.Audit == nil {
 		return
 	}
-	e := sandbox.AuditEvent{
-		At: start.UTC(), Door: sandbox.DoorMCP, Verb: toolVerb(toolName(req)),
-		Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, TokenID: p.TokenID,
-		Sandbox: p.Canonical(sandboxArg(req)), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
-	}
+	code, status := sandbox.Code(""), http.StatusOK
 	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 		if c, ok := r.StructuredContent.(sandbox.ErrorBody); ok {
-			e.Code, e.Status = c.Error.Code, c.Error.Code.HTTPStatus()
+			code, status = c.Error.Code, c.Error.Code.HTTPStatus()
 		}
 	}
-	s.opts.Audit.Record(e)
+	s.opts.Audit.Record(door.Event(p, sandbox.DoorMCP, toolVerb(toolName(req)), sandboxArg(req), code, status, start))
 }
 
 // sandboxArg is the sandbox a tools/call names: its "sandbox" argument, or

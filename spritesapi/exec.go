@@ -16,7 +16,7 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -209,7 +209,7 @@ type controlMessage struct {
 // resize and signal messages. A GET without an upgrade lists sessions
 // (hearth keeps none that can be attached to) and HEAD answers the
 // Sprite-Version header only.
-func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	name := r.PathValue("name")
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
@@ -274,11 +274,11 @@ func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 // a command that could not run, its error on stderr and then the status
 // 127 when the program does not exist, else a 1011 close whose reason is
 // the error.
-func (d *door) finish(r *http.Request, out *wsOut, res sandbox.ExecResult, err error) {
+func (d *server) finish(r *http.Request, out *wsOut, res sandbox.ExecResult, err error) {
 	status := exitStatus(res)
 	if err != nil {
 		e := sandbox.AsError(err)
-		httpapi.NoteCode(r, e.Code)
+		door.NoteCode(r, e.Code)
 		if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
 			return // the client went away: nobody to tell
 		}
@@ -520,7 +520,7 @@ func signalOf(raw json.RawMessage) string {
 
 // handleControl refuses control connections at once: every Sprites client
 // then falls back to plain exec WebSockets.
-func (d *door) handleControl(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleControl(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	return sandbox.Errorf(sandbox.CodeNotFound, "control connections are not supported").
 		WithHint("use the exec WebSocket, /v1/sprites/%s/exec", r.PathValue("name"))
 }
@@ -529,7 +529,7 @@ func (d *door) handleControl(w http.ResponseWriter, r *http.Request, p sandbox.P
 // stdin, the answer a 200 stream of frames, each flushed as its own chunk:
 // a stream byte (1 stdout, 2 stderr) and the bytes, and last 3 and the
 // exit status. An error before the command starts is a JSON error.
-func (d *door) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	x, err := parseExec(r.URL.Query())
 	if err != nil {
 		return err
@@ -551,7 +551,7 @@ func (d *door) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.
 		if !fw.started && !isCommandNotFound(e) {
 			return e
 		}
-		httpapi.NoteCode(r, e.Code)
+		door.NoteCode(r, e.Code)
 		fw.stream(streamStderr).Write([]byte(e.Text()))
 		status = exitNotFound
 		if !isCommandNotFound(e) {
