@@ -8,12 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -37,8 +36,6 @@ const (
 	maxStdinMessage = 1<<20 + 1
 	// maxOutputChunk is the largest payload of one stdout or stderr message.
 	maxOutputChunk = 1 << 20
-	// endTimeout bounds sending the last message to a slow client.
-	endTimeout = 10 * time.Second
 )
 
 // Close statuses (RFC 6455 §7.4.1): 1000 after an end message that answers
@@ -94,7 +91,7 @@ func (s execs) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		return
 	}
 	defer conn.CloseNow()
-	stream := &execStream{conn: conn, ctx: r.Context(), r: r}
+	stream := &execStream{Conn: execstream.NewConn(r.Context(), conn), r: r}
 	req, ok := s.readRequest(r, conn, stream)
 	if !ok {
 		return
@@ -164,90 +161,44 @@ func readLimited(ctx context.Context, conn *websocket.Conn, limit int64) (websoc
 	return typ, b, nil
 }
 
-// runExec runs req, the command of the exec stream on conn, streaming what
-// the client sends after the request (execInput) to it, and answers with
-// the stream's end message.
+// runExec runs req, the command of the exec stream on conn, on the exec
+// core, passing what the client sends after the request (readInput) to it,
+// and answers with the stream's end message.
 func (s execs) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
-	name := r.PathValue("name")
-	log := s.log.With("sandbox", name)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stream.onFail = cancel
-	in := newExecInput(req)
-	req.Script = in.script()
-	var reader sync.WaitGroup
-	conn.SetReadLimit(maxStdinMessage)
-	reader.Go(func() {
-		// Reads are not bound to the request's context: a read whose context
-		// ends closes the connection, and a stopping daemon still says so.
-		in.read(context.WithoutCancel(r.Context()), conn)
-		cancel()
-	})
-
-	res, err := s.svc.Processes.Exec(ctx, p, name, req, in.stdin(), stream.writer(streamStdout), stream.writer(streamStderr))
-	in.close() // unblocks a message the command will never read
-	switch violation, gone := in.ended(); {
-	case violation != nil:
-		log.Info("exec: client broke the stream protocol", "err", violation)
-		stream.end(endMessage{Type: "error", Error: ptr(violation.Wire())}, closeViolation)
-	case gone && err != nil:
-		log.Debug("exec: client went away", "err", err)
-		// What the client saw: a connection that ended without an end message.
-		door.NoteCode(r, sandbox.CodeUnavailable)
-	case err != nil && r.Context().Err() != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
-			WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back").Wire())}, websocket.StatusGoingAway)
-	case err != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(door.PublicError(ctx, "exec", err).Wire())}, closeNormal)
-	default:
-		stream.end(endMessage{Type: "exit", Result: &res}, closeNormal)
+	log := s.log.With("sandbox", r.PathValue("name"))
+	in := execstream.NewInput(req.ShellSize, req.Stdin, false)
+	req.Script = in.ScriptReader()
+	call := execstream.Call{Principal: p, Sandbox: r.PathValue("name"), Request: req, Stdin: in.Reader()}
+	if req.MaxOutputBytes == 0 { // else the result holds the output
+		call.Stdout, call.Stderr = stream.Stream([]byte{streamStdout}, maxOutputChunk), stream.Stream([]byte{streamStderr}, maxOutputChunk)
 	}
-	conn.CloseNow()
-	reader.Wait()
+	ended := &inputEnd{}
+	conn.SetReadLimit(maxStdinMessage)
+	s.exec.Serve(r.Context(), stream.Conn, in, call, func(ctx context.Context) { readInput(ctx, conn, in, ended) }, func(res sandbox.ExecResult, err error) {
+		switch violation, gone := ended.get(); {
+		case violation != nil:
+			log.Info("exec: client broke the stream protocol", "err", violation)
+			stream.end(endMessage{Type: "error", Error: ptr(violation.Wire())}, closeViolation)
+		case gone && err != nil:
+			log.Debug("exec: client went away", "err", err)
+			// What the client saw: a connection that ended without an end message.
+			door.NoteCode(r, sandbox.CodeUnavailable)
+		case err != nil && r.Context().Err() != nil:
+			stream.end(endMessage{Type: "error", Error: ptr(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
+				WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back").Wire())}, websocket.StatusGoingAway)
+		case err != nil:
+			stream.end(endMessage{Type: "error", Error: ptr(door.PublicError(r.Context(), "exec", err).Wire())}, closeNormal)
+		default:
+			stream.end(endMessage{Type: "exit", Result: &res}, closeNormal)
+		}
+	})
 }
 
-// execStream serializes the server's messages on one exec WebSocket.
+// execStream is the exec core's Conn with the native end message.
 type execStream struct {
-	conn *websocket.Conn
-	ctx  context.Context
+	*execstream.Conn
 	// r's call learns the code of an error end message.
 	r *http.Request
-	// onFail cancels the command's context when a write fails: the client
-	// is gone even if its read side has not noticed yet.
-	onFail func()
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-// send writes p to the client as stream id messages of at most
-// maxOutputChunk bytes each.
-func (s *execStream) send(id byte, p []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(p) > 0 {
-		chunk := p[:min(len(p), maxOutputChunk)]
-		p = p[len(chunk):]
-		s.buf = append(append(s.buf[:0], id), chunk...)
-		if err := s.conn.Write(s.ctx, websocket.MessageBinary, s.buf); err != nil {
-			if s.onFail != nil {
-				s.onFail()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// writer returns an io.Writer onto stream id, safe for concurrent use with
-// the stream's other writers.
-func (s *execStream) writer(id byte) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		if err := s.send(id, p); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	})
 }
 
 // end sends the last message and closes the connection with status.
@@ -259,20 +210,11 @@ func (s *execStream) end(m endMessage, status websocket.StatusCode) {
 	if err != nil {
 		b, _ = json.Marshal(endMessage{Type: "error", Error: ptr(sandbox.AsError(err).Wire())})
 	}
-	ctx, cancel := detached(s.ctx, endTimeout)
-	defer cancel()
-	s.mu.Lock()
-	err = s.conn.Write(ctx, websocket.MessageText, b)
-	s.mu.Unlock()
-	if err != nil {
+	if s.Send(websocket.MessageText, b) != nil {
 		return
 	}
-	s.conn.Close(status, "")
+	s.Close(status, "")
 }
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func ptr[T any](v T) *T { return &v }
 

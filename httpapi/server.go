@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
@@ -61,7 +62,7 @@ type AuditLog interface {
 // Defaults for zero Options fields.
 const (
 	DefaultMaxBodyBytes     = 1 << 20
-	DefaultMaxExecMessage   = 256 << 10
+	DefaultMaxExecMessage   = execstream.MaxRequestBytes
 	DefaultExecStartTimeout = 30 * time.Second
 )
 
@@ -72,6 +73,7 @@ type server struct {
 	svc  *lifecycle.Service
 	opts Options
 	log  *slog.Logger
+	exec *execstream.Runner
 }
 
 // New returns the native API over svc, a door for door.Chain.Handler.
@@ -92,6 +94,7 @@ func New(svc *lifecycle.Service, opts Options) *door.Door {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.exec = execstream.New(svc.Processes, svc.Files, s.log)
 	return &door.Door{Routes: s.routes()}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -110,10 +111,6 @@ const (
 	DefaultMaxBodyBytes   = 1 << 20
 )
 
-// maxCommandBytes bounds sandbox_exec's command, as the native exec
-// WebSocket bounds its request (httpapi.DefaultMaxExecMessage).
-const maxCommandBytes = 256 << 10
-
 // Server builds the MCP servers of the door, one per caller.
 type Server struct {
 	svc      *lifecycle.Service
@@ -121,6 +118,7 @@ type Server struct {
 	log      *slog.Logger
 	schemas  *mcp.SchemaCache
 	sessions *sessionLimits
+	exec     *execstream.Runner
 }
 
 // New returns the MCP door over svc.
@@ -144,6 +142,7 @@ func New(svc *lifecycle.Service, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.exec = execstream.New(svc.Processes, svc.Files, s.log)
 	return s
 }
 

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -108,6 +109,7 @@ type server struct {
 	log       *slog.Logger
 	keepalive time.Duration
 	domain    string
+	exec      *execstream.Runner
 	// sessions numbers exec sessions: Sprites clients want a string id.
 	sessions atomic.Int64
 }
@@ -118,6 +120,7 @@ func New(svc Service, opts Options) *door.Door {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	d.exec = execstream.New(svc.Processes, svc.Files, d.log)
 	if d.keepalive <= 0 {
 		d.keepalive = 10 * time.Second
 	}
