@@ -40,12 +40,9 @@ func (t tools) exec(ctx context.Context, req *mcp.CallToolRequest, in execIn) (*
 	if err != nil {
 		return nil, execOut{}, t.s.publicError(ctx, "sandbox_exec", err)
 	}
-	o := res.Output
 	return nil, execOut{
 		ExitCode: res.ExitCode, TimedOut: res.TimedOut, Signal: res.Signal, OOMKilled: res.OOMKilled,
-		DurationMs: res.DurationMs, Checkpoint: res.Checkpoint, Gate: res.Gate,
-		Stdout: o.Stdout, Stderr: o.Stderr, StdoutBytes: o.StdoutBytes, StderrBytes: o.StderrBytes,
-		Truncated: o.Truncated, StdoutFile: o.StdoutFile, StderrFile: o.StderrFile,
+		DurationMs: res.DurationMs, Checkpoint: res.Checkpoint, Gate: res.Gate, ExecOutput: *res.Output,
 	}, nil
 }
 

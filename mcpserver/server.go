@@ -327,16 +327,8 @@ func errorResult(e *sandbox.Error) *mcp.CallToolResult {
 }
 
 // publicError returns the *sandbox.Error to show for err; the cause of
-// any other error is logged, never sent.
+// any other error is logged, never sent (the exec core's rule, whose
+// tool calls these are).
 func (s *Server) publicError(ctx context.Context, tool string, err error) *sandbox.Error {
-	var e *sandbox.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if ctx.Err() != nil {
-		return sandbox.Errorf(sandbox.CodeUnavailable, "cancelled").
-			WithHint("the call was cancelled; a command it ran was killed")
-	}
-	s.log.Error("internal error", "tool", tool, "err", err)
-	return sandbox.AsError(err)
+	return s.exec.PublicError(ctx, tool, err)
 }

@@ -51,11 +51,11 @@ func (x *Runner) save(ctx context.Context, call Call, path string, c *capture) e
 		return sandbox.Errorf(sandbox.CodeInternal, "the daemon could not hold the output")
 	}
 	if _, err := c.spool.Seek(0, io.SeekStart); err != nil {
-		return x.publicError(ctx, "save exec output", err)
+		return x.PublicError(ctx, "save exec output", err)
 	}
 	_, err := x.files.WriteFile(ctx, call.Principal, call.Sandbox, sandbox.WriteRequest{Path: path, Parents: true}, c.spool)
 	if err != nil {
-		return x.publicError(ctx, "save exec output", err)
+		return x.PublicError(ctx, "save exec output", err)
 	}
 	return nil
 }

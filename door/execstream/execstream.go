@@ -109,9 +109,11 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// publicError returns the *sandbox.Error to show for err; the cause of
-// any other error is logged, never sent.
-func (x *Runner) publicError(ctx context.Context, op string, err error) *sandbox.Error {
+// PublicError returns the *sandbox.Error to show for err, an error of a
+// call that runs commands (MCP's tool calls are): a call whose ctx ended
+// was cancelled (unavailable), and the cause of any other error is logged
+// (op says where), never sent.
+func (x *Runner) PublicError(ctx context.Context, op string, err error) *sandbox.Error {
 	var e *sandbox.Error
 	if errors.As(err, &e) {
 		return e
