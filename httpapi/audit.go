@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -25,7 +26,7 @@ type auditList struct {
 // ?since= (RFC 3339 time, or a duration back from now), ?tenant=, ?agent=,
 // ?limit= (the newest N; 1000 by default, at most 10000). Events recorded
 // before the call are flushed first, so that they are all there.
-func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "since", "tenant", "agent", "limit")
 	f := sandbox.AuditFilter{Since: q.since("since", time.Now()), Tenant: q.q.Get("tenant"), Agent: q.q.Get("agent")}
 	limit := q.int64("limit")
@@ -38,11 +39,11 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 	}
 	f.Limit = int(limit)
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	if s.opts.AuditLog == nil {
-		s.writeError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no audit log").
+		door.WriteError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no audit log").
 			WithHint("the audit log is kept by `hearth serve`; this server was started without one"))
 		return
 	}
@@ -57,7 +58,7 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 	}
 	events, err := s.opts.AuditLog.List(r.Context(), f)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	if events == nil {
@@ -69,19 +70,19 @@ func (s *server) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.P
 // handleMetrics answers the metrics in the Prometheus text format, to
 // operators only (lifecycle's Fleetwide: not to a token restricted to a
 // name prefix, since they count every sandbox).
-func (s *server) handleMetrics(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleMetrics(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := s.svc.Tenancy.Fleetwide(p, "read the metrics"); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	if s.opts.Metrics == nil {
-		s.writeError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no metrics").
+		door.WriteError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no metrics").
 			WithHint("metrics are kept by `hearth serve`; this server was started without them"))
 		return
 	}
 	var b bytes.Buffer
 	if _, err := s.opts.Metrics.WriteTo(&b); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", metrics.ContentType)

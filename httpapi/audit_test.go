@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
@@ -339,7 +340,7 @@ func TestAuditOff(t *testing.T) {
 // GET /metrics, which only operators may read.
 func TestMetrics(t *testing.T) {
 	reg := metrics.NewRegistry()
-	alarm := httpapi.CountAlarms(reg)
+	alarm := door.CountAlarms(reg)
 	e := auditEnv(t, reg)
 	ctx := t.Context()
 	api := e.client()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -22,10 +23,10 @@ type bindingList struct {
 
 // handleSetBinding creates or replaces a binding of the tenant ?tenant=
 // (the caller's by default) and answers it as stored.
-func (s *server) handleSetBinding(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleSetBinding(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req bindingRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	example := `{"secret":"OPENAI_API_KEY","upstream":"https://api.openai.com/v1"}`
@@ -34,7 +35,7 @@ func (s *server) handleSetBinding(w http.ResponseWriter, r *http.Request, p sand
 		err = required("upstream", req.Upstream, example)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	b, err := s.svc.Credentials.SetBinding(r.Context(), p, r.URL.Query().Get("tenant"), sandbox.Binding{
@@ -43,14 +44,14 @@ func (s *server) handleSetBinding(w http.ResponseWriter, r *http.Request, p sand
 	s.reply(w, r, http.StatusOK, b, err)
 }
 
-func (s *server) handleListBindings(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleListBindings(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	list, err := s.svc.Credentials.ListBindings(r.Context(), p, r.URL.Query().Get("tenant"))
 	s.reply(w, r, http.StatusOK, bindingList{Bindings: list}, err)
 }
 
-func (s *server) handleDeleteBinding(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleDeleteBinding(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := s.svc.Credentials.DeleteBinding(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("binding")); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -184,7 +184,7 @@ func TestClientStreamsLargeScripts(t *testing.T) {
 // a hint); another token is not, and a connection that ends frees its
 // place.
 func TestConnectionLimit(t *testing.T) {
-	e := newEnv(t, envOptions{api: httpapi.Options{MaxConnections: 2}})
+	e := newEnv(t, envOptions{maxConnections: 2})
 	e.create(t, "ex")
 	if _, _, err := client.New(e.url, tokenA2, nil).Create(t.Context(), sandbox.CreateRequest{Name: "ex"}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -26,24 +27,24 @@ type checkpointList struct {
 }
 
 // handleCheckpoint answers 201 with the checkpoint taken of the sandbox.
-func (s *server) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req sandbox.CheckpointRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	c, err := s.svc.Checkpoints.Checkpoint(r.Context(), p, r.PathValue("name"), req)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusCreated, c)
 }
 
-func (s *server) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	list, err := s.svc.Checkpoints.ListCheckpoints(r.Context(), p, r.PathValue("name"))
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	if list == nil {
@@ -52,22 +53,22 @@ func (s *server) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p
 	s.encode(w, http.StatusOK, checkpointList{Checkpoints: list})
 }
 
-func (s *server) handleDeleteCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleDeleteCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := s.svc.Checkpoints.DeleteCheckpoint(r.Context(), p, r.PathValue("name"), r.PathValue("id")); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusNoContent, nil)
 }
 
-func (s *server) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req restoreRequest
 	err := s.decode(w, r, &req)
 	if err == nil {
 		err = required("checkpoint", req.Checkpoint, `{"checkpoint":"<id>"}`)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	sb, err := s.svc.Checkpoints.Restore(r.Context(), p, r.PathValue("name"), req.Checkpoint)
@@ -75,7 +76,7 @@ func (s *server) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox
 }
 
 // handleFork answers 201 with the new sandbox.
-func (s *server) handleFork(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleFork(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req forkRequest
 	err := s.decode(w, r, &req)
 	const example = `{"checkpoint":"<id>","name":"<new sandbox name>"}`
@@ -86,28 +87,28 @@ func (s *server) handleFork(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		err = required("name", req.Name, example)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	sb, err := s.svc.Checkpoints.Fork(r.Context(), p, r.PathValue("name"), req.Checkpoint, req.Name)
 	s.sandboxResult(w, r, http.StatusCreated, sb, err)
 }
 
-func (s *server) handleSleep(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleSleep(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	sb, err := s.svc.Sandboxes.Sleep(r.Context(), p, r.PathValue("name"))
 	s.sandboxResult(w, r, http.StatusOK, sb, err)
 }
 
-func (s *server) handleWake(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleWake(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	sb, err := s.svc.Sandboxes.Wake(r.Context(), p, r.PathValue("name"))
 	s.sandboxResult(w, r, http.StatusOK, sb, err)
 }
 
 // sandboxResult answers the Sandbox result of an operation with status, or its
 // error.
-func (s *server) sandboxResult(w http.ResponseWriter, r *http.Request, status int, sb sandbox.Sandbox, err error) {
+func (s sandboxes) sandboxResult(w http.ResponseWriter, r *http.Request, status int, sb sandbox.Sandbox, err error) {
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, status, sb)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,46 +11,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
-
-// publicError returns the *sandbox.Error to show for err. An error that is
-// not one becomes the opaque internal error and its cause is logged here,
-// never sent. When ctx has ended the error is most likely the caller going
-// away, and is only noted.
-func (s *server) publicError(ctx context.Context, op string, err error) *sandbox.Error {
-	var e *sandbox.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if ctx.Err() != nil {
-		s.log.Debug("caller went away", "op", op, "err", err)
-	} else {
-		s.log.Error("internal error", "op", op, "err", err)
-	}
-	return sandbox.AsError(err)
-}
-
-// writeError answers err as the error body with the status of its code
-// (401 also carries `WWW-Authenticate: Bearer`, RFC 6750 §3), and records
-// the code as the call's outcome.
-func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	e := s.publicError(r.Context(), r.Method+" "+r.URL.Path, err)
-	noteCode(r, e.Code)
-	status := e.Code.HTTPStatus()
-	var se *statusError
-	if errors.As(err, &se) {
-		status = se.status
-	}
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-	}
-	if c := callOf(r); c != nil && c.door != nil {
-		c.door.WriteError(w, r, status, e)
-		return
-	}
-	s.encode(w, status, e.Body())
-}
 
 // encode answers v as JSON with status; a nil v sends no body (204).
 func (s *server) encode(w http.ResponseWriter, status int, v any) {
@@ -77,37 +39,16 @@ func (s *server) encode(w http.ResponseWriter, status int, v any) {
 // it is, the zero request.
 func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	const hint = "JSON requests are small; file content goes to PUT .../fs/file"
-	if err := BodyTooLarge(r, s.opts.MaxBodyBytes, hint); err != nil {
+	if err := door.BodyTooLarge(r, s.opts.MaxBodyBytes, hint); err != nil {
 		return err
 	}
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	err := decodeJSON(body, v, true)
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return bodyTooLarge(-1, tooBig.Limit, hint)
+		return door.TooLarge(-1, tooBig.Limit, hint)
 	}
 	return err
-}
-
-// BodyTooLarge is the too_large error of a request whose Content-Length
-// is over limit (details size and max_bytes, and hint), or nil when it
-// has none or a smaller one: a door calls it before reading the body, and
-// cuts a body without a length (chunked) at the limit as it reads.
-func BodyTooLarge(r *http.Request, limit int64, hint string) error {
-	if r.ContentLength <= limit {
-		return nil
-	}
-	return bodyTooLarge(r.ContentLength, limit, hint)
-}
-
-// bodyTooLarge is the error of a body over limit; size is -1 when unknown
-// (a chunked body cut at the limit).
-func bodyTooLarge(size, limit int64, hint string) error {
-	e := sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than the %d-byte limit", limit)
-	if size >= 0 {
-		e = sandbox.Errorf(sandbox.CodeTooLarge, "request body of %d bytes is larger than the %d-byte limit", size, limit).With("size", size)
-	}
-	return e.With("max_bytes", limit).WithHint("%s", hint)
 }
 
 // required checks that the required body field name is set: decode leaves

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -36,8 +36,6 @@ const (
 	maxStdinMessage = 1<<20 + 1
 	// maxOutputChunk is the largest payload of one stdout or stderr message.
 	maxOutputChunk = 1 << 20
-	// endTimeout bounds sending the last message to a slow client.
-	endTimeout = 10 * time.Second
 )
 
 // Close statuses (RFC 6455 §7.4.1): 1000 after an end message that answers
@@ -57,6 +55,26 @@ type endMessage struct {
 	Error  *sandbox.WireError  `json:"error,omitempty"`
 }
 
+// route is the exec WebSocket's route. Before the upgrade the chain
+// checks the handshake and the Origin, that the caller may see the
+// sandbox, and takes one of the caller's connections
+// (door.Options.MaxConnections): a refusal is an HTTP error, and nothing
+// of the stream is read.
+func (s execs) route() door.Route {
+	return door.Route{Pattern: "GET /v1/sandboxes/{name}/exec", Verb: door.VerbExec, Visible: true, Stream: true,
+		Check: func(w http.ResponseWriter, r *http.Request) error {
+			if err := queryParams(r).err; err != nil {
+				return err
+			}
+			if err := checkUpgrade(r); err != nil {
+				w.Header().Set("Upgrade", "websocket")
+				return err
+			}
+			return checkOrigin(r)
+		},
+		Handle: handle(s.handleExec)}
+}
+
 // handleExec runs one command over a WebSocket. The client's first message
 // is a text message holding the JSON sandbox.ExecRequest, at most
 // Options.MaxExecMessage bytes; then, when the request says shell_size, the
@@ -65,28 +83,7 @@ type endMessage struct {
 // (binary, streams 1 and 2) and ends with one endMessage, then closes. A
 // client that goes away cancels the context of lifecycle's Exec, which
 // leaves the command its grace period.
-//
-// Before the upgrade it checks that the caller may see the sandbox and
-// takes one of the caller's connections (Options.MaxConnections): a
-// refusal is an HTTP error, and nothing of the stream is read.
-func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	if err := checkUpgrade(r); err != nil {
-		w.Header().Set("Upgrade", "websocket")
-		s.writeError(w, r, err)
-		return
-	}
-	if err := checkOrigin(r); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if !s.visible(w, r, p) {
-		return
-	}
-	release, ok := s.holdConn(w, r, p)
-	if !ok {
-		return
-	}
-	defer release()
+func (s execs) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	// Accept repeats the same origin check.
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -94,7 +91,7 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 		return
 	}
 	defer conn.CloseNow()
-	stream := &execStream{conn: conn, ctx: r.Context(), call: callOf(r)}
+	stream := &execStream{Conn: execstream.NewConn(r.Context(), conn), r: r}
 	req, ok := s.readRequest(r, conn, stream)
 	if !ok {
 		return
@@ -107,7 +104,7 @@ func (s *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 // refused as too_large, and the rest of it is never read into memory)
 // within Options.ExecStartTimeout. On a failure it answers the client
 // (when there is still one to answer) and returns false.
-func (s *server) readRequest(r *http.Request, conn *websocket.Conn, stream *execStream) (sandbox.ExecRequest, bool) {
+func (s execs) readRequest(r *http.Request, conn *websocket.Conn, stream *execStream) (sandbox.ExecRequest, bool) {
 	limit := s.opts.MaxExecMessage
 	readCtx, cancelRead := context.WithTimeout(r.Context(), s.opts.ExecStartTimeout)
 	typ, msg, err := readLimited(readCtx, conn, limit)
@@ -123,9 +120,9 @@ func (s *server) readRequest(r *http.Request, conn *websocket.Conn, stream *exec
 	case err != nil:
 		s.log.Debug("exec: no first message", "sandbox", r.PathValue("name"), "err", err)
 		if timedOut {
-			noteCode(r, sandbox.CodeTimeout)
+			door.NoteCode(r, sandbox.CodeTimeout)
 		} else {
-			noteCode(r, sandbox.CodeUnavailable)
+			door.NoteCode(r, sandbox.CodeUnavailable)
 		}
 		return sandbox.ExecRequest{}, false
 	}
@@ -164,115 +161,60 @@ func readLimited(ctx context.Context, conn *websocket.Conn, limit int64) (websoc
 	return typ, b, nil
 }
 
-// runExec runs req, the command of the exec stream on conn, streaming what
-// the client sends after the request (execInput) to it, and answers with
-// the stream's end message.
-func (s *server) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
-	name := r.PathValue("name")
-	log := s.log.With("sandbox", name)
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stream.onFail = cancel
-	in := newExecInput(req)
-	req.Script = in.script()
-	var reader sync.WaitGroup
+// runExec runs req, the command of the exec stream on conn, on the exec
+// core, passing what the client sends after the request (readInput) to it,
+// and answers with the stream's end message.
+func (s execs) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
+	log := s.log.With("sandbox", r.PathValue("name"))
+	in := execstream.NewInput(req.ShellSize, req.Stdin, false)
+	req.Script = in.ScriptReader()
+	call := execstream.Call{Principal: p, Sandbox: r.PathValue("name"), Request: req, Stdin: in.Reader()}
+	if req.MaxOutputBytes == 0 { // else the result holds the output
+		call.Stdout, call.Stderr = stream.Stream([]byte{streamStdout}, maxOutputChunk), stream.Stream([]byte{streamStderr}, maxOutputChunk)
+	}
+	ended := &inputEnd{}
 	conn.SetReadLimit(maxStdinMessage)
-	reader.Go(func() {
-		// Reads are not bound to the request's context: a read whose context
-		// ends closes the connection, and a stopping daemon still says so.
-		in.read(context.WithoutCancel(r.Context()), conn)
-		cancel()
+	s.exec.Serve(r.Context(), stream.Conn, in, call, func(ctx context.Context) { readInput(ctx, conn, in, ended) }, func(res sandbox.ExecResult, err error) {
+		switch violation, gone := ended.get(); {
+		case violation != nil:
+			log.Info("exec: client broke the stream protocol", "err", violation)
+			stream.end(endMessage{Type: "error", Error: ptr(violation.Wire())}, closeViolation)
+		case gone && err != nil:
+			log.Debug("exec: client went away", "err", err)
+			// What the client saw: a connection that ended without an end message.
+			door.NoteCode(r, sandbox.CodeUnavailable)
+		case err != nil && r.Context().Err() != nil:
+			stream.end(endMessage{Type: "error", Error: ptr(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
+				WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back").Wire())}, websocket.StatusGoingAway)
+		case err != nil:
+			stream.end(endMessage{Type: "error", Error: ptr(door.PublicError(r.Context(), "exec", err).Wire())}, closeNormal)
+		default:
+			stream.end(endMessage{Type: "exit", Result: &res}, closeNormal)
+		}
 	})
-
-	res, err := s.svc.Processes.Exec(ctx, p, name, req, in.stdin(), stream.writer(streamStdout), stream.writer(streamStderr))
-	in.close() // unblocks a message the command will never read
-	switch violation, gone := in.ended(); {
-	case violation != nil:
-		log.Info("exec: client broke the stream protocol", "err", violation)
-		stream.end(endMessage{Type: "error", Error: ptr(violation.Wire())}, closeViolation)
-	case gone && err != nil:
-		log.Debug("exec: client went away", "err", err)
-		// What the client saw: a connection that ended without an end message.
-		noteCode(r, sandbox.CodeUnavailable)
-	case err != nil && r.Context().Err() != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is stopping").
-			WithHint("the command keeps running for its grace period, then is killed; retry once `hearth serve` is back").Wire())}, websocket.StatusGoingAway)
-	case err != nil:
-		stream.end(endMessage{Type: "error", Error: ptr(s.publicError(ctx, "exec", err).Wire())}, closeNormal)
-	default:
-		stream.end(endMessage{Type: "exit", Result: &res}, closeNormal)
-	}
-	conn.CloseNow()
-	reader.Wait()
 }
 
-// execStream serializes the server's messages on one exec WebSocket.
+// execStream is the exec core's Conn with the native end message.
 type execStream struct {
-	conn *websocket.Conn
-	ctx  context.Context
-	// call, when not nil, learns the code of an error end message.
-	call *call
-	// onFail cancels the command's context when a write fails: the client
-	// is gone even if its read side has not noticed yet.
-	onFail func()
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-// send writes p to the client as stream id messages of at most
-// maxOutputChunk bytes each.
-func (s *execStream) send(id byte, p []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(p) > 0 {
-		chunk := p[:min(len(p), maxOutputChunk)]
-		p = p[len(chunk):]
-		s.buf = append(append(s.buf[:0], id), chunk...)
-		if err := s.conn.Write(s.ctx, websocket.MessageBinary, s.buf); err != nil {
-			if s.onFail != nil {
-				s.onFail()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// writer returns an io.Writer onto stream id, safe for concurrent use with
-// the stream's other writers.
-func (s *execStream) writer(id byte) io.Writer {
-	return writerFunc(func(p []byte) (int, error) {
-		if err := s.send(id, p); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	})
+	*execstream.Conn
+	// r's call learns the code of an error end message.
+	r *http.Request
 }
 
 // end sends the last message and closes the connection with status.
 func (s *execStream) end(m endMessage, status websocket.StatusCode) {
-	if m.Error != nil && s.call != nil {
-		s.call.code = m.Error.Code
+	if m.Error != nil {
+		door.NoteCode(s.r, m.Error.Code)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		b, _ = json.Marshal(endMessage{Type: "error", Error: ptr(sandbox.AsError(err).Wire())})
 	}
-	ctx, cancel := detached(s.ctx, endTimeout)
-	defer cancel()
-	s.mu.Lock()
-	err = s.conn.Write(ctx, websocket.MessageText, b)
-	s.mu.Unlock()
-	if err != nil {
+	if s.Send(websocket.MessageText, b) != nil {
 		return
 	}
-	s.conn.Close(status, "")
+	s.Close(status, "")
 }
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func ptr[T any](v T) *T { return &v }
 
@@ -300,9 +242,9 @@ func checkUpgrade(r *http.Request) error {
 	if headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket") {
 		return nil
 	}
-	return &statusError{status: http.StatusUpgradeRequired,
-		err: sandbox.Errorf(sandbox.CodeInvalidArgument, "exec is a WebSocket endpoint").
-			WithHint("open a WebSocket (ws:// or wss://) to this URL; docs/API.md describes the messages")}
+	return door.WithStatus(http.StatusUpgradeRequired,
+		sandbox.Errorf(sandbox.CodeInvalidArgument, "exec is a WebSocket endpoint").
+			WithHint("open a WebSocket (ws:// or wss://) to this URL; docs/API.md describes the messages"))
 }
 
 // headerHasToken reports whether the comma-separated header holds token,

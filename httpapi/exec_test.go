@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -266,4 +267,43 @@ func TestExecHandshake(t *testing.T) {
 		}
 		conn.CloseNow()
 	})
+}
+
+// TestExecMaxOutput: with max_output_bytes the exec stream carries no
+// output messages; the result holds each stream, a long one cut to its
+// head and tail with the whole of it saved in the sandbox (the exec core's
+// long-output option, MCP's sandbox_exec's).
+func TestExecMaxOutput(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(t, "ex")
+	c := e.client()
+	var full strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&full, "%d\n", i)
+	}
+
+	var out, errb bytes.Buffer
+	res, err := c.Exec(t.Context(), "ex", sandbox.ExecRequest{Shell: "seq 1 20000; echo oops >&2", MaxOutputBytes: 1000}, nil, &out, &errb)
+	if err != nil {
+		t.Fatalf("Exec = %v", err)
+	}
+	o := res.Output
+	if out.Len() != 0 || errb.Len() != 0 || o == nil {
+		t.Fatalf("Exec streamed %d+%d bytes, output %+v; want none streamed and the output in the result", out.Len(), errb.Len(), o)
+	}
+	if !o.Truncated || o.StdoutBytes != int64(full.Len()) || !strings.HasPrefix(o.Stdout, "1\n2\n") || !strings.HasSuffix(o.Stdout, "19999\n20000\n") ||
+		!strings.Contains(o.Stdout, "bytes cut; full output in "+o.StdoutFile) || !strings.HasPrefix(o.StdoutFile, "/home/sandbox/.hearth/exec-") {
+		t.Fatalf("Exec output = %+v; want stdout cut to head and tail, %d bytes, saved", o, full.Len())
+	}
+	if o.Stderr != "oops\n" || o.StderrBytes != 5 || o.StderrFile != "" {
+		t.Errorf("Exec stderr = %q (%d bytes, file %q); want it whole", o.Stderr, o.StderrBytes, o.StderrFile)
+	}
+	saved, err := os.ReadFile(filepath.Join(e.home(t, "ex"), strings.TrimPrefix(o.StdoutFile, "/home/sandbox/")))
+	if err != nil || string(saved) != full.String() {
+		t.Errorf("saved stdout = %d bytes, %v; want the whole %d", len(saved), err, full.Len())
+	}
+
+	if _, err := c.Exec(t.Context(), "ex", sandbox.ExecRequest{Shell: "true", MaxOutputBytes: sandbox.MaxOutputBytes + 1}, nil, nil, nil); !sandbox.IsCode(err, sandbox.CodeInvalidArgument) {
+		t.Errorf("Exec with max_output_bytes over the limit = %v; want invalid_argument", err)
+	}
 }

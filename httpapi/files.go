@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -13,14 +14,14 @@ import (
 // body. A failure after the first byte cannot change the status any more;
 // the response is then aborted, so the client sees a truncated transfer
 // rather than a short file that looks whole.
-func (s *server) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path")
 	path := q.path("path")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
-	release, ok := s.holdConn(w, r, p)
+	release, ok := door.Hold(w, r, p)
 	if !ok {
 		return
 	}
@@ -31,9 +32,9 @@ func (s *server) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbo
 	case err == nil:
 		out.start()
 	case !out.started:
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 	default:
-		noteCode(r, s.publicError(r.Context(), "read file (mid-stream)", err).Code)
+		door.NoteCode(r, door.PublicError(r.Context(), "read file (mid-stream)", err).Code)
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -63,7 +64,7 @@ func (l *lazyWriter) Write(b []byte) (int, error) {
 }
 
 // handleWriteFile writes the raw request body to ?path=. The route checks
-// first that the caller may see the sandbox (visibleFirst); a
+// first that the caller may see the sandbox (Route.Visible); a
 // Content-Length over the limit is then refused with 413 before a byte of
 // the body is read; a body without one (chunked) is cut at the limit by
 // lifecycle (MaxBytes) and, should that not stop it, by a MaxBytesReader
@@ -72,7 +73,7 @@ func (l *lazyWriter) Write(b []byte) (int, error) {
 // Query: path (required); mode (octal; when given it is applied to an
 // existing file too, unless set_mode=false); set_mode; parents; max_bytes (a
 // lower limit than the daemon's).
-func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path", "mode", "set_mode", "parents", "max_bytes")
 	req := sandbox.WriteRequest{Path: q.path("path"), Parents: q.bool("parents")}
 	mode, hasMode := q.mode("mode")
@@ -86,14 +87,14 @@ func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandb
 	}
 	req.MaxBytes = limit
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
-	if err := WriteTooLarge(r.ContentLength, limit); err != nil {
-		s.writeError(w, r, err)
+	if err := door.WriteTooLarge(r.ContentLength, limit); err != nil {
+		door.WriteError(w, r, err)
 		return
 	}
-	release, ok := s.holdConn(w, r, p)
+	release, ok := door.Hold(w, r, p)
 	if !ok {
 		return
 	}
@@ -104,38 +105,17 @@ func (s *server) handleWriteFile(w http.ResponseWriter, r *http.Request, p sandb
 	switch {
 	case err == nil, sandbox.ErrorCode(err) != sandbox.CodeInternal:
 	case errors.As(body.err, &tooBig):
-		err = tooLarge(-1, limit)
+		err = door.FileTooLarge(-1, limit)
 	case body.err != nil:
 		s.log.Debug("write file: request body broke", "err", body.err)
 		err = sandbox.Errorf(sandbox.CodeInvalidArgument, "the request body broke off: %v", body.err).
 			WithHint("nothing was written; send the whole content again")
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusOK, info)
-}
-
-// WriteTooLarge is the too_large error of a file write whose
-// Content-Length, size, is over limit (nil when it is not, or unknown, -1):
-// the doors call it before reading the body.
-func WriteTooLarge(size, limit int64) error {
-	if size <= limit {
-		return nil
-	}
-	return tooLarge(size, limit)
-}
-
-// tooLarge is the error of a write over limit; size is -1 when unknown
-// (a chunked body).
-func tooLarge(size, limit int64) error {
-	e := sandbox.Errorf(sandbox.CodeTooLarge, "file content is larger than the %d-byte limit", limit)
-	if size >= 0 {
-		e = sandbox.Errorf(sandbox.CodeTooLarge, "file content of %d bytes is larger than the %d-byte limit", size, limit).With("size", size)
-	}
-	return e.With("max_bytes", limit).
-		WithHint("write at most %d bytes per request: split the data, or ask the operator to raise `hearth serve --max-write-bytes`", limit)
 }
 
 // entries is the body of GET .../fs/list.
@@ -143,16 +123,16 @@ type entries struct {
 	Entries []sandbox.FileInfo `json:"entries"`
 }
 
-func (s *server) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path")
 	path := q.path("path")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	list, err := s.svc.Files.ListDir(r.Context(), p, r.PathValue("name"), path)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	if list == nil {
@@ -161,54 +141,54 @@ func (s *server) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox
 	s.encode(w, http.StatusOK, entries{Entries: list})
 }
 
-func (s *server) handleStat(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleStat(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path")
 	path := q.path("path")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	info, err := s.svc.Files.Stat(r.Context(), p, r.PathValue("name"), path)
 	s.fileInfo(w, r, info, err)
 }
 
-func (s *server) handleMkdir(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleMkdir(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path")
 	path := q.path("path")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	info, err := s.svc.Files.Mkdir(r.Context(), p, r.PathValue("name"), path)
 	s.fileInfo(w, r, info, err)
 }
 
-func (s *server) handleRemove(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleRemove(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path", "recursive")
 	path, recursive := q.path("path"), q.bool("recursive")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	if err := s.svc.Files.Remove(r.Context(), p, r.PathValue("name"), path, recursive); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusNoContent, nil)
 }
 
-func (s *server) handleRename(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleRename(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "from", "to")
 	from, to := q.path("from"), q.path("to")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	info, err := s.svc.Files.Rename(r.Context(), p, r.PathValue("name"), from, to)
 	s.fileInfo(w, r, info, err)
 }
 
-func (s *server) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s files) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	q := queryParams(r, "path", "mode")
 	path := q.path("path")
 	mode, ok := q.mode("mode")
@@ -217,7 +197,7 @@ func (s *server) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.P
 			WithHint("add ?mode=<octal permission bits>, e.g. mode=0755"))
 	}
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	info, err := s.svc.Files.Chmod(r.Context(), p, r.PathValue("name"), path, mode)
@@ -225,9 +205,9 @@ func (s *server) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.P
 }
 
 // fileInfo answers the FileInfo result of a file operation, or its error.
-func (s *server) fileInfo(w http.ResponseWriter, r *http.Request, info sandbox.FileInfo, err error) {
+func (s files) fileInfo(w http.ResponseWriter, r *http.Request, info sandbox.FileInfo, err error) {
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusOK, info)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/door"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/lifecycle"
@@ -43,6 +44,8 @@ const (
 type envOptions struct {
 	maxWrite int64
 	api      httpapi.Options
+	// maxConnections is the chain's door.Options.MaxConnections.
+	maxConnections int
 	// audit keeps the audit log in the env's store (api.Audit and
 	// api.AuditLog).
 	audit bool
@@ -54,12 +57,16 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	d := daemontest.New(t, daemontest.Options{MaxWriteBytes: o.maxWrite})
 	var rec *audit.Recorder
+	chain := door.Options{Metrics: o.api.Metrics, MaxConnections: o.maxConnections}
+	if o.api.Metrics != nil {
+		chain.Counts = d.Svc.Sandboxes.Counts
+	}
 	if o.audit {
 		rec = audit.New(d.DB.Audit(), nil)
 		t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
-		o.api.Audit, o.api.AuditLog = rec, d.DB.Audit()
+		o.api.Audit, o.api.AuditLog, chain.Audit = rec, d.DB.Audit(), rec
 	}
-	h := httpapi.New(d.Svc, o.api)
+	h := door.New(d.Svc.Tenancy, d.Svc.Sandboxes, chain).Handler(httpapi.New(d.Svc, o.api))
 	if o.wrap != nil {
 		h = o.wrap(h)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -37,21 +38,21 @@ type proxyTarget struct {
 }
 
 // handleProxy serves /v1/sandboxes/{name}/proxy/{port}/{path...}.
-func (s *server) handleProxy(w http.ResponseWriter, r *http.Request) {
+func (s proxies) handleProxy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	name := r.PathValue("name")
 	port, err := strconv.Atoi(r.PathValue("port"))
 	if err != nil {
-		s.writeError(w, r, sandbox.Errorf(sandbox.CodeInvalidArgument, "port %q is not a number", r.PathValue("port")).
+		door.WriteError(w, r, sandbox.Errorf(sandbox.CodeInvalidArgument, "port %q is not a number", r.PathValue("port")).
 			WithHint("use /v1/sandboxes/%s/proxy/PORT/…", name))
 		return
 	}
 	prefix := "/v1/sandboxes/" + url.PathEscape(name) + "/proxy/" + strconv.Itoa(port)
-	s.proxy(w, r, proxyTarget{name: name, port: port, path: "/" + r.PathValue("path"), prefix: prefix})
+	s.proxy(w, r, p, proxyTarget{name: name, port: port, path: "/" + r.PathValue("path"), prefix: prefix})
 }
 
 // handleProxyRoot redirects the proxy URL without its trailing slash to
 // the one with it, as a browser expects of a site's root.
-func (s *server) handleProxyRoot(w http.ResponseWriter, r *http.Request) {
+func (s proxies) handleProxyRoot(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
 	u := *r.URL
 	u.Path += "/"
 	u.RawPath = ""
@@ -61,7 +62,7 @@ func (s *server) handleProxyRoot(w http.ResponseWriter, r *http.Request) {
 // hostTarget reads a request to {port}-{name}.{BaseDomain}, an operators'
 // sandbox, or {port}-{name}.{tenant}.{BaseDomain}, a tenant's (see
 // sandbox.ProxyURL); ok is false for any other host.
-func (s *server) hostTarget(r *http.Request) (proxyTarget, bool) {
+func (s proxies) hostTarget(r *http.Request) (proxyTarget, bool) {
 	if s.opts.BaseDomain == "" {
 		return proxyTarget{}, false
 	}
@@ -85,31 +86,38 @@ func (s *server) hostTarget(r *http.Request) (proxyTarget, bool) {
 	return proxyTarget{name: name, port: port, path: r.URL.Path}, true
 }
 
-// proxy serves one request to t.
-func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
-	c := callOf(r)
-	if c != nil {
-		c.sandbox = t.name
-	}
-	token := bearerToken(r)
-	var (
-		dial func(ctx context.Context) (net.Conn, error)
-		p    sandbox.Principal // zero for a public port's visitor
-		err  error
-	)
+// isHost reports whether r is addressed to a sandbox's own host name
+// (hostTarget).
+func (s proxies) isHost(r *http.Request) bool {
+	_, ok := s.hostTarget(r)
+	return ok
+}
+
+// hostName names the sandbox of a request to its host name, for the audit
+// log.
+func (s proxies) hostName(r *http.Request) string {
+	t, _ := s.hostTarget(r)
+	return t.name
+}
+
+// handleHost serves a request to a sandbox's own host name.
+func (s proxies) handleHost(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	t, _ := s.hostTarget(r)
+	s.proxy(w, r, p, t)
+}
+
+// proxy serves one request to t by p, the zero Principal for a public
+// port's visitor (the chain has authenticated a token if there was one).
+func (s proxies) proxy(w http.ResponseWriter, r *http.Request, p sandbox.Principal, t proxyTarget) {
+	door.NoteSandbox(r, t.name)
+	token := door.BearerToken(r)
+	var dial func(ctx context.Context) (net.Conn, error)
 	if token != "" {
-		if p, err = s.svc.Tenancy.Authenticate(r.Context(), token); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if c != nil {
-			c.principal = p
-		}
 		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.Processes.Connect(ctx, p, t.name, t.port) }
 	} else {
 		dial = func(ctx context.Context) (net.Conn, error) { return s.svc.Processes.ConnectPublic(ctx, t.name, t.port) }
 	}
-	release, ok := s.holdConn(w, r, p)
+	release, ok := door.Hold(w, r, p)
 	if !ok {
 		return
 	}
@@ -122,7 +130,7 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
 			err = sandbox.Errorf(sandbox.CodeUnauthenticated, "missing or invalid token").
 				WithHint("port %d of this sandbox is private: send a token of someone who may see the sandbox as `Authorization: Bearer <token>`", t.port)
 		}
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	rp := &httputil.ReverseProxy{
@@ -144,7 +152,7 @@ func (s *server) proxy(w http.ResponseWriter, r *http.Request, t proxyTarget) {
 		},
 		FlushInterval: -1, // stream as the server writes (server-sent events)
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "the server on port %d in the sandbox failed to answer: %v", t.port, err).
+			door.WriteError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "the server on port %d in the sandbox failed to answer: %v", t.port, err).
 				WithHint("check the server in the sandbox; its listening ports are at GET /v1/sandboxes/%s/ports", t.name))
 		},
 	}
@@ -172,11 +180,11 @@ func (f *firstConn) dialContext(ctx context.Context, _, _ string) (net.Conn, err
 
 // handlePorts answers the sandbox's ports: those processes listen on, and
 // those ?port= names (repeatable), each with its URL.
-func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s proxies) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	name := r.PathValue("name")
 	q := queryParams(r, "port*")
 	if q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	var asked []int
@@ -186,14 +194,14 @@ func (s *server) handlePorts(w http.ResponseWriter, r *http.Request, p sandbox.P
 			err = sandbox.ValidatePort(port)
 		}
 		if err != nil {
-			s.writeError(w, r, sandbox.Errorf(sandbox.CodeInvalidArgument, "port %q is not a TCP port", v).WithHint("use a port from 1 to 65535"))
+			door.WriteError(w, r, sandbox.Errorf(sandbox.CodeInvalidArgument, "port %q is not a TCP port", v).WithHint("use a port from 1 to 65535"))
 			return
 		}
 		asked = append(asked, port)
 	}
 	sb, listening, err := s.svc.Processes.Ports(r.Context(), p, name)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	scheme := "http"

@@ -3,88 +3,98 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
-)
-
-// Verbs the middleware treats specially (see observe.go).
-const (
-	verbHealth = "health"         // not audited: no caller, and probed constantly
-	verbCreate = "sandbox.create" // counted in hearth_creates_total
-	verbExec   = "sandbox.exec"   // timed in hearth_exec_duration_seconds
 )
 
 // routes lists every route of the API with its verb: the one stable name
 // the audit log and the metrics know the operation by, and its query
-// parameters (authed's; authedQuery's handlers read theirs). GET patterns
-// also answer HEAD. Paths name the sandbox; file paths travel in the query
-// (?path=), never in the URL path, so that they need no escaping rules of
-// their own. A route that reads a body or messages about a sandbox checks
-// first that the caller may see it (visibleFirst).
-func (s *server) routes() {
-	s.route("GET /v1/health", verbHealth, http.HandlerFunc(s.handleHealth))
-	s.route("GET /v1/pool", "pool.get", s.authed(s.handlePool))
-	s.route("GET /v1/limits", "limits.get", s.authed(s.handleLimits))
-	s.route("GET /v1/audit", "audit.list", s.authedQuery(s.handleAudit))
-	s.route("GET /metrics", "metrics.get", s.authed(s.handleMetrics))
+// parameters (strict's; the handlers of routes with a nil query read
+// theirs). GET patterns also answer HEAD. Paths name the sandbox; file
+// paths travel in the query (?path=), never in the URL path, so that they
+// need no escaping rules of their own. A route that reads a body or
+// messages about a sandbox is Visible: the chain checks first that the
+// caller may see it; the long-lived ones are Streams.
+func (s *server) routes() []door.Route {
+	a, sb, f, px, x := admin{s}, sandboxes{s}, files{s}, proxies{s}, execs{s}
+	return []door.Route{
+		{Pattern: "GET /v1/health", Verb: "health", Auth: door.AuthNone, Quiet: true, Handle: handle(a.handleHealth)},
+		strict("GET /v1/pool", "pool.get", a.handlePool),
+		strict("GET /v1/limits", "limits.get", a.handleLimits),
+		{Pattern: "GET /v1/audit", Verb: "audit.list", Handle: handle(a.handleAudit)},
+		strict("GET /metrics", "metrics.get", a.handleMetrics),
 
-	s.route("POST /v1/tenants", "tenant.create", s.authed(s.handleCreateTenant))
-	s.route("GET /v1/tenants", "tenant.list", s.authed(s.handleListTenants))
-	s.route("GET /v1/tenants/{tenant}", "tenant.get", s.authed(s.handleGetTenant))
-	s.route("PATCH /v1/tenants/{tenant}", "tenant.update", s.authed(s.handleUpdateTenant))
-	s.route("POST /v1/agents", "agent.create", s.authed(s.handleCreateAgent))
-	s.route("GET /v1/agents", "agent.list", s.authed(s.handleListAgents, "tenant"))
-	s.route("POST /v1/tokens", "token.create", s.authed(s.handleCreateToken))
-	s.route("GET /v1/tokens", "token.list", s.authed(s.handleListTokens))
-	s.route("DELETE /v1/tokens/{id}", "token.revoke", s.authed(s.handleRevokeToken))
-	s.route("PUT /v1/secrets/{secret}", "secret.set", s.authed(s.handleSetSecret, "tenant"))
-	s.route("GET /v1/secrets", "secret.list", s.authed(s.handleListSecrets, "tenant"))
-	s.route("DELETE /v1/secrets/{secret}", "secret.delete", s.authed(s.handleDeleteSecret, "tenant"))
-	s.route("PUT /v1/bindings/{binding}", "binding.set", s.authed(s.handleSetBinding, "tenant"))
-	s.route("GET /v1/bindings", "binding.list", s.authed(s.handleListBindings, "tenant"))
-	s.route("DELETE /v1/bindings/{binding}", "binding.delete", s.authed(s.handleDeleteBinding, "tenant"))
+		strict("POST /v1/tenants", "tenant.create", a.handleCreateTenant),
+		strict("GET /v1/tenants", "tenant.list", a.handleListTenants),
+		strict("GET /v1/tenants/{tenant}", "tenant.get", a.handleGetTenant),
+		strict("PATCH /v1/tenants/{tenant}", "tenant.update", a.handleUpdateTenant),
+		strict("POST /v1/agents", "agent.create", a.handleCreateAgent),
+		strict("GET /v1/agents", "agent.list", a.handleListAgents, "tenant"),
+		strict("POST /v1/tokens", "token.create", a.handleCreateToken),
+		strict("GET /v1/tokens", "token.list", a.handleListTokens),
+		strict("DELETE /v1/tokens/{id}", "token.revoke", a.handleRevokeToken),
+		strict("PUT /v1/secrets/{secret}", "secret.set", a.handleSetSecret, "tenant"),
+		strict("GET /v1/secrets", "secret.list", a.handleListSecrets, "tenant"),
+		strict("DELETE /v1/secrets/{secret}", "secret.delete", a.handleDeleteSecret, "tenant"),
+		strict("PUT /v1/bindings/{binding}", "binding.set", a.handleSetBinding, "tenant"),
+		strict("GET /v1/bindings", "binding.list", a.handleListBindings, "tenant"),
+		strict("DELETE /v1/bindings/{binding}", "binding.delete", a.handleDeleteBinding, "tenant"),
 
-	s.route("POST /v1/sandboxes", verbCreate, s.authed(s.handleCreate))
-	s.route("GET /v1/sandboxes", "sandbox.list", s.authed(s.handleList))
-	s.route("GET /v1/sandboxes/{name}", "sandbox.get", s.authed(s.handleGet))
-	s.route("PATCH /v1/sandboxes/{name}", "sandbox.update", s.authed(s.visibleFirst(s.handleUpdate)))
-	s.route("DELETE /v1/sandboxes/{name}", "sandbox.destroy", s.authed(s.handleDestroy))
+		strict("POST /v1/sandboxes", door.VerbCreate, sb.handleCreate),
+		strict("GET /v1/sandboxes", "sandbox.list", sb.handleList),
+		strict("GET /v1/sandboxes/{name}", "sandbox.get", sb.handleGet),
+		visible(strict("PATCH /v1/sandboxes/{name}", "sandbox.update", sb.handleUpdate)),
+		strict("DELETE /v1/sandboxes/{name}", "sandbox.destroy", sb.handleDestroy),
 
-	s.route("POST /v1/sandboxes/{name}/sleep", "sandbox.sleep", s.authed(s.handleSleep))
-	s.route("POST /v1/sandboxes/{name}/wake", "sandbox.wake", s.authed(s.handleWake))
+		strict("POST /v1/sandboxes/{name}/sleep", "sandbox.sleep", sb.handleSleep),
+		strict("POST /v1/sandboxes/{name}/wake", "sandbox.wake", sb.handleWake),
 
-	s.route("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", s.authed(s.visibleFirst(s.handleCheckpoint)))
-	s.route("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", s.authed(s.handleListCheckpoints))
-	s.route("DELETE /v1/sandboxes/{name}/checkpoints/{id}", "checkpoint.delete", s.authed(s.handleDeleteCheckpoint))
-	s.route("POST /v1/sandboxes/{name}/restore", "sandbox.restore", s.authed(s.visibleFirst(s.handleRestore)))
-	s.route("POST /v1/sandboxes/{name}/fork", "sandbox.fork", s.authed(s.visibleFirst(s.handleFork)))
+		visible(strict("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", sb.handleCheckpoint)),
+		strict("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", sb.handleListCheckpoints),
+		strict("DELETE /v1/sandboxes/{name}/checkpoints/{id}", "checkpoint.delete", sb.handleDeleteCheckpoint),
+		visible(strict("POST /v1/sandboxes/{name}/restore", "sandbox.restore", sb.handleRestore)),
+		visible(strict("POST /v1/sandboxes/{name}/fork", "sandbox.fork", sb.handleFork)),
 
-	s.route("GET /v1/sandboxes/{name}/exec", verbExec, s.authed(s.handleExec))
-	s.route("GET /v1/sandboxes/{name}/ports", "sandbox.ports", s.authedQuery(s.handlePorts))
-	// Every method: the proxy authenticates itself (public ports need no
-	// token).
-	s.route("/v1/sandboxes/{name}/proxy/{port}/{path...}", verbProxy, http.HandlerFunc(s.handleProxy))
-	s.route("/v1/sandboxes/{name}/proxy/{port}", verbProxy, http.HandlerFunc(s.handleProxyRoot))
+		x.route(),
+		{Pattern: "GET /v1/sandboxes/{name}/ports", Verb: "sandbox.ports", Handle: handle(px.handlePorts)},
+		// Every method: a token is optional, public ports need none.
+		// (The proxy holds one of the caller's connections once it has its
+		// target.)
+		{Pattern: "/v1/sandboxes/{name}/proxy/{port}/{path...}", Verb: verbProxy, Auth: door.AuthOptional, Handle: handle(px.handleProxy)},
+		{Pattern: "/v1/sandboxes/{name}/proxy/{port}", Verb: verbProxy, Auth: door.AuthNone, Handle: handle(px.handleProxyRoot)},
+		{Match: px.isHost, Sandbox: px.hostName, Verb: verbProxy, Auth: door.AuthOptional, Handle: handle(px.handleHost)},
 
-	s.route("GET /v1/sandboxes/{name}/fs/file", "fs.read", s.authedQuery(s.handleReadFile))
-	s.route("PUT /v1/sandboxes/{name}/fs/file", "fs.write", s.authedQuery(s.visibleFirst(s.handleWriteFile)))
-	s.route("DELETE /v1/sandboxes/{name}/fs/file", "fs.remove", s.authedQuery(s.handleRemove))
-	s.route("GET /v1/sandboxes/{name}/fs/list", "fs.list", s.authedQuery(s.handleListDir))
-	s.route("GET /v1/sandboxes/{name}/fs/stat", "fs.stat", s.authedQuery(s.handleStat))
-	s.route("POST /v1/sandboxes/{name}/fs/mkdir", "fs.mkdir", s.authedQuery(s.handleMkdir))
-	s.route("POST /v1/sandboxes/{name}/fs/rename", "fs.rename", s.authedQuery(s.handleRename))
-	s.route("POST /v1/sandboxes/{name}/fs/chmod", "fs.chmod", s.authedQuery(s.handleChmod))
-
-	for _, d := range s.opts.Doors {
-		s.mountDoor(d)
+		// (A file transfer holds one of the caller's connections once its
+		// request is checked.)
+		{Pattern: "GET /v1/sandboxes/{name}/fs/file", Verb: "fs.read", Handle: handle(f.handleReadFile)},
+		{Pattern: "PUT /v1/sandboxes/{name}/fs/file", Verb: "fs.write", Visible: true, Handle: handle(f.handleWriteFile)},
+		{Pattern: "DELETE /v1/sandboxes/{name}/fs/file", Verb: "fs.remove", Handle: handle(f.handleRemove)},
+		{Pattern: "GET /v1/sandboxes/{name}/fs/list", Verb: "fs.list", Handle: handle(f.handleListDir)},
+		{Pattern: "GET /v1/sandboxes/{name}/fs/stat", Verb: "fs.stat", Handle: handle(f.handleStat)},
+		{Pattern: "POST /v1/sandboxes/{name}/fs/mkdir", Verb: "fs.mkdir", Handle: handle(f.handleMkdir)},
+		{Pattern: "POST /v1/sandboxes/{name}/fs/rename", Verb: "fs.rename", Handle: handle(f.handleRename)},
+		{Pattern: "POST /v1/sandboxes/{name}/fs/chmod", Verb: "fs.chmod", Handle: handle(f.handleChmod)},
 	}
-	if s.opts.MCP != nil { // every method: the MCP handler answers the ones it does not take
-		// Each request holds one of the caller's connections: a GET is a
-		// long-lived stream, a POST lasts as long as its tool call.
-		s.routeDoor("/mcp", "mcp", sandbox.DoorMCP, s.authedQuery(func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-			if release, ok := s.holdConn(w, r, p); ok {
-				defer release()
-				s.opts.MCP.ServeHTTP(w, r)
-			}
-		}))
+}
+
+// strict is the route of h that takes the query parameters params (each
+// once) and no other: docs/API.md promises strict queries, so an unknown
+// one is invalid_argument naming it.
+func strict(pattern, verb string, h handler, params ...string) door.Route {
+	return door.Route{Pattern: pattern, Verb: verb, Handle: handle(h),
+		Check: func(_ http.ResponseWriter, r *http.Request) error { return queryParams(r, params...).err }}
+}
+
+// visible marks rt Visible.
+func visible(rt door.Route) door.Route {
+	rt.Visible = true
+	return rt
+}
+
+// handle adapts h, which answers its errors itself, to door.Route.Handle.
+func handle(h handler) func(http.ResponseWriter, *http.Request, sandbox.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+		h(w, r, p)
+		return nil
 	}
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -14,19 +15,19 @@ type health struct {
 
 // handleHealth answers without authentication, so that load balancers and
 // `hearth doctor` can probe the daemon; it reveals only the runtime.
-func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+func (s admin) handleHealth(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
 	if q := queryParams(r); q.err != nil {
-		s.writeError(w, r, q.err)
+		door.WriteError(w, r, q.err)
 		return
 	}
 	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Sandboxes.Runtime()})
 }
 
 // handlePool answers the warm pool's state per size, for operators.
-func (s *server) handlePool(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handlePool(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	sizes, err := s.svc.Pool.Status(r.Context(), p)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusOK, poolState{Sizes: sizes})
@@ -40,21 +41,20 @@ type poolState struct {
 // handleCreate answers 201 with the new sandbox, or 200 with the caller's
 // existing sandbox of that name (create is idempotent by name). The call
 // names the sandbox for the audit log, since the path does not.
-func (s *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req sandbox.CreateRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	sb, created, err := s.svc.Sandboxes.Create(r.Context(), p, req)
-	if c := callOf(r); c != nil {
-		c.sandbox = req.Name
-		if err == nil {
-			c.sandbox = sb.Name
-		}
+	if err == nil {
+		door.NoteSandbox(r, sb.Name)
+	} else {
+		door.NoteSandbox(r, req.Name)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	status := http.StatusOK
@@ -69,10 +69,10 @@ type sandboxList struct {
 	Sandboxes []sandbox.Sandbox `json:"sandboxes"`
 }
 
-func (s *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	list, err := s.svc.Sandboxes.List(r.Context(), p)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	if list == nil {
@@ -81,18 +81,18 @@ func (s *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	s.encode(w, http.StatusOK, sandboxList{Sandboxes: list})
 }
 
-func (s *server) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	sb, err := s.svc.Sandboxes.Describe(r.Context(), p, r.PathValue("name"))
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusOK, sb)
 }
 
-func (s *server) handleDestroy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleDestroy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := s.svc.Sandboxes.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusNoContent, nil)
@@ -100,15 +100,15 @@ func (s *server) handleDestroy(w http.ResponseWriter, r *http.Request, p sandbox
 
 // handleUpdate applies the sandbox.SandboxUpdate body (labels) and answers
 // the sandbox as it now is.
-func (s *server) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s sandboxes) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var u sandbox.SandboxUpdate
 	if err := s.decode(w, r, &u); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	sb, err := s.svc.Sandboxes.Update(r.Context(), p, r.PathValue("name"), u)
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, http.StatusOK, sb)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -17,24 +18,24 @@ type secretList struct {
 
 // handleSetSecret stores a secret of the tenant ?tenant= (the caller's by
 // default) and answers its description, never its value.
-func (s *server) handleSetSecret(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleSetSecret(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var v secretValue
 	if err := s.decode(w, r, &v); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	info, err := s.svc.Credentials.SetSecret(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("secret"), []byte(v.Value))
 	s.reply(w, r, http.StatusOK, info, err)
 }
 
-func (s *server) handleListSecrets(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleListSecrets(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	list, err := s.svc.Credentials.ListSecrets(r.Context(), p, r.URL.Query().Get("tenant"))
 	s.reply(w, r, http.StatusOK, secretList{Secrets: list}, err)
 }
 
-func (s *server) handleDeleteSecret(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleDeleteSecret(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := s.svc.Credentials.DeleteSecret(r.Context(), p, r.URL.Query().Get("tenant"), r.PathValue("secret")); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

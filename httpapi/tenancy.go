@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -27,83 +28,83 @@ type createdToken struct {
 	Info  sandbox.TokenInfo `json:"info"`
 }
 
-func (s *server) handleCreateTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleCreateTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var t sandbox.Tenant
 	if err := s.decode(w, r, &t); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	t, err := s.svc.Tenancy.CreateTenant(r.Context(), p, t)
 	s.reply(w, r, http.StatusCreated, t, err)
 }
 
-func (s *server) handleListTenants(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleListTenants(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	ts, err := s.svc.Tenancy.ListTenants(r.Context(), p)
 	s.reply(w, r, http.StatusOK, tenantList{Tenants: ts}, err)
 }
 
-func (s *server) handleGetTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleGetTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	t, err := s.svc.Tenancy.GetTenant(r.Context(), p, r.PathValue("tenant"))
 	s.reply(w, r, http.StatusOK, t, err)
 }
 
-func (s *server) handleUpdateTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleUpdateTenant(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var u sandbox.TenantUpdate
 	if err := s.decode(w, r, &u); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	t, err := s.svc.Tenancy.UpdateTenant(r.Context(), p, r.PathValue("tenant"), u)
 	s.reply(w, r, http.StatusOK, t, err)
 }
 
-func (s *server) handleCreateAgent(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleCreateAgent(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var a sandbox.Agent
 	if err := s.decode(w, r, &a); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	a, err := s.svc.Tenancy.CreateAgent(r.Context(), p, a)
 	s.reply(w, r, http.StatusCreated, a, err)
 }
 
-func (s *server) handleListAgents(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleListAgents(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	as, err := s.svc.Tenancy.ListAgents(r.Context(), p, r.URL.Query().Get("tenant"))
 	s.reply(w, r, http.StatusOK, agentList{Agents: as}, err)
 }
 
-func (s *server) handleCreateToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleCreateToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req sandbox.TokenRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	secret, info, err := s.svc.Tenancy.CreateToken(r.Context(), p, req)
 	s.reply(w, r, http.StatusCreated, createdToken{Token: secret, Info: info}, err)
 }
 
-func (s *server) handleListTokens(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleListTokens(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	ts, err := s.svc.Tenancy.ListTokens(r.Context(), p)
 	s.reply(w, r, http.StatusOK, tokenList{Tokens: ts}, err)
 }
 
-func (s *server) handleRevokeToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleRevokeToken(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	if err := s.svc.Tenancy.RevokeToken(r.Context(), p, r.PathValue("id")); err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *server) handleLimits(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+func (s admin) handleLimits(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	rep, err := s.svc.Tenancy.Limits(r.Context(), p)
 	s.reply(w, r, http.StatusOK, rep, err)
 }
 
 // reply writes err, or v with status.
-func (s *server) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+func (s admin) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {
-		s.writeError(w, r, err)
+		door.WriteError(w, r, err)
 		return
 	}
 	s.encode(w, status, v)

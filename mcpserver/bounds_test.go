@@ -20,7 +20,7 @@ import (
 // countingServer serves e's door alone, counting the bytes it reads of
 // request bodies.
 func countingServer(t *testing.T, e *env) (string, *atomic.Int64) {
-	h, n := testenv.CountBodies(e.srv.Handler())
+	h, n := testenv.CountBodies(e.alone())
 	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	return hs.URL, n

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/door"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/lifecycle"
@@ -56,9 +57,16 @@ func newEnv(t *testing.T, opts mcpserver.Options) *env {
 	t.Cleanup(func() { rec.Close(context.Background()) })
 	opts.Audit = rec
 	srv := mcpserver.New(d.Svc, opts)
-	hs := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{MCP: srv.Handler(), Audit: rec, AuditLog: d.DB.Audit()}))
+	chain := door.New(d.Svc.Tenancy, d.Svc.Sandboxes, door.Options{Audit: rec})
+	hs := httptest.NewServer(chain.Handler(httpapi.New(d.Svc, httpapi.Options{Audit: rec, AuditLog: d.DB.Audit()}), srv.Door()))
 	t.Cleanup(hs.Close)
 	return &env{svc: d.Svc, db: d.DB, driver: d.Driver, srv: srv, url: hs.URL, recorder: rec, d: d}
+}
+
+// alone returns the MCP door served alone on a door chain, without the
+// native API.
+func (e *env) alone() http.Handler {
+	return door.New(e.svc.Tenancy, e.svc.Sandboxes, door.Options{}).Handler(e.srv.Door())
 }
 
 // connect opens an in-memory session with the door as p; progress, if

@@ -3,32 +3,50 @@ package mcpserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
-// Handler returns the Streamable HTTP handler of the door, for /mcp. Every
-// request must carry `Authorization: Bearer <token>`, a token of the API:
-// a missing or bad one is 401 with `WWW-Authenticate: Bearer` and the API's
-// error body. A session's tools act as the principal of the token that
-// opened it, and a request for that session with another token is refused
-// (403). A request with an Origin header is refused (403) unless the origin
-// is the handler's own, localhost's, or in Options.AllowedOrigins; one
-// without (a client that is not a browser) is served. No OAuth metadata is
-// advertised: hearth has no authorization server, and a client that saw
-// some would try OAuth instead of the token it was given.
+// Door returns the door of /mcp, the Streamable HTTP transport, for
+// door.Chain.Handler. The chain authenticates every request (a missing or
+// bad token is 401 with `WWW-Authenticate: Bearer` and the API's error
+// body) and holds one of the caller's connections while it lasts: a GET is
+// a long-lived stream, a POST lasts as long as its tool call. The chain
+// audits only the requests it refuses; the door audits each tool call
+// (Options.Audit). Every method: the SDK answers the ones it does not
+// take.
+func (s *Server) Door() *door.Door {
+	h := s.Handler()
+	return &door.Door{Name: sandbox.DoorMCP, Prefix: "/mcp", AuditsCalls: true, Routes: []door.Route{{
+		Pattern: "/mcp", Verb: "mcp", Stream: true,
+		Handle: func(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) error {
+			h.ServeHTTP(w, r)
+			return nil
+		},
+	}}}
+}
+
+// Handler returns the Streamable HTTP handler of the door, which serves
+// the caller the door chain authenticated (door.PrincipalOf; Door is the
+// route): a request without one is refused as unauthenticated. A session's
+// tools act as the principal of the token that opened it, and a request
+// for that session with another token is refused (403). A request with an
+// Origin header is refused (403) unless the origin is the handler's own,
+// localhost's, or in Options.AllowedOrigins; one without (a client that is
+// not a browser) is served. No OAuth metadata is advertised: hearth has no
+// authorization server, and a client that saw some would try OAuth instead
+// of the token it was given.
 //
 // Bodies are read only after the token is checked, and bounded
 // (Options.MaxBodyBytes: a larger Content-Length is 413 too_large before a
@@ -36,9 +54,9 @@ import (
 // Options.MaxSessions sessions is refused another (429 rate_limited).
 func (s *Server) Handler() http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		p, ok := r.Context().Value(principalKey{}).(sandbox.Principal)
+		p, ok := door.PrincipalOf(r.Context())
 		if !ok {
-			return nil // unreachable: ServeHTTP below put it there
+			return nil // unreachable: ServeHTTP below checked it
 		}
 		srv := s.For(p)
 		if slot, ok := r.Context().Value(slotKey{}).(*sessionSlot); ok {
@@ -49,29 +67,30 @@ func (s *Server) Handler() http.Handler {
 	// The SDK binds a session to TokenInfo.UserID, which it reads from
 	// the context RequireBearerToken fills in.
 	bind := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
-		p, _ := ctx.Value(principalKey{}).(sandbox.Principal)
+		p, _ := door.PrincipalOf(ctx)
 		return &auth.TokenInfo{UserID: tokenIdentity(p)}, nil
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := door.PrincipalOf(r.Context())
+		if !ok {
+			door.WriteError(w, r, sandbox.Errorf(sandbox.CodeUnauthenticated, "missing or invalid token").
+				WithHint("serve the MCP door through the door chain (door.Chain.Handler with Server.Door)"))
+			return
+		}
 		if !s.originAllowed(r) {
-			writeError(w, sandbox.Errorf(sandbox.CodePermissionDenied, "origin %s may not call this server", r.Header.Get("Origin")).
+			door.WriteError(w, r, sandbox.Errorf(sandbox.CodePermissionDenied, "origin %s may not call this server", r.Header.Get("Origin")).
 				WithHint("call it from a client that is not a browser, or ask the operator to allow the origin"))
 			return
 		}
-		p, err := s.svc.Tenancy.Authenticate(r.Context(), bearerToken(r))
-		if err != nil {
-			writeError(w, s.publicError(r.Context(), "authenticate", err))
-			return
-		}
 		if err := s.readBody(w, r); err != nil {
-			writeError(w, err)
+			door.WriteError(w, r, err)
 			return
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, p)
+		ctx := r.Context()
 		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" { // a new session
 			slot, err := s.sessions.reserve(tokenIdentity(p))
 			if err != nil {
-				writeError(w, err)
+				door.WriteError(w, r, err)
 				return
 			}
 			defer slot.done()
@@ -86,16 +105,10 @@ func (s *Server) Handler() http.Handler {
 // of unknown length (chunked) is read here, at most the limit, and the SDK
 // then reads the copy.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *sandbox.Error {
+	const hint = "keep a tool call's arguments small: put data in files in the sandbox"
 	limit := s.opts.MaxBodyBytes
-	tooLarge := func(size int64) *sandbox.Error {
-		e := sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than the %d-byte limit", limit)
-		if size >= 0 {
-			e = sandbox.Errorf(sandbox.CodeTooLarge, "request body of %d bytes is larger than the %d-byte limit", size, limit).With("size", size)
-		}
-		return e.With("max_bytes", limit).WithHint("keep a tool call's arguments small: put data in files in the sandbox")
-	}
 	if r.ContentLength > limit {
-		return tooLarge(r.ContentLength)
+		return door.TooLarge(r.ContentLength, limit, hint)
 	}
 	if r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody {
 		// Within the limit, as its length says: the SDK reads it, bounded
@@ -109,7 +122,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *sandbox.Error
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return tooLarge(-1)
+		return door.TooLarge(-1, limit, hint)
 	case err != nil:
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "reading the request body: %v", err).WithHint("send the whole request again")
 	}
@@ -199,8 +212,6 @@ func (s *sessionSlot) done() {
 	}
 }
 
-type principalKey struct{}
-
 // tokenIdentity is what a session is bound to: the token that opened it.
 func tokenIdentity(p sandbox.Principal) string {
 	if p.TokenID != "" {
@@ -232,26 +243,4 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// bearerToken returns the token of an `Authorization: Bearer <token>`
-// header, or "", which Authenticate refuses like any bad token.
-func bearerToken(r *http.Request) string {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return ""
-	}
-	return strings.TrimSpace(token)
-}
-
-// writeError answers e as the API does: the body {"error": {...}} with the
-// status of its code, and `WWW-Authenticate: Bearer` on a 401.
-func writeError(w http.ResponseWriter, e *sandbox.Error) {
-	status := e.Code.HTTPStatus()
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", "Bearer")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(e.Body())
 }

@@ -96,7 +96,7 @@ func TestHTTP(t *testing.T) {
 // Origin; and that no OAuth metadata is served.
 func TestHTTPAuth(t *testing.T) {
 	e := newEnv(t, mcpserver.Options{AllowedOrigins: []string{"https://app.example.com"}})
-	standalone := httptest.NewServer(e.srv.Handler())
+	standalone := httptest.NewServer(e.alone())
 	t.Cleanup(standalone.Close)
 	for _, url := range []string{e.url, standalone.URL} {
 		for _, auth := range []string{"", "Bearer hearth_nope", "Basic " + tokenA1} {

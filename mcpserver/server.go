@@ -26,6 +26,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -60,7 +62,7 @@ type Options struct {
 	// tool's verb as the API names it, the sandbox it named, the result's
 	// code, the duration); the HTTP requests that carry the calls are not
 	// audited on their own.
-	Audit interface{ Record(sandbox.AuditEvent) }
+	Audit door.AuditRecorder
 	// Extensions add to every MCP server the door builds, beside hearth's
 	// own tools; the daemon has none. hearth's tests add the MCP
 	// conformance suite's fixtures with one (testutil/mcpfixtures).
@@ -109,10 +111,6 @@ const (
 	DefaultMaxBodyBytes   = 1 << 20
 )
 
-// maxCommandBytes bounds sandbox_exec's command, as the native exec
-// WebSocket bounds its request (httpapi.DefaultMaxExecMessage).
-const maxCommandBytes = 256 << 10
-
 // Server builds the MCP servers of the door, one per caller.
 type Server struct {
 	svc      *lifecycle.Service
@@ -120,6 +118,7 @@ type Server struct {
 	log      *slog.Logger
 	schemas  *mcp.SchemaCache
 	sessions *sessionLimits
+	exec     *execstream.Runner
 }
 
 // New returns the MCP door over svc.
@@ -143,6 +142,7 @@ func New(svc *lifecycle.Service, opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.exec = execstream.New(svc.Processes, svc.Files, s.log)
 	return s
 }
 
@@ -271,17 +271,13 @@ func (s *Server) audit(p sandbox.Principal, req mcp.Request, res mcp.Result, sta
 	if s.opts.Audit == nil {
 		return
 	}
-	e := sandbox.AuditEvent{
-		At: start.UTC(), Door: sandbox.DoorMCP, Verb: toolVerb(toolName(req)),
-		Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, TokenID: p.TokenID,
-		Sandbox: p.Canonical(sandboxArg(req)), Status: http.StatusOK, DurationMs: time.Since(start).Milliseconds(),
-	}
+	code, status := sandbox.Code(""), http.StatusOK
 	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 		if c, ok := r.StructuredContent.(sandbox.ErrorBody); ok {
-			e.Code, e.Status = c.Error.Code, c.Error.Code.HTTPStatus()
+			code, status = c.Error.Code, c.Error.Code.HTTPStatus()
 		}
 	}
-	s.opts.Audit.Record(e)
+	s.opts.Audit.Record(door.Event(p, sandbox.DoorMCP, toolVerb(toolName(req)), sandboxArg(req), code, status, start))
 }
 
 // sandboxArg is the sandbox a tools/call names: its "sandbox" argument, or
@@ -331,16 +327,8 @@ func errorResult(e *sandbox.Error) *mcp.CallToolResult {
 }
 
 // publicError returns the *sandbox.Error to show for err; the cause of
-// any other error is logged, never sent.
+// any other error is logged, never sent (the exec core's rule, whose
+// tool calls these are).
 func (s *Server) publicError(ctx context.Context, tool string, err error) *sandbox.Error {
-	var e *sandbox.Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if ctx.Err() != nil {
-		return sandbox.Errorf(sandbox.CodeUnavailable, "cancelled").
-			WithHint("the call was cancelled; a command it ran was killed")
-	}
-	s.log.Error("internal error", "tool", tool, "err", err)
-	return sandbox.AsError(err)
+	return s.exec.PublicError(ctx, tool, err)
 }

@@ -54,20 +54,14 @@ type execIn struct {
 // sandbox the whole stream was saved (empty when saving failed, which the
 // marker says).
 type execOut struct {
-	ExitCode    int    `json:"exit_code"`
-	TimedOut    bool   `json:"timed_out"`
-	Signal      string `json:"signal,omitempty"`
-	OOMKilled   bool   `json:"oom_killed,omitempty"`
-	DurationMs  int64  `json:"duration_ms"`
-	Stdout      string `json:"stdout"`
-	Stderr      string `json:"stderr"`
-	StdoutBytes int64  `json:"stdout_bytes"`
-	StderrBytes int64  `json:"stderr_bytes"`
-	Truncated   bool   `json:"truncated,omitempty"`
-	StdoutFile  string `json:"stdout_file,omitempty"`
-	StderrFile  string `json:"stderr_file,omitempty"`
-	Checkpoint  string `json:"checkpoint,omitempty" jsonschema:"restore it to undo"`
-	Gate        string `json:"gate,omitempty"`
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out"`
+	Signal     string `json:"signal,omitempty"`
+	OOMKilled  bool   `json:"oom_killed,omitempty"`
+	DurationMs int64  `json:"duration_ms"`
+	sandbox.ExecOutput
+	Checkpoint string `json:"checkpoint,omitempty" jsonschema:"restore it to undo"`
+	Gate       string `json:"gate,omitempty"`
 }
 
 type checkpointIn struct {

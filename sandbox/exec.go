@@ -53,7 +53,19 @@ type ExecRequest struct {
 	// the start of a line. TERM is xterm-256color unless Env sets it: the
 	// terminal's type is the caller's to say, the sandbox cannot know it.
 	TTY *TTYSize `json:"tty,omitempty"`
+	// MaxOutputBytes, when set, asks the door for the command's output in
+	// the result rather than as it streams: each of stdout and stderr is
+	// kept whole up to this many bytes, and a longer one is cut to its
+	// head and tail around a marker line, the whole stream saved in the
+	// sandbox (ExecResult.Output). It is the door's option (MCP's
+	// sandbox_exec always sets it) and never reaches the sandbox; at most
+	// MaxOutputBytes.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 }
+
+// MaxOutputBytes bounds ExecRequest.MaxOutputBytes: what a result may
+// hold of each stream.
+const MaxOutputBytes = 1 << 20
 
 // TTYSize is a terminal's size in characters. A zero Rows or Cols means
 // the default, 24 rows or 80 columns: the agent fills it in when it sizes
@@ -156,6 +168,11 @@ func (r *ExecRequest) Validate() error {
 		return Errorf(CodeInvalidArgument, "exec argv[0] is empty").WithHint("name the program to run in argv[0]")
 	case r.Timeout < 0 || r.Grace < 0:
 		return Errorf(CodeInvalidArgument, "exec timeout and grace must not be negative")
+	case r.MaxOutputBytes < 0:
+		return Errorf(CodeInvalidArgument, "exec max_output_bytes %d is negative", r.MaxOutputBytes).WithHint("give the bytes of each stream the result may hold, or leave it out to stream the output")
+	case r.MaxOutputBytes > MaxOutputBytes:
+		return Errorf(CodeInvalidArgument, "exec max_output_bytes %d is over the limit of %d", r.MaxOutputBytes, MaxOutputBytes).
+			With("max_bytes", MaxOutputBytes).WithHint("ask for at most %d bytes; the whole output is saved in the sandbox anyway", MaxOutputBytes)
 	}
 	for _, s := range r.Argv {
 		if hasNUL(s) {
@@ -218,4 +235,23 @@ type ExecResult struct {
 	// failed, that it failed).
 	Checkpoint string `json:"checkpoint,omitempty"`
 	Gate       string `json:"gate,omitempty"`
+	// Output is the command's output, when the request set
+	// MaxOutputBytes.
+	Output *ExecOutput `json:"output,omitempty"`
+}
+
+// ExecOutput is a command's output held in its result
+// (ExecRequest.MaxOutputBytes). A stream longer than the cap is cut
+// (Truncated): the result keeps its head and tail around a marker line,
+// *Bytes count the whole stream, and *File names where in the sandbox the
+// whole stream was saved (empty when saving failed, which the marker
+// says).
+type ExecOutput struct {
+	Stdout      string `json:"stdout"`
+	Stderr      string `json:"stderr"`
+	StdoutBytes int64  `json:"stdout_bytes"`
+	StderrBytes int64  `json:"stderr_bytes"`
+	Truncated   bool   `json:"truncated,omitempty"`
+	StdoutFile  string `json:"stdout_file,omitempty"`
+	StderrFile  string `json:"stderr_file,omitempty"`
 }

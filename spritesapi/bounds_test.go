@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/testutil/daemontest"
 	"github.com/hearth/hearth/testutil/testenv"
 )
@@ -22,7 +22,7 @@ import (
 // byte of them read; a body that is no JSON object is invalid_argument.
 func TestBodiesRefusedBeforeReading(t *testing.T) {
 	var read *atomic.Int64
-	e := newEnvWith(t, daemontest.Options{MaxWriteBytes: 1 << 20}, httpapi.Options{}, func(h http.Handler) http.Handler { h, read = testenv.CountBodies(h); return h })
+	e := newEnvWith(t, daemontest.Options{MaxWriteBytes: 1 << 20}, door.Options{}, func(h http.Handler) http.Handler { h, read = testenv.CountBodies(h); return h })
 	e.create(t, tok, "box")
 	e.create(t, daemontest.TokenA2, "theirs")
 	big := strings.Repeat("x", 2<<20)
@@ -72,7 +72,7 @@ func TestOverflowingNumbers(t *testing.T) {
 // connections; at the limit the caller gets 429 with the limit and its
 // count where the SDKs read them, and another caller is unaffected.
 func TestConnectionLimit(t *testing.T) {
-	e := newEnvWith(t, daemontest.Options{}, httpapi.Options{MaxConnections: 1}, nil)
+	e := newEnvWith(t, daemontest.Options{}, door.Options{MaxConnections: 1}, nil)
 	e.create(t, tok, "box")
 	e.create(t, daemontest.TokenA2, "box")
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -57,7 +57,7 @@ func (s *eventStream) send(e event) {
 // fail ends a stream with an error event, and records its code.
 func (s *eventStream) fail(r *http.Request, what string, err error) {
 	e := sandbox.AsError(err)
-	httpapi.NoteCode(r, e.Code)
+	door.NoteCode(r, e.Code)
 	s.send(event{Type: "error", Error: what + " failed: " + e.Error()})
 }
 
@@ -70,7 +70,7 @@ type checkpointRequest struct {
 // handleCheckpoint takes a live checkpoint and streams its progress. The
 // new id reaches a Sprites client only in the complete event's text
 // ("Checkpoint <id> created successfully"), as on Sprites.
-func (d *door) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var req checkpointRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -95,7 +95,7 @@ func (d *door) handleCheckpoint(w http.ResponseWriter, r *http.Request, p sandbo
 
 // handleListCheckpoints answers the sandbox's checkpoints, oldest first, as
 // a JSON array; hearth's automatic ones only with includeAuto=true.
-func (d *door) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	withAuto, err := boolParam(r.URL.Query(), "includeAuto", false)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (d *door) handleListCheckpoints(w http.ResponseWriter, r *http.Request, p s
 	return nil
 }
 
-func (d *door) handleGetCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleGetCheckpoint(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	c, err := d.findCheckpoint(r, p)
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func (d *door) handleGetCheckpoint(w http.ResponseWriter, r *http.Request, p san
 
 // findCheckpoint returns the checkpoint {id} of the sprite {name} of r,
 // or not_found.
-func (d *door) findCheckpoint(r *http.Request, p sandbox.Principal) (sandbox.Checkpoint, error) {
+func (d *server) findCheckpoint(r *http.Request, p sandbox.Principal) (sandbox.Checkpoint, error) {
 	name, id := r.PathValue("name"), r.PathValue("id")
 	list, err := d.svc.Checkpoints.ListCheckpoints(r.Context(), p, name)
 	if err != nil {
@@ -143,7 +143,7 @@ func (d *door) findCheckpoint(r *http.Request, p sandbox.Principal) (sandbox.Che
 // handleRestore restores the checkpoint and streams its progress: the
 // sandbox's processes are stopped (ending its exec sessions), its files
 // become the checkpoint's, and it runs again before the complete event.
-func (d *door) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleRestore(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	if _, err := d.findCheckpoint(r, p); err != nil {
 		return err // before the stream starts: a plain 404
 	}

@@ -8,9 +8,10 @@
 // It is an adapter and nothing more: every route decodes the Sprites
 // request, calls the one lifecycle method the native API calls for the same
 // operation, with the caller's Principal, and encodes the answer in Sprites'
-// shapes. httpapi serves the routes (New returns an httpapi.Door): it
-// authenticates the bearer token, audits each call under door "sprites" and
-// counts it in the metrics.
+// shapes. New returns its routes as a door.Door, which the door chain
+// serves beside the native API and MCP: the chain authenticates the bearer
+// token, audits each call under door "sprites", counts it in the metrics
+// and answers errors through writeError, the Sprites shape.
 package spritesapi
 
 import (
@@ -27,7 +28,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -85,7 +87,7 @@ type Tenancy interface {
 type Options struct {
 	// Logger receives stream failures; nil discards.
 	Logger *slog.Logger
-	// BaseDomain is httpapi.Options.BaseDomain: sprite URLs are then hosts
+	// BaseDomain is the daemon's sandbox domain (httpapi.Options.BaseDomain): sprite URLs are then hosts
 	// {port}-{name}.{BaseDomain}.
 	BaseDomain string
 	// Keepalive is how long an exec stream may stay silent before the door
@@ -101,26 +103,28 @@ const Version = "1.0.0"
 // maxJSONBody bounds a JSON request body.
 const maxJSONBody = 1 << 20
 
-// door holds what the handlers need.
-type door struct {
+// server holds what the handlers need.
+type server struct {
 	svc       Service
 	log       *slog.Logger
 	keepalive time.Duration
 	domain    string
+	exec      *execstream.Runner
 	// sessions numbers exec sessions: Sprites clients want a string id.
 	sessions atomic.Int64
 }
 
-// New returns the door over svc, for httpapi.Options.Doors.
-func New(svc Service, opts Options) *httpapi.Door {
-	d := &door{svc: svc, log: opts.Logger, keepalive: opts.Keepalive, domain: opts.BaseDomain}
+// New returns the door over svc, for door.Chain.Handler.
+func New(svc Service, opts Options) *door.Door {
+	d := &server{svc: svc, log: opts.Logger, keepalive: opts.Keepalive, domain: opts.BaseDomain}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	d.exec = execstream.New(svc.Processes, svc.Files, d.log)
 	if d.keepalive <= 0 {
 		d.keepalive = 10 * time.Second
 	}
-	return &httpapi.Door{
+	return &door.Door{
 		Name:       sandbox.DoorSprites,
 		Prefix:     "/v1/sprites",
 		Header:     http.Header{"Sprite-Version": {Version}},
@@ -131,11 +135,11 @@ func New(svc Service, opts Options) *httpapi.Door {
 
 // routes lists every route of the door with its verb, the native verb of
 // the same operation. Routes that read a body or messages about a sprite
-// are Visible (the API checks that the caller may see it first); the
+// are Visible (the chain checks that the caller may see it first); the
 // long-lived ones are Streams (each holds one of the caller's
 // connections).
-func (d *door) routes() []httpapi.Route {
-	return []httpapi.Route{
+func (d *server) routes() []door.Route {
+	return []door.Route{
 		{Pattern: "POST /v1/sprites", Verb: "sandbox.create", Handle: d.handleCreate},
 		{Pattern: "GET /v1/sprites", Verb: "sandbox.list", Handle: d.handleList},
 		{Pattern: "GET /v1/sprites/{name}", Verb: "sandbox.get", Handle: d.handleGet},
@@ -253,15 +257,14 @@ func encode(w http.ResponseWriter, status int, v any) {
 // its Content-Length says so); bad JSON, and JSON that is no object (null
 // included), invalid_argument.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if err := httpapi.BodyTooLarge(r, maxJSONBody, httpapi.BodyHint); err != nil {
+	if err := door.BodyTooLarge(r, maxJSONBody, door.BodyHint); err != nil {
 		return err
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return sandbox.Errorf(sandbox.CodeTooLarge, "request body is larger than the %d-byte limit", tooBig.Limit).
-				With("max_bytes", tooBig.Limit).WithHint("%s", httpapi.BodyHint)
+			return door.TooLarge(-1, tooBig.Limit, door.BodyHint)
 		}
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "reading the request body: %v", err)
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/coder/websocket"
 	"golang.org/x/sys/unix"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/door/execstream"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -36,8 +37,6 @@ const (
 	outputChunk = 64 << 10
 	// maxInputMessage bounds one client message: stdin bytes or a control.
 	maxInputMessage = 1<<20 + 1
-	// endTimeout bounds sending the last messages to a slow client.
-	endTimeout = 10 * time.Second
 	// exitNotFound is the shell's status for a command it cannot find.
 	exitNotFound = 127
 )
@@ -209,7 +208,7 @@ type controlMessage struct {
 // resize and signal messages. A GET without an upgrade lists sessions
 // (hearth keeps none that can be attached to) and HEAD answers the
 // Sprite-Version header only.
-func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	name := r.PathValue("name")
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
@@ -239,7 +238,7 @@ func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 	defer conn.CloseNow()
 	conn.SetReadLimit(maxInputMessage)
 	tty := x.req.TTY != nil
-	out := &wsOut{conn: conn, ctx: r.Context(), tty: tty}
+	out := &wsOut{Conn: execstream.NewConn(r.Context(), conn), tty: tty}
 
 	info := sessionInfo{Type: "session_info", SessionID: strconv.FormatInt(d.sessions.Add(1), 10),
 		Command: x.req.Argv[0], Created: time.Now().Unix(), IsOwner: true, TTY: tty}
@@ -250,23 +249,15 @@ func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		return nil
 	}
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	in := newInput(x.stdin)
+	in := execstream.NewInput(0, x.stdin, true)
 	x.req.Stdin = true // the input carries the controls, and stdin when asked
-	var reader sync.WaitGroup
-	reader.Go(func() {
-		// Not bound to the request: the command gets its grace period.
-		in.read(context.WithoutCancel(r.Context()), conn, tty)
-		cancel()
+	call := execstream.Call{Principal: p, Sandbox: name, Request: x.req, Stdin: in.Reader(),
+		Stdout: out.stream(streamStdout), Stderr: out.stream(streamStderr)}
+	stopKeepalive := out.Keepalive(r.Context(), d.keepalive, keepalive)
+	d.exec.Serve(r.Context(), out.Conn, in, call, func(ctx context.Context) { readInput(ctx, conn, in, tty) }, func(res sandbox.ExecResult, err error) {
+		stopKeepalive()
+		d.finish(r, out, res, err)
 	})
-	stopKeepalive := out.keepalive(ctx, d.keepalive)
-	res, err := d.svc.Processes.Exec(ctx, p, name, x.req, in, out.stream(streamStdout), out.stream(streamStderr))
-	stopKeepalive()
-	in.closeStdin()
-	d.finish(r, out, res, err)
-	conn.CloseNow()
-	reader.Wait()
 	return nil
 }
 
@@ -274,11 +265,11 @@ func (d *door) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 // a command that could not run, its error on stderr and then the status
 // 127 when the program does not exist, else a 1011 close whose reason is
 // the error.
-func (d *door) finish(r *http.Request, out *wsOut, res sandbox.ExecResult, err error) {
+func (d *server) finish(r *http.Request, out *wsOut, res sandbox.ExecResult, err error) {
 	status := exitStatus(res)
 	if err != nil {
 		e := sandbox.AsError(err)
-		httpapi.NoteCode(r, e.Code)
+		door.NoteCode(r, e.Code)
 		if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
 			return // the client went away: nobody to tell
 		}
@@ -288,7 +279,7 @@ func (d *door) finish(r *http.Request, out *wsOut, res sandbox.ExecResult, err e
 			if len(reason) > 120 {
 				reason = reason[:120]
 			}
-			out.close(websocket.StatusInternalError, reason)
+			out.Close(websocket.StatusInternalError, reason)
 			return
 		}
 		status = exitNotFound
@@ -298,7 +289,7 @@ func (d *door) finish(r *http.Request, out *wsOut, res sandbox.ExecResult, err e
 	} else {
 		out.binary([]byte{streamExit, byte(status)})
 	}
-	out.close(websocket.StatusNormalClosure, "")
+	out.Close(websocket.StatusNormalClosure, "")
 }
 
 // isCommandNotFound reports whether e says the program to run does not
@@ -312,197 +303,87 @@ func isUpgrade(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// wsOut serializes the server's messages on one exec WebSocket.
+// wsOut is the exec core's Conn in Sprites' framing: stream-id messages,
+// or raw bytes in TTY mode.
 type wsOut struct {
-	conn *websocket.Conn
-	ctx  context.Context
-	tty  bool
-	mu   sync.Mutex
-	buf  []byte
-	last time.Time // when the last message went out; under mu
-}
-
-// keepalive sends the keepalive message whenever the stream has been
-// silent for every, until ctx ends or the returned stop is called.
-func (o *wsOut) keepalive(ctx context.Context, every time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			o.mu.Lock()
-			silent := time.Since(o.last) >= every
-			o.mu.Unlock()
-			if silent && o.write(websocket.MessageText, keepalive) != nil {
-				return
-			}
-		}
-	})
-	return func() { cancel(); wg.Wait() }
+	*execstream.Conn
+	tty bool
 }
 
 // stream returns a writer onto stream id: each write goes out as messages
 // of at most outputChunk bytes, prefixed by id (raw in TTY mode).
 func (o *wsOut) stream(id byte) io.Writer {
-	return chunkWriter(func(chunk []byte) error {
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		o.buf = o.buf[:0]
-		if !o.tty {
-			o.buf = append(o.buf, id)
-		}
-		o.buf = append(o.buf, chunk...)
-		if err := o.conn.Write(o.ctx, websocket.MessageBinary, o.buf); err != nil {
-			return err
-		}
-		o.last = time.Now()
-		return nil
-	})
+	if o.tty {
+		return o.Stream(nil, outputChunk)
+	}
+	return o.Stream([]byte{id}, outputChunk)
 }
 
 // binary sends one binary message, text one JSON text message, even after
-// the request's context ended (within endTimeout).
-func (o *wsOut) binary(b []byte) error { return o.write(websocket.MessageBinary, b) }
+// the request's context ended (within execstream.EndTimeout).
+func (o *wsOut) binary(b []byte) error { return o.Send(websocket.MessageBinary, b) }
 
 func (o *wsOut) text(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return o.write(websocket.MessageText, b)
+	return o.Send(websocket.MessageText, b)
 }
 
-func (o *wsOut) write(typ websocket.MessageType, b []byte) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(o.ctx), endTimeout)
-	defer cancel()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.last = time.Now()
-	return o.conn.Write(ctx, typ, b)
-}
-
-// close closes the connection with status, waiting at most endTimeout for
-// the client's close.
-func (o *wsOut) close(status websocket.StatusCode, reason string) {
-	done := make(chan struct{})
-	go func() {
-		o.conn.Close(status, reason)
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(endTimeout):
-		o.conn.CloseNow()
-	}
-}
-
-// chunkWriter is a writer that hands send each write in pieces of at most
-// outputChunk bytes, in order, stopping at the first error.
-type chunkWriter func(chunk []byte) error
-
-func (send chunkWriter) Write(p []byte) (int, error) {
-	for rest := p; len(rest) > 0; {
-		chunk := rest[:min(len(rest), outputChunk)]
-		rest = rest[len(chunk):]
-		if err := send(chunk); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
-}
-
-// input is what the client sends while the command runs: stdin, as an
-// io.Reader for lifecycle's Exec, and resizes and signals, as its
-// sandbox.ExecControls.
-type input struct {
-	pr       *io.PipeReader
-	pw       *io.PipeWriter
-	controls chan sandbox.ExecControl
-	once     sync.Once
-}
-
-// newInput returns an input; without stdin its reader is at EOF at once
-// and stdin messages are dropped.
-func newInput(stdin bool) *input {
-	in := &input{controls: make(chan sandbox.ExecControl, 16)}
-	in.pr, in.pw = io.Pipe()
-	if !stdin {
-		in.pw.Close()
-		in.pw = nil
-	}
-	return in
-}
-
-func (in *input) Read(p []byte) (int, error)           { return in.pr.Read(p) }
-func (in *input) Controls() <-chan sandbox.ExecControl { return in.controls }
-
-// closeStdin unblocks a stdin message the command will never read.
-func (in *input) closeStdin() { in.pr.CloseWithError(io.ErrClosedPipe) }
-
-// read reads the client's messages until the connection ends, then closes
-// stdin (as broken, if the client did not end it) and the controls.
-func (in *input) read(ctx context.Context, conn *websocket.Conn, tty bool) {
-	defer close(in.controls)
-	defer func() {
-		if in.pw != nil {
-			in.pw.CloseWithError(errors.New("exec client went away before the end of stdin"))
-		}
-	}()
+// readInput translates what the client sends while the command runs into
+// in: stdin (stream 0, or raw bytes in TTY mode), its end (stream 4), and
+// resize and signal text messages; what the framing does not allow is
+// dropped. When the connection ends, stdin breaks if the client did not
+// end it, and the controls end.
+func readInput(ctx context.Context, conn *websocket.Conn, in *execstream.Input, tty bool) {
+	defer in.Ended(errors.New("exec client went away before the end of stdin"))
 	for {
 		typ, msg, err := conn.Read(ctx)
 		if err != nil {
 			return
 		}
 		if typ == websocket.MessageText {
-			in.control(msg)
+			if c, ok := control(msg); ok {
+				in.Control(c)
+			}
 			continue
 		}
 		switch {
-		case in.pw == nil || len(msg) == 0:
-			// No stdin asked for, or already ended: dropped.
+		case len(msg) == 0:
 		case tty:
-			in.pw.Write(msg)
+			in.Stdin(msg)
 		case msg[0] == streamEOF:
-			in.pw.Close()
-			in.pw = nil
+			in.EndStdin()
 		case msg[0] == streamStdin:
-			in.pw.Write(msg[1:])
+			in.Stdin(msg[1:])
 		}
 	}
 }
 
-// control passes a resize or signal message on; anything else is ignored,
-// as Sprites clients expect of each other's extensions.
-func (in *input) control(msg []byte) {
+// control reads a resize or signal message; anything else is ignored, as
+// Sprites clients expect of each other's extensions.
+func control(msg []byte) (sandbox.ExecControl, bool) {
 	var m controlMessage
 	if json.Unmarshal(msg, &m) != nil {
-		return
+		return sandbox.ExecControl{}, false
 	}
 	var c sandbox.ExecControl
 	switch m.Type {
 	case "resize":
 		if m.Rows == 0 || m.Cols == 0 {
-			return
+			return c, false
 		}
 		c.Resize = &sandbox.TTYSize{Rows: m.Rows, Cols: m.Cols}
 	case "signal":
 		c.Signal = signalOf(m.Signal)
 		if c.Signal == "" {
-			return
+			return c, false
 		}
 	default:
-		return
+		return c, false
 	}
-	select {
-	case in.controls <- c:
-	default: // a client flooding controls loses the excess
-	}
+	return c, true
 }
 
 // signalOf reads a signal given as a name ("TERM", "SIGTERM") or a number.
@@ -520,7 +401,7 @@ func signalOf(raw json.RawMessage) string {
 
 // handleControl refuses control connections at once: every Sprites client
 // then falls back to plain exec WebSockets.
-func (d *door) handleControl(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleControl(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	return sandbox.Errorf(sandbox.CodeNotFound, "control connections are not supported").
 		WithHint("use the exec WebSocket, /v1/sprites/%s/exec", r.PathValue("name"))
 }
@@ -529,7 +410,7 @@ func (d *door) handleControl(w http.ResponseWriter, r *http.Request, p sandbox.P
 // stdin, the answer a 200 stream of frames, each flushed as its own chunk:
 // a stream byte (1 stdout, 2 stderr) and the bytes, and last 3 and the
 // exit status. An error before the command starts is a JSON error.
-func (d *door) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	x, err := parseExec(r.URL.Query())
 	if err != nil {
 		return err
@@ -544,14 +425,15 @@ func (d *door) handleHTTPExec(w http.ResponseWriter, r *http.Request, p sandbox.
 		x.req.Stdin = true
 	}
 	fw := &frameWriter{w: w, rc: http.NewResponseController(w)}
-	res, err := d.svc.Processes.Exec(r.Context(), p, name, x.req, stdin, fw.stream(streamStdout), fw.stream(streamStderr))
+	res, err := d.exec.Run(r.Context(), execstream.Call{Principal: p, Sandbox: name, Request: x.req, Stdin: stdin,
+		Stdout: fw.stream(streamStdout), Stderr: fw.stream(streamStderr)})
 	status := exitStatus(res)
 	if err != nil {
 		e := sandbox.AsError(err)
 		if !fw.started && !isCommandNotFound(e) {
 			return e
 		}
-		httpapi.NoteCode(r, e.Code)
+		door.NoteCode(r, e.Code)
 		fw.stream(streamStderr).Write([]byte(e.Text()))
 		status = exitNotFound
 		if !isCommandNotFound(e) {
@@ -571,7 +453,7 @@ type frameWriter struct {
 }
 
 func (f *frameWriter) stream(id byte) io.Writer {
-	return chunkWriter(func(chunk []byte) error { return f.frame(id, chunk) })
+	return execstream.Chunked(outputChunk, func(chunk []byte) error { return f.frame(id, chunk) })
 }
 
 func (f *frameWriter) frame(id byte, p []byte) error {

@@ -51,13 +51,4 @@ func ParseExec(q url.Values) (sandbox.ExecRequest, bool, error) {
 
 // Control is what the exec stream makes of a text message of the client:
 // the control it passes on, if any.
-func Control(msg []byte) (sandbox.ExecControl, bool) {
-	in := newInput(false)
-	in.control(msg)
-	select {
-	case c := <-in.controls:
-		return c, true
-	default:
-		return sandbox.ExecControl{}, false
-	}
-}
+func Control(msg []byte) (sandbox.ExecControl, bool) { return control(msg) }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -85,7 +85,7 @@ func fsErrorStatus(errno string, status int) int {
 func octal(m fs.FileMode) string { return sandbox.FormatMode(m) }
 
 // handleRead answers the file's bytes. Errors come before any byte.
-func (d *door) handleRead(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleRead(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	abs, err := queryPath(r)
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ type writeResult struct {
 // sprite); a Content-Length over the daemon's write limit is then refused
 // before a byte of the body is read, and a chunked body is cut at the
 // limit.
-func (d *door) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	abs, err := queryPath(r)
 	if err != nil {
 		return err
@@ -158,7 +158,7 @@ func (d *door) handleWrite(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 		}
 		req.SetMode = true
 	}
-	if err := httpapi.WriteTooLarge(r.ContentLength, req.MaxBytes); err != nil {
+	if err := door.WriteTooLarge(r.ContentLength, req.MaxBytes); err != nil {
 		return fsErr(abs, sandbox.AsError(err).With("errno", "EFBIG")) // as the agent refuses it
 	}
 	info, err := d.svc.Files.WriteFile(r.Context(), p, r.PathValue("name"), req, http.MaxBytesReader(w, r.Body, req.MaxBytes+1))
@@ -203,7 +203,7 @@ type listResult struct {
 // by name (the SDKs stat through a list's first entry, which this order
 // makes right more often), or describes a file as the one entry. With
 // recursive=true it lists every descendant.
-func (d *door) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	abs, err := queryPath(r)
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func (d *door) handleListDir(w http.ResponseWriter, r *http.Request, p sandbox.P
 }
 
 // stat describes the file at abs in r's sprite.
-func (d *door) stat(r *http.Request, p sandbox.Principal, abs string) (sandbox.FileInfo, error) {
+func (d *server) stat(r *http.Request, p sandbox.Principal, abs string) (sandbox.FileInfo, error) {
 	info, err := d.svc.Files.Stat(r.Context(), p, r.PathValue("name"), abs)
 	if err != nil {
 		return sandbox.FileInfo{}, fsErr(abs, err)
@@ -242,7 +242,7 @@ func (d *door) stat(r *http.Request, p sandbox.Principal, abs string) (sandbox.F
 // walk returns dir's children, directories first and then by name, and
 // with recursive every descendant (breadth first, symlinks not followed).
 // More than maxListEntries is too_large.
-func (d *door) walk(r *http.Request, p sandbox.Principal, dir string, recursive bool) ([]sandbox.FileInfo, error) {
+func (d *server) walk(r *http.Request, p sandbox.Principal, dir string, recursive bool) ([]sandbox.FileInfo, error) {
 	var out []sandbox.FileInfo
 	for dirs := []string{dir}; len(dirs) > 0; dirs = dirs[1:] {
 		children, err := d.svc.Files.ListDir(r.Context(), p, r.PathValue("name"), dirs[0])
@@ -296,7 +296,7 @@ func (b *pathBody) resolve(paths ...*string) error {
 
 // handleDeleteFile removes a file, or a directory with recursive=true;
 // its parameters come in the query (every SDK) or a JSON body (the docs).
-func (d *door) handleDeleteFile(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleDeleteFile(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var b pathBody
 	q := r.URL.Query()
 	if q.Has("path") {
@@ -319,7 +319,7 @@ func (d *door) handleDeleteFile(w http.ResponseWriter, r *http.Request, p sandbo
 }
 
 // handleRename moves source to dest, replacing a file at dest.
-func (d *door) handleRename(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleRename(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var b pathBody
 	if err := decode(w, r, &b); err != nil {
 		return err
@@ -342,7 +342,7 @@ type affected struct {
 
 // handleChmod sets the mode of a file, or of a directory and everything
 // below it with recursive.
-func (d *door) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleChmod(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var b pathBody
 	if err := decode(w, r, &b); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/spritesapi"
 	"github.com/hearth/hearth/testutil/daemontest"
@@ -29,20 +30,21 @@ const keepalive = 200 * time.Millisecond
 
 func newEnv(t *testing.T, o daemontest.Options) *env {
 	t.Helper()
-	return newEnvWith(t, o, httpapi.Options{}, nil)
+	return newEnvWith(t, o, door.Options{}, nil)
 }
 
-// newEnvWith is newEnv with the API's options api (Doors and Audit are
-// set here) and its handler wrapped in wrap, if not nil.
-func newEnvWith(t *testing.T, o daemontest.Options, api httpapi.Options, wrap func(http.Handler) http.Handler) *env {
+// newEnvWith is newEnv with the chain's options chain (Audit is set here)
+// and its handler, the door beside the native API, wrapped in wrap, if
+// not nil.
+func newEnvWith(t *testing.T, o daemontest.Options, chain door.Options, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
 	d := daemontest.New(t, o)
 	rec := audit.New(d.DB.Audit(), nil)
 	t.Cleanup(func() { rec.Close(context.Background()) }) // before the store closes
-	door := spritesapi.New(spritesapi.Service{Sandboxes: d.Svc.Sandboxes, Processes: d.Svc.Processes, Files: d.Svc.Files,
+	sprites := spritesapi.New(spritesapi.Service{Sandboxes: d.Svc.Sandboxes, Processes: d.Svc.Processes, Files: d.Svc.Files,
 		Checkpoints: d.Svc.Checkpoints, Tenancy: d.Svc.Tenancy}, spritesapi.Options{Keepalive: keepalive})
-	api.Doors, api.Audit = []*httpapi.Door{door}, rec
-	h := httpapi.New(d.Svc, api)
+	chain.Audit = rec
+	h := door.New(d.Svc.Tenancy, d.Svc.Sandboxes, chain).Handler(httpapi.New(d.Svc, httpapi.Options{Audit: rec}), sprites)
 	if wrap != nil {
 		h = wrap(h)
 	}

@@ -125,7 +125,7 @@ func policyOf(e sandbox.EgressPolicy) networkPolicy {
 	return p
 }
 
-func (d *door) handleGetNetworkPolicy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleGetNetworkPolicy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	sb, err := d.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (d *door) handleGetNetworkPolicy(w http.ResponseWriter, r *http.Request, p 
 // handleSetNetworkPolicy replaces the sprite's egress policy (the
 // sandbox's own; a running one gets it at once) and answers 204, as the
 // SDKs want.
-func (d *door) handleSetNetworkPolicy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleSetNetworkPolicy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var req networkPolicy
 	if err := decode(w, r, &req); err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -37,7 +37,7 @@ const proxyHandshake = 30 * time.Second
 // and binary messages then carry the TCP stream both ways until either
 // side closes. Only the sprite's own loopback is reachable (hearth
 // connects through the sandbox's agent, whatever its network).
-func (d *door) handleTCPProxy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleTCPProxy(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	name := r.PathValue("name") // the route is Visible: p may see it
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -51,7 +51,7 @@ func (d *door) handleTCPProxy(w http.ResponseWriter, r *http.Request, p sandbox.
 		return nil
 	}
 	refuse := func(e *sandbox.Error) error {
-		httpapi.NoteCode(r, e.Code)
+		door.NoteCode(r, e.Code)
 		b, _ := json.Marshal(proxyReply{Status: "error", Message: e.Error()})
 		ws.Write(r.Context(), websocket.MessageText, b)
 		ws.Close(websocket.StatusNormalClosure, "")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -87,7 +87,7 @@ func spriteName(p sandbox.Principal, sb sandbox.Sandbox) string {
 }
 
 // spriteOf renders sb for p, who called r.
-func (d *door) spriteOf(r *http.Request, p sandbox.Principal, sb sandbox.Sandbox) sprite {
+func (d *server) spriteOf(r *http.Request, p sandbox.Principal, sb sandbox.Sandbox) sprite {
 	labels := sb.Labels
 	if labels == nil {
 		labels = []string{}
@@ -190,12 +190,12 @@ func publicPorts(u *urlSettings, sb sandbox.Sandbox) (*[]int, error) {
 
 // handleCreate answers 201 and the new sprite; a name that exists (the
 // caller's or not) is 409, which is how Sprites clients learn it.
-func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var req createRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
-	httpapi.NoteSandbox(r, req.Name)
+	door.NoteSandbox(r, req.Name)
 	if req.Name == "" {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "missing field \"name\"").WithHint(`send {"name": "my-sprite"}`)
 	}
@@ -214,7 +214,7 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	if err != nil {
 		return err
 	}
-	httpapi.NoteSandbox(r, sb.Name)
+	door.NoteSandbox(r, sb.Name)
 	if !created {
 		return sandbox.Errorf(sandbox.CodeAlreadyExists, "sprite %q already exists", req.Name).
 			WithHint("use it (get it by name), or delete it first")
@@ -228,7 +228,7 @@ func (d *door) handleCreate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	return nil
 }
 
-func (d *door) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleGet(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	sb, err := d.svc.Sandboxes.Get(r.Context(), p, r.PathValue("name"))
 	if err != nil {
 		return err
@@ -244,7 +244,7 @@ type updateRequest struct {
 	ClearLabels bool         `json:"clear_labels"`
 }
 
-func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	var req updateRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
@@ -273,7 +273,7 @@ func (d *door) handleUpdate(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 	return nil
 }
 
-func (d *door) handleDelete(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleDelete(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	if err := d.svc.Sandboxes.Destroy(r.Context(), p, r.PathValue("name")); err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ type spriteList struct {
 // handleList pages through the caller's sprites in name order. The
 // continuation token is the last name of the previous page, so that a page
 // never repeats nor skips a sprite that existed all along.
-func (d *door) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+func (d *server) handleList(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
 	q := r.URL.Query()
 	limit := defaultPage
 	if s := q.Get("max_results"); s != "" {

@@ -32,7 +32,13 @@ With --json the output is collected instead of streamed and printed as one
 object: the result (exit_code, signal, timed_out, oom_killed, duration_ms)
 plus stdout and stderr as strings, or stdout_base64 and stderr_base64 when
 they are not valid UTF-8 (timed_out replaces the timeout note on stderr).
-The exit code is the command's in both modes.`
+The exit code is the command's in both modes.
+
+With --max-output N the output is printed when the command ends, each
+stream cut to its head and tail around a marker line once it is longer
+than N bytes; the whole of a cut stream is saved in the sandbox, at the
+path the marker names (with --json, the result's output object has the
+bytes and the paths). It is what MCP's sandbox_exec returns.`
 
 // execOptions are exec's flags, gathered for execRequest.
 type execOptions struct {
@@ -42,11 +48,13 @@ type execOptions struct {
 	timeout time.Duration
 	shell   bool
 	stdin   bool
+	// maxOutput is ExecRequest.MaxOutputBytes.
+	maxOutput int64
 }
 
 // runExec runs one command in a sandbox and passes its exit status through.
 func runExec(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("exec", "NAME [--env K=V]... [--secret NAME]... [--cwd DIR] [--timeout D] [--shell] [--stdin] -- CMD [ARGS...]", execSummary)
+	fs := c.clientFlagSet("exec", "NAME [--env K=V]... [--secret NAME]... [--cwd DIR] [--timeout D] [--shell] [--stdin] [--max-output N] -- CMD [ARGS...]", execSummary)
 	opts := execOptions{env: envFlag{}}
 	fs.Var(opts.env, "env", "set `K=V` in the command's environment (repeatable)")
 	fs.Var(&opts.secrets, "secret", "give the command the tenant's secret `NAME` in $NAME, scrubbed from its output (repeatable)")
@@ -54,6 +62,7 @@ func runExec(ctx context.Context, c *cli, args []string) error {
 	fs.DurationVar(&opts.timeout, "timeout", 0, "kill the command and its descendants after `D`, e.g. 30s (exit 124)")
 	fs.BoolVar(&opts.shell, "shell", false, "run the words after -- as one /bin/sh script")
 	fs.BoolVar(&opts.stdin, "stdin", false, "forward this process's stdin to the command")
+	fs.Int64Var(&opts.maxOutput, "max-output", 0, "print each stream when the command ends, cut to its head and tail past `N` bytes, the whole of it saved in the sandbox")
 	name, words, err := fs.parseCommand(args)
 	if err != nil {
 		return err
@@ -77,6 +86,10 @@ func runExec(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
+		if o := res.Output; o != nil {
+			stdout.WriteString(o.Stdout)
+			stderr.WriteString(o.Stderr)
+		}
 		out, err := execJSON(res, stdout.Bytes(), stderr.Bytes())
 		if err != nil {
 			return err
@@ -90,6 +103,10 @@ func runExec(ctx context.Context, c *cli, args []string) error {
 	res, err := cl.Exec(ctx, name, req, stdin, c.stdout, c.stderr)
 	if err != nil {
 		return err
+	}
+	if o := res.Output; o != nil {
+		io.WriteString(c.stdout, o.Stdout)
+		io.WriteString(c.stderr, o.Stderr)
 	}
 	switch {
 	case res.TimedOut:
@@ -118,11 +135,15 @@ func execRequest(opts execOptions, words []string) (sandbox.ExecRequest, error) 
 	if opts.timeout < 0 {
 		return sandbox.ExecRequest{}, &usageError{verb: "exec", msg: "--timeout must not be negative"}
 	}
+	if opts.maxOutput < 0 {
+		return sandbox.ExecRequest{}, &usageError{verb: "exec", msg: "--max-output must not be negative"}
+	}
 	req := sandbox.ExecRequest{
-		Cwd:     opts.cwd,
-		Timeout: sandbox.Duration(opts.timeout),
-		Stdin:   opts.stdin,
-		Secrets: opts.secrets,
+		Cwd:            opts.cwd,
+		Timeout:        sandbox.Duration(opts.timeout),
+		Stdin:          opts.stdin,
+		Secrets:        opts.secrets,
+		MaxOutputBytes: opts.maxOutput,
 	}
 	if len(opts.env) > 0 {
 		req.Env = map[string]string(opts.env)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/instance"
@@ -245,7 +246,7 @@ func startAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.L
 // alarmSink is where alarms go: audited in rec, counted for /metrics,
 // and posted to the webhook if cfg names one.
 func alarmSink(cfg serveConfig, reg *metrics.Registry, rec *audit.Recorder, log *slog.Logger) func(sandbox.Alarm) {
-	count := httpapi.CountAlarms(reg)
+	count := door.CountAlarms(reg)
 	alarms := func(a sandbox.Alarm) { count(a); rec.Record(alarmEvent(a)) }
 	if cfg.alarmWebhook != "" {
 		local, post := alarms, webhook.New(cfg.alarmWebhook, log.With("component", "webhook")).Post
@@ -277,26 +278,34 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 	return nil
 }
 
-// apiHandler is the daemon's HTTP API with its doors: the native API, MCP
-// at /mcp and the Sprites-compatible API.
+// apiHandler is the daemon's doors side by side on the door chain: the
+// native API, MCP at /mcp and the Sprites-compatible API at /v1/sprites.
+// The chain authenticates, audits and counts the calls of all three.
 func apiHandler(cfg serveConfig, svc *lifecycle.Service, db *sqlite.DB, rec *audit.Recorder, reg *metrics.Registry, log *slog.Logger) http.Handler {
-	return httpapi.New(svc, httpapi.Options{
+	chain := door.New(svc.Tenancy, svc.Sandboxes, door.Options{
 		Logger:         log.With("component", "http"),
 		Audit:          rec,
-		AuditLog:       db.Audit(),
 		Metrics:        reg,
+		Counts:         svc.Sandboxes.Counts,
 		MaxConnections: cfg.maxConnections,
-		MCP: mcpserver.New(svc, mcpserver.Options{
-			Logger:      log.With("component", "mcp"),
-			Version:     version(),
-			Audit:       rec,
-			MaxSessions: cfg.maxConnections,
-		}).Handler(),
-		Doors: []*httpapi.Door{spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
-			Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{
-			Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})},
+	})
+	native := httpapi.New(svc, httpapi.Options{
+		Logger:     log.With("component", "http"),
+		Audit:      rec,
+		AuditLog:   db.Audit(),
+		Metrics:    reg,
 		BaseDomain: cfg.baseDomain,
 	})
+	mcp := mcpserver.New(svc, mcpserver.Options{
+		Logger:      log.With("component", "mcp"),
+		Version:     version(),
+		Audit:       rec,
+		MaxSessions: cfg.maxConnections,
+	})
+	sprites := spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
+		Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{
+		Logger: log.With("component", "sprites"), BaseDomain: cfg.baseDomain})
+	return chain.Handler(native, mcp.Door(), sprites)
 }
 
 // serveAPI serves h on ln until ctx ends, then shuts the server down,
@@ -371,7 +380,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
-	fl.IntVar(&cfg.maxConnections, "max-connections", httpapi.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
+	fl.IntVar(&cfg.maxConnections, "max-connections", door.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
 		pool, err := parseWarmPool(v)

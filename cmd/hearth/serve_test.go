@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/instance"
 )
 
@@ -118,8 +118,8 @@ func TestOpenInstance(t *testing.T) {
 // default and refuses less than one.
 func TestParseServeMaxConnections(t *testing.T) {
 	env := func(string) string { return "" }
-	if cfg, err := parseServe([]string{"--agent", "/bin/true"}, env, io.Discard); err != nil || cfg.maxConnections != httpapi.DefaultMaxConnections {
-		t.Errorf("default maxConnections = %d, %v; want %d", cfg.maxConnections, err, httpapi.DefaultMaxConnections)
+	if cfg, err := parseServe([]string{"--agent", "/bin/true"}, env, io.Discard); err != nil || cfg.maxConnections != door.DefaultMaxConnections {
+		t.Errorf("default maxConnections = %d, %v; want %d", cfg.maxConnections, err, door.DefaultMaxConnections)
 	}
 	if cfg, err := parseServe([]string{"--agent", "/bin/true", "--max-connections", "8"}, env, io.Discard); err != nil || cfg.maxConnections != 8 {
 		t.Errorf("--max-connections 8 = %d, %v", cfg.maxConnections, err)

@@ -82,9 +82,16 @@ var ioPackages = []string{
 // rules are hearth's import rules (docs/ARCHITECTURE.md, "Import rules").
 var rules = []rule{
 	{
-		name: "a door (httpapi, spritesapi, mcpserver) imports lifecycle and the vocabulary, not the node's parts or the store",
-		from: under("httpapi", "spritesapi", "mcpserver"),
+		name: "a door (httpapi, spritesapi, mcpserver) or the door core (door) imports lifecycle and the vocabulary, not the node's parts or the store",
+		from: under("door", "httpapi", "spritesapi", "mcpserver"),
 		to:   under("driver", "layers", "store", "network"),
+	},
+	{
+		name: "the doors stand side by side on the door core: none imports another, and the core imports none",
+		from: under("door", "httpapi", "spritesapi", "mcpserver"),
+		to: func(p string) bool {
+			return under("httpapi", "spritesapi", "mcpserver")(p)
+		},
 	},
 	{
 		name: "the driver imports neither the store, nor policy, nor lifecycle",
@@ -171,6 +178,11 @@ func TestRulesCatch(t *testing.T) {
 		{"mcpserver", "layers/btrfs", true},
 		{"spritesapi", "driver/oci", true},
 		{"httpapi", "network", true},
+		{"door", "store", true},
+		{"spritesapi", "httpapi", true},
+		{"httpapi", "mcpserver", true},
+		{"door", "httpapi", true},
+		{"spritesapi", "door", false},
 		{"driver/oci", "store/sqlite", true},
 		{"driver/oci", "lifecycle", true},
 		{"driver", "policy", true},

@@ -21,6 +21,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
@@ -396,10 +397,10 @@ func TestConnectionFloodRefused(t *testing.T) {
 				c.CloseNow()
 			}
 		}()
-		for range httpapi.DefaultMaxConnections {
+		for range door.DefaultMaxConnections {
 			conn, _, err := d.dialExec(ctx, "trudy", mine)
 			if err != nil {
-				t.Fatalf("exec WebSocket %d of %d: %v", len(held)+1, httpapi.DefaultMaxConnections, err)
+				t.Fatalf("exec WebSocket %d of %d: %v", len(held)+1, door.DefaultMaxConnections, err)
 			}
 			held = append(held, conn)
 		}
@@ -407,7 +408,7 @@ func TestConnectionFloodRefused(t *testing.T) {
 			conn, resp, err := d.dialExec(ctx, "trudy", mine)
 			if err == nil {
 				conn.CloseNow()
-				t.Fatalf("an exec WebSocket beyond the limit of %d opened", httpapi.DefaultMaxConnections)
+				t.Fatalf("an exec WebSocket beyond the limit of %d opened", door.DefaultMaxConnections)
 			}
 			if resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 				t.Fatalf("an exec WebSocket beyond the limit: %v, %+v; want 429", err, resp)
@@ -416,9 +417,9 @@ func TestConnectionFloodRefused(t *testing.T) {
 		var out strings.Builder
 		_, err := d.as("trudy").Exec(ctx, mine, sandbox.ExecRequest{Argv: []string{"true"}}, nil, &out, nil)
 		var se *sandbox.Error
-		if !errors.As(err, &se) || se.Code != sandbox.CodeRateLimited || se.Details["limit"] != float64(httpapi.DefaultMaxConnections) ||
-			se.Details["current_count"] != float64(httpapi.DefaultMaxConnections) || se.Hint == "" {
-			t.Errorf("exec beyond the limit: %v (%+v); want rate_limited with limit and current_count %d and a hint", err, se, httpapi.DefaultMaxConnections)
+		if !errors.As(err, &se) || se.Code != sandbox.CodeRateLimited || se.Details["limit"] != float64(door.DefaultMaxConnections) ||
+			se.Details["current_count"] != float64(door.DefaultMaxConnections) || se.Hint == "" {
+			t.Errorf("exec beyond the limit: %v (%+v); want rate_limited with limit and current_count %d and a hint", err, se, door.DefaultMaxConnections)
 		}
 		alive(ctx, t, d.as("alice"), web)
 		held[0].CloseNow()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/metrics"
@@ -166,17 +167,14 @@ func fixtureDoor(t *testing.T) (url, token string) {
 	d.AddToken(t, "tok-op", operatorToken, sandbox.Principal{Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator})
 	rec := audit.New(d.DB.Audit(), nil)
 	t.Cleanup(func() { rec.Close(context.Background()) })
-	door := mcpserver.New(d.Svc, mcpserver.Options{
+	mcp := mcpserver.New(d.Svc, mcpserver.Options{
 		Audit:       rec,
-		MaxSessions: httpapi.DefaultMaxConnections,
+		MaxSessions: door.DefaultMaxConnections,
 		Extensions:  []mcpserver.Extension{mcpfixtures.Extension()},
 	})
-	srv := httptest.NewServer(httpapi.New(d.Svc, httpapi.Options{
-		Audit:    rec,
-		AuditLog: d.DB.Audit(),
-		Metrics:  metrics.NewRegistry(),
-		MCP:      door.Handler(),
-	}))
+	reg := metrics.NewRegistry()
+	chain := door.New(d.Svc.Tenancy, d.Svc.Sandboxes, door.Options{Audit: rec, Metrics: reg, Counts: d.Svc.Sandboxes.Counts})
+	srv := httptest.NewServer(chain.Handler(httpapi.New(d.Svc, httpapi.Options{Audit: rec, AuditLog: d.DB.Audit(), Metrics: reg}), mcp.Door()))
 	t.Cleanup(srv.Close)
 	return srv.URL, operatorToken
 }

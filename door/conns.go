@@ -1,4 +1,4 @@
-package httpapi
+package door
 
 import (
 	"net"
@@ -70,12 +70,17 @@ func callerKey(r *http.Request, p sandbox.Principal) string {
 	return "addr:" + host
 }
 
-// holdConn takes one of the caller's connections for r's call, answering
-// the refusal itself (ok false: the call ends). The caller defers release.
-func (s *server) holdConn(w http.ResponseWriter, r *http.Request, p sandbox.Principal) (release func(), ok bool) {
-	release, err := s.conns.acquire(callerKey(r, p))
+// Hold takes one of the caller's connections for r's call, answering the
+// refusal itself (ok false: the call ends): Route.Stream, for a handler
+// that must check the request first. The caller defers release.
+func Hold(w http.ResponseWriter, r *http.Request, p sandbox.Principal) (release func(), ok bool) {
+	c := callOf(r)
+	if c == nil {
+		panic("door.Hold outside the chain")
+	}
+	release, err := c.chain.conns.acquire(callerKey(r, p))
 	if err != nil {
-		s.writeError(w, r, err)
+		WriteError(w, r, err)
 		return nil, false
 	}
 	return release, true
