@@ -10,9 +10,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// The servers these tests start run in this process, and their
+	// commands inherit an ignored SIGHUP (a run under nohup): catch it, as
+	// hearth-agent does (keepHangups), so that it has its default action
+	// in them.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	if sock := os.Getenv(pid1Env); sock != "" {
 		if err := servePID1(sock, os.Getenv(homeEnv)); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")

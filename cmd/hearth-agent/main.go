@@ -63,6 +63,7 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	defer keepHangups()()
 	reserveThreads(*threads)
 	if os.Getpid() == 1 {
 		// PID 1 of a sandbox; a test's agent leaves its process as it is.
@@ -86,6 +87,18 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 		return serveInherited(ctx, srv, *listenFD, log)
 	}
 	return serveSocket(ctx, srv, *socket, log)
+}
+
+// keepHangups has the agent catch SIGHUP (and drop it) until the returned
+// func is called. A process started with SIGHUP ignored, as under nohup, keeps
+// it ignored and hands that to every command it runs, which would then
+// shrug off a hang-up, an exec's signal control included; a caught signal
+// is reset to its default action in a command at its exec. (Go catches
+// every other signal already, and SIGINT the agent catches itself.)
+func keepHangups() (stop func()) {
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	return func() { signal.Stop(hangups) }
 }
 
 // serveSocket serves srv on a unix socket it makes at socket (runsc)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -310,5 +311,27 @@ func TestAgentListenFD(t *testing.T) {
 	}
 	if _, err := os.Stat("/nonexistent"); err == nil {
 		t.Errorf("--socket was created despite --listen-fd")
+	}
+}
+
+// TestCommandsTakeHangups: an agent started with SIGHUP ignored (as under
+// nohup, from a daemon or runtime started so) does not hand that to its
+// commands: a command's SIGHUP has its default action, so a hang-up, an
+// exec's signal control included, ends it.
+func TestCommandsTakeHangups(t *testing.T) {
+	signal.Ignore(syscall.SIGHUP) // inherited by the agent started next
+	c, _, _ := startAgent(t)
+	signal.Reset(syscall.SIGHUP)
+	var out bytes.Buffer
+	res, err := c.Exec(t.Context(), sandbox.ExecRequest{Argv: []string{"grep", "^SigIgn:", "/proc/self/status"}}, nil, &out, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec grep = %+v, %v, %q", res, err, out.String())
+	}
+	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(out.String(), "SigIgn:")), 16, 64)
+	if err != nil {
+		t.Fatalf("SigIgn line %q: %v", out.String(), err)
+	}
+	if mask&(1<<(syscall.SIGHUP-1)) != 0 {
+		t.Errorf("a command of an agent started with SIGHUP ignored ignores SIGHUP too (SigIgn %x)", mask)
 	}
 }
