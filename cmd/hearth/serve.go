@@ -34,6 +34,7 @@ import (
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/network"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
@@ -134,16 +135,23 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	rec, closeAudit := startAudit(ctx, cfg, db, log.With("component", "audit"))
 	defer closeAudit()
+	local, err := node.NewLocal(node.Options{
+		Driver:    drv,
+		Layers:    snaps,
+		AgentPath: cfg.agentPath,
+		MemInfo:   oci.MemInfo,
+		Logger:    log.With("component", "node"),
+	})
+	if err != nil {
+		return err
+	}
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,
-		Driver:        drv,
-		Layers:        snaps,
-		AgentPath:     cfg.agentPath,
+		Node:          local,
 		MaxWriteBytes: cfg.maxWrite,
 		DefaultTTL:    cfg.defaultTTL,
 		IdleTimeout:   cfg.idle,
 		WarmPool:      cfg.warmPool,
-		MemInfo:       oci.MemInfo,
 		Alarms:        alarmSink(cfg, reg, rec, log),
 		Secrets:       box,
 		Logger:        log.With("component", "lifecycle"),
