@@ -38,7 +38,8 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // the new head.
 //
 // With req.Memory, the processes' memory is saved too, by a node whose
-// runtime can (gVisor; node.Capabilities.MemoryCheckpoint), at the instant of the snapshot:
+// runtime can (gVisor: node.Capabilities.MemoryCheckpoint), at the
+// instant of the snapshot:
 // a restore resumes them where they were. It needs a running sandbox with
 // no command running (a command's stream to its caller would be cut:
 // unavailable, retry once it ends), and a runtime that can

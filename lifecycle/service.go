@@ -2,12 +2,13 @@
 // door (HTTP, CLI through HTTP, MCP, the Sprites-compatible API) calls these
 // methods with the caller's Principal; lifecycle resolves what the caller
 // may see, applies the decision, drives the node (package node: the
-// runtime, the layer store, the agents) and the state store, and returns sandbox.Error values that every door renders the
-// same way.
+// runtime, the layer store, the agents) and the state store, and returns
+// sandbox.Error values that every door renders the same way. It does no
+// host I/O and sees no host path: what a node does is node.Node's.
 //
 // The work is split by noun, each a small service over the same store and
-// node (see Service): Sandboxes, Processes, Files,
-// Checkpoints, Tenancy, Credentials and the warm Pool. What they share
+// node (see Service): Sandboxes, Processes, Files, Checkpoints, Tenancy,
+// Credentials and the warm Pool. What they share
 // (the options, the clock, the logger, the per-name locks, the idle
 // leases and the one authorization rule of access.go) is one core that
 // each holds, never a copy.
