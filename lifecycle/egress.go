@@ -52,7 +52,7 @@ func (s *egress) rules(ctx context.Context, sb sandbox.Sandbox) (node.EgressRule
 // live change: the runtime enforces them from the next packet on. Other
 // sandboxes get theirs at their next start.
 func (s *egress) apply(ctx context.Context, sb sandbox.Sandbox) error {
-	if !s.opts.Node.Capabilities().Egress || sb.Network != sandbox.NetworkEgress || sb.Status != sandbox.StatusRunning {
+	if sb.Network != sandbox.NetworkEgress || sb.Status != sandbox.StatusRunning {
 		return nil
 	}
 	rules, err := s.rules(ctx, sb)

@@ -184,8 +184,8 @@ func nameTaken(name string) error {
 }
 
 // launch makes the new sandbox of spec for p in p's tenant: its row, its
-// root (from checkpoint from, or its image) and its start on the node, its row running with
-// reason. admitted is called once the row counts in the tenant's usage.
+// start on the node with its root from checkpoint from (or its image),
+// its row running with reason. admitted is called once the row counts in the tenant's usage.
 // The caller holds the name's lock.
 func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
 	req, caps, now := spec.req, s.opts.Node.Capabilities(), s.now().UTC()

@@ -81,7 +81,8 @@ type Node interface {
 	// ErrNotFound, ErrUnreachable).
 	Dial(ctx context.Context, id string) (net.Conn, error)
 	// SetEgress replaces a running egress sandbox's own egress rules live
-	// (Capabilities.Egress); a later Start applies its Spec's.
+	// (Capabilities.Egress); a later Start applies its Spec's. A node
+	// without egress runs no egress sandbox, and does nothing.
 	SetEgress(ctx context.Context, id string, rules EgressRules) error
 	// Checkpoint takes checkpoint ck of sandbox id: a read-only snapshot
 	// of its root, with the sandbox held still around it when it runs and
