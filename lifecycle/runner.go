@@ -14,8 +14,9 @@ import (
 )
 
 // runner is the runtime side of sandboxes that every noun service shares:
-// it starts, wakes, dials, stops and releases a sandbox on the node, and records in its row what it did. Its methods take a
-// sandbox already found through access; the callers hold or take its
+// it starts, wakes, dials, stops and releases a sandbox on the node, and
+// records in its row what it did. Its methods take a sandbox already
+// found through access; the callers hold or take its
 // name's lock as each method says.
 type runner struct {
 	*core
