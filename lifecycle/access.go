@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -187,7 +186,7 @@ func (a access) image(ctx context.Context, name string) (string, error) {
 	if name != def {
 		return "", unknown
 	}
-	if info, err := a.s.opts.Layers.Stat(ctx, name); err != nil || info.Kind != layers.KindCommitted {
+	if ok, err := a.s.opts.Node.HasImage(ctx, name); err != nil || !ok {
 		return "", unknown
 	}
 	return name, nil

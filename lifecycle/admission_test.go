@@ -164,7 +164,7 @@ func TestBreaker(t *testing.T) {
 		mu     sync.Mutex
 		alarms []sandbox.Alarm
 	)
-	e := newEnv(t, func(o *lifecycle.Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.Alarms = func(a sandbox.Alarm) { mu.Lock(); alarms = append(alarms, a); mu.Unlock() }
 	})
 	ctx := t.Context()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	driverfake "github.com/hearth/hearth/driver/fake"
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
 )
@@ -21,7 +20,7 @@ func bindingsEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, func(o *lifecycle.Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.Secrets = box
 		drv := driverfake.New(driverfake.Options{Egress: true})
 		t.Cleanup(func() { drv.Close() })
@@ -243,7 +242,7 @@ func TestGatewayRoute(t *testing.T) {
 // TestGatewayRouteWithoutKey: a daemon that keeps no secrets cannot open
 // one for the gateway, and says so.
 func TestGatewayRouteWithoutKey(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) {
+	e := newEnv(t, func(o *envOptions) {
 		drv := driverfake.New(driverfake.Options{Egress: true})
 		t.Cleanup(func() { drv.Close() })
 		o.Driver = drv

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/hearth/hearth/driver"
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -28,9 +26,6 @@ type Checkpoints struct {
 // sandbox that Restore is restoring: Recover finishes what it finds.
 const restoringTo = "restoring to checkpoint "
 
-// checkpointKey is the layer-store name of a checkpoint.
-func checkpointKey(id string) string { return "ck-" + id }
-
 // newCheckpointID returns a fresh checkpoint id.
 func newCheckpointID() string { return "c" + newID()[1:] }
 
@@ -42,8 +37,9 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // consistent. The checkpoint's parent is the sandbox's head, and it becomes
 // the new head.
 //
-// With req.Memory, the processes' memory is saved too, by a driver that is
-// a driver.MemoryCheckpointer (gVisor), at the instant of the snapshot:
+// With req.Memory, the processes' memory is saved too, by a node whose
+// runtime can (gVisor: node.Capabilities.MemoryCheckpoint), at the
+// instant of the snapshot:
 // a restore resumes them where they were. It needs a running sandbox with
 // no command running (a command's stream to its caller would be cut:
 // unavailable, retry once it ends), and a runtime that can
@@ -67,8 +63,7 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	if sb.Status == sandbox.StatusCreating {
 		return sandbox.Checkpoint{}, stillCreating(ref)
 	}
-	mc, err := s.memoryCheckpointer(sb, req.Memory)
-	if err != nil {
+	if err := s.canSaveMemory(sb, req.Memory); err != nil {
 		return sandbox.Checkpoint{}, err
 	}
 	s.leases.touch(sb.ID, s.now())
@@ -76,10 +71,10 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	// SizeBytes is the root's usage just before the snapshot (a snapshot
-	// just taken is charged nothing of its own; see layers.Store.Usage).
+	// just taken is charged nothing of its own; see node.Node.Usage).
 	// The measure also writes out the root's dirty data, which the
 	// snapshot would otherwise do.
-	size, err := s.opts.Layers.Usage(ctx, rootKey(sb.ID))
+	size, err := s.opts.Node.Usage(ctx, sb.ID)
 	if err != nil {
 		return sandbox.Checkpoint{}, s.internal("measure "+sb.ID, err)
 	}
@@ -109,19 +104,17 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 		return sandbox.Checkpoint{}, s.internal("update head", err)
 	}
 	s.crash("checkpoint: head moved")
-	if mc != nil {
-		err = s.snapshotMemory(ctx, sb, c, mc)
-	} else {
-		err = s.snapshot(ctx, sb, checkpointKey(c.ID))
-	}
-	if err != nil {
+	// The node holds the sandbox still around the snapshot as it needs
+	// (see node.Node.Checkpoint), and leaves nothing of a failed one.
+	opts := node.CheckpointOptions{Running: sb.Status == sandbox.StatusRunning, Memory: req.Memory}
+	if err := s.opts.Node.Checkpoint(ctx, sb.ID, c.ID, opts); err != nil {
 		s.unrecord(ctx, sb, c)
-		return sandbox.Checkpoint{}, err
+		return sandbox.Checkpoint{}, s.internal("checkpoint "+sb.ID, err)
 	}
 	// The row says memory once the image is whole: a daemon killed
 	// before leaves a checkpoint of the files only (its image, if any, is
 	// deleted with it).
-	if mc != nil {
+	if req.Memory {
 		s.crash("checkpoint: memory saved")
 		if err := s.opts.Store.Checkpoints().SetMemory(ctx, c.ID, true); err != nil {
 			return sandbox.Checkpoint{}, s.internal("record the checkpoint's memory", err)
@@ -132,106 +125,25 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	return c, nil
 }
 
-// memoryCheckpointer returns the driver as a MemoryCheckpointer when a
-// checkpoint of sb asks for memory (nil when it does not), or why it
-// cannot have one.
-func (s *Checkpoints) memoryCheckpointer(sb sandbox.Sandbox, memory bool) (driver.MemoryCheckpointer, error) {
+// canSaveMemory is nil when a checkpoint of sb may save its memory (or
+// asks for none), else why not.
+func (s *Checkpoints) canSaveMemory(sb sandbox.Sandbox, memory bool) error {
 	if !memory {
-		return nil, nil
+		return nil
 	}
-	mc := s.run.memoryDriver()
-	if mc == nil {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "the runtime %s cannot checkpoint memory", s.opts.Driver.Capabilities().Runtime).
+	if caps := s.opts.Node.Capabilities(); !caps.MemoryCheckpoint {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "the runtime %s cannot checkpoint memory", caps.Runtime).
 			WithHint("checkpoint without memory (the files only), or run hearth with gVisor (runsc)")
 	}
 	if sb.Status != sandbox.StatusRunning {
-		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox %q is %s: it has no processes whose memory to save", sb.Name, sb.Status).
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox %q is %s: it has no processes whose memory to save", sb.Name, sb.Status).
 			WithHint("checkpoint without memory, or wake it first")
 	}
 	if n := s.leases.running(sb.ID); n > 0 {
-		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "%d command(s) running in sandbox %q: a memory checkpoint would cut their output", n, sb.Name).
+		return sandbox.Errorf(sandbox.CodeUnavailable, "%d command(s) running in sandbox %q: a memory checkpoint would cut their output", n, sb.Name).
 			WithHint("retry once they end").With("running", n)
 	}
-	return mc, nil
-}
-
-// snapshotMemory takes checkpoint c of running sandbox sb with its
-// memory: the driver holds the sandbox still while the root's snapshot is
-// taken, and saves its memory as the image named after c.
-func (s *Checkpoints) snapshotMemory(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint, mc driver.MemoryCheckpointer) error {
-	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
-		layers.Syncfs(info.Path)
-	}
-	snapped := false
-	err := mc.CheckpointMemory(ctx, sb.ID, c.ID, func() error {
-		s.crash("checkpoint: frozen")
-		if err := s.opts.Layers.Snapshot(ctx, checkpointKey(c.ID), rootKey(sb.ID)); err != nil {
-			return err
-		}
-		snapped = true
-		s.crash("checkpoint: snapshot taken")
-		return nil
-	})
-	if err == nil {
-		return nil
-	}
-	if snapped {
-		if rerr := s.opts.Layers.Remove(ctx, checkpointKey(c.ID)); rerr != nil && !errors.Is(rerr, layers.ErrNotFound) {
-			s.log.Error("remove the snapshot of a failed memory checkpoint", "checkpoint", c.ID, "err", rerr)
-		}
-	}
-	// The image may be whole when what failed came after it (resuming
-	// the sandbox): no checkpoint owns it now.
-	s.run.dropMemory(ctx, c)
-	return s.internal("checkpoint the memory of "+sb.ID, err)
-}
-
-// snapshot takes the read-only snapshot key of the sandbox's root, freezing
-// a running sandbox around it when the driver can.
-func (s *Checkpoints) snapshot(ctx context.Context, sb sandbox.Sandbox, key string) error {
-	// A snapshot first writes out the root's dirty data, so its cost grows
-	// with what the sandbox wrote lately (≈300 ms for 500 MB); writing it
-	// out before the freeze keeps the frozen window to the ioctl itself.
-	if info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID)); err == nil {
-		layers.Syncfs(info.Path)
-	}
-	if fr, ok := s.opts.Driver.(driver.Freezer); ok && sb.Status == sandbox.StatusRunning && s.freezeForSnapshots() {
-		if err := fr.Freeze(ctx, sb.ID); err != nil {
-			return s.internal("freeze "+sb.ID, err)
-		}
-		// A killed daemon runs no defer: Recover's driver.Recover thaws
-		// what it left frozen.
-		defer func() {
-			if err := fr.Thaw(context.WithoutCancel(ctx), sb.ID); err != nil {
-				s.log.Error("thaw after checkpoint", "sandbox", sb.Name, "err", err)
-			}
-		}()
-		s.crash("checkpoint: frozen")
-	}
-	if err := s.opts.Layers.Snapshot(ctx, key, rootKey(sb.ID)); err != nil {
-		return s.internal("snapshot "+sb.ID, err)
-	}
-	s.crash("checkpoint: snapshot taken")
 	return nil
-}
-
-// atomicSnapshotter is a layer store whose Snapshot captures the active
-// snapshot at one instant (btrfs: one snapshot ioctl), so that a snapshot
-// of a running sandbox is crash-consistent without a freeze: it holds
-// every write that completed before it and none after, as a power cut
-// would.
-type atomicSnapshotter interface{ AtomicSnapshots() bool }
-
-// freezeForSnapshots says whether a live checkpoint freezes the sandbox:
-// always when freezing is cheap (a cgroup freezer), and otherwise (gVisor's
-// pause, ≈30 ms) only when the layer store copies rather than snapshots at
-// one instant.
-func (s *Checkpoints) freezeForSnapshots() bool {
-	if s.opts.Driver.Capabilities().CheapFreeze {
-		return true
-	}
-	a, ok := s.opts.Layers.(atomicSnapshotter)
-	return !ok || !a.AtomicSnapshots()
 }
 
 // unrecord deletes the row of checkpoint c of sb, whose snapshot was never
@@ -293,10 +205,7 @@ func (s *Checkpoints) DeleteCheckpoint(ctx context.Context, p sandbox.Principal,
 		return s.internal("delete checkpoint row", err)
 	}
 	s.crash("delete checkpoint: row deleted")
-	if err := s.opts.Layers.Remove(ctx, checkpointKey(id)); err != nil && !errors.Is(err, layers.ErrNotFound) {
-		s.log.Error("remove checkpoint snapshot", "checkpoint", id, "err", err)
-	}
-	s.run.dropMemory(ctx, c)
+	s.run.dropCheckpoint(ctx, c.ID)
 	s.log.Info("checkpoint deleted", "sandbox", sb.Name, "checkpoint", id)
 	return nil
 }
@@ -323,7 +232,7 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 	}
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	if err := s.opts.Driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+	if err := s.opts.Node.Stop(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
 		return sandbox.Sandbox{}, s.internal("stop "+sb.ID, err)
 	}
 	s.crash("restore: stopped")
@@ -336,7 +245,7 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	s.crash("restore: row marked")
-	if _, err := s.opts.Layers.Reset(ctx, rootKey(sb.ID), checkpointKey(id)); err != nil {
+	if err := s.opts.Node.Rollback(ctx, sb.ID, id); err != nil {
 		s.setStatus(ctx, sb, sandbox.StatusStopped, "restore to checkpoint "+id+" failed")
 		return sandbox.Sandbox{}, s.internal("reset root to "+id, err)
 	}
@@ -384,12 +293,9 @@ func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, ne
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a fork needs a new name").WithHint("name the new sandbox")
 	}
 	sb, created, err := s.sandboxes.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
-		checkpointKey(id), fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
+		id, fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
 	if err == nil && !created {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", sb.Name).WithHint("fork into a new name")
 	}
 	return sb, err
 }
-
-// isCheckpointKey reports whether a layer key names a checkpoint, and its id.
-func isCheckpointKey(key string) (string, bool) { return strings.CutPrefix(key, "ck-") }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	driverfake "github.com/hearth/hearth/driver/fake"
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -152,7 +151,7 @@ func TestSleepWake(t *testing.T) {
 // end, in test/e2e, with real time.)
 func TestIdleSleep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
+		e := newEnv(t, func(o *envOptions) {
 			o.Now = time.Now // synctest's fake clock
 			o.IdleTimeout = 10 * time.Minute
 			o.SweepInterval = time.Minute
@@ -202,7 +201,7 @@ func TestMemoryCheckpoint(t *testing.T) {
 
 	drv := driverfake.New(driverfake.Options{Memory: true})
 	t.Cleanup(func() { drv.Close() })
-	e = newEnv(t, func(o *lifecycle.Options) { o.Driver = drv })
+	e = newEnv(t, func(o *envOptions) { o.Driver = drv })
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo v1 > data.txt")
 	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "warm", Memory: true})

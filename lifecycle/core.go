@@ -28,9 +28,6 @@ type core struct {
 	crashHook func(point string)
 }
 
-// rootKey is the layer-store key of a sandbox's root filesystem.
-func rootKey(id string) string { return "sb-" + id }
-
 // newID returns a fresh sandbox id: 'x' and 15 lowercase base32 characters
 // (75 random bits), a valid runtime id, layer key and DNS label.
 func newID() string {

@@ -42,7 +42,7 @@ import (
 type crashCase struct {
 	name string
 	// opts, when set, adjusts the service's options.
-	opts func(*lifecycle.Options)
+	opts func(*envOptions)
 	// setup makes what the operation acts on.
 	setup func(t *testing.T, e *env) scene
 	// run is the operation.
@@ -112,7 +112,7 @@ func checkpointCase(memory bool) crashCase {
 	}
 	if memory {
 		c.name = "MemoryCheckpoint"
-		c.opts = func(o *lifecycle.Options) { o.Driver = driverfake.New(driverfake.Options{Memory: true}) }
+		c.opts = func(o *envOptions) { o.Driver = driverfake.New(driverfake.Options{Memory: true}) }
 		setup := c.setup
 		c.setup = func(t *testing.T, e *env) scene {
 			t.Cleanup(func() { e.drv.Close() })
@@ -141,7 +141,7 @@ var crashCases = []crashCase{
 		},
 		points: []crashPoint{
 			{"create: row inserted", false},
-			{"create: root prepared", false},
+			{"start: root prepared", false},
 			{"create: started", false},
 		},
 		old: func(t *testing.T, e *env, sc scene) { e.wantGone(t, "web") },
@@ -153,7 +153,7 @@ var crashCases = []crashCase{
 	},
 	{
 		name: "CreateFromPool",
-		opts: func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 1} },
+		opts: func(o *envOptions) { o.WarmPool = map[string]int{"small": 1} },
 		setup: func(t *testing.T, e *env) scene {
 			lifecycle.FillPool(t.Context(), e.svc)
 			return scene{}
@@ -285,7 +285,7 @@ var crashCases = []crashCase{
 		},
 		points: []crashPoint{
 			{"create: row inserted", false},
-			{"create: root prepared", false},
+			{"start: root prepared", false},
 			{"create: started", false},
 		},
 		old: func(t *testing.T, e *env, sc scene) {
@@ -404,12 +404,15 @@ func TestCrashPoints(t *testing.T) {
 			e := newEnv(t, tc.opts)
 			sc := tc.setup(t, e)
 			var seen []string
-			svc := e.newService(t, e.opts)
-			lifecycle.SetCrashHook(svc, func(point string) {
+			hook := func(point string) {
 				if !slices.Contains(seen, point) {
 					seen = append(seen, point)
 				}
-			})
+			}
+			opts := e.opts
+			opts.crash = hook // the points inside node.Local's calls
+			svc := e.newService(t, opts)
+			lifecycle.SetCrashHook(svc, hook)
 			if err := tc.run(t.Context(), svc, sc); err != nil {
 				t.Fatalf("%s = %v", tc.name, err)
 			}
@@ -424,11 +427,17 @@ func TestCrashPoints(t *testing.T) {
 		})
 	}
 
+	// lifecycle's points, and those inside node.Local's calls.
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := regexp.MustCompile(`s\.crash\("([^"]+)"\)`)
+	inNode, err := filepath.Glob("../node/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, inNode...)
+	call := regexp.MustCompile(`(?:s|l)\.crash\("([^"]+)"\)`)
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -455,13 +464,15 @@ func (e *env) killAt(t *testing.T, point string, op func(context.Context, *lifec
 	opts.Store = mortalStore{e.db, g}
 	opts.Layers = mortalLayers{e.lay, g}
 	opts.Driver = mortalDriver{e.drv, g}
-	svc := e.newService(t, opts)
-	lifecycle.SetCrashHook(svc, func(p string) {
+	hook := func(p string) {
 		if p == point {
 			g.kill()
 			runtime.Goexit()
 		}
-	})
+	}
+	opts.crash = hook // the points inside node.Local's calls
+	svc := e.newService(t, opts)
+	lifecycle.SetCrashHook(svc, hook)
 	returned := make(chan error, 1)
 	ended := make(chan struct{})
 	go func() {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -32,35 +32,34 @@ func (s *egress) tenant(ctx context.Context, tenant string) (sandbox.EgressPolic
 // within its tenant's (see sandbox.EgressPolicy.Effective). An own Allow
 // that the tenant has since narrowed past is dropped for the tenant's,
 // which bounds it anyway.
-func (s *egress) rules(ctx context.Context, sb sandbox.Sandbox) (driver.EgressRules, error) {
+func (s *egress) rules(ctx context.Context, sb sandbox.Sandbox) (node.EgressRules, error) {
 	tenant, err := s.tenant(ctx, sb.Tenant)
 	if err != nil {
-		return driver.EgressRules{}, err
+		return node.EgressRules{}, err
 	}
 	allow, deny, err := sb.Egress.Effective(tenant)
 	if err != nil {
 		s.log.Warn("the sandbox's egress allow list is outside its tenant's; the tenant's applies", "sandbox", sb.Name, "err", err)
 		own := sandbox.EgressPolicy{Deny: sb.Egress.Deny}
 		if allow, deny, err = own.Effective(tenant); err != nil {
-			return driver.EgressRules{}, s.internal("egress policy of "+sb.Name, err)
+			return node.EgressRules{}, s.internal("egress policy of "+sb.Name, err)
 		}
 	}
-	return driver.EgressRules{Allow: allow.Networks, AllowDomains: allow.Domains, Deny: deny.Networks, DenyDomains: deny.Domains}, nil
+	return node.EgressRules{Allow: allow.Networks, AllowDomains: allow.Domains, Deny: deny.Networks, DenyDomains: deny.Domains}, nil
 }
 
 // apply gives the running egress sandbox sb its egress rules now, a
 // live change: the runtime enforces them from the next packet on. Other
 // sandboxes get theirs at their next start.
 func (s *egress) apply(ctx context.Context, sb sandbox.Sandbox) error {
-	setter, ok := s.opts.Driver.(driver.EgressSetter)
-	if !ok || sb.Network != sandbox.NetworkEgress || sb.Status != sandbox.StatusRunning {
+	if sb.Network != sandbox.NetworkEgress || sb.Status != sandbox.StatusRunning {
 		return nil
 	}
 	rules, err := s.rules(ctx, sb)
 	if err != nil {
 		return err
 	}
-	if err := setter.SetEgress(ctx, sb.ID, rules); err != nil {
+	if err := s.opts.Node.SetEgress(ctx, sb.ID, rules); err != nil {
 		return s.internal("set the egress rules of "+sb.Name, err)
 	}
 	return nil

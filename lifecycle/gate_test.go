@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/hearth/hearth/layers"
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -54,7 +53,7 @@ func (failingSnapshots) Snapshot(context.Context, string, string) error {
 // checkpoint fails does not run; a tenant that allows it runs it and its
 // result says so; a tenant with no patterns has no gate.
 func TestGateCheckpointFails(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) { o.Layers = failingSnapshots{o.Layers} })
+	e := newEnv(t, func(o *envOptions) { o.Layers = failingSnapshots{o.Layers} })
 	ctx := t.Context()
 	e.create(t, a1, "web")
 	e.exec(t, a1, "web", "mkdir keep")

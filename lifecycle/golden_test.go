@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -79,7 +78,7 @@ func TestGuardrailWords(t *testing.T) {
 	_, err = e.svc.Sandboxes.Get(ctx, q, "box-4")
 	record("gone", err)
 
-	failing := newEnv(t, func(o *lifecycle.Options) { o.Layers = failingSnapshots{o.Layers} })
+	failing := newEnv(t, func(o *envOptions) { o.Layers = failingSnapshots{o.Layers} })
 	failing.create(t, a1, "web")
 	_, err = failing.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{Shell: "rm -rf data"}, nil, nil, nil)
 	record("gate refusal", err)

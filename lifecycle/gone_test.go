@@ -71,7 +71,7 @@ func (c countingUsage) Usage(ctx context.Context, key string) (int64, error) {
 // measure (and sync) at most once per two seconds per sandbox.
 func TestDescribeReusesUsage(t *testing.T) {
 	var n atomic.Int32
-	e := newEnv(t, func(o *lifecycle.Options) { o.Layers = countingUsage{o.Layers, &n} })
+	e := newEnv(t, func(o *envOptions) { o.Layers = countingUsage{o.Layers, &n} })
 	e.create(t, a1, "web")
 	e.write(t, "web", "v1")
 	before := n.Load()

@@ -17,6 +17,7 @@ import (
 	"github.com/hearth/hearth/layers"
 	layersfake "github.com/hearth/hearth/layers/fake"
 	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 	"github.com/hearth/hearth/store/sqlite"
@@ -60,7 +61,7 @@ func (c *clock) Advance(d time.Duration) {
 // clock.
 type env struct {
 	svc   *lifecycle.Service
-	opts  lifecycle.Options
+	opts  envOptions
 	db    store.Store
 	drv   *driverfake.Driver
 	lay   *layersfake.Store
@@ -68,7 +69,7 @@ type env struct {
 }
 
 // newEnv builds an env; adjust, when set, changes the service's options.
-func newEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
+func newEnv(t *testing.T, adjust func(*envOptions)) *env {
 	t.Helper()
 	ctx := t.Context()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hearth.db"), nil)
@@ -86,12 +87,11 @@ func newEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
 	drv := driverfake.New(driverfake.Options{})
 	t.Cleanup(func() { drv.Close() }) // runs before the roots are removed
 	e := &env{db: db, drv: drv, lay: lay, clock: &clock{now: epoch}}
-	e.opts = lifecycle.Options{
-		Store:     db,
+	e.opts = envOptions{
+		Options:   lifecycle.Options{Store: db, Now: e.clock.Now},
 		Driver:    drv,
 		Layers:    lay,
 		AgentPath: "/nonexistent/hearth-agent",
-		Now:       e.clock.Now,
 	}
 	if adjust != nil {
 		adjust(&e.opts)
@@ -113,11 +113,35 @@ func newEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
 	return e
 }
 
-func (e *env) newService(t *testing.T, opts lifecycle.Options) *lifecycle.Service {
+// envOptions are a service's options and the parts of the node.Local it
+// runs on; crash, when set, is the node's crash hook (see
+// node.Options.Crash), which the crash tests set with the service's.
+type envOptions struct {
+	lifecycle.Options
+	Driver    driver.Driver
+	Layers    layers.Store
+	AgentPath string
+	MemInfo   func() (available, total int64, err error)
+	crash     func(point string)
+}
+
+// node builds the node.Local of opts.
+func (opts envOptions) node(t *testing.T) node.Node {
 	t.Helper()
-	svc, err := lifecycle.New(opts)
+	n, err := node.NewLocal(node.Options{Driver: opts.Driver, Layers: opts.Layers, AgentPath: opts.AgentPath, MemInfo: opts.MemInfo, Crash: opts.crash})
 	if err != nil {
-		t.Fatalf("lifecycle.New(%+v) = %v", opts, err)
+		t.Fatalf("node.NewLocal() = %v", err)
+	}
+	return n
+}
+
+func (e *env) newService(t *testing.T, opts envOptions) *lifecycle.Service {
+	t.Helper()
+	lo := opts.Options
+	lo.Node = opts.node(t)
+	svc, err := lifecycle.New(lo)
+	if err != nil {
+		t.Fatalf("lifecycle.New(%+v) = %v", lo, err)
 	}
 	return svc
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/agent"
-	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -216,7 +216,7 @@ func (s *Pool) refill(ctx context.Context) {
 		}
 		have[m.Size]++
 	}
-	if s.underPressure() {
+	if s.underPressure(ctx) {
 		return
 	}
 	for size, want := range s.opts.WarmPool {
@@ -239,7 +239,7 @@ func (s *Pool) refill(ctx context.Context) {
 // tend, run by each sweep, removes members the runtime lost, removes
 // one member when memory is short, and refills the pool otherwise.
 func (s *Pool) tend(ctx context.Context, members []sandbox.Sandbox) {
-	pressure := s.underPressure()
+	pressure := s.underPressure(ctx)
 	for _, m := range members {
 		if m.Status != sandbox.StatusRunning {
 			continue
@@ -249,7 +249,7 @@ func (s *Pool) tend(ctx context.Context, members []sandbox.Sandbox) {
 			pressure = false // one per sweep: memory comes back slowly
 			continue
 		}
-		if st, err := s.opts.Driver.State(ctx, m.ID); errors.Is(err, driver.ErrNotFound) || err == nil && st.Status != driver.StatusRunning {
+		if st, err := s.opts.Node.State(ctx, m.ID); errors.Is(err, node.ErrNotFound) || err == nil && st.Status != node.StatusRunning {
 			s.removeMember(ctx, m, "no longer running")
 		}
 	}
@@ -276,14 +276,11 @@ func (s *Pool) removeMember(ctx context.Context, m sandbox.Sandbox, why string) 
 	s.log.Info("warm pool member removed", "member", m.Name, "size", m.Size, "why", why)
 }
 
-// underPressure reports whether the host's available memory is below
-// pressurePercent of its total, as Options.MemInfo tells. Without a
-// reader, or with one that fails, there is no pressure.
-func (s *Pool) underPressure() bool {
-	if s.opts.MemInfo == nil {
-		return false
-	}
-	avail, total, err := s.opts.MemInfo()
+// underPressure reports whether the node's available memory is below
+// pressurePercent of its total, as its MemInfo tells. A node that does
+// not know, or fails to tell, is under no pressure.
+func (s *Pool) underPressure(ctx context.Context) bool {
+	avail, total, err := s.opts.Node.MemInfo(ctx)
 	if err != nil {
 		s.log.Warn("warm pool: read memory info", "err", err)
 		return false
@@ -297,7 +294,7 @@ func (s *Pool) underPressure() bool {
 // later one): the shell, the dynamic loader, libc and the locale. It leaves
 // nothing behind: no file, no process.
 func (s *Pool) warmUp(ctx context.Context, sb sandbox.Sandbox) {
-	ag := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.opts.Driver.Dial(ctx, sb.ID) })
+	ag := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return s.opts.Node.Dial(ctx, sb.ID) })
 	if _, err := ag.Exec(ctx, sandbox.ExecRequest{Shell: "ls -d / >/dev/null"}, nil, io.Discard, io.Discard); err != nil {
 		s.log.Warn("warm pool: warm-up exec", "sandbox", sb.Name, "err", err)
 	}

@@ -41,9 +41,9 @@ func (e *env) wantMembers(t *testing.T, n int) []sandbox.Sandbox {
 }
 
 // poolEnv is an env whose service keeps two small sandboxes warm, filled.
-func poolEnv(t *testing.T, adjust func(*lifecycle.Options)) *env {
+func poolEnv(t *testing.T, adjust func(*envOptions)) *env {
 	t.Helper()
-	e := newEnv(t, func(o *lifecycle.Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.WarmPool = map[string]int{"small": 2}
 		if adjust != nil {
 			adjust(o)
@@ -147,7 +147,7 @@ func TestWarmPoolFallback(t *testing.T) {
 		t.Errorf("Create(plain) without a pool = %+v, started %d times; want a fresh start", sb, e.started(sb.ID))
 	}
 
-	e = newEnv(t, func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 1} })
+	e = newEnv(t, func(o *envOptions) { o.WarmPool = map[string]int{"small": 1} })
 	lifecycle.FillPool(ctx, e.svc)
 	e.wantMembers(t, 1)
 	sb, created, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "big", Size: "medium"})
@@ -185,7 +185,7 @@ func TestWarmPoolConcurrentClaims(t *testing.T) {
 // TestWarmPoolRefill: Run fills the pool, and refills it after a claim
 // without the caller waiting.
 func TestWarmPoolRefill(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 2} })
+	e := newEnv(t, func(o *envOptions) { o.WarmPool = map[string]int{"small": 2} })
 	e.run(t)
 	e.waitMembers(t, 2)
 	if sb := e.create(t, a1, "web"); sb.Reason != "created (from the warm pool)" {
@@ -199,7 +199,7 @@ func TestWarmPoolRefill(t *testing.T) {
 // claimed sandbox runs a command and until it has been quiet for a while,
 // but no longer than its bound.
 func TestWarmPoolRefillWaitsForQuiet(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) { o.WarmPool = map[string]int{"small": 2} })
+	e := newEnv(t, func(o *envOptions) { o.WarmPool = map[string]int{"small": 2} })
 	lifecycle.SetRefillWait(e.svc, 500*time.Millisecond, 5*time.Second)
 	ctx := e.run(t)
 	e.waitMembers(t, 2)
@@ -261,7 +261,7 @@ func anyCreating(sbs []sandbox.Sandbox) bool {
 func TestWarmPoolMemoryPressure(t *testing.T) {
 	ctx := t.Context()
 	var pressure atomic.Bool
-	e := poolEnv(t, func(o *lifecycle.Options) {
+	e := poolEnv(t, func(o *envOptions) {
 		o.MemInfo = func() (int64, int64, error) {
 			if pressure.Load() {
 				return 5 << 20, 100 << 20, nil
@@ -290,7 +290,7 @@ func TestWarmPoolMemoryPressure(t *testing.T) {
 // lost is replaced.
 func TestWarmPoolSweep(t *testing.T) {
 	ctx := t.Context()
-	e := poolEnv(t, func(o *lifecycle.Options) { o.IdleTimeout = time.Minute })
+	e := poolEnv(t, func(o *envOptions) { o.IdleTimeout = time.Minute })
 	members := e.wantMembers(t, 2)
 	e.clock.Advance(48 * time.Hour)
 	lifecycle.Sweep(ctx, e.svc)

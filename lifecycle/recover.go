@@ -5,8 +5,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/hearth/hearth/driver"
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -21,21 +20,29 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	live, err := s.opts.Driver.Recover(ctx)
+	inv, err := s.opts.Node.Recover(ctx)
 	if err != nil {
 		return err
 	}
-	states := map[string]driver.State{}
+	live := inv.Sandboxes
+	states := map[string]node.State{}
 	for _, st := range live {
 		states[st.ID] = st
 	}
+	// What the rows own, as they stand before the loop: what a release
+	// below removes is owned (and gone by the end), not an orphan.
+	owned, err := s.ownedCheckpoints(ctx, rows)
+	if err != nil {
+		return err
+	}
+	snapped := setOf(inv.Checkpoints)
 	known := map[string]bool{}
 	for _, sb := range rows {
 		known[sb.ID] = true
 		st, inRuntime := states[sb.ID]
-		running := inRuntime && st.Status == driver.StatusRunning
-		if sb.Status != sandbox.StatusCreating {
-			sb = s.dropUnfinishedCheckpoints(ctx, sb)
+		running := inRuntime && st.Status == node.StatusRunning
+		if sb.Status != sandbox.StatusCreating && inv.Listed {
+			sb = s.dropUnfinishedCheckpoints(ctx, sb, snapped, owned)
 		}
 		restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
 		if g, err := s.opts.Store.Gone().Get(ctx, sb.Tenant, sb.Name); err == nil && g.ID == sb.ID {
@@ -73,25 +80,53 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 	for _, st := range live {
 		if !known[st.ID] {
 			s.log.Warn("removing a runtime sandbox no row owns", "id", st.ID)
-			if err := s.opts.Driver.Delete(ctx, st.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+			if err := s.opts.Node.Delete(ctx, st.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
 				s.log.Error("remove orphan", "id", st.ID, "err", err)
 			}
 		}
 	}
-	return s.removeOrphanRoots(ctx, known)
+	s.removeOrphans(ctx, inv, known, owned)
+	return nil
+}
+
+// ownedCheckpoints returns the ids of the checkpoints that rows' sandboxes
+// have.
+func (s *sweeper) ownedCheckpoints(ctx context.Context, rows []sandbox.Sandbox) (map[string]bool, error) {
+	owned := map[string]bool{}
+	for _, sb := range rows {
+		cps, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cps {
+			owned[c.ID] = true
+		}
+	}
+	return owned, nil
+}
+
+func setOf(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
 }
 
 // dropUnfinishedCheckpoints deletes the checkpoints of sb that a killed
-// daemon recorded but never snapshotted (see Checkpoints.Checkpoint), and returns sb as
-// it now is.
-func (s *sweeper) dropUnfinishedCheckpoints(ctx context.Context, sb sandbox.Sandbox) sandbox.Sandbox {
+// daemon recorded but never snapshotted (see Checkpoints.Checkpoint): those
+// not in snapped, the node's, which it takes out of owned too (a memory
+// image the killed daemon began for one is an orphan). It returns sb as it
+// now is.
+func (s *sweeper) dropUnfinishedCheckpoints(ctx context.Context, sb sandbox.Sandbox, snapped, owned map[string]bool) sandbox.Sandbox {
 	cps, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 	if err != nil {
 		s.log.Error("list checkpoints", "sandbox", sb.Name, "err", err)
 		return sb
 	}
 	for _, c := range cps {
-		if _, err := s.opts.Layers.Stat(ctx, checkpointKey(c.ID)); errors.Is(err, layers.ErrNotFound) {
+		if !snapped[c.ID] {
+			delete(owned, c.ID)
 			s.log.Warn("undoing a checkpoint interrupted by a daemon stop", "sandbox", sb.Name, "checkpoint", c.ID)
 			sb = s.checkpoints.unrecord(ctx, sb, c)
 		}
@@ -110,10 +145,10 @@ func (s *sweeper) finishRestore(ctx context.Context, sb sandbox.Sandbox, id stri
 		status = sandbox.StatusStopped
 		// A start the killed daemon began may have left a container
 		// created on the root about to be replaced: remove it first.
-		if err := s.opts.Driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		if err := s.opts.Node.Stop(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
 			s.log.Error("finish interrupted restore: stop", "sandbox", sb.Name, "err", err)
 		}
-		if _, err := s.opts.Layers.Reset(ctx, rootKey(sb.ID), checkpointKey(id)); err != nil {
+		if err := s.opts.Node.Rollback(ctx, sb.ID, id); err != nil {
 			s.log.Error("finish interrupted restore", "sandbox", sb.Name, "checkpoint", id, "err", err)
 			return
 		}
@@ -122,69 +157,32 @@ func (s *sweeper) finishRestore(ctx context.Context, sb sandbox.Sandbox, id stri
 	s.setStatus(ctx, sb, status, "restored to checkpoint "+id+" after a daemon restart")
 }
 
-// removeOrphanRoots removes sandbox roots and checkpoint snapshots whose
-// row is gone: what a destroy, a failed create's cleanup or a checkpoint
-// delete had not removed yet when the daemon was killed (see release).
-func (s *sweeper) removeOrphanRoots(ctx context.Context, known map[string]bool) error {
-	walker, ok := s.opts.Layers.(interface {
-		Walk(ctx context.Context, fn func(layers.Info) error) error
-	})
-	if !ok {
-		return nil
-	}
-	checkpoints := map[string]bool{}
-	for id := range known {
-		cps, err := s.opts.Store.Checkpoints().List(ctx, id)
-		if err != nil {
-			return err
-		}
-		for _, c := range cps {
-			checkpoints[c.ID] = true
+// removeOrphans removes what the node holds and no row owns (inv, as the
+// node reported it; known the sandboxes with rows, owned their
+// checkpoints): sandbox roots and checkpoint snapshots that a destroy, a
+// failed create's cleanup or a checkpoint delete had not removed yet when
+// the daemon was killed (see release), a checkpoint a killed daemon
+// snapshotted but never recorded, and memory images of checkpoints that
+// are gone. A node that could not list its snapshots has none removed.
+func (s *sweeper) removeOrphans(ctx context.Context, inv node.Inventory, known, owned map[string]bool) {
+	for _, id := range inv.Roots {
+		if !known[id] {
+			s.log.Warn("removing a sandbox root no row owns", "id", id)
+			if err := s.opts.Node.RemoveRoot(ctx, id); err != nil {
+				s.log.Error("remove orphan root", "id", id, "err", err)
+			}
 		}
 	}
-	var orphans []string
-	if err := walker.Walk(ctx, func(info layers.Info) error {
-		if id, isRoot := strings.CutPrefix(info.Key, "sb-"); isRoot && info.Kind == layers.KindActive && !known[id] {
-			orphans = append(orphans, info.Key)
-		}
-		// A checkpoint a killed daemon snapshotted but never recorded, or
-		// whose row it deleted but not its snapshot.
-		if id, isCk := isCheckpointKey(info.Key); isCk && info.Kind == layers.KindCommitted && !checkpoints[id] {
-			orphans = append(orphans, info.Key)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, key := range orphans {
-		s.log.Warn("removing a sandbox root no row owns", "key", key)
-		if err := s.opts.Layers.Remove(ctx, key); err != nil {
-			s.log.Error("remove orphan root", "key", key, "err", err)
+	for _, id := range inv.Checkpoints {
+		if !owned[id] {
+			s.log.Warn("removing a checkpoint no row owns", "checkpoint", id)
+			s.run.dropCheckpoint(ctx, id)
 		}
 	}
-	s.removeOrphanImages(ctx, checkpoints)
-	return nil
-}
-
-// removeOrphanImages removes the memory images of checkpoints that are
-// gone (a delete or a destroy a killed daemon had not finished), when the
-// driver can list its images.
-func (s *sweeper) removeOrphanImages(ctx context.Context, checkpoints map[string]bool) {
-	lister, ok := s.run.memoryDriver().(interface {
-		MemoryImages(ctx context.Context) ([]string, error)
-	})
-	if !ok {
-		return
-	}
-	keys, err := lister.MemoryImages(ctx)
-	if err != nil {
-		s.log.Error("list memory images", "err", err)
-		return
-	}
-	for _, key := range keys {
-		if !checkpoints[key] {
-			s.log.Warn("removing a memory image no checkpoint owns", "image", key)
-			s.run.dropMemory(ctx, sandbox.Checkpoint{ID: key})
+	for _, id := range inv.MemoryImages {
+		if !owned[id] {
+			s.log.Warn("removing a memory image no checkpoint owns", "image", id)
+			s.run.dropCheckpoint(ctx, id)
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/layers"
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -158,7 +157,7 @@ func TestRecoverKeepsImages(t *testing.T) {
 // synctest's fake time drives the ticker.
 func TestSweep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, func(o *lifecycle.Options) {
+		e := newEnv(t, func(o *envOptions) {
 			o.SweepInterval = time.Minute
 			o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour
 			o.IdleTimeout = 24 * time.Hour // idle sleep has its own test

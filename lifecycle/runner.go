@@ -8,106 +8,53 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/agent"
-	"github.com/hearth/hearth/driver"
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
 
 // runner is the runtime side of sandboxes that every noun service shares:
-// it starts, wakes, dials, stops and releases a sandbox on the driver and
-// the layer store, and records in its row what it did. Its methods take a
-// sandbox already found through access; the callers hold or take its
+// it starts, wakes, dials, stops and releases a sandbox on the node, and
+// records in its row what it did. Its methods take a sandbox already
+// found through access; the callers hold or take its
 // name's lock as each method says.
 type runner struct {
 	*core
 	egress *egress
 }
 
-// start prepares the root (if it is not there yet) and starts the runtime.
-// The hostname and environment name no sandbox, so that a warm-pool member
-// started before its claim looks exactly like a sandbox started for it.
+// start starts sb on its root, preparing the root from its image (capped
+// at its disk size) if it has none yet.
 func (s *runner) start(ctx context.Context, sb sandbox.Sandbox) error {
-	return s.startFrom(ctx, sb, "")
+	return s.startSpec(ctx, sb, node.Source{Image: sb.Image}, "")
 }
 
-// startFrom starts sb, from the driver's memory image key when key is not
-// "" (see driver.MemoryCheckpointer: its processes resume), afresh on its
-// root otherwise.
-func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, key string) error {
-	root, err := s.root(ctx, sb)
-	if err != nil {
-		return err
-	}
-	spec := driver.Spec{
-		ID:        sb.ID,
-		RootFS:    root,
-		AgentPath: s.opts.AgentPath,
-		Hostname:  sandboxHostname,
-		Env: []string{
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"LANG=C.UTF-8",
-			"USER=sandbox",
-			"LOGNAME=sandbox",
-		},
-		UID: 1000, GID: 1000, Home: "/home/sandbox",
-		Resources: sb.Resources,
-		Network:   sb.Network,
-	}
+// startFrom starts sb from the memory image of checkpoint ck when ck is
+// not "" (see node.Spec.Memory: its processes resume), afresh on its root
+// otherwise.
+func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, ck string) error {
+	return s.startSpec(ctx, sb, node.Source{Image: sb.Image}, ck)
+}
+
+// startSpec starts sb on the node: its root from root if it has none
+// yet, from checkpoint memory's image when memory is not "". A root the
+// node could not prepare is internal; a start that failed is unavailable.
+func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.Source, memory string) error {
+	spec := node.Spec{ID: sb.ID, Root: root, Resources: sb.Resources, Network: sb.Network, Memory: memory}
 	if sb.Network == sandbox.NetworkEgress {
+		var err error
 		if spec.Egress, err = s.egress.rules(ctx, sb); err != nil {
 			return err
 		}
 	}
-	switch mc := s.memoryDriver(); {
-	case key == "":
-		err = s.opts.Driver.Start(ctx, spec)
-	case mc != nil:
-		err = mc.RestoreMemory(ctx, spec, key)
-	default:
-		// Never a plain start in its place: the caller would report the
-		// processes back.
-		err = errors.New("the driver cannot restore memory")
+	err := s.opts.Node.Start(ctx, spec)
+	if errors.Is(err, node.ErrRoot) {
+		return s.internal("prepare root", err)
 	}
 	if err != nil {
-		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", key, "err", err)
+		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", memory, "err", err)
 		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q failed to start", sb.Name).
 			WithHint("retry; if it keeps failing, `hearth serve`'s log has the runtime's error")
-	}
-	return nil
-}
-
-// root returns the sandbox's root filesystem, preparing it from its image
-// the first time.
-func (s *runner) root(ctx context.Context, sb sandbox.Sandbox) (string, error) {
-	info, err := s.opts.Layers.Stat(ctx, rootKey(sb.ID))
-	if err == nil {
-		return info.Path, nil
-	}
-	if !errors.Is(err, layers.ErrNotFound) {
-		return "", s.internal("stat root", err)
-	}
-	path, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), sb.Image)
-	if err != nil {
-		return "", s.internal("prepare root", err)
-	}
-	if err := s.limitDisk(ctx, sb); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-// limitDisk caps what the sandbox's root may hold beyond its image. A layer
-// store that cannot enforce limits (btrfs without quotas, the overlay
-// fallback) is logged, not fatal: the sandbox then runs without a cap.
-func (s *runner) limitDisk(ctx context.Context, sb sandbox.Sandbox) error {
-	err := s.opts.Layers.SetLimit(ctx, rootKey(sb.ID), sb.Resources.DiskBytes)
-	if errors.Is(err, layers.ErrUnsupported) {
-		s.log.Warn("the layer store cannot enforce disk limits", "sandbox", sb.Name)
-		return nil
-	}
-	if err != nil {
-		return s.internal("limit disk", err)
 	}
 	return nil
 }
@@ -125,8 +72,8 @@ func (s *runner) limitDisk(ctx context.Context, sb sandbox.Sandbox) error {
 // left a row whose root was gone, which the next call woke on a fresh
 // image.
 func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
-	if err := s.opts.Driver.Delete(ctx, sb.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
-		return fmt.Errorf("driver delete: %w", err)
+	if err := s.opts.Node.Delete(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+		return fmt.Errorf("node delete: %w", err)
 	}
 	s.crash("release: runtime deleted")
 	cps, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
@@ -138,15 +85,12 @@ func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	s.leases.forget(sb.ID)
 	s.crash("release: row deleted")
-	keys := []string{rootKey(sb.ID)}
-	for _, c := range cps {
-		keys = append(keys, checkpointKey(c.ID))
-		s.dropMemory(ctx, c)
+	if err := s.opts.Node.RemoveRoot(ctx, sb.ID); err != nil {
+		s.log.Error("remove a released sandbox's root; the next start removes it", "sandbox", sb.Name, "err", err)
 	}
-	for _, key := range keys {
-		if err := s.opts.Layers.Remove(ctx, key); err != nil && !errors.Is(err, layers.ErrNotFound) {
-			s.log.Error("remove a released sandbox's snapshot; the next start removes it", "sandbox", sb.Name, "key", key, "err", err)
-		}
+	s.crash("release: snapshot removed")
+	for _, c := range cps {
+		s.dropCheckpoint(ctx, c.ID)
 		s.crash("release: snapshot removed")
 	}
 	return nil
@@ -214,23 +158,23 @@ func (s *runner) agentOf(sb sandbox.Sandbox) *agent.Client {
 // dial connects to the sandbox's agent. When that fails because the runtime
 // lost the sandbox since its row said running (a host OOM under gVisor, a
 // host reboot), or because nothing listens for its agent any more
-// (driver.ErrUnreachable: its agent died, or its root removed the socket),
+// (node.ErrUnreachable: its agent died, or its root removed the socket),
 // it records why and starts it again instead of failing until the next
 // sweep notices.
 func (s *runner) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error) {
-	conn, err := s.opts.Driver.Dial(ctx, sb.ID)
+	conn, err := s.opts.Node.Dial(ctx, sb.ID)
 	if err == nil {
 		return conn, nil
 	}
-	st, serr := s.opts.Driver.State(ctx, sb.ID)
+	st, serr := s.opts.Node.State(ctx, sb.ID)
 	switch {
-	case serr == nil && st.Status == driver.StatusRunning && errors.Is(err, driver.ErrUnreachable):
+	case serr == nil && st.Status == node.StatusRunning && errors.Is(err, node.ErrUnreachable):
 		// Running, and nothing listens for its agent: no call can use it
 		// until it starts again.
 		s.stopUnreachable(ctx, sb, err)
-	case serr == nil && st.Status == driver.StatusRunning:
+	case serr == nil && st.Status == node.StatusRunning:
 		return nil, err // alive, and may answer yet (busy, frozen)
-	case errors.Is(serr, driver.ErrNotFound):
+	case errors.Is(serr, node.ErrNotFound):
 		s.markStopped(ctx, sb, "vanished from the runtime")
 	case serr == nil:
 		s.markStopped(ctx, sb, stoppedReason(st))
@@ -240,7 +184,7 @@ func (s *runner) dial(ctx context.Context, sb sandbox.Sandbox) (net.Conn, error)
 	if _, err := s.wake(ctx, sb); err != nil {
 		return nil, err
 	}
-	return s.opts.Driver.Dial(ctx, sb.ID)
+	return s.opts.Node.Dial(ctx, sb.ID)
 }
 
 // wake starts a stopped sandbox again on its root.
@@ -264,9 +208,9 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 	// stale: a daemon killed mid-restore can leave one started on a root
 	// that Recover has since replaced. Its processes go; the start below
 	// runs on the root the row describes.
-	if st, err := s.opts.Driver.State(ctx, cur.ID); err == nil && st.Status == driver.StatusRunning {
+	if st, err := s.opts.Node.State(ctx, cur.ID); err == nil && st.Status == node.StatusRunning {
 		s.log.Warn("restarting a runtime sandbox its row says is not running", "sandbox", cur.Name, "status", cur.Status, "reason", cur.Reason)
-		if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil {
+		if err := s.opts.Node.Stop(ctx, cur.ID); err != nil {
 			return sandbox.Sandbox{}, s.internal("stop stale "+cur.ID, err)
 		}
 	}
@@ -293,25 +237,13 @@ func (s *runner) setRunning(ctx context.Context, sb sandbox.Sandbox, reason stri
 	return sb, nil
 }
 
-// memoryDriver returns the driver as a driver.MemoryCheckpointer when it
-// is one and says it can checkpoint memory, nil otherwise.
-func (s *runner) memoryDriver() driver.MemoryCheckpointer {
-	if mc, ok := s.opts.Driver.(driver.MemoryCheckpointer); ok && s.opts.Driver.Capabilities().MemoryCheckpoint {
-		return mc
-	}
-	return nil
-}
-
-// dropMemory removes the memory image of checkpoint c, if the driver
-// keeps images: whatever its row says (a daemon killed between the image
-// and the row leaves one the row does not mention); a failure is logged.
-func (s *runner) dropMemory(ctx context.Context, c sandbox.Checkpoint) {
-	mc := s.memoryDriver()
-	if mc == nil {
-		return
-	}
-	if err := mc.DeleteMemory(ctx, c.ID); err != nil {
-		s.log.Error("remove a checkpoint's memory image", "checkpoint", c.ID, "err", err)
+// dropCheckpoint removes checkpoint id's snapshot and memory image from
+// the node, whatever its row says (a daemon killed between the image and
+// the row leaves one the row does not mention); a failure is logged, and
+// the next start's Recover removes what is left.
+func (s *runner) dropCheckpoint(ctx context.Context, id string) {
+	if err := s.opts.Node.DeleteCheckpoint(ctx, id); err != nil {
+		s.log.Error("remove a checkpoint from the node", "checkpoint", id, "err", err)
 	}
 }
 
@@ -326,7 +258,7 @@ const unreachableReason = "its agent could not be reached (nothing listened on i
 func (s *runner) stopUnreachable(ctx context.Context, sb sandbox.Sandbox, cause error) {
 	s.ifUnchanged(ctx, sb, func(cur sandbox.Sandbox) {
 		s.log.Warn("stopping a sandbox whose agent cannot be reached", "sandbox", cur.Name, "tenant", cur.Tenant, "id", cur.ID, "err", cause)
-		if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+		if err := s.opts.Node.Stop(ctx, cur.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
 			s.log.Error("stop a sandbox whose agent cannot be reached", "sandbox", cur.Name, "err", err)
 			return
 		}
@@ -355,7 +287,7 @@ func (s *runner) ifUnchanged(ctx context.Context, sb sandbox.Sandbox, fn func(cu
 }
 
 // stoppedReason says why the runtime reports a sandbox stopped.
-func stoppedReason(st driver.State) string {
+func stoppedReason(st node.State) string {
 	if st.OOMKilled {
 		return "oom"
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -35,7 +35,7 @@ type claimer interface {
 }
 
 // Runtime names the runtime that isolates the sandboxes.
-func (s *Sandboxes) Runtime() string { return s.opts.Driver.Capabilities().Runtime }
+func (s *Sandboxes) Runtime() string { return s.opts.Node.Capabilities().Runtime }
 
 // Create makes a sandbox for p in p's tenant (the system tenant for an
 // operator), or returns p's existing sandbox of the same name with created
@@ -50,8 +50,8 @@ func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox
 	return s.create(ctx, p, req, "", "created")
 }
 
-// create makes the sandbox of Create, its root a writable snapshot of from
-// (a checkpoint's layer key) or, when from is empty, of its image; reason
+// create makes the sandbox of Create, its root a writable snapshot of
+// checkpoint from (a fork) or, when from is empty, of its image; reason
 // is the status reason once it runs.
 func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
 	spec, err := s.checkCreate(ctx, p, req)
@@ -184,11 +184,11 @@ func nameTaken(name string) error {
 }
 
 // launch makes the new sandbox of spec for p in p's tenant: its row, its
-// root (from from, or its image), its runtime start, its row running with
-// reason. admitted is called once the row counts in the tenant's usage.
+// start on the node with its root from checkpoint from (or its image),
+// its row running with reason. admitted is called once the row counts in the tenant's usage.
 // The caller holds the name's lock.
 func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
-	req, caps, now := spec.req, s.opts.Driver.Capabilities(), s.now().UTC()
+	req, caps, now := spec.req, s.opts.Node.Capabilities(), s.now().UTC()
 	sb := sandbox.Sandbox{
 		ID:        newID(),
 		Name:      req.Name,
@@ -229,19 +229,8 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	if from == "" {
-		from = sb.Image
-	}
-	if _, err := s.opts.Layers.Prepare(ctx, rootKey(sb.ID), from); err != nil {
-		s.run.release(ctx, sb)
-		return sandbox.Sandbox{}, s.internal("prepare root from "+from, err)
-	}
-	if err := s.run.limitDisk(ctx, sb); err != nil {
-		s.run.release(ctx, sb)
-		return sandbox.Sandbox{}, err
-	}
-	s.crash("create: root prepared")
-	if err := s.run.start(ctx, sb); err != nil {
+	root := node.Source{Image: sb.Image, Checkpoint: from}
+	if err := s.run.startSpec(ctx, sb, root, ""); err != nil {
 		s.run.release(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
@@ -271,7 +260,7 @@ func (s *Sandboxes) networkFor(ctx context.Context, p sandbox.Principal, limited
 	if mode == "" {
 		mode = sandbox.NetworkNone
 	}
-	if mode == sandbox.NetworkEgress && !s.opts.Driver.Capabilities().Egress {
+	if mode == sandbox.NetworkEgress && !s.opts.Node.Capabilities().Egress {
 		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "this daemon's runtime offers no egress network").
 			WithHint("create the sandbox with network %q, or run the daemon where it can set up networking (iptables, root)", sandbox.NetworkNone)
 	}
@@ -296,7 +285,7 @@ func (s *Sandboxes) Describe(ctx context.Context, p sandbox.Principal, ref strin
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	used, err := s.usage.measure(ctx, s.opts.Layers, sb.ID, s.now())
+	used, err := s.usage.measure(ctx, s.opts.Node, sb.ID, s.now())
 	if err != nil {
 		return sb, nil // a sandbox still being created has no root yet
 	}
@@ -325,16 +314,16 @@ type measured struct {
 	at    time.Time
 }
 
-// measure is the disk usage of sandbox id's root in ls, measured at most
+// measure is the disk usage of sandbox id's root on n, measured at most
 // usageTTL before now.
-func (u *usageCache) measure(ctx context.Context, ls layers.Store, id string, now time.Time) (int64, error) {
+func (u *usageCache) measure(ctx context.Context, n node.Node, id string, now time.Time) (int64, error) {
 	u.mu.Lock()
 	m, ok := u.m[id]
 	u.mu.Unlock()
 	if ok && now.Sub(m.at) < usageTTL {
 		return m.bytes, nil
 	}
-	n, err := ls.Usage(ctx, rootKey(id))
+	bytes, err := n.Usage(ctx, id)
 	if err != nil {
 		return 0, err
 	}
@@ -348,8 +337,8 @@ func (u *usageCache) measure(ctx context.Context, ls layers.Store, id string, no
 			delete(u.m, k) // gone stale, or its sandbox did
 		}
 	}
-	u.m[id] = measured{bytes: n, at: now}
-	return n, nil
+	u.m[id] = measured{bytes: bytes, at: now}
+	return bytes, nil
 }
 
 // forget drops what measure measured of sandbox id, whose root changed

@@ -147,7 +147,7 @@ func TestLabels(t *testing.T) {
 // policy and the driver allow it, none for every warm-pool claim; the
 // runtime gets it in the spec, and a restart keeps it.
 func TestNetworkMode(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.Driver = driverfake.New(driverfake.Options{Egress: true})
 		o.WarmPool = map[string]int{"small": 1}
 	})
@@ -203,7 +203,7 @@ func TestNetworkWithoutEgress(t *testing.T) {
 // and update, given to the runtime at start and, live, to a running
 // sandbox when it or its tenant's changes.
 func TestEgressPolicy(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) { o.Driver = driverfake.New(driverfake.Options{Egress: true}) })
+	e := newEnv(t, func(o *envOptions) { o.Driver = driverfake.New(driverfake.Options{Egress: true}) })
 	ctx := t.Context()
 	drv := e.opts.Driver.(*driverfake.Driver)
 	tenant := sandbox.EgressPolicy{Allow: []string{"203.0.113.0/24"}, Deny: []string{"203.0.113.9"}}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -73,7 +72,7 @@ func TestGateStreamedScript(t *testing.T) {
 		t.Errorf("Exec(harmless streamed script) = %+v, %v; want no gate", res, err)
 	}
 
-	f := newEnv(t, func(o *lifecycle.Options) { o.Layers = failingSnapshots{o.Layers} })
+	f := newEnv(t, func(o *envOptions) { o.Layers = failingSnapshots{o.Layers} })
 	f.create(t, a1, "web")
 	f.exec(t, a1, "web", "mkdir keep")
 	_, err = f.svc.Processes.Exec(ctx, a1, "web", streamed("touch ran\n"+bigScript(300<<10, "rm -r keep")), nil, nil, nil)

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
 )
@@ -18,7 +17,7 @@ func secretsEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnv(t, func(o *lifecycle.Options) { o.Secrets = box })
+	return newEnv(t, func(o *envOptions) { o.Secrets = box })
 }
 
 // TestSecrets: a tenant admin sets a secret; a command that names it gets

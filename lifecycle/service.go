@@ -1,13 +1,14 @@
 // Package lifecycle is the only place where sandbox state changes. Every
 // door (HTTP, CLI through HTTP, MCP, the Sprites-compatible API) calls these
 // methods with the caller's Principal; lifecycle resolves what the caller
-// may see, applies the decision, drives the runtime, the layer store and the
-// state store, and returns sandbox.Error values that every door renders the
-// same way.
+// may see, applies the decision, drives the node (package node: the
+// runtime, the layer store, the agents) and the state store, and returns
+// sandbox.Error values that every door renders the same way. It does no
+// host I/O and sees no host path: what a node does is node.Node's.
 //
-// The work is split by noun, each a small service over the same store,
-// driver and layer store (see Service): Sandboxes, Processes, Files,
-// Checkpoints, Tenancy, Credentials and the warm Pool. What they share
+// The work is split by noun, each a small service over the same store and
+// node (see Service): Sandboxes, Processes, Files, Checkpoints, Tenancy,
+// Credentials and the warm Pool. What they share
 // (the options, the clock, the logger, the per-name locks, the idle
 // leases and the one authorization rule of access.go) is one core that
 // each holds, never a copy.
@@ -20,20 +21,18 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hearth/hearth/driver"
-	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
 
-// Options configure a Service. Store, Driver, Layers and AgentPath are
-// required; every other zero value takes the documented default.
+// Options configure a Service. Store and Node are required; every other
+// zero value takes the documented default.
 type Options struct {
-	Store  store.Store
-	Driver driver.Driver
-	Layers layers.Store
-	// AgentPath is the host path of the static hearth-agent binary.
-	AgentPath string
+	Store store.Store
+	// Node is the machine that runs the sandboxes (node.Local in the
+	// daemon): lifecycle makes every runtime, disk and memory call on it.
+	Node node.Node
 	// DefaultImage is the image create uses when none is named ("default").
 	DefaultImage string
 	// MaxWriteBytes is the largest file write accepted (64 MiB).
@@ -62,10 +61,6 @@ type Options struct {
 	// breaker trip (besides the log), e.g. to post it to a webhook. It
 	// must not block.
 	Alarms func(sandbox.Alarm)
-	// MemInfo returns the host's available and total memory in bytes, which
-	// the warm pool shrinks under (oci.MemInfo reads the host's); nil knows
-	// of no pressure, and the pool never shrinks for memory.
-	MemInfo func() (available, total int64, err error)
 	// Logger receives lifecycle events; nil discards.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -79,8 +74,8 @@ type Sealer interface {
 	Open(tenant, name string, sealed []byte) ([]byte, error)
 }
 
-// Service holds lifecycle's services, one per noun, over one store, driver
-// and layer store. Each is safe for concurrent use. Doors call the nouns
+// Service holds lifecycle's services, one per noun, over one store and
+// one node. Each is safe for concurrent use. Doors call the nouns
 // (svc.Sandboxes.Create, svc.Tenancy.Authenticate, …); the daemon calls
 // Recover once at start-up, then Run.
 type Service struct {
@@ -113,14 +108,12 @@ const (
 	DefaultIdleTimeout   = 10 * time.Minute
 	DefaultGoneRetention = 7 * 24 * time.Hour
 	defaultSweep         = 30 * time.Second
-	// sandboxHostname is every sandbox's hostname (rootfs.Hostname).
-	sandboxHostname = "sandbox"
 	// startTimeout bounds a sandbox start, including the agent's first answer.
 	startTimeout = 30 * time.Second
 )
 
-// New returns the services over opts' store, driver and layer store. It
-// does not touch the runtime: call Recover once at start-up, then Run.
+// New returns the services over opts' store and node. It does not touch
+// the node: call Recover once at start-up, then Run.
 func New(opts Options) (*Service, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -158,8 +151,8 @@ func New(opts Options) (*Service, error) {
 // withDefaults checks the required options and fills in the defaults of
 // the others.
 func (opts Options) withDefaults() (Options, error) {
-	if opts.Store == nil || opts.Driver == nil || opts.Layers == nil || opts.AgentPath == "" {
-		return opts, errors.New("lifecycle: Store, Driver, Layers and AgentPath are required")
+	if opts.Store == nil || opts.Node == nil {
+		return opts, errors.New("lifecycle: Store and Node are required")
 	}
 	if opts.DefaultImage == "" {
 		opts.DefaultImage = "default"
@@ -195,7 +188,7 @@ func (opts Options) withDefaults() (Options, error) {
 	return opts, nil
 }
 
-// Recover reconciles the store with what the runtime really runs, once at
+// Recover reconciles the store with what the node really holds, once at
 // start-up: it adopts live sandboxes, marks vanished or dead ones stopped
 // with the reason, finishes what a killed daemon left half done (undoing
 // creates and checkpoints, completing restores), and removes runtime

@@ -22,12 +22,11 @@ func TestNewRequires(t *testing.T) {
 		adjust func(*lifecycle.Options)
 	}{
 		{"no store", func(o *lifecycle.Options) { o.Store = nil }},
-		{"no driver", func(o *lifecycle.Options) { o.Driver = nil }},
-		{"no layers", func(o *lifecycle.Options) { o.Layers = nil }},
-		{"no agent path", func(o *lifecycle.Options) { o.AgentPath = "" }},
+		{"no node", func(o *lifecycle.Options) { o.Node = nil }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := e.opts
+			opts := e.opts.Options
+			opts.Node = e.opts.node(t)
 			tt.adjust(&opts)
 			if svc, err := lifecycle.New(opts); err == nil {
 				t.Errorf("New(%s) = %v, nil; want an error", tt.name, svc)
@@ -98,7 +97,7 @@ func sandboxEqual(a, b sandbox.Sandbox) bool {
 }
 
 func TestCreateOptions(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) { o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour })
+	e := newEnv(t, func(o *envOptions) { o.DefaultTTL, o.MaxTTL = time.Hour, 2*time.Hour })
 	ctx := t.Context()
 	sb, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{})
 	if err != nil || sandbox.ValidateName(sb.Name) != nil || !strings.HasPrefix(sb.Name, "agent-a1-sb-") || !sb.ExpiresAt.Equal(epoch.Add(time.Hour)) {
@@ -150,7 +149,7 @@ func TestCreateNameTaken(t *testing.T) {
 }
 
 func TestCreateInvalid(t *testing.T) {
-	e := newEnv(t, func(o *lifecycle.Options) { o.MaxTTL = 2 * time.Hour })
+	e := newEnv(t, func(o *envOptions) { o.MaxTTL = 2 * time.Hour })
 	ctx := t.Context()
 	tests := []struct {
 		name    string

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -45,7 +45,7 @@ func (s *Sandboxes) sleep(ctx context.Context, sb sandbox.Sandbox, reason string
 		return sandbox.Sandbox{}, s.internal("update sandbox row", err)
 	}
 	s.crash("sleep: row updated")
-	if err := s.opts.Driver.Stop(ctx, cur.ID); err != nil && !errors.Is(err, driver.ErrNotFound) {
+	if err := s.opts.Node.Stop(ctx, cur.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
 		s.setStatus(ctx, asleep, cur.Status, cur.Reason)
 		return sandbox.Sandbox{}, s.internal("stop "+cur.ID, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -65,11 +65,11 @@ func (s *sweeper) sweep(ctx context.Context) {
 		if sb.Status != sandbox.StatusRunning {
 			continue
 		}
-		st, err := s.opts.Driver.State(ctx, sb.ID)
+		st, err := s.opts.Node.State(ctx, sb.ID)
 		switch {
-		case errors.Is(err, driver.ErrNotFound):
+		case errors.Is(err, node.ErrNotFound):
 			s.run.markStopped(ctx, sb, "vanished from the runtime")
-		case err == nil && st.Status != driver.StatusRunning:
+		case err == nil && st.Status != node.StatusRunning:
 			s.run.markStopped(ctx, sb, stoppedReason(st))
 		case err == nil && s.reachable(ctx, sb):
 			s.sleepIdle(ctx, sb)
@@ -79,19 +79,19 @@ func (s *sweeper) sweep(ctx context.Context) {
 }
 
 // reachable reports whether running sandbox sb's agent can be connected
-// to; one that cannot (driver.ErrUnreachable) is stopped on the spot, so
+// to; one that cannot (node.ErrUnreachable) is stopped on the spot, so
 // that its status says so and the next call starts it again rather than
 // fail. A dial that fails otherwise (a full backlog, a memory checkpoint
 // taking longer than the probe) proves nothing and counts as reachable.
 func (s *sweeper) reachable(ctx context.Context, sb sandbox.Sandbox) bool {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	conn, err := s.opts.Driver.Dial(pctx, sb.ID)
+	conn, err := s.opts.Node.Dial(pctx, sb.ID)
 	if err == nil {
 		conn.Close()
 		return true
 	}
-	if !errors.Is(err, driver.ErrUnreachable) {
+	if !errors.Is(err, node.ErrUnreachable) {
 		return true
 	}
 	s.run.stopUnreachable(ctx, sb, err)

@@ -34,6 +34,7 @@ import (
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/network"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/secrets"
@@ -120,30 +121,20 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	drv, err := newDriver(cfg, inst, nets, box, log)
+	local, closeNode, err := openNode(ctx, cfg, inst, nets, box, stderr, log)
 	if err != nil {
 		return err
 	}
-	snaps, err := openLayers(ctx, cfg, log.With("component", "layers"))
-	if err != nil {
-		return err
-	}
-	defer snaps.Close()
-	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
-		return err
-	}
+	defer closeNode()
 	rec, closeAudit := startAudit(ctx, cfg, db, log.With("component", "audit"))
 	defer closeAudit()
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,
-		Driver:        drv,
-		Layers:        snaps,
-		AgentPath:     cfg.agentPath,
+		Node:          local,
 		MaxWriteBytes: cfg.maxWrite,
 		DefaultTTL:    cfg.defaultTTL,
 		IdleTimeout:   cfg.idle,
 		WarmPool:      cfg.warmPool,
-		MemInfo:       oci.MemInfo,
 		Alarms:        alarmSink(cfg, reg, rec, log),
 		Secrets:       box,
 		Logger:        log.With("component", "lifecycle"),
@@ -161,6 +152,36 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	go svc.Run(ctx)
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance)
 	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, rec, reg, log), log)
+}
+
+// openNode builds this host's node (see package node): the OCI runtime
+// driver, the layer store with the default image in it, and the host's
+// memory reader; closeNode closes the layer store.
+func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, stderr io.Writer, log *slog.Logger) (local *node.Local, closeNode func(), err error) {
+	drv, err := newDriver(cfg, inst, nets, box, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	snaps, err := openLayers(ctx, cfg, log.With("component", "layers"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
+		snaps.Close()
+		return nil, nil, err
+	}
+	local, err = node.NewLocal(node.Options{
+		Driver:    drv,
+		Layers:    snaps,
+		AgentPath: cfg.agentPath,
+		MemInfo:   oci.MemInfo,
+		Logger:    log.With("component", "node"),
+	})
+	if err != nil {
+		snaps.Close()
+		return nil, nil, err
+	}
+	return local, func() { snaps.Close() }, nil
 }
 
 // openDataDir creates the data dir if missing and opens its instance and

@@ -10,7 +10,7 @@ import (
 
 // MemInfo returns the host's available and total memory in bytes
 // (MemAvailable and MemTotal of /proc/meminfo): what the sandboxes this
-// driver starts share, for lifecycle.Options.MemInfo.
+// driver starts share, for node.Options.MemInfo.
 func MemInfo() (available, total int64, err error) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {

@@ -82,9 +82,19 @@ var ioPackages = []string{
 // rules are hearth's import rules (docs/ARCHITECTURE.md, "Import rules").
 var rules = []rule{
 	{
-		name: "a door (httpapi, spritesapi, mcpserver) or the door core (door) imports lifecycle and the vocabulary, not the node's parts or the store",
+		name: "a door (httpapi, spritesapi, mcpserver) or the door core (door) imports lifecycle and the vocabulary, not the node, its parts or the store",
 		from: under("door", "httpapi", "spritesapi", "mcpserver"),
-		to:   under("driver", "layers", "store", "network"),
+		to:   under("node", "driver", "layers", "store", "network"),
+	},
+	{
+		name: "lifecycle reaches the machine that runs sandboxes only through the node boundary (node), never its parts",
+		from: under("lifecycle"),
+		to:   under("driver", "layers", "network"),
+	},
+	{
+		name: "the node is below the control plane: it imports neither the store, policy, lifecycle nor a door",
+		from: under("node"),
+		to:   under("store", "policy", "lifecycle", "door", "httpapi", "spritesapi", "mcpserver"),
 	},
 	{
 		name: "the doors stand side by side on the door core: none imports another, and the core imports none",
@@ -183,6 +193,16 @@ func TestRulesCatch(t *testing.T) {
 		{"httpapi", "mcpserver", true},
 		{"door", "httpapi", true},
 		{"spritesapi", "door", false},
+		{"httpapi", "node", true},
+		{"door", "node", true},
+		{"lifecycle", "driver", true},
+		{"lifecycle", "layers/btrfs", true},
+		{"lifecycle", "network", true},
+		{"node", "store", true},
+		{"node", "lifecycle", true},
+		{"lifecycle", "node", false},
+		{"node", "driver", false},
+		{"node", "layers", false},
 		{"driver/oci", "store/sqlite", true},
 		{"driver/oci", "lifecycle", true},
 		{"driver", "policy", true},

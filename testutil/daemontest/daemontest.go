@@ -20,6 +20,7 @@ import (
 	driverfake "github.com/hearth/hearth/driver/fake"
 	layersfake "github.com/hearth/hearth/layers/fake"
 	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 	"github.com/hearth/hearth/store/sqlite"
@@ -68,11 +69,13 @@ func New(t testing.TB, o Options) *Env {
 	}
 	drv := driverfake.New(driverfake.Options{})
 	t.Cleanup(func() { drv.Close() }) // before the roots go
+	local, err := node.NewLocal(node.Options{Driver: drv, Layers: lay, AgentPath: "/nonexistent/hearth-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:         db,
-		Driver:        drv,
-		Layers:        lay,
-		AgentPath:     "/nonexistent/hearth-agent",
+		Node:          local,
 		MaxWriteBytes: o.MaxWriteBytes,
 	})
 	if err != nil {

@@ -1,0 +1,192 @@
+// Package node is the boundary between hearth's control plane (the doors,
+// lifecycle, policy, the store, audit, tenancy) and a node: the machine
+// that runs sandboxes, with its runtime (driver), its layer store, its
+// sandboxes' networking and the channel to their agents.
+//
+// Node is every call the control plane makes on a node. Each is coarse
+// and path-free, so that a remote implementation can serve it over the
+// network in one round trip: the control plane names sandboxes by id and
+// checkpoints by id, never a host path, and does no host I/O of its own.
+// What a node holds (runtime sandboxes, roots, checkpoint snapshots,
+// memory images) it reports at Recover for the control plane to reconcile
+// against its store; which of them should exist is the control plane's
+// to decide.
+//
+// Local is the in-process implementation over a driver.Driver and a
+// layers.Store, which stay the node's internals. A node for several
+// machines or for Kubernetes implements the same interface.
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// The runtime's vocabulary is the driver's (aliases, so that Local passes
+// it through untranslated; a remote implementation encodes it).
+type (
+	// State is what the node's runtime knows about one sandbox.
+	State = driver.State
+	// Status is a sandbox's state as the runtime sees it.
+	Status = driver.Status
+	// EgressRules narrow where one egress sandbox may connect.
+	EgressRules = driver.EgressRules
+)
+
+// Runtime states (State.Status).
+const (
+	StatusRunning = driver.StatusRunning
+	StatusStopped = driver.StatusStopped
+)
+
+// Errors, tested with errors.Is.
+var (
+	// ErrNotFound is returned by State, Dial, Stop, Delete and SetEgress
+	// for a sandbox the node's runtime does not know.
+	ErrNotFound = driver.ErrNotFound
+	// ErrUnreachable is returned (wrapped) by Dial when nothing listens
+	// where the sandbox's agent should: it cannot be reached until it is
+	// stopped and started again.
+	ErrUnreachable = driver.ErrUnreachable
+	// ErrRoot is returned (wrapped) by Start when the sandbox's root could
+	// not be prepared from its source or capped: a failure of the node's
+	// disk, not of the runtime's start.
+	ErrRoot = errors.New("node: the sandbox's root could not be prepared")
+)
+
+// Node is the calls a control plane makes on the machine that runs a
+// sandbox. Implementations are safe for concurrent use on distinct
+// sandboxes; the control plane serializes the calls on one sandbox.
+type Node interface {
+	// Capabilities describes what the node's runtime can do.
+	Capabilities() Capabilities
+	// Start starts sandbox spec.ID and returns once its agent answers: on
+	// its root, prepared from spec.Root (and capped at its disk size) only
+	// if it has none yet, afresh or, with spec.Memory, from that memory
+	// image. Starting a stopped sandbox starts it again on the same root
+	// (a wake). On error nothing is left running; an error preparing the
+	// root wraps ErrRoot.
+	Start(ctx context.Context, spec Spec) error
+	// Stop kills the sandbox's processes; its root and runtime object
+	// stay. Stopping a stopped sandbox is not an error; an unknown one is
+	// ErrNotFound.
+	Stop(ctx context.Context, id string) error
+	// State reports the sandbox's runtime state, or ErrNotFound.
+	State(ctx context.Context, id string) (State, error)
+	// Dial opens a new connection to the agent of a running sandbox (see
+	// ErrNotFound, ErrUnreachable).
+	Dial(ctx context.Context, id string) (net.Conn, error)
+	// SetEgress replaces a running egress sandbox's own egress rules live
+	// (Capabilities.Egress); a later Start applies its Spec's. A node
+	// without egress runs no egress sandbox, and does nothing.
+	SetEgress(ctx context.Context, id string, rules EgressRules) error
+	// Checkpoint takes checkpoint ck of sandbox id: a read-only snapshot
+	// of its root, with the sandbox held still around it when it runs and
+	// the runtime and layer store need that, and with its memory and
+	// processes when opts.Memory asks (Capabilities.MemoryCheckpoint).
+	// A failed call leaves no snapshot and no image.
+	Checkpoint(ctx context.Context, id, ck string, opts CheckpointOptions) error
+	// Rollback replaces the root of stopped sandbox id with a writable
+	// snapshot of checkpoint ck, atomically (after a crash the root is the
+	// old one or the new one); repeating it is harmless.
+	Rollback(ctx context.Context, id, ck string) error
+	// DeleteCheckpoint removes checkpoint ck's snapshot and memory image;
+	// what is missing is no error.
+	DeleteCheckpoint(ctx context.Context, ck string) error
+	// Delete removes the sandbox's runtime objects (processes, cgroups,
+	// network, mounts) and keeps its root, so that the control plane can
+	// drop its record in between (see RemoveRoot); an unknown sandbox is
+	// ErrNotFound.
+	Delete(ctx context.Context, id string) error
+	// RemoveRoot removes sandbox id's root, after Delete; a missing root
+	// is no error.
+	RemoveRoot(ctx context.Context, id string) error
+	// Usage is the bytes sandbox id's root holds beyond its source's (what
+	// its disk cap counts).
+	Usage(ctx context.Context, id string) (int64, error)
+	// HasImage reports whether the node holds the image called name.
+	HasImage(ctx context.Context, name string) (bool, error)
+	// Recover, once at start-up, finishes what a stopped daemon left on
+	// the node (thaws frozen sandboxes, seals memory images) and reports
+	// what the node holds.
+	Recover(ctx context.Context) (Inventory, error)
+	// MemInfo returns the node's available and total memory in bytes;
+	// total 0 says the node does not know.
+	MemInfo(ctx context.Context) (available, total int64, err error)
+}
+
+// Capabilities tell the control plane what a node can do, so that it
+// plans instead of guessing.
+type Capabilities struct {
+	// Runtime names the runtime ("runsc", "runc", "crun").
+	Runtime string
+	// Isolation is "gvisor" for a user-space kernel, "container" for
+	// namespaces and cgroups on the host kernel.
+	Isolation string
+	// Egress says Start accepts Spec.Network sandbox.NetworkEgress, and
+	// SetEgress works.
+	Egress bool
+	// MemoryCheckpoint says Checkpoint can save memory and Start can
+	// resume from it.
+	MemoryCheckpoint bool
+}
+
+// Spec is what the node needs to start one sandbox.
+type Spec struct {
+	// ID names the sandbox: lowercase letters and digits, unique and never
+	// reused.
+	ID string
+	// Root is where the sandbox's root comes from, used only when it has
+	// none yet (a create, a fork; a wake of a sandbox whose root went).
+	Root Source
+	// Resources are its limits; DiskBytes caps a root the Start prepares.
+	Resources sandbox.Resources
+	// Network is its network mode (sandbox.NetworkNone or NetworkEgress),
+	// and Egress its own egress rules under NetworkEgress.
+	Network string
+	Egress  EgressRules
+	// Memory, when not "", is the checkpoint whose memory image the
+	// sandbox starts from: its processes resume. Without
+	// Capabilities.MemoryCheckpoint Start fails rather than start it
+	// afresh.
+	Memory string
+}
+
+// Source is where a new root comes from: an image, or a checkpoint (of
+// any sandbox: a fork). Checkpoint wins when both are set.
+type Source struct {
+	Image      string
+	Checkpoint string
+}
+
+// CheckpointOptions say how to take a checkpoint.
+type CheckpointOptions struct {
+	// Running says the sandbox runs (as the control plane last recorded
+	// it): its processes are held still around the snapshot when the
+	// node needs that for a consistent one.
+	Running bool
+	// Memory saves its memory and processes too, at the snapshot's
+	// instant; it needs Running and Capabilities.MemoryCheckpoint.
+	Memory bool
+}
+
+// Inventory is what a node holds, reported at Recover.
+type Inventory struct {
+	// Sandboxes are the runtime's sandboxes, running or stopped.
+	Sandboxes []State
+	// Listed says Roots and Checkpoints are complete: a layer store that
+	// cannot list its snapshots leaves them empty, and the control plane
+	// then takes nothing for missing.
+	Listed bool
+	// Roots are the ids of the sandboxes that have a root.
+	Roots []string
+	// Checkpoints are the ids of the checkpoints that have a snapshot.
+	Checkpoints []string
+	// MemoryImages are the ids of the checkpoints that have a memory
+	// image.
+	MemoryImages []string
+}
