@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -64,29 +63,16 @@ func runBindingSet(ctx context.Context, c *cli, args []string) error {
 func runBindingList(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("binding", "", bindingOps(), "list")
 	tenant := fs.String("tenant", "", "the tenant (default: yours)")
-	pos, err := fs.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs("binding list", pos); err != nil {
+	if _, err := fs.parseArgs(args, "binding list"); err != nil {
 		return err
 	}
 	list, err := c.client().Admin().ListBindings(ctx, *tenant)
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []sandbox.Binding{}
-	}
-	if c.json {
-		return c.printJSON(map[string]any{"bindings": list})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSECRET\tUPSTREAM\tHEADER\tURL IN SANDBOX")
-	for _, b := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\thttp://%s\n", b.Name, b.Secret, b.Upstream, b.Header, sandbox.BindingHost(b.Name))
-	}
-	return tw.Flush()
+	return printList(c, "bindings", list, "NAME\tSECRET\tUPSTREAM\tHEADER\tURL IN SANDBOX", func(x sandbox.Binding) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\thttp://%s", x.Name, x.Secret, x.Upstream, x.Header, sandbox.BindingHost(x.Name))
+	})
 }
 
 func runBindingRemove(ctx context.Context, c *cli, args []string) error {

@@ -150,6 +150,16 @@ func (c *cli) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
+// parseArgs parses args as parse does and wants exactly the positional
+// arguments names of verb (see wantArgs).
+func (fs *flagSet) parseArgs(args []string, verb string, names ...string) ([]string, error) {
+	pos, err := fs.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	return pos, wantArgs(verb, pos, names...)
+}
+
 // wantArgs checks the number of positional arguments of a verb.
 func wantArgs(verb string, pos []string, names ...string) error {
 	if len(pos) == len(names) {

@@ -245,3 +245,21 @@ func textOrBase64(m map[string]any, key string, b []byte) {
 	}
 	m[key+"_base64"] = b // encoding/json encodes []byte as base64
 }
+
+// printList prints list as the JSON object {key: list} (an empty list, never
+// null) with --json, else as a table: header, then row(item) for each item,
+// their columns separated by tabs.
+func printList[T any](c *cli, key string, list []T, header string, row func(T) string) error {
+	if list == nil {
+		list = []T{}
+	}
+	if c.json {
+		return c.printJSON(map[string]any{key: list})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, x := range list {
+		fmt.Fprintln(tw, row(x))
+	}
+	return tw.Flush()
+}

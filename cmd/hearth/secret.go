@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -63,29 +62,16 @@ func runSecretSet(ctx context.Context, c *cli, args []string) error {
 func runSecretList(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("secret", "", secretOps(), "list")
 	tenant := fs.String("tenant", "", "the tenant (default: yours)")
-	pos, err := fs.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs("secret list", pos); err != nil {
+	if _, err := fs.parseArgs(args, "secret list"); err != nil {
 		return err
 	}
 	list, err := c.client().Admin().ListSecrets(ctx, *tenant)
 	if err != nil {
 		return err
 	}
-	if list == nil {
-		list = []sandbox.SecretInfo{}
-	}
-	if c.json {
-		return c.printJSON(map[string]any{"secrets": list})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCREATED\tUPDATED")
-	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
-	}
-	return tw.Flush()
+	return printList(c, "secrets", list, "NAME\tCREATED\tUPDATED", func(x sandbox.SecretInfo) string {
+		return fmt.Sprintf("%s\t%s\t%s", x.Name, formatTime(x.CreatedAt), formatTime(x.UpdatedAt))
+	})
 }
 
 func runSecretRemove(ctx context.Context, c *cli, args []string) error {

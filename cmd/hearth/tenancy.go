@@ -186,30 +186,17 @@ func runTenantGet(ctx context.Context, c *cli, args []string) error {
 
 func runTenantList(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("tenant", "", tenantOps(), "list")
-	pos, err := fs.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs("tenant list", pos); err != nil {
+	if _, err := fs.parseArgs(args, "tenant list"); err != nil {
 		return err
 	}
 	ts, err := c.client().Admin().ListTenants(ctx)
 	if err != nil {
 		return err
 	}
-	if ts == nil {
-		ts = []sandbox.Tenant{}
-	}
-	if c.json {
-		return c.printJSON(map[string]any{"tenants": ts})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tCPU\tMEMORY\tDISK\tPOLICY")
-	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, formatCPU(t.Allocation.MilliCPU), formatBytes(t.Allocation.MemoryBytes),
-			formatBytes(t.Allocation.DiskBytes), dash(formatOverrides(t.Policy)))
-	}
-	return tw.Flush()
+	return printList(c, "tenants", ts, "NAME\tCPU\tMEMORY\tDISK\tPOLICY", func(x sandbox.Tenant) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", x.Name, formatCPU(x.Allocation.MilliCPU), formatBytes(x.Allocation.MemoryBytes),
+			formatBytes(x.Allocation.DiskBytes), dash(formatOverrides(x.Policy)))
+	})
 }
 
 func (c *cli) printTenant(t sandbox.Tenant) error {
@@ -306,29 +293,16 @@ func runAgentCreate(ctx context.Context, c *cli, args []string) error {
 func runAgentList(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("agent", "", agentOps(), "list")
 	tenant := fs.String("tenant", "", "only this tenant's agents")
-	pos, err := fs.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs("agent list", pos); err != nil {
+	if _, err := fs.parseArgs(args, "agent list"); err != nil {
 		return err
 	}
 	as, err := c.client().Admin().ListAgents(ctx, *tenant)
 	if err != nil {
 		return err
 	}
-	if as == nil {
-		as = []sandbox.Agent{}
-	}
-	if c.json {
-		return c.printJSON(map[string]any{"agents": as})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tTENANT\tCREATED")
-	for _, a := range as {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Name, a.Tenant, formatTime(a.CreatedAt))
-	}
-	return tw.Flush()
+	return printList(c, "agents", as, "NAME\tTENANT\tCREATED", func(x sandbox.Agent) string {
+		return fmt.Sprintf("%s\t%s\t%s", x.Name, x.Tenant, formatTime(x.CreatedAt))
+	})
 }
 
 func tokenOps() []subOp {
@@ -375,30 +349,17 @@ func runTokenCreate(ctx context.Context, c *cli, args []string) error {
 
 func runTokenList(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("token", "", tokenOps(), "list")
-	pos, err := fs.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := wantArgs("token list", pos); err != nil {
+	if _, err := fs.parseArgs(args, "token list"); err != nil {
 		return err
 	}
 	ts, err := c.client().Admin().ListTokens(ctx)
 	if err != nil {
 		return err
 	}
-	if ts == nil {
-		ts = []sandbox.TokenInfo{}
-	}
-	if c.json {
-		return c.printJSON(map[string]any{"tokens": ts})
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTENANT\tAGENT\tROLE\tNAMES\tCREATED\tEXPIRES\tREVOKED")
-	for _, t := range ts {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Agent, t.Role, namesOf(t), formatTime(t.CreatedAt),
-			formatOptionalTime(t.ExpiresAt), formatOptionalTime(t.RevokedAt))
-	}
-	return tw.Flush()
+	return printList(c, "tokens", ts, "ID\tTENANT\tAGENT\tROLE\tNAMES\tCREATED\tEXPIRES\tREVOKED", func(x sandbox.TokenInfo) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", x.ID, x.Tenant, x.Agent, x.Role, namesOf(x), formatTime(x.CreatedAt),
+			formatOptionalTime(x.ExpiresAt), formatOptionalTime(x.RevokedAt))
+	})
 }
 
 // namesOf is the sandbox names a token reaches: "*" or "<prefix>*".
