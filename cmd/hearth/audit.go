@@ -23,11 +23,8 @@ func runAudit(ctx context.Context, c *cli, args []string) error {
 	agent := fs.String("agent", "", "only the calls of this agent identity")
 	tenant := fs.String("tenant", "", "only the calls of this tenant")
 	limit := fs.Int("limit", 0, "only the newest `N` events (default 1000, at most 10000)")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "audit")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("audit", pos); err != nil {
 		return err
 	}
 	if *limit < 0 {

@@ -35,11 +35,8 @@ func runBindingSet(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&b.Upstream, "upstream", "", "the http or https `URL` requests go to, with an optional path prefix (required)")
 	fs.StringVar(&b.Header, "header", "", "the header `FIELD` the gateway sets (default "+sandbox.DefaultBindingHeader+")")
 	fs.StringVar(&b.Format, "format", "", "the header's `VALUE`, with "+sandbox.SecretPlaceholder+" where the secret goes (default \""+sandbox.DefaultBindingFormat+"\")")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "binding set", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("binding set", pos, "NAME"); err != nil {
 		return err
 	}
 	switch {
@@ -78,11 +75,8 @@ func runBindingList(ctx context.Context, c *cli, args []string) error {
 func runBindingRemove(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("binding", "", bindingOps(), "rm")
 	tenant := fs.String("tenant", "", "the binding's tenant (default: yours)")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "binding rm", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("binding rm", pos, "NAME"); err != nil {
 		return err
 	}
 	if err := c.client().Admin().DeleteBinding(ctx, *tenant, pos[0]); err != nil {

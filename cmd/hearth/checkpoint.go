@@ -17,11 +17,8 @@ func runCheckpoint(ctx context.Context, c *cli, args []string) error {
 	label := fs.String("label", "", "a `LABEL` to recognize the checkpoint by, e.g. \"before migration\"")
 	del := fs.String("delete", "", "delete checkpoint `ID` instead of taking one")
 	memory := fs.Bool("memory", false, "save the processes' memory too (gVisor): a restore resumes them where they were")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "checkpoint", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("checkpoint", pos, "NAME"); err != nil {
 		return err
 	}
 	if *del != "" && (*label != "" || *memory) {

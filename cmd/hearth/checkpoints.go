@@ -12,11 +12,8 @@ func runCheckpoints(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("checkpoints", "NAME",
 		"List the checkpoints of a sandbox, oldest first, as a table ID LABEL PARENT CREATED SIZE.\n"+
 			"A * marks the head, the checkpoint the sandbox's disk last descended from.")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "checkpoints", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("checkpoints", pos, "NAME"); err != nil {
 		return err
 	}
 	cl := c.client()

@@ -8,11 +8,8 @@ import (
 // runDestroy destroys a sandbox: its processes, its disk, its checkpoints.
 func runDestroy(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("destroy", "NAME", "Destroy a sandbox: stop its processes and delete its disk. There is no undo.")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "destroy", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("destroy", pos, "NAME"); err != nil {
 		return err
 	}
 	cl := c.client()

@@ -23,11 +23,8 @@ func runEgress(ctx context.Context, c *cli, args []string) error {
 	fs.Var(&allow, "allow", "let the sandbox reach only `DEST` (repeatable)")
 	fs.Var(&deny, "deny", "keep the sandbox from `DEST` (repeatable)")
 	clear := fs.Bool("clear", false, "drop the sandbox's own lists (its tenant's policy stays)")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "egress", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("egress", pos, "NAME"); err != nil {
 		return err
 	}
 	cl := c.client()

@@ -11,11 +11,8 @@ func runFork(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("fork", "NAME CHECKPOINT NEWNAME",
 		"Create the sandbox NEWNAME whose disk starts as CHECKPOINT of sandbox NAME, with\n"+
 			"the same image and size; the two are independent from then on.")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fork", "NAME", "CHECKPOINT", "NEWNAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fork", pos, "NAME", "CHECKPOINT", "NEWNAME"); err != nil {
 		return err
 	}
 	cl := c.client()

@@ -34,11 +34,8 @@ func (c *cli) fsFlagSet(op string) *flagSet {
 
 func runFSRead(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("read")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs read", "NAME", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs read", pos, "NAME", "PATH"); err != nil {
 		return err
 	}
 	cl := c.client()
@@ -58,11 +55,8 @@ func runFSWrite(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("write")
 	mode := fs.String("mode", "", "permission bits in octal `MODE`, e.g. 0755 (default: 0644 for a new file; an existing file keeps its mode)")
 	parents := fs.Bool("parents", false, "create missing parent directories")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs write", "NAME", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs write", pos, "NAME", "PATH"); err != nil {
 		return err
 	}
 	req := sandbox.WriteRequest{Path: pos[1], Parents: *parents}
@@ -87,11 +81,8 @@ func runFSWrite(ctx context.Context, c *cli, args []string) error {
 
 func runFSList(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("ls")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs ls", "NAME", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs ls", pos, "NAME", "PATH"); err != nil {
 		return err
 	}
 	cl := c.client()
@@ -110,11 +101,8 @@ func runFSList(ctx context.Context, c *cli, args []string) error {
 
 func runFSStat(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("stat")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs stat", "NAME", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs stat", pos, "NAME", "PATH"); err != nil {
 		return err
 	}
 	cl := c.client()
@@ -130,11 +118,8 @@ func runFSStat(ctx context.Context, c *cli, args []string) error {
 
 func runFSMkdir(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("mkdir")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs mkdir", "NAME", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs mkdir", pos, "NAME", "PATH"); err != nil {
 		return err
 	}
 	cl := c.client()
@@ -152,11 +137,8 @@ func runFSMkdir(ctx context.Context, c *cli, args []string) error {
 func runFSRemove(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("rm")
 	recursive := fs.Bool("r", false, "remove a directory and everything in it")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs rm", "NAME", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs rm", pos, "NAME", "PATH"); err != nil {
 		return err
 	}
 	cl := c.client()
@@ -172,11 +154,8 @@ func runFSRemove(ctx context.Context, c *cli, args []string) error {
 
 func runFSMove(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("mv")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs mv", "NAME", "FROM", "TO")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs mv", pos, "NAME", "FROM", "TO"); err != nil {
 		return err
 	}
 	cl := c.client()
@@ -193,11 +172,8 @@ func runFSMove(ctx context.Context, c *cli, args []string) error {
 
 func runFSChmod(ctx context.Context, c *cli, args []string) error {
 	fs := c.fsFlagSet("chmod")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "fs chmod", "NAME", "MODE", "PATH")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("fs chmod", pos, "NAME", "MODE", "PATH"); err != nil {
 		return err
 	}
 	mode, err := sandbox.ParseMode(pos[1])

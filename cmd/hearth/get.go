@@ -8,11 +8,8 @@ import (
 // runGet shows one sandbox.
 func runGet(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("get", "NAME", "Show one sandbox: status, runtime, capabilities, resources and expiry.")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "get", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("get", pos, "NAME"); err != nil {
 		return err
 	}
 	cl := c.client()

@@ -12,11 +12,8 @@ import (
 func runList(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("list", "", "List the sandboxes you can see, as a table NAME STATUS SIZE RUNTIME AGE OWNER TENANT.\n"+
 		"Names are unique within a tenant; an operator reaches another tenant's sandbox as TENANT/NAME.")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "list")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("list", pos); err != nil {
 		return err
 	}
 	cl := c.client()

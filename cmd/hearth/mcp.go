@@ -19,11 +19,8 @@ import (
 // so that the tools, their errors and their audit are the daemon's.
 func runMCP(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("mcp", "", "Serve hearth's MCP tools on stdin and stdout, for an MCP client, through the daemon's /mcp with your token.")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "mcp")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("mcp", pos); err != nil {
 		return err
 	}
 	cl := c.client()

@@ -13,11 +13,8 @@ func runPool(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("pool", "",
 		"Show the warm pool (operators only), as a table SIZE IMAGE READY STARTING TARGET:\n"+
 			"sandboxes started ahead of time, so that a create of that size is a claim.")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "pool")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("pool", pos); err != nil {
 		return err
 	}
 	sizes, err := c.client().Pool(ctx)

@@ -10,11 +10,8 @@ func runRestore(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("restore", "NAME CHECKPOINT",
 		"Put a sandbox's disk back to CHECKPOINT: its processes are stopped, its disk\n"+
 			"replaced, and it runs again. The checkpoint stays, so restore can be repeated.")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "restore", "NAME", "CHECKPOINT")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("restore", pos, "NAME", "CHECKPOINT"); err != nil {
 		return err
 	}
 	cl := c.client()

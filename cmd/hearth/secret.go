@@ -34,11 +34,8 @@ func runSecret(ctx context.Context, c *cli, args []string) error {
 func runSecretSet(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("secret", "", secretOps(), "set")
 	tenant := fs.String("tenant", "", "the secret's tenant (default: yours)")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "secret set", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("secret set", pos, "NAME"); err != nil {
 		return err
 	}
 	// The value comes from stdin, never from the command line, where it
@@ -77,11 +74,8 @@ func runSecretList(ctx context.Context, c *cli, args []string) error {
 func runSecretRemove(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("secret", "", secretOps(), "rm")
 	tenant := fs.String("tenant", "", "the secret's tenant (default: yours)")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "secret rm", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("secret rm", pos, "NAME"); err != nil {
 		return err
 	}
 	if err := c.client().Admin().DeleteSecret(ctx, *tenant, pos[0]); err != nil {

@@ -30,11 +30,8 @@ func runWake(ctx context.Context, c *cli, args []string) error {
 func runStatusVerb(ctx context.Context, c *cli, args []string, verb, summary string,
 	call func(*client.Client, context.Context, string) (sandbox.Sandbox, error)) error {
 	fs := c.clientFlagSet(verb, "NAME", summary)
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, verb, "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs(verb, pos, "NAME"); err != nil {
 		return err
 	}
 	sb, err := call(c.client(), ctx, pos[0])

@@ -128,11 +128,8 @@ func runTenantCreate(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("tenant", "", tenantOps(), "create")
 	var tf tenantFlags
 	tf.register(fs, false)
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "tenant create", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("tenant create", pos, "NAME"); err != nil {
 		return err
 	}
 	alloc, o, err := tf.apply(fs, true)
@@ -150,11 +147,8 @@ func runTenantUpdate(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("tenant", "", tenantOps(), "update")
 	var tf tenantFlags
 	tf.register(fs, true)
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "tenant update", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("tenant update", pos, "NAME"); err != nil {
 		return err
 	}
 	alloc, o, err := tf.apply(fs, false)
@@ -170,11 +164,8 @@ func runTenantUpdate(ctx context.Context, c *cli, args []string) error {
 
 func runTenantGet(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("tenant", "", tenantOps(), "get")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "tenant get", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("tenant get", pos, "NAME"); err != nil {
 		return err
 	}
 	t, err := c.client().Admin().GetTenant(ctx, pos[0])
@@ -272,11 +263,8 @@ func runAgent(ctx context.Context, c *cli, args []string) error {
 func runAgentCreate(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("agent", "", agentOps(), "create")
 	tenant := fs.String("tenant", "", "the agent's tenant (default: yours)")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "agent create", "NAME")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("agent create", pos, "NAME"); err != nil {
 		return err
 	}
 	a, err := c.client().Admin().CreateAgent(ctx, sandbox.Agent{Name: pos[0], Tenant: *tenant})
@@ -327,11 +315,8 @@ func runTokenCreate(ctx context.Context, c *cli, args []string) error {
 	fs.StringVar(&role, "role", string(sandbox.RoleAgent), "agent, tenant-admin or operator")
 	fs.DurationVar(&ttl, "ttl", 0, "lifetime of the token (default: no expiry)")
 	fs.StringVar(&req.NamePrefix, "name-prefix", "", "restrict the token to sandbox names starting with `P`, e.g. hermes- (default: unrestricted)")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "token create")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("token create", pos); err != nil {
 		return err
 	}
 	req.Role, req.TTL = sandbox.Role(role), sandbox.Duration(ttl)
@@ -374,11 +359,8 @@ func formatOptionalTime(t time.Time) string {
 
 func runTokenRevoke(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("token", "", tokenOps(), "revoke")
-	pos, err := fs.parse(args)
+	pos, err := fs.parseArgs(args, "token revoke", "ID")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("token revoke", pos, "ID"); err != nil {
 		return err
 	}
 	if err := c.client().Admin().RevokeToken(ctx, pos[0]); err != nil {
@@ -394,11 +376,8 @@ func runTokenRevoke(ctx context.Context, c *cli, args []string) error {
 // runLimits shows the guardrails the caller is under and its usage.
 func runLimits(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("limits", "", "Show the guardrails you are under: your sandbox quota, your tenant's budget, the TTL cap and the create-rate breaker, with what you use of each.")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "limits")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("limits", pos); err != nil {
 		return err
 	}
 	rep, err := c.client().Limits(ctx)

@@ -11,11 +11,8 @@ import (
 // as, the VCS revision when the build recorded one, and the Go version.
 func runVersion(ctx context.Context, c *cli, args []string) error {
 	fs := c.flagSet("version", "[--json]", "Print the version of this hearth binary.")
-	pos, err := fs.parse(args)
+	_, err := fs.parseArgs(args, "version")
 	if err != nil {
-		return err
-	}
-	if err := wantArgs("version", pos); err != nil {
 		return err
 	}
 	rev := revision()
