@@ -388,17 +388,7 @@ func (i *images) sealLegacy(key string) {
 		return
 	}
 	i.log.Warn("recover: sealing a memory image written in plaintext by an older daemon", "image", key)
-	tmp := dir + ".tmp"
-	os.RemoveAll(tmp)
-	err := i.seal(context.Background(), dir, tmp, key)
-	if err == nil {
-		err = os.RemoveAll(dir)
-	}
-	if err == nil {
-		err = os.Rename(tmp, dir)
-	}
-	if err != nil {
-		os.RemoveAll(tmp)
+	if err := i.sealAs(context.Background(), dir, key); err != nil {
 		i.log.Error("recover: seal a plaintext memory image; removing it (its checkpoint restores its files only)", "image", key, "err", err)
 		os.RemoveAll(dir)
 	}

@@ -140,7 +140,7 @@ func (s *seals) stop(key string) {
 func (i *images) sealInBackground(t *takenImage) {
 	i.seals.start(t.id, t.key, func(ctx context.Context) {
 		began := time.Now()
-		err := i.sealTaken(ctx, t.plain, t.key)
+		err := i.sealAs(ctx, t.plain, t.key)
 		t.discard(i)
 		switch {
 		case errors.Is(err, context.Canceled):
@@ -153,23 +153,25 @@ func (i *images) sealInBackground(t *takenImage) {
 	})
 }
 
-// sealTaken seals the whole image in directory plain as image key: into
-// <key>.tmp, renamed to <key> once complete, so that a key names a whole
-// sealed image or none.
-func (i *images) sealTaken(ctx context.Context, plain, key string) error {
+// sealAs seals the whole plaintext image in directory plain as image key:
+// into <key>.tmp, renamed to <key> once complete (an old <key>, plain
+// itself for an image sealed in place, removed first), so that a key
+// names a whole sealed image or none.
+func (i *images) sealAs(ctx context.Context, plain, key string) error {
 	final := i.dir.memoryDir(key)
 	tmp := final + ".tmp"
 	os.RemoveAll(tmp)
-	if err := i.seal(ctx, plain, tmp, key); err != nil {
-		os.RemoveAll(tmp)
-		return err
+	err := i.seal(ctx, plain, tmp, key)
+	if err == nil {
+		err = os.RemoveAll(final)
 	}
-	os.RemoveAll(final)
-	if err := os.Rename(tmp, final); err != nil {
-		os.RemoveAll(tmp)
-		return err
+	if err == nil {
+		err = os.Rename(tmp, final)
 	}
-	return nil
+	if err != nil {
+		os.RemoveAll(tmp)
+	}
+	return err
 }
 
 // markTaken records that the tmpfs at plain holds a whole image key.
@@ -189,7 +191,7 @@ func (i *images) recoverTaken() {
 		if err == nil && validID(key) == nil && strings.HasPrefix(string(b), key+plainSave) && !strings.Contains(string(b), "/") && isMount(plain) {
 			if _, err := os.Stat(i.dir.memoryDir(key)); errors.Is(err, fs.ErrNotExist) {
 				i.log.Warn("recover: sealing a memory image a daemon stop left unsealed", "image", key)
-				if err := i.sealTaken(context.Background(), plain, key); err != nil {
+				if err := i.sealAs(context.Background(), plain, key); err != nil {
 					i.log.Error("recover: seal a memory image; its checkpoint restores its files only", "image", key, "err", err)
 				}
 			}
