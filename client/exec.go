@@ -75,19 +75,11 @@ func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest,
 		return res, err
 	}
 	req.Stdin = stdin != nil
-	if len(req.Shell) > streamScriptOver {
-		req.ShellSize, req.Script = int64(len(req.Shell)), strings.NewReader(req.Shell)
-		req.Shell = ""
+	first, err := firstMessage(&req)
+	if err != nil {
+		return res, err
 	}
 	script := req.Script
-	if req.ShellSize > 0 && script == nil {
-		return res, sandbox.Errorf(sandbox.CodeInvalidArgument, "exec: shell_size without the script's stream").
-			WithHint("set req.Script to the script's reader, or put the script in req.Shell")
-	}
-	first, err := json.Marshal(req)
-	if err != nil {
-		return res, fmt.Errorf("hearth: encode exec request: %w", err)
-	}
 	if stdout == nil {
 		stdout = io.Discard
 	}
@@ -145,6 +137,25 @@ func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest,
 			return res, fmt.Errorf("hearth: exec: writing output: %w", err)
 		}
 	}
+}
+
+// firstMessage returns the first message of an exec stream for req. A
+// req.Shell too long to go in the message becomes req's Script (and
+// ShellSize), streamed after it.
+func firstMessage(req *sandbox.ExecRequest) ([]byte, error) {
+	if len(req.Shell) > streamScriptOver {
+		req.ShellSize, req.Script = int64(len(req.Shell)), strings.NewReader(req.Shell)
+		req.Shell = ""
+	}
+	if req.ShellSize > 0 && req.Script == nil {
+		return nil, sandbox.Errorf(sandbox.CodeInvalidArgument, "exec: shell_size without the script's stream").
+			WithHint("set req.Script to the script's reader, or put the script in req.Shell")
+	}
+	first, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("hearth: encode exec request: %w", err)
+	}
+	return first, nil
 }
 
 // serverMessage is one message of the daemon on an exec stream: output
