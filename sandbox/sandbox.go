@@ -28,8 +28,17 @@ type Sandbox struct {
 	// Tenant and Owner (an agent identity) attribute the sandbox to its creator.
 	Tenant string `json:"tenant"`
 	Owner  string `json:"owner"`
-	Image  string `json:"image"`
-	Size   string `json:"size"`
+	// Image is the name of the image the sandbox was created from (or
+	// its source sandbox was, for a fork), and ImageDigest the version
+	// ("sha256:…"; empty for a default image from before versions).
+	Image       string `json:"image"`
+	ImageDigest string `json:"image_digest,omitempty"`
+	// ImageKey is the layer store's key its root was prepared from: the
+	// node's, never shown.
+	ImageKey string `json:"-"`
+	// ImageConfig is what its commands run under, from the image.
+	ImageConfig ImageConfig `json:"image_config"`
+	Size        string      `json:"size"`
 	// Runtime is the OCI runtime (runsc, runc, crun) that isolates the sandbox.
 	Runtime string `json:"runtime"`
 	Status  Status `json:"status"`
