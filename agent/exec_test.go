@@ -517,3 +517,30 @@ func BenchmarkHostForkExec(b *testing.B) {
 		}
 	}
 }
+
+// TestWorkDir checks Options.WorkDir (an image's working directory): the
+// default working directory of commands and the base of relative file
+// paths, while HOME stays the user's home.
+func TestWorkDir(t *testing.T) {
+	home := newHome(t)
+	work := filepath.Join(home, "app")
+	if err := os.Mkdir(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(work, 0o777)
+	c, _ := startServer(t, agent.Options{Home: home, WorkDir: work})
+	ctx := ctxT(t, 30*time.Second)
+	var out bytes.Buffer
+	if _, err := c.Exec(ctx, sandbox.ExecRequest{Shell: `pwd; echo "$HOME"`}, nil, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := work + "\n" + home + "\n"; out.String() != want {
+		t.Errorf("pwd and $HOME = %q, want %q", out.String(), want)
+	}
+	if _, err := c.WriteFile(ctx, sandbox.WriteRequest{Path: "rel.txt"}, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "rel.txt")); err != nil {
+		t.Errorf("a relative path is not under the working directory: %v", err)
+	}
+}

@@ -13,7 +13,8 @@ import (
 )
 
 // resolve turns a path from a request into the absolute, cleaned path it
-// names: relative paths are relative to the sandbox user's home. The agent
+// names: relative paths are relative to the working directory
+// (Options.WorkDir, the sandbox user's home unless the image names one). The agent
 // runs inside the sandbox's own root, so every result is inside the
 // sandbox; resolve only rejects what the kernel cannot take.
 func (s *Server) resolve(p string) (string, error) {
@@ -24,7 +25,7 @@ func (s *Server) resolve(p string) (string, error) {
 		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "path contains a NUL byte").WithHint("paths cannot contain NUL")
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.opts.Home, p)
+		p = filepath.Join(s.opts.WorkDir, p)
 	}
 	return filepath.Clean(p), nil
 }

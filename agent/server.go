@@ -28,6 +28,10 @@ type Options struct {
 	// base of relative paths. Empty means "/"; a relative home is taken
 	// from "/".
 	Home string
+	// WorkDir is the default working directory and the base of relative
+	// paths instead of Home (an image's working directory); empty means
+	// Home.
+	WorkDir string
 	// Env is the default environment of every command ("K=V"), under the
 	// request's own env.
 	Env []string
@@ -84,6 +88,10 @@ func NewServer(opts Options) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts.Home = filepath.Join("/", opts.Home)
+	if opts.WorkDir == "" {
+		opts.WorkDir = opts.Home
+	}
+	opts.WorkDir = filepath.Join("/", opts.WorkDir)
 	s := &Server{
 		opts:      opts,
 		log:       log,

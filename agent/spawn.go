@@ -73,7 +73,7 @@ func (s *Server) command(req sandbox.ExecRequest, script *os.File, secrets []sec
 			c.close()
 		}
 	}()
-	dir, err := s.resolve(cmp.Or(req.Cwd, s.opts.Home))
+	dir, err := s.resolve(cmp.Or(req.Cwd, s.opts.WorkDir))
 	if err != nil {
 		return nil, err
 	}

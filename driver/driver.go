@@ -63,8 +63,12 @@ type Spec struct {
 	Env []string
 	// UID and GID are the sandbox user commands run as.
 	UID, GID int
-	// Home is the sandbox user's home, the default working directory.
+	// Home is the sandbox user's home, the default working directory
+	// unless WorkDir names one.
 	Home string
+	// WorkDir is the default working directory of commands and the base
+	// of relative file paths (an image's working directory); "" is Home.
+	WorkDir string
 	// Resources are the limits, enforced with cgroups (and, where the
 	// runtime needs it, rlimits in the agent).
 	Resources sandbox.Resources

@@ -54,7 +54,8 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	socket := fl.String("socket", "/run/hearth/agent.sock", "unix socket to listen on")
 	uid := fl.Int("uid", 1000, "uid commands run as")
 	gid := fl.Int("gid", 1000, "gid commands run as")
-	home := fl.String("home", "/home/sandbox", "home and default working directory")
+	home := fl.String("home", "/home/sandbox", "the sandbox user's home: $HOME, and the default working directory unless --workdir names one")
+	workdir := fl.String("workdir", "", "default working directory and base of relative paths (empty: --home)")
 	nproc := fl.Uint64("nproc", 0, "RLIMIT_NPROC of every command (0: none)")
 	as := fl.Uint64("address-space", 0, "RLIMIT_AS of every command in bytes (0: none)")
 	threads := fl.Int("threads", 0, "OS threads to create at start and keep idle, for when commands have used up the sandbox's pids (0: none)")
@@ -73,7 +74,7 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	}
 
 	srv := agent.NewServer(agent.Options{
-		UID: *uid, GID: *gid, Home: *home,
+		UID: *uid, GID: *gid, Home: *home, WorkDir: *workdir,
 		Env:          defaultEnv(environ, *home),
 		NProc:        *nproc,
 		AddressSpace: *as,

@@ -225,6 +225,9 @@ func agentArgs(runtime string, spec driver.Spec) []string {
 	if spec.Home != "" {
 		args = append(args, "--home", spec.Home)
 	}
+	if spec.WorkDir != "" {
+		args = append(args, "--workdir", spec.WorkDir)
+	}
 	if runtime != RuntimeRunsc {
 		return append(args, "--threads", strconv.Itoa(agentThreads))
 	}
