@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,21 +27,28 @@ type runner struct {
 // start starts sb on its root, preparing the root from its image (capped
 // at its disk size) if it has none yet.
 func (s *runner) start(ctx context.Context, sb sandbox.Sandbox) error {
-	return s.startSpec(ctx, sb, node.Source{Image: sb.Image}, "")
+	return s.startSpec(ctx, sb, imageSource(sb), "")
+}
+
+// imageSource is where sb's root comes from when it has none: the layer
+// key of its image's version (its image's name, for a sandbox from before
+// image versions, when the name was the key).
+func imageSource(sb sandbox.Sandbox) node.Source {
+	return node.Source{Image: cmp.Or(sb.ImageKey, sb.Image)}
 }
 
 // startFrom starts sb from the memory image of checkpoint ck when ck is
 // not "" (see node.Spec.Memory: its processes resume), afresh on its root
 // otherwise.
 func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, ck string) error {
-	return s.startSpec(ctx, sb, node.Source{Image: sb.Image}, ck)
+	return s.startSpec(ctx, sb, imageSource(sb), ck)
 }
 
 // startSpec starts sb on the node: its root from root if it has none
 // yet, from checkpoint memory's image when memory is not "". A root the
 // node could not prepare is internal; a start that failed is unavailable.
 func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.Source, memory string) error {
-	spec := node.Spec{ID: sb.ID, Root: root, Resources: sb.Resources, Network: sb.Network, Memory: memory}
+	spec := node.Spec{ID: sb.ID, Root: root, Resources: sb.Resources, Network: sb.Network, Memory: memory, Config: sb.ImageConfig}
 	if sb.Network == sandbox.NetworkEgress {
 		var err error
 		if spec.Egress, err = s.egress.rules(ctx, sb); err != nil {

@@ -229,7 +229,8 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	// A caller that goes away mid-create must not leave half a sandbox.
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	root := node.Source{Image: sb.Image, Checkpoint: from}
+	root := imageSource(sb)
+	root.Checkpoint = from
 	if err := s.run.startSpec(ctx, sb, root, ""); err != nil {
 		s.run.release(ctx, sb)
 		return sandbox.Sandbox{}, err

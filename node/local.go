@@ -10,6 +10,7 @@ import (
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/sandbox"
 )
 
 // Options configure a Local node. Driver, Layers and AgentPath are
@@ -98,17 +99,11 @@ func (l *Local) Start(ctx context.Context, spec Spec) error {
 		RootFS:    root,
 		AgentPath: l.opts.AgentPath,
 		Hostname:  sandboxHostname,
-		Env: []string{
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"LANG=C.UTF-8",
-			"USER=sandbox",
-			"LOGNAME=sandbox",
-		},
-		UID: 1000, GID: 1000, Home: "/home/sandbox",
 		Resources: spec.Resources,
 		Network:   spec.Network,
 		Egress:    spec.Egress,
 	}
+	ds.Env, ds.UID, ds.GID, ds.Home, ds.WorkDir = runAs(spec.Config)
 	switch mc := l.memory(); {
 	case spec.Memory == "":
 		return l.opts.Driver.Start(ctx, ds)
@@ -119,6 +114,28 @@ func (l *Local) Start(ctx context.Context, spec Spec) error {
 		// processes back.
 		return errors.New("the driver cannot restore memory")
 	}
+}
+
+// DefaultConfig is what the default image's sandboxes run under: the
+// sandbox user (rootfs.User, UID, GID and Home) with a UTF-8 locale.
+var DefaultConfig = sandbox.ImageConfig{
+	Env: []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG=C.UTF-8",
+		"USER=sandbox",
+		"LOGNAME=sandbox",
+	},
+	User: "sandbox", UID: 1000, GID: 1000, Home: "/home/sandbox",
+}
+
+// runAs is the environment, ids, home and working directory of a
+// sandbox's commands under cfg (DefaultConfig when cfg has no Home). An
+// image's environment without a PATH gets the default one (the driver's).
+func runAs(cfg sandbox.ImageConfig) (env []string, uid, gid int, home, workdir string) {
+	if cfg.Home == "" {
+		cfg = DefaultConfig
+	}
+	return cfg.Env, cfg.UID, cfg.GID, cfg.Home, cfg.WorkingDir
 }
 
 // root returns the host path of the sandbox's root, preparing it from

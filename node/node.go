@@ -149,6 +149,10 @@ type Spec struct {
 	// and Egress its own egress rules under NetworkEgress.
 	Network string
 	Egress  EgressRules
+	// Config is what the sandbox's commands run under: its image's user,
+	// environment and working directory. A Config with no Home (a sandbox
+	// from before image configs) runs as the default image's sandbox user.
+	Config sandbox.ImageConfig
 	// Memory, when not "", is the checkpoint whose memory image the
 	// sandbox starts from: its processes resume. Without
 	// Capabilities.MemoryCheckpoint Start fails rather than start it
