@@ -174,22 +174,42 @@ func (a access) checkpoint(ctx context.Context, sb sandbox.Sandbox, id string) (
 	return c, nil
 }
 
-// image returns the layer key of the image a create names ("" for the
-// default). The daemon's default image is the only one; anything else, a
-// checkpoint's or a sandbox root's layer key included, is not_found.
-func (a access) image(ctx context.Context, name string) (string, error) {
-	def := a.s.opts.DefaultImage
+// image returns the current version of the image a create names ("" for
+// the default): the caller's tenant's own image of that name, else a
+// public one (of any tenant). Nothing else is an image: a checkpoint's or
+// a sandbox root's layer key is no image's name, and another tenant's
+// private image is not_found, as one that does not exist. A data dir's
+// default image from before image versions (a snapshot called by the
+// default image's name, with no catalog entry) is the default's version.
+func (a access) image(ctx context.Context, name string) (sandbox.Image, error) {
 	if name == "" {
-		name = def
+		name = a.s.opts.DefaultImage
 	}
-	unknown := sandbox.Errorf(sandbox.CodeNotFound, "image %q not found", name).WithHint("use the image %q or leave it out", def)
-	if name != def {
-		return "", unknown
+	if err := sandbox.ValidateImageName(name); err != nil {
+		return sandbox.Image{}, err
 	}
-	if ok, err := a.s.opts.Node.HasImage(ctx, name); err != nil || !ok {
-		return "", unknown
+	img, err := a.s.opts.Store.Images().Get(ctx, a.p.Home(), name)
+	if err == nil {
+		return img, nil
 	}
-	return name, nil
+	if !errors.Is(err, store.ErrNotFound) {
+		return sandbox.Image{}, a.s.internal("get image", err)
+	}
+	public, err := a.s.opts.Store.Images().ListPublic(ctx)
+	if err != nil {
+		return sandbox.Image{}, a.s.internal("list public images", err)
+	}
+	for _, img := range public {
+		if img.Name == name {
+			return img, nil
+		}
+	}
+	if name == a.s.opts.DefaultImage {
+		if ok, err := a.s.opts.Node.HasImage(ctx, name); err == nil && ok {
+			return sandbox.Image{Name: name, Tenant: sandbox.SystemTenant, Public: true, Current: true, Layers: []string{name}, Source: sandbox.ImageSourceDefault}, nil
+		}
+	}
+	return sandbox.Image{}, imageNotFound(name)
 }
 
 // tenant is the tenant whose secrets or bindings (what) the caller

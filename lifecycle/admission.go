@@ -70,8 +70,9 @@ func (s *admission) admit(ctx context.Context, p sandbox.Principal, size string,
 	return ttl, sync.OnceFunc(unlock), nil
 }
 
-// usageOf is what p's tenant holds now (the sum of its sandboxes' sizes)
-// and how many sandboxes p's identity holds. With scoped, it counts only
+// usageOf is what p's tenant holds now (the sum of its sandboxes' sizes,
+// and, unscoped, the disk its image versions hold) and how many
+// sandboxes p's identity holds. With scoped, it counts only
 // the sandboxes inside p's name prefix (access.sees's rule): what a token
 // restricted to a prefix may be told, which admission, counting all, never
 // uses.
@@ -90,7 +91,28 @@ func (s *admission) usageOf(ctx context.Context, p sandbox.Principal, scoped boo
 			u.AgentSandboxes++
 		}
 	}
+	if !scoped {
+		images, err := s.opts.Store.Images().ImageBytes(ctx, p.Home())
+		if err != nil {
+			return policy.Usage{}, s.internal("count the tenant's images", err)
+		}
+		u.Tenant.DiskBytes += images
+	}
 	return u, nil
+}
+
+// diskBudget is p's tenant's disk budget and what its sandboxes and
+// images hold of it; a limit of 0 is none.
+func (s *admission) diskBudget(ctx context.Context, p sandbox.Principal) (limit, used int64, err error) {
+	t, lim, err := s.tenantLimits(ctx, p.Tenant)
+	if err != nil {
+		return 0, 0, err
+	}
+	u, err := s.usageOf(ctx, p, false)
+	if err != nil {
+		return 0, 0, err
+	}
+	return policy.Budget(t.Allocation, lim).DiskBytes, u.Tenant.DiskBytes, nil
 }
 
 // withoutUsage restates a quota or budget refusal of p's create without

@@ -293,7 +293,7 @@ func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, ne
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a fork needs a new name").WithHint("name the new sandbox")
 	}
 	sb, created, err := s.sandboxes.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
-		id, fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
+		origin{checkpoint: id, image: imageOf(src)}, fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
 	if err == nil && !created {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", sb.Name).WithHint("fork into a new name")
 	}

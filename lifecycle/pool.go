@@ -225,7 +225,7 @@ func (s *Pool) refill(ctx context.Context) {
 				return
 			}
 			req := sandbox.CreateRequest{Name: "pool-" + newID()[1:13], Size: size}
-			sb, _, err := s.sandboxes.create(ctx, poolPrincipal(), req, "", "warm pool member")
+			sb, _, err := s.sandboxes.create(ctx, poolPrincipal(), req, origin{}, "warm pool member")
 			if err != nil {
 				s.log.Error("warm pool: create member; the next sweep retries", "size", size, "err", err)
 				return

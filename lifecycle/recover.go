@@ -86,6 +86,11 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 		}
 	}
 	s.removeOrphans(ctx, inv, known, owned)
+	if inv.Listed {
+		// What a killed pull, import or build left, and the layers of
+		// images removed before a crash.
+		s.images.collect(ctx, inv.ImageKeys)
+	}
 	return nil
 }
 

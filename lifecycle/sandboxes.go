@@ -47,14 +47,27 @@ func (s *Sandboxes) Runtime() string { return s.opts.Node.Capabilities().Runtime
 // outside p's name prefix; unavailable when the runtime fails to start it
 // (and then nothing is left behind).
 func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
-	return s.create(ctx, p, req, "", "created")
+	return s.create(ctx, p, req, origin{}, "created")
+}
+
+// origin is where a create's root comes from when it is not the image
+// the request names: a checkpoint (a fork), with the image version of
+// the sandbox it was taken of.
+type origin struct {
+	checkpoint string
+	image      *sandbox.Image
+}
+
+// imageOf is the image version sb was made from, as a create's origin.
+func imageOf(sb sandbox.Sandbox) *sandbox.Image {
+	return &sandbox.Image{Name: sb.Image, Digest: sb.ImageDigest, Layers: []string{imageSource(sb).Image}, Config: sb.ImageConfig}
 }
 
 // create makes the sandbox of Create, its root a writable snapshot of
-// checkpoint from (a fork) or, when from is empty, of its image; reason
-// is the status reason once it runs.
-func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from, reason string) (sb sandbox.Sandbox, created bool, err error) {
-	spec, err := s.checkCreate(ctx, p, req)
+// checkpoint from.checkpoint (a fork, with from.image) or, when that is
+// empty, of its image; reason is the status reason once it runs.
+func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from origin, reason string) (sb sandbox.Sandbox, created bool, err error) {
+	spec, err := s.checkCreate(ctx, p, req, from.image)
 	if err != nil {
 		return sandbox.Sandbox{}, false, err
 	}
@@ -81,7 +94,7 @@ func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox
 	}
 	// Pool members have no network: only a create that asks for none
 	// can claim one.
-	if from == "" && req.Image == s.opts.DefaultImage && p != poolPrincipal() && req.Network == sandbox.NetworkNone && req.Egress == nil {
+	if from.checkpoint == "" && req.Image == s.opts.DefaultImage && p != poolPrincipal() && req.Network == sandbox.NetworkNone && req.Egress == nil {
 		sb, ok, err := s.pool.claim(ctx, p, req, spec.ttl)
 		if ok {
 			s.run.forgetGone(ctx, sb)
@@ -90,7 +103,7 @@ func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox
 			return sb, ok, err
 		}
 	}
-	sb, err = s.launch(ctx, p, spec, from, reason, admitted)
+	sb, err = s.launch(ctx, p, spec, from.checkpoint, reason, admitted)
 	return sb, err == nil, err
 }
 
@@ -98,7 +111,9 @@ func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox
 type createSpec struct {
 	// req has its name attributed, and its image, size, labels and
 	// network set.
-	req    sandbox.CreateRequest
+	req sandbox.CreateRequest
+	// image is the version of req.Image the sandbox is made from.
+	image  sandbox.Image
 	res    sandbox.Resources
 	egress sandbox.EgressPolicy
 	// ttl is the sandbox's life; for a limited create, what it asked for
@@ -109,8 +124,9 @@ type createSpec struct {
 }
 
 // checkCreate validates p's create request req and fills in its defaults.
-// The image is resolved in p's scope (access.image).
-func (s *Sandboxes) checkCreate(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (createSpec, error) {
+// The image is img when it is not nil (a fork's), else req.Image
+// resolved in p's scope (access.image).
+func (s *Sandboxes) checkCreate(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, img *sandbox.Image) (createSpec, error) {
 	spec := createSpec{limited: p != poolPrincipal() && p.Role != sandbox.RoleOperator}
 	var err error
 	if req.Name == "" {
@@ -130,9 +146,12 @@ func (s *Sandboxes) checkCreate(ctx context.Context, p sandbox.Principal, req sa
 	if !p.InScope(req.Name) {
 		return spec, p.OutOfScope(asked)
 	}
-	if req.Image, err = s.access(p).image(ctx, req.Image); err != nil {
+	if img != nil {
+		spec.image = *img
+	} else if spec.image, err = s.access(p).image(ctx, req.Image); err != nil {
 		return spec, err
 	}
+	req.Image = spec.image.Name
 	if err := sandbox.ValidateLabels(req.Labels); err != nil {
 		return spec, err
 	}
@@ -194,8 +213,11 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		Name:      req.Name,
 		Tenant:    p.Home(),
 		Owner:     p.Agent,
-		Image:     req.Image,
-		Size:      req.Size,
+		Image:       req.Image,
+		ImageDigest: spec.image.Digest,
+		ImageKey:    spec.image.Key(),
+		ImageConfig: spec.image.Config,
+		Size:        req.Size,
 		Runtime:   caps.Runtime,
 		Status:    sandbox.StatusCreating,
 		Reason:    "create requested",
@@ -211,6 +233,9 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		PublicPorts: []int{},
 		Network:     req.Network,
 		Egress:      spec.egress,
+	}
+	if sb.ImageDigest != "" {
+		sb.Capabilities = append(sb.Capabilities, sandbox.CapImage+sb.ImageDigest)
 	}
 	if p == poolPrincipal() {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk

@@ -96,6 +96,8 @@ type Service struct {
 	Credentials *Credentials
 	// Pool is the warm pool: sandboxes started ahead of a create.
 	Pool *Pool
+	// Images keeps the tenants' images and registry logins.
+	Images *Images
 
 	core  *core
 	sweep *sweeper
@@ -135,6 +137,7 @@ func New(opts Options) (*Service, error) {
 	sbs.pool = pool
 	creds := &Credentials{core: c}
 	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
+	imgs := &Images{core: c, adm: adm, checkpoints: cks}
 	return &Service{
 		Sandboxes:   sbs,
 		Processes:   &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds},
@@ -143,8 +146,9 @@ func New(opts Options) (*Service, error) {
 		Tenancy:     &Tenancy{core: c, adm: adm, egress: eg},
 		Credentials: creds,
 		Pool:        pool,
+		Images:      imgs,
 		core:        c,
-		sweep:       &sweeper{core: c, run: run, sandboxes: sbs, checkpoints: cks, adm: adm, pool: pool},
+		sweep:       &sweeper{core: c, run: run, sandboxes: sbs, checkpoints: cks, adm: adm, pool: pool, images: imgs},
 	}, nil
 }
 

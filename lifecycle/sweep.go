@@ -21,6 +21,7 @@ type sweeper struct {
 	checkpoints *Checkpoints
 	adm         *admission
 	pool        *Pool
+	images      *Images
 }
 
 // loop sweeps every SweepInterval until ctx ends.

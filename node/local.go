@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -24,6 +25,12 @@ type Options struct {
 	// MemInfo returns the host's available and total memory (oci.MemInfo
 	// reads the host's); nil knows of no pressure.
 	MemInfo func() (available, total int64, err error)
+	// Images keeps the node's images in Layers, and ImageDir holds what
+	// pulls download and imports spool (a private directory). Without
+	// them the node has no image calls (the default image is a plain
+	// committed snapshot, which HasImage finds).
+	Images   *image.Store
+	ImageDir string
 	// Logger receives the node's events; nil discards.
 	Logger *slog.Logger
 	// Crash, set only by tests, is called at each crash point inside the
@@ -282,6 +289,9 @@ func (l *Local) Recover(ctx context.Context) (Inventory, error) {
 			}
 			if id, ok := strings.CutPrefix(info.Key, "ck-"); ok && info.Kind == layers.KindCommitted {
 				inv.Checkpoints = append(inv.Checkpoints, id)
+			}
+			if image.IsKey(info.Key) {
+				inv.ImageKeys = append(inv.ImageKeys, info.Key)
 			}
 			return nil
 		}); err != nil {

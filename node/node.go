@@ -20,6 +20,7 @@ package node
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 
 	"github.com/hearth/hearth/driver"
@@ -108,8 +109,28 @@ type Node interface {
 	// Usage is the bytes sandbox id's root holds beyond its source's (what
 	// its disk cap counts).
 	Usage(ctx context.Context, id string) (int64, error)
-	// HasImage reports whether the node holds the image called name.
-	HasImage(ctx context.Context, name string) (bool, error)
+	// HasImage reports whether the node holds the image whose layer key
+	// is key.
+	HasImage(ctx context.Context, key string) (bool, error)
+	// PullImage pulls req.Ref from its registry and stores it: each layer
+	// once, shared with the images that have it. The result has Name (the
+	// normalized reference), Ref, Digest, Layers, Config and Size; the
+	// rest is the control plane's.
+	PullImage(ctx context.Context, req PullRequest) (sandbox.Image, error)
+	// ImportImage stores the image in the archive r (a docker-archive or
+	// an OCI archive), as PullImage does; Name is the archive's own name
+	// for it, if any.
+	ImportImage(ctx context.Context, r io.Reader, progress func(sandbox.ImageProgress)) (sandbox.Image, error)
+	// CommitImage stores the image version digest, whose root is
+	// checkpoint ck's snapshot and whose config is cfg (its user resolved
+	// again against that root). The image owns its content: the
+	// checkpoint may go afterwards.
+	CommitImage(ctx context.Context, ck, digest string, cfg sandbox.ImageConfig) (sandbox.Image, error)
+	// ExportImage writes img as an OCI archive to w.
+	ExportImage(ctx context.Context, img sandbox.Image, w io.Writer) error
+	// RemoveImageKeys removes image layer keys no image uses any more
+	// (see Inventory.ImageKeys); missing ones are no error.
+	RemoveImageKeys(ctx context.Context, keys []string) error
 	// Recover, once at start-up, finishes what a stopped daemon left on
 	// the node (thaws frozen sandboxes, seals memory images) and reports
 	// what the node holds.
@@ -193,4 +214,26 @@ type Inventory struct {
 	// MemoryImages are the ids of the checkpoints that have a memory
 	// image.
 	MemoryImages []string
+	// ImageKeys are the layer keys of images' layers and tops (with
+	// Listed); those of no image are the control plane's to remove.
+	ImageKeys []string
+}
+
+// PullRequest is a pull of an image from a registry.
+type PullRequest struct {
+	// Ref is HOST[:PORT]/REPO[:TAG|@DIGEST].
+	Ref string
+	// Registries are the caller's logins and settings by host[:port].
+	Registries map[string]Registry
+	// Progress receives progress events; nil discards them.
+	Progress func(sandbox.ImageProgress)
+}
+
+// Registry is how to reach one registry host: credentials (empty:
+// anonymous), a PEM bundle of authorities trusted for it, and whether
+// plain HTTP or an unverified certificate is allowed for it.
+type Registry struct {
+	Username, Password string
+	CA                 []byte
+	Insecure           bool
 }

@@ -1,0 +1,189 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hearth/hearth/node"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Progress receives an image call's progress events; nil discards them.
+type Progress = func(sandbox.ImageProgress)
+
+// Pull pulls ref from its registry into p's tenant's catalog as the image
+// named by its normalized reference, with the tenant's registry logins. A
+// ref whose image is there already adds nothing but the version check: a
+// tag that now names new content adds a version and makes it current.
+func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, progress Progress) (sandbox.Image, error) {
+	if err := sandbox.ValidateImageName(ref); err != nil {
+		return sandbox.Image{}, err
+	}
+	regs, err := s.registries(ctx, p.Home())
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	defer s.storing(ctx)()
+	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, Progress: progress})
+	if err != nil {
+		return sandbox.Image{}, pullError(ref, err)
+	}
+	img.Source, img.Ref = sandbox.ImageSourceRegistry, ref
+	return s.record(ctx, p, img, progress)
+}
+
+// Import stores the image in the archive r (docker-archive or OCI
+// archive) in p's tenant's catalog as name.
+func (s *Images) Import(ctx context.Context, p sandbox.Principal, name string, r io.Reader, progress Progress) (sandbox.Image, error) {
+	if err := sandbox.ValidateImageName(name); err != nil {
+		return sandbox.Image{}, err
+	}
+	defer s.storing(ctx)()
+	img, err := s.opts.Node.ImportImage(ctx, r, progress)
+	if err != nil {
+		return sandbox.Image{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "import %s: %v", name, err).
+			WithHint("give a docker-archive (docker save) or an OCI archive (skopeo copy … oci-archive:FILE) tarball")
+	}
+	img.Ref, img.Name, img.Source = img.Name, name, sandbox.ImageSourceImport
+	return s.record(ctx, p, img, progress)
+}
+
+// FromSandbox makes the image name in p's tenant's catalog from the disk
+// of the sandbox ref p may reach: from its checkpoint ck when ck is not
+// "", else from a checkpoint taken now (live; it is deleted afterwards).
+// The image runs as the sandbox's image does (its user, env and working
+// directory), and owns its content: the sandbox may go.
+func (s *Images) FromSandbox(ctx context.Context, p sandbox.Principal, name, ref, ck string) (sandbox.Image, error) {
+	if err := sandbox.ValidateImageName(name); err != nil {
+		return sandbox.Image{}, err
+	}
+	sb, err := s.access(p).sandbox(ctx, ref)
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	from := ck
+	if ck == "" {
+		taken, err := s.checkpoints.Create(ctx, p, ref, sandbox.CheckpointRequest{Label: "image " + name})
+		if err != nil {
+			return sandbox.Image{}, err
+		}
+		from = taken.ID
+		defer func() {
+			if err := s.checkpoints.Delete(context.WithoutCancel(ctx), p, ref, taken.ID); err != nil {
+				s.log.Error("delete the checkpoint an image was made from", "sandbox", sb.Name, "checkpoint", taken.ID, "err", err)
+			}
+		}()
+	} else if _, err := s.access(p).checkpoint(ctx, sb, ck); err != nil {
+		return sandbox.Image{}, err
+	}
+	cfg := sb.ImageConfig
+	if cfg.Home == "" {
+		cfg = node.DefaultConfig
+	}
+	defer s.storing(ctx)()
+	img, err := s.opts.Node.CommitImage(ctx, from, newDigest(), cfg)
+	if err != nil {
+		return sandbox.Image{}, s.internal("make an image from a checkpoint", err)
+	}
+	img.Name, img.Source, img.Ref = name, sandbox.ImageSourceSandbox, sandbox.Ref(sb.Tenant, sb.Name)+"@"+from
+	if ck == "" {
+		img.Ref = sandbox.Ref(sb.Tenant, sb.Name)
+	}
+	return s.record(ctx, p, img, nil)
+}
+
+// Export writes p's image name (its current version) to w as an OCI
+// archive. An error before anything was written is the caller's to
+// report; one after leaves w with a truncated archive.
+func (s *Images) Export(ctx context.Context, p sandbox.Principal, name string, w io.Writer) error {
+	img, err := s.resolve(ctx, p, name)
+	if err != nil {
+		return err
+	}
+	if err := s.opts.Node.ExportImage(ctx, img, w); err != nil {
+		return s.internal("export image", err)
+	}
+	return nil
+}
+
+// newDigest is the identity of an image version made from a sandbox or
+// built: not a hash of its content (which would cost a read of the whole
+// root) but unique, in the digest's form.
+func newDigest() string {
+	var b [32]byte
+	rand.Read(b[:])
+	sum := sha256.Sum256(b[:])
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// record enters the version img, which the node has stored, into p's
+// tenant's catalog as the current version of its name, within the
+// tenant's disk budget (counting every image version it holds), and
+// the end of the caller's storing call collects what the version it
+// replaces leaves unused.
+func (s *Images) record(ctx context.Context, p sandbox.Principal, img sandbox.Image, progress Progress) (sandbox.Image, error) {
+	tenant := p.Home()
+	unlock := s.pulls.lock(sandbox.Ref(tenant, img.Name))
+	defer unlock()
+	if err := s.withinBudget(ctx, p, img); err != nil {
+		return sandbox.Image{}, err
+	}
+	img.Tenant, img.Current, img.CreatedAt = tenant, true, s.now().UTC()
+	if old, err := s.opts.Store.Images().Version(ctx, tenant, img.Name, img.Digest); err == nil {
+		img.Public, img.CreatedAt = old.Public, old.CreatedAt
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return sandbox.Image{}, s.internal("get image version", err)
+	}
+	if err := s.opts.Store.Images().Put(ctx, img); err != nil {
+		return sandbox.Image{}, s.internal("put image", err)
+	}
+	if progress != nil {
+		progress(sandbox.ImageProgress{Phase: "done", Text: img.Name + "@" + img.Digest, Layers: len(img.Layers)})
+	}
+	s.log.Info("image stored", "tenant", tenant, "image", img.Name, "digest", img.Digest, "source", img.Source, "bytes", img.Size)
+	return img, nil
+}
+
+// withinBudget fails with budget_exceeded when p's tenant's image versions
+// and sandboxes, with img, would hold more disk than its budget allows.
+// Operators and tenants with no limits are not counted.
+func (s *Images) withinBudget(ctx context.Context, p sandbox.Principal, img sandbox.Image) error {
+	if p.Role == sandbox.RoleOperator {
+		return nil
+	}
+	limit, used, err := s.adm.diskBudget(ctx, p)
+	if err != nil || limit <= 0 {
+		return err
+	}
+	if used+img.Size > limit {
+		return sandbox.Errorf(sandbox.CodeBudgetExceeded, "budget exceeded: tenant %s's images and sandboxes would hold %d of its %d bytes of disk", p.Home(), used+img.Size, limit).
+			WithHint("remove an image or a sandbox, or ask an operator to raise the tenant's allocation").
+			With("resource", "disk").With("limit", limit).With("used", used).With("requested", img.Size)
+	}
+	return nil
+}
+
+// pullError is the sandbox.Error of a failed pull of ref.
+func pullError(ref string, err error) error {
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	msg := fmt.Sprintf("pull %s: %v", ref, err)
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return sandbox.Errorf(sandbox.CodeUnavailable, "%s", msg).WithHint("retry: the layers downloaded so far are kept")
+	case strings.Contains(strings.ToLower(msg), "unauthorized"), strings.Contains(msg, "DENIED"):
+		return sandbox.Errorf(sandbox.CodePermissionDenied, "%s", msg).WithHint("`hearth registry login HOST --username U --password-stdin`, then pull again")
+	case strings.Contains(msg, "MANIFEST_UNKNOWN"), strings.Contains(msg, "NAME_UNKNOWN"):
+		return sandbox.Errorf(sandbox.CodeNotFound, "%s", msg).WithHint("check the repository and the tag")
+	}
+	return sandbox.Errorf(sandbox.CodeUnavailable, "%s", msg).WithHint("check the registry is reachable (loopback registries speak plain HTTP; others need TLS unless logged in with --insecure), then retry")
+}
