@@ -64,19 +64,19 @@ func (s *Images) FromSandbox(ctx context.Context, p sandbox.Principal, name, ref
 	if err := sandbox.ValidateImageName(name); err != nil {
 		return sandbox.Image{}, err
 	}
-	sb, err := s.access(p).sandbox(ctx, ref)
+	sb, err := s.access(p).get(ctx, ref)
 	if err != nil {
 		return sandbox.Image{}, err
 	}
 	from := ck
 	if ck == "" {
-		taken, err := s.checkpoints.Create(ctx, p, ref, sandbox.CheckpointRequest{Label: "image " + name})
+		taken, err := s.checkpoints.Checkpoint(ctx, p, ref, sandbox.CheckpointRequest{Label: "image " + name})
 		if err != nil {
 			return sandbox.Image{}, err
 		}
 		from = taken.ID
 		defer func() {
-			if err := s.checkpoints.Delete(context.WithoutCancel(ctx), p, ref, taken.ID); err != nil {
+			if err := s.checkpoints.DeleteCheckpoint(context.WithoutCancel(ctx), p, ref, taken.ID); err != nil {
 				s.log.Error("delete the checkpoint an image was made from", "sandbox", sb.Name, "checkpoint", taken.ID, "err", err)
 			}
 		}()
