@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -239,4 +240,25 @@ func keysOf(imgs []sandbox.Image) []string {
 func isReference(ref string) bool {
 	host, _, ok := strings.Cut(ref, "/")
 	return ok && (strings.ContainsAny(host, ".:") || host == "localhost")
+}
+
+// SetDefault records img, which the node holds, as the current version of
+// the default image (Options.DefaultImage): the system tenant's, public.
+// A version recorded already only becomes current again; the one it
+// replaces stays for the sandboxes made from it, and goes with the last.
+func (s *Images) SetDefault(ctx context.Context, img sandbox.Image) error {
+	img.Name, img.Tenant, img.Public, img.Current = s.opts.DefaultImage, sandbox.SystemTenant, true, true
+	img.Source = sandbox.ImageSourceDefault
+	if cur, err := s.opts.Store.Images().Get(ctx, img.Tenant, img.Name); err == nil && cur.Digest == img.Digest {
+		return nil
+	}
+	img.CreatedAt = s.now().UTC()
+	if old, err := s.opts.Store.Images().Version(ctx, img.Tenant, img.Name, img.Digest); err == nil {
+		img.CreatedAt = old.CreatedAt
+	}
+	if err := s.opts.Store.Images().Put(ctx, img); err != nil {
+		return fmt.Errorf("lifecycle: record the default image: %w", err)
+	}
+	s.log.Info("default image version", "digest", img.Digest)
+	return nil
 }

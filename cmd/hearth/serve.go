@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -26,6 +28,7 @@ import (
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
+	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/instance"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/btrfs"
@@ -121,7 +124,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	local, closeNode, err := openNode(ctx, cfg, inst, nets, box, stderr, log)
+	local, defImage, closeNode, err := openNode(ctx, cfg, inst, nets, box, stderr, log)
 	if err != nil {
 		return err
 	}
@@ -142,6 +145,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if err := svc.Images.SetDefault(ctx, defImage); err != nil {
+		return err
+	}
 	if err := startService(ctx, cfg, svc, nets, reg, stdout, log); err != nil {
 		return err
 	}
@@ -155,33 +161,46 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 }
 
 // openNode builds this host's node (see package node): the OCI runtime
-// driver, the layer store with the default image in it, and the host's
-// memory reader; closeNode closes the layer store.
-func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, stderr io.Writer, log *slog.Logger) (local *node.Local, closeNode func(), err error) {
+// driver, the layer store with the default image's version in it (def),
+// the image store over it, and the host's memory reader; closeNode closes
+// the layer store.
+func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, stderr io.Writer, log *slog.Logger) (local *node.Local, def sandbox.Image, closeNode func(), err error) {
 	drv, err := newDriver(cfg, inst, nets, box, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, def, nil, err
 	}
 	snaps, err := openLayers(ctx, cfg, log.With("component", "layers"))
 	if err != nil {
-		return nil, nil, err
+		return nil, def, nil, err
 	}
-	if err := ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
+	fail := func(err error) (*node.Local, sandbox.Image, func(), error) {
 		snaps.Close()
-		return nil, nil, err
+		return nil, sandbox.Image{}, nil, err
+	}
+	if def, err = ensureImage(ctx, snaps, cfg, stderr, log); err != nil {
+		return fail(err)
+	}
+	images, err := image.New(image.Options{Layers: snaps, Logger: log.With("component", "images")})
+	if err != nil {
+		return fail(err)
+	}
+	imageDir := filepath.Join(cfg.dataDir, "pulls")
+	if err := os.MkdirAll(imageDir, 0o700); err != nil {
+		return fail(err)
 	}
 	local, err = node.NewLocal(node.Options{
 		Driver:    drv,
 		Layers:    snaps,
 		AgentPath: cfg.agentPath,
 		MemInfo:   oci.MemInfo,
+		Images:    images,
+		ImageDir:  imageDir,
 		Logger:    log.With("component", "node"),
 	})
 	if err != nil {
-		snaps.Close()
-		return nil, nil, err
+		return fail(err)
 	}
-	return local, func() { snaps.Close() }, nil
+	return local, def, func() { snaps.Close() }, nil
 }
 
 // openDataDir creates the data dir if missing and opens its instance and
@@ -527,17 +546,32 @@ func findAgent() (string, error) {
 // defaultImage is the name of the image create uses when none is named.
 const defaultImage = "default"
 
-// ensureImage builds (once, cached) and imports the default image.
-func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progress io.Writer, log *slog.Logger) error {
-	if _, err := snaps.Stat(ctx, defaultImage); err == nil {
-		return nil
-	}
-	fmt.Fprintf(progress, "hearth: preparing the default image in %s (first start only)\n", cfg.imageCache)
-	rootDir, err := buildDefaultImage(ctx, cfg.imageCache, progress, log)
+// ensureImage builds (once, cached) and imports the default image's
+// version of this recipe, and returns it: its digest is the recipe's
+// (rootfs.Version), so that a new recipe is a new version, which new
+// sandboxes use while the old one stays for the sandboxes made from it.
+func ensureImage(ctx context.Context, snaps layers.Store, cfg serveConfig, progress io.Writer, log *slog.Logger) (sandbox.Image, error) {
+	sum := sha256.Sum256([]byte(rootfs.Version(rootfs.Options{})))
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	key, err := image.TopKey(digest)
 	if err != nil {
-		return fmt.Errorf("build the default image: %w", err)
+		return sandbox.Image{}, err
 	}
-	return rootfs.Import(ctx, snaps, defaultImage, rootDir)
+	img := sandbox.Image{Digest: digest, Layers: []string{key}, Config: node.DefaultConfig}
+	if _, err := snaps.Stat(ctx, key); err != nil {
+		fmt.Fprintf(progress, "hearth: preparing the default image in %s (first start of this version)\n", cfg.imageCache)
+		rootDir, err := buildDefaultImage(ctx, cfg.imageCache, progress, log)
+		if err != nil {
+			return img, fmt.Errorf("build the default image: %w", err)
+		}
+		if err := rootfs.Import(ctx, snaps, key, rootDir); err != nil {
+			return img, err
+		}
+	}
+	if n, err := snaps.Usage(ctx, key); err == nil {
+		img.Size = n
+	}
+	return img, nil
 }
 
 // alarmEvent is the audit event of an alarm: the platform's own, at the
