@@ -88,6 +88,8 @@ type Store interface {
 }
 
 // Sandboxes keeps the sandboxes, unique by id and by name within a tenant.
+// A sandbox's ImageKey is kept though no door shows it, and its
+// ImageConfig comes back with an empty list or map in it as nil.
 type Sandboxes interface {
 	// Create inserts sb; ErrExists if its tenant already has a sandbox of
 	// its name, or its id is taken. Names are unique within a tenant only:
@@ -113,6 +115,13 @@ type Sandboxes interface {
 	// Delete removes the sandbox with that id; ErrNotFound if missing.
 	// Its checkpoints' rows go with it (see Checkpoints.Delete).
 	Delete(ctx context.Context, id string) error
+	// UsingImage returns the sandboxes, of every tenant, whose ImageKey is
+	// one of keys, oldest CreatedAt first, at most limit of them (every
+	// one when limit is not positive): an image version whose layers a
+	// sandbox's root was prepared from must not be removed, and one user
+	// is enough to say so. Empty keys match nothing. None is an empty
+	// slice, not an error.
+	UsingImage(ctx context.Context, keys []string, limit int) ([]sandbox.Sandbox, error)
 }
 
 // Checkpoints keeps the sandboxes' checkpoints. Every checkpoint belongs

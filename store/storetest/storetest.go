@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Sandbox/Delete", testSandboxDelete},
 		{"Sandbox/Head", testSandboxHead},
 		{"Sandbox/Statuses", testSandboxStatuses},
+		{"Sandbox/UsingImage", testSandboxUsingImage},
 		{"Checkpoint/RoundTrip", testCheckpointRoundTrip},
 		{"Checkpoint/EmptyKey", testCheckpointEmptyKey},
 		{"Checkpoint/Conflict", testCheckpointConflict},
@@ -135,23 +137,41 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 // newSandbox returns a sandbox with every field set, created at created.
 func newSandbox(id, name, tenant, owner string, created time.Time) sandbox.Sandbox {
 	return sandbox.Sandbox{
-		ID:        id,
-		Name:      name,
-		Tenant:    tenant,
-		Owner:     owner,
-		Image:     "docker.io/library/debian:12",
-		Size:      "medium",
-		Runtime:   "runsc",
-		Status:    sandbox.StatusRunning,
-		Reason:    "created",
-		CreatedAt: created,
-		UpdatedAt: created.Add(1500 * time.Microsecond),
-		ExpiresAt: created.Add(24 * time.Hour),
+		ID:          id,
+		Name:        name,
+		Tenant:      tenant,
+		Owner:       owner,
+		Image:       "docker.io/library/debian:12",
+		ImageDigest: "sha256:" + strings.Repeat("d", 64),
+		ImageKey:    "img-debian-12-top",
+		ImageConfig: sandbox.ImageConfig{Env: []string{"PATH=/usr/bin:/bin"}, UID: 1000, GID: 1000, Home: "/home/debian"},
+		Size:        "medium",
+		Runtime:     "runsc",
+		Status:      sandbox.StatusRunning,
+		Reason:      "created",
+		CreatedAt:   created,
+		UpdatedAt:   created.Add(1500 * time.Microsecond),
+		ExpiresAt:   created.Add(24 * time.Hour),
 		Capabilities: []string{
 			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapFiles,
 			sandbox.CapIsolation + "gvisor", sandbox.CapRuntime + "runsc",
 		},
 		Resources: sandbox.Resources{MilliCPU: 2000, MemoryBytes: 2 << 30, Pids: 1024},
+	}
+}
+
+// fullImageConfig is an image config with every field set.
+func fullImageConfig() sandbox.ImageConfig {
+	return sandbox.ImageConfig{
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin", "NODE_ENV=production", "EMPTY="},
+		WorkingDir: "/srv/app",
+		User:       "node",
+		UID:        1000,
+		GID:        1001,
+		Home:       "/home/node",
+		Entrypoint: []string{"docker-entrypoint.sh"},
+		Cmd:        []string{"node", "server.js"},
+		Labels:     map[string]string{"org.opencontainers.image.source": "https://example.com/app", "ünï": "cödé"},
 	}
 }
 
@@ -256,6 +276,9 @@ func testCancelled(t *testing.T, open OpenFunc) {
 	}
 	if _, err := s.Checkpoints().Get(t.Context(), sb.ID, c.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Checkpoints.Get after cancelled create = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Sandboxes().UsingImage(ctx, []string{sb.ImageKey}, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sandboxes.UsingImage(cancelled ctx) = %v, want context.Canceled", err)
 	}
 }
 
