@@ -71,7 +71,7 @@ func TestMigrateFresh(t *testing.T) {
 			tables = append(tables, strings.Fields(s)[1])
 		}
 	}
-	if want := []string{"agents:", "audit:", "bindings:", "checkpoints:", "gone:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"agents:", "audit:", "bindings:", "checkpoints:", "gone:", "images:", "registry_logins:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }
@@ -425,7 +425,8 @@ func v13Database(t *testing.T, path string) {
 // left at schema version 14, before images had versions: every sandbox's
 // image key is its image's name (the old default image's layer key was
 // "default"), with no digest and a zero config, so that the layer its
-// root came from is still known and in use.
+// root came from is still known and in use; images and registry logins
+// work at once.
 func TestMigrateFromV14(t *testing.T) {
 	path := tempPath(t)
 	oldDatabase(t, path, 14, []string{
@@ -456,5 +457,49 @@ func TestMigrateFromV14(t *testing.T) {
 	if cps, err := db.Checkpoints().List(ctx, "x1"); err != nil || len(cps) != 1 {
 		t.Errorf("Checkpoints.List(x1) after migration = %+v, %v; want c1 kept", cps, err)
 	}
+	img := sandbox.Image{Tenant: sandbox.SystemTenant, Name: "default", Digest: "sha256:" + strings.Repeat("0", 64),
+		Source: sandbox.ImageSourceDefault, Public: true, Layers: []string{"default"}, CreatedAt: time.Now()}
+	if err := db.Images().Put(ctx, img); err != nil {
+		t.Fatalf("Images.Put(default) after migration = %v", err)
+	}
+	if got, err := db.Images().Get(ctx, sandbox.SystemTenant, "default"); err != nil || got.Key() != sb.ImageKey {
+		t.Errorf("Images.Get(system, default) = key %q, %v; want the old sandbox's key %q", got.Key(), err, sb.ImageKey)
+	}
+	login := sandbox.RegistryLogin{Tenant: "acme", Host: "127.0.0.1:5000", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := db.RegistryLogins().Put(ctx, login, []byte("sealed")); err != nil {
+		t.Errorf("RegistryLogins.Put after migration = %v", err)
+	}
 	checkIntegrity(t, path)
+}
+
+// TestImageSchema looks under the store: the schema itself refuses a
+// second current version of a name, a version without layers and a
+// sandbox's image config that is not an object, whatever the code that
+// writes them.
+func TestImageSchema(t *testing.T) {
+	db := open(t, tempPath(t))
+	ctx := t.Context()
+	img := sandbox.Image{Tenant: "acme", Name: "tools", Digest: "sha256:1", Layers: []string{"l1"}, CreatedAt: time.Now()}
+	if err := db.Images().Put(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	sb := sandbox.Sandbox{ID: "x1", Name: "web", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := db.Sandboxes().Create(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	w := raw(t, db.Path())
+	// The row the refused ones differ from, taken.
+	if _, err := w.Exec(`INSERT INTO images VALUES ('acme', 'tools', 'sha256:2', '', '', 0, 0, '{}', 0, '["l2"]', '2025-03-14T14:00:00.000000000Z')`); err != nil {
+		t.Fatalf("an older version, not current: %v", err)
+	}
+	for _, tt := range []struct{ what, q string }{
+		{"a second current version", `UPDATE images SET current = 1 WHERE digest = 'sha256:2'`},
+		{"no layers", `INSERT INTO images VALUES ('acme', 'other', 'sha256:3', '', '', 0, 1, '{}', 0, '[]', '2025-03-14T14:00:00.000000000Z')`},
+		{"an empty tenant", `INSERT INTO images VALUES ('', 'other', 'sha256:3', '', '', 0, 1, '{}', 0, '["l"]', '2025-03-14T14:00:00.000000000Z')`},
+		{"a sandbox's image config not an object", `UPDATE sandboxes SET image_config = '[]'`},
+	} {
+		if _, err := w.Exec(tt.q); err == nil {
+			t.Errorf("the schema took %s", tt.what)
+		}
+	}
 }

@@ -89,6 +89,17 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Secrets", testSecrets},
 		{"Bindings", testBindings},
 		{"Gone", testGone},
+		{"Image/RoundTrip", testImageRoundTrip},
+		{"Image/PutErrors", testImagePutErrors},
+		{"Image/Current", testImageCurrent},
+		{"Image/CurrentRace", testImageCurrentRace},
+		{"Image/Tenants", testImageTenants},
+		{"Image/Public", testImagePublic},
+		{"Image/Delete", testImageDelete},
+		{"Image/List", testImageList},
+		{"Image/Bytes", testImageBytes},
+		{"RegistryLogin/Put", testRegistryLoginPut},
+		{"RegistryLogin/Tenants", testRegistryLoginTenants},
 		{"Concurrent/Creates", testConcurrentCreates},
 		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
@@ -277,6 +288,16 @@ func testCancelled(t *testing.T, open OpenFunc) {
 	if _, err := s.Checkpoints().Get(t.Context(), sb.ID, c.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Checkpoints.Get after cancelled create = %v, want ErrNotFound", err)
 	}
+	img := newImage("acme", "tools", digest('1'), t0)
+	if err := s.Images().Put(ctx, img); !errors.Is(err, context.Canceled) {
+		t.Errorf("Images.Put(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.Images().Version(t.Context(), img.Tenant, img.Name, img.Digest); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Images.Version after cancelled put = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Images().List(ctx, "acme"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Images.List(cancelled ctx) = %v, want context.Canceled", err)
+	}
 	if _, err := s.Sandboxes().UsingImage(ctx, []string{sb.ImageKey}, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("Sandboxes.UsingImage(cancelled ctx) = %v, want context.Canceled", err)
 	}
@@ -338,6 +359,14 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	mustCreateAgent(t, s, agent)
 	event := newEvent("sandbox.create", "acme", "claude-1", at(6*time.Second))
 	mustAppend(t, s, event)
+	oldImg := newImage("acme", "tools", digest('1'), at(7*time.Second))
+	newImg := newImage("acme", "tools", digest('2'), at(8*time.Second))
+	mustPutImage(t, s, oldImg)
+	mustPutImage(t, s, newImg)
+	login := newLogin("acme", "127.0.0.1:5000", at(9*time.Second))
+	if err := s.RegistryLogins().Put(ctx, login, []byte("sealed")); err != nil {
+		t.Fatalf("RegistryLogins.Put = %v, want nil", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
@@ -367,6 +396,17 @@ func testReopen(t *testing.T, open ReopenFunc) {
 		t.Errorf("Audit.List after reopen = %q, want the one event", verbs(events))
 	} else {
 		checkEvent(t, "reopened audit event", events[0], event)
+	}
+	if list := listImages(t, s, "acme"); len(list) != 2 {
+		t.Errorf("Images.List(acme) after reopen = %q, want both versions", versions(list))
+	} else {
+		checkImage(t, "reopened old image version", list[0], current(oldImg, false))
+		checkImage(t, "reopened current image version", list[1], current(newImg, true))
+	}
+	if got, sealed, err := s.RegistryLogins().Get(ctx, "acme", login.Host); err != nil || string(sealed) != "sealed" {
+		t.Errorf("RegistryLogins.Get after reopen = %q, %v; want the sealed password", sealed, err)
+	} else {
+		checkLogin(t, "reopened registry login", got, login)
 	}
 	mustCreateAgent(t, s, sandbox.Agent{Name: "after-reopen", Tenant: tenant.Name, CreatedAt: at(time.Hour)})
 	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
