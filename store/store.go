@@ -322,11 +322,11 @@ type Images interface {
 
 // RegistryLogins keeps the tenants' credentials for registry hosts (see
 // sandbox.RegistryLogin), unique by tenant and host. The password reaches
-// the store sealed (package secrets), never plain: the caller seals it
-// bound to the tenant and to a name no secret can have (a secret's name
-// has no '.' or ':'; the host, or a prefix such as "registry:" before it,
-// does), so that a sealed password copied into the secrets, or to another
-// tenant or host, does not open.
+// the store sealed, never plain: the caller seals it with package secrets
+// as Seal(tenant, "registry:"+host, password), bound to the tenant and the
+// host under a name no secret can have (a secret's name has no ':'), so
+// that a sealed password copied to another tenant or host, or into the
+// secrets, does not open.
 type RegistryLogins interface {
 	// Put stores tenant login.Tenant's credentials for login.Host with the
 	// sealed password, created or replaced. A new one is created at
