@@ -1,6 +1,7 @@
 // Package store keeps the control plane's state: sandboxes and their
-// checkpoints, tokens, tenants and agent identities, and the audit log of
-// every call through a door. Store is the contract, a small view per noun
+// checkpoints, tokens, tenants and agent identities, images and the
+// registry logins they are pulled with, and the audit log of every call
+// through a door. Store is the contract, a small view per noun
 // (Sandboxes, Checkpoints, Tenants, …) over one state; store/sqlite is the
 // embedded default, and a Postgres implementation can be added for
 // replicated control planes. storetest is the conformance suite every
@@ -81,6 +82,10 @@ type Store interface {
 	Bindings() Bindings
 	// Gone is the view of the records of why sandboxes went.
 	Gone() GoneRecords
+	// Images is the view of the tenants' images and their versions.
+	Images() Images
+	// RegistryLogins is the view of the tenants' registry credentials.
+	RegistryLogins() RegistryLogins
 
 	// Close releases the store. Closing a closed store does nothing and
 	// returns nil; other methods, of every view, fail after Close.
@@ -88,6 +93,8 @@ type Store interface {
 }
 
 // Sandboxes keeps the sandboxes, unique by id and by name within a tenant.
+// A sandbox's ImageKey is kept though no door shows it, and its
+// ImageConfig comes back with an empty list or map in it as nil.
 type Sandboxes interface {
 	// Create inserts sb; ErrExists if its tenant already has a sandbox of
 	// its name, or its id is taken. Names are unique within a tenant only:
@@ -113,6 +120,13 @@ type Sandboxes interface {
 	// Delete removes the sandbox with that id; ErrNotFound if missing.
 	// Its checkpoints' rows go with it (see Checkpoints.Delete).
 	Delete(ctx context.Context, id string) error
+	// UsingImage returns the sandboxes, of every tenant, whose ImageKey is
+	// one of keys, oldest CreatedAt first, at most limit of them (every
+	// one when limit is not positive): an image version whose layers a
+	// sandbox's root was prepared from must not be removed, and one user
+	// is enough to say so. Empty keys match nothing. None is an empty
+	// slice, not an error.
+	UsingImage(ctx context.Context, keys []string, limit int) ([]sandbox.Sandbox, error)
 }
 
 // Checkpoints keeps the sandboxes' checkpoints. Every checkpoint belongs
@@ -249,4 +263,86 @@ type GoneRecords interface {
 	// when name is not empty, and every record whose At is before before
 	// when before is not zero.
 	Forget(ctx context.Context, tenant, name string, before time.Time) error
+}
+
+// Images keeps the versions of the tenants' images (see sandbox.Image),
+// unique by tenant, name and digest. A name has at most one current
+// version, the one Get returns.
+//
+// Every image belongs to a tenant: an empty Tenant is an error. The
+// daemon's own images (the default image) belong to sandbox.SystemTenant,
+// the tenant of operators and of the platform's own sandboxes (what
+// sandbox.Principal.Home is for a caller without a tenant), and are
+// Public so that every tenant sees them.
+type Images interface {
+	// Put stores img as a version of img.Tenant's image img.Name and makes
+	// it the current one: every other version of that name stops being
+	// current, in the same transaction, so a reader sees the old current
+	// version or the new one, never both or none. img.Current is ignored.
+	// A new version keeps every field of img. Putting a version that
+	// exists (same tenant, name and digest) makes it current again and
+	// sets its Public; the rest of it (Layers, Config, Size, Source, Ref,
+	// CreatedAt) is the digest's and stays as stored. An empty Tenant,
+	// Name or Digest, no Layers or an empty layer key is an error; the
+	// store checks nothing else.
+	Put(ctx context.Context, img sandbox.Image) error
+	// Get returns the current version of tenant's image name; ErrNotFound
+	// if tenant has no image of that name, or none of its versions is
+	// current (see Delete). Another tenant's image, public or not, is not
+	// found: the caller decides where a name is looked for.
+	Get(ctx context.Context, tenant, name string) (sandbox.Image, error)
+	// Version returns the version digest of tenant's image name, current
+	// or not; ErrNotFound if missing.
+	Version(ctx context.Context, tenant, name, digest string) (sandbox.Image, error)
+	// List returns every version of tenant's images, by name and then
+	// oldest CreatedAt first (insertion order among equals). None, or no
+	// such tenant, is an empty slice, not an error.
+	List(ctx context.Context, tenant string) ([]sandbox.Image, error)
+	// ListPublic returns the current version of every public image of
+	// every tenant, by tenant and then name.
+	ListPublic(ctx context.Context) ([]sandbox.Image, error)
+	// All returns every version of every image of every tenant, by tenant,
+	// name and CreatedAt: the layers they hold are the ones a garbage
+	// collection of the layer store keeps.
+	All(ctx context.Context) ([]sandbox.Image, error)
+	// SetPublic sets Public on every version of tenant's image name;
+	// ErrNotFound if tenant has no version of it.
+	SetPublic(ctx context.Context, tenant, name string, public bool) error
+	// Delete removes the version digest of tenant's image name;
+	// ErrNotFound if missing. Deleting the current version leaves the name
+	// with no current version (Get is then ErrNotFound) rather than
+	// falling back to an older one: which version a create uses changes
+	// only when a caller says so, by a Put. The store does not look for
+	// sandboxes that use the version (the caller asks UsingImage first).
+	Delete(ctx context.Context, tenant, name, digest string) error
+	// ImageBytes returns the sum of Size over every version of every image
+	// of tenant (0 for none): what its images take of its disk allocation.
+	ImageBytes(ctx context.Context, tenant string) (int64, error)
+}
+
+// RegistryLogins keeps the tenants' credentials for registry hosts (see
+// sandbox.RegistryLogin), unique by tenant and host. The password reaches
+// the store sealed, never plain: the caller seals it with package secrets
+// as Seal(tenant, "registry:"+host, password), bound to the tenant and the
+// host under a name no secret can have (a secret's name has no ':'), so
+// that a sealed password copied to another tenant or host, or into the
+// secrets, does not open.
+type RegistryLogins interface {
+	// Put stores tenant login.Tenant's credentials for login.Host with the
+	// sealed password, created or replaced. A new one is created at
+	// login.CreatedAt (login.UpdatedAt when that is zero); a replacement
+	// keeps the stored CreatedAt and takes every other field. Either way
+	// UpdatedAt is login.UpdatedAt. An empty Tenant or Host is an error;
+	// an empty sealedPassword (a host with no password, trusted by its CA
+	// or Insecure only) is stored as such. The store checks nothing else
+	// (the caller lower-cases Host).
+	Put(ctx context.Context, login sandbox.RegistryLogin, sealedPassword []byte) error
+	// Get returns tenant's login for host and its sealed password;
+	// ErrNotFound if missing.
+	Get(ctx context.Context, tenant, host string) (sandbox.RegistryLogin, []byte, error)
+	// List returns tenant's logins, by host, without passwords. None, or
+	// no such tenant, is an empty slice, not an error.
+	List(ctx context.Context, tenant string) ([]sandbox.RegistryLogin, error)
+	// Delete removes tenant's login for host; ErrNotFound if missing.
+	Delete(ctx context.Context, tenant, host string) error
 }

@@ -71,7 +71,7 @@ func TestMigrateFresh(t *testing.T) {
 			tables = append(tables, strings.Fields(s)[1])
 		}
 	}
-	if want := []string{"agents:", "audit:", "bindings:", "checkpoints:", "gone:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"agents:", "audit:", "bindings:", "checkpoints:", "gone:", "images:", "registry_logins:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }
@@ -167,6 +167,7 @@ func TestMigrateFromV1(t *testing.T) {
 		Network:      sandbox.NetworkNone, // and 0010
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512},
 		Head:         "",
+		ImageKey:     "debian:12", // 0015: the key of an image from before versions is its name
 	}
 	got, err := db.Sandboxes().Get(ctx, "acme", "old")
 	if err != nil {
@@ -253,6 +254,7 @@ func TestMigrateFromV3(t *testing.T) {
 		Network:      sandbox.NetworkNone, // and 0010
 		Resources:    sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 10 << 30},
 		Head:         "ck-1",
+		ImageKey:     "debian:12", // 0015
 	}
 	got, err := db.Sandboxes().Get(ctx, "acme", "old")
 	if err != nil {
@@ -364,13 +366,13 @@ func TestMigrateFromV13(t *testing.T) {
 	checkIntegrity(t, path)
 }
 
-// v13Database leaves at path a database an older hearth left at schema
-// version 13, as its migrations made it (released migrations are never
-// edited), with rows in the tables 0014 rebuilds.
-func v13Database(t *testing.T, path string) {
+// oldDatabase leaves at path a database an older hearth left at schema
+// version, as its migrations made it (released migrations are never
+// edited), with the rows inserts add.
+func oldDatabase(t *testing.T, path string, version int, inserts []string) {
 	t.Helper()
 	old := raw(t, path)
-	for v := 1; v <= 13; v++ {
+	for v := 1; v <= version; v++ {
 		matches, err := filepath.Glob(fmt.Sprintf("migrations/%04d_*.sql", v))
 		if err != nil || len(matches) != 1 {
 			t.Fatalf("migration %d: %v, %q", v, err, matches)
@@ -380,10 +382,24 @@ func v13Database(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 		if _, err := old.Exec(string(q)); err != nil {
-			t.Fatalf("building a version-13 database: %s: %v", matches[0], err)
+			t.Fatalf("building a version-%d database: %s: %v", version, matches[0], err)
 		}
 	}
-	for _, q := range []string{
+	for _, q := range append(inserts, fmt.Sprintf("PRAGMA user_version = %d", version)) {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatalf("building a version-%d database: %v", version, err)
+		}
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// v13Database leaves at path a database an older hearth left at schema
+// version 13, with rows in the tables 0014 rebuilds.
+func v13Database(t *testing.T, path string) {
+	t.Helper()
+	oldDatabase(t, path, 13, []string{
 		`INSERT INTO tenants VALUES ('acme', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
 		`INSERT INTO tenants VALUES ('globex', 1000, 1073741824, 1073741824, '{}', '2025-03-14T14:00:00.000000000Z', '2025-03-14T14:00:00.000000000Z')`,
 		`INSERT INTO agents VALUES ('alice', 'acme', '2025-03-14T14:00:01.000000000Z')`,
@@ -402,13 +418,88 @@ func v13Database(t *testing.T, path string) {
 		`INSERT INTO checkpoints VALUES ('c0', 'x1', 'first', '', '2025-03-14T14:09:29.000000000Z', 2048, 0)`,
 		`INSERT INTO checkpoints VALUES ('c1', 'x1', 'second', 'c0', '2025-03-14T14:09:30.000000000Z', 4096, 1)`,
 		`INSERT INTO gone VALUES ('agent-alice-old', 'x0', 'acme', 'alice', 'destroyed by alice (agent)', 'oom', '2025-03-14T14:00:02.000000000Z')`,
-		`PRAGMA user_version = 13`,
-	} {
-		if _, err := old.Exec(q); err != nil {
-			t.Fatalf("building a version-13 database: %v", err)
-		}
+	})
+}
+
+// TestMigrateFromV14 opens, with this binary, a database an older hearth
+// left at schema version 14, before images had versions: every sandbox's
+// image key is its image's name (the old default image's layer key was
+// "default"), with no digest and a zero config, so that the layer its
+// root came from is still known and in use; images and registry logins
+// work at once.
+func TestMigrateFromV14(t *testing.T) {
+	path := tempPath(t)
+	oldDatabase(t, path, 14, []string{
+		`INSERT INTO sandboxes (id, name, tenant, owner, image, size, runtime, status, reason,
+			created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head)
+		VALUES ('x1', 'web', 'acme', 'alice', 'default', 'small', 'runsc',
+			'running', 'created', '2025-03-14T14:09:26.535897000Z', '2025-03-14T14:10:00.000000000Z',
+			NULL, '["exec"]', 1000, 1073741824, 512, 'c1')`,
+		`INSERT INTO checkpoints VALUES ('c1', 'x1', 'first', '', '2025-03-14T14:09:30.000000000Z', 2048, 1)`,
+	})
+	db := open(t, path)
+	ctx := t.Context()
+	if got, want := userVersion(t, path), latest(t); got != want {
+		t.Errorf("user_version after migrating from 14 = %d, want %d", got, want)
 	}
-	if err := old.Close(); err != nil {
+	sb, err := db.Sandboxes().Get(ctx, "acme", "web")
+	if err != nil {
+		t.Fatalf("Sandboxes.Get(acme, web) after migration = %v, want the row", err)
+	}
+	if sb.Image != "default" || sb.ImageKey != "default" || sb.ImageDigest != "" ||
+		!reflect.DeepEqual(sb.ImageConfig, sandbox.ImageConfig{}) || sb.Head != "c1" {
+		t.Errorf("sandbox after migration = image %q, key %q, digest %q, config %+v, head %q; want default, default, \"\", zero, c1",
+			sb.Image, sb.ImageKey, sb.ImageDigest, sb.ImageConfig, sb.Head)
+	}
+	if users, err := db.Sandboxes().UsingImage(ctx, []string{"default"}, 1); err != nil || len(users) != 1 || users[0].ID != "x1" {
+		t.Errorf("Sandboxes.UsingImage(default) after migration = %+v, %v; want x1", users, err)
+	}
+	if cps, err := db.Checkpoints().List(ctx, "x1"); err != nil || len(cps) != 1 {
+		t.Errorf("Checkpoints.List(x1) after migration = %+v, %v; want c1 kept", cps, err)
+	}
+	img := sandbox.Image{Tenant: sandbox.SystemTenant, Name: "default", Digest: "sha256:" + strings.Repeat("0", 64),
+		Source: sandbox.ImageSourceDefault, Public: true, Layers: []string{"default"}, CreatedAt: time.Now()}
+	if err := db.Images().Put(ctx, img); err != nil {
+		t.Fatalf("Images.Put(default) after migration = %v", err)
+	}
+	if got, err := db.Images().Get(ctx, sandbox.SystemTenant, "default"); err != nil || got.Key() != sb.ImageKey {
+		t.Errorf("Images.Get(system, default) = key %q, %v; want the old sandbox's key %q", got.Key(), err, sb.ImageKey)
+	}
+	login := sandbox.RegistryLogin{Tenant: "acme", Host: "127.0.0.1:5000", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := db.RegistryLogins().Put(ctx, login, []byte("sealed")); err != nil {
+		t.Errorf("RegistryLogins.Put after migration = %v", err)
+	}
+	checkIntegrity(t, path)
+}
+
+// TestImageSchema looks under the store: the schema itself refuses a
+// second current version of a name, a version without layers and a
+// sandbox's image config that is not an object, whatever the code that
+// writes them.
+func TestImageSchema(t *testing.T) {
+	db := open(t, tempPath(t))
+	ctx := t.Context()
+	img := sandbox.Image{Tenant: "acme", Name: "tools", Digest: "sha256:1", Layers: []string{"l1"}, CreatedAt: time.Now()}
+	if err := db.Images().Put(ctx, img); err != nil {
 		t.Fatal(err)
+	}
+	sb := sandbox.Sandbox{ID: "x1", Name: "web", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := db.Sandboxes().Create(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	w := raw(t, db.Path())
+	// The row the refused ones differ from, taken.
+	if _, err := w.Exec(`INSERT INTO images VALUES ('acme', 'tools', 'sha256:2', '', '', 0, 0, '{}', 0, '["l2"]', '2025-03-14T14:00:00.000000000Z')`); err != nil {
+		t.Fatalf("an older version, not current: %v", err)
+	}
+	for _, tt := range []struct{ what, q string }{
+		{"a second current version", `UPDATE images SET current = 1 WHERE digest = 'sha256:2'`},
+		{"no layers", `INSERT INTO images VALUES ('acme', 'other', 'sha256:3', '', '', 0, 1, '{}', 0, '[]', '2025-03-14T14:00:00.000000000Z')`},
+		{"an empty tenant", `INSERT INTO images VALUES ('', 'other', 'sha256:3', '', '', 0, 1, '{}', 0, '["l"]', '2025-03-14T14:00:00.000000000Z')`},
+		{"a sandbox's image config not an object", `UPDATE sandboxes SET image_config = '[]'`},
+	} {
+		if _, err := w.Exec(tt.q); err == nil {
+			t.Errorf("the schema took %s", tt.what)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hearth/hearth/sandbox"
@@ -13,10 +14,10 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?24.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?27.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
-	public_ports, network, net_bits_per_sec, net_conns, egress`
+	public_ports, network, net_bits_per_sec, net_conns, egress, image_digest, image_key, image_config`
 
 // sandboxes is the store.Sandboxes view of db: the sandboxes table.
 type sandboxes struct{ db *DB }
@@ -36,7 +37,7 @@ func (v sandboxes) Create(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -58,7 +59,7 @@ func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
 			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20,
 			network = ?21, net_bits_per_sec = ?22, net_conns = ?23,
-			egress = ?24
+			egress = ?24, image_digest = ?25, image_key = ?26, image_config = ?27
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -134,6 +135,28 @@ func (v sandboxes) Delete(ctx context.Context, id string) error {
 	return affectedOne(res, "delete sandbox", id)
 }
 
+// UsingImage returns the sandboxes whose image_key is one of keys, of
+// every tenant, oldest first, at most limit of them when limit is
+// positive. keys travel as one JSON array, so their number is not bounded
+// by SQLite's limit on bound parameters; empty keys are dropped.
+func (v sandboxes) UsingImage(ctx context.Context, keys []string, limit int) ([]sandbox.Sandbox, error) {
+	keys = slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return k == "" })
+	if len(keys) == 0 {
+		return []sandbox.Sandbox{}, nil
+	}
+	keysJSON, err := json.Marshal(keys)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: sandboxes using image: %w", err)
+	}
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	return queryAll(ctx, v.db, "sandboxes using image", scanSandbox,
+		`SELECT `+sandboxColumns+` FROM sandboxes
+		WHERE image_key IN (SELECT value FROM json_each(?))
+		ORDER BY created_at, rowid LIMIT ?`, string(keysJSON), limit)
+}
+
 // sandboxArgs binds sb in sandboxColumns order.
 func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	if sb.ID == "" || sb.Name == "" {
@@ -183,12 +206,17 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("public ports: %w", err)
 	}
+	configJSON, err := json.Marshal(sb.ImageConfig)
+	if err != nil {
+		return nil, fmt.Errorf("image config: %w", err)
+	}
 	return []any{
 		sb.ID, sb.Name, sb.Tenant, sb.Owner, sb.Image, sb.Size, sb.Runtime,
 		string(sb.Status), sb.Reason, created, updated, expires, string(capsJSON),
 		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head, sb.Resources.DiskBytes,
 		string(labelsJSON), string(portsJSON), network,
 		sb.Resources.NetBitsPerSec, sb.Resources.NetConns, string(egressJSON),
+		sb.ImageDigest, sb.ImageKey, string(configJSON),
 	}, nil
 }
 
@@ -208,12 +236,14 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 		expires                sql.NullString
 		capsJSON, labelsJSON   string
 		portsJSON, egressJSON  string
+		configJSON             string
 		milli, mem, pids, disk int64
 		netBits, netConns      int64
 	)
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
-		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON, &sb.Network, &netBits, &netConns, &egressJSON); err != nil {
+		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON, &sb.Network, &netBits, &netConns, &egressJSON,
+		&sb.ImageDigest, &sb.ImageKey, &configJSON); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)
@@ -243,6 +273,9 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	sb.PublicPorts = []int{}
 	if err := json.Unmarshal([]byte(portsJSON), &sb.PublicPorts); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q public ports: %w", sb.ID, err)
+	}
+	if err := json.Unmarshal([]byte(configJSON), &sb.ImageConfig); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %q image config: %w", sb.ID, err)
 	}
 	return sb, nil
 }

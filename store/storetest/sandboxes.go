@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ func testSandboxRoundTrip(t *testing.T, open OpenFunc) {
 	full.PublicPorts = []int{8080, 3000}
 	full.Network = sandbox.NetworkEgress
 	full.Egress = sandbox.EgressPolicy{Allow: []string{"203.0.113.0/24"}, Deny: []string{"203.0.113.9"}}
+	full.ImageConfig = fullImageConfig()
 
 	minimal := sandbox.Sandbox{
 		ID:        "sb-min",
@@ -212,6 +214,9 @@ func testSandboxUpdate(t *testing.T, open OpenFunc) {
 		Head:         "ck-7",
 		Labels:       []string{"changed"},
 		PublicPorts:  []int{443},
+		ImageDigest:  "sha256:" + strings.Repeat("2", 64),
+		ImageKey:     "img-base-2-top",
+		ImageConfig:  fullImageConfig(),
 	}
 	if err := s.Sandboxes().Update(ctx, changed); err != nil {
 		t.Fatalf("Sandboxes.Update(%q) = %v, want nil", changed.ID, err)
@@ -349,4 +354,73 @@ func testSandboxDelete(t *testing.T, open OpenFunc) {
 	again := newSandbox("sb-3", victim.Name, "acme", "alice", at(time.Minute))
 	mustCreate(t, s, again)
 	checkSandbox(t, "recreated", mustGet(t, s, again.Tenant, again.Name), again)
+}
+
+// testSandboxUsingImage: Sandboxes.UsingImage finds the sandboxes of every
+// tenant whose ImageKey is one of the keys, oldest first, under a limit,
+// follows an update of the key, and never matches an empty key.
+func testSandboxUsingImage(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	withKey := func(id, name, tenant, key string, created time.Time) sandbox.Sandbox {
+		sb := newSandbox(id, name, tenant, "alice", created)
+		sb.ImageKey = key
+		return sb
+	}
+	// Inserted out of time order, so that oldest first is not insertion
+	// order.
+	late := withKey("sb-late", "late", "acme", "layer-a", at(3*time.Second))
+	theirs := withKey("sb-theirs", "theirs", "globex", "layer-a", at(time.Second))
+	other := withKey("sb-other", "other", "acme", "layer-b", at(2*time.Second))
+	old := withKey("sb-old", "old", "acme", "", t0) // from before image keys
+	for _, sb := range []sandbox.Sandbox{late, theirs, other, old} {
+		mustCreate(t, s, sb)
+	}
+	tests := []struct {
+		name  string
+		keys  []string
+		limit int
+		want  []string
+	}{
+		{"one key across tenants", []string{"layer-a"}, 0, []string{"theirs", "late"}},
+		{"limit", []string{"layer-a"}, 1, []string{"theirs"}},
+		{"negative limit is none", []string{"layer-a"}, -1, []string{"theirs", "late"}},
+		{"several keys", []string{"layer-b", "layer-a", "layer-z"}, 10, []string{"theirs", "other", "late"}},
+		{"unknown key", []string{"layer-z"}, 0, []string{}},
+		{"no keys", nil, 0, []string{}},
+		{"empty key matches nothing", []string{""}, 0, []string{}},
+		{"a key is not a prefix", []string{"layer"}, 0, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.Sandboxes().UsingImage(ctx, tt.keys, tt.limit)
+			if err != nil || got == nil {
+				t.Fatalf("Sandboxes.UsingImage(%q, %d) = %#v, %v; want a list", tt.keys, tt.limit, got, err)
+			}
+			if !reflect.DeepEqual(names(got), tt.want) {
+				t.Errorf("Sandboxes.UsingImage(%q, %d) = %q, want %q", tt.keys, tt.limit, names(got), tt.want)
+			}
+		})
+	}
+	got, err := s.Sandboxes().UsingImage(ctx, []string{"layer-b"}, 0)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Sandboxes.UsingImage(layer-b) = %q, %v; want other", names(got), err)
+	}
+	checkSandbox(t, "Sandboxes.UsingImage(layer-b)[0]", got[0], other)
+
+	// A sandbox whose root moves to another image's layers (a restore of a
+	// checkpoint of another image) stops using the old one.
+	late.ImageKey = "layer-b"
+	if err := s.Sandboxes().Update(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Sandboxes().UsingImage(ctx, []string{"layer-a"}, 0); err != nil || !reflect.DeepEqual(names(got), []string{"theirs"}) {
+		t.Errorf("Sandboxes.UsingImage(layer-a) after an update = %q, %v; want [theirs]", names(got), err)
+	}
+	if err := s.Sandboxes().Delete(ctx, theirs.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Sandboxes().UsingImage(ctx, []string{"layer-a"}, 0); err != nil || len(got) != 0 {
+		t.Errorf("Sandboxes.UsingImage(layer-a) after its last user went = %q, %v; want none", names(got), err)
+	}
 }

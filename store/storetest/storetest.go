@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Sandbox/Delete", testSandboxDelete},
 		{"Sandbox/Head", testSandboxHead},
 		{"Sandbox/Statuses", testSandboxStatuses},
+		{"Sandbox/UsingImage", testSandboxUsingImage},
 		{"Checkpoint/RoundTrip", testCheckpointRoundTrip},
 		{"Checkpoint/EmptyKey", testCheckpointEmptyKey},
 		{"Checkpoint/Conflict", testCheckpointConflict},
@@ -87,6 +89,17 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Secrets", testSecrets},
 		{"Bindings", testBindings},
 		{"Gone", testGone},
+		{"Image/RoundTrip", testImageRoundTrip},
+		{"Image/PutErrors", testImagePutErrors},
+		{"Image/Current", testImageCurrent},
+		{"Image/CurrentRace", testImageCurrentRace},
+		{"Image/Tenants", testImageTenants},
+		{"Image/Public", testImagePublic},
+		{"Image/Delete", testImageDelete},
+		{"Image/List", testImageList},
+		{"Image/Bytes", testImageBytes},
+		{"RegistryLogin/Put", testRegistryLoginPut},
+		{"RegistryLogin/Tenants", testRegistryLoginTenants},
 		{"Concurrent/Creates", testConcurrentCreates},
 		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
@@ -135,23 +148,41 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 // newSandbox returns a sandbox with every field set, created at created.
 func newSandbox(id, name, tenant, owner string, created time.Time) sandbox.Sandbox {
 	return sandbox.Sandbox{
-		ID:        id,
-		Name:      name,
-		Tenant:    tenant,
-		Owner:     owner,
-		Image:     "docker.io/library/debian:12",
-		Size:      "medium",
-		Runtime:   "runsc",
-		Status:    sandbox.StatusRunning,
-		Reason:    "created",
-		CreatedAt: created,
-		UpdatedAt: created.Add(1500 * time.Microsecond),
-		ExpiresAt: created.Add(24 * time.Hour),
+		ID:          id,
+		Name:        name,
+		Tenant:      tenant,
+		Owner:       owner,
+		Image:       "docker.io/library/debian:12",
+		ImageDigest: "sha256:" + strings.Repeat("d", 64),
+		ImageKey:    "img-debian-12-top",
+		ImageConfig: sandbox.ImageConfig{Env: []string{"PATH=/usr/bin:/bin"}, UID: 1000, GID: 1000, Home: "/home/debian"},
+		Size:        "medium",
+		Runtime:     "runsc",
+		Status:      sandbox.StatusRunning,
+		Reason:      "created",
+		CreatedAt:   created,
+		UpdatedAt:   created.Add(1500 * time.Microsecond),
+		ExpiresAt:   created.Add(24 * time.Hour),
 		Capabilities: []string{
 			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapFiles,
 			sandbox.CapIsolation + "gvisor", sandbox.CapRuntime + "runsc",
 		},
 		Resources: sandbox.Resources{MilliCPU: 2000, MemoryBytes: 2 << 30, Pids: 1024},
+	}
+}
+
+// fullImageConfig is an image config with every field set.
+func fullImageConfig() sandbox.ImageConfig {
+	return sandbox.ImageConfig{
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin", "NODE_ENV=production", "EMPTY="},
+		WorkingDir: "/srv/app",
+		User:       "node",
+		UID:        1000,
+		GID:        1001,
+		Home:       "/home/node",
+		Entrypoint: []string{"docker-entrypoint.sh"},
+		Cmd:        []string{"node", "server.js"},
+		Labels:     map[string]string{"org.opencontainers.image.source": "https://example.com/app", "ünï": "cödé"},
 	}
 }
 
@@ -257,6 +288,19 @@ func testCancelled(t *testing.T, open OpenFunc) {
 	if _, err := s.Checkpoints().Get(t.Context(), sb.ID, c.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Checkpoints.Get after cancelled create = %v, want ErrNotFound", err)
 	}
+	img := newImage("acme", "tools", digest('1'), t0)
+	if err := s.Images().Put(ctx, img); !errors.Is(err, context.Canceled) {
+		t.Errorf("Images.Put(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.Images().Version(t.Context(), img.Tenant, img.Name, img.Digest); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Images.Version after cancelled put = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Images().List(ctx, "acme"); !errors.Is(err, context.Canceled) {
+		t.Errorf("Images.List(cancelled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.Sandboxes().UsingImage(ctx, []string{sb.ImageKey}, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sandboxes.UsingImage(cancelled ctx) = %v, want context.Canceled", err)
+	}
 }
 
 func testCloseIdempotent(t *testing.T, open OpenFunc) {
@@ -315,6 +359,14 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	mustCreateAgent(t, s, agent)
 	event := newEvent("sandbox.create", "acme", "claude-1", at(6*time.Second))
 	mustAppend(t, s, event)
+	oldImg := newImage("acme", "tools", digest('1'), at(7*time.Second))
+	newImg := newImage("acme", "tools", digest('2'), at(8*time.Second))
+	mustPutImage(t, s, oldImg)
+	mustPutImage(t, s, newImg)
+	login := newLogin("acme", "127.0.0.1:5000", at(9*time.Second))
+	if err := s.RegistryLogins().Put(ctx, login, []byte("sealed")); err != nil {
+		t.Fatalf("RegistryLogins.Put = %v, want nil", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
@@ -344,6 +396,17 @@ func testReopen(t *testing.T, open ReopenFunc) {
 		t.Errorf("Audit.List after reopen = %q, want the one event", verbs(events))
 	} else {
 		checkEvent(t, "reopened audit event", events[0], event)
+	}
+	if list := listImages(t, s, "acme"); len(list) != 2 {
+		t.Errorf("Images.List(acme) after reopen = %q, want both versions", versions(list))
+	} else {
+		checkImage(t, "reopened old image version", list[0], current(oldImg, false))
+		checkImage(t, "reopened current image version", list[1], current(newImg, true))
+	}
+	if got, sealed, err := s.RegistryLogins().Get(ctx, "acme", login.Host); err != nil || string(sealed) != "sealed" {
+		t.Errorf("RegistryLogins.Get after reopen = %q, %v; want the sealed password", sealed, err)
+	} else {
+		checkLogin(t, "reopened registry login", got, login)
 	}
 	mustCreateAgent(t, s, sandbox.Agent{Name: "after-reopen", Tenant: tenant.Name, CreatedAt: at(time.Hour)})
 	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
