@@ -308,20 +308,22 @@ var exposeSpec = regexp.MustCompile(`^[0-9]{1,5}(-[0-9]{1,5})?(/(tcp|udp|sctp))?
 func (pl *planner) metadata(in *instruction, st *Step) error {
 	var words []string
 	for _, a := range in.args {
-		if in.cmd == "maintainer" {
+		switch in.cmd {
+		case "maintainer":
 			words = append(words, a)
-			continue
+		case "expose": // one word may expand to several ports
+			ws, err := expandWords(pl.lex, a, pl.env())
+			if err != nil {
+				return lineError(in, err)
+			}
+			words = append(words, ws...)
+		default:
+			w, err := expandWord(pl.lex, a, pl.env())
+			if err != nil {
+				return lineError(in, err)
+			}
+			words = append(words, w)
 		}
-		ws, err := expandWords(pl.lex, a, pl.env())
-		if in.cmd == "volume" || in.cmd == "stopsignal" {
-			var w string
-			w, err = expandWord(pl.lex, a, pl.env())
-			ws = []string{w}
-		}
-		if err != nil {
-			return lineError(in, err)
-		}
-		words = append(words, ws...)
 	}
 	for i, w := range words {
 		switch {

@@ -31,7 +31,8 @@ type File struct {
 	// FromLine is the FROM instruction's line.
 	FromLine int
 	// Warnings are what the parser and the build arguments left to say:
-	// empty continuation lines, --build-arg values no ARG declares.
+	// empty continuation lines, a # syntax directive (ignored),
+	// --build-arg values no ARG declares.
 	Warnings []string
 
 	escape       rune
@@ -80,6 +81,9 @@ func Parse(r io.Reader, buildArgs map[string]string) (*File, error) {
 		return nil, syntaxError(err, bytes.Count(src, []byte("\n"))+1)
 	}
 	f := &File{escape: res.EscapeToken, buildArgs: maps.Clone(buildArgs), global: &argSet{}}
+	if syntax, _, _, ok := parser.DetectSyntax(src); ok {
+		f.Warnings = append(f.Warnings, fmt.Sprintf("# syntax=%s is ignored: hearth reads the Dockerfile with its own parser", syntax))
+	}
 	for _, w := range res.Warnings {
 		line := 0
 		if w.Location != nil {

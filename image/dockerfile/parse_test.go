@@ -252,6 +252,11 @@ func TestArgs(t *testing.T) {
 		t.Errorf("Warnings = %q, want one about UNUSED", p.Warnings)
 	}
 
+	p = mustPlan(t, "# syntax=docker/dockerfile:1.7-labs\nFROM scratch\n", nil, sandbox.ImageConfig{})
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "syntax=docker/dockerfile:1.7-labs is ignored") {
+		t.Errorf("Warnings = %q, want one that the syntax directive is ignored", p.Warnings)
+	}
+
 	// An ARG before FROM is not seen after it unless declared again.
 	p = mustPlan(t, "ARG V=1\nFROM scratch\nRUN true\n", nil, sandbox.ImageConfig{})
 	if envHas(lastStep(t, p).Env, "V") {
