@@ -359,3 +359,6 @@ func TestResolveArgs(t *testing.T) {
 		t.Errorf("Resolve of scratch = %v, key %q", err, p.Steps[0].Key)
 	}
 }
+
+// sandboxConfig is a base image's config for tests.
+func sandboxConfig() sandbox.ImageConfig { return sandbox.ImageConfig{Env: []string{"PATH=/bin"}} }

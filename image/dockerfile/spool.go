@@ -157,11 +157,11 @@ func (s *spooler) spool(tr *tar.Reader) error {
 // spoolName checks an entry's name and cleans it ("." for the root).
 func spoolName(raw string) (string, error) {
 	if path.IsAbs(raw) {
-		return "", fmt.Errorf("%w: an absolute name", ErrEscapes)
+		return "", fmt.Errorf("an absolute name %w", ErrEscapes)
 	}
 	p := path.Clean(raw)
 	if p == ".." || strings.HasPrefix(p, "../") {
-		return "", fmt.Errorf("it climbs out with ..: %w", ErrEscapes)
+		return "", fmt.Errorf("a name climbing out with .. %w", ErrEscapes)
 	}
 	return p, nil
 }
@@ -278,7 +278,7 @@ func (s *spooler) file(parent int, base string, h *tar.Header, r io.Reader) erro
 func (s *spooler) hardLink(parent int, base string, h *tar.Header) error {
 	target, err := spoolName(h.Linkname)
 	if err != nil {
-		return err
+		return fmt.Errorf("hard link to %q: %w", h.Linkname, err)
 	}
 	fd, err := openat2(s.root, target, unix.O_PATH|unix.O_NOFOLLOW, resolveBeneath|unix.RESOLVE_NO_SYMLINKS)
 	if err != nil {
