@@ -2,6 +2,8 @@ package dockerfile_test
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -362,3 +364,31 @@ func TestResolveArgs(t *testing.T) {
 
 // sandboxConfig is a base image's config for tests.
 func sandboxConfig() sandbox.ImageConfig { return sandbox.ImageConfig{Env: []string{"PATH=/bin"}} }
+
+// TestConcurrentUse resolves and copies from one context in parallel (run
+// with -race).
+func TestConcurrentUse(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{".dockerignore": "**/*.log\n!a/keep.log\n", "a/x.log": "x", "a/keep.log": "k", "a/f": "f"})
+	bc := dirContext(t, dir)
+	errs := make(chan error, 8)
+	for range 8 {
+		p := mustPlan(t, "FROM debian:12\nCOPY a /a/\n", nil, sandboxConfig())
+		go func() {
+			if err := p.Resolve(bc, baseDigest); err != nil {
+				errs <- err
+				return
+			}
+			if n := len(p.Steps[0].Copies[0].Entries); n != 2 {
+				errs <- fmt.Errorf("COPY a copies %d entries, want 2", n)
+				return
+			}
+			errs <- p.Steps[0].Copies[0].WriteTar(io.Discard, bc)
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
