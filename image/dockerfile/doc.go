@@ -49,6 +49,20 @@
 // to copy; unknown instructions and flags. The base image's own ONBUILD
 // triggers are not run (sandbox.ImageConfig does not carry them).
 //
+// # Where hearth differs from Docker
+//
+//   - A symlink that leads out of the context, absolute ones included, is
+//     refused as a source (Docker resolves it as if the context were the
+//     root); inside a copied directory it is copied as a symlink, as in
+//     Docker, and never followed.
+//   - A file copied to a destination without a trailing "/" is written
+//     as that path even if the image has a directory there (Docker looks
+//     at the image).
+//   - Hard links in the context are copied as separate files; extended
+//     attributes are not copied.
+//   - Keys cover content, modes and names, not modification times (which
+//     are copied), as Docker's cache does.
+//
 // # The build context
 //
 // A Context is a directory read through openat2 so that nothing outside

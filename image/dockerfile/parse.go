@@ -78,7 +78,7 @@ func Parse(r io.Reader, buildArgs map[string]string) (*File, error) {
 	}
 	res, err := parser.Parse(bytes.NewReader(src))
 	if err != nil {
-		return nil, syntaxError(err, bytes.Count(src, []byte("\n"))+1)
+		return nil, syntaxError(err, src)
 	}
 	f := &File{escape: res.EscapeToken, buildArgs: maps.Clone(buildArgs), global: &argSet{}}
 	if syntax, _, _, ok := parser.DetectSyntax(src); ok {
@@ -118,22 +118,22 @@ func Parse(r io.Reader, buildArgs map[string]string) (*File, error) {
 	return f, nil
 }
 
-// syntaxError is the *Error for what the parser refused; lines is the
-// Dockerfile's line count, the line named when the parser names none.
-func syntaxError(err error, lines int) error {
-	line := lines
+// syntaxError is the *Error for what the parser refused in src, naming
+// the line the parser names (the last one if it names none) and quoting it.
+func syntaxError(err error, src []byte) error {
+	lines := strings.Split(string(src), "\n")
+	line := len(lines)
 	var le *parser.LocationError
 	if errors.As(err, &le) && len(le.Locations) > 0 && len(le.Locations[0]) > 0 {
 		line = le.Locations[0][0].Start.Line
 	}
-	if line < 1 {
-		line = 1
-	}
+	line = min(max(line, 1), len(lines))
 	msg := err.Error()
 	if le != nil && le.Unwrap() != nil {
 		msg = le.Unwrap().Error()
 	}
-	return &Error{Line: line, Err: fmt.Errorf("%w: %s", ErrSyntax, msg)}
+	text := strings.TrimSpace(strings.TrimPrefix(lines[line-1], "\ufeff"))
+	return &Error{Line: line, Instruction: text, Err: fmt.Errorf("%w: %s", ErrSyntax, msg)}
 }
 
 // newInstruction flattens a parser node.

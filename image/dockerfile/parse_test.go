@@ -378,7 +378,7 @@ func TestRefused(t *testing.T) {
 		{"cmd nothing", "FROM debian\nCMD\n", 2, dockerfile.ErrSyntax, "CMD needs"},
 		{"bad expose", "FROM debian\nEXPOSE http\n", 2, dockerfile.ErrSyntax, "EXPOSE"},
 		{"env blank", "FROM debian\nENV =x\n", 2, dockerfile.ErrSyntax, ""},
-		{"bad json", "FROM debian\nRUN [\"a\", 1]\n", 2, dockerfile.ErrSyntax, ""},
+		{"bad json", "FROM debian\nRUN [\"a\", 1]\n", 2, dockerfile.ErrSyntax, `line 2: RUN ["a", 1]: syntax error: when using JSON array syntax`},
 		{"unterminated heredoc", "FROM debian\nRUN <<EOF\necho\n", 2, dockerfile.ErrSyntax, "heredoc"},
 		{"bad escape directive", "# escape=xx\nFROM debian\n", 1, dockerfile.ErrSyntax, ""},
 	}

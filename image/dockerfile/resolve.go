@@ -152,7 +152,7 @@ func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
 // match expands a source: a path names itself (if not excluded), a
 // pattern the paths it matches in the context, in name order; no path is
-// ErrNotFound.
+// ErrNotFound, a match that is a symlink out of the context ErrEscapes.
 func (c *Context) match(src string) ([]string, error) {
 	if !hasMeta(src) {
 		if ex, err := c.excluded(src); err != nil || ex {
@@ -196,6 +196,9 @@ func (c *Context) match(src string) ([]string, error) {
 			return nil, err
 		}
 		fd, err := c.open(m)
+		if errors.Is(err, ErrEscapes) && !ex {
+			return nil, fmt.Errorf("source %s: %w", src, err)
+		}
 		if err == nil {
 			unix.Close(fd)
 		}

@@ -279,6 +279,7 @@ func TestResolveRefused(t *testing.T) {
 		{"symlink dir out", "COPY up /x/", dockerfile.ErrEscapes},
 		{"symlink chain out", "COPY d/inner /x", dockerfile.ErrEscapes},
 		{"glob through symlink out", "COPY up/*/secret /x", dockerfile.ErrEscapes},
+		{"glob matching a symlink out", "COPY ab* /x/", dockerfile.ErrEscapes},
 		{"missing", "COPY nope /x", dockerfile.ErrNotFound},
 		{"glob matches nothing", "COPY *.nope /x/", dockerfile.ErrNotFound},
 		{"fifo", "COPY fifo /x", dockerfile.ErrUnsupported},
