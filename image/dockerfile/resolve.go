@@ -37,7 +37,9 @@ type Copy struct {
 	// directory's entries in name order: for a directory Source what is
 	// under it, for a file Source the file.
 	Entries []Entry `json:"entries"`
-	// Owner and Chmod are the step's --chown and --chmod: the owner and
+	// Owner and Chmod are the step's --chown and --chmod (the same
+	// pointers as Step.Chown and Step.Chmod, so that resolving a named
+	// owner once resolves it for every Copy of the step): the owner and
 	// the permission bits of every entry (symlinks keep 0777); without
 	// them entries belong to root and keep the context's bits.
 	Owner *Owner  `json:"owner,omitempty"`
