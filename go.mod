@@ -37,10 +37,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-// github.com/moby/buildkit v0.34.2 asks for runtime-spec v1.3.0, where
-// LinuxPids.Limit became a pointer; driver/oci is written against v1.2.1.
-// hearth builds only buildkit's Dockerfile parser and shell lexer
-// (image/dockerfile), which do not use runtime-spec, so v1.2.1 stays until
-// driver/oci moves to v1.3.0.
-replace github.com/opencontainers/runtime-spec => github.com/opencontainers/runtime-spec v1.2.1
