@@ -103,7 +103,7 @@ func (s *spool) readOCI(o *Options, dest string) (*resolved, string, error) {
 		}
 		mt, err := manifestType(raw)
 		if err != nil {
-			return nil, "", placeAt(err, desc.Digest.String())
+			return nil, "", placeAt(err, "manifest", desc.Digest.String())
 		}
 		if mt.IsImage() {
 			res.raw, res.digest, res.mt = raw, desc.Digest, mt
@@ -127,13 +127,13 @@ func (s *spool) readOCI(o *Options, dest string) (*resolved, string, error) {
 func (s *spool) finish(res *resolved, o *Options, dest string) error {
 	var err error
 	if res.manifest, err = checkManifest(res.raw, o); err != nil {
-		return placeAt(err, res.digest.String())
+		return placeAt(err, "manifest", res.digest.String())
 	}
 	if res.config, err = s.blob(res.manifest.Config, o.MaxConfigBytes, "config"); err != nil {
 		return err
 	}
 	if err := checkConfig(res.config, res.manifest, o); err != nil {
-		return placeAt(err, res.manifest.Config.Digest.String())
+		return placeAt(err, "config", res.manifest.Config.Digest.String())
 	}
 	for _, l := range res.manifest.Layers {
 		if err := s.keep(l, dest); err != nil {
@@ -153,13 +153,13 @@ func (s *spool) blob(d v1.Descriptor, max int64, what string) ([]byte, error) {
 		return nil, err
 	}
 	if d.Size > max {
-		return nil, kindf(ErrTooLarge, "the %s is %d bytes, more than the limit of %d", what, d.Size, max).at(d.Digest.String())
+		return nil, kindf(ErrTooLarge, "the %s is %d bytes, more than the limit of %d", what, d.Size, max).at(what, d.Digest.String())
 	}
 	b, err := s.small(blobEntry(d), max)
 	if err != nil {
 		return nil, err
 	}
-	if err := verify(bytes.NewReader(b), d); err != nil {
+	if err := verify(bytes.NewReader(b), what, d); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -180,7 +180,7 @@ func (s *spool) keep(d v1.Descriptor, dest string) error {
 	if err != nil {
 		return err
 	}
-	err = verify(file, d)
+	err = verify(file, "layer", d)
 	file.Close()
 	if err != nil {
 		return err

@@ -46,11 +46,11 @@ func (r *remote) fetchBlob(ctx context.Context, d v1.Descriptor, report func(don
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
-		return r.fail(at, err)
+		return r.fail("layer", at, err)
 	}
 	f, err := lockPartial(ctx, final+".partial")
 	if err != nil {
-		return r.fail(at, err)
+		return r.fail("layer", at, err)
 	}
 	defer f.Close() // which unlocks it
 	// Another pull may have fetched the blob while this one waited.
@@ -69,7 +69,7 @@ func (r *remote) fetchBlob(ctx context.Context, d v1.Descriptor, report func(don
 	if err == nil {
 		err = commit(f, final)
 	}
-	return r.fail(at, err)
+	return r.fail("layer", at, err)
 }
 
 // download appends to f (a partial download of d) what it lacks: from
@@ -93,7 +93,7 @@ func (r *remote) download(ctx context.Context, f *os.File, d v1.Descriptor, repo
 	if off > 0 {
 		hdr.Set("Range", fmt.Sprintf("bytes=%d-", off))
 	}
-	resp, err := r.get(ctx, r.url("blobs", at), at, hdr, http.StatusOK, http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable)
+	resp, err := r.get(ctx, r.url("blobs", at), "layer", at, hdr, http.StatusOK, http.StatusPartialContent, http.StatusRequestedRangeNotSatisfiable)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func verifyFile(f *os.File, d v1.Descriptor) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return verify(f, d)
+	return verify(f, "layer", d)
 }
 
 // commit makes a verified partial download the blob at final, durably.

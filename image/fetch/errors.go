@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -48,7 +49,10 @@ type Error struct {
 	Registry, Repository string
 	// Tag is the tag being resolved, if any.
 	Tag string
-	// Digest is the manifest's or blob's digest, when known.
+	// Object is what failed: "manifest", "index", "config", "layer", or
+	// "" for the registry or the archive as a whole.
+	Object string
+	// Digest is the object's digest, when known.
 	Digest string
 	// Entry is the archive entry concerned.
 	Entry string
@@ -68,18 +72,13 @@ func (e *Error) Error() string {
 		if e.Tag != "" {
 			b.WriteString(":" + e.Tag)
 		}
-		if e.Digest != "" {
-			b.WriteString("@" + e.Digest)
-		}
 	case e.Entry != "":
 		fmt.Fprintf(&b, "image archive: %q", e.Entry)
-		if e.Digest != "" {
-			b.WriteString(" (" + e.Digest + ")")
-		}
-	case e.Digest != "":
-		b.WriteString("blob " + e.Digest)
 	default:
-		b.WriteString("image archive")
+		b.WriteString("image")
+	}
+	if what := strings.TrimSpace(e.Object + " " + e.Digest); what != "" {
+		b.WriteString(": " + what)
 	}
 	if e.Kind != nil {
 		b.WriteString(": " + e.Kind.Error())
@@ -110,29 +109,30 @@ func kindf(kind error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Err: fmt.Errorf(format, args...)}
 }
 
-// at places e at digest.
-func (e *Error) at(digest string) *Error {
-	e.Digest = digest
+// at places e at the object what of digest.
+func (e *Error) at(what, digest string) *Error {
+	e.Object, e.Digest = what, digest
 	return e
 }
 
-// placeAt sets the digest of an *Error that names none.
-func placeAt(err error, digest string) error {
+// placeAt places an *Error that names no digest at the object what of
+// digest.
+func placeAt(err error, what, digest string) error {
 	if e := (*Error)(nil); errors.As(err, &e) && e.Digest == "" {
-		e.Digest = digest
+		e.at(what, digest)
 	}
 	return err
 }
 
 // fail places err (from the transport, the registry, or a kindf) at r's
-// reference and digest, and gives it a kind where it has none: from a
-// certificate the transport did not trust, plain HTTP it refused, or the
-// registry's HTTP status.
-func (r *remote) fail(digest string, err error) error {
+// reference and the object what of digest, and gives it a kind where it
+// has none: from a certificate the transport did not trust, plain HTTP it
+// refused, or the registry's HTTP status.
+func (r *remote) fail(what, digest string, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &Error{Registry: r.host, Repository: r.repo, Tag: r.tag, Digest: digest, Err: err}
+	e := &Error{Registry: r.host, Repository: r.repo, Tag: r.tag, Object: what, Digest: digest, Err: err}
 	var placed *Error
 	if errors.As(err, &placed) {
 		if placed.Registry != "" {
@@ -140,7 +140,7 @@ func (r *remote) fail(digest string, err error) error {
 		}
 		e.Kind, e.Err, e.Status = placed.Kind, placed.Err, placed.Status
 		if placed.Digest != "" {
-			e.Digest = placed.Digest
+			e.Object, e.Digest = cmp.Or(placed.Object, what), placed.Digest
 		}
 	}
 	var (
@@ -149,8 +149,8 @@ func (r *remote) fail(digest string, err error) error {
 	)
 	switch {
 	case e.Kind != nil:
-	case isCertError(err):
-		e.Kind, e.Err = ErrTLS, fmt.Errorf("%w (give the registry's CA, or mark it insecure)", err)
+	case certError(err) != nil:
+		e.Kind, e.Err = ErrTLS, fmt.Errorf("%w (give the registry's CA, or mark it insecure)", certError(err))
 	case errors.As(err, &pe):
 		e.Kind = ErrPlainHTTP
 	case errors.As(err, &te):
@@ -169,16 +169,25 @@ func isContext(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// isCertError reports whether err is a TLS certificate verification
-// failure.
-func isCertError(err error) bool {
+// certError is the TLS certificate verification failure in err, or nil.
+func certError(err error) error {
 	var (
 		ve *tls.CertificateVerificationError
 		ua x509.UnknownAuthorityError
 		he x509.HostnameError
 		ci x509.CertificateInvalidError
 	)
-	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+	switch {
+	case errors.As(err, &ve):
+		return ve
+	case errors.As(err, &ua):
+		return ua
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &ci):
+		return ci
+	}
+	return nil
 }
 
 // permanentError marks a failure that trying again will not mend (the
@@ -199,7 +208,7 @@ func temporary(err error) bool {
 		ge *plainHTTPError
 	)
 	switch {
-	case err == nil, isContext(err), errors.As(err, &pe), errors.As(err, &ge), isCertError(err):
+	case err == nil, isContext(err), errors.As(err, &pe), errors.As(err, &ge), certError(err) != nil:
 		return false
 	case errors.As(err, &e) && e.Kind != nil:
 		return false

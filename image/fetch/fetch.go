@@ -188,7 +188,7 @@ func Pull(ctx context.Context, ref string, opts Options) (Pulled, error) {
 	}
 	img, err := newImage(o.BlobDir, res)
 	if err != nil {
-		return Pulled{}, r.fail(res.digest.String(), err)
+		return Pulled{}, r.fail("manifest", res.digest.String(), err)
 	}
 	return Pulled{Name: r.ref.Name(), Digest: res.digest.String(), Index: res.index, Image: img}, nil
 }

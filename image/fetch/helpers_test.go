@@ -42,6 +42,7 @@ func pull(t *testing.T, ref string, o fetch.Options) fetch.Pulled {
 func pullErr(t *testing.T, ref string, o fetch.Options, kind error) error {
 	t.Helper()
 	_, err := fetch.Pull(t.Context(), ref, o)
+	t.Logf("Pull(%s): %v", ref, err)
 	if !errors.Is(err, kind) {
 		t.Fatalf("Pull(%s) = %v, want an error of kind %v", ref, err, kind)
 	}
@@ -214,6 +215,13 @@ func copyHeader(w http.ResponseWriter, resp *http.Response) {
 
 // host is the proxy's host:port.
 func (p *proxy) host() string { return strings.TrimPrefix(p.URL, "http://") }
+
+// count is how many requests the proxy has seen.
+func (p *proxy) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.requests)
+}
 
 // blobRequests are the GETs of the blob digest the proxy saw.
 func (p *proxy) blobRequests(digest string) []*http.Request {

@@ -50,7 +50,7 @@ func Open(layer v1.Layer) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := newVerifier(rc, d, size)
+	v := newVerifier(rc, "layer", d, size)
 	br := bufio.NewReaderSize(v, 64<<10)
 	lr := &layerReader{br: br, blob: rc}
 	if lr.dec, lr.closeDec, _, err = decompress(br); err != nil {
@@ -58,7 +58,7 @@ func Open(layer v1.Layer) (io.ReadCloser, error) {
 		if e := (*Error)(nil); errors.As(err, &e) {
 			return nil, err // the verifier's
 		}
-		return nil, kindf(ErrInvalid, "%v", err).at(d.String())
+		return nil, kindf(ErrInvalid, "%v", err).at("layer", d.String())
 	}
 	return lr, nil
 }
@@ -117,6 +117,7 @@ func (l *layerReader) Close() error {
 // finds it longer than its size or, at its end, not matching its digest.
 type verifier struct {
 	r    io.Reader
+	what string
 	want v1.Hash
 	size int64
 	h    hash.Hash
@@ -124,8 +125,8 @@ type verifier struct {
 }
 
 // newVerifier verifies r against the sha256 digest want and size.
-func newVerifier(r io.Reader, want v1.Hash, size int64) *verifier {
-	return &verifier{r: r, want: want, size: size, h: sha256.New()}
+func newVerifier(r io.Reader, what string, want v1.Hash, size int64) *verifier {
+	return &verifier{r: r, what: what, want: want, size: size, h: sha256.New()}
 }
 
 func (v *verifier) Read(p []byte) (int, error) {
@@ -133,19 +134,28 @@ func (v *verifier) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	v.n += int64(n)
 	if v.n > v.size {
-		return n, kindf(ErrDigest, "the blob is longer than its %d bytes", v.size).at(v.want.String())
+		return n, kindf(ErrDigest, "the blob is longer than its %d bytes", v.size).at(v.what, v.want.String())
 	}
 	if err == io.EOF {
 		got := "sha256:" + hex.EncodeToString(v.h.Sum(nil))
 		if v.n != v.size || got != v.want.String() {
-			return n, kindf(ErrDigest, "got %d bytes with digest %s, want %d bytes", v.n, got, v.size).at(v.want.String())
+			return n, mismatch(v.n, v.size, got).at(v.what, v.want.String())
 		}
 	}
 	return n, err
 }
 
 // verify reads r to its end and checks it against d's size and digest.
-func verify(r io.Reader, d v1.Descriptor) error {
-	_, err := io.Copy(io.Discard, newVerifier(r, d.Digest, d.Size))
+func verify(r io.Reader, what string, d v1.Descriptor) error {
+	_, err := io.Copy(io.Discard, newVerifier(r, what, d.Digest, d.Size))
 	return err
+}
+
+// mismatch is the ErrDigest of a blob of n bytes (want: size) whose
+// digest is got.
+func mismatch(n, size int64, got string) *Error {
+	if n != size {
+		return kindf(ErrDigest, "got %d bytes, want %d", n, size)
+	}
+	return kindf(ErrDigest, "the bytes received have digest %s", got)
 }

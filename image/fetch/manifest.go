@@ -31,7 +31,7 @@ func (r *remote) resolve(ctx context.Context) (*resolved, error) {
 	if strings.Contains(id, ":") {
 		h, err := parseDigest(id)
 		if err != nil {
-			return nil, r.fail(id, err)
+			return nil, r.fail("manifest", id, err)
 		}
 		want = &h
 	}
@@ -46,26 +46,26 @@ func (r *remote) resolve(ctx context.Context) (*resolved, error) {
 			break
 		}
 		if depth == maxIndexDepth {
-			return nil, r.fail(d.String(), kindf(ErrUnsupported, "indexes nested more than %d deep", maxIndexDepth))
+			return nil, r.fail("index", d.String(), kindf(ErrUnsupported, "indexes nested more than %d deep", maxIndexDepth))
 		}
 		if res.index == "" {
 			res.index = d.String()
 		}
 		next, err := pick(raw, r.o)
 		if err != nil {
-			return nil, r.fail(d.String(), err)
+			return nil, r.fail("index", d.String(), err)
 		}
 		id, want = next.Digest.String(), &next.Digest
 	}
 	var err error
 	if res.manifest, err = checkManifest(res.raw, r.o); err != nil {
-		return nil, r.fail(res.digest.String(), err)
+		return nil, r.fail("manifest", res.digest.String(), err)
 	}
 	if res.config, err = r.blob(ctx, res.manifest.Config, r.o.MaxConfigBytes, "config"); err != nil {
 		return nil, err
 	}
 	if err := checkConfig(res.config, res.manifest, r.o); err != nil {
-		return nil, r.fail(res.manifest.Config.Digest.String(), err)
+		return nil, r.fail("config", res.manifest.Config.Digest.String(), err)
 	}
 	return res, nil
 }

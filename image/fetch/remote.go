@@ -34,7 +34,7 @@ type remote struct {
 func connect(ctx context.Context, ref string, o *Options) (*remote, error) {
 	parsed, err := name.ParseReference(ref)
 	if err != nil {
-		return nil, &Error{Kind: ErrInvalid, Err: fmt.Errorf("reference %q: %w", ref, err)}
+		return nil, kindf(ErrInvalid, "reference %q: %v", ref, err)
 	}
 	host := strings.ToLower(parsed.Context().RegistryStr())
 	if o.plainHTTP(host) {
@@ -42,7 +42,7 @@ func connect(ctx context.Context, ref string, o *Options) (*remote, error) {
 		// HTTP; without it, HTTPS only (save its own guesses for private
 		// addresses, which the round-tripper refuses).
 		if parsed, err = name.ParseReference(ref, name.Insecure); err != nil {
-			return nil, &Error{Kind: ErrInvalid, Err: fmt.Errorf("reference %q: %w", ref, err)}
+			return nil, kindf(ErrInvalid, "reference %q: %v", ref, err)
 		}
 	}
 	r := &remote{o: o, ref: parsed, host: host, repo: parsed.Context().RepositoryStr()}
@@ -50,7 +50,7 @@ func connect(ctx context.Context, ref string, o *Options) (*remote, error) {
 		r.tag = t.TagStr()
 	}
 	if r.rt, err = newRoundTripper(o); err != nil {
-		return nil, r.fail("", err)
+		return nil, r.fail("", "", err)
 	}
 	auth := authn.Anonymous
 	if reg, ok := o.registry(host); ok && reg.Username != "" {
@@ -60,7 +60,7 @@ func connect(ctx context.Context, ref string, o *Options) (*remote, error) {
 	tr, err := transport.NewWithContext(ctx, parsed.Context().Registry, auth, r.rt, scopes)
 	if err != nil {
 		r.rt.closeIdle()
-		return nil, r.fail("", err)
+		return nil, r.fail("", "", err)
 	}
 	r.client = &http.Client{Transport: tr, CheckRedirect: checkRedirect}
 	return r, nil
@@ -81,8 +81,8 @@ func (r *remote) url(kind, id string) string {
 }
 
 // get sends a GET for url with header, failing on a status that is not
-// one of ok (the registry's error, placed at digest).
-func (r *remote) get(ctx context.Context, url, digest string, header http.Header, ok ...int) (*http.Response, error) {
+// one of ok (the registry's error, placed at the object what of digest).
+func (r *remote) get(ctx context.Context, url, what, digest string, header http.Header, ok ...int) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (r *remote) get(ctx context.Context, url, digest string, header http.Header
 	}
 	if err := transport.CheckError(resp, ok...); err != nil {
 		resp.Body.Close()
-		return nil, r.fail(digest, err)
+		return nil, r.fail(what, digest, err)
 	}
 	return resp, nil
 }
@@ -117,7 +117,7 @@ func (r *remote) manifest(ctx context.Context, id string, want *v1.Hash) (raw []
 		at = want.String()
 	}
 	err = r.retry(ctx, func() error {
-		resp, err := r.get(ctx, r.url("manifests", id), at, http.Header{"Accept": {acceptManifests}}, http.StatusOK)
+		resp, err := r.get(ctx, r.url("manifests", id), "manifest", at, http.Header{"Accept": {acceptManifests}}, http.StatusOK)
 		if err != nil {
 			return err
 		}
@@ -126,14 +126,14 @@ func (r *remote) manifest(ctx context.Context, id string, want *v1.Hash) (raw []
 		return err
 	})
 	if err != nil {
-		return nil, v1.Hash{}, "", r.fail(at, err)
+		return nil, v1.Hash{}, "", r.fail("manifest", at, err)
 	}
 	d, _, _ = v1.SHA256(bytes.NewReader(raw))
 	if want != nil && d != *want {
-		return nil, d, "", r.fail(at, kindf(ErrDigest, "the registry sent a manifest whose digest is %s", d))
+		return nil, d, "", r.fail("manifest", at, kindf(ErrDigest, "the registry sent a manifest whose digest is %s", d))
 	}
 	if mt, err = manifestType(raw); err != nil {
-		return nil, d, "", r.fail(d.String(), err)
+		return nil, d, "", r.fail("manifest", d.String(), err)
 	}
 	return raw, d, mt, nil
 }
@@ -143,11 +143,11 @@ func (r *remote) manifest(ctx context.Context, id string, want *v1.Hash) (raw []
 func (r *remote) blob(ctx context.Context, d v1.Descriptor, max int64, what string) ([]byte, error) {
 	at := d.Digest.String()
 	if d.Size > max {
-		return nil, r.fail(at, kindf(ErrTooLarge, "the %s is %d bytes, more than the limit of %d", what, d.Size, max))
+		return nil, r.fail(what, at, kindf(ErrTooLarge, "the %s is %d bytes, more than the limit of %d", what, d.Size, max))
 	}
 	var raw []byte
 	err := r.retry(ctx, func() error {
-		resp, err := r.get(ctx, r.url("blobs", at), at, nil, http.StatusOK)
+		resp, err := r.get(ctx, r.url("blobs", at), what, at, nil, http.StatusOK)
 		if err != nil {
 			return err
 		}
@@ -156,10 +156,10 @@ func (r *remote) blob(ctx context.Context, d v1.Descriptor, max int64, what stri
 		return err
 	})
 	if err != nil {
-		return nil, r.fail(at, err)
+		return nil, r.fail(what, at, err)
 	}
-	if err := verify(bytes.NewReader(raw), d); err != nil {
-		return nil, r.fail(at, err)
+	if err := verify(bytes.NewReader(raw), what, d); err != nil {
+		return nil, r.fail(what, at, err)
 	}
 	return raw, nil
 }

@@ -60,6 +60,9 @@ func isInternal(host string) bool {
 type plainHTTPError struct{ host string }
 
 func (e *plainHTTPError) Error() string {
+	if isLoopback(e.host) {
+		return fmt.Sprintf("plain HTTP to %s refused: its registry has a CA, so it is reached over TLS only", e.host)
+	}
 	return fmt.Sprintf("plain HTTP to %s refused: it is not a loopback host and its registry is not marked insecure", e.host)
 }
 

@@ -98,7 +98,7 @@ func writeLayers(ctx context.Context, tw *tar.Writer, layers []v1.Layer, configN
 		if err != nil {
 			return err
 		}
-		err = writeEntry(tw, "blobs/sha256/"+d.Hex, size, newVerifier(ctxReader{ctx, rc}, d, size))
+		err = writeEntry(tw, "blobs/sha256/"+d.Hex, size, newVerifier(ctxReader{ctx, rc}, "layer", d, size))
 		rc.Close()
 		if err != nil {
 			return fmt.Errorf("layer %s: %w", d, err)
