@@ -40,12 +40,10 @@ const refNameAnnotation = "org.opencontainers.image.ref.name"
 func ReadArchive(ctx context.Context, r io.Reader, dir string, opts Options) (Pulled, error) {
 	o := opts.withDefaults()
 	s, err := spoolArchive(ctx, r, dir, o.MaxImageBytes)
-	if s != nil {
-		defer os.RemoveAll(s.dir)
-	}
 	if err != nil {
 		return Pulled{}, archiveError(err)
 	}
+	defer os.RemoveAll(s.dir)
 	var res *resolved
 	var name string
 	switch {
@@ -56,22 +54,30 @@ func ReadArchive(ctx context.Context, r io.Reader, dir string, opts Options) (Pu
 	default:
 		err = kindf(ErrInvalid, "neither an OCI archive (oci-layout and index.json) nor a docker-archive (manifest.json)")
 	}
-	if err != nil {
-		return Pulled{}, archiveError(err)
+	var img v1.Image
+	if err == nil {
+		img, err = newImage(dir, res)
 	}
-	img, err := newImage(dir, res)
 	if err != nil {
+		for _, p := range s.kept {
+			os.Remove(p)
+		}
 		return Pulled{}, archiveError(err)
 	}
 	return Pulled{Name: name, Digest: res.digest.String(), Index: res.index, Image: img}, nil
 }
 
-// archiveError is err as an *Error.
+// archiveError is err as an *Error of an archive.
 func archiveError(err error) error {
-	if e := (*Error)(nil); errors.As(err, &e) || isContext(err) {
+	if isContext(err) {
 		return err
 	}
-	return &Error{Err: err}
+	e := (*Error)(nil)
+	if !errors.As(err, &e) {
+		e = &Error{Err: err}
+	}
+	e.archive = true
+	return e
 }
 
 // readOCI reads an OCI image layout: index.json's image for the platform
@@ -185,15 +191,19 @@ func (s *spool) keep(d v1.Descriptor, dest string) error {
 	if err != nil {
 		return err
 	}
-	return moveInto(f.path, final)
+	return s.moveInto(f.path, final)
 }
 
 // moveInto gives a verified spooled file its blob name.
-func moveInto(spooled, final string) error {
+func (s *spool) moveInto(spooled, final string) error {
 	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
 		return err
 	}
-	return os.Rename(spooled, final)
+	if err := os.Rename(spooled, final); err != nil {
+		return err
+	}
+	s.kept = append(s.kept, final)
+	return nil
 }
 
 // dockerManifest is one image of a docker-archive's manifest.json.
@@ -297,7 +307,7 @@ func (s *spool) keepDocker(name string, diffID v1.Hash, dest string) (v1.Descrip
 	if haveBlob(final, d.Size) {
 		return d, nil
 	}
-	return d, moveInto(f.path, final)
+	return d, s.moveInto(f.path, final)
 }
 
 // digestInName is the hex digest a docker-archive's file name carries

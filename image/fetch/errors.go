@@ -62,6 +62,8 @@ type Error struct {
 	Kind error
 	// Err is the cause, or nil.
 	Err error
+
+	archive bool // ReadArchive's
 }
 
 func (e *Error) Error() string {
@@ -74,6 +76,8 @@ func (e *Error) Error() string {
 		}
 	case e.Entry != "":
 		fmt.Fprintf(&b, "image archive: %q", e.Entry)
+	case e.archive:
+		b.WriteString("image archive")
 	default:
 		b.WriteString("image")
 	}

@@ -26,6 +26,9 @@ type spool struct {
 	dir   string
 	files map[string]spooled
 	links map[string]string
+	// kept are the blobs moved out of the spool, removed again when the
+	// archive is refused.
+	kept []string
 }
 
 type spooled struct {
@@ -35,40 +38,50 @@ type spooled struct {
 
 // spoolArchive reads the tar stream r into dir/spool: its regular files
 // (at most limit bytes in all), its symbolic and hard links as names of
-// other entries; directories and the rest are skipped.
+// other entries; directories and the rest are skipped. On an error it
+// leaves no spool.
 func spoolArchive(ctx context.Context, r io.Reader, dir string, limit int64) (*spool, error) {
 	s := &spool{dir: filepath.Join(dir, "spool"), files: map[string]spooled{}, links: map[string]string{}}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := s.read(ctx, r, limit); err != nil {
+		os.RemoveAll(s.dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// read spools the tar stream r.
+func (s *spool) read(ctx context.Context, r io.Reader, limit int64) error {
 	tr := tar.NewReader(ctxReader{ctx, r})
 	var total int64
 	for n := 0; ; n++ {
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return s, nil
+			return nil
 		}
 		if err != nil {
 			if isContext(err) {
-				return nil, err
+				return err
 			}
-			return nil, kindf(ErrInvalid, "not a tar archive: %v", err)
+			return kindf(ErrInvalid, "not a tar archive: %v", err)
 		}
 		if n >= maxArchiveEntries {
-			return nil, kindf(ErrTooLarge, "more than %d entries", maxArchiveEntries)
+			return kindf(ErrTooLarge, "more than %d entries", maxArchiveEntries)
 		}
 		name := cleanEntry(hdr.Name)
 		_, dupFile := s.files[name]
 		if _, dupLink := s.links[name]; dupFile || dupLink {
-			return nil, &Error{Entry: name, Kind: ErrInvalid, Err: errors.New("the archive holds it twice")}
+			return &Error{Entry: name, Kind: ErrInvalid, Err: errors.New("the archive holds it twice")}
 		}
 		switch hdr.Typeflag {
 		case tar.TypeReg:
 			if total += hdr.Size; total > limit {
-				return nil, kindf(ErrTooLarge, "its files hold more than the limit of %d bytes", limit)
+				return kindf(ErrTooLarge, "its files hold more than the limit of %d bytes", limit)
 			}
 			if err := s.copy(tr, name, n, hdr.Size); err != nil {
-				return nil, err
+				return err
 			}
 		case tar.TypeSymlink:
 			target := hdr.Linkname
