@@ -31,8 +31,11 @@ func haveBlob(path string, size int64) bool {
 }
 
 // errTryAgain is a failure that a new request may mend (the registry
-// answered a range request with another range).
+// answered a range request with another range, a download stalled).
 var errTryAgain = errors.New("try again")
+
+// errStalled cuts a download that received nothing for Options.stall.
+var errStalled = errors.New("the download stalled")
 
 // fetchBlob downloads the blob d describes into the blob directory,
 // unless it is there: resuming its .partial file, retrying failures that
@@ -74,8 +77,24 @@ func (r *remote) fetchBlob(ctx context.Context, d v1.Descriptor, report func(don
 
 // download appends to f (a partial download of d) what it lacks: from
 // its end with a Range request, or the whole blob when the registry
-// ignores the range.
+// ignores the range. A download that receives nothing for Options.stall
+// is cut, to be tried again.
 func (r *remote) download(ctx context.Context, f *os.File, d v1.Descriptor, report func(int64, bool)) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(r.o.stall, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+	err := r.downloadOnce(ctx, f, d, func(done int64, cached bool) {
+		watchdog.Reset(r.o.stall)
+		report(done, cached)
+	})
+	if err != nil && context.Cause(ctx) == errStalled {
+		return fmt.Errorf("nothing received for %v: %w", r.o.stall, errTryAgain)
+	}
+	return err
+}
+
+func (r *remote) downloadOnce(ctx context.Context, f *os.File, d v1.Descriptor, report func(int64, bool)) error {
 	at := d.Digest.String()
 	off, err := f.Seek(0, io.SeekEnd)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/compression"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -271,4 +272,60 @@ func flip(b []byte) []byte {
 	c := append([]byte{}, b...)
 	c[len(c)/2] ^= 0x01
 	return c
+}
+
+// TestPullStalled stalls a layer's download half-way: after the stall
+// time without a byte the pull cuts it and asks for the rest.
+func TestPullStalled(t *testing.T) {
+	reg := registry.Start(t, registry.Options{})
+	img, d, size := bigLayer(t, reg, "app:1")
+	stalled := false
+	p := newProxy(t, reg.Host, func(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
+		if stalled || !isBlobGet(r, d) {
+			return false
+		}
+		stalled = true
+		copyHeader(w, resp)
+		w.WriteHeader(resp.StatusCode)
+		io.CopyN(w, resp.Body, resp.ContentLength/2)
+		w.(http.Flusher).Flush()
+		select { // until the client gives up, or long after the test would
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		return true
+	})
+	start := time.Now()
+	got := pull(t, p.host()+"/app:1", fetch.WithStall(options(t), 300*time.Millisecond))
+	resumedFrom(t, p, d, size)
+	sameImage(t, got.Image, img)
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the pull took %v: the stall was not cut", took)
+	}
+}
+
+// TestPullConcurrent runs pulls of one image into one BlobDir at once:
+// each gets the image, and the directory holds each blob once, verified.
+func TestPullConcurrent(t *testing.T) {
+	reg := registry.Start(t, registry.Options{})
+	img, _, _ := bigLayer(t, reg, "app:1")
+	o := options(t)
+	errs := make(chan error, 4)
+	pulled := make(chan fetch.Pulled, 4)
+	for range 4 {
+		go func() {
+			p, err := fetch.Pull(t.Context(), reg.Ref("app:1"), o)
+			errs <- err
+			pulled <- p
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Pull: %v", err)
+		}
+		sameImage(t, (<-pulled).Image, img)
+	}
+	if files := blobFiles(t, o.BlobDir); len(files) != 2 {
+		t.Errorf("BlobDir/sha256 holds %v, want the 2 layers", files)
+	}
 }

@@ -18,3 +18,9 @@ func WithBackoff(o Options, d time.Duration) Options {
 	o.backoff = d
 	return o
 }
+
+// WithStall is o with a download cut after d without a byte.
+func WithStall(o Options, d time.Duration) Options {
+	o.stall = d
+	return o
+}

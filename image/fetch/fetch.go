@@ -50,8 +50,8 @@ type Registry struct {
 // BlobDir).
 type Options struct {
 	// Registries are keyed by host[:port] as references name them
-	// ("127.0.0.1:5000", "ghcr.io"; Docker Hub is "index.docker.io").
-	// Keys are compared lower-cased.
+	// ("127.0.0.1:5000", "ghcr.io"; Docker Hub is "docker.io" or
+	// "index.docker.io"). Keys are compared lower-cased.
 	Registries map[string]Registry
 	// BlobDir is where Pull downloads blobs: content-addressed,
 	// BlobDir/sha256/<hex>, each one verified before it is given that
@@ -81,9 +81,12 @@ type Options struct {
 	// download; calls are serialized.
 	Progress func(sandbox.ImageProgress)
 
-	// backoff is the first retry's delay (default 250 ms); dial replaces
-	// the TCP dialer. Both are for tests (export_test.go).
+	// backoff is the first retry's delay (default 250 ms); stall is how
+	// long a download may receive nothing before it is cut and tried
+	// again (default 60 s); dial replaces the TCP dialer. They are for
+	// tests (export_test.go).
 	backoff time.Duration
+	stall   time.Duration
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
@@ -95,6 +98,7 @@ const (
 	defaultParallel    = 4
 	defaultRetries     = 5
 	defaultBackoff     = 250 * time.Millisecond
+	defaultStall       = 60 * time.Second
 	// maxLayers bounds an image's layers; Docker refuses more than 127.
 	maxLayers = 1000
 )
@@ -123,6 +127,9 @@ func (o Options) withDefaults() Options {
 	if o.backoff <= 0 {
 		o.backoff = defaultBackoff
 	}
+	if o.stall <= 0 {
+		o.stall = defaultStall
+	}
 	regs := make(map[string]Registry, len(o.Registries))
 	for host, r := range o.Registries {
 		regs[strings.ToLower(host)] = r
@@ -131,9 +138,14 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// registry is host's entry in Registries (host lower-cased).
+// registry is host's entry in Registries (host lower-cased; Docker Hub's
+// under either of its names).
 func (o *Options) registry(host string) (Registry, bool) {
-	r, ok := o.Registries[strings.ToLower(host)]
+	host = strings.ToLower(host)
+	r, ok := o.Registries[host]
+	if !ok && host == "index.docker.io" {
+		r, ok = o.Registries["docker.io"]
+	}
 	return r, ok
 }
 

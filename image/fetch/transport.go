@@ -157,11 +157,11 @@ func (rt *roundTripper) closeIdle() {
 // round-tripper sees it.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
+		return permanentError{errors.New("stopped after 10 redirects")}
 	}
 	from, to := via[0].URL.Hostname(), req.URL.Hostname()
 	if isInternal(to) && !isInternal(from) {
-		return fmt.Errorf("redirect from %s to internal address %s refused", from, to)
+		return permanentError{fmt.Errorf("redirect from %s to internal address %s refused", from, to)}
 	}
 	return nil
 }

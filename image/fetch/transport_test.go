@@ -3,6 +3,7 @@ package fetch_test
 import (
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -146,4 +147,45 @@ func TestPullPlainHTTPOnlyToLoopback(t *testing.T) {
 			t.Errorf("plain HTTP was sent to a loopback host with a CA")
 		}
 	})
+}
+
+// TestPullRedirects serves layers through redirects: from a loopback
+// registry to loopback they are followed; from a registry elsewhere (a
+// public address, through the test's dialer) to an internal address they
+// are refused, without retrying.
+func TestPullRedirects(t *testing.T) {
+	reg := registry.Start(t, registry.Options{})
+	img := smallImage(t)
+	reg.Push(t, "app:1", img)
+	front := newProxy(t, reg.Host, func(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
+		if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") {
+			return false
+		}
+		http.Redirect(w, r, "http://"+reg.Host+r.URL.Path, http.StatusTemporaryRedirect)
+		return true
+	})
+	sameImage(t, pull(t, front.host()+"/app:1", options(t)).Image, img)
+
+	_, port, _ := net.SplitHostPort(front.host())
+	hp := "203.0.113.7:" + port
+	s := &sniffer{target: front.host()}
+	o := fetch.WithDial(options(t), s.dial)
+	o.Registries = map[string]fetch.Registry{hp: {Insecure: true}}
+	before := front.count()
+	_, err := fetch.Pull(t.Context(), hp+"/app:1", o)
+	if want := "redirect from 203.0.113.7 to internal address 127.0.0.1 refused"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Pull(%s/app:1) = %v, want %q", hp, err, want)
+	}
+	front.mu.Lock()
+	blobGets := 0
+	for _, r := range front.requests[before:] {
+		if strings.Contains(r.URL.Path, "/blobs/") {
+			blobGets++
+		}
+	}
+	front.mu.Unlock()
+	if blobGets != 1 { // the config's, refused; not retried, and no layer's
+		t.Errorf("%d blob GETs, want 1: a refused redirect was retried", blobGets)
+	}
+	t.Log(err)
 }
