@@ -121,23 +121,48 @@ func TestReadArchiveSkopeo(t *testing.T) {
 	sameImage(t, p.Image, img)
 }
 
-// TestWriteArchive writes a pulled image as an OCI archive: skopeo
-// inspects it and copies it to the registry, where it pulls as the same
-// image; ReadArchive reads it back.
+// TestWriteArchive writes pulled images (OCI and Docker media types) as
+// OCI archives: skopeo inspects each and copies it to the registry, where
+// it pulls as the same image; ReadArchive reads it back.
 func TestWriteArchive(t *testing.T) {
 	reg := registry.Start(t, registry.Options{})
-	img := archiveImage(t)
-	pulled := pull(t, reg.Push(t, "app:1.0", img), options(t))
-	path := filepath.Join(t.TempDir(), "out.tar")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fetch.WriteArchive(t.Context(), f, pulled.Name, pulled.Image); err != nil {
-		t.Fatalf("WriteArchive: %v", err)
-	}
-	f.Close()
+	for _, tc := range []struct {
+		name string
+		img  v1.Image
+	}{
+		{"oci", archiveImage(t)},
+		{"docker", registry.DockerImage(t, registry.Layer(t, compression.GZip, map[string]string{"d": "docker\n"}))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pulled := pull(t, reg.Push(t, tc.name+":1.0", tc.img), options(t))
+			path := filepath.Join(t.TempDir(), "out.tar")
+			f, err := os.Create(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fetch.WriteArchive(t.Context(), f, pulled.Name, pulled.Image); err != nil {
+				t.Fatalf("WriteArchive: %v", err)
+			}
+			f.Close()
+			checkSkopeoInspect(t, path, pulled.Digest, tc.img)
 
+			skopeo(t, "copy", "--dest-tls-verify=false", "oci-archive:"+path, "docker://"+reg.Ref(tc.name+"-copy:1"))
+			sameImage(t, pull(t, reg.Ref(tc.name+"-copy:1"), options(t)).Image, tc.img)
+
+			b, _ := os.ReadFile(path)
+			p, _ := readArchive(t, b)
+			if p.Name != pulled.Name || p.Digest != pulled.Digest {
+				t.Errorf("ReadArchive = {%q, %s}, want {%q, %s}", p.Name, p.Digest, pulled.Name, pulled.Digest)
+			}
+			sameImage(t, p.Image, tc.img)
+		})
+	}
+}
+
+// checkSkopeoInspect checks what skopeo says of the OCI archive at path:
+// the manifest digest and img's layers.
+func checkSkopeoInspect(t *testing.T, path, digest string, img v1.Image) {
+	t.Helper()
 	var inspect struct {
 		Digest string
 		Layers []string
@@ -150,18 +175,9 @@ func TestWriteArchive(t *testing.T) {
 		d, _ := l.Digest()
 		want = append(want, d.String())
 	}
-	if inspect.Digest != pulled.Digest || !slices.Equal(inspect.Layers, want) {
-		t.Errorf("skopeo inspect = %+v, want digest %s and layers %v", inspect, pulled.Digest, want)
+	if inspect.Digest != digest || !slices.Equal(inspect.Layers, want) {
+		t.Errorf("skopeo inspect = %+v, want digest %s and layers %v", inspect, digest, want)
 	}
-	skopeo(t, "copy", "--dest-tls-verify=false", "oci-archive:"+path, "docker://"+reg.Ref("copy:1"))
-	sameImage(t, pull(t, reg.Ref("copy:1"), options(t)).Image, img)
-
-	b, _ := os.ReadFile(path)
-	p, _ := readArchive(t, b)
-	if p.Name != pulled.Name || p.Digest != pulled.Digest {
-		t.Errorf("ReadArchive = {%q, %s}, want {%q, %s}", p.Name, p.Digest, pulled.Name, pulled.Digest)
-	}
-	sameImage(t, p.Image, img)
 }
 
 // writeArchive is img as WriteArchive writes it.

@@ -104,6 +104,7 @@ func Start(t testing.TB, opts Options) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { front.Close() })
 	signer := newCA(t, "hearth test token signer")
 	c.tokenRoots = writeFile(t, dir, "token-roots.pem", signer.cert)
 	c.realm = "http://" + front.Addr().String() + "/token"
