@@ -19,14 +19,14 @@ import (
 // (VFS_CAP_REVISION_2 with the effective flag; permitted bit 10).
 const capNetBindService = "\x01\x00\x00\x02\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
-func TestApplyEntries(t *testing.T) {
-	fx := newFixture(t)
-	atime := time.Unix(1_600_000_000, 42)
+// entriesAtime is the access time of home/u/notes in entriesLayer.
+var entriesAtime = time.Unix(1_600_000_000, 42)
+
+// entriesLayer is a layer of every kind of entry.
+func entriesLayer() []ent {
 	suid := reg("/usr/bin/su", "#!su", 0o4755)
-	suid.h.Uid, suid.h.Gid = 0, 0
-	owned := reg("home/u/notes", "hello", 0o640)
-	owned.h.Uid, owned.h.Gid = 1234, 5678
-	owned.h.AccessTime = atime
+	owned := owner(reg("home/u/notes", "hello", 0o640), 1234, 5678)
+	owned.h.AccessTime = entriesAtime
 	capped := reg("bin/ping", "ping", 0o755)
 	capped.h.PAXRecords = map[string]string{
 		"SCHILY.xattr.security.capability":    capNetBindService,
@@ -34,21 +34,24 @@ func TestApplyEntries(t *testing.T) {
 		"SCHILY.xattr.trusted.overlay.opaque": "y",
 		"SCHILY.xattr.security.selinux":       "system_u:object_r:bin_t:s0",
 	}
-	shared := dir("srv/shared", 0o2775)
-	shared.h.Gid = 50
+	shared := owner(dir("srv/shared", 0o2775), 0, 50)
 	shared.h.PAXRecords = map[string]string{"SCHILY.xattr.user.dir": "d"}
-	link := sym("etc/passwd-link", "/etc/passwd")
-	link.h.Uid, link.h.Gid = 7, 8
+	link := owner(sym("etc/passwd-link", "/etc/passwd"), 7, 8)
 	link.h.PAXRecords = map[string]string{"SCHILY.xattr.user.l": "x"}
 	devnull := ent{h: tar.Header{Typeflag: tar.TypeChar, Name: "dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}}
 	fifo := ent{h: tar.Header{Typeflag: tar.TypeFifo, Name: "run/fifo", Mode: 0o644}}
-
-	st := fx.mustApply(t,
+	return []ent{
 		dir("./", 0o755), suid, owned, capped, shared,
 		dir("tmp", 0o1777), link, sym("rel", "../../x/y"),
 		hardlink("bin/ping6", "/bin/ping"), devnull, fifo,
 		reg("deep/er/file", "implicit parents", 0o600),
-	)
+	}
+}
+
+func TestApplyEntries(t *testing.T) {
+	fx := newFixture(t)
+	atime := entriesAtime
+	st := fx.mustApply(t, entriesLayer()...)
 
 	checkMode(t, fx.root, unix.S_IFDIR|0o755)
 	checkMode(t, fx.path("usr/bin/su"), unix.S_IFREG|0o4755)
@@ -78,6 +81,14 @@ func TestApplyEntries(t *testing.T) {
 	if a.Ino != b.Ino || a.Nlink != 2 {
 		t.Errorf("bin/ping6: inode %d (nlink %d), want bin/ping's %d with nlink 2", b.Ino, a.Nlink, a.Ino)
 	}
+	checkEntriesRest(t, fx, st)
+	fx.checkOutside(t)
+}
+
+// checkEntriesRest checks the extended attributes, the skipped entries
+// and the counts of entriesLayer applied onto fx.
+func checkEntriesRest(t *testing.T, fx *fixture, st layertar.Stats) {
+	t.Helper()
 	checkXattr(t, fx.path("bin/ping"), "security.capability", capNetBindService)
 	checkXattr(t, fx.path("bin/ping"), "user.note", "kept")
 	checkXattr(t, fx.path("bin/ping"), "trusted.overlay.opaque", "")
@@ -106,7 +117,6 @@ func TestApplyEntries(t *testing.T) {
 	if !statsEqual(st, want) {
 		t.Errorf("Stats = %+v, want %+v", st, want)
 	}
-	fx.checkOutside(t)
 }
 
 func statsEqual(a, b layertar.Stats) bool {
