@@ -185,8 +185,8 @@ func (a access) image(ctx context.Context, name string) (sandbox.Image, error) {
 	if name == "" {
 		name = a.s.opts.DefaultImage
 	}
-	if err := sandbox.ValidateImageName(name); err != nil {
-		return sandbox.Image{}, err
+	if sandbox.ValidateImageName(name) != nil {
+		return sandbox.Image{}, imageNotFound(name) // as any name no image has
 	}
 	img, err := a.s.opts.Store.Images().Get(ctx, a.p.Home(), name)
 	if err == nil {
