@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -17,6 +18,12 @@ import (
 // cfg's working directory and the user's home (made as directories where
 // they are missing; a home made is the user's).
 func (s *Store) top(ctx context.Context, key, parent string, cfg sandbox.ImageConfig) (sandbox.ImageConfig, error) {
+	return s.topWith(ctx, key, parent, cfg, nil)
+}
+
+// topWith is top, with the layer tar r (when not nil) applied onto the
+// parent's content first.
+func (s *Store) topWith(ctx context.Context, key, parent string, cfg sandbox.ImageConfig, r io.Reader) (sandbox.ImageConfig, error) {
 	done, err := s.claim(ctx, key)
 	if err != nil {
 		return cfg, err
@@ -35,6 +42,11 @@ func (s *Store) top(ctx context.Context, key, parent string, cfg sandbox.ImageCo
 	}
 	tmp := topTmpPrefix + strings.TrimPrefix(key, topPrefix)
 	err = s.make(ctx, key, tmp, parent, func(dir string) error {
+		if r != nil {
+			if err := applyTar(ctx, dir, r, s.opts.Limits); err != nil {
+				return err
+			}
+		}
 		if cfg, err = resolveIn(dir, cfg); err != nil {
 			return err
 		}
@@ -101,6 +113,38 @@ func (s *Store) Commit(ctx context.Context, parent, digest string, cfg sandbox.I
 		return Unpacked{}, fmt.Errorf("image %s: %w", digest, err)
 	}
 	return Unpacked{Layers: []string{key}, Config: cfg}, nil
+}
+
+// Apply stores the image version digest whose root is the committed
+// snapshot parent (an image's top) with the layer tar r applied onto it
+// (nothing when r is nil), and whose config is cfg, its user resolved
+// against the result: a build's step. A version stored already is only
+// resolved again (r is not read).
+func (s *Store) Apply(ctx context.Context, parent, digest string, r io.Reader, cfg sandbox.ImageConfig) (Unpacked, error) {
+	key, err := TopKey(digest)
+	if err != nil {
+		return Unpacked{}, err
+	}
+	if cfg, err = s.topWith(ctx, key, parent, cfg, r); err != nil {
+		return Unpacked{}, fmt.Errorf("image %s: %w", digest, err)
+	}
+	return Unpacked{Layers: []string{key}, Config: cfg}, nil
+}
+
+// ResolveUser resolves user (as an image or a --chown names it) against
+// the /etc/passwd and /etc/group of the committed snapshot key.
+func (s *Store) ResolveUser(ctx context.Context, key, user string) (uid, gid int, err error) {
+	info, err := s.opts.Layers.Stat(ctx, key)
+	if err != nil {
+		return 0, 0, err
+	}
+	root, err := openRoot(info.Path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer root.Close()
+	uid, gid, _, err = resolveUser(root, user)
+	return uid, gid, err
 }
 
 // Keys lists the image keys the layer store holds (see IsKey), of any

@@ -21,6 +21,8 @@ type Images struct {
 	*core
 	adm         *admission
 	checkpoints *Checkpoints
+	sandboxes   *Sandboxes
+	processes   *Processes
 	// gc keeps the collection of unused layers (which takes it for
 	// writing, without waiting) apart from the calls that store layers
 	// (which hold it for reading until their version is recorded), so

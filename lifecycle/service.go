@@ -137,10 +137,11 @@ func New(opts Options) (*Service, error) {
 	sbs.pool = pool
 	creds := &Credentials{core: c}
 	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
-	imgs := &Images{core: c, adm: adm, checkpoints: cks}
+	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds}
+	imgs := &Images{core: c, adm: adm, checkpoints: cks, sandboxes: sbs, processes: procs}
 	return &Service{
 		Sandboxes:   sbs,
-		Processes:   &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds},
+		Processes:   procs,
 		Files:       &Files{core: c, run: run},
 		Checkpoints: cks,
 		Tenancy:     &Tenancy{core: c, adm: adm, egress: eg},

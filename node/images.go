@@ -94,6 +94,28 @@ func (l *Local) CommitImage(ctx context.Context, ck, digest string, cfg sandbox.
 	return sandbox.Image{Digest: digest, Layers: u.Layers, Config: u.Config, Size: size}, nil
 }
 
+// ApplyImage implements Node.
+func (l *Local) ApplyImage(ctx context.Context, parent, digest string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error) {
+	store, err := l.images()
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	u, err := store.Apply(ctx, parent, digest, r, cfg)
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	return sandbox.Image{Digest: digest, Layers: u.Layers, Config: u.Config}, nil
+}
+
+// ResolveUser implements Node.
+func (l *Local) ResolveUser(ctx context.Context, key, user string) (uid, gid int, err error) {
+	store, err := l.images()
+	if err != nil {
+		return 0, 0, err
+	}
+	return store.ResolveUser(ctx, key, user)
+}
+
 // ExportImage implements Node.
 func (l *Local) ExportImage(ctx context.Context, img sandbox.Image, w io.Writer) error {
 	store, err := l.images()

@@ -126,6 +126,14 @@ type Node interface {
 	// again against that root). The image owns its content: the
 	// checkpoint may go afterwards.
 	CommitImage(ctx context.Context, ck, digest string, cfg sandbox.ImageConfig) (sandbox.Image, error)
+	// ApplyImage stores the image version digest whose root is the image
+	// top parent with the layer tar r applied onto it (nothing when r is
+	// nil) and whose config is cfg, its user resolved against the result:
+	// a build's step. A version stored already is only resolved again.
+	ApplyImage(ctx context.Context, parent, digest string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error)
+	// ResolveUser resolves user ("name", "uid", "name:group", …) against
+	// the /etc/passwd and /etc/group of the image top key.
+	ResolveUser(ctx context.Context, key, user string) (uid, gid int, err error)
 	// ExportImage writes img as an OCI archive to w.
 	ExportImage(ctx context.Context, img sandbox.Image, w io.Writer) error
 	// RemoveImageKeys removes image layer keys no image uses any more
