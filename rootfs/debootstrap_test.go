@@ -48,12 +48,26 @@ func TestDebootstrap(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"/usr/bin/python3", "-c", "import ssl, json; print(ssl.OPENSSL_VERSION)"},
 		{"/bin/sh", "-c", "id sandbox && ls -ld /home/sandbox"},
+		// The tools agents reach for first.
+		{"/usr/bin/git", "--version"},
+		{"/usr/bin/curl", "--version"},
+		{"/usr/bin/jq", "--version"},
+		{"/usr/bin/unzip", "-v"},
+		{"/usr/bin/less", "--version"},
+		{"/usr/bin/file", "/bin/sh"},
 	} {
 		out, err := exec.Command("chroot", append([]string{rootDir}, cmd...)...).CombinedOutput()
 		if err != nil {
 			t.Errorf("chroot %v: %v: %s", cmd, err, out)
 		}
-		t.Logf("chroot %v: %s", cmd, bytes.TrimSpace(out))
+		t.Logf("chroot %v: %s", cmd, firstLine(string(out)))
+	}
+	// ps reads /proc, which a bare chroot lacks: it gets one of its own,
+	// in a mount namespace of its own.
+	ps := exec.Command("unshare", "--mount", "--propagation", "private", "chroot", rootDir,
+		"/bin/sh", "-c", "mount -t proc proc /proc && ps -o comm= -p $$")
+	if out, err := ps.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "sh" {
+		t.Errorf("ps -o comm= -p $$ = %q, %v; want sh", out, err)
 	}
 	// The compiled C.utf8 locale is in the locale archive.
 	if out, err := exec.Command("chroot", rootDir, "/usr/bin/localedef", "--list-archive").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "C.utf8" {
@@ -111,6 +125,11 @@ func TestDebootstrap(t *testing.T) {
 	if out, err := exec.Command("chroot", p, "/usr/bin/python3", "-c", "print('hello from the snapshot')").CombinedOutput(); err != nil {
 		t.Errorf("python3 in the snapshot: %v: %s", err, out)
 	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return line
 }
 
 func lastLine(s string) string {

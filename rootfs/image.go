@@ -1,8 +1,9 @@
 // Package rootfs builds hearth's default sandbox root filesystem, a Debian
-// minbase with python3 and a sandbox user, and imports a root filesystem
+// minbase with python3, the tools agents reach for first (git, curl, ps,
+// unzip, less, file, jq) and a sandbox user, and imports a root filesystem
 // into a layers.Store as the committed snapshot sandboxes are prepared from.
 //
-// Build is slow (debootstrap: about 75 s and 270 MB) and runs once per
+// Build is slow (debootstrap: about a minute, for 290 MB) and runs once per
 // recipe: the result stays in Options.Dir, marked complete by a file
 // written last. Import is a copy into a snapshot and runs once per store.
 package rootfs
@@ -33,9 +34,15 @@ const (
 	DefaultMirror = "http://deb.debian.org/debian"
 )
 
+// include is the Debian packages Debootstrap adds to minbase: python3 and
+// the certificates for TLS, and the tools agents reach for first: git,
+// curl, ps and top (procps), unzip, less, file and jq. Their dependencies
+// come along; their recommendations do not.
+const include = "python3,ca-certificates,git,curl,procps,unzip,less,file,jq"
+
 // recipe is the part of the marker that is about this code: bump it when
 // the root filesystem Build makes changes, and every host rebuilds.
-const recipe = "hearth-image/2 minbase include=python3,ca-certificates locale-archive"
+const recipe = "hearth-image/3 minbase include=" + include + " locale-archive"
 
 // Layout of Options.Dir.
 const (
@@ -268,7 +275,7 @@ func lock(ctx context.Context, path string, waiting func()) (unlock func(), err 
 }
 
 // Debootstrap is the default Bootstrapper: debootstrap --variant=minbase
-// with python3 and ca-certificates. Its output goes to progress. When ctx
+// with the packages of include. Its output goes to progress. When ctx
 // ends, debootstrap gets SIGTERM (so that it unmounts what it mounted in
 // rootfs) and, 30 s later, SIGKILL.
 func Debootstrap(ctx context.Context, rootfs, suite, mirror string, progress io.Writer) error {
@@ -277,7 +284,7 @@ func Debootstrap(ctx context.Context, rootfs, suite, mirror string, progress io.
 		return ErrNoDebootstrap
 	}
 	cmd := exec.CommandContext(ctx, bin,
-		"--variant=minbase", "--include=python3,ca-certificates", "--components=main",
+		"--variant=minbase", "--include="+include, "--components=main",
 		suite, rootfs, mirror)
 	cmd.Stdout = progress
 	cmd.Stderr = progress

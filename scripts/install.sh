@@ -3,7 +3,10 @@
 #   - apt packages: runc (container runtime), debootstrap (the default image),
 #     btrfs-progs (the layer store), util-linux/mount, iproute2, iptables and
 #     ipset (sandbox networking),
-#     python3 (the host side of the sandbox-URL benchmark);
+#     python3 (the host side of the sandbox-URL benchmark), docker-registry,
+#     skopeo, umoci and apache2-utils' htpasswd (the image tests' registry
+#     and OCI tools; the registry's system service is stopped and disabled,
+#     as the tests start their own registries on free ports);
 #   - gVisor's runsc, built static from the Go module proxy once and cached in
 #     $HEARTH_CACHE (default /var/cache/hearth); linked into /usr/local/bin;
 #   - npm (apt), then Node 22 and the npm packages of the real-client
@@ -37,7 +40,7 @@ fi
 command -v go >/dev/null || { say "Go is missing: install Go 1.26 or newer (https://go.dev/doc/install)"; exit 1; }
 
 need=()
-for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3; do
+for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3 docker-registry:docker-registry skopeo:skopeo umoci:umoci htpasswd:apache2-utils; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null || need+=("$pkg")
 done
@@ -45,6 +48,12 @@ if [ ${#need[@]} -gt 0 ]; then
 	say "apt-get install ${need[*]}"
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# Debian's docker-registry starts a service on port 5000 when installed; the
+# tests start their own registries, so it stays off (when systemd runs).
+if [ -d /run/systemd/system ] && { systemctl is-enabled --quiet docker-registry || systemctl is-active --quiet docker-registry; } 2>/dev/null; then
+	say "stopping and disabling the docker-registry service"
+	systemctl disable --now --quiet docker-registry
 fi
 
 mkdir -p "$cache/bin"
