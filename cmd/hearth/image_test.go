@@ -337,6 +337,21 @@ func TestImageUsage(t *testing.T) {
 			t.Errorf("hearth %q = %d %q, want a usage error", args, code, errb.String())
 		}
 	}
+	// An archive is never written to, nor read from, a terminal.
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var errb bytes.Buffer
+	if code := run(t.Context(), []string{"image", "export", "app"}, noEnv, nil, ptmx, &errb); code != exitUsage || !strings.Contains(errb.String(), "to a terminal") {
+		t.Errorf("hearth image export to a terminal = %d %q; want a usage error", code, errb.String())
+	}
+	errb.Reset()
+	if code := run(t.Context(), []string{"image", "import", "-", "--name", "app"}, noEnv, ptmx, io.Discard, &errb); code != exitUsage || !strings.Contains(errb.String(), "from a terminal") {
+		t.Errorf("hearth image import - from a terminal = %d %q; want a usage error", code, errb.String())
+	}
+
 	var out bytes.Buffer
 	if code := run(t.Context(), []string{"image", "-h"}, noEnv, nil, &out, io.Discard); code != 0 {
 		t.Fatalf("hearth image -h = %d", code)
