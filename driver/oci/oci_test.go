@@ -442,7 +442,7 @@ func TestBundleSpec(t *testing.T) {
 			switch {
 			case tc.wantPids == 0 && r.Pids != nil:
 				t.Errorf("Pids = %+v, want none", r.Pids)
-			case tc.wantPids != 0 && (r.Pids == nil || r.Pids.Limit != tc.wantPids):
+			case tc.wantPids != 0 && (r.Pids == nil || r.Pids.Limit == nil || *r.Pids.Limit != tc.wantPids):
 				t.Errorf("Pids = %+v, want %d", r.Pids, tc.wantPids)
 			}
 			if len(r.Devices) != 1 || r.Devices[0].Allow {

@@ -341,7 +341,7 @@ func resources(runtime string, spec driver.Spec) *specs.LinuxResources {
 		if runtime == RuntimeRunsc {
 			limit = res.Pids*gvisorTasksFactor + gvisorTasks
 		}
-		r.Pids = &specs.LinuxPids{Limit: limit}
+		r.Pids = &specs.LinuxPids{Limit: &limit}
 	}
 	return r
 }
