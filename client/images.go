@@ -71,23 +71,41 @@ func (im *Images) Import(ctx context.Context, name string, r io.Reader, progress
 	return img, err
 }
 
+// BuildOptions adjust a build. The zero value works.
+type BuildOptions struct {
+	// Args are the build's arguments (--build-arg), which override the
+	// Dockerfile's ARG defaults.
+	Args map[string]string
+	// Progress, if set, receives the build's progress events.
+	Progress Progress
+}
+
 // Build builds the image name from the Dockerfile dockerfile, whose
 // COPY and ADD read from buildContext, a tar archive of the build's
-// context directory (the daemon applies its .dockerignore). Both are
-// streamed to the daemon as the parts "dockerfile" and "context" of a
-// multipart/form-data body (docs/API.md, "POST /v1/images/build"). A
-// failure of either reader is returned as it is, wrapped.
-func (im *Images) Build(ctx context.Context, name string, dockerfile, buildContext io.Reader, progress Progress) (sandbox.Image, error) {
+// context directory (the daemon applies its .dockerignore). They are
+// streamed to the daemon as the parts "dockerfile", "build_args" (a JSON
+// object, when there are any) and "context" of a multipart/form-data body
+// (docs/API.md, "Build"). A failure of either reader is returned as it
+// is, wrapped.
+func (im *Images) Build(ctx context.Context, name string, dockerfile, buildContext io.Reader, opts BuildOptions) (sandbox.Image, error) {
+	var args io.Reader
+	if len(opts.Args) > 0 {
+		b, err := json.Marshal(opts.Args)
+		if err != nil {
+			return sandbox.Image{}, fmt.Errorf("hearth: encode build arguments: %w", err)
+		}
+		args = bytes.NewReader(b)
+	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
 	wrote := make(chan error, 1)
 	go func() {
-		err := writeParts(mw, dockerfile, buildContext)
+		err := writeParts(mw, dockerfile, args, buildContext)
 		pw.CloseWithError(err)
 		wrote <- err
 	}()
 	body := requestBody{r: pr, contentType: mime.FormatMediaType("multipart/form-data", map[string]string{"boundary": mw.Boundary()}), size: -1}
-	img, err := im.t.imageCall(ctx, "/v1/images/build", url.Values{"name": {name}}, body, progress)
+	img, err := im.t.imageCall(ctx, "/v1/images/build", url.Values{"name": {name}}, body, opts.Progress)
 	pr.CloseWithError(io.ErrClosedPipe) // stops the writer if the daemon answered before reading it all
 	if readErr := <-wrote; err != nil && readErr != nil && !errors.Is(readErr, io.ErrClosedPipe) {
 		return img, fmt.Errorf("hearth: build %s: %w", name, readErr)
@@ -95,15 +113,20 @@ func (im *Images) Build(ctx context.Context, name string, dockerfile, buildConte
 	return img, err
 }
 
-// writeParts writes the parts of a build's body to mw and closes it.
-func writeParts(mw *multipart.Writer, dockerfile, buildContext io.Reader) error {
+// writeParts writes the parts of a build's body to mw and closes it;
+// args, when nil, is left out.
+func writeParts(mw *multipart.Writer, dockerfile, args, buildContext io.Reader) error {
 	for _, part := range []struct {
 		name, file, contentType string
 		r                       io.Reader
 	}{
 		{"dockerfile", "Dockerfile", "text/plain", dockerfile},
+		{"build_args", "build_args.json", "application/json", args},
 		{"context", "context.tar", "application/x-tar", buildContext},
 	} {
+		if part.r == nil {
+			continue
+		}
 		h := make(map[string][]string)
 		h["Content-Disposition"] = []string{fmt.Sprintf(`form-data; name=%q; filename=%q`, part.name, part.file)}
 		h["Content-Type"] = []string{part.contentType}

@@ -305,19 +305,33 @@ func TestBuild(t *testing.T) {
 	t.Cleanup(srv.Close)
 	var steps []sandbox.ImageProgress
 	img, err := client.New(srv.URL, "tok", nil).Images().Build(ctxT(t), "app", strings.NewReader(dockerfile), bytes.NewReader(buildContext),
-		func(ev sandbox.ImageProgress) { steps = append(steps, ev) })
+		client.BuildOptions{Args: map[string]string{"VERSION": "1.2"}, Progress: func(ev sandbox.ImageProgress) { steps = append(steps, ev) }})
 	if err != nil || img.Name != "app" || len(steps) != 1 || steps[0].Step != 1 {
 		t.Fatalf("Build = %+v, %v, progress %+v", img, err, steps)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if query != "name=app" || len(parts) != 2 || parts[0].name != "dockerfile" || string(parts[0].data) != dockerfile ||
-		parts[1].name != "context" || parts[1].contentType != "application/x-tar" || !bytes.Equal(parts[1].data, buildContext) {
-		t.Errorf("Build sent ?%s and %d parts (%+v); want dockerfile then context", query, len(parts), parts)
+	// sent returns, and forgets, what the daemon received.
+	sent := func() ([]part, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		p, q := parts, query
+		parts = nil
+		return p, q
+	}
+	got, q := sent()
+	if q != "name=app" || len(got) != 3 || got[0].name != "dockerfile" || string(got[0].data) != dockerfile ||
+		got[1].name != "build_args" || string(got[1].data) != `{"VERSION":"1.2"}` ||
+		got[2].name != "context" || got[2].contentType != "application/x-tar" || !bytes.Equal(got[2].data, buildContext) {
+		t.Errorf("Build sent ?%s and %d parts (%+v); want dockerfile, build_args, context", q, len(got), got)
+	}
+	if _, err := client.New(srv.URL, "tok", nil).Images().Build(ctxT(t), "app", strings.NewReader(dockerfile), bytes.NewReader(buildContext), client.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sent(); len(got) != 2 || got[0].name != "dockerfile" || got[1].name != "context" {
+		t.Errorf("Build without arguments sent the parts %+v; want dockerfile, context", got)
 	}
 
 	boom := errors.New("context unreadable")
-	_, err = client.New(srv.URL, "tok", nil).Images().Build(ctxT(t), "app", strings.NewReader(dockerfile), failingReader{boom}, nil)
+	_, err = client.New(srv.URL, "tok", nil).Images().Build(ctxT(t), "app", strings.NewReader(dockerfile), failingReader{boom}, client.BuildOptions{})
 	if !errors.Is(err, boom) {
 		t.Errorf("Build with a failing context = %v; want its error", err)
 	}

@@ -267,6 +267,7 @@ func TestImageBuildSends(t *testing.T) {
 	var (
 		mu                sync.Mutex
 		query, dockerfile string
+		buildArgs         string
 		entries           []string
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -277,15 +278,21 @@ func TestImageBuildSends(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		query = r.URL.RawQuery
+		buildArgs = ""
 		mr, err := r.MultipartReader()
 		if err != nil {
 			writeFakeError(w, sandbox.Errorf(sandbox.CodeInvalidArgument, "%v", err))
 			return
 		}
 		for p, err := mr.NextPart(); err == nil; p, err = mr.NextPart() {
-			if p.FormName() == "dockerfile" {
+			switch p.FormName() {
+			case "dockerfile":
 				b, _ := io.ReadAll(p)
 				dockerfile = string(b)
+				continue
+			case "build_args":
+				b, _ := io.ReadAll(p)
+				buildArgs = string(b)
 				continue
 			}
 			tr := tar.NewReader(p)
@@ -299,15 +306,15 @@ func TestImageBuildSends(t *testing.T) {
 	t.Cleanup(srv.Close)
 	env := map[string]string{"HEARTH_URL": srv.URL, "HEARTH_TOKEN": "hearth_test"}
 	var out, errb bytes.Buffer
-	code := run(t.Context(), []string{"image", "build", "app", "-f", filepath.Join(dir, "Dockerfile.dev"), ctxDir}, func(k string) string { return env[k] }, nil, &out, &errb)
+	code := run(t.Context(), []string{"image", "build", "app", "-f", filepath.Join(dir, "Dockerfile.dev"), "--build-arg", "V=1", "--build-arg", "W=x=y", ctxDir}, func(k string) string { return env[k] }, nil, &out, &errb)
 	if code != 0 || !strings.HasPrefix(out.String(), "built image app\n") || errb.String() != "step 1: FROM scratch\nstep 2: COPY . / (cached)\n" {
 		t.Fatalf("hearth image build = %d %q %q", code, out.String(), errb.String())
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{".dockerignore 0  ", "link 2 /etc/shadow ", "src/ 5  ", "src/main.go 0  "}
-	if query != "name=app" || dockerfile != "content of Dockerfile.dev" || strings.Join(entries, "|") != strings.Join(want, "|") {
-		t.Errorf("hearth image build sent ?%s, the Dockerfile %q and the context %q; want %q", query, dockerfile, entries, want)
+	if query != "name=app" || dockerfile != "content of Dockerfile.dev" || buildArgs != `{"V":"1","W":"x=y"}` || strings.Join(entries, "|") != strings.Join(want, "|") {
+		t.Errorf("hearth image build sent ?%s, the Dockerfile %q, the arguments %s and the context %q; want %q", query, dockerfile, buildArgs, entries, want)
 	}
 
 	_, env["HEARTH_URL"] = newAPI(t)
@@ -326,7 +333,7 @@ func TestImageUsage(t *testing.T) {
 		{"image"}, {"image", "frob"}, {"image", "pull"}, {"image", "pull", "a", "b"},
 		{"image", "import", "f"}, {"image", "import", "--name", "x"}, {"image", "export"},
 		{"image", "create", "x"}, {"image", "create", "x", "--from", "@ck"}, {"image", "inspect"}, {"image", "rm"}, {"image", "public"},
-		{"image", "build", "-f", "Dockerfile"}, {"image", "build", "app", "--data-dir", dir}, {"image", "build", "app", filepath.Join(dir, "nope")},
+		{"image", "build", "-f", "Dockerfile"}, {"image", "build", "--build-arg", "A=1"}, {"image", "build", "app", "--data-dir", dir}, {"image", "build", "app", filepath.Join(dir, "nope")},
 		{"image", "build", "app", dir}, {"image", "build", "app", dir, "extra"},
 		{"registry"}, {"registry", "login", "h"}, {"registry", "login", "h", "--username", "u"}, {"registry", "login", "--password-stdin", "--username", "u"},
 		{"registry", "list", "x"}, {"registry", "rm"},

@@ -66,10 +66,11 @@ func runImageImport(ctx context.Context, c *cli, args []string) error {
 const maxDockerfile = 1 << 20
 
 // runImageBuildRemote is `hearth image build NAME [-f DOCKERFILE]
-// [CONTEXT]`: it sends the Dockerfile and a tar archive of the CONTEXT
+// [--build-arg K=V]... [CONTEXT]`: it sends the Dockerfile, the build
+// arguments and a tar archive of the CONTEXT
 // directory (".", every file of it: the daemon applies .dockerignore) to
 // the daemon, which builds the image.
-func runImageBuildRemote(ctx context.Context, c *cli, pos []string, dockerfile string) error {
+func runImageBuildRemote(ctx context.Context, c *cli, pos []string, dockerfile string, args envFlag) error {
 	if len(pos) > 2 {
 		return &usageError{verb: "image build", msg: fmt.Sprintf("unexpected argument %q", pos[2])}
 	}
@@ -88,7 +89,7 @@ func runImageBuildRemote(ctx context.Context, c *cli, pos []string, dockerfile s
 	go func() { pw.CloseWithError(tarDir(dir, pw)) }()
 	defer pr.Close()
 	out := c.progressOut()
-	img, err := c.client().Images().Build(ctx, pos[0], bytes.NewReader(df), pr, out.event)
+	img, err := c.client().Images().Build(ctx, pos[0], bytes.NewReader(df), pr, client.BuildOptions{Args: args, Progress: out.event})
 	return c.imageStored(out, "built", img, err)
 }
 
