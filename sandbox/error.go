@@ -25,6 +25,9 @@ const (
 	CodeTimeout          Code = "timeout"
 	CodeUnavailable      Code = "unavailable"
 	CodeInternal         Code = "internal"
+	// CodeFailedPrecondition: the call is well formed but what it acts on
+	// is not in a state that allows it (an image a sandbox still uses).
+	CodeFailedPrecondition Code = "failed_precondition"
 )
 
 // codeInfo is one row of the table that maps a code to how each door renders it.
@@ -37,19 +40,20 @@ type codeInfo struct {
 // Exit codes start at 10 so they never collide with a command's own small exit
 // codes or with the shell's 126/127; 1 stays "generic failure" for the CLI.
 var codeTable = map[Code]codeInfo{
-	CodeInvalidArgument:  {http.StatusBadRequest, 10},
-	CodeUnauthenticated:  {http.StatusUnauthorized, 11},
-	CodePermissionDenied: {http.StatusForbidden, 12},
-	CodeNotFound:         {http.StatusNotFound, 13},
-	CodeAlreadyExists:    {http.StatusConflict, 14},
-	CodeTooLarge:         {http.StatusRequestEntityTooLarge, 15},
-	CodeQuotaExceeded:    {http.StatusTooManyRequests, 16},
-	CodeBudgetExceeded:   {http.StatusTooManyRequests, 17},
-	CodeRateLimited:      {http.StatusTooManyRequests, 18},
-	CodeCircuitOpen:      {http.StatusServiceUnavailable, 19},
-	CodeTimeout:          {http.StatusGatewayTimeout, 20},
-	CodeUnavailable:      {http.StatusServiceUnavailable, 21},
-	CodeInternal:         {http.StatusInternalServerError, 22},
+	CodeInvalidArgument:    {http.StatusBadRequest, 10},
+	CodeUnauthenticated:    {http.StatusUnauthorized, 11},
+	CodePermissionDenied:   {http.StatusForbidden, 12},
+	CodeNotFound:           {http.StatusNotFound, 13},
+	CodeAlreadyExists:      {http.StatusConflict, 14},
+	CodeTooLarge:           {http.StatusRequestEntityTooLarge, 15},
+	CodeQuotaExceeded:      {http.StatusTooManyRequests, 16},
+	CodeBudgetExceeded:     {http.StatusTooManyRequests, 17},
+	CodeRateLimited:        {http.StatusTooManyRequests, 18},
+	CodeCircuitOpen:        {http.StatusServiceUnavailable, 19},
+	CodeTimeout:            {http.StatusGatewayTimeout, 20},
+	CodeUnavailable:        {http.StatusServiceUnavailable, 21},
+	CodeInternal:           {http.StatusInternalServerError, 22},
+	CodeFailedPrecondition: {http.StatusConflict, 23},
 }
 
 // Codes returns every code in the closed set, for tests that must cover them all.
@@ -58,6 +62,7 @@ func Codes() []Code {
 		CodeInvalidArgument, CodeUnauthenticated, CodePermissionDenied, CodeNotFound,
 		CodeAlreadyExists, CodeTooLarge, CodeQuotaExceeded, CodeBudgetExceeded,
 		CodeRateLimited, CodeCircuitOpen, CodeTimeout, CodeUnavailable, CodeInternal,
+		CodeFailedPrecondition,
 	}
 }
 
