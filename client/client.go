@@ -38,11 +38,12 @@ type Options struct {
 }
 
 // Client calls one hearth daemon with one token: its methods are the
-// sandbox calls, and Admin's the tenancy, credential and audit calls. It
-// is safe for concurrent use.
+// sandbox calls, Admin's the tenancy, credential and audit calls, and
+// Images' the image calls. It is safe for concurrent use.
 type Client struct {
-	t     *transport
-	admin *Admin
+	t      *transport
+	admin  *Admin
+	images *Images
 }
 
 // Admin calls the parts of the API that manage tenants, agents, tokens,
@@ -81,7 +82,7 @@ func New(baseURL, token string, opts *Options) *Client {
 		t.ua = "hearth-go-client"
 	}
 	t.base, t.baseErr = parseBase(baseURL)
-	return &Client{t: t, admin: &Admin{t: t}}
+	return &Client{t: t, admin: &Admin{t: t}, images: &Images{t: t}}
 }
 
 // parseBase checks and normalizes the daemon URL.
@@ -281,16 +282,22 @@ func responseError(method, path string, resp *http.Response) error {
 		Error *sandbox.Error `json:"error"`
 	}
 	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Message != "" {
-		e := body.Error
-		if !e.Code.Valid() {
-			e.With("server_code", string(e.Code))
-			e.Code = sandbox.CodeForHTTPStatus(resp.StatusCode)
-		}
-		return e
+		return knownCode(body.Error, resp.StatusCode)
 	}
 	return sandbox.Errorf(sandbox.CodeForHTTPStatus(resp.StatusCode), "%s %s: the server answered %s", method, path, resp.Status).
 		WithHint("the answer carried no hearth error; a proxy between you and the daemon may have sent it").
 		With("status", resp.StatusCode)
+}
+
+// knownCode returns e with a code this client knows: a code it does not
+// know is kept in the detail server_code, and e's code becomes that of
+// the HTTP status.
+func knownCode(e *sandbox.Error, status int) *sandbox.Error {
+	if !e.Code.Valid() {
+		e.With("server_code", string(e.Code))
+		e.Code = sandbox.CodeForHTTPStatus(status)
+	}
+	return e
 }
 
 // Update applies u to the sandbox called name (its labels) and returns the

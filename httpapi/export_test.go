@@ -19,5 +19,9 @@ func Bodies() map[string]func() any {
 		"fork":    func() any { return new(forkRequest) },
 		"secret":  func() any { return new(secretValue) },
 		"binding": func() any { return new(bindingRequest) },
+		"pull":    func() any { return new(pullRequest) },
+		"image":   func() any { return new(imageRequest) },
+		"public":  func() any { return new(publicRequest) },
+		"login":   func() any { return new(loginRequest) },
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 
@@ -39,10 +40,14 @@ func (s files) handleReadFile(w http.ResponseWriter, r *http.Request, p sandbox.
 	}
 }
 
-// lazyWriter sends the 200 headers of a file download on its first Write.
+// lazyWriter sends the 200 headers of a download (a file, an image's
+// archive) on its first Write.
 type lazyWriter struct {
-	w       http.ResponseWriter
-	started bool
+	w http.ResponseWriter
+	// contentType is the download's media type; "" is
+	// application/octet-stream.
+	contentType string
+	started     bool
 }
 
 func (l *lazyWriter) start() {
@@ -50,7 +55,7 @@ func (l *lazyWriter) start() {
 		return
 	}
 	l.started = true
-	l.w.Header().Set("Content-Type", "application/octet-stream")
+	l.w.Header().Set("Content-Type", cmp.Or(l.contentType, "application/octet-stream"))
 	l.w.Header().Set("X-Content-Type-Options", "nosniff")
 	l.w.WriteHeader(http.StatusOK)
 }

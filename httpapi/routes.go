@@ -16,7 +16,7 @@ import (
 // messages about a sandbox is Visible: the chain checks first that the
 // caller may see it; the long-lived ones are Streams.
 func (s *server) routes() []door.Route {
-	a, sb, f, px, x := admin{s}, sandboxes{s}, files{s}, proxies{s}, execs{s}
+	a, sb, f, px, x, im := admin{s}, sandboxes{s}, files{s}, proxies{s}, execs{s}, images{s}
 	return []door.Route{
 		{Pattern: "GET /v1/health", Verb: "health", Auth: door.AuthNone, Quiet: true, Handle: handle(a.handleHealth)},
 		strict("GET /v1/pool", "pool.get", a.handlePool),
@@ -39,6 +39,20 @@ func (s *server) routes() []door.Route {
 		strict("PUT /v1/bindings/{binding}", "binding.set", a.handleSetBinding, "tenant"),
 		strict("GET /v1/bindings", "binding.list", a.handleListBindings, "tenant"),
 		strict("DELETE /v1/bindings/{binding}", "binding.delete", a.handleDeleteBinding, "tenant"),
+
+		// An image is named in the query (?name=): its name holds '/' and
+		// ':'. Pulls, imports and exports are long-lived.
+		strict("GET /v1/images", "image.list", im.handleList),
+		strict("POST /v1/images", "image.create", im.handleCreate),
+		stream(strict("POST /v1/images/pull", "image.pull", im.handlePull)),
+		stream(strict("POST /v1/images/import", "image.import", im.handleImport, "name", "progress")),
+		strict("GET /v1/image", "image.get", im.handleGet, "name"),
+		strict("DELETE /v1/image", "image.delete", im.handleRemove, "name"),
+		strict("POST /v1/image/public", "image.public", im.handleSetPublic, "name"),
+		stream(strict("GET /v1/image/export", "image.export", im.handleExport, "name")),
+		strict("PUT /v1/registries/{host}", "registry.login", im.handleLogin),
+		strict("GET /v1/registries", "registry.list", im.handleLogins),
+		strict("DELETE /v1/registries/{host}", "registry.logout", im.handleLogout),
 
 		strict("POST /v1/sandboxes", door.VerbCreate, sb.handleCreate),
 		strict("GET /v1/sandboxes", "sandbox.list", sb.handleList),
@@ -88,6 +102,12 @@ func strict(pattern, verb string, h handler, params ...string) door.Route {
 // visible marks rt Visible.
 func visible(rt door.Route) door.Route {
 	rt.Visible = true
+	return rt
+}
+
+// stream marks rt a Stream: it holds one of the caller's connections.
+func stream(rt door.Route) door.Route {
+	rt.Stream = true
 	return rt
 }
 

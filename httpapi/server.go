@@ -68,7 +68,7 @@ const (
 
 // server holds what every handler needs: the service and the options.
 // The handlers are methods of small views of it, one per noun (admin,
-// sandboxes, files, proxies, execs), each embedding it.
+// sandboxes, files, proxies, execs, images), each embedding it.
 type server struct {
 	svc  *lifecycle.Service
 	opts Options
@@ -123,4 +123,6 @@ type (
 	proxies struct{ *server }
 	// execs: the exec WebSocket.
 	execs struct{ *server }
+	// images: the tenants' images and registry logins.
+	images struct{ *server }
 )

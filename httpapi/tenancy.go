@@ -102,7 +102,7 @@ func (s admin) handleLimits(w http.ResponseWriter, r *http.Request, p sandbox.Pr
 }
 
 // reply writes err, or v with status.
-func (s admin) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+func (s *server) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {
 		door.WriteError(w, r, err)
 		return

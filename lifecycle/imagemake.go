@@ -18,25 +18,59 @@ import (
 // Progress receives an image call's progress events; nil discards them.
 type Progress = func(sandbox.ImageProgress)
 
+// PullOptions adjust a pull. The zero value pulls over TLS (plain HTTP
+// only to a loopback registry) with the tenant's logins.
+type PullOptions struct {
+	// Insecure allows plain HTTP or an unverified certificate for the
+	// reference's registry host, for this pull only. A host the tenant has
+	// a login for that does not allow it is refused (failed_precondition):
+	// its password is never sent where the login said it must not go.
+	Insecure bool
+	// Progress receives the pull's progress events; nil discards them.
+	Progress Progress
+}
+
 // Pull pulls ref from its registry into p's tenant's catalog as the image
 // named by its normalized reference, with the tenant's registry logins. A
 // ref whose image is there already adds nothing but the version check: a
 // tag that now names new content adds a version and makes it current.
-func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, progress Progress) (sandbox.Image, error) {
+func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts PullOptions) (sandbox.Image, error) {
 	if err := sandbox.ValidateImageName(ref); err != nil {
 		return sandbox.Image{}, err
 	}
 	regs, err := s.registries(ctx, p.Home())
+	if err == nil && opts.Insecure {
+		err = insecureFor(regs, ref)
+	}
 	if err != nil {
 		return sandbox.Image{}, err
 	}
 	defer s.storing(ctx)()
-	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, Progress: progress})
+	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, Progress: opts.Progress})
 	if err != nil {
 		return sandbox.Image{}, pullError(ref, err)
 	}
 	img.Source, img.Ref = sandbox.ImageSourceRegistry, ref
-	return s.record(ctx, p, img, progress)
+	return s.record(ctx, p, img, opts.Progress)
+}
+
+// insecureFor marks the registry host of ref Insecure in regs, a pull's
+// registries: invalid_argument when ref names no host, failed_precondition
+// when the tenant's login for it requires TLS.
+func insecureFor(regs map[string]node.Registry, ref string) error {
+	if !isReference(ref) {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "an insecure pull needs a reference that names its registry, not %q", ref).
+			WithHint("write the registry's host[:port] first, e.g. registry.internal:5000/app:1.0")
+	}
+	host, _, _ := strings.Cut(ref, "/")
+	r, ok := regs[host]
+	if ok && !r.Insecure {
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "the login for registry %s requires TLS", host).
+			WithHint("log in again with `hearth registry login %s --insecure` to allow plain HTTP for it, or pull without --insecure", host).With("registry", host)
+	}
+	r.Insecure = true
+	regs[host] = r
+	return nil
 }
 
 // Import stores the image in the archive r (docker-archive or OCI

@@ -11,7 +11,7 @@ import (
 )
 
 // TestExtensions checks that an extension's server options and tools reach
-// every server the door builds, beside hearth's six, and that the door's
+// every server the door builds, beside hearth's own, and that the door's
 // middleware wraps its tools too: a panic is an internal error result.
 func TestExtensions(t *testing.T) {
 	configured := 0

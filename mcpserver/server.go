@@ -1,6 +1,7 @@
-// Package mcpserver is hearth's Model Context Protocol door: six tools
+// Package mcpserver is hearth's Model Context Protocol door: eight tools
 // (sandbox_create, sandbox_exec, sandbox_checkpoint, sandbox_restore,
-// sandbox_destroy, sandbox_list) over the official Go SDK, served over
+// sandbox_destroy, sandbox_list, image_list, image_pull) over the official
+// Go SDK, served over
 // Streamable HTTP at /mcp (Handler) and, through `hearth mcp`, over stdio.
 //
 // It is a veneer over lifecycle and nothing more: each tool calls one
@@ -99,6 +100,10 @@ func toolVerb(tool string) string {
 		return "sandbox.destroy"
 	case "sandbox_list":
 		return "sandbox.list"
+	case "image_list":
+		return "image.list"
+	case "image_pull":
+		return "image.pull"
 	}
 	return "mcp." + tool
 }
@@ -146,7 +151,7 @@ func New(svc *lifecycle.Service, opts Options) *Server {
 	return s
 }
 
-// For returns an MCP server with the six tools (and what Options.Extensions
+// For returns an MCP server with the eight tools (and what Options.Extensions
 // add), every call of which acts as p. A session is bound to one principal for its life: the HTTP handler
 // builds one server per session, after authenticating its first request.
 func (s *Server) For(p sandbox.Principal) *mcp.Server {
@@ -198,6 +203,18 @@ func (s *Server) For(p sandbox.Principal) *mcp.Server {
 		Description:  "List your sandboxes and quota use.",
 		Annotations:  annotations(true, false, true, false),
 	}, t.list)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:         "image_list",
+		OutputSchema: outputSchema[imageListOut](),
+		Description:  "List the images you can create sandboxes from.",
+		Annotations:  annotations(true, false, true, false),
+	}, t.imageList)
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:         "image_pull",
+		OutputSchema: outputSchema[imagePullOut](),
+		Description:  "Pull an image from a registry, for sandbox_create.",
+		Annotations:  annotations(false, false, true, true),
+	}, t.imagePull)
 	for _, e := range s.opts.Extensions {
 		if e.Register != nil {
 			e.Register(srv)

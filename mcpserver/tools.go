@@ -12,7 +12,7 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// tools are the six tool handlers of one caller.
+// tools are the tool handlers of one caller.
 type tools struct {
 	s *Server
 	p sandbox.Principal
@@ -24,7 +24,7 @@ type tools struct {
 
 type createIn struct {
 	Name    string `json:"name,omitempty" jsonschema:"same name, same sandbox"`
-	Image   string `json:"image,omitempty"`
+	Image   string `json:"image,omitempty" jsonschema:"see image_list"`
 	Size    string `json:"size,omitempty" jsonschema:"small, medium or large"`
 	TTL     any    `json:"ttl,omitempty" jsonschema:"seconds or e.g. 2h"`
 	Network string `json:"network,omitempty" jsonschema:"none or egress"`

@@ -54,8 +54,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		// serve parses its own flags; --json there is a request for JSON errors too.
 		c.json = wantsJSON(rest)
 		return c.report(ctx, serveError(runServe(ctx, rest, getenv, stdout, stderr)))
-	case "image":
-		return c.report(ctx, serveError(runImage(ctx, rest, getenv, stderr)))
 	}
 	v, ok := findVerb(name)
 	if !ok {
@@ -104,6 +102,8 @@ func verbs() []verb {
 		{"token", "manage tokens (create, list, revoke)", runToken},
 		{"audit", "show the audit log of calls to the daemon (JSONL with --json)", runAudit},
 		{"secret", "manage a tenant's secrets (set, list, rm)", runSecret},
+		{"image", "manage images: pull, import, export, create, build, list, inspect, rm, public", runImage},
+		{"registry", "manage registry logins for pulls (login, list, rm)", runRegistry},
 		{"binding", "bind a secret to an upstream API sandboxes call via NAME.hearth.internal (set, list, rm)", runBinding},
 		{"restore", "put a sandbox's disk back to a checkpoint", runRestore},
 		{"fork", "create a new sandbox from a checkpoint", runFork},
@@ -127,7 +127,6 @@ func findVerb(name string) (verb, bool) {
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: hearth <verb> [flags] [args]\n\nVerbs:\n")
 	fmt.Fprintf(w, "  %-11s %s\n", "serve", "run the hearth daemon")
-	fmt.Fprintf(w, "  %-11s %s\n", "image", "build the default image ahead of the first start (image build)")
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-11s %s\n", v.name, v.summary)
 	}

@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -62,6 +65,37 @@ func printSandboxTable(w io.Writer, sbs []sandbox.Sandbox, now time.Time) error 
 	for _, sb := range sbs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.Status, dash(sb.Size), dash(sb.Runtime),
 			formatAge(now.Sub(sb.CreatedAt)), dash(sb.Owner), dash(sb.Tenant))
+	}
+	return tw.Flush()
+}
+
+// printImage writes one image as "key: value" lines.
+func printImage(w io.Writer, img sandbox.Image, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	cfg := img.Config
+	user := fmt.Sprintf("%d:%d", cfg.UID, cfg.GID)
+	if cfg.User != "" {
+		user = cfg.User + " (" + user + ")"
+	}
+	rows := [][2]string{
+		{"name", img.Name},
+		{"digest", dash(img.Digest)},
+		{"tenant", dash(img.Tenant)},
+		{"source", dash(img.Source)},
+		{"from", dash(img.Ref)},
+		{"size", formatBytes(img.Size)},
+		{"current", yesNo(img.Current)},
+		{"public", yesNo(img.Public)},
+		{"user", user},
+		{"home", dash(cfg.Home)},
+		{"workdir", dash(cfg.WorkingDir)},
+		{"env", dash(strings.Join(cfg.Env, " "))},
+		{"entrypoint", dash(strings.Join(cfg.Entrypoint, " "))},
+		{"cmd", dash(strings.Join(cfg.Cmd, " "))},
+		{"created", formatTime(img.CreatedAt) + " (" + formatAge(now.Sub(img.CreatedAt)) + " ago)"},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}
 	return tw.Flush()
 }
@@ -244,6 +278,18 @@ func textOrBase64(m map[string]any, key string, b []byte) {
 		return
 	}
 	m[key+"_base64"] = b // encoding/json encodes []byte as base64
+}
+
+// isTerminal reports whether f, a stream of the CLI, is a terminal: what
+// a person reads (progress redrawn in place) and where an archive must not
+// go.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 // printList prints list as the JSON object {key: list} (an empty list, never

@@ -4,11 +4,14 @@
 // directory-backed layers/fake holding the image "default", and
 // driver/fake, whose every sandbox is a real hearth-agent served in the
 // test's process (commands run as the test's own user, in the sandbox's
-// home inside its root; see Env.Home). Tenant t1 exists with room to spare,
-// and TokenA1 and TokenA2 authenticate its agents a1 and a2.
+// home inside its root; see Env.Home). The node keeps images (package
+// image, over the same layer store) and the service seals secrets and
+// registry logins with a key of the test's. Tenant t1 exists with room to
+// spare, and TokenA1 and TokenA2 authenticate its agents a1 and a2.
 package daemontest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
@@ -18,10 +21,12 @@ import (
 	"time"
 
 	driverfake "github.com/hearth/hearth/driver/fake"
+	"github.com/hearth/hearth/image"
 	layersfake "github.com/hearth/hearth/layers/fake"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/secrets"
 	"github.com/hearth/hearth/store"
 	"github.com/hearth/hearth/store/sqlite"
 )
@@ -64,12 +69,26 @@ func New(t testing.TB, o Options) *Env {
 	}
 	t.Cleanup(func() { db.Close() })
 	lay := layersfake.New(t)
-	if err := lay.Import(ctx, "default", fstest.MapFS{"home/sandbox": {Mode: fs.ModeDir | 0o755}}); err != nil {
+	if err := lay.Import(ctx, "default", fstest.MapFS{
+		"home/sandbox": {Mode: fs.ModeDir | 0o755},
+		// The sandbox user, as the default image has it: an image made
+		// from a sandbox resolves its user in its root.
+		"etc/passwd": {Data: []byte("root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n"), Mode: 0o644},
+		"etc/group":  {Data: []byte("root:x:0:\nsandbox:x:1000:\n"), Mode: 0o644},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	drv := driverfake.New(driverfake.Options{})
 	t.Cleanup(func() { drv.Close() }) // before the roots go
-	local, err := node.NewLocal(node.Options{Driver: drv, Layers: lay, AgentPath: "/nonexistent/hearth-agent"})
+	images, err := image.New(image.Options{Layers: lay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := node.NewLocal(node.Options{Driver: drv, Layers: lay, AgentPath: "/nonexistent/hearth-agent", Images: images, ImageDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := secrets.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +96,7 @@ func New(t testing.TB, o Options) *Env {
 		Store:         db,
 		Node:          local,
 		MaxWriteBytes: o.MaxWriteBytes,
+		Secrets:       box,
 	})
 	if err != nil {
 		t.Fatal(err)

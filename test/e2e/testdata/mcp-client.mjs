@@ -49,7 +49,7 @@ async function ok(name, args, onprogress) {
 
 const tools = await client.listTools();
 assert.deepEqual(tools.tools.map((t) => t.name).sort(),
-  ['sandbox_checkpoint', 'sandbox_create', 'sandbox_destroy', 'sandbox_exec', 'sandbox_list', 'sandbox_restore']);
+  ['image_list', 'image_pull', 'sandbox_checkpoint', 'sandbox_create', 'sandbox_destroy', 'sandbox_exec', 'sandbox_list', 'sandbox_restore']);
 
 const sb = await ok('sandbox_create', { name: 'box', ttl: '1h' });
 assert.equal(sb.name, 'agent-bot-box');
