@@ -46,6 +46,7 @@ func (s *server) routes() []door.Route {
 		strict("POST /v1/images", "image.create", im.handleCreate),
 		stream(strict("POST /v1/images/pull", "image.pull", im.handlePull)),
 		stream(strict("POST /v1/images/import", "image.import", im.handleImport, "name", "progress")),
+		stream(strict("POST /v1/images/build", "image.build", im.handleBuild, "name", "progress", "network")),
 		strict("GET /v1/image", "image.get", im.handleGet, "name"),
 		strict("DELETE /v1/image", "image.delete", im.handleRemove, "name"),
 		strict("POST /v1/image/public", "image.public", im.handleSetPublic, "name"),

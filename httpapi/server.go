@@ -52,6 +52,10 @@ type Options struct {
 	// URL of that port of that sandbox (a wildcard DNS name pointing at the
 	// daemon), besides /v1/sandboxes/{name}/proxy/{port}/.
 	BaseDomain string
+	// BuildDir is where builds' contexts are spooled, each in a private
+	// directory removed when its build ends ("": the system's temporary
+	// directory).
+	BuildDir string
 }
 
 // AuditLog reads the audit log (store.AuditLog).

@@ -90,7 +90,7 @@ func (s *Images) buildBase(ctx context.Context, p sandbox.Principal, from string
 	}
 	base, err := s.access(p).image(ctx, from)
 	if sandbox.IsCode(err, sandbox.CodeNotFound) && isReference(from) {
-		return s.Pull(ctx, p, from, PullOptions{}, progress)
+		return s.Pull(ctx, p, from, PullOptions{Progress: progress})
 	}
 	return base, err
 }

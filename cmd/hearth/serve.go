@@ -162,8 +162,9 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 
 // openNode builds this host's node (see package node): the OCI runtime
 // driver, the layer store with the default image's version in it (def),
-// the image store over it, and the host's memory reader; closeNode closes
-// the layer store.
+// the image store over it (what pulls download and imports spool waits in
+// <data>/spool), and the host's memory reader; closeNode closes the layer
+// store.
 func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, stderr io.Writer, log *slog.Logger) (local *node.Local, def sandbox.Image, closeNode func(), err error) {
 	drv, err := newDriver(cfg, inst, nets, box, log)
 	if err != nil {
@@ -184,7 +185,7 @@ func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, net
 	if err != nil {
 		return fail(err)
 	}
-	imageDir := filepath.Join(cfg.dataDir, "pulls")
+	imageDir := filepath.Join(cfg.dataDir, "spool")
 	if err := os.MkdirAll(imageDir, 0o700); err != nil {
 		return fail(err)
 	}
@@ -335,6 +336,7 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db *sqlite.DB, rec *aud
 		AuditLog:   db.Audit(),
 		Metrics:    reg,
 		BaseDomain: cfg.baseDomain,
+		BuildDir:   filepath.Join(cfg.dataDir, "spool"),
 	})
 	mcp := mcpserver.New(svc, mcpserver.Options{
 		Logger:      log.With("component", "mcp"),
