@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -343,5 +344,20 @@ func TestApplyCancelled(t *testing.T) {
 	}
 	if exists(fx.path("x")) {
 		t.Error("x was created after the context was cancelled")
+	}
+}
+
+// TestApplyNotesBounded applies a layer of many device nodes: the notes
+// stop at a hundred and count the rest.
+func TestApplyNotesBounded(t *testing.T) {
+	fx := newFixture(t)
+	var ents []ent
+	for i := range 150 {
+		ents = append(ents, ent{h: tar.Header{Typeflag: tar.TypeChar, Name: fmt.Sprintf("dev/%d", i), Devmajor: 1, Devminor: 3}})
+	}
+	st := fx.mustApply(t, ents...)
+	if len(st.Skipped) != 101 || st.Skipped[0] != "dev/0: device node skipped" || st.Skipped[100] != "and 50 more skipped" {
+		t.Errorf("Skipped has %d notes (first %q, last %q), want 100 and \"and 50 more skipped\"",
+			len(st.Skipped), st.Skipped[0], st.Skipped[len(st.Skipped)-1])
 	}
 }
