@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -249,5 +250,35 @@ func TestWriteRefusesLongPaths(t *testing.T) {
 	var le *layertar.Error
 	if !errors.Is(err, layertar.ErrHostile) || !errors.As(err, &le) || le.Path != rel {
 		t.Errorf("Write of a %d-byte path = %v, want an *Error for it matching ErrHostile", len(rel), err)
+	}
+}
+
+// TestWriteReadByGNUTar extracts Write's tar with GNU tar, an independent
+// reader, and compares the tree with the source.
+func TestWriteReadByGNUTar(t *testing.T) {
+	src := writeSource(t)
+	var out bytes.Buffer
+	if _, err := layertar.Write(context.Background(), src.f, &out); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	dst := t.TempDir()
+	cmd := exec.Command("tar", "--xattrs", "--xattrs-include=*", "--same-owner", "-xpf", "-", "-C", dst)
+	cmd.Stdin = &out
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, b)
+	}
+	a, b := describe(t, src.root), describe(t, dst)
+	for _, skipped := range []string{"null", "fifo", "sock", "tmp/.wh.planted"} {
+		delete(a, skipped)
+	}
+	for p := range maps.Keys(a) {
+		if a[p] != b[p] {
+			t.Errorf("%q:\n written from    %s\n GNU tar made it %s", p, a[p], b[p])
+		}
+	}
+	for p := range maps.Keys(b) {
+		if _, ok := a[p]; !ok {
+			t.Errorf("%q: extracted but not in the source: %s", p, b[p])
+		}
 	}
 }
