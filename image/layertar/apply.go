@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -71,7 +72,10 @@ func (a *applier) run(r io.Reader) error {
 		}
 		h, err := tr.Next()
 		if errors.Is(err, tar.ErrInsecurePath) && h != nil {
-			err = nil // absolute names are taken relative to the root; ".." is refused by cleanName
+			// Only with GODEBUG tarinsecurepath=0, not the default: then
+			// the reader also stops at the next entry. Absolute names are
+			// taken relative to the root, and ".." is refused by cleanName.
+			err = nil
 		}
 		if err == io.EOF {
 			return nil
@@ -111,7 +115,7 @@ func (a *applier) entry(h *tar.Header, r io.Reader) error {
 		return refuse(h.Name, "%s", why)
 	}
 	dir, base := split(rel)
-	if len(base) >= len(whPrefix) && base[:len(whPrefix)] == whPrefix {
+	if strings.HasPrefix(base, whPrefix) {
 		return a.whiteout(h.Name, dir, base)
 	}
 	if rel == "" && h.Typeflag != tar.TypeDir {

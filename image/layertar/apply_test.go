@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -267,11 +269,16 @@ func TestApplySparse(t *testing.T) {
 		must(t, err)
 	}
 	must(t, f.Close())
-	for _, format := range []string{"pax", "gnu"} {
-		t.Run(format, func(t *testing.T) {
+	// GNU tar's sparse entries: PAX 1.0 (its default), PAX 0.1, old GNU.
+	for name, flags := range map[string][]string{
+		"pax-1.0": {"--format=pax"},
+		"pax-0.1": {"--format=pax", "--sparse-version=0.1"},
+		"gnu":     {"--format=gnu"},
+	} {
+		t.Run(name, func(t *testing.T) {
 			fx := newFixture(t)
 			tarFile := t.TempDir() + "/layer.tar"
-			cmd := exec.Command("tar", "--sparse", "--format="+format, "-cf", tarFile, "-C", src, "sparse")
+			cmd := exec.Command("tar", append(flags, "--sparse", "-cf", tarFile, "-C", src, "sparse")...)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%v: %v\n%s", cmd, err, out)
 			}
@@ -344,4 +351,47 @@ func TestApplyCancelled(t *testing.T) {
 	if exists(fx.path("x")) {
 		t.Error("x was created after the context was cancelled")
 	}
+}
+
+// TestApplyNotesBounded applies a layer of many device nodes: the notes
+// stop at a hundred and count the rest.
+func TestApplyNotesBounded(t *testing.T) {
+	fx := newFixture(t)
+	var ents []ent
+	for i := range 150 {
+		ents = append(ents, ent{h: tar.Header{Typeflag: tar.TypeChar, Name: fmt.Sprintf("dev/%d", i), Devmajor: 1, Devminor: 3}})
+	}
+	st := fx.mustApply(t, ents...)
+	if len(st.Skipped) != 101 || st.Skipped[0] != "dev/0: device node skipped" || st.Skipped[100] != "and 50 more skipped" {
+		t.Errorf("Skipped has %d notes (first %q, last %q), want 100 and \"and 50 more skipped\"",
+			len(st.Skipped), st.Skipped[0], st.Skipped[len(st.Skipped)-1])
+	}
+}
+
+// TestApplyGNUTarLayer applies a layer GNU tar made of writeSource's tree
+// (names beginning "./", a root entry, its own PAX records) and compares
+// the trees.
+func TestApplyGNUTarLayer(t *testing.T) {
+	src := writeSource(t)
+	cmd := exec.Command("tar", "--xattrs", "--xattrs-include=*", "--format=pax", "-cf", "-", "-C", src.root, ".")
+	layer, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %v", cmd, err)
+	}
+	dst := newFixture(t)
+	st, err := dst.apply(t, layer, layertar.Limits{})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if want := []string{"fifo: FIFO skipped", "null: device node skipped"}; !slices.Equal(st.Skipped, want) {
+		t.Errorf("Skipped = %q, want %q", st.Skipped, want)
+	}
+	a, b := describe(t, src.root), describe(t, dst.root)
+	for _, skipped := range []string{"null", "fifo", "sock", "tmp/.wh.planted"} {
+		delete(a, skipped)
+	}
+	if !maps.Equal(a, b) {
+		t.Errorf("GNU tar's layer applied:\n %q\nwant\n %q", b, a)
+	}
+	dst.checkOutside(t)
 }

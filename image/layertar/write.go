@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,11 +31,12 @@ import (
 // Write never follows a link and never leaves the root: every name is
 // opened from its directory's descriptor with openat2
 // (RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV) and O_NOFOLLOW. A
-// symbolic link is written as a link. Device nodes, FIFOs, sockets and
-// mount points inside the tree are skipped, each with a note in
-// Stats.Skipped. A sparse file is written whole, its holes as zeros (tar
-// writers of the standard library write no sparse entries). The tree
-// should not change while Write runs (a stopped sandbox's root, a
+// symbolic link is written as a link. Device nodes, FIFOs, sockets, mount
+// points inside the tree, and names beginning ".wh." (which a layer cannot
+// carry: Apply would take them for whiteouts) are skipped, each with a
+// note in Stats.Skipped. A sparse file is written whole, its holes as
+// zeros (the standard library's tar writer writes no sparse entries). The
+// tree should not change while Write runs (a stopped sandbox's root, a
 // committed layer): a file that shrinks meanwhile fails Write.
 //
 // Errors: an *Error naming the path that could not be read or written
@@ -90,6 +92,10 @@ func (wr *writer) walk(dirfd int, rel string) error {
 func (wr *writer) entry(dirfd int, name, rel string) error {
 	if len(rel) >= maxName { // with a directory's "/", longer than Apply takes
 		return refuse(rel, "path longer than 4095 bytes")
+	}
+	if strings.HasPrefix(name, whPrefix) {
+		wr.st.note(rel, "name reserved for whiteouts skipped")
+		return nil
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,7 +44,7 @@ func TestWriteRoundTrip(t *testing.T) {
 		t.Fatalf("Apply of Write's tar: %v", err)
 	}
 	a, b := describe(t, src.root), describe(t, dst.root)
-	for _, skipped := range []string{"null", "fifo", "sock"} {
+	for _, skipped := range []string{"null", "fifo", "sock", "tmp/.wh.planted"} {
 		delete(a, skipped)
 	}
 	if !maps.Equal(a, b) {
@@ -85,6 +86,7 @@ func writeSource(t *testing.T) *fixture {
 	must(t, unix.Mknod(src.path("null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
 	must(t, unix.Mkfifo(src.path("fifo"), 0o644))
 	makeSocket(t, src.path("sock"))
+	must(t, os.WriteFile(src.path("tmp/.wh.planted"), []byte("would hide tmp/planted"), 0o644))
 	return src
 }
 
@@ -114,7 +116,10 @@ func checkStream(t *testing.T, src *fixture, b []byte, st layertar.Stats) {
 			t.Errorf("esc: type %q target %q, want the symbolic link itself", h.Typeflag, h.Linkname)
 		}
 	}
-	wantNotes := []string{"fifo: FIFO skipped", "null: device node skipped", "sock: socket skipped"}
+	wantNotes := []string{
+		"fifo: FIFO skipped", "null: device node skipped", "sock: socket skipped",
+		"tmp/.wh.planted: name reserved for whiteouts skipped",
+	}
 	if !slices.Equal(st.Skipped, wantNotes) {
 		t.Errorf("Skipped = %q, want %q", st.Skipped, wantNotes)
 	}
@@ -222,4 +227,58 @@ func makeSocket(t *testing.T, p string) {
 	must(t, err)
 	defer unix.Close(fd)
 	must(t, unix.Bind(fd, &unix.SockaddrUnix{Name: p}))
+}
+
+// TestWriteRefusesLongPaths makes a path longer than Apply takes (with
+// relative calls: the host path is longer than PATH_MAX) and checks that
+// Write refuses it rather than write a tar Apply would refuse.
+func TestWriteRefusesLongPaths(t *testing.T) {
+	fx := newFixture(t)
+	fd, err := unix.Open(fx.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	name := strings.Repeat("d", 250)
+	var rel string
+	for range 17 {
+		must(t, unix.Mkdirat(fd, name, 0o755))
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		must(t, err)
+		unix.Close(fd)
+		fd, rel = next, filepath.Join(rel, name)
+	}
+	unix.Close(fd)
+	_, err = layertar.Write(context.Background(), fx.f, io.Discard)
+	var le *layertar.Error
+	if !errors.Is(err, layertar.ErrHostile) || !errors.As(err, &le) || le.Path != rel {
+		t.Errorf("Write of a %d-byte path = %v, want an *Error for it matching ErrHostile", len(rel), err)
+	}
+}
+
+// TestWriteReadByGNUTar extracts Write's tar with GNU tar, an independent
+// reader, and compares the tree with the source.
+func TestWriteReadByGNUTar(t *testing.T) {
+	src := writeSource(t)
+	var out bytes.Buffer
+	if _, err := layertar.Write(context.Background(), src.f, &out); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	dst := t.TempDir()
+	cmd := exec.Command("tar", "--xattrs", "--xattrs-include=*", "--same-owner", "-xpf", "-", "-C", dst)
+	cmd.Stdin = &out
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, b)
+	}
+	a, b := describe(t, src.root), describe(t, dst)
+	for _, skipped := range []string{"null", "fifo", "sock", "tmp/.wh.planted"} {
+		delete(a, skipped)
+	}
+	for p := range maps.Keys(a) {
+		if a[p] != b[p] {
+			t.Errorf("%q:\n written from    %s\n GNU tar made it %s", p, a[p], b[p])
+		}
+	}
+	for p := range maps.Keys(b) {
+		if _, ok := a[p]; !ok {
+			t.Errorf("%q: extracted but not in the source: %s", p, b[p])
+		}
+	}
 }
