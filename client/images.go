@@ -76,6 +76,9 @@ type BuildOptions struct {
 	// Args are the build's arguments (--build-arg), which override the
 	// Dockerfile's ARG defaults.
 	Args map[string]string
+	// Network is the network mode of the sandboxes the build's RUN steps
+	// run in ("none" or "egress"; "": the tenant's default).
+	Network string
 	// Progress, if set, receives the build's progress events.
 	Progress Progress
 }
@@ -105,7 +108,11 @@ func (im *Images) Build(ctx context.Context, name string, dockerfile, buildConte
 		wrote <- err
 	}()
 	body := requestBody{r: pr, contentType: mime.FormatMediaType("multipart/form-data", map[string]string{"boundary": mw.Boundary()}), size: -1}
-	img, err := im.t.imageCall(ctx, "/v1/images/build", url.Values{"name": {name}}, body, opts.Progress)
+	q := url.Values{"name": {name}}
+	if opts.Network != "" {
+		q.Set("network", opts.Network)
+	}
+	img, err := im.t.imageCall(ctx, "/v1/images/build", q, body, opts.Progress)
 	pr.CloseWithError(io.ErrClosedPipe) // stops the writer if the daemon answered before reading it all
 	if readErr := <-wrote; err != nil && readErr != nil && !errors.Is(readErr, io.ErrClosedPipe) {
 		return img, fmt.Errorf("hearth: build %s: %w", name, readErr)

@@ -305,7 +305,7 @@ func TestBuild(t *testing.T) {
 	t.Cleanup(srv.Close)
 	var steps []sandbox.ImageProgress
 	img, err := client.New(srv.URL, "tok", nil).Images().Build(ctxT(t), "app", strings.NewReader(dockerfile), bytes.NewReader(buildContext),
-		client.BuildOptions{Args: map[string]string{"VERSION": "1.2"}, Progress: func(ev sandbox.ImageProgress) { steps = append(steps, ev) }})
+		client.BuildOptions{Args: map[string]string{"VERSION": "1.2"}, Network: "egress", Progress: func(ev sandbox.ImageProgress) { steps = append(steps, ev) }})
 	if err != nil || img.Name != "app" || len(steps) != 1 || steps[0].Step != 1 {
 		t.Fatalf("Build = %+v, %v, progress %+v", img, err, steps)
 	}
@@ -318,7 +318,7 @@ func TestBuild(t *testing.T) {
 		return p, q
 	}
 	got, q := sent()
-	if q != "name=app" || len(got) != 3 || got[0].name != "dockerfile" || string(got[0].data) != dockerfile ||
+	if q != "name=app&network=egress" || len(got) != 3 || got[0].name != "dockerfile" || string(got[0].data) != dockerfile ||
 		got[1].name != "build_args" || string(got[1].data) != `{"VERSION":"1.2"}` ||
 		got[2].name != "context" || got[2].contentType != "application/x-tar" || !bytes.Equal(got[2].data, buildContext) {
 		t.Errorf("Build sent ?%s and %d parts (%+v); want dockerfile, build_args, context", q, len(got), got)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -28,7 +29,7 @@ func imageOps() []subOp {
 		{"import", "FILE|- --name NAME", "import a docker-archive or OCI archive tarball", runImageImport},
 		{"export", "NAME [--output FILE]", "write an image as an OCI archive to stdout or FILE", runImageExport},
 		{"create", "NAME --from SANDBOX[@CHECKPOINT]", "make an image from a sandbox's disk, now or at a checkpoint", runImageCreate},
-		{"build", "NAME -f DOCKERFILE [--build-arg K=V]... [CONTEXT] | [--data-dir DIR]", "build an image from a Dockerfile; without NAME, the default image here", runImageBuild},
+		{"build", "NAME -f DOCKERFILE [--build-arg K=V]... [--network M] [CONTEXT] | [--data-dir DIR]", "build an image from a Dockerfile; without NAME, the default image here", runImageBuild},
 		{"list", "", "list the images you can use: NAME DIGEST SIZE SOURCE CURRENT PUBLIC TENANT AGE", runImageList},
 		{"inspect", "NAME", "show one image: its digest, source, size and config", runImageInspect},
 		{"rm", "NAME", "remove an image, every version of it (tenant admins)", runImageRemove},
@@ -175,8 +176,10 @@ func runImageExport(ctx context.Context, c *cli, args []string) error {
 func runImageBuild(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("image", imageSummary+"\n\nbuild: ", imageOps(), "build")
 	dockerfile := fs.String("f", "", "the `DOCKERFILE` (default CONTEXT/Dockerfile; - reads it from stdin)")
+	var opts client.BuildOptions
 	buildArgs := envFlag{}
 	fs.Var(buildArgs, "build-arg", "set the Dockerfile's ARG `K=V` (repeatable)")
+	fs.StringVar(&opts.Network, "network", "", "network `MODE` of the RUN steps' sandboxes: none or egress (default: the tenant's)")
 	dataDir := fs.String("data-dir", "", "without NAME: the daemon's data `DIR` (default $HEARTH_DATA_DIR, else /var/lib/hearth)")
 	cache := fs.String("image-cache", "", "without NAME: where built images are cached (default $HEARTH_IMAGE_CACHE, else DATA-DIR/images)")
 	pos, err := fs.parse(args)
@@ -187,10 +190,11 @@ func runImageBuild(ctx context.Context, c *cli, args []string) error {
 		if *dataDir != "" || *cache != "" {
 			return &usageError{verb: "image build", msg: "--data-dir and --image-cache build the default image, without a NAME"}
 		}
-		return runImageBuildRemote(ctx, c, pos, *dockerfile, buildArgs)
+		opts.Args = buildArgs
+		return runImageBuildRemote(ctx, c, pos, *dockerfile, opts)
 	}
-	if *dockerfile != "" || len(buildArgs) > 0 {
-		return &usageError{verb: "image build", msg: "missing NAME: -f and --build-arg build an image of that name"}
+	if *dockerfile != "" || len(buildArgs) > 0 || opts.Network != "" {
+		return &usageError{verb: "image build", msg: "missing NAME: -f, --build-arg and --network build an image of that name"}
 	}
 	if *cache == "" {
 		*cache = c.getenv("HEARTH_IMAGE_CACHE")

@@ -244,9 +244,8 @@ func isTar(s string) bool {
 }
 
 // TestImageBuildSends: `hearth image build NAME -f DOCKERFILE CONTEXT`
-// sends the Dockerfile and the context as a tar (links as links, no FIFOs,
-// owned by 0), and shows the build's steps; a daemon without the route is
-// not_found.
+// sends the Dockerfile, its arguments and the context as a tar (links as
+// links, no FIFOs, owned by 0), and shows the build's steps.
 func TestImageBuildSends(t *testing.T) {
 	dir := t.TempDir()
 	ctxDir := filepath.Join(dir, "ctx")
@@ -317,11 +316,42 @@ func TestImageBuildSends(t *testing.T) {
 		t.Errorf("hearth image build sent ?%s, the Dockerfile %q, the arguments %s and the context %q; want %q", query, dockerfile, buildArgs, entries, want)
 	}
 
-	_, env["HEARTH_URL"] = newAPI(t)
-	errb.Reset()
-	code = run(t.Context(), []string{"image", "build", "app", ctxDir, "-f", filepath.Join(dir, "Dockerfile.dev")}, func(k string) string { return env[k] }, nil, &out, &errb)
-	if code != sandbox.CodeNotFound.ExitCode() {
-		t.Errorf("hearth image build against a daemon without builds = %d %q; want not_found", code, errb.String())
+}
+
+// TestImageBuild builds an image through the API: FROM an image of the
+// tenant's, COPY from the context and ENV, its steps on stderr, and a
+// sandbox made from it has the copied file.
+func TestImageBuild(t *testing.T) {
+	api, url := newAPI(t)
+	d := &imageDaemon{d: api, url: url}
+	var archive bytes.Buffer
+	if err := tarball.Write(name.MustParseReference("base:1"), registry.DockerImage(t, registry.Layer(t, compression.GZip, testImageFiles)), &archive); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := d.hearth(t, daemontest.TokenA1, archive.String(), "image", "import", "-", "--name", "base"); code != 0 {
+		t.Fatalf("hearth image import = %d %q", code, errOut)
+	}
+	dir := t.TempDir()
+	for f, content := range map[string]string{"Dockerfile": "FROM base\nARG GREETING=hi\nCOPY notes.txt /root/notes.txt\nENV GREETING=$GREETING\n", "notes.txt": "built\n"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := d.hearth(t, daemontest.TokenA1, "", "image", "build", "built", dir, "--build-arg", "GREETING=hello", "--network", "none")
+	if code != 0 || !strings.HasPrefix(out, "built image built\n") || !strings.Contains(out, "GREETING=hello") ||
+		!strings.Contains(errOut, "step 1: ") || !strings.Contains(errOut, "COPY notes.txt /root/notes.txt") {
+		t.Fatalf("hearth image build = %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := d.hearth(t, daemontest.TokenA1, "", "create", "box", "--image", "built"); code != 0 {
+		t.Fatalf("hearth create --image built = %d %q", code, errOut)
+	}
+	home := api.Home(t, daemontest.AgentA1, "box")
+	if b, err := os.ReadFile(filepath.Join(home, "notes.txt")); err != nil || string(b) != "built\n" {
+		t.Errorf("the built image's /root/notes.txt in a sandbox (home %s) = %q, %v", home, b, err)
+	}
+	_, errOut, code = d.hearth(t, daemontest.TokenA1, "Dockerfile: nope", "image", "build", "bad", dir, "-f", "-")
+	if code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(errOut, "error: ") {
+		t.Errorf("hearth image build of a bad Dockerfile = %d %q; want invalid_argument", code, errOut)
 	}
 }
 

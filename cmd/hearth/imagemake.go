@@ -66,11 +66,11 @@ func runImageImport(ctx context.Context, c *cli, args []string) error {
 const maxDockerfile = 1 << 20
 
 // runImageBuildRemote is `hearth image build NAME [-f DOCKERFILE]
-// [--build-arg K=V]... [CONTEXT]`: it sends the Dockerfile, the build
-// arguments and a tar archive of the CONTEXT
+// [--build-arg K=V]... [--network M] [CONTEXT]`: it sends the Dockerfile,
+// the build arguments and a tar archive of the CONTEXT
 // directory (".", every file of it: the daemon applies .dockerignore) to
 // the daemon, which builds the image.
-func runImageBuildRemote(ctx context.Context, c *cli, pos []string, dockerfile string, args envFlag) error {
+func runImageBuildRemote(ctx context.Context, c *cli, pos []string, dockerfile string, opts client.BuildOptions) error {
 	if len(pos) > 2 {
 		return &usageError{verb: "image build", msg: fmt.Sprintf("unexpected argument %q", pos[2])}
 	}
@@ -89,7 +89,8 @@ func runImageBuildRemote(ctx context.Context, c *cli, pos []string, dockerfile s
 	go func() { pw.CloseWithError(tarDir(dir, pw)) }()
 	defer pr.Close()
 	out := c.progressOut()
-	img, err := c.client().Images().Build(ctx, pos[0], bytes.NewReader(df), pr, client.BuildOptions{Args: args, Progress: out.event})
+	opts.Progress = out.event
+	img, err := c.client().Images().Build(ctx, pos[0], bytes.NewReader(df), pr, opts)
 	return c.imageStored(out, "built", img, err)
 }
 
