@@ -89,7 +89,7 @@ func (s *Images) buildBase(ctx context.Context, p sandbox.Principal, from string
 		return sandbox.Image{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "FROM scratch is not supported").WithHint("build FROM an image with a shell")
 	}
 	base, err := s.access(p).image(ctx, from)
-	if sandbox.IsCode(err, sandbox.CodeNotFound) && isReference(from) {
+	if sandbox.IsCode(err, sandbox.CodeNotFound) && sandbox.IsReference(from) {
 		return s.Pull(ctx, p, from, PullOptions{Progress: progress})
 	}
 	return base, err

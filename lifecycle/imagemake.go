@@ -58,7 +58,7 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 // registries: invalid_argument when ref names no host, failed_precondition
 // when the tenant's login for it requires TLS.
 func insecureFor(regs map[string]node.Registry, ref string) error {
-	if !isReference(ref) {
+	if !sandbox.IsReference(ref) {
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "an insecure pull needs a reference that names its registry, not %q", ref).
 			WithHint("write the registry's host[:port] first, e.g. registry.internal:5000/app:1.0")
 	}

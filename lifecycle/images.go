@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/hearth/hearth/sandbox"
@@ -236,13 +235,6 @@ func keysOf(imgs []sandbox.Image) []string {
 	return keys
 }
 
-// isReference reports whether ref reads as a registry reference
-// (HOST[:PORT]/REPO…: its first element has a dot or a colon, or is
-// localhost) rather than an image's plain name.
-func isReference(ref string) bool {
-	host, _, ok := strings.Cut(ref, "/")
-	return ok && (strings.ContainsAny(host, ".:") || host == "localhost")
-}
 
 // SetDefault records img, which the node holds, as the current version of
 // the default image (Options.DefaultImage): the system tenant's, public.

@@ -122,6 +122,24 @@ type ImageProgress struct {
 	Cached bool `json:"cached,omitempty"`
 }
 
+// IsReference reports whether ref reads as a registry reference
+// (HOST[:PORT]/REPO…: its first element has a dot or a colon, or is
+// localhost) rather than an image's plain name.
+func IsReference(ref string) bool {
+	host, _, ok := strings.Cut(ref, "/")
+	return ok && (strings.ContainsAny(host, ".:") || host == "localhost")
+}
+
+// RegistryHost is the host[:port] a registry reference names, lower-cased;
+// "" for a plain name.
+func RegistryHost(ref string) string {
+	if !IsReference(ref) {
+		return ""
+	}
+	host, _, _ := strings.Cut(ref, "/")
+	return strings.ToLower(host)
+}
+
 // maxImageName is the longest image name.
 const maxImageName = 255
 

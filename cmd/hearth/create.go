@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hearth/hearth/client"
@@ -62,7 +61,7 @@ func runCreate(ctx context.Context, c *cli, args []string) error {
 // its progress on stderr whatever the output, and its stored name is the
 // answer.
 func (c *cli) pullMissing(ctx context.Context, cl *client.Client, image string) (string, error) {
-	if !isReference(image) {
+	if !sandbox.IsReference(image) {
 		return image, nil
 	}
 	_, err := cl.Images().Get(ctx, image)
@@ -74,12 +73,4 @@ func (c *cli) pullMissing(ctx context.Context, cl *client.Client, image string) 
 	img, err := cl.Images().Pull(ctx, image, client.PullOptions{Progress: pp.event})
 	pp.end()
 	return img.Name, err
-}
-
-// isReference reports whether ref reads as a registry reference rather
-// than an image's plain name: its first element, before a '/', has a dot
-// or a colon, or is localhost (the daemon's own rule).
-func isReference(ref string) bool {
-	host, _, ok := strings.Cut(ref, "/")
-	return ok && (strings.ContainsAny(host, ".:") || host == "localhost")
 }
