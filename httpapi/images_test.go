@@ -195,14 +195,24 @@ func TestImageImport(t *testing.T) {
 		})
 	}
 
-	// Tenant t3's budget holds no image: the refusal comes once the
-	// archive is unpacked (a layer of its own: one unpacked already costs
-	// nothing), as the stream's last line.
-	if _, err := e.svc.Tenancy.CreateTenant(t.Context(), operatorP, sandbox.Tenant{Name: "t3", Allocation: sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, DiskBytes: 4096}}); err != nil {
+	// Tenant t3's budget holds 1 MiB of disk. An archive larger than
+	// that is refused as it is spooled, before any progress; one whose
+	// compressed layer fits but unpacks to more (2 MiB of text) is
+	// refused once unpacked, as the stream's last line.
+	if _, err := e.svc.Tenancy.CreateTenant(t.Context(), operatorP, sandbox.Tenant{Name: "t3", Allocation: sandbox.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30, DiskBytes: 1 << 20}}); err != nil {
 		t.Fatal(err)
 	}
 	addToken(t, e, "tok-c1", tokenC1, sandbox.Principal{Tenant: "t3", Agent: "c1", Role: sandbox.RoleAgent})
-	resp, body = call(t, "POST", e.url+"/v1/images/import?name=big&progress=1", tokenC1, nil, bytes.NewReader(dockerArchive(t, 64<<10)))
+	resp, body = call(t, "POST", e.url+"/v1/images/import?name=big&progress=1", tokenC1, nil, bytes.NewReader(dockerArchive(t, 2<<20)))
+	if got := errorOf(t, resp, body); got.Code != sandbox.CodeBudgetExceeded || resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("import of an archive over the budget = %d %s; want 429 budget_exceeded", resp.StatusCode, body)
+	}
+	text := registry.Layer(t, compression.GZip, map[string]string{"text": strings.Repeat("hearth ", 300000)})
+	var bomb bytes.Buffer
+	if err := tarball.Write(name.MustParseReference("zeros:1"), registry.DockerImage(t, text), &bomb); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = call(t, "POST", e.url+"/v1/images/import?name=big&progress=1", tokenC1, nil, &bomb)
 	lines := streamLines(t, resp, body)
 	last := lines[len(lines)-1]
 	var failed sandbox.Error
@@ -218,7 +228,7 @@ func TestImageImport(t *testing.T) {
 	}
 	want := []string{"image.import ", "image.import ", "image.import ", "image.list ", "image.list ", "image.get ", "image.get not_found",
 		"image.import invalid_argument", "image.import invalid_argument", "image.import invalid_argument", "image.import invalid_argument",
-		"image.import invalid_argument", "image.import invalid_argument", "image.import budget_exceeded"}
+		"image.import invalid_argument", "image.import invalid_argument", "image.import budget_exceeded", "image.import budget_exceeded"}
 	slices.Sort(verbs)
 	slices.Sort(want)
 	if !slices.Equal(verbs, want) {
@@ -232,8 +242,15 @@ func TestImagePull(t *testing.T) {
 	reg := registry.Start(t, registry.Options{})
 	ref := reg.Push(t, "app:1.0", registry.Image(t, registry.Layer(t, compression.GZip, imageFiles), registry.RandomLayer(t, compression.GZip, 3<<20)))
 	e := auditEnv(t, nil)
+	// Without a login for it, t1's agent may not have the daemon pull from
+	// a registry on loopback.
+	resp, body := testenv.Do(t, "POST", e.url+"/v1/images/pull", tokenA1, `{"ref":"`+ref+`"}`)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "private network") {
+		t.Fatalf("pull from loopback without a login = %d %s; want 403 saying why", resp.StatusCode, body)
+	}
+	e.d.TrustRegistry(t, reg.Host)
 
-	resp, body := testenv.Do(t, "POST", e.url+"/v1/images/pull", tokenA1, `{"ref":"`+ref+`","progress":true}`)
+	resp, body = testenv.Do(t, "POST", e.url+"/v1/images/pull", tokenA1, `{"ref":"`+ref+`","progress":true}`)
 	phases, img := lastImage(t, streamLines(t, resp, body))
 	for _, p := range []string{"resolve", "layer", "unpack", "done"} {
 		if !slices.Contains(phases, p) {

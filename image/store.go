@@ -43,6 +43,11 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
+// ErrInvalid is wrapped by the errors of an image refused for what it
+// holds: a layer whose content does not match its diff id, or that
+// layertar refuses (layertar.ErrHostile is wrapped too).
+var ErrInvalid = errors.New("image: invalid image")
+
 // Key prefixes (see the package documentation).
 const (
 	layerPrefix  = "layer-"
@@ -219,7 +224,13 @@ func (s *Store) layer(ctx context.Context, key, parent string, l v1.Layer, diffI
 	}
 	defer done()
 	if ok, err := s.exists(ctx, key); err != nil || ok {
-		return 0, ok, err
+		if ok {
+			// What the layer's snapshot holds beyond its parent's: what
+			// its unpacking wrote, counted again for every image that has
+			// it (0 where the store cannot count).
+			size, _ = s.opts.Layers.Usage(ctx, key)
+		}
+		return size, ok, err
 	}
 	tmp := unpackPrefix + strings.TrimPrefix(key, layerPrefix)
 	err = s.make(ctx, key, tmp, parent, func(dir string) error {
@@ -284,6 +295,9 @@ func applyVerified(ctx context.Context, dir string, r io.Reader, diffID v1.Hash,
 	h := sha256.New()
 	tee := io.TeeReader(r, h)
 	stats, err := layertar.Apply(ctx, root, tee, lim)
+	if errors.Is(err, layertar.ErrHostile) {
+		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -291,7 +305,7 @@ func applyVerified(ctx context.Context, dir string, r io.Reader, diffID v1.Hash,
 		return 0, err
 	}
 	if got := hexOf(h); got != diffID.Hex {
-		return 0, fmt.Errorf("its content hashes to sha256:%s, not to its diff id %s", got, diffID)
+		return 0, fmt.Errorf("%w: its content hashes to sha256:%s, not to its diff id %s", ErrInvalid, got, diffID)
 	}
 	return stats.Bytes, nil
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strings"
 
 	"github.com/hearth/hearth/node"
@@ -39,6 +41,9 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 		return sandbox.Image{}, err
 	}
 	regs, err := s.registries(ctx, p.Home())
+	if err == nil {
+		err = internalRegistry(p, regs, ref)
+	}
 	if err == nil && opts.Insecure {
 		err = insecureFor(regs, ref)
 	}
@@ -46,12 +51,40 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 		return sandbox.Image{}, err
 	}
 	defer s.storing(ctx)()
-	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, Progress: opts.Progress})
+	room := s.room(ctx, p)
+	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, MaxBytes: room, Progress: opts.Progress})
 	if err != nil {
-		return sandbox.Image{}, pullError(ref, err)
+		return sandbox.Image{}, pullError(p, ref, err, room)
 	}
 	img.Source, img.Ref = sandbox.ImageSourceRegistry, ref
 	return s.record(ctx, p, img, opts.Progress)
+}
+
+// internalRegistry refuses a pull by p, not an operator, from a registry
+// on the host's own or a private network (localhost, or an IP literal
+// that is loopback, private or link-local) unless p's tenant has a login
+// for it: the daemon, root on the host, reaches those addresses for the
+// caller, and only a tenant admin's login (or an operator) says the
+// tenant may have it do so. A name that resolves to such an address is
+// not caught here.
+func internalRegistry(p sandbox.Principal, regs map[string]node.Registry, ref string) error {
+	host := sandbox.RegistryHost(ref)
+	if host == "" || p.Role == sandbox.RoleOperator {
+		return nil
+	}
+	if _, ok := regs[host]; ok {
+		return nil
+	}
+	h := host
+	if hp, _, err := net.SplitHostPort(host); err == nil {
+		h = hp
+	}
+	addr, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	if h != "localhost" && (err != nil || !(addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsUnspecified())) {
+		return nil
+	}
+	return sandbox.Errorf(sandbox.CodePermissionDenied, "registry %s is on the host's own or a private network: a pull from it needs the tenant's login for it", host).
+		WithHint("ask a tenant admin to run `hearth registry login %s --username U --password-stdin` (or an operator to pull it and make it public)", host).With("registry", host)
 }
 
 // insecureFor marks the registry host of ref Insecure in regs, a pull's
@@ -80,8 +113,14 @@ func (s *Images) Import(ctx context.Context, p sandbox.Principal, name string, r
 		return sandbox.Image{}, err
 	}
 	defer s.storing(ctx)()
-	img, err := s.opts.Node.ImportImage(ctx, r, progress)
-	if err != nil {
+	room := s.room(ctx, p)
+	img, err := s.opts.Node.ImportImage(ctx, node.ImportRequest{Archive: r, MaxBytes: room, Progress: progress})
+	var se *sandbox.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &se):
+		return sandbox.Image{}, overBudget(p, sandbox.Errorf(se.Code, "import %s: %s", name, se.Message).WithHint("%s", se.Hint), room)
+	default:
 		return sandbox.Image{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "import %s: %v", name, err).
 			WithHint("give a docker-archive (docker save) or an OCI archive (skopeo copy … oci-archive:FILE) tarball")
 	}
@@ -204,11 +243,38 @@ func (s *Images) withinBudget(ctx context.Context, p sandbox.Principal, img sand
 	return nil
 }
 
-// pullError is the sandbox.Error of a failed pull of ref.
-func pullError(ref string, err error) error {
+// room is what p's tenant may still store of images: what its disk budget
+// leaves (0, no bound of the tenant's, for an operator, a tenant with no
+// limit, or when it cannot be told; record checks the budget again).
+func (s *Images) room(ctx context.Context, p sandbox.Principal) int64 {
+	if p.Role == sandbox.RoleOperator {
+		return 0
+	}
+	limit, used, err := s.adm.diskBudget(ctx, p)
+	if err != nil || limit <= 0 {
+		return 0
+	}
+	return max(1, limit-used)
+}
+
+// overBudget is se, a refusal of an image for p's tenant, as the
+// budget_exceeded it is when the limit it met was the tenant's room
+// (room > 0: what its disk budget left).
+func overBudget(p sandbox.Principal, se *sandbox.Error, room int64) error {
+	if se.Code != sandbox.CodeTooLarge || room <= 0 {
+		return se
+	}
+	return sandbox.Errorf(sandbox.CodeBudgetExceeded, "budget exceeded: the image is larger than the %d bytes of disk tenant %s's budget leaves (%s)", room, p.Home(), se.Message).
+		WithHint("remove an image or a sandbox, or ask an operator to raise the tenant's allocation").
+		With("resource", "disk").With("limit", room)
+}
+
+// pullError is the sandbox.Error of p's failed pull of ref, with room as
+// overBudget takes it.
+func pullError(p sandbox.Principal, ref string, err error, room int64) error {
 	var se *sandbox.Error
 	if errors.As(err, &se) {
-		return se
+		return overBudget(p, se, room)
 	}
 	msg := fmt.Sprintf("pull %s: %v", ref, err)
 	switch {

@@ -41,7 +41,10 @@ func normalizeHost(host string) (string, error) {
 
 // Login stores p's tenant's credentials for login.Host, replacing any:
 // only a tenant admin (or an operator, for its own tenant) may. The CA,
-// if any, must be PEM certificates.
+// if any, must be PEM certificates. A login with no username and no
+// password is an anonymous registry's: it says the tenant may pull from
+// it (a registry on the host's own or a private network needs a login,
+// see internalRegistry) with its CA or insecure setting.
 func (s *Images) Login(ctx context.Context, p sandbox.Principal, login sandbox.RegistryLogin, password []byte) (sandbox.RegistryLogin, error) {
 	if p.Role == sandbox.RoleAgent {
 		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodePermissionDenied, "only a tenant admin may log in to a registry").WithHint("ask a tenant admin")
@@ -50,8 +53,8 @@ func (s *Images) Login(ctx context.Context, p sandbox.Principal, login sandbox.R
 	if err != nil {
 		return sandbox.RegistryLogin{}, err
 	}
-	if login.Username == "" || len(password) == 0 {
-		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a registry login needs a username and a password").WithHint("pass the password on standard input: --password-stdin")
+	if (login.Username == "") != (len(password) == 0) {
+		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a registry login needs a username and a password, or neither (an anonymous registry the tenant trusts)").WithHint("pass the password on standard input: --password-stdin")
 	}
 	if login.CA != "" && !x509.NewCertPool().AppendCertsFromPEM([]byte(login.CA)) {
 		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "the CA for %s holds no PEM certificate", host).WithHint("give the registry's CA certificate in PEM")
@@ -62,7 +65,11 @@ func (s *Images) Login(ctx context.Context, p sandbox.Principal, login sandbox.R
 	}
 	tenant, now := p.Home(), s.now().UTC()
 	login.Tenant, login.Host, login.CreatedAt, login.UpdatedAt = tenant, host, now, now
-	if err := s.opts.Store.RegistryLogins().Put(ctx, login, box.Seal(tenant, registrySecretName(host), password)); err != nil {
+	var sealed []byte
+	if len(password) > 0 {
+		sealed = box.Seal(tenant, registrySecretName(host), password)
+	}
+	if err := s.opts.Store.RegistryLogins().Put(ctx, login, sealed); err != nil {
 		return sandbox.RegistryLogin{}, s.internal("put registry login", err)
 	}
 	got, _, err := s.opts.Store.RegistryLogins().Get(ctx, tenant, host)
@@ -115,9 +122,11 @@ func (s *Images) registries(ctx context.Context, tenant string) (map[string]node
 		if s.opts.Secrets == nil {
 			return nil, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets, so no registry logins").WithHint("start hearth serve with its data dir's key file")
 		}
-		password, err := s.opts.Secrets.Open(tenant, registrySecretName(l.Host), sealed)
-		if err != nil {
-			return nil, s.internal("open registry login", err)
+		var password []byte
+		if len(sealed) > 0 {
+			if password, err = s.opts.Secrets.Open(tenant, registrySecretName(l.Host), sealed); err != nil {
+				return nil, s.internal("open registry login", err)
+			}
 		}
 		regs[l.Host] = node.Registry{Username: l.Username, Password: string(password), CA: []byte(l.CA), Insecure: l.Insecure}
 	}

@@ -29,6 +29,7 @@ func TestImageTools(t *testing.T) {
 		"root/from-image": "yes\n",
 	})))
 	e := newEnv(t, mcpserver.Options{})
+	e.d.TrustRegistry(t, reg.Host)
 	var (
 		mu       sync.Mutex
 		messages []string

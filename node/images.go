@@ -25,9 +25,9 @@ func (l *Local) images() (*image.Store, error) {
 }
 
 // fetchOptions are the options of a pull or an import with registries
-// regs and progress.
-func (l *Local) fetchOptions(regs map[string]Registry, progress func(sandbox.ImageProgress)) fetch.Options {
-	opts := fetch.Options{BlobDir: filepath.Join(l.opts.ImageDir, "blobs"), Progress: progress}
+// regs, at most maxBytes (0: fetch's default) and progress.
+func (l *Local) fetchOptions(regs map[string]Registry, maxBytes int64, progress func(sandbox.ImageProgress)) fetch.Options {
+	opts := fetch.Options{BlobDir: filepath.Join(l.opts.ImageDir, "blobs"), MaxImageBytes: maxBytes, Progress: progress}
 	if len(regs) > 0 {
 		opts.Registries = make(map[string]fetch.Registry, len(regs))
 		for host, r := range regs {
@@ -43,15 +43,15 @@ func (l *Local) PullImage(ctx context.Context, req PullRequest) (sandbox.Image, 
 	if err != nil {
 		return sandbox.Image{}, err
 	}
-	pulled, err := fetch.Pull(ctx, req.Ref, l.fetchOptions(req.Registries, req.Progress))
+	pulled, err := fetch.Pull(ctx, req.Ref, l.fetchOptions(req.Registries, req.MaxBytes, req.Progress))
 	if err != nil {
-		return sandbox.Image{}, err
+		return sandbox.Image{}, imageError("pull "+req.Ref, err)
 	}
 	return l.unpack(ctx, store, pulled, req.Ref, req.Progress)
 }
 
 // ImportImage implements Node.
-func (l *Local) ImportImage(ctx context.Context, r io.Reader, progress func(sandbox.ImageProgress)) (sandbox.Image, error) {
+func (l *Local) ImportImage(ctx context.Context, req ImportRequest) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
@@ -61,20 +61,48 @@ func (l *Local) ImportImage(ctx context.Context, r io.Reader, progress func(sand
 		return sandbox.Image{}, err
 	}
 	defer os.RemoveAll(spool)
-	pulled, err := fetch.ReadArchive(ctx, r, spool, l.fetchOptions(nil, progress))
+	pulled, err := fetch.ReadArchive(ctx, req.Archive, spool, l.fetchOptions(nil, req.MaxBytes, req.Progress))
 	if err != nil {
-		return sandbox.Image{}, err
+		return sandbox.Image{}, imageError("import", err)
 	}
-	return l.unpack(ctx, store, pulled, "", progress)
+	return l.unpack(ctx, store, pulled, "", req.Progress)
 }
 
 // unpack stores what a pull or an import fetched.
 func (l *Local) unpack(ctx context.Context, store *image.Store, pulled fetch.Pulled, ref string, progress func(sandbox.ImageProgress)) (sandbox.Image, error) {
 	u, err := store.Unpack(ctx, pulled.Image, pulled.Digest, progress)
 	if err != nil {
-		return sandbox.Image{}, err
+		return sandbox.Image{}, imageError("unpack "+pulled.Name, err)
 	}
 	return sandbox.Image{Name: pulled.Name, Ref: ref, Digest: pulled.Digest, Layers: u.Layers, Config: u.Config, Size: u.Size}, nil
+}
+
+// imageError is the sandbox.Error of a pull, an import or an unpack
+// (what) that failed with err, by the kind fetch and image say it is;
+// another error is returned as it is.
+func imageError(what string, err error) error {
+	var se *sandbox.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	e := func(code sandbox.Code, hint string) error {
+		return sandbox.Errorf(code, "%s: %v", what, err).WithHint("%s", hint)
+	}
+	switch {
+	case errors.Is(err, fetch.ErrUnauthorized):
+		return e(sandbox.CodePermissionDenied, "`hearth registry login HOST --username U --password-stdin`, then pull again")
+	case errors.Is(err, fetch.ErrNotFound):
+		return e(sandbox.CodeNotFound, "check the repository and the tag")
+	case errors.Is(err, fetch.ErrTooLarge):
+		return e(sandbox.CodeTooLarge, "the image is larger than what may be stored for it (the tenant's disk budget, or the daemon's limits)")
+	case errors.Is(err, fetch.ErrDigest), errors.Is(err, fetch.ErrInvalid), errors.Is(err, fetch.ErrUnsupported), errors.Is(err, image.ErrInvalid):
+		return e(sandbox.CodeInvalidArgument, "the image is malformed or refused for what it holds; nothing of it was kept")
+	case errors.Is(err, fetch.ErrTLS):
+		return e(sandbox.CodeUnavailable, "give the registry's CA: `hearth registry login HOST … --ca-file CA.pem` (or --insecure)")
+	case errors.Is(err, fetch.ErrPlainHTTP):
+		return e(sandbox.CodeUnavailable, "only loopback registries are spoken to over plain HTTP; use TLS, or pull with --insecure")
+	}
+	return err
 }
 
 // CommitImage implements Node.

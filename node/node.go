@@ -120,7 +120,7 @@ type Node interface {
 	// ImportImage stores the image in the archive r (a docker-archive or
 	// an OCI archive), as PullImage does; Name is the archive's own name
 	// for it, if any.
-	ImportImage(ctx context.Context, r io.Reader, progress func(sandbox.ImageProgress)) (sandbox.Image, error)
+	ImportImage(ctx context.Context, req ImportRequest) (sandbox.Image, error)
 	// CommitImage stores the image version digest, whose root is
 	// checkpoint ck's snapshot and whose config is cfg (its user resolved
 	// again against that root). The image owns its content: the
@@ -233,6 +233,20 @@ type PullRequest struct {
 	Ref string
 	// Registries are the caller's logins and settings by host[:port].
 	Registries map[string]Registry
+	// MaxBytes, when positive, bounds what the pull downloads (the
+	// layers' compressed bytes): too_large past it.
+	MaxBytes int64
+	// Progress receives progress events; nil discards them.
+	Progress func(sandbox.ImageProgress)
+}
+
+// ImportRequest is an import of an image archive.
+type ImportRequest struct {
+	// Archive is the docker-archive or OCI archive, read once.
+	Archive io.Reader
+	// MaxBytes, when positive, bounds what is spooled of it: too_large
+	// past it, with nothing kept.
+	MaxBytes int64
 	// Progress receives progress events; nil discards them.
 	Progress func(sandbox.ImageProgress)
 }

@@ -30,8 +30,8 @@ func runRegistry(ctx context.Context, c *cli, args []string) error {
 func runRegistryLogin(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("registry", registrySummary+"\n\nlogin: ", registryOps(), "login")
 	var login sandbox.RegistryLogin
-	fs.StringVar(&login.Username, "username", "", "the registry `USER` (required)")
-	stdin := fs.Bool("password-stdin", false, "read the password or token from stdin (required: never on the command line)")
+	fs.StringVar(&login.Username, "username", "", "the registry `USER` (none: an anonymous registry the tenant trusts)")
+	stdin := fs.Bool("password-stdin", false, "read the password or token from stdin (required with --username: never on the command line)")
 	caFile := fs.String("ca-file", "", "a PEM `FILE` of certificate authorities to trust for HOST, besides the system's")
 	fs.BoolVar(&login.Insecure, "insecure", false, "allow plain HTTP or an unverified certificate for HOST")
 	pos, err := fs.parseArgs(args, "registry login", "HOST")
@@ -39,9 +39,9 @@ func runRegistryLogin(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	switch {
-	case login.Username == "":
-		return &usageError{verb: "registry login", msg: "missing --username"}
-	case !*stdin:
+	case login.Username == "" && *stdin:
+		return &usageError{verb: "registry login", msg: "--password-stdin needs --username"}
+	case login.Username != "" && !*stdin:
 		return &usageError{verb: "registry login", msg: "missing --password-stdin: the password is read from stdin, e.g. echo \"$TOKEN\" | hearth registry login HOST --username U --password-stdin"}
 	}
 	if *caFile != "" {
@@ -53,11 +53,14 @@ func runRegistryLogin(ctx context.Context, c *cli, args []string) error {
 	}
 	// As for secrets: never from the command line, where the process list
 	// and the shell's history would keep it.
-	b, err := io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxSecretLen+2))
-	if err != nil {
-		return err
+	var password string
+	if *stdin {
+		b, err := io.ReadAll(io.LimitReader(c.stdin, sandbox.MaxSecretLen+2))
+		if err != nil {
+			return err
+		}
+		password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	}
-	password := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	login.Host = pos[0]
 	login, err = c.client().Admin().RegistryLogin(ctx, login, password)
 	if err != nil {
@@ -66,7 +69,11 @@ func runRegistryLogin(ctx context.Context, c *cli, args []string) error {
 	if c.json {
 		return c.printJSON(login)
 	}
-	fmt.Fprintf(c.stdout, "logged in to %s as %s for tenant %s\n", login.Host, login.Username, login.Tenant)
+	who := login.Username
+	if who == "" {
+		who = "anonymous"
+	}
+	fmt.Fprintf(c.stdout, "logged in to %s as %s for tenant %s\n", login.Host, who, login.Tenant)
 	return nil
 }
 

@@ -142,3 +142,14 @@ func (e *Env) Home(t testing.TB, p sandbox.Principal, name string) string {
 	}
 	return home
 }
+
+// TrustRegistry gives tenant t1 an anonymous login for the registry host
+// (host:port), as its tenant admin would: what lets t1's agents pull from
+// a registry on loopback.
+func (e *Env) TrustRegistry(t testing.TB, host string) {
+	t.Helper()
+	admin := sandbox.Principal{Tenant: "t1", Agent: "boss", Role: sandbox.RoleTenantAdmin}
+	if _, err := e.Svc.Images.Login(t.Context(), admin, sandbox.RegistryLogin{Host: host}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
