@@ -208,3 +208,110 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+// buildEvents runs `hearth image build … --json` and returns its progress
+// events and the image, or fails t.
+func buildEvents(t *testing.T, d *daemon, args ...string) ([]sandbox.ImageProgress, sandbox.Image, string) {
+	t.Helper()
+	out, errOut, code := d.CLI("", append([]string{"image", "build"}, append(args, "--json")...)...)
+	var events []sandbox.ImageProgress
+	var img sandbox.Image
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var msg struct {
+			sandbox.ImageProgress
+			Image *sandbox.Image  `json:"image"`
+			Error *sandbox.Error `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &msg) != nil {
+			continue
+		}
+		switch {
+		case msg.Image != nil:
+			img = *msg.Image
+		case msg.Error != nil:
+			return events, img, msg.Error.Message
+		default:
+			events = append(events, msg.ImageProgress)
+		}
+	}
+	if code != 0 {
+		return events, img, errOut
+	}
+	return events, img, ""
+}
+
+// stepsRun are the numbers of the build steps events say ran (were not
+// cached).
+func stepsRun(events []sandbox.ImageProgress) []int {
+	var ran []int
+	for _, ev := range events {
+		if ev.Phase == "step" && !ev.Cached {
+			ran = append(ran, ev.Step)
+		}
+	}
+	return ran
+}
+
+// TestImageBuild builds an image from a Dockerfile under each runtime:
+// COPY from the context, RUN in a sandbox as the image's user with the
+// build's ARG and ENV, WORKDIR and USER; a sandbox of the image runs as
+// it says; a rebuild with only the last line changed runs only that
+// step; a failing RUN names its step, line, exit code and output.
+func TestImageBuild(t *testing.T) {
+	requireDaemon(t)
+	forEachRuntime(t, func(t *testing.T, rt string) {
+		d := newDaemon(t, rt)
+		dir := t.TempDir()
+		write := func(name, text string) {
+			t.Helper()
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("hello.txt", "hello from the context\n")
+		dockerfile := "FROM default\n" +
+			"ARG GREETING=hi\n" +
+			"ENV APP_MODE=built\n" +
+			"WORKDIR /opt/app\n" +
+			"COPY hello.txt ./\n" +
+			"RUN echo \"$GREETING $APP_MODE by $(id -u) in $(pwd)\" > run.txt\n" +
+			"RUN echo last > last.txt\n"
+		write("Dockerfile", dockerfile)
+		events, img, failed := buildEvents(t, d, "app", "-f", filepath.Join(dir, "Dockerfile"), "--build-arg", "GREETING=hello", dir)
+		if failed != "" || img.Name != "app" || img.Config.WorkingDir != "/opt/app" {
+			t.Fatalf("build = %q, image %+v", failed, img)
+		}
+		if ran := stepsRun(events); len(ran) < 3 {
+			t.Errorf("the first build ran steps %v; want every step that changes the root", ran)
+		}
+		if _, errOut, code := d.CLI("", "create", "box", "--image", "app"); code != 0 {
+			t.Fatalf("create --image app = %d %q", code, errOut)
+		}
+		out, errOut, code := d.CLI("", "exec", "box", "--shell", "--", `cat hello.txt run.txt last.txt; echo "$APP_MODE $(id -un)"`)
+		want := "hello from the context\nhello built by 1000 in /opt/app\nlast\nbuilt sandbox\n"
+		if code != 0 || out != want {
+			t.Errorf("exec in the built image = %d %q %q, want %q", code, out, errOut, want)
+		}
+
+		// Only the last line changed: only the last step runs.
+		write("Dockerfile", strings.Replace(dockerfile, "echo last", "echo changed", 1))
+		events, img, failed = buildEvents(t, d, "app", "-f", filepath.Join(dir, "Dockerfile"), "--build-arg", "GREETING=hello", dir)
+		if failed != "" {
+			t.Fatalf("rebuild = %q", failed)
+		}
+		if ran := stepsRun(events); len(ran) != 1 || ran[0] != 6 {
+			t.Errorf("the rebuild ran steps %v; want only step 6, the changed last line", ran)
+		}
+
+		write("Dockerfile", "FROM default\nRUN echo about to fail; echo oops >&2; exit 3\n")
+		_, _, failed = buildEvents(t, d, "bad", "-f", filepath.Join(dir, "Dockerfile"), dir)
+		for _, want := range []string{"step 1/1 (line 2): RUN echo about to fail", "exit code 3", "oops"} {
+			if !strings.Contains(failed, want) {
+				t.Errorf("a failing RUN's error = %q; want %q in it", failed, want)
+			}
+		}
+		if out, _, _ := d.CLI("", "list", "--json"); strings.Contains(out, "build-") {
+			t.Errorf("a build's sandboxes outlived it: %s", out)
+		}
+	})
+}
