@@ -157,6 +157,14 @@ func TestImageFromRegistry(t *testing.T) {
 		if code != 0 || out != want {
 			t.Fatalf("exec probe = %d %q %q, want %q", code, out, errOut, want)
 		}
+		// MCP's sandbox_create takes the image too.
+		cs := mcpConnect(t, d, d.Token, nil)
+		if res := callTool(t, cs, "sandbox_create", map[string]any{"name": "app-mcp", "image": ref, "size": "medium"}, nil); res.IsError || !strings.Contains(mcpText(res), `"`+sandbox.CapImage+"sha256:") {
+			t.Errorf("sandbox_create with image %s = %s", ref, mcpText(res))
+		}
+		if out, _, code := d.CLI("", "exec", "app-mcp", "--", "probe"); code != 0 || !strings.HasPrefix(out, "uid=1234 gid=1234 cwd=/srv/app") {
+			t.Errorf("exec in the MCP-made sandbox = %d %q", code, out)
+		}
 		var sb sandbox.Sandbox
 		getJSON(t, d, &sb, "get", "app", "--json")
 		if !strings.HasPrefix(sb.ImageDigest, "sha256:") || !containsString(sb.Capabilities, sandbox.CapImage+sb.ImageDigest) || sb.ImageConfig.UID != probeUID {
