@@ -124,7 +124,8 @@ func (l *Local) Start(ctx context.Context, spec Spec) error {
 }
 
 // DefaultConfig is what the default image's sandboxes run under: the
-// sandbox user (rootfs.User, UID, GID and Home) with a UTF-8 locale.
+// sandbox user (rootfs.User, UID, GID and Home) with a UTF-8 locale, in
+// its home (which a Dockerfile FROM the default image starts in too).
 var DefaultConfig = sandbox.ImageConfig{
 	Env: []string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -132,7 +133,7 @@ var DefaultConfig = sandbox.ImageConfig{
 		"USER=sandbox",
 		"LOGNAME=sandbox",
 	},
-	User: "sandbox", UID: 1000, GID: 1000, Home: "/home/sandbox",
+	User: "sandbox", UID: 1000, GID: 1000, Home: "/home/sandbox", WorkingDir: "/home/sandbox",
 }
 
 // runAs is the environment, ids, home and working directory of a

@@ -315,6 +315,32 @@ func (d *daemon) killWhen(ctx context.Context, when func() bool, op func(context
 	return err
 }
 
+// imageLayerKeys are the layer keys the catalog's image versions name
+// (their layers and tops), read from the daemon's database.
+func imageLayerKeys(ctx context.Context, t testing.TB, db *sql.DB) map[string]bool {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, `SELECT layers FROM images`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	keys := map[string]bool{}
+	for rows.Next() {
+		var text string
+		var layers []string
+		if err := rows.Scan(&text); err != nil || json.Unmarshal([]byte(text), &layers) != nil {
+			t.Fatalf("an image's layers = %q, %v", text, err)
+		}
+		for _, k := range layers {
+			keys[k] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 // sh runs script in the sandbox name and returns its output, failing the
 // test, with the sandbox as it then is, unless it exits 0.
 func (d *daemon) sh(ctx context.Context, name, script string) string {
@@ -376,6 +402,7 @@ func (d *daemon) wantWhole(ctx context.Context) {
 	if orphans != "" {
 		t.Errorf("the database holds checkpoint rows whose sandbox is gone: %s", orphans)
 	}
+	imageKeys := imageLayerKeys(ctx, t, db)
 
 	// The btrfs store keeps meta/<key>, a symlink to its JSON record, and
 	// snapshots/<id>, the subvolume the record names (see layers/btrfs.Store).
@@ -404,8 +431,8 @@ func (d *daemon) wantWhole(ctx context.Context) {
 			roots = append(roots, e.Name())
 		case strings.HasPrefix(e.Name(), "ck-"):
 			cks = append(cks, e.Name())
-		case e.Name() != "default":
-			t.Errorf("the layer store holds %s -> %s", e.Name(), target)
+		case !imageKeys[e.Name()]:
+			t.Errorf("the layer store holds %s -> %s, which no image version names", e.Name(), target)
 		}
 	}
 	subvols, err := os.ReadDir(filepath.Join(layersDir, "snapshots"))

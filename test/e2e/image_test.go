@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -13,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/compression"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/testutil/registry"
 )
@@ -227,8 +231,10 @@ func buildEvents(t *testing.T, d *daemon, args ...string) ([]sandbox.ImageProgre
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var msg struct {
 			sandbox.ImageProgress
-			Image *sandbox.Image  `json:"image"`
-			Error *sandbox.Error `json:"error"`
+			Image *sandbox.Image `json:"image"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
 		}
 		if json.Unmarshal([]byte(line), &msg) != nil {
 			continue
@@ -322,4 +328,58 @@ func TestImageBuild(t *testing.T) {
 			t.Errorf("a build's sandboxes outlived it: %s", out)
 		}
 	})
+}
+
+// TestKillDuringPullAndBuild SIGKILLs the daemon at random moments of a
+// pull of a 6-layer image and of a build, and checks after each restart
+// that nothing is half imported: the image is listed whole (its call
+// returned) or not at all, the layer store holds no layer or top being
+// made and no layer no image names (wantWhole), and the next pull and
+// build complete and run.
+func TestKillDuringPullAndBuild(t *testing.T) {
+	requireDaemon(t)
+	reg := registry.Start(t, registry.Options{})
+	ref := reg.Push(t, "big:1", registry.RandomImage(t, 6, 16<<20, compression.GZip))
+	d := newDaemon(t, bins.Runtimes[0])
+	ctx := ctxT(t)
+	r := crashRand(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM default\nRUN sleep 0.3; echo one > one.txt\nRUN echo two > two.txt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 4 {
+		pullErr := d.killDuring(ctx, time.Duration(r.IntN(1200))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
+			_, err := c.Images().Pull(ctx, ref, client.PullOptions{})
+			return err
+		})
+		d.wantWhole(ctx)
+		if _, err := d.Client().Images().Get(ctx, ref); pullErr == nil && err != nil {
+			t.Fatalf("round %d: the pull returned, but after the restart the image is %v", round, err)
+		}
+		buildErr := d.killDuring(ctx, time.Duration(r.IntN(1500))*time.Millisecond, func(ctx context.Context, c *client.Client) error {
+			_, _, failed := buildEvents(t, d, "built", "-f", filepath.Join(dir, "Dockerfile"), dir)
+			if failed != "" {
+				return errors.New(failed)
+			}
+			return nil
+		})
+		d.wantWhole(ctx)
+		t.Logf("round %d: pull %v; build %v", round, pullErr, buildErr)
+		if _, errOut, code := d.CLI("", "image", "rm", ref); code != 0 && code != sandbox.CodeNotFound.ExitCode() {
+			t.Fatalf("round %d: image rm = %d %q", round, code, errOut)
+		}
+	}
+	if _, errOut, code := d.CLI("", "image", "pull", ref); code != 0 {
+		t.Fatalf("the pull after the kills = %d %q", code, errOut)
+	}
+	if _, _, failed := buildEvents(t, d, "built", "-f", filepath.Join(dir, "Dockerfile"), dir); failed != "" {
+		t.Fatalf("the build after the kills = %q", failed)
+	}
+	if _, errOut, code := d.CLI("", "create", "box", "--image", "built"); code != 0 {
+		t.Fatalf("create from the built image = %d %q", code, errOut)
+	}
+	if out, _, _ := d.CLI("", "exec", "box", "--", "cat", "one.txt", "two.txt"); out != "one\ntwo\n" {
+		t.Errorf("the built image holds %q", out)
+	}
+	d.wantWhole(ctx)
 }
