@@ -1,0 +1,426 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/compression"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hearth/hearth/image"
+	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/registry"
+)
+
+// adminB is tenant t2's admin, who removes t2's images.
+var adminB = sandbox.Principal{Tenant: "t2", Agent: "bboss", Role: sandbox.RoleTenantAdmin}
+
+// accounts are the files of an image with a user "app" (1234, its group
+// 2345) besides root.
+var accounts = map[string]string{
+	"etc/passwd": "root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:app:/home/app:/bin/sh\n",
+	"etc/group":  "root:x:0:\napp:x:2345:\n",
+}
+
+// baseConfig is the config of the test images: root, no working
+// directory (the fake driver runs a build's commands in the step's
+// working directory as a host path; "/" is harmless), two variables.
+var baseConfig = v1.Config{Env: []string{"PATH=/usr/bin:/bin", "BASE=1"}}
+
+// newImageEnv is newEnv whose node keeps images: package image over the
+// env's layer store, spooling into a directory of the test's.
+func newImageEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnv(t, func(o *envOptions) {
+		imgs, err := image.New(image.Options{Layers: o.Layers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Images, o.ImageDir = imgs, t.TempDir()
+	})
+}
+
+// layer is an image layer holding files (path → content).
+func layer(t *testing.T, files ...map[string]string) v1.Layer {
+	t.Helper()
+	all := map[string]string{}
+	for _, f := range files {
+		maps.Copy(all, f)
+	}
+	return registry.Layer(t, compression.GZip, all)
+}
+
+// ociImage is an image of layers (bottom first) for this host, whose
+// config is cfg.
+func ociImage(t *testing.T, cfg v1.Config, layers ...v1.Layer) v1.Image {
+	t.Helper()
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	p := registry.HostPlatform()
+	cf.OS, cf.Architecture, cf.Config = p.OS, p.Architecture, cfg
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// archive is img as `docker save` writes it.
+func archive(t *testing.T, img v1.Image) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := tarball.Write(name.MustParseReference("app:1.0"), img, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// importImage imports img as p's image called name.
+func (e *env) importImage(t *testing.T, p sandbox.Principal, name string, img v1.Image) sandbox.Image {
+	t.Helper()
+	got, err := e.svc.Images.Import(t.Context(), p, name, bytes.NewReader(archive(t, img)), nil)
+	if err != nil {
+		t.Fatalf("Import(%s as %s) = %v", name, p.Agent, err)
+	}
+	return got
+}
+
+// createFrom makes p's sandbox name from image and wants it created.
+func (e *env) createFrom(t *testing.T, p sandbox.Principal, name, image string) sandbox.Sandbox {
+	t.Helper()
+	sb, created, err := e.svc.Sandboxes.Create(t.Context(), p, sandbox.CreateRequest{Name: name, Image: image})
+	if err != nil || !created {
+		t.Fatalf("Create(%s, %s, image %s) = %v, %v; want a new sandbox", p.Agent, name, image, created, err)
+	}
+	return sb
+}
+
+// rootFile reads the file at path (from the root) of the running
+// sandbox sb, or says why it cannot.
+func (e *env) rootFile(t *testing.T, sb sandbox.Sandbox, path string) string {
+	t.Helper()
+	spec, ok := e.drv.Spec(sb.ID)
+	if !ok {
+		t.Fatalf("the driver does not know sandbox %s", sb.Name)
+	}
+	b, err := os.ReadFile(filepath.Join(spec.RootFS, path))
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
+}
+
+// held reports whether the layer store holds key.
+func (e *env) held(t *testing.T, key string) bool {
+	t.Helper()
+	_, err := e.lay.Stat(t.Context(), key)
+	if err != nil && !errors.Is(err, layers.ErrNotFound) {
+		t.Fatalf("Stat(%s) = %v", key, err)
+	}
+	return err == nil
+}
+
+// wantKeys wants the layer store to hold every key of kept and none of
+// gone.
+func (e *env) wantKeys(t *testing.T, what string, kept, gone []string) {
+	t.Helper()
+	for _, k := range kept {
+		if !e.held(t, k) {
+			t.Errorf("%s: the layer store lost %s", what, k)
+		}
+	}
+	for _, k := range gone {
+		if e.held(t, k) {
+			t.Errorf("%s: the layer store still holds %s", what, k)
+		}
+	}
+}
+
+// versions are the versions of p's tenant's image name that List shows,
+// by digest, with whether each is current.
+func (e *env) versions(t *testing.T, p sandbox.Principal, name string) map[string]bool {
+	t.Helper()
+	all, err := e.svc.Images.List(t.Context(), p)
+	if err != nil {
+		t.Fatalf("List(%s) = %v", p.Agent, err)
+	}
+	got := map[string]bool{}
+	for _, img := range all {
+		if img.Name == name && img.Tenant == p.Home() {
+			got[img.Digest] = img.Current
+		}
+	}
+	return got
+}
+
+// wantNotFound wants err to be the not_found of an image called name,
+// word for word what a name no image has gets.
+func wantNotFound(t *testing.T, call string, err error, name string) {
+	t.Helper()
+	se := wantCode(t, call, err, sandbox.CodeNotFound)
+	if want := fmt.Sprintf("image %q not found", name); se.Message != want || len(se.Details) != 0 {
+		t.Errorf("%s = %q %v; want %q, as for a name no image has", call, se.Message, se.Details, want)
+	}
+}
+
+// TestImageTenantVisibility: a tenant's image is not_found to another
+// tenant whatever it is asked for by (its name, the name with the
+// owner's tenant or its digest, its layer keys), as a name no image has;
+// an operator's public image serves every tenant until it is private
+// again; a tenant's own image shadows a public one of its name for that
+// tenant only.
+func TestImageTenantVisibility(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	tools := e.importImage(t, a1, "tools", ociImage(t, baseConfig, layer(t, accounts, map[string]string{"etc/which": "t1's tools\n"})))
+	if got, err := e.svc.Images.Get(ctx, a2, "tools"); err != nil || got.Digest != tools.Digest {
+		t.Fatalf("Get(tools) as t1's a2 = %+v, %v; want t1's image", got, err)
+	}
+	guesses := []string{"tools", "t1/tools", "tools@" + tools.Digest, tools.Key(), tools.Layers[0], "nothing-at-all"}
+	for _, guess := range guesses {
+		_, err := e.svc.Images.Get(ctx, b1, guess)
+		wantNotFound(t, "Get("+guess+") as t2's b1", err, guess)
+		_, _, err = e.svc.Sandboxes.Create(ctx, b1, sandbox.CreateRequest{Name: "x", Image: guess})
+		wantNotFound(t, "Create(image "+guess+") as t2's b1", err, guess)
+		var out bytes.Buffer
+		err = e.svc.Images.Export(ctx, b1, guess, &out)
+		if wantNotFound(t, "Export("+guess+") as t2's b1", err, guess); out.Len() != 0 {
+			t.Errorf("Export(%s) as t2's b1 wrote %d bytes", guess, out.Len())
+		}
+		if err := e.svc.Images.Remove(ctx, adminB, guess); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+			t.Errorf("Remove(%s) as t2's admin = %v; want not_found", guess, err)
+		}
+	}
+	// A layer key is no image's name, for its own tenant either.
+	_, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "x", Image: tools.Key()})
+	wantNotFound(t, "Create(image "+tools.Key()+") as t1's a1", err, tools.Key())
+	if len(e.versions(t, b1, "tools")) != 0 || e.listed(t, b1, "tools") {
+		t.Error("t2's List shows t1's image tools")
+	}
+	if _, err := e.svc.Images.Get(ctx, a1, "tools"); err != nil {
+		t.Errorf("Get(tools) as t1's a1 after t2's tries = %v", err)
+	}
+
+	// The operators' image: private, then public, then private again.
+	base := e.importImage(t, op, "base", ociImage(t, baseConfig, layer(t, accounts, map[string]string{"etc/which": "the operators' base\n"})))
+	_, err = e.svc.Images.Get(ctx, a1, "base")
+	wantNotFound(t, "Get(base) as t1's a1 before it is public", err, "base")
+	if img, err := e.svc.Images.SetPublic(ctx, op, "base", true); err != nil || !img.Public {
+		t.Fatalf("SetPublic(base) = %+v, %v", img, err)
+	}
+	fromPublic := map[sandbox.Principal]sandbox.Sandbox{}
+	for _, p := range []sandbox.Principal{a1, b1} {
+		if got, err := e.svc.Images.Get(ctx, p, "base"); err != nil || got.Tenant != sandbox.SystemTenant || got.Digest != base.Digest {
+			t.Errorf("Get(base) as %s/%s = %+v, %v; want the public one", p.Tenant, p.Agent, got, err)
+		}
+		sb := e.createFrom(t, p, "pub", "base")
+		if got := e.rootFile(t, sb, "etc/which"); got != "the operators' base\n" || sb.ImageDigest != base.Digest {
+			t.Errorf("a sandbox of %s from the public base holds %q (version %s)", p.Tenant, got, sb.ImageDigest)
+		}
+		var out bytes.Buffer
+		if err := e.svc.Images.Export(ctx, p, "base", &out); err != nil || out.Len() == 0 {
+			t.Errorf("Export(base) as %s = %d bytes, %v", p.Tenant, out.Len(), err)
+		}
+		if !e.listed(t, p, "base") {
+			t.Errorf("%s's List does not show the public base", p.Tenant)
+		}
+		fromPublic[p] = sb
+	}
+	// t1's admin may not remove it: to t1 it is not its own.
+	if err := e.svc.Images.Remove(ctx, admin, "base"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Remove(base) as t1's admin = %v; want not_found", err)
+	}
+
+	// t2's own base shadows the public one, for t2 only.
+	own := e.importImage(t, adminB, "base", ociImage(t, baseConfig, layer(t, accounts, map[string]string{"etc/which": "t2's base\n"})))
+	for _, c := range []struct {
+		p            sandbox.Principal
+		name, tenant string
+		digest, file string
+	}{
+		{b1, "own", "t2", own.Digest, "t2's base\n"},
+		{a1, "still", sandbox.SystemTenant, base.Digest, "the operators' base\n"},
+	} {
+		if got, err := e.svc.Images.Get(ctx, c.p, "base"); err != nil || got.Tenant != c.tenant {
+			t.Errorf("Get(base) as %s = %+v, %v; want tenant %s's", c.p.Tenant, got, err, c.tenant)
+		}
+		sb := e.createFrom(t, c.p, c.name, "base")
+		if got := e.rootFile(t, sb, "etc/which"); got != c.file || sb.ImageDigest != c.digest {
+			t.Errorf("%s's sandbox from base holds %q (version %s); want %q (%s)", c.p.Tenant, got, sb.ImageDigest, c.file, c.digest)
+		}
+	}
+
+	// Private again: t1 no longer finds it; t2 keeps its own; the
+	// sandboxes made from it keep their version.
+	if _, err := e.svc.Images.SetPublic(ctx, op, "base", false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.Images.Get(ctx, a1, "base")
+	wantNotFound(t, "Get(base) as t1's a1 once private", err, "base")
+	_, _, err = e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "late", Image: "base"})
+	wantNotFound(t, "Create(image base) as t1's a1 once private", err, "base")
+	if e.listed(t, a1, "base") {
+		t.Error("t1's List shows the base made private")
+	}
+	if got, err := e.svc.Images.Get(ctx, b1, "base"); err != nil || got.Tenant != "t2" {
+		t.Errorf("Get(base) as t2's b1 once the public one is private = %+v, %v; want its own", got, err)
+	}
+	if out, _ := e.exec(t, a1, "pub", "cat /etc/hostname 2>/dev/null; echo alive"); !strings.HasSuffix(out, "alive\n") {
+		t.Errorf("t1's sandbox from the base made private: exec = %q", out)
+	}
+	if row := e.row(t, fromPublic[a1].Name); row.ImageDigest != base.Digest || row.ImageKey != base.Key() {
+		t.Errorf("t1's sandbox from the base made private records %s %s; want %s %s", row.ImageDigest, row.ImageKey, base.Digest, base.Key())
+	}
+}
+
+// listed reports whether p's List shows an image called name.
+func (e *env) listed(t *testing.T, p sandbox.Principal, name string) bool {
+	t.Helper()
+	all, err := e.svc.Images.List(t.Context(), p)
+	if err != nil {
+		t.Fatalf("List(%s) = %v", p.Agent, err)
+	}
+	return slices.ContainsFunc(all, func(img sandbox.Image) bool { return img.Name == name })
+}
+
+// TestImageVersions: a tag pulled again with new content, or a name
+// imported again, is a new current version; a sandbox of the old one
+// keeps its version and its root; once no sandbox uses the old version,
+// the next image call collects it and the layer keys only it used, and
+// the new version's stay.
+func TestImageVersions(t *testing.T) {
+	reg := registry.Start(t, registry.Options{})
+	e := newImageEnv(t)
+	ctx := t.Context()
+	shared := layer(t, accounts)
+	ref := reg.Push(t, "app:1.0", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/version": "1\n"})))
+	old, err := e.svc.Images.Pull(ctx, a1, ref, lifecycle.PullOptions{})
+	if err != nil {
+		t.Fatalf("Pull(%s) = %v", ref, err)
+	}
+	sbOld := e.createFrom(t, a1, "old", ref)
+	if sbOld.ImageDigest != old.Digest || sbOld.ImageKey != old.Key() {
+		t.Fatalf("a sandbox of %s records %s %s; want %s %s", ref, sbOld.ImageDigest, sbOld.ImageKey, old.Digest, old.Key())
+	}
+	if again, err := e.svc.Images.Pull(ctx, a1, ref, lifecycle.PullOptions{}); err != nil || again.Digest != old.Digest {
+		t.Errorf("Pull(%s) again, unchanged = %+v, %v; want the same version", ref, again, err)
+	}
+	if got := e.versions(t, a1, ref); len(got) != 1 {
+		t.Errorf("versions after pulling the same content twice = %v; want one", got)
+	}
+
+	reg.Push(t, "app:1.0", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/version": "2\n"})))
+	cur, err := e.svc.Images.Pull(ctx, a1, ref, lifecycle.PullOptions{})
+	if err != nil || cur.Digest == old.Digest || !cur.Current {
+		t.Fatalf("Pull(%s) of new content = %+v, %v; want a new current version", ref, cur, err)
+	}
+	if got := e.versions(t, a1, ref); len(got) != 2 || got[old.Digest] || !got[cur.Digest] {
+		t.Errorf("versions = %v; want %s (not current) and %s (current)", got, old.Digest, cur.Digest)
+	}
+	if got, err := e.svc.Images.Get(ctx, a1, ref); err != nil || got.Digest != cur.Digest {
+		t.Errorf("Get(%s) = %+v, %v; want the new version", ref, got, err)
+	}
+	sbNew := e.createFrom(t, a1, "new", ref)
+	if got := e.rootFile(t, sbNew, "etc/version"); got != "2\n" || sbNew.ImageDigest != cur.Digest {
+		t.Errorf("a new sandbox of %s holds version %q (%s); want 2 (%s)", ref, got, sbNew.ImageDigest, cur.Digest)
+	}
+	row := e.row(t, "old")
+	if row.ImageDigest != old.Digest || row.ImageKey != old.Key() || e.rootFile(t, row, "etc/version") != "1\n" {
+		t.Errorf("the old sandbox after the new version: %s %s, etc/version %q; want %s %s, 1",
+			row.ImageDigest, row.ImageKey, e.rootFile(t, row, "etc/version"), old.Digest, old.Key())
+	}
+	if shared := old.Layers[0]; shared != cur.Layers[0] {
+		t.Fatalf("the versions' first layers are %s and %s; want one shared key", shared, cur.Layers[0])
+	}
+	e.wantKeys(t, "with the old version in use", append(old.Layers, cur.Layers...), nil)
+
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "old"); err != nil {
+		t.Fatal(err)
+	}
+	// The next image call collects what the old version alone held.
+	if _, err := e.svc.Images.Pull(ctx, a1, ref, lifecycle.PullOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.versions(t, a1, ref); len(got) != 1 || !got[cur.Digest] {
+		t.Errorf("versions once the old one is unused = %v; want only %s", got, cur.Digest)
+	}
+	e.wantKeys(t, "once the old version is unused", cur.Layers, old.Layers[1:])
+	if out, _ := e.exec(t, a1, "new", "cat /etc/hostname 2>/dev/null; echo alive"); !strings.HasSuffix(out, "alive\n") {
+		t.Errorf("the sandbox of the new version: exec = %q", out)
+	}
+
+	// An import under a name in use is a new version too; with no
+	// sandbox on the old one, the import itself collects it.
+	first := e.importImage(t, a1, "tools", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/tools": "1\n"})))
+	second := e.importImage(t, a1, "tools", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/tools": "2\n"})))
+	if got := e.versions(t, a1, "tools"); second.Digest == first.Digest || len(got) != 1 || !got[second.Digest] {
+		t.Errorf("versions of tools after a second import = %v; want only the second, %s", got, second.Digest)
+	}
+	e.wantKeys(t, "after importing tools again", second.Layers, first.Layers[1:])
+}
+
+// TestImageRemove: removal is refused while a sandbox uses any version
+// (failed_precondition naming the sandbox), and only a tenant admin may;
+// once the sandbox is gone it removes every version and the layers no
+// other image uses, and keeps those another image shares.
+func TestImageRemove(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	shared := layer(t, accounts)
+	app1 := e.importImage(t, a1, "app", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/app": "1\n"})))
+	other := e.importImage(t, a1, "other", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/other": "yes\n"})))
+	user := e.createFrom(t, a1, "user", "app")
+	app2 := e.importImage(t, a1, "app", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/app": "2\n"})))
+
+	// The sandbox uses the old version, not the current one: still refused.
+	err := e.svc.Images.Remove(ctx, admin, "app")
+	se := wantCode(t, "Remove(app) while a sandbox uses its old version", err, sandbox.CodeFailedPrecondition)
+	if !strings.Contains(se.Message, user.Name) || se.Details["sandbox"] != user.Name || se.Hint == "" {
+		t.Errorf("Remove(app) in use = %q %v (hint %q); want the message and details to name %s, and a hint", se.Message, se.Details, se.Hint, user.Name)
+	}
+	if err := e.svc.Images.Remove(ctx, a1, "app"); !sandbox.IsCode(err, sandbox.CodePermissionDenied) {
+		t.Errorf("Remove(app) as an agent = %v; want permission_denied", err)
+	}
+	if got := e.versions(t, a1, "app"); len(got) != 2 {
+		t.Errorf("versions of app after refused removals = %v; want both", got)
+	}
+	e.wantKeys(t, "after refused removals", append(app1.Layers, app2.Layers...), nil)
+
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "user"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Images.Remove(ctx, admin, "app"); err != nil {
+		t.Fatalf("Remove(app) once unused = %v", err)
+	}
+	_, err = e.svc.Images.Get(ctx, a1, "app")
+	wantNotFound(t, "Get(app) after its removal", err, "app")
+	if got := e.versions(t, a1, "app"); len(got) != 0 {
+		t.Errorf("versions of app after its removal = %v", got)
+	}
+	e.wantKeys(t, "after removing app", other.Layers, []string{app1.Layers[1], app1.Key(), app2.Layers[1], app2.Key()})
+	if sb := e.createFrom(t, a1, "still", "other"); e.rootFile(t, sb, "etc/other") != "yes\n" {
+		t.Errorf("a sandbox of other after removing app holds etc/other %q", e.rootFile(t, sb, "etc/other"))
+	}
+	if err := e.svc.Images.Remove(ctx, admin, "app"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Remove(app) again = %v; want not_found", err)
+	}
+}
