@@ -290,6 +290,12 @@ func TestImageTenantVisibility(t *testing.T) {
 	if row := e.row(t, fromPublic[a1].Name); row.ImageDigest != base.Digest || row.ImageKey != base.Key() {
 		t.Errorf("t1's sandbox from the base made private records %s %s; want %s %s", row.ImageDigest, row.ImageKey, base.Digest, base.Key())
 	}
+	// The operators may not remove it while any tenant's sandbox made
+	// from it is there, and are told which.
+	err = e.svc.Images.Remove(ctx, op, "base")
+	if se := wantCode(t, "Remove(base) as the operator", err, sandbox.CodeFailedPrecondition); se.Details["sandbox"] != "t1/"+fromPublic[a1].Name {
+		t.Errorf("Remove(base) as the operator = %q %v; want it to name t1/%s", se.Message, se.Details, fromPublic[a1].Name)
+	}
 }
 
 // listed reports whether p's List shows an image called name.
@@ -422,5 +428,52 @@ func TestImageRemove(t *testing.T) {
 	}
 	if err := e.svc.Images.Remove(ctx, admin, "app"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Remove(app) again = %v; want not_found", err)
+	}
+}
+
+// TestImageRemoveOtherUsers: the sandboxes that count against a removal
+// are those made from the image removed: another tenant's sandbox of its
+// own image with the same content, or one of the tenant's other image of
+// the same content, neither blocks it nor is named to it, and keeps its
+// layers.
+func TestImageRemoveOtherUsers(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	img := ociImage(t, baseConfig, layer(t, accounts, map[string]string{"etc/app": "same\n"}))
+	mine := e.importImage(t, a1, "app", img)
+	twin := e.importImage(t, a1, "twin", img)
+	theirs := e.importImage(t, b1, "theirs", img)
+	if mine.Key() != theirs.Key() || mine.Key() != twin.Key() {
+		t.Fatalf("the same content imported thrice has keys %s, %s, %s; want one", mine.Key(), twin.Key(), theirs.Key())
+	}
+	secret := e.createFrom(t, b1, "secret", "theirs")
+	e.createFrom(t, a1, "of-twin", "twin")
+	if err := e.svc.Images.Remove(ctx, admin, "app"); err != nil {
+		t.Errorf("Remove(app) while other images' sandboxes use the same content = %v; want it removed", err)
+		if strings.Contains(err.Error(), secret.Name) {
+			t.Errorf("t1's removal names t2's sandbox: %v", err)
+		}
+	}
+	e.wantKeys(t, "after removing app", theirs.Layers, nil)
+	if got := e.rootFile(t, e.row(t, secret.Name), "etc/app"); got != "same\n" {
+		t.Errorf("t2's sandbox after t1's removal holds %q", got)
+	}
+	for _, c := range []struct {
+		p    sandbox.Principal
+		name string
+	}{{b1, "theirs"}, {a1, "twin"}} {
+		if _, err := e.svc.Images.Get(ctx, c.p, c.name); err != nil {
+			t.Errorf("Get(%s) after removing app = %v", c.name, err)
+		}
+	}
+	// Each image's own sandbox still blocks its removal.
+	for _, c := range []struct {
+		p          sandbox.Principal
+		image, ref string
+	}{{adminB, "theirs", "agent-b1-secret"}, {admin, "twin", "agent-a1-of-twin"}} {
+		err := e.svc.Images.Remove(ctx, c.p, c.image)
+		if se := wantCode(t, "Remove("+c.image+")", err, sandbox.CodeFailedPrecondition); se.Details["sandbox"] != c.ref {
+			t.Errorf("Remove(%s) = %q %v; want it to name %s", c.image, se.Message, se.Details, c.ref)
+		}
 	}
 }
