@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/google/go-containerregistry/pkg/compression"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -475,5 +477,46 @@ func TestImageRemoveOtherUsers(t *testing.T) {
 		if se := wantCode(t, "Remove("+c.image+")", err, sandbox.CodeFailedPrecondition); se.Details["sandbox"] != c.ref {
 			t.Errorf("Remove(%s) = %q %v; want it to name %s", c.image, se.Message, se.Details, c.ref)
 		}
+	}
+}
+
+// TestRecoverCollectsImageLeftovers: a daemon's start removes what a
+// killed pull, import or build left in the layer store (a layer being
+// unpacked, a top being made, a layer and a build step's root no image
+// uses), and keeps the default image, the images in the catalog and
+// what the sandboxes use.
+func TestRecoverCollectsImageLeftovers(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	shared := layer(t, accounts)
+	used := e.importImage(t, a1, "used", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/used": "yes\n"})))
+	idle := e.importImage(t, a1, "idle", ociImage(t, baseConfig, shared, layer(t, map[string]string{"etc/idle": "yes\n"})))
+	box := e.createFrom(t, a1, "box", "used")
+	hex := func(c string) string { return strings.Repeat(c, 64) }
+	leftovers := []string{"unpack-" + hex("a"), "imgtmp-" + hex("b"), "layer-" + hex("c"), "img-" + hex("d")}
+	for _, key := range leftovers[:2] {
+		if _, err := e.lay.Prepare(ctx, key, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range leftovers[2:] {
+		if err := e.lay.Import(ctx, key, fstest.MapFS{"etc/leftover": {Data: []byte("x")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.wantKeys(t, "before Recover", leftovers, nil)
+
+	svc := e.restart(t)
+	if err := svc.Recover(ctx); err != nil {
+		t.Fatalf("Recover() = %v", err)
+	}
+	e.wantKeys(t, "after Recover", append(append([]string{"default"}, used.Layers...), idle.Layers...), leftovers)
+	e.svc = svc
+	if out, _ := e.exec(t, a1, "box", `cat "$HOME/../etc/used"`); out != "yes\n" {
+		t.Errorf("the sandbox of an image after Recover: cat /etc/used = %q", out)
+	}
+	e.wantHeld(t, box.ID)
+	for _, image := range []string{"used", "idle", ""} {
+		e.createFrom(t, a1, "after-"+cmp.Or(image, "default"), image)
 	}
 }
