@@ -161,22 +161,27 @@ func newDigest() string {
 // tenant's catalog as the current version of its name, within the
 // tenant's disk budget (counting every image version it holds), and
 // the end of the caller's storing call collects what the version it
-// replaces leaves unused.
+// replaces leaves unused. A version refused leaves its layers to the
+// same collection: only those another image holds stay.
 func (s *Images) record(ctx context.Context, p sandbox.Principal, img sandbox.Image, progress Progress) (sandbox.Image, error) {
 	tenant := p.Home()
 	unlock := s.pulls.lock(sandbox.Ref(tenant, img.Name))
 	defer unlock()
-	if err := s.withinBudget(ctx, p, img); err != nil {
+	refuse := func(err error) (sandbox.Image, error) {
+		s.collect(ctx, img.Layers)
 		return sandbox.Image{}, err
+	}
+	if err := s.withinBudget(ctx, p, img); err != nil {
+		return refuse(err)
 	}
 	img.Tenant, img.Current, img.CreatedAt = tenant, true, s.now().UTC()
 	if old, err := s.opts.Store.Images().Version(ctx, tenant, img.Name, img.Digest); err == nil {
 		img.Public, img.CreatedAt = old.Public, old.CreatedAt
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return sandbox.Image{}, s.internal("get image version", err)
+		return refuse(s.internal("get image version", err))
 	}
 	if err := s.opts.Store.Images().Put(ctx, img); err != nil {
-		return sandbox.Image{}, s.internal("put image", err)
+		return refuse(s.internal("put image", err))
 	}
 	if progress != nil {
 		progress(sandbox.ImageProgress{Phase: "done", Text: img.Name + "@" + img.Digest, Layers: len(img.Layers)})

@@ -520,3 +520,69 @@ func TestRecoverCollectsImageLeftovers(t *testing.T) {
 		e.createFrom(t, a1, "after-"+cmp.Or(image, "default"), image)
 	}
 }
+
+// TestImageBudget: a tenant's images count in its disk budget with its
+// sandboxes: an image that does not fit in what is left is refused
+// (budget_exceeded, with the numbers) and leaves no layer behind, and a
+// create counts the bytes of the tenant's images.
+func TestImageBudget(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	const kib = 1 << 10
+	small := sandbox.Sizes()["small"].DiskBytes
+	limit := small + 256*kib
+	quota, share, all := 10, 100, 100
+	if _, err := e.svc.Tenancy.CreateTenant(ctx, op, sandbox.Tenant{Name: "t3",
+		Allocation: sandbox.Resources{MilliCPU: 1 << 30, MemoryBytes: 1 << 50, DiskBytes: limit},
+		Policy:     sandbox.PolicyOverrides{AgentQuota: &quota, AgentSharePercent: &share, BudgetPercent: &all}}); err != nil {
+		t.Fatal(err)
+	}
+	c1 := sandbox.Principal{Tenant: "t3", Agent: "c1", Role: sandbox.RoleAgent}
+	adminC := sandbox.Principal{Tenant: "t3", Agent: "cboss", Role: sandbox.RoleTenantAdmin}
+	random := func(size int) v1.Image {
+		return ociImage(t, baseConfig, registry.RandomLayer(t, compression.GZip, size))
+	}
+
+	a := e.importImage(t, c1, "a", random(128*kib))
+	if a.Size < 128*kib {
+		t.Fatalf("image a of 128 KiB has Size %d", a.Size)
+	}
+	e.createFrom(t, c1, "box", "")
+	big := random(192 * kib)
+	_, err := e.svc.Images.Import(ctx, c1, "b", bytes.NewReader(archive(t, big)), nil)
+	se := wantCode(t, "Import(b) over the budget", err, sandbox.CodeBudgetExceeded)
+	if se.Details["resource"] != "disk" || se.Details["limit"] != limit || se.Details["used"] != small+a.Size ||
+		se.Details["requested"].(int64) < 192*kib || se.Hint == "" {
+		t.Errorf("Import(b) over the budget = %q %v; want disk, limit %d, used %d, requested ≥ %d", se.Message, se.Details, limit, small+a.Size, 192*kib)
+	}
+	if _, err := e.svc.Images.Get(ctx, c1, "b"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("Get(b) after its refusal = %v; want not_found", err)
+	}
+	layers, err := big.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffID, err := layers[0].DiffID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.wantKeys(t, "after an image refused over the budget", a.Layers, []string{"layer-" + diffID.Hex})
+
+	// The image's bytes count against a create: with b, the tenant's
+	// images and a small sandbox do not fit.
+	if err := e.svc.Sandboxes.Destroy(ctx, c1, "box"); err != nil {
+		t.Fatal(err)
+	}
+	b := e.importImage(t, c1, "b", big)
+	_, _, err = e.svc.Sandboxes.Create(ctx, c1, sandbox.CreateRequest{Name: "box"})
+	wantCode(t, fmt.Sprintf("Create(small) with %d bytes of images", a.Size+b.Size), err, sandbox.CodeBudgetExceeded)
+	if err := e.svc.Images.Remove(ctx, adminC, "b"); err != nil {
+		t.Fatal(err)
+	}
+	e.createFrom(t, c1, "box", "")
+
+	// The operators' images count against no tenant.
+	if _, err := e.svc.Images.Import(ctx, op, "huge", bytes.NewReader(archive(t, random(512*kib))), nil); err != nil {
+		t.Errorf("Import(huge) as the operator = %v", err)
+	}
+}
