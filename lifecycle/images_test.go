@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hearth/hearth/image"
+	"github.com/hearth/hearth/image/dockerfile"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
@@ -584,5 +586,213 @@ func TestImageBudget(t *testing.T) {
 	// The operators' images count against no tenant.
 	if _, err := e.svc.Images.Import(ctx, op, "huge", bytes.NewReader(archive(t, random(512*kib))), nil); err != nil {
 		t.Errorf("Import(huge) as the operator = %v", err)
+	}
+}
+
+// buildContext is a build context directory holding files (path →
+// content).
+func buildContext(t *testing.T, files map[string]string) *dockerfile.Context {
+	t.Helper()
+	dir := t.TempDir()
+	for p, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bc, err := dockerfile.DirContext(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bc.Close() })
+	return bc
+}
+
+// build builds p's image name from the Dockerfile df with args in bc,
+// and returns its step events with the result.
+func (e *env) build(t *testing.T, p sandbox.Principal, name, df string, args map[string]string, bc *dockerfile.Context) (sandbox.Image, []sandbox.ImageProgress, error) {
+	t.Helper()
+	var steps []sandbox.ImageProgress
+	img, err := e.svc.Images.Build(t.Context(), p, lifecycle.BuildRequest{Name: name, Dockerfile: strings.NewReader(df), BuildArgs: args, Context: bc},
+		func(ev sandbox.ImageProgress) {
+			if ev.Phase == "step" {
+				steps = append(steps, ev)
+			}
+		})
+	return img, steps, err
+}
+
+// TestImageBuild builds an image twice from a Dockerfile whose last line
+// changes: the second build finds every step before it in the cache and
+// runs only the last. The image has the config the Dockerfile says, a
+// COPY --chown by name is the owner the image's /etc/passwd names, and a
+// sandbox made from it runs so. The fake driver runs RUN on the host (as
+// the test's user, in the step's working directory as a host path): the
+// commands write only to $HOME, inside the root, and to a log of the
+// test's, and the WORKDIR is a directory the host has too.
+func TestImageBuild(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	e.importImage(t, a1, "base", ociImage(t, baseConfig, layer(t, accounts)))
+	bc := buildContext(t, map[string]string{"hello.txt": "hello from the context\n"})
+	log, wd := filepath.Join(t.TempDir(), "runs"), t.TempDir()
+	args := map[string]string{"LOG": log, "WD": wd}
+	dockerfileEnding := func(last string) string {
+		return `FROM base
+ARG LOG
+ENV GREETING=hello
+COPY --chown=app hello.txt /srv/hello.txt
+RUN echo "$GREETING" > "${HOME:?}/greeting" && echo first >> "$LOG"
+USER app
+LABEL team=infra
+CMD ["serve", "--port", "8080"]
+ARG WD
+WORKDIR $WD
+RUN echo ` + last + ` >> "$LOG"
+`
+	}
+	first, steps, err := e.build(t, a1, "app", dockerfileEnding("last-1"), args, bc)
+	if err != nil {
+		t.Fatalf("Build(app) = %v", err)
+	}
+	// Only the steps that change no root count as cached the first time.
+	wantCached(t, "the first build", steps, []bool{true, true, false, false, true, true, true, true, false, false})
+	img, steps, err := e.build(t, a1, "app", dockerfileEnding("last-2"), args, bc)
+	if err != nil {
+		t.Fatalf("Build(app) again = %v", err)
+	}
+	wantCached(t, "the build with its last line changed", steps, []bool{true, true, true, true, true, true, true, true, true, false})
+	if b, err := os.ReadFile(log); string(b) != "first\nlast-1\nlast-2\n" {
+		t.Errorf("the RUN steps that ran wrote %q, %v; want first, last-1, then only last-2", b, err)
+	}
+	if got := e.versions(t, a1, "app"); img.Digest == first.Digest || len(got) != 1 || !got[img.Digest] {
+		t.Errorf("versions of app after the rebuild = %v; want only the new one, %s", got, img.Digest)
+	}
+
+	cfg := img.Config
+	if img.Name != "app" || img.Tenant != "t1" || img.Source != sandbox.ImageSourceBuild || !img.Current ||
+		!slices.Contains(cfg.Env, "GREETING=hello") || !slices.Contains(cfg.Env, "BASE=1") || slices.ContainsFunc(cfg.Env, func(kv string) bool {
+		return strings.HasPrefix(kv, "LOG=") || strings.HasPrefix(kv, "WD=")
+	}) || cfg.WorkingDir != wd || cfg.User != "app" || cfg.UID != 1234 || cfg.GID != 2345 || cfg.Home != "/home/app" ||
+		!slices.Equal(cfg.Cmd, []string{"serve", "--port", "8080"}) || !maps.Equal(cfg.Labels, map[string]string{"team": "infra"}) {
+		t.Errorf("the built image = %+v; want what the Dockerfile says", img)
+	}
+	info, err := e.lay.Stat(ctx, img.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFile(t, filepath.Join(info.Path, "srv/hello.txt"), "hello from the context\n", 1234, 2345)
+	wantFile(t, filepath.Join(info.Path, "root/greeting"), "hello\n", 0, 0)
+
+	sb := e.createFrom(t, a1, "svc", "app")
+	spec, _ := e.drv.Spec(sb.ID)
+	if spec.UID != 1234 || spec.GID != 2345 || spec.Home != "/home/app" || spec.WorkDir != wd || !slices.Contains(spec.Env, "GREETING=hello") {
+		t.Errorf("a sandbox of the built image runs with %+v; want its config %+v", spec, cfg)
+	}
+	if out, _ := e.exec(t, a1, "svc", `echo "$GREETING"`); out != "hello\n" {
+		t.Errorf("echo $GREETING in a sandbox of the built image = %q", out)
+	}
+	e.wantOnly(t, a1, sb.Name)
+}
+
+// wantCached wants steps to be one step event per step, in order, with
+// Cached as cached says.
+func wantCached(t *testing.T, what string, steps []sandbox.ImageProgress, cached []bool) {
+	t.Helper()
+	var got []bool
+	for i, ev := range steps {
+		if ev.Step != i+1 {
+			t.Errorf("%s: step event %d is for step %d (%q)", what, i+1, ev.Step, ev.Text)
+		}
+		got = append(got, ev.Cached)
+	}
+	if !slices.Equal(got, cached) {
+		t.Errorf("%s: the steps' Cached = %v; want %v", what, got, cached)
+	}
+}
+
+// wantFile wants the file at path to hold content and be owned by uid
+// and gid.
+func wantFile(t *testing.T, path, content string, uid, gid int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	fi, serr := os.Stat(path)
+	if err != nil || serr != nil || string(b) != content {
+		t.Errorf("%s holds %q (%v, %v); want %q", path, b, err, serr, content)
+		return
+	}
+	if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != uid || int(st.Gid) != gid {
+		t.Errorf("%s is owned by %d:%d; want %d:%d", path, st.Uid, st.Gid, uid, gid)
+	}
+}
+
+// wantOnly wants p to have exactly the sandboxes names (stored names).
+func (e *env) wantOnly(t *testing.T, p sandbox.Principal, names ...string) {
+	t.Helper()
+	sbs, err := e.svc.Sandboxes.List(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sb := range sbs {
+		got = append(got, sb.Name)
+	}
+	if slices.Sort(got); !slices.Equal(got, slices.Sorted(slices.Values(names))) {
+		t.Errorf("%s's sandboxes = %q; want %q", p.Agent, got, names)
+	}
+}
+
+// TestImageBuildErrors: a failed build says which step of which line
+// failed and why (a RUN's exit code and the end of its output), records
+// no image and leaves no sandbox behind.
+func TestImageBuildErrors(t *testing.T) {
+	e := newImageEnv(t)
+	e.importImage(t, a1, "base", ociImage(t, baseConfig, layer(t, accounts)))
+	bc := buildContext(t, map[string]string{"hello.txt": "hello\n"})
+	for _, tt := range []struct {
+		name, dockerfile string
+		p                sandbox.Principal
+		code             sandbox.Code
+		says, not        []string
+		details          map[string]any
+	}{{
+		name:       "a RUN that fails",
+		dockerfile: "FROM base\nENV A=head B=tail\nRUN echo \"$A-mark\"; head -c 3000 /dev/zero | tr '\\0' x; echo; echo \"$B-mark\"; exit 7\n",
+		p:          a1, code: sandbox.CodeFailedPrecondition,
+		says:    []string{`step 2/2 (line 3): RUN echo "$A-mark"`, "exit code 7", "tail-mark"},
+		not:     []string{"head-mark"},
+	}, {
+		name:       "a COPY --chown to a user the image does not have",
+		dockerfile: "FROM base\nRUN true\nCOPY --chown=nobody-here hello.txt /x\n",
+		p:          a1, code: sandbox.CodeInvalidArgument,
+		says: []string{"step 2/2 (line 3): COPY --chown=nobody-here", "nobody-here"},
+	}, {
+		name:       "FROM another tenant's image",
+		dockerfile: "FROM base\nRUN true\n",
+		p:          b1, code: sandbox.CodeNotFound,
+		says: []string{`image "base" not found`},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := e.build(t, tt.p, "bad", tt.dockerfile, nil, bc)
+			se := wantCode(t, "Build", err, tt.code)
+			for _, s := range tt.says {
+				if !strings.Contains(se.Message, s) {
+					t.Errorf("Build = %q; want it to say %q", se.Message, s)
+				}
+			}
+			for _, s := range tt.not {
+				if strings.Contains(se.Message, s) {
+					t.Errorf("Build = %q; want no %q in it", se.Message, s)
+				}
+			}
+			for k, v := range tt.details {
+				if se.Details[k] != v {
+					t.Errorf("Build's details = %v; want %s: %v", se.Details, k, v)
+				}
+			}
+			if _, err := e.svc.Images.Get(t.Context(), tt.p, "bad"); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+				t.Errorf("Get(bad) after a failed build = %v; want not_found", err)
+			}
+			e.wantOnly(t, tt.p)
+		})
 	}
 }
