@@ -760,6 +760,7 @@ func TestImageBuildErrors(t *testing.T) {
 		p:          a1, code: sandbox.CodeFailedPrecondition,
 		says:    []string{`step 2/2 (line 3): RUN echo "$A-mark"`, "exit code 7", "tail-mark"},
 		not:     []string{"head-mark"},
+		details: map[string]any{"exit_code": 7},
 	}, {
 		name:       "a COPY --chown to a user the image does not have",
 		dockerfile: "FROM base\nRUN true\nCOPY --chown=nobody-here hello.txt /x\n",
