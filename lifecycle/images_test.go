@@ -797,3 +797,105 @@ func TestImageBuildErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestImageFromSandbox: an image made from a live sandbox holds its disk
+// now, and the checkpoint taken for it is gone afterwards; one made from
+// a named checkpoint holds that checkpoint's content, not what was
+// written since, and leaves the checkpoint. Both run as the sandbox's
+// image does, and outlive the sandbox. Another tenant's sandbox is not_found, as one that does not
+// exist, and is left untouched.
+func TestImageFromSandbox(t *testing.T) {
+	e := newImageEnv(t)
+	ctx := t.Context()
+	e.importImage(t, a1, "base", ociImage(t, v1.Config{Env: baseConfig.Env, User: "app"}, layer(t, accounts)))
+	box := e.createFrom(t, a1, "box", "base")
+	home := e.drv.Home(box.ID)
+	const blob = 96 << 10
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(home, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("blob", strings.Repeat("b", blob))
+	write("notes", "before")
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "box", sandbox.CheckpointRequest{Label: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("notes", "after")
+
+	for _, c := range []struct {
+		p        sandbox.Principal
+		ref, ck  string
+		notFound string
+	}{
+		{b1, "t1/" + box.Name, "", "t1/agent-a1-nope"},
+		{b1, "t1/" + box.Name, ck.ID, "t1/agent-a1-nope"},
+	} {
+		_, err := e.svc.Images.FromSandbox(ctx, c.p, "x", c.ref, c.ck)
+		se := wantCode(t, "FromSandbox("+c.ref+"@"+c.ck+") as t2's b1", err, sandbox.CodeNotFound)
+		_, err = e.svc.Images.FromSandbox(ctx, c.p, "x", c.notFound, c.ck)
+		if nothing := wantCode(t, "FromSandbox("+c.notFound+")", err, sandbox.CodeNotFound); strings.ReplaceAll(se.Message, c.ref, "REF") != strings.ReplaceAll(nothing.Message, c.notFound, "REF") {
+			t.Errorf("FromSandbox(%s) as t2's b1 = %q; want what a sandbox that does not exist gets, %q", c.ref, se.Message, nothing.Message)
+		}
+	}
+	if e.listed(t, b1, "x") {
+		t.Error("t2 has an image x from t1's sandbox")
+	}
+	e.wantCheckpoints(t, box, ck.ID)
+
+	now, err := e.svc.Images.FromSandbox(ctx, a1, "now", "box", "")
+	if err != nil {
+		t.Fatalf("FromSandbox(now, box) = %v", err)
+	}
+	if now.Source != sandbox.ImageSourceSandbox || now.Ref != "t1/"+box.Name || now.Config.User != "app" || now.Config.UID != 1234 || !slices.Contains(now.Config.Env, "BASE=1") {
+		t.Errorf("the image from box = %+v; want its source, and box's image's config", now)
+	}
+	e.wantCheckpoints(t, box, ck.ID) // the one taken for the image is gone
+	then, err := e.svc.Images.FromSandbox(ctx, a1, "then", "box", ck.ID)
+	if err != nil || then.Ref != "t1/"+box.Name+"@"+ck.ID {
+		t.Fatalf("FromSandbox(then, box, %s) = %+v, %v", ck.ID, then, err)
+	}
+	e.wantCheckpoints(t, box, ck.ID)
+
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "box"); err != nil {
+		t.Fatal(err)
+	}
+	for image, notes := range map[string]string{"now": "after", "then": "before"} {
+		sb := e.createFrom(t, a1, "from-"+image, image)
+		if got := e.rootFile(t, sb, "home/app/notes"); got != notes {
+			t.Errorf("notes in a sandbox of image %s = %q; want %q", image, got, notes)
+		}
+		if got := e.rootFile(t, sb, "home/app/blob"); len(got) != blob {
+			t.Errorf("blob in a sandbox of image %s holds %d bytes; want %d", image, len(got), blob)
+		}
+		if spec, _ := e.drv.Spec(sb.ID); spec.UID != 1234 || spec.GID != 2345 || spec.Home != "/home/app" {
+			t.Errorf("a sandbox of image %s runs as %d:%d in %s; want app's 1234:2345 in /home/app", image, spec.UID, spec.GID, spec.Home)
+		}
+	}
+}
+
+// wantCheckpoints wants sb to have exactly the checkpoints ids, and the
+// layer store to hold a snapshot for each and for no other of sb's.
+func (e *env) wantCheckpoints(t *testing.T, sb sandbox.Sandbox, ids ...string) {
+	t.Helper()
+	cks, err := e.svc.Checkpoints.ListCheckpoints(t.Context(), a1, sb.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, keys []string
+	for _, c := range cks {
+		got = append(got, c.ID)
+	}
+	if err := e.lay.Walk(t.Context(), func(info layers.Info) error {
+		if strings.HasPrefix(info.Key, "ck-") {
+			keys = append(keys, strings.TrimPrefix(info.Key, "ck-"))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ids) || !slices.Equal(keys, ids) {
+		t.Errorf("%s has checkpoints %q and the layer store %q; want %q", sb.Name, got, keys, ids)
+	}
+}
