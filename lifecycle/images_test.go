@@ -802,12 +802,13 @@ func TestImageBuildErrors(t *testing.T) {
 // now, and the checkpoint taken for it is gone afterwards; one made from
 // a named checkpoint holds that checkpoint's content, not what was
 // written since, and leaves the checkpoint. Both run as the sandbox's
-// image does, and outlive the sandbox. Another tenant's sandbox is not_found, as one that does not
+// image does, count the bytes the sandbox wrote, and outlive the
+// sandbox. Another tenant's sandbox is not_found, as one that does not
 // exist, and is left untouched.
 func TestImageFromSandbox(t *testing.T) {
 	e := newImageEnv(t)
 	ctx := t.Context()
-	e.importImage(t, a1, "base", ociImage(t, v1.Config{Env: baseConfig.Env, User: "app"}, layer(t, accounts)))
+	base := e.importImage(t, a1, "base", ociImage(t, v1.Config{Env: baseConfig.Env, User: "app"}, layer(t, accounts)))
 	box := e.createFrom(t, a1, "box", "base")
 	home := e.drv.Home(box.ID)
 	const blob = 96 << 10
@@ -857,6 +858,11 @@ func TestImageFromSandbox(t *testing.T) {
 		t.Fatalf("FromSandbox(then, box, %s) = %+v, %v", ck.ID, then, err)
 	}
 	e.wantCheckpoints(t, box, ck.ID)
+	for _, img := range []sandbox.Image{now, then} {
+		if img.Size < base.Size+blob {
+			t.Errorf("image %s from box has Size %d; want at least its image's %d and the %d bytes box wrote", img.Name, img.Size, base.Size, blob)
+		}
+	}
 
 	if err := e.svc.Sandboxes.Destroy(ctx, a1, "box"); err != nil {
 		t.Fatal(err)
