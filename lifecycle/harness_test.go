@@ -14,6 +14,7 @@ import (
 
 	"github.com/hearth/hearth/driver"
 	driverfake "github.com/hearth/hearth/driver/fake"
+	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/layers"
 	layersfake "github.com/hearth/hearth/layers/fake"
 	"github.com/hearth/hearth/lifecycle"
@@ -122,13 +123,18 @@ type envOptions struct {
 	Layers    layers.Store
 	AgentPath string
 	MemInfo   func() (available, total int64, err error)
-	crash     func(point string)
+	// Images and ImageDir, when set, are the node's image store and its
+	// spool directory (see node.Options).
+	Images   *image.Store
+	ImageDir string
+	crash    func(point string)
 }
 
 // node builds the node.Local of opts.
 func (opts envOptions) node(t *testing.T) node.Node {
 	t.Helper()
-	n, err := node.NewLocal(node.Options{Driver: opts.Driver, Layers: opts.Layers, AgentPath: opts.AgentPath, MemInfo: opts.MemInfo, Crash: opts.crash})
+	n, err := node.NewLocal(node.Options{Driver: opts.Driver, Layers: opts.Layers, AgentPath: opts.AgentPath, MemInfo: opts.MemInfo, Crash: opts.crash,
+		Images: opts.Images, ImageDir: opts.ImageDir})
 	if err != nil {
 		t.Fatalf("node.NewLocal() = %v", err)
 	}

@@ -2,12 +2,14 @@ package lifecycle
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"strings"
 
@@ -137,11 +139,14 @@ func (b *build) label(i int) string {
 	return fmt.Sprintf("step %d/%d (line %d): %s", i+1, len(b.plan.Steps), st.Line, st.Instruction)
 }
 
-// fail is the error of step i failing at what.
+// fail is the error of step i failing at what: a sandbox.Error keeps its
+// code and details (a RUN's exit_code) and gains the step's label.
 func (b *build) fail(i int, what string, err error) error {
 	var se *sandbox.Error
 	if errors.As(err, &se) {
-		return sandbox.Errorf(se.Code, "%s: %s: %s", b.label(i), what, se.Message).WithHint("%s", se.Hint)
+		out := sandbox.Errorf(se.Code, "%s: %s: %s", b.label(i), what, se.Message).WithHint("%s", cmp.Or(se.Hint, "fix the step, then build again"))
+		out.Details = maps.Clone(se.Details)
+		return out
 	}
 	if i < 0 {
 		return b.s.internal(what, err)

@@ -132,7 +132,9 @@ func (s *Images) Import(ctx context.Context, p sandbox.Principal, name string, r
 // of the sandbox ref p may reach: from its checkpoint ck when ck is not
 // "", else from a checkpoint taken now (live; it is deleted afterwards).
 // The image runs as the sandbox's image does (its user, env and working
-// directory), and owns its content: the sandbox may go.
+// directory), and owns its content: the sandbox may go. Its size, within
+// the tenant's budget, is its source image's and what the sandbox had
+// written at the checkpoint.
 func (s *Images) FromSandbox(ctx context.Context, p sandbox.Principal, name, ref, ck string) (sandbox.Image, error) {
 	if err := sandbox.ValidateImageName(name); err != nil {
 		return sandbox.Image{}, err
@@ -141,19 +143,17 @@ func (s *Images) FromSandbox(ctx context.Context, p sandbox.Principal, name, ref
 	if err != nil {
 		return sandbox.Image{}, err
 	}
-	from := ck
+	var from sandbox.Checkpoint
 	if ck == "" {
-		taken, err := s.checkpoints.Checkpoint(ctx, p, ref, sandbox.CheckpointRequest{Label: "image " + name})
-		if err != nil {
+		if from, err = s.checkpoints.Checkpoint(ctx, p, ref, sandbox.CheckpointRequest{Label: "image " + name}); err != nil {
 			return sandbox.Image{}, err
 		}
-		from = taken.ID
 		defer func() {
-			if err := s.checkpoints.DeleteCheckpoint(context.WithoutCancel(ctx), p, ref, taken.ID); err != nil {
-				s.log.Error("delete the checkpoint an image was made from", "sandbox", sb.Name, "checkpoint", taken.ID, "err", err)
+			if err := s.checkpoints.DeleteCheckpoint(context.WithoutCancel(ctx), p, ref, from.ID); err != nil {
+				s.log.Error("delete the checkpoint an image was made from", "sandbox", sb.Name, "checkpoint", from.ID, "err", err)
 			}
 		}()
-	} else if _, err := s.access(p).checkpoint(ctx, sb, ck); err != nil {
+	} else if from, err = s.access(p).checkpoint(ctx, sb, ck); err != nil {
 		return sandbox.Image{}, err
 	}
 	cfg := sb.ImageConfig
@@ -161,15 +161,28 @@ func (s *Images) FromSandbox(ctx context.Context, p sandbox.Principal, name, ref
 		cfg = node.DefaultConfig
 	}
 	defer s.storing(ctx)()
-	img, err := s.opts.Node.CommitImage(ctx, from, newDigest(), cfg)
+	img, err := s.opts.Node.CommitImage(ctx, from.ID, newDigest(), cfg)
 	if err != nil {
 		return sandbox.Image{}, s.internal("make an image from a checkpoint", err)
 	}
-	img.Name, img.Source, img.Ref = name, sandbox.ImageSourceSandbox, sandbox.Ref(sb.Tenant, sb.Name)+"@"+from
+	img.Name, img.Source, img.Ref = name, sandbox.ImageSourceSandbox, sandbox.Ref(sb.Tenant, sb.Name)+"@"+from.ID
 	if ck == "" {
 		img.Ref = sandbox.Ref(sb.Tenant, sb.Name)
 	}
+	img.Size = max(img.Size, s.sizeOf(ctx, sb)+from.SizeBytes)
 	return s.record(ctx, p, img, nil)
+}
+
+// sizeOf is the size of the image version sb was made from: its
+// tenant's, or the system tenant's (a public one); 0 for none (the
+// default image from before image versions).
+func (s *Images) sizeOf(ctx context.Context, sb sandbox.Sandbox) int64 {
+	for _, tenant := range []string{sb.Tenant, sandbox.SystemTenant} {
+		if img, err := s.opts.Store.Images().Version(ctx, tenant, sb.Image, sb.ImageDigest); err == nil {
+			return img.Size
+		}
+	}
+	return 0
 }
 
 // Export writes p's image name (its current version) to w as an OCI
@@ -200,22 +213,27 @@ func newDigest() string {
 // tenant's catalog as the current version of its name, within the
 // tenant's disk budget (counting every image version it holds), and
 // the end of the caller's storing call collects what the version it
-// replaces leaves unused.
+// replaces leaves unused. A version refused leaves its layers to the
+// same collection: only those another image holds stay.
 func (s *Images) record(ctx context.Context, p sandbox.Principal, img sandbox.Image, progress Progress) (sandbox.Image, error) {
 	tenant := p.Home()
 	unlock := s.pulls.lock(sandbox.Ref(tenant, img.Name))
 	defer unlock()
-	if err := s.withinBudget(ctx, p, img); err != nil {
+	refuse := func(err error) (sandbox.Image, error) {
+		s.collect(ctx, img.Layers)
 		return sandbox.Image{}, err
+	}
+	if err := s.withinBudget(ctx, p, img); err != nil {
+		return refuse(err)
 	}
 	img.Tenant, img.Current, img.CreatedAt = tenant, true, s.now().UTC()
 	if old, err := s.opts.Store.Images().Version(ctx, tenant, img.Name, img.Digest); err == nil {
 		img.Public, img.CreatedAt = old.Public, old.CreatedAt
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return sandbox.Image{}, s.internal("get image version", err)
+		return refuse(s.internal("get image version", err))
 	}
 	if err := s.opts.Store.Images().Put(ctx, img); err != nil {
-		return sandbox.Image{}, s.internal("put image", err)
+		return refuse(s.internal("put image", err))
 	}
 	if progress != nil {
 		progress(sandbox.ImageProgress{Phase: "done", Text: img.Name + "@" + img.Digest, Layers: len(img.Layers)})

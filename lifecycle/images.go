@@ -128,25 +128,22 @@ func (s *Images) SetPublic(ctx context.Context, p sandbox.Principal, name string
 }
 
 // Remove removes every version of p's tenant's image name, unless a
-// sandbox (and so its checkpoints) uses one: then failed_precondition
-// names one. The layers no image uses any more go with it.
+// sandbox made from one (see users; and so its checkpoints) is there:
+// then failed_precondition names one. The layers no image uses any more
+// go with it.
 func (s *Images) Remove(ctx context.Context, p sandbox.Principal, name string) error {
 	versions, err := s.own(ctx, p, name, true)
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(versions))
-	for _, v := range versions {
-		keys = append(keys, v.Key())
-	}
-	users, err := s.opts.Store.Sandboxes().UsingImage(ctx, keys, 1)
+	users, err := s.users(ctx, versions)
 	if err != nil {
-		return s.internal("find the image's users", err)
+		return err
 	}
 	if len(users) > 0 {
-		u := users[0]
-		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "image %q is in use by sandbox %q", name, sandbox.Ref(u.Tenant, u.Name)).
-			WithHint("destroy the sandboxes made from it (and their checkpoints go with them), then remove it").With("sandbox", u.Name)
+		ref := p.RefOf(users[0].Tenant, users[0].Name)
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "image %q is in use by sandbox %q", name, ref).
+			WithHint("destroy the sandboxes made from it (and their checkpoints go with them), then remove it").With("sandbox", ref)
 	}
 	for _, v := range versions {
 		if err := s.opts.Store.Images().Delete(ctx, v.Tenant, v.Name, v.Digest); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -155,6 +152,29 @@ func (s *Images) Remove(ctx context.Context, p sandbox.Principal, name string) e
 	}
 	s.collect(ctx, keysOf(versions))
 	return nil
+}
+
+// users are the sandboxes made from versions (every version of one
+// tenant's image name), oldest first: those with a version's layer key
+// that were created by that name, in that tenant or, for the system
+// tenant's images (which may be public), in any. A sandbox of another
+// image with the same content (another tenant's import of the same
+// archive, a build under another name) has the same key but is not one:
+// it neither blocks the removal nor is named to its caller, and the
+// collection keeps the layers its own image still holds.
+func (s *Images) users(ctx context.Context, versions []sandbox.Image) ([]sandbox.Sandbox, error) {
+	keys := make([]string, 0, len(versions))
+	for _, v := range versions {
+		keys = append(keys, v.Key())
+	}
+	all, err := s.opts.Store.Sandboxes().UsingImage(ctx, keys, 0)
+	if err != nil {
+		return nil, s.internal("find the image's users", err)
+	}
+	img := versions[0]
+	return slices.DeleteFunc(all, func(sb sandbox.Sandbox) bool {
+		return sb.Image != img.Name || sb.Tenant != img.Tenant && img.Tenant != sandbox.SystemTenant
+	}), nil
 }
 
 // collect removes what no image needs any more (see collectLocked),
