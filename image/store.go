@@ -12,7 +12,9 @@
 //   - "img-<digest>": an image version's top, the last layer chain with
 //     the mount points hearth's runtime needs (/.hearth, /run/hearth),
 //     its working directory and its user's home added;
-//   - "unpack-<chain id>" and "imgtmp-<digest>": a layer or a top being
+//   - "step-<digest>": a build step's root, made as a top is: a build's
+//     cache, which no image names (a daemon's start collects it);
+//   - "unpack-<chain id>" and "imgtmp-<top key>": a layer or a top being
 //     made, active; a daemon killed meanwhile leaves them, and Recover
 //     removes them.
 //
@@ -52,6 +54,7 @@ var ErrInvalid = errors.New("image: invalid image")
 const (
 	layerPrefix  = "layer-"
 	topPrefix    = "img-"
+	stepPrefix   = "step-"
 	unpackPrefix = "unpack-"
 	topTmpPrefix = "imgtmp-"
 )
@@ -92,18 +95,29 @@ func New(opts Options) (*Store, error) {
 
 // TopKey is the layer store's key of the top of the image version digest
 // ("sha256:<hex>").
-func TopKey(digest string) (string, error) {
+func TopKey(digest string) (string, error) { return digestKey(topPrefix, digest) }
+
+// StepKey is the layer store's key of the root a build step left, whose
+// version (its cache key) is digest: made as a top is, named by no image.
+func StepKey(digest string) (string, error) { return digestKey(stepPrefix, digest) }
+
+func digestKey(prefix, digest string) (string, error) {
 	h, err := v1.NewHash(digest)
 	if err != nil || h.Algorithm != "sha256" {
 		return "", fmt.Errorf("image: digest %q is not sha256:<hex>", digest)
 	}
-	return topPrefix + h.Hex, nil
+	return prefix + h.Hex, nil
+}
+
+// isTop reports whether key is a top's or a build step's.
+func isTop(key string) bool {
+	return strings.HasPrefix(key, topPrefix) || strings.HasPrefix(key, stepPrefix)
 }
 
 // IsKey reports whether key is one of the layer store's image keys (a
 // layer chain, a top, or one being made).
 func IsKey(key string) bool {
-	for _, p := range []string{layerPrefix, topPrefix, unpackPrefix, topTmpPrefix} {
+	for _, p := range []string{layerPrefix, topPrefix, stepPrefix, unpackPrefix, topTmpPrefix} {
 		if strings.HasPrefix(key, p) {
 			return true
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
@@ -40,7 +39,7 @@ func (s *Store) topWith(ctx context.Context, key, parent string, cfg sandbox.Ima
 		}
 		return resolveIn(info.Path, cfg)
 	}
-	tmp := topTmpPrefix + strings.TrimPrefix(key, topPrefix)
+	tmp := topTmpPrefix + key
 	err = s.make(ctx, key, tmp, parent, func(dir string) error {
 		if r != nil {
 			if err := applyTar(ctx, dir, r, s.opts.Limits); err != nil {
@@ -96,39 +95,41 @@ func addDirs(dir string, cfg sandbox.ImageConfig) error {
 	return nil
 }
 
-// Commit stores the image version digest whose root is the committed
-// snapshot parent (a checkpoint's: an image made from a sandbox) and whose
-// config is cfg, its user resolved again against the root. The new top
-// owns its content: parent may be removed afterwards.
-func (s *Store) Commit(ctx context.Context, parent, digest string, cfg sandbox.ImageConfig) (Unpacked, error) {
-	key, err := TopKey(digest)
-	if err != nil {
-		return Unpacked{}, err
+// Commit stores the top key (TopKey's or StepKey's) whose root is the
+// committed snapshot parent (a checkpoint's: an image made from a sandbox,
+// a build's RUN) and whose config is cfg, its user resolved again against
+// the root. The new top owns its content: parent may be removed
+// afterwards.
+func (s *Store) Commit(ctx context.Context, parent, key string, cfg sandbox.ImageConfig) (Unpacked, error) {
+	if !isTop(key) {
+		return Unpacked{}, fmt.Errorf("image: %q is not a top's key", key)
 	}
 	if ok, err := s.exists(ctx, parent); err != nil || !ok {
-		return Unpacked{}, fmt.Errorf("image %s: its source %s: %w", digest, parent, errors.Join(err, layers.ErrNotFound))
+		return Unpacked{}, fmt.Errorf("image %s: its source %s: %w", key, parent, errors.Join(err, layers.ErrNotFound))
 	}
-	cfg, err = s.top(ctx, key, parent, cfg)
+	cfg, err := s.top(ctx, key, parent, cfg)
 	if err != nil {
-		return Unpacked{}, fmt.Errorf("image %s: %w", digest, err)
+		return Unpacked{}, fmt.Errorf("image %s: %w", key, err)
 	}
 	return Unpacked{Layers: []string{key}, Config: cfg}, nil
 }
 
-// Apply stores the image version digest whose root is the committed
-// snapshot parent (an image's top) with the layer tar r applied onto it
+// Apply stores the top key (TopKey's or StepKey's) whose root is the
+// committed snapshot parent (a top) with the layer tar r applied onto it
 // (nothing when r is nil), and whose config is cfg, its user resolved
-// against the result: a build's step. A version stored already is only
-// resolved again (r is not read).
-func (s *Store) Apply(ctx context.Context, parent, digest string, r io.Reader, cfg sandbox.ImageConfig) (Unpacked, error) {
-	key, err := TopKey(digest)
+// against the result: a build's step, or a built image's top. A key
+// stored already is only resolved again (r is not read). Size is what the
+// new top holds beyond parent.
+func (s *Store) Apply(ctx context.Context, parent, key string, r io.Reader, cfg sandbox.ImageConfig) (Unpacked, error) {
+	if !isTop(key) {
+		return Unpacked{}, fmt.Errorf("image: %q is not a top's key", key)
+	}
+	cfg, err := s.topWith(ctx, key, parent, cfg, r)
 	if err != nil {
-		return Unpacked{}, err
+		return Unpacked{}, fmt.Errorf("image %s: %w", key, err)
 	}
-	if cfg, err = s.topWith(ctx, key, parent, cfg, r); err != nil {
-		return Unpacked{}, fmt.Errorf("image %s: %w", digest, err)
-	}
-	return Unpacked{Layers: []string{key}, Config: cfg}, nil
+	size, _ := s.opts.Layers.Usage(ctx, key)
+	return Unpacked{Layers: []string{key}, Config: cfg, Size: size}, nil
 }
 
 // ResolveUser resolves user (as an image or a --chown names it) against

@@ -105,13 +105,22 @@ func imageError(what string, err error) error {
 	return err
 }
 
+// TopKey is the layer key of the top of the image version digest: what
+// CommitImage and ApplyImage make for an image.
+func TopKey(digest string) (string, error) { return image.TopKey(digest) }
+
+// StepKey is the layer key of a build step's root whose cache key is
+// digest: what CommitImage and ApplyImage make for a build's step, which
+// no image names (a daemon's start collects it).
+func StepKey(digest string) (string, error) { return image.StepKey(digest) }
+
 // CommitImage implements Node.
-func (l *Local) CommitImage(ctx context.Context, ck, digest string, cfg sandbox.ImageConfig) (sandbox.Image, error) {
+func (l *Local) CommitImage(ctx context.Context, ck, key string, cfg sandbox.ImageConfig) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
 	}
-	u, err := store.Commit(ctx, checkpointKey(ck), digest, cfg)
+	u, err := store.Commit(ctx, checkpointKey(ck), key, cfg)
 	if err != nil {
 		return sandbox.Image{}, err
 	}
@@ -119,20 +128,20 @@ func (l *Local) CommitImage(ctx context.Context, ck, digest string, cfg sandbox.
 	if err != nil {
 		size = 0 // what it holds is reported where the store can count it
 	}
-	return sandbox.Image{Digest: digest, Layers: u.Layers, Config: u.Config, Size: size}, nil
+	return sandbox.Image{Layers: u.Layers, Config: u.Config, Size: size}, nil
 }
 
 // ApplyImage implements Node.
-func (l *Local) ApplyImage(ctx context.Context, parent, digest string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error) {
+func (l *Local) ApplyImage(ctx context.Context, parent, key string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
 	}
-	u, err := store.Apply(ctx, parent, digest, r, cfg)
+	u, err := store.Apply(ctx, parent, key, r, cfg)
 	if err != nil {
-		return sandbox.Image{}, err
+		return sandbox.Image{}, imageError("apply", err)
 	}
-	return sandbox.Image{Digest: digest, Layers: u.Layers, Config: u.Config}, nil
+	return sandbox.Image{Layers: u.Layers, Config: u.Config, Size: u.Size}, nil
 }
 
 // ResolveUser implements Node.

@@ -121,16 +121,19 @@ type Node interface {
 	// an OCI archive), as PullImage does; Name is the archive's own name
 	// for it, if any.
 	ImportImage(ctx context.Context, req ImportRequest) (sandbox.Image, error)
-	// CommitImage stores the image version digest, whose root is
-	// checkpoint ck's snapshot and whose config is cfg (its user resolved
-	// again against that root). The image owns its content: the
-	// checkpoint may go afterwards.
-	CommitImage(ctx context.Context, ck, digest string, cfg sandbox.ImageConfig) (sandbox.Image, error)
-	// ApplyImage stores the image version digest whose root is the image
+	// CommitImage stores the top key (TopKey's for an image, StepKey's
+	// for a build step), whose root is checkpoint ck's snapshot and whose
+	// config is cfg (its user resolved again against that root). The top
+	// owns its content: the checkpoint may go afterwards. The result has
+	// Layers, Config and Size (what the checkpoint holds beyond its
+	// sandbox's image).
+	CommitImage(ctx context.Context, ck, key string, cfg sandbox.ImageConfig) (sandbox.Image, error)
+	// ApplyImage stores the top key (as CommitImage's) whose root is the
 	// top parent with the layer tar r applied onto it (nothing when r is
 	// nil) and whose config is cfg, its user resolved against the result:
-	// a build's step. A version stored already is only resolved again.
-	ApplyImage(ctx context.Context, parent, digest string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error)
+	// a build's step or a built image's top. A key stored already is only
+	// resolved again. Size is what the new top holds beyond parent.
+	ApplyImage(ctx context.Context, parent, key string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error)
 	// ResolveUser resolves user ("name", "uid", "name:group", …) against
 	// the /etc/passwd and /etc/group of the image top key.
 	ResolveUser(ctx context.Context, key, user string) (uid, gid int, err error)
