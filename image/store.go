@@ -261,39 +261,73 @@ func (s *Store) make(ctx context.Context, key, tmp, parent string, fill func(dir
 
 // applyTar applies the layer tar r onto dir, reading r to its end.
 func applyTar(ctx context.Context, dir string, r io.Reader, lim layertar.Limits) error {
-	root, err := openRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if _, err := layertar.Apply(ctx, root, r, lim); err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, r)
+	_, err := applyAll(ctx, dir, r, lim)
 	return err
 }
 
 // applyVerified applies the layer tar r onto dir and checks that what it
 // read hashes to diffID, reading r to its end.
 func applyVerified(ctx context.Context, dir string, r io.Reader, diffID v1.Hash, lim layertar.Limits) (int64, error) {
-	root, err := openRoot(dir)
-	if err != nil {
-		return 0, err
-	}
-	defer root.Close()
 	h := sha256.New()
-	tee := io.TeeReader(r, h)
-	stats, err := layertar.Apply(ctx, root, tee, lim)
+	stats, err := applyAll(ctx, dir, io.TeeReader(r, h), lim)
 	if err != nil {
-		return 0, err
-	}
-	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return 0, err
 	}
 	if got := hexOf(h); got != diffID.Hex {
 		return 0, fmt.Errorf("its content hashes to sha256:%s, not to its diff id %s", got, diffID)
 	}
 	return stats.Bytes, nil
+}
+
+// applyAll applies the layer tar r onto dir, then reads the rest of r: a
+// layer's diff id covers every byte, the padding tar writers add after
+// the tar's end blocks included. What follows the end counts against
+// lim.MaxBytes as the tar does (a few bytes of gzip can expand to
+// gigabytes of zeros there, which no tar reader looks at), and ctx is
+// heeded while it is read.
+func applyAll(ctx context.Context, dir string, r io.Reader, lim layertar.Limits) (layertar.Stats, error) {
+	root, err := openRoot(dir)
+	if err != nil {
+		return layertar.Stats{}, err
+	}
+	defer root.Close()
+	cr := &countingReader{r: r}
+	stats, err := layertar.Apply(ctx, root, cr, lim)
+	if err != nil {
+		return stats, err
+	}
+	max := lim.MaxBytes
+	if max <= 0 {
+		max = layertar.DefaultMaxBytes
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return stats, err
+		}
+		_, err := cr.Read(buf)
+		if cr.n > max {
+			return stats, fmt.Errorf("%w: the layer is over %d bytes (MaxBytes) with what follows its tar's end", layertar.ErrHostile, max)
+		}
+		if err == io.EOF {
+			return stats, nil
+		}
+		if err != nil {
+			return stats, err
+		}
+	}
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func hexOf(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
