@@ -8,15 +8,19 @@ import (
 	"path"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
 )
 
 // top makes the image top key from the committed snapshot parent ("" for
 // an image with no layers) unless it exists, and returns cfg with its
-// user resolved against the top's files. The top has the mount points,
-// cfg's working directory and the user's home (made as directories where
-// they are missing; a home made is the user's).
+// user resolved against the top's files. The top has the mount points
+// (directories, not symlinks), cfg's working directory and the user's
+// home (made as directories where they are missing, symlinks on the way
+// followed inside the root; a home or working directory made is the
+// user's).
 func (s *Store) top(ctx context.Context, key, parent string, cfg sandbox.ImageConfig) (sandbox.ImageConfig, error) {
 	return s.topWith(ctx, key, parent, cfg, nil)
 }
@@ -84,6 +88,12 @@ func addDirs(dir string, cfg sandbox.ImageConfig) error {
 		if err := mkdirIn(root, m, 0o755, 0, 0); err != nil {
 			return fmt.Errorf("mount point %s: %w", m, err)
 		}
+		// The runtime mounts there: a directory, not a symlink to one.
+		d, err := openIn(root, m, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return fmt.Errorf("mount point %s is not a directory: %w", m, err)
+		}
+		d.Close()
 	}
 	for _, d := range []string{cfg.Home, cfg.WorkingDir} {
 		if d == "" || d == "/" {
