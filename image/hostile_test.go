@@ -5,11 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/compression"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/image/layertar"
@@ -189,4 +195,60 @@ func TestUnpackHostileTop(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zstdFrame is data as one zstd frame of raw blocks whose header asks
+// for a window of 1<<windowLog bytes.
+func zstdFrame(data []byte, windowLog int) []byte {
+	out := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, byte(windowLog-10) << 3}
+	for {
+		n := min(len(data), 128<<10)
+		last := 0
+		if n == len(data) {
+			last = 1
+		}
+		h := n<<3 | last // block type 0: raw
+		out = append(out, byte(h), byte(h>>8), byte(h>>16))
+		out = append(out, data[:n]...)
+		if data = data[n:]; last == 1 {
+			return out
+		}
+	}
+}
+
+// TestUnpackZstdWindow unpacks a valid zstd layer, a few kilobytes, whose
+// frame asks for a 512 MiB window, which a decoder allocates as the
+// content grows: refused, as fetch.Open refuses windows over 128 MiB.
+func TestUnpackZstdWindow(t *testing.T) {
+	e := newEnv(t, layertar.Limits{})
+	content := tarOf(t, regular("small", "small\n", 0o644))
+	frame := zstdFrame(content, 29)
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(frame)), nil
+	}, tarball.WithMediaType(types.OCILayerZStd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.DiffID(); err != nil || d.Hex != fmt.Sprintf("%x", sha256.Sum256(content)) {
+		t.Fatalf("the layer's diff id = %v, %v: not a valid zstd frame of the tar", d, err)
+	}
+	err = refused(t, e, registry.Image(t, baseLayer(t), l), 1)
+	if !strings.Contains(err.Error(), "window size exceeded") {
+		t.Errorf("error %v, want it to say the window is too large", err)
+	}
+
+	// The same content with an 8 MiB window is fine.
+	small := zstdFrame(content, 23)
+	l, err = tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(small)), nil
+	}, tarball.WithMediaType(types.OCILayerZStd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := registry.Image(t, baseLayer(t), l)
+	u, _ := unpack(t, e.store, img, digestOf(t, img))
+	if b, err := os.ReadFile(filepath.Join(e.path(u.Layers[1]), "small")); err != nil || string(b) != "small\n" {
+		t.Errorf("small in the unpacked layer = %q, %v", b, err)
+	}
+	e.checkClean()
 }

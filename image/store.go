@@ -19,9 +19,11 @@
 // What the node holds is reported by Keys; which of them images still use
 // is the control plane's to decide (it removes the rest with Remove).
 //
-// A layer is untrusted input: package layertar applies it, inside its
-// snapshot only, and the uncompressed content must hash to the diff id the
-// image's config names, or the layer is refused and nothing is kept.
+// A layer is untrusted input: it is read through fetch.Open (its blob
+// checked against its digest, a zstd window bounded), package layertar
+// applies it, inside its snapshot only, and the uncompressed content must
+// hash to the diff id the image's config names, or the layer is refused
+// and nothing is kept.
 package image
 
 import (
@@ -38,6 +40,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/hearth/hearth/image/fetch"
 	"github.com/hearth/hearth/image/layertar"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
@@ -223,7 +226,7 @@ func (s *Store) layer(ctx context.Context, key, parent string, l v1.Layer, diffI
 	}
 	tmp := unpackPrefix + strings.TrimPrefix(key, layerPrefix)
 	err = s.make(ctx, key, tmp, parent, func(dir string) error {
-		rc, err := l.Uncompressed()
+		rc, err := fetch.Open(l)
 		if err != nil {
 			return err
 		}
