@@ -13,8 +13,10 @@
 //     the mount points hearth's runtime needs (/.hearth, /run/hearth),
 //     its working directory and its user's home added;
 //   - "unpack-<chain id>" and "imgtmp-<digest>": a layer or a top being
-//     made, active; a daemon killed meanwhile leaves them, and Recover
-//     removes them.
+//     made, active; a daemon killed meanwhile leaves them. No image uses
+//     them, so the control plane's collection after a restart removes
+//     them (Keys, Remove), and making the same key again removes its
+//     leftover first.
 //
 // What the node holds is reported by Keys; which of them images still use
 // is the control plane's to decide (it removes the rest with Remove).

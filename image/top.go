@@ -182,7 +182,7 @@ func (s *Store) Remove(ctx context.Context, keys []string) error {
 		}
 		done, err := s.claim(ctx, key)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		if err := s.opts.Layers.Remove(ctx, key); err != nil && !errors.Is(err, layers.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("image: remove %s: %w", key, err))

@@ -221,3 +221,24 @@ func TestCommitAndRemove(t *testing.T) {
 	}
 	e.checkClean()
 }
+
+// TestUnpackNoLayers unpacks an image of no layers: its top holds the
+// mount points and working directory only.
+func TestUnpackNoLayers(t *testing.T) {
+	e := newEnv(t, layertar.Limits{})
+	img := registry.Image(t)
+	u, events := unpack(t, e.store, img, digestOf(t, img))
+	top, _ := image.TopKey(digestOf(t, img))
+	if !slices.Equal(u.Layers, []string{top}) || len(events) != 0 || u.Config.UID != 0 || u.Config.Home != "/" {
+		t.Errorf("Unpack of no layers = %+v, events %v; want only the top %s, root's, home /", u, events, top)
+	}
+	got := readTree(t, e.path(top))
+	sameTree(t, "the top of no layers", got, tree{nodes: map[string]node{
+		"/":           got.nodes["/"],
+		"/.hearth":    {Type: "dir", Mode: 0o755},
+		"/run":        {Type: "dir", Mode: 0o755},
+		"/run/hearth": {Type: "dir", Mode: 0o755},
+		"/work":       {Type: "dir", Mode: 0o755},
+	}})
+	e.checkClean()
+}
