@@ -301,9 +301,9 @@ func applyAll(ctx context.Context, dir string, r io.Reader, lim layertar.Limits)
 	if err != nil {
 		return stats, err
 	}
-	max := lim.MaxBytes
-	if max <= 0 {
-		max = layertar.DefaultMaxBytes
+	limit := lim.MaxBytes
+	if limit <= 0 {
+		limit = layertar.DefaultMaxBytes
 	}
 	buf := make([]byte, 64<<10)
 	for {
@@ -311,8 +311,8 @@ func applyAll(ctx context.Context, dir string, r io.Reader, lim layertar.Limits)
 			return stats, err
 		}
 		_, err := cr.Read(buf)
-		if cr.n > max {
-			return stats, fmt.Errorf("%w: the layer is over %d bytes (MaxBytes) with what follows its tar's end", layertar.ErrHostile, max)
+		if cr.n > limit {
+			return stats, fmt.Errorf("%w: the layer is over %d bytes (MaxBytes) with what follows its tar's end", layertar.ErrHostile, limit)
 		}
 		if err == io.EOF {
 			return stats, nil
