@@ -39,6 +39,50 @@ func capability(bit uint) string {
 	return string(b)
 }
 
+// treeBase is the first layer of treeLayers: a base of files, directories
+// and owners that later layers change.
+func treeBase(t testing.TB) []byte {
+	return tarOf(t,
+		directory("./", 0o755),
+		directory("etc/", 0o755),
+		regular("etc/passwd", testPasswd, 0o644),
+		regular("etc/group", testGroup, 0o644),
+		regular("etc/shadow", "root:*:19000:0:99999:7:::\n", 0o640).owner(0, 42),
+		directory("bin/", 0o755),
+		regular("bin/sh", "#!/bin/true\n", 0o755),
+		directory("usr/", 0o755),
+		directory("usr/bin/", 0o755),
+		regular("usr/bin/passwd", "setuid\n", 0o4755),
+		regular("usr/bin/wall", "setgid\n", 0o2755).owner(0, 5),
+		regular("usr/bin/both", "setuid and setgid\n", 0o6711).owner(0, 50),
+		directory("tmp/", 0o1777),
+		directory("srv/", 0o755),
+		directory("srv/data/", 0o750).owner(1000, 1000),
+		regular("srv/data/owned", "not root's\n", 0o640).owner(1234, 5678),
+		directory("opt/", 0o755),
+		directory("opt/lower/", 0o755),
+		regular("opt/lower/a", "a\n", 0o644),
+		regular("opt/lower/b", "b\n", 0o644),
+		directory("opt/lower/sub/", 0o700),
+		regular("opt/lower/sub/c", "c\n", 0o600),
+		directory("gone/", 0o755),
+		regular("gone/file", "whited out\n", 0o644),
+		regular("gone/keep", "kept\n", 0o644),
+		directory("rep/", 0o755),
+		regular("rep/thing", "a file, then a directory\n", 0o644),
+		directory("var/", 0o755),
+		directory("var/empty/", 0o711),
+		directory("usr/share/", 0o755),
+		directory("usr/share/doc/", 0o755),
+		directory("usr/share/doc/pkg/", 0o755),
+		regular("usr/share/doc/pkg/README", "docs\n", 0o644),
+		directory("dir2file/", 0o755),
+		regular("dir2file/child", "goes with its directory\n", 0o644),
+		directory("data/", 0o755),
+		regular("data/orig", "original content\n", 0o644),
+	)
+}
+
 // treeLayers are the tars of a seven-layer image that exercises what a
 // layer can do: regular files, directories, an empty directory, setuid
 // and setgid files, owners other than root, hard links (in a layer and to
@@ -56,45 +100,7 @@ func treeLayers(t testing.TB) [][]byte {
 	longDir := "deep/" + strings.Repeat("x", 120)
 	long := longDir + "/" + strings.Repeat("y", 110) + ".txt"
 	return [][]byte{
-		tarOf(t, // 1: a base
-			directory("./", 0o755),
-			directory("etc/", 0o755),
-			regular("etc/passwd", testPasswd, 0o644),
-			regular("etc/group", testGroup, 0o644),
-			regular("etc/shadow", "root:*:19000:0:99999:7:::\n", 0o640).owner(0, 42),
-			directory("bin/", 0o755),
-			regular("bin/sh", "#!/bin/true\n", 0o755),
-			directory("usr/", 0o755),
-			directory("usr/bin/", 0o755),
-			regular("usr/bin/passwd", "setuid\n", 0o4755),
-			regular("usr/bin/wall", "setgid\n", 0o2755).owner(0, 5),
-			regular("usr/bin/both", "setuid and setgid\n", 0o6711).owner(0, 50),
-			directory("tmp/", 0o1777),
-			directory("srv/", 0o755),
-			directory("srv/data/", 0o750).owner(1000, 1000),
-			regular("srv/data/owned", "not root's\n", 0o640).owner(1234, 5678),
-			directory("opt/", 0o755),
-			directory("opt/lower/", 0o755),
-			regular("opt/lower/a", "a\n", 0o644),
-			regular("opt/lower/b", "b\n", 0o644),
-			directory("opt/lower/sub/", 0o700),
-			regular("opt/lower/sub/c", "c\n", 0o600),
-			directory("gone/", 0o755),
-			regular("gone/file", "whited out\n", 0o644),
-			regular("gone/keep", "kept\n", 0o644),
-			directory("rep/", 0o755),
-			regular("rep/thing", "a file, then a directory\n", 0o644),
-			directory("var/", 0o755),
-			directory("var/empty/", 0o711),
-			directory("usr/share/", 0o755),
-			directory("usr/share/doc/", 0o755),
-			directory("usr/share/doc/pkg/", 0o755),
-			regular("usr/share/doc/pkg/README", "docs\n", 0o644),
-			directory("dir2file/", 0o755),
-			regular("dir2file/child", "goes with its directory\n", 0o644),
-			directory("data/", 0o755),
-			regular("data/orig", "original content\n", 0o644),
-		),
+		treeBase(t), // 1: a base
 		tarOf(t, // 2: links and extended attributes
 			hardlink("data/link1", "data/orig"),
 			directory("data/sub/", 0o755),
