@@ -19,8 +19,10 @@ import (
 
 // Export writes the image whose top is key, with config cfg, to w as an OCI
 // archive naming it name: one layer holding the top's whole tree (links
-// not followed, device nodes left out) and cfg as its config. The layer is
-// written to a temporary file in scratch first (to know its digest).
+// not followed; device nodes, FIFOs and sockets left out, and the root
+// directory's own mode and owner, which layertar.Write gives no entry)
+// and cfg as its config. The layer is written to a temporary file in
+// scratch first (to know its digest), removed before Export returns.
 func (s *Store) Export(ctx context.Context, key, name string, cfg sandbox.ImageConfig, scratch string, w io.Writer) error {
 	info, err := s.opts.Layers.Stat(ctx, key)
 	if err != nil {

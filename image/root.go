@@ -39,10 +39,11 @@ func openRoot(dir string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), dir), nil
 }
 
-// openIn opens name inside root with flags (O_NOFOLLOW added: the last
-// element is never followed either).
+// openIn opens name inside root with flags: every symlink on the way, the
+// last element's too unless flags has O_NOFOLLOW, is resolved inside root
+// (see inRoot).
 func openIn(root *os.File, name string, flags uint64, mode uint64) (*os.File, error) {
-	how := unix.OpenHow{Flags: flags | unix.O_NOFOLLOW | unix.O_CLOEXEC, Mode: mode, Resolve: inRoot}
+	how := unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: mode, Resolve: inRoot}
 	for range 8 {
 		fd, err := unix.Openat2(int(root.Fd()), name, &how)
 		if err == unix.EAGAIN || err == unix.EINTR {
@@ -57,7 +58,9 @@ func openIn(root *os.File, name string, flags uint64, mode uint64) (*os.File, er
 }
 
 // readIn reads the regular file name inside root, at most limit bytes; a
-// missing file is nil, nil.
+// missing file is nil, nil. A symlink is followed inside root (an image's
+// /etc/passwd may be one); anything but a regular file at its end is
+// refused, and opening one never blocks (O_NONBLOCK: a FIFO).
 func readIn(root *os.File, name string, limit int64) ([]byte, error) {
 	f, err := openIn(root, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) {
@@ -84,9 +87,10 @@ func readIn(root *os.File, name string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// mkdirIn makes the directory name inside root and its missing parents,
-// each owned by uid and gid with mode perm; what exists is left as it is,
-// but must be a directory (a symlink is resolved inside root).
+// mkdirIn makes the directory name inside root, owned by uid and gid
+// with mode perm, and its missing parents (root's, mode 0755); what exists
+// is left as it is, but must be a directory or a symlink to one, which is
+// followed inside root.
 func mkdirIn(root *os.File, name string, perm uint32, uid, gid int) error {
 	name = path.Clean("/" + name)
 	if name == "/" {
@@ -171,8 +175,8 @@ func lookup(accounts []account, s string) (account, bool) {
 // resolveUser resolves the image's User ("", "name", "uid", "name:group",
 // "uid:gid", …) against the image's /etc/passwd and /etc/group, as the
 // OCI image spec says: an empty user is root; a name must be in passwd,
-// a number need not be. The home is the user's passwd entry's ("/" when
-// it has none).
+// a number need not be (its group is then 0, unless one is given). The
+// home is the user's passwd entry's ("/" when it has none).
 func resolveUser(root *os.File, user string) (uid, gid int, home string, err error) {
 	passwdData, err := readIn(root, "/etc/passwd", maxAccountFile)
 	if err != nil {
@@ -189,7 +193,7 @@ func resolveUser(root *os.File, user string) (uid, gid int, home string, err err
 	case found:
 		uid, gid, home = a.id, a.group, a.home
 	case err == nil:
-		uid, gid = n, n
+		uid, gid = n, 0 // as Docker and containerd run a uid no account has
 	default:
 		return 0, 0, "", sandbox.Errorf(sandbox.CodeInvalidArgument, "the image's user %q is not in its /etc/passwd", user)
 	}

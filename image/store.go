@@ -13,17 +13,22 @@
 //     the mount points hearth's runtime needs (/.hearth, /run/hearth),
 //     its working directory and its user's home added;
 //   - "step-<digest>": a build step's root, made as a top is: a build's
-//     cache, which no image names (a daemon's start collects it);
+//     cache, which no image names (the collection after a restart removes
+//     it);
 //   - "unpack-<chain id>" and "imgtmp-<top key>": a layer or a top being
-//     made, active; a daemon killed meanwhile leaves them, and Recover
-//     removes them.
+//     made, active; a daemon killed meanwhile leaves them. No image uses
+//     them, so the control plane's collection after a restart removes
+//     them (Keys, Remove), and making the same key again removes its
+//     leftover first.
 //
 // What the node holds is reported by Keys; which of them images still use
 // is the control plane's to decide (it removes the rest with Remove).
 //
-// A layer is untrusted input: package layertar applies it, inside its
-// snapshot only, and the uncompressed content must hash to the diff id the
-// image's config names, or the layer is refused and nothing is kept.
+// A layer is untrusted input: it is read through fetch.Open (its blob
+// checked against its digest, a zstd window bounded), package layertar
+// applies it, inside its snapshot only, and the uncompressed content must
+// hash to the diff id the image's config names, or the layer is refused
+// and nothing is kept.
 package image
 
 import (
@@ -40,6 +45,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/hearth/hearth/image/fetch"
 	"github.com/hearth/hearth/image/layertar"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
@@ -248,7 +254,7 @@ func (s *Store) layer(ctx context.Context, key, parent string, l v1.Layer, diffI
 	}
 	tmp := unpackPrefix + strings.TrimPrefix(key, layerPrefix)
 	err = s.make(ctx, key, tmp, parent, func(dir string) error {
-		rc, err := l.Uncompressed()
+		rc, err := fetch.Open(l)
 		if err != nil {
 			return err
 		}
@@ -286,42 +292,76 @@ func (s *Store) make(ctx context.Context, key, tmp, parent string, fill func(dir
 
 // applyTar applies the layer tar r onto dir, reading r to its end.
 func applyTar(ctx context.Context, dir string, r io.Reader, lim layertar.Limits) error {
-	root, err := openRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if _, err := layertar.Apply(ctx, root, r, lim); err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, r)
+	_, err := applyAll(ctx, dir, r, lim)
 	return err
 }
 
 // applyVerified applies the layer tar r onto dir and checks that what it
 // read hashes to diffID, reading r to its end.
 func applyVerified(ctx context.Context, dir string, r io.Reader, diffID v1.Hash, lim layertar.Limits) (int64, error) {
-	root, err := openRoot(dir)
-	if err != nil {
-		return 0, err
-	}
-	defer root.Close()
 	h := sha256.New()
-	tee := io.TeeReader(r, h)
-	stats, err := layertar.Apply(ctx, root, tee, lim)
-	if errors.Is(err, layertar.ErrHostile) {
-		return 0, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
+	stats, err := applyAll(ctx, dir, io.TeeReader(r, h), lim)
 	if err != nil {
-		return 0, err
-	}
-	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return 0, err
 	}
 	if got := hexOf(h); got != diffID.Hex {
 		return 0, fmt.Errorf("%w: its content hashes to sha256:%s, not to its diff id %s", ErrInvalid, got, diffID)
 	}
 	return stats.Bytes, nil
+}
+
+// applyAll applies the layer tar r onto dir, then reads the rest of r: a
+// layer's diff id covers every byte, the padding tar writers add after
+// the tar's end blocks included. What follows the end counts against
+// lim.MaxBytes as the tar does (a few bytes of gzip can expand to
+// gigabytes of zeros there, which no tar reader looks at), and ctx is
+// heeded while it is read.
+func applyAll(ctx context.Context, dir string, r io.Reader, lim layertar.Limits) (layertar.Stats, error) {
+	root, err := openRoot(dir)
+	if err != nil {
+		return layertar.Stats{}, err
+	}
+	defer root.Close()
+	cr := &countingReader{r: r}
+	stats, err := layertar.Apply(ctx, root, cr, lim)
+	if errors.Is(err, layertar.ErrHostile) {
+		return stats, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err != nil {
+		return stats, err
+	}
+	limit := lim.MaxBytes
+	if limit <= 0 {
+		limit = layertar.DefaultMaxBytes
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return stats, err
+		}
+		_, err := cr.Read(buf)
+		if cr.n > limit {
+			return stats, fmt.Errorf("%w: %w: the layer is over %d bytes (MaxBytes) with what follows its tar's end", ErrInvalid, layertar.ErrHostile, limit)
+		}
+		if err == io.EOF {
+			return stats, nil
+		}
+		if err != nil {
+			return stats, err
+		}
+	}
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func hexOf(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }

@@ -7,15 +7,19 @@ import (
 	"io"
 	"path"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
 )
 
 // top makes the image top key from the committed snapshot parent ("" for
 // an image with no layers) unless it exists, and returns cfg with its
-// user resolved against the top's files. The top has the mount points,
-// cfg's working directory and the user's home (made as directories where
-// they are missing; a home made is the user's).
+// user resolved against the top's files. The top has the mount points
+// (directories, not symlinks), cfg's working directory and the user's
+// home (made as directories where they are missing, symlinks on the way
+// followed inside the root; a home or working directory made is the
+// user's).
 func (s *Store) top(ctx context.Context, key, parent string, cfg sandbox.ImageConfig) (sandbox.ImageConfig, error) {
 	return s.topWith(ctx, key, parent, cfg, nil)
 }
@@ -83,6 +87,12 @@ func addDirs(dir string, cfg sandbox.ImageConfig) error {
 		if err := mkdirIn(root, m, 0o755, 0, 0); err != nil {
 			return fmt.Errorf("mount point %s: %w", m, err)
 		}
+		// The runtime mounts there: a directory, not a symlink to one.
+		d, err := openIn(root, m, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return fmt.Errorf("mount point %s is not a directory: %w", m, err)
+		}
+		d.Close()
 	}
 	for _, d := range []string{cfg.Home, cfg.WorkingDir} {
 		if d == "" || d == "/" {
@@ -173,7 +183,7 @@ func (s *Store) Remove(ctx context.Context, keys []string) error {
 		}
 		done, err := s.claim(ctx, key)
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		if err := s.opts.Layers.Remove(ctx, key); err != nil && !errors.Is(err, layers.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("image: remove %s: %w", key, err))

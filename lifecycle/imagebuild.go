@@ -12,8 +12,10 @@ import (
 	"maps"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/hearth/hearth/image/dockerfile"
+	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -69,17 +71,22 @@ func (s *Images) Build(ctx context.Context, p sandbox.Principal, req BuildReques
 	}
 	defer s.storing(ctx)()
 	b := &build{s: s, p: p, req: req, plan: plan, progress: progress, cur: base}
+	var img sandbox.Image
 	for i := range plan.Steps {
 		if err := b.step(ctx, i); err != nil {
 			return sandbox.Image{}, err
 		}
 	}
-	img, err := s.opts.Node.ApplyImage(ctx, b.cur.Key(), b.digest(len(plan.Steps)-1), nil, plan.Config)
+	digest := b.digest(len(plan.Steps) - 1)
+	key, err := node.TopKey(digest)
+	if err == nil {
+		img, err = s.opts.Node.ApplyImage(ctx, b.cur.Key(), key, nil, plan.Config)
+	}
 	if err != nil {
 		return sandbox.Image{}, b.fail(len(plan.Steps)-1, "store the image", err)
 	}
-	img.Name, img.Source, img.Ref = req.Name, sandbox.ImageSourceBuild, "Dockerfile FROM "+f.From
-	img.Size = base.Size
+	img.Digest, img.Name, img.Source, img.Ref = digest, req.Name, sandbox.ImageSourceBuild, "Dockerfile FROM "+f.From
+	img.Size += b.cur.Size
 	return s.record(ctx, p, img, progress)
 }
 
@@ -172,8 +179,11 @@ func (b *build) stepConfig(i int) sandbox.ImageConfig {
 // step runs step i on b.cur, or finds its root in the cache.
 func (b *build) step(ctx context.Context, i int) error {
 	st := b.plan.Steps[i]
-	digest := b.digest(i)
-	cached, err := b.s.opts.Node.HasImage(ctx, topKeyOf(digest))
+	key, err := node.StepKey(b.digest(i))
+	if err != nil {
+		return b.fail(-1, "name a step", err)
+	}
+	cached, err := b.s.opts.Node.HasImage(ctx, key)
 	if err != nil {
 		return b.fail(i, "look up the cache", err)
 	}
@@ -181,33 +191,29 @@ func (b *build) step(ctx context.Context, i int) error {
 	var img sandbox.Image
 	switch {
 	case cached:
-		img, err = b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), digest, nil, b.stepConfig(i))
+		img, err = b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), key, nil, b.stepConfig(i))
 	case st.Kind == dockerfile.KindConfig:
 		return nil // the config is the plan's; the root is unchanged
 	case st.Kind == dockerfile.KindWorkdir:
-		img, err = b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), digest, nil, b.stepConfig(i))
+		img, err = b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), key, nil, b.stepConfig(i))
 	case st.Kind == dockerfile.KindCopy:
-		img, err = b.copy(ctx, i, digest)
+		img, err = b.copy(ctx, i, key)
 	case st.Kind == dockerfile.KindRun:
-		img, err = b.run(ctx, i, digest)
+		img, err = b.run(ctx, i, key)
 	default:
 		err = fmt.Errorf("unknown step kind %q", st.Kind)
 	}
 	if err != nil {
 		return b.fail(i, st.Kind, err)
 	}
-	img.Size = b.cur.Size
+	img.Size += b.cur.Size // what the step wrote, on what the root held
 	b.cur = img
 	return nil
 }
 
-// topKeyOf is the layer key of the version digest (a build's own digests
-// are always well formed).
-func topKeyOf(digest string) string { return "img-" + strings.TrimPrefix(digest, "sha256:") }
-
 // copy applies step i's copies onto the root, their owner resolved
 // against it when --chown names one by name.
-func (b *build) copy(ctx context.Context, i int, digest string) (sandbox.Image, error) {
+func (b *build) copy(ctx context.Context, i int, key string) (sandbox.Image, error) {
 	st := b.plan.Steps[i]
 	if o := st.Chown; o != nil && !o.Resolved() {
 		uid, gid, err := b.s.opts.Node.ResolveUser(ctx, b.cur.Key(), o.String())
@@ -218,7 +224,7 @@ func (b *build) copy(ctx context.Context, i int, digest string) (sandbox.Image, 
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeCopies(pw, st.Copies, b.req.Context)) }()
-	img, err := b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), digest, pr, b.stepConfig(i))
+	img, err := b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), key, pr, b.stepConfig(i))
 	pr.CloseWithError(errors.New("the copy ended"))
 	return img, err
 }
@@ -269,15 +275,20 @@ func rebase(tw *tar.Writer, tr *tar.Reader, dir string) error {
 // run runs step i's command in a sandbox of the caller's made from the
 // root (with the step's working directory made and its user resolved),
 // then keeps the sandbox's root as the step's and destroys the sandbox.
-func (b *build) run(ctx context.Context, i int, digest string) (sandbox.Image, error) {
+func (b *build) run(ctx context.Context, i int, key string) (sandbox.Image, error) {
 	st := b.plan.Steps[i]
-	sum := sha256.Sum256([]byte(digest + "\x00run"))
-	prep, err := b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), "sha256:"+hex.EncodeToString(sum[:]), nil, b.stepConfig(i))
+	sum := sha256.Sum256([]byte(key + "\x00run"))
+	prepKey, err := node.StepKey("sha256:" + hex.EncodeToString(sum[:]))
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	prep, err := b.s.opts.Node.ApplyImage(ctx, b.cur.Key(), prepKey, nil, b.stepConfig(i))
 	if err != nil {
 		return sandbox.Image{}, err
 	}
 	prep.Name = b.req.Name
-	req := sandbox.CreateRequest{Name: "build-" + newID()[1:9], Network: b.req.Network, Labels: []string{"image-build"}}
+	// A daemon killed mid-build leaves this sandbox: its life is short.
+	req := sandbox.CreateRequest{Name: "build-" + newID()[1:9], Network: b.req.Network, Labels: []string{"image-build"}, TTL: sandbox.Duration(time.Hour)}
 	sb, _, err := b.s.sandboxes.create(ctx, b.p, req, origin{image: &prep}, "building image "+b.req.Name)
 	if err != nil {
 		return sandbox.Image{}, err
@@ -301,7 +312,7 @@ func (b *build) run(ctx context.Context, i int, digest string) (sandbox.Image, e
 	if err != nil {
 		return sandbox.Image{}, err
 	}
-	return b.s.opts.Node.CommitImage(ctx, ck.ID, digest, b.stepConfig(i))
+	return b.s.opts.Node.CommitImage(ctx, ck.ID, key, b.stepConfig(i))
 }
 
 // tailWriter passes what a build's command writes to say, and keeps the

@@ -52,7 +52,7 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 	}
 	defer s.storing(ctx)()
 	room := s.room(ctx, p)
-	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, MaxBytes: room, Progress: opts.Progress})
+	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, MaxBytes: room.left(), Progress: opts.Progress})
 	if err != nil {
 		return sandbox.Image{}, pullError(p, ref, err, room)
 	}
@@ -114,7 +114,7 @@ func (s *Images) Import(ctx context.Context, p sandbox.Principal, name string, r
 	}
 	defer s.storing(ctx)()
 	room := s.room(ctx, p)
-	img, err := s.opts.Node.ImportImage(ctx, node.ImportRequest{Archive: r, MaxBytes: room, Progress: progress})
+	img, err := s.opts.Node.ImportImage(ctx, node.ImportRequest{Archive: r, MaxBytes: room.left(), Progress: progress})
 	var se *sandbox.Error
 	switch {
 	case err == nil:
@@ -161,10 +161,16 @@ func (s *Images) FromSandbox(ctx context.Context, p sandbox.Principal, name, ref
 		cfg = node.DefaultConfig
 	}
 	defer s.storing(ctx)()
-	img, err := s.opts.Node.CommitImage(ctx, from.ID, newDigest(), cfg)
+	digest := newDigest()
+	key, err := node.TopKey(digest)
+	if err != nil {
+		return sandbox.Image{}, s.internal("name an image", err)
+	}
+	img, err := s.opts.Node.CommitImage(ctx, from.ID, key, cfg)
 	if err != nil {
 		return sandbox.Image{}, s.internal("make an image from a checkpoint", err)
 	}
+	img.Digest = digest
 	img.Name, img.Source, img.Ref = name, sandbox.ImageSourceSandbox, sandbox.Ref(sb.Tenant, sb.Name)+"@"+from.ID
 	if ck == "" {
 		img.Ref = sandbox.Ref(sb.Tenant, sb.Name)
@@ -261,35 +267,47 @@ func (s *Images) withinBudget(ctx context.Context, p sandbox.Principal, img sand
 	return nil
 }
 
-// room is what p's tenant may still store of images: what its disk budget
-// leaves (0, no bound of the tenant's, for an operator, a tenant with no
-// limit, or when it cannot be told; record checks the budget again).
-func (s *Images) room(ctx context.Context, p sandbox.Principal) int64 {
+// room is what p's tenant may still store of images: its disk budget and
+// what its sandboxes and images hold of it (limit 0: no bound of the
+// tenant's, for an operator, a tenant with no limit, or when it cannot be
+// told; record checks the budget again).
+type room struct{ limit, used int64 }
+
+func (s *Images) room(ctx context.Context, p sandbox.Principal) room {
 	if p.Role == sandbox.RoleOperator {
-		return 0
+		return room{}
 	}
 	limit, used, err := s.adm.diskBudget(ctx, p)
 	if err != nil || limit <= 0 {
+		return room{}
+	}
+	return room{limit: limit, used: used}
+}
+
+// left is the bytes a pull or an import may take (0: no bound).
+func (r room) left() int64 {
+	if r.limit <= 0 {
 		return 0
 	}
-	return max(1, limit-used)
+	return max(1, r.limit-r.used)
 }
 
 // overBudget is se, a refusal of an image for p's tenant, as the
-// budget_exceeded it is when the limit it met was the tenant's room
-// (room > 0: what its disk budget left).
-func overBudget(p sandbox.Principal, se *sandbox.Error, room int64) error {
-	if se.Code != sandbox.CodeTooLarge || room <= 0 {
+// budget_exceeded it is when the limit it met was the tenant's room; its
+// details' requested is then a lower bound (the refusal came before the
+// whole image was read).
+func overBudget(p sandbox.Principal, se *sandbox.Error, r room) error {
+	if se.Code != sandbox.CodeTooLarge || r.limit <= 0 {
 		return se
 	}
-	return sandbox.Errorf(sandbox.CodeBudgetExceeded, "budget exceeded: the image is larger than the %d bytes of disk tenant %s's budget leaves (%s)", room, p.Home(), se.Message).
+	return sandbox.Errorf(sandbox.CodeBudgetExceeded, "budget exceeded: the image is larger than the %d bytes of disk tenant %s's budget leaves (%s)", r.left(), p.Home(), se.Message).
 		WithHint("remove an image or a sandbox, or ask an operator to raise the tenant's allocation").
-		With("resource", "disk").With("limit", room)
+		With("resource", "disk").With("limit", r.limit).With("used", r.used).With("requested", r.left()+1)
 }
 
 // pullError is the sandbox.Error of p's failed pull of ref, with room as
 // overBudget takes it.
-func pullError(p sandbox.Principal, ref string, err error, room int64) error {
+func pullError(p sandbox.Principal, ref string, err error, room room) error {
 	var se *sandbox.Error
 	if errors.As(err, &se) {
 		return overBudget(p, se, room)

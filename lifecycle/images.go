@@ -31,6 +31,12 @@ type Images struct {
 	gc      sync.RWMutex
 	mu      sync.Mutex
 	pending []string
+	// catalog keeps the deletion of image versions (held for writing:
+	// a removal, the collection of versions no sandbox uses) apart from
+	// creates (held for reading from resolving their image to inserting
+	// their row), so that no version goes between a create's choice of
+	// it and its row naming it.
+	catalog sync.RWMutex
 	// pulls serializes the stores of one tenant's image name.
 	pulls keyedMutex
 }
@@ -132,6 +138,8 @@ func (s *Images) SetPublic(ctx context.Context, p sandbox.Principal, name string
 // then failed_precondition names one. The layers no image uses any more
 // go with it.
 func (s *Images) Remove(ctx context.Context, p sandbox.Principal, name string) error {
+	s.catalog.Lock()
+	defer s.catalog.Unlock()
 	versions, err := s.own(ctx, p, name, true)
 	if err != nil {
 		return err
@@ -204,6 +212,18 @@ func (s *Images) storing(ctx context.Context) (done func()) {
 	}
 }
 
+// dropUnused deletes the version img, not current, if no sandbox uses
+// its layer key, and reports whether it did.
+func (s *Images) dropUnused(ctx context.Context, img sandbox.Image) bool {
+	s.catalog.Lock()
+	defer s.catalog.Unlock()
+	users, err := s.opts.Store.Sandboxes().UsingImage(ctx, []string{img.Key()}, 1)
+	if err != nil || len(users) > 0 {
+		return false
+	}
+	return s.opts.Store.Images().Delete(ctx, img.Tenant, img.Name, img.Digest) == nil
+}
+
 // collectLocked, with s.gc held for writing, deletes the versions that are
 // not current and that no sandbox uses, then removes from the node the
 // layer keys among candidates (the node's own at Recover, those of
@@ -217,14 +237,9 @@ func (s *Images) collectLocked(ctx context.Context, candidates []string) {
 	}
 	used := map[string]bool{}
 	for _, img := range all {
-		if !img.Current {
-			users, err := s.opts.Store.Sandboxes().UsingImage(ctx, []string{img.Key()}, 1)
-			if err == nil && len(users) == 0 {
-				if err := s.opts.Store.Images().Delete(ctx, img.Tenant, img.Name, img.Digest); err == nil {
-					candidates = append(candidates, img.Layers...)
-					continue
-				}
-			}
+		if !img.Current && s.dropUnused(ctx, img) {
+			candidates = append(candidates, img.Layers...)
+			continue
 		}
 		for _, k := range img.Layers {
 			used[k] = true

@@ -60,8 +60,8 @@ func (s *Images) Login(ctx context.Context, p sandbox.Principal, login sandbox.R
 		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "the CA for %s holds no PEM certificate", host).WithHint("give the registry's CA certificate in PEM")
 	}
 	box := s.opts.Secrets
-	if box == nil {
-		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets, so no registry logins").WithHint("start hearth serve with its data dir's key file")
+	if box == nil && len(password) > 0 {
+		return sandbox.RegistryLogin{}, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets, so no registry passwords").WithHint("start hearth serve with its data dir's key file")
 	}
 	tenant, now := p.Home(), s.now().UTC()
 	login.Tenant, login.Host, login.CreatedAt, login.UpdatedAt = tenant, host, now, now
@@ -119,11 +119,11 @@ func (s *Images) registries(ctx context.Context, tenant string) (map[string]node
 		if err != nil {
 			return nil, s.internal("get registry login", err)
 		}
-		if s.opts.Secrets == nil {
-			return nil, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets, so no registry logins").WithHint("start hearth serve with its data dir's key file")
-		}
 		var password []byte
 		if len(sealed) > 0 {
+			if s.opts.Secrets == nil {
+				return nil, sandbox.Errorf(sandbox.CodeUnavailable, "this daemon keeps no secrets, so no registry passwords").WithHint("start hearth serve with its data dir's key file")
+			}
 			if password, err = s.opts.Secrets.Open(tenant, registrySecretName(l.Host), sealed); err != nil {
 				return nil, s.internal("open registry login", err)
 			}

@@ -24,6 +24,9 @@ type Sandboxes struct {
 	usage  *usageCache
 	// pool is where a create claims a warm sandbox from (Pool).
 	pool claimer
+	// images is the catalog a create resolves its image in, and collects
+	// after a destroy.
+	images *Images
 }
 
 // claimer hands a create a sandbox started ahead of time (Pool.claim).
@@ -67,6 +70,8 @@ func imageOf(sb sandbox.Sandbox) *sandbox.Image {
 // checkpoint from.checkpoint (a fork, with from.image) or, when that is
 // empty, of its image; reason is the status reason once it runs.
 func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, from origin, reason string) (sb sandbox.Sandbox, created bool, err error) {
+	s.images.catalog.RLock() // the image version stays until the row names it
+	defer s.images.catalog.RUnlock()
 	spec, err := s.checkCreate(ctx, p, req, from.image)
 	if err != nil {
 		return sandbox.Sandbox{}, false, err
@@ -421,7 +426,12 @@ func (s *Sandboxes) Destroy(ctx context.Context, p sandbox.Principal, ref string
 		return err
 	}
 	defer unlock()
-	return s.run.destroy(ctx, sb, fmt.Sprintf("destroyed by %s (%s)", p.Agent, p.Role))
+	if err := s.run.destroy(ctx, sb, fmt.Sprintf("destroyed by %s (%s)", p.Agent, p.Role)); err != nil {
+		return err
+	}
+	// An image version no longer current may have lost its last user.
+	s.images.collect(ctx, nil)
+	return nil
 }
 
 // Update applies u to p's sandbox called name and returns the sandbox as

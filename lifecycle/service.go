@@ -139,6 +139,7 @@ func New(opts Options) (*Service, error) {
 	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
 	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds}
 	imgs := &Images{core: c, adm: adm, checkpoints: cks, sandboxes: sbs, processes: procs}
+	sbs.images = imgs
 	return &Service{
 		Sandboxes:   sbs,
 		Processes:   procs,

@@ -48,20 +48,46 @@ func Tar(t testing.TB, files map[string]string) []byte {
 
 // Layer is a layer holding files (see Tar), compressed with c:
 // compression.GZip, compression.ZStd, or compression.None for an
-// uncompressed layer.
+// uncompressed layer. A gzip layer has Docker's media type (as
+// go-containerregistry makes it), the others the OCI one.
 func Layer(t testing.TB, c compression.Compression, files map[string]string) v1.Layer {
 	t.Helper()
-	b := Tar(t, files)
-	if c == compression.None {
-		return static.NewLayer(b, types.OCIUncompressedLayer)
+	mt := types.DockerLayer
+	if c != compression.GZip {
+		mt = ociLayerType(c)
 	}
-	opts := []tarball.LayerOption{tarball.WithCompression(c), tarball.WithCompressedCaching}
-	if c == compression.ZStd {
-		opts = append(opts, tarball.WithMediaType(types.OCILayerZStd))
+	return layerOf(t, c, Tar(t, files), mt)
+}
+
+// TarLayer is a layer whose uncompressed content is the tar stream b
+// (taken as it is: any entries, whiteouts, or bytes that are no tar at
+// all), compressed with c as for Layer, with the OCI media type for c
+// whatever it is (tools such as umoci take nothing else in an OCI image).
+func TarLayer(t testing.TB, c compression.Compression, b []byte) v1.Layer {
+	t.Helper()
+	return layerOf(t, c, b, ociLayerType(c))
+}
+
+// ociLayerType is the OCI media type of a layer compressed with c.
+func ociLayerType(c compression.Compression) types.MediaType {
+	switch c {
+	case compression.GZip:
+		return types.OCILayer
+	case compression.ZStd:
+		return types.OCILayerZStd
+	}
+	return types.OCIUncompressedLayer
+}
+
+// layerOf is the layer of the tar b, compressed with c, of media type mt.
+func layerOf(t testing.TB, c compression.Compression, b []byte, mt types.MediaType) v1.Layer {
+	t.Helper()
+	if c == compression.None {
+		return static.NewLayer(b, mt)
 	}
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(b)), nil
-	}, opts...)
+	}, tarball.WithCompression(c), tarball.WithCompressedCaching, tarball.WithMediaType(mt))
 	if err != nil {
 		t.Fatal(err)
 	}
