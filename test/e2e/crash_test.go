@@ -431,6 +431,8 @@ func (d *daemon) wantWhole(ctx context.Context) {
 			roots = append(roots, e.Name())
 		case strings.HasPrefix(e.Name(), "ck-"):
 			cks = append(cks, e.Name())
+		case strings.HasPrefix(e.Name(), "step-"):
+			// A build's cache, until the next start collects it.
 		case !imageKeys[e.Name()]:
 			t.Errorf("the layer store holds %s -> %s, which no image version names", e.Name(), target)
 		}
