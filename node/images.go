@@ -16,8 +16,11 @@ import (
 // Images: the node's images live in its layer store (package image); what
 // a pull downloads and what an import spools waits in Options.ImageDir.
 
+// localImages is Local's image calls (see Node), over its options.
+type localImages struct{ opts *Options }
+
 // images returns the node's image store, or an error saying it has none.
-func (l *Local) images() (*image.Store, error) {
+func (l localImages) images() (*image.Store, error) {
 	if l.opts.Images == nil || l.opts.ImageDir == "" {
 		return nil, errors.New("node: this node keeps no images (Options.Images and ImageDir)")
 	}
@@ -26,7 +29,7 @@ func (l *Local) images() (*image.Store, error) {
 
 // fetchOptions are the options of a pull or an import with registries
 // regs, at most maxBytes (0: fetch's default) and progress.
-func (l *Local) fetchOptions(regs map[string]Registry, maxBytes int64, progress func(sandbox.ImageProgress)) fetch.Options {
+func (l localImages) fetchOptions(regs map[string]Registry, maxBytes int64, progress func(sandbox.ImageProgress)) fetch.Options {
 	opts := fetch.Options{BlobDir: filepath.Join(l.opts.ImageDir, "blobs"), MaxImageBytes: maxBytes, Progress: progress}
 	if len(regs) > 0 {
 		opts.Registries = make(map[string]fetch.Registry, len(regs))
@@ -38,7 +41,7 @@ func (l *Local) fetchOptions(regs map[string]Registry, maxBytes int64, progress 
 }
 
 // PullImage implements Node.
-func (l *Local) PullImage(ctx context.Context, req PullRequest) (sandbox.Image, error) {
+func (l localImages) PullImage(ctx context.Context, req PullRequest) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
@@ -51,7 +54,7 @@ func (l *Local) PullImage(ctx context.Context, req PullRequest) (sandbox.Image, 
 }
 
 // ImportImage implements Node.
-func (l *Local) ImportImage(ctx context.Context, req ImportRequest) (sandbox.Image, error) {
+func (l localImages) ImportImage(ctx context.Context, req ImportRequest) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
@@ -69,7 +72,7 @@ func (l *Local) ImportImage(ctx context.Context, req ImportRequest) (sandbox.Ima
 }
 
 // unpack stores what a pull or an import fetched.
-func (l *Local) unpack(ctx context.Context, store *image.Store, pulled fetch.Pulled, ref string, progress func(sandbox.ImageProgress)) (sandbox.Image, error) {
+func (l localImages) unpack(ctx context.Context, store *image.Store, pulled fetch.Pulled, ref string, progress func(sandbox.ImageProgress)) (sandbox.Image, error) {
 	u, err := store.Unpack(ctx, pulled.Image, pulled.Digest, progress)
 	if err != nil {
 		return sandbox.Image{}, imageError("unpack "+pulled.Name, err)
@@ -115,7 +118,7 @@ func TopKey(digest string) (string, error) { return image.TopKey(digest) }
 func StepKey(digest string) (string, error) { return image.StepKey(digest) }
 
 // CommitImage implements Node.
-func (l *Local) CommitImage(ctx context.Context, ck, key string, cfg sandbox.ImageConfig) (sandbox.Image, error) {
+func (l localImages) CommitImage(ctx context.Context, ck, key string, cfg sandbox.ImageConfig) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
@@ -132,7 +135,7 @@ func (l *Local) CommitImage(ctx context.Context, ck, key string, cfg sandbox.Ima
 }
 
 // ApplyImage implements Node.
-func (l *Local) ApplyImage(ctx context.Context, parent, key string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error) {
+func (l localImages) ApplyImage(ctx context.Context, parent, key string, r io.Reader, cfg sandbox.ImageConfig) (sandbox.Image, error) {
 	store, err := l.images()
 	if err != nil {
 		return sandbox.Image{}, err
@@ -145,7 +148,7 @@ func (l *Local) ApplyImage(ctx context.Context, parent, key string, r io.Reader,
 }
 
 // ResolveUser implements Node.
-func (l *Local) ResolveUser(ctx context.Context, key, user string) (uid, gid int, err error) {
+func (l localImages) ResolveUser(ctx context.Context, key, user string) (uid, gid int, err error) {
 	store, err := l.images()
 	if err != nil {
 		return 0, 0, err
@@ -154,7 +157,7 @@ func (l *Local) ResolveUser(ctx context.Context, key, user string) (uid, gid int
 }
 
 // ExportImage implements Node.
-func (l *Local) ExportImage(ctx context.Context, img sandbox.Image, w io.Writer) error {
+func (l localImages) ExportImage(ctx context.Context, img sandbox.Image, w io.Writer) error {
 	store, err := l.images()
 	if err != nil {
 		return err
@@ -166,7 +169,7 @@ func (l *Local) ExportImage(ctx context.Context, img sandbox.Image, w io.Writer)
 }
 
 // RemoveImageKeys implements Node.
-func (l *Local) RemoveImageKeys(ctx context.Context, keys []string) error {
+func (l localImages) RemoveImageKeys(ctx context.Context, keys []string) error {
 	store, err := l.images()
 	if err != nil {
 		return err

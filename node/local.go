@@ -43,8 +43,9 @@ type Options struct {
 // Local is the node that runs sandboxes on this host, in process: its
 // driver and layer store are the daemon's own.
 type Local struct {
-	opts Options
-	log  *slog.Logger
+	localImages // the image calls
+	opts        Options
+	log         *slog.Logger
 }
 
 var _ Node = (*Local)(nil)
@@ -58,7 +59,9 @@ func NewLocal(opts Options) (*Local, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{opts: opts, log: log}, nil
+	l := &Local{opts: opts, log: log}
+	l.localImages = localImages{opts: &l.opts}
+	return l, nil
 }
 
 // rootKey is the layer-store key of a sandbox's root filesystem.
