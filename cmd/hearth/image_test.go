@@ -173,6 +173,14 @@ func TestImageVerbs(t *testing.T) {
 	if out, errOut, code := d.hearth(t, testOperatorToken, "", "image", "public", d.app, "--off"); code != 0 || !strings.Contains(out, "is private to tenant system") {
 		t.Errorf("hearth image public --off = %d %q %q", code, out, errOut)
 	}
+	// --public on a pull: stored and made public in one verb.
+	out, errOut, code = d.hearth(t, testOperatorToken, "", "image", "pull", d.app, "--public", "--json")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || !strings.Contains(lines[len(lines)-1], `"public":true`) {
+		t.Errorf("hearth image pull --public = %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := d.hearth(t, agent, "", "image", "pull", d.app, "--public"); code != sandbox.CodePermissionDenied.ExitCode() {
+		t.Errorf("hearth image pull --public as an agent = %d %q, want permission_denied", code, errOut)
+	}
 
 	// Registry logins: the password from stdin, never shown again.
 	out, errOut, code = d.hearth(t, testAdminToken, "s3cret\n", "registry", "login", "reg.example.com:5000", "--username", "me", "--password-stdin", "--insecure")

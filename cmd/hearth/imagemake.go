@@ -24,12 +24,14 @@ import (
 func runImagePull(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("image", "", imageOps(), "pull")
 	insecure := fs.Bool("insecure", false, "speak to the registry over plain HTTP or without verifying its certificate, for this pull")
+	public := publicFlag(fs)
 	pos, err := fs.parseArgs(args, "image pull", "REF")
 	if err != nil {
 		return err
 	}
 	out := c.progressOut()
 	img, err := c.client().Images().Pull(ctx, pos[0], client.PullOptions{Insecure: *insecure, Progress: out.event})
+	img, err = c.publish(ctx, *public, img, err)
 	return c.imageStored(out, "pulled", img, err)
 }
 
@@ -38,6 +40,7 @@ func runImagePull(ctx context.Context, c *cli, args []string) error {
 func runImageImport(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("image", "", imageOps(), "import")
 	name := fs.String("name", "", "the image's `NAME` (required)")
+	public := publicFlag(fs)
 	pos, err := fs.parseArgs(args, "image import", "FILE")
 	if err != nil {
 		return err
@@ -58,6 +61,7 @@ func runImageImport(ctx context.Context, c *cli, args []string) error {
 	}
 	out := c.progressOut()
 	img, err := c.client().Images().Import(ctx, *name, archive, out.event)
+	img, err = c.publish(ctx, *public, img, err)
 	return c.imageStored(out, "imported", img, err)
 }
 
@@ -139,6 +143,20 @@ func (s *progressSink) event(ev sandbox.ImageProgress) {
 		return
 	}
 	s.printer.event(ev)
+}
+
+// publicFlag is --public, on the verbs that store an image.
+func publicFlag(fs *flagSet) *bool {
+	return fs.Bool("public", false, "make the image public: every tenant sees and uses it (operators only)")
+}
+
+// publish makes img, which an op stored (or failed to: err), public when
+// asked.
+func (c *cli) publish(ctx context.Context, public bool, img sandbox.Image, err error) (sandbox.Image, error) {
+	if err != nil || !public {
+		return img, err
+	}
+	return c.client().Images().SetPublic(ctx, img.Name, true)
 }
 
 // imageStored ends an op that stored img (or failed with err), whose
