@@ -270,7 +270,6 @@ func keysOf(imgs []sandbox.Image) []string {
 	return keys
 }
 
-
 // SetDefault records img, which the node holds, as the current version of
 // the default image (Options.DefaultImage): the system tenant's, public.
 // A version recorded already only becomes current again; the one it
