@@ -86,21 +86,25 @@ func TestMCPParity(t *testing.T) {
 		{sandbox.CodeInvalidArgument, bot, "sandbox_create", map[string]any{"size": "huge"}, []string{"create", "--size", "huge"}, false},
 		{sandbox.CodeInvalidArgument, bot, "sandbox_exec", map[string]any{"sandbox": "box", "command": "true", "secrets": []string{"not-a-name"}}, []string{"exec", "box", "--secret", "not-a-name", "--", "true"}, false},
 		{sandbox.CodeInvalidArgument, bot, "sandbox_checkpoint", map[string]any{"sandbox": "box", "label": "a\tb"}, []string{"checkpoint", "box", "--label", "a\tb"}, false},
+		{sandbox.CodeInvalidArgument, bot, "image_pull", map[string]any{"ref": "Bad_Ref"}, []string{"image", "pull", "Bad_Ref"}, false},
+		// An agent may not have the daemon pull from loopback without its
+		// tenant's login for the registry (nothing listens there).
+		{sandbox.CodePermissionDenied, bot, "image_pull", map[string]any{"ref": "127.0.0.1:1/app:1"}, []string{"image", "pull", "127.0.0.1:1/app:1"}, false},
 	}
 	// The codes no tool can meet, and why.
 	unreachable := map[sandbox.Code]string{
-		sandbox.CodeUnauthenticated:  "refused by the transport (401) before any tool runs",
-		sandbox.CodePermissionDenied: "the tools act on the caller's own sandboxes (others' are not_found), and a token's tenant always exists",
-		sandbox.CodeAlreadyExists:    "an agent's sandbox names carry its own prefix, which no other sandbox can hold",
-		sandbox.CodeTooLarge:         "sandbox_exec refuses a command over 256 KiB, but the CLI streams such a script after its request (shell_size): it has no such limit to meet",
-		sandbox.CodeRateLimited:      "the connection and session limits refuse at the transport (429) before any tool runs; the create rate opens the breaker (circuit_open)",
-		sandbox.CodeTimeout:          "a command's timeout is a result (timed_out), not an error",
-		sandbox.CodeUnavailable:      "a runtime that fails or a checkpoint that fails before a destructive command: not reproducible on demand here",
-		sandbox.CodeInternal:         "a bug",
+		sandbox.CodeUnauthenticated:    "refused by the transport (401) before any tool runs",
+		sandbox.CodeFailedPrecondition: "only an image's removal (no tool) and an insecure pull of a host whose login requires TLS (image_pull has no insecure) refuse so",
+		sandbox.CodeAlreadyExists:      "an agent's sandbox names carry its own prefix, which no other sandbox can hold",
+		sandbox.CodeTooLarge:           "sandbox_exec refuses a command over 256 KiB, but the CLI streams such a script after its request (shell_size): it has no such limit to meet",
+		sandbox.CodeRateLimited:        "the connection and session limits refuse at the transport (429) before any tool runs; the create rate opens the breaker (circuit_open)",
+		sandbox.CodeTimeout:            "a command's timeout is a result (timed_out), not an error",
+		sandbox.CodeUnavailable:        "a runtime that fails or a checkpoint that fails before a destructive command: not reproducible on demand here",
+		sandbox.CodeInternal:           "a bug",
 	}
-	// sandbox_list takes nothing that can be wrong; it is held to the CLI by
-	// its success below.
-	listed := map[string]bool{"sandbox_list": true}
+	// sandbox_list and image_list take nothing that can be wrong; the first
+	// is held to the CLI by its success below.
+	listed := map[string]bool{"sandbox_list": true, "image_list": true}
 	sessions := map[string]*mcp.ClientSession{}
 	for _, tc := range cases {
 		cs := sessions[tc.token]

@@ -145,7 +145,7 @@ func TestMCP(t *testing.T) {
 		t.Fatalf("hearth mcp: %v", err)
 	}
 	tools, err := bs.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 6 {
+	if err != nil || len(tools.Tools) != 8 {
 		t.Fatalf("tools/list through hearth mcp = %+v, %v", tools, err)
 	}
 	bres, err := bs.CallTool(ctx, &mcp.CallToolParams{Name: "sandbox_exec", Arguments: map[string]any{"sandbox": "box", "command": "cat f"}})
