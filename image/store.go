@@ -297,13 +297,18 @@ func applyTar(ctx context.Context, dir string, r io.Reader, lim layertar.Limits)
 }
 
 // applyVerified applies the layer tar r onto dir and checks that what it
-// read hashes to diffID, reading r to its end.
+// read hashes to diffID, reading r to its end. r is read, and hashed,
+// ahead of the files' writing (see readAhead).
 func applyVerified(ctx context.Context, dir string, r io.Reader, diffID v1.Hash, lim layertar.Limits) (int64, error) {
 	h := sha256.New()
-	stats, err := applyAll(ctx, dir, io.TeeReader(r, h), lim)
+	ra := newReadAhead(io.TeeReader(r, h))
+	defer ra.Close()
+	stats, err := applyAll(ctx, dir, ra, lim)
 	if err != nil {
 		return 0, err
 	}
+	// applyAll read ra to its end: every byte went through h, and its
+	// reading has stopped.
 	if got := hexOf(h); got != diffID.Hex {
 		return 0, fmt.Errorf("%w: its content hashes to sha256:%s, not to its diff id %s", ErrInvalid, got, diffID)
 	}
