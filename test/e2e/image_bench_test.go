@@ -76,7 +76,7 @@ func BenchmarkPull(b *testing.B) {
 					skopeo, umoci = append(skopeo, copied), append(umoci, unpacked)
 					baseline = append(baseline, copied+unpacked)
 					b.StopTimer()
-					removeAll(b, dir)
+					mustRemoveAll(b, dir)
 				}
 				syncDisks(b)
 				b.StartTimer()
@@ -164,29 +164,29 @@ func timePull(b *testing.B, d *daemon, ref string) (total, download time.Duratio
 // after downloads again. It returns how many blobs it deleted.
 func (d *daemon) forgetPull(ctx context.Context, b *testing.B, ref string, before []string) int {
 	b.Helper()
-	if added := without(d.layerKeys(b), before); len(added) != pullLayers+1 {
+	if added := keysWithout(d.layerKeys(b), before); len(added) != pullLayers+1 {
 		b.Fatalf("the pull of %s added the layer keys %q; want %d chains and a top", ref, added, pullLayers)
 	}
 	if err := d.Client().Images().Remove(ctx, ref); err != nil {
 		b.Fatalf("image rm %s: %v", ref, err)
 	}
-	if left := without(d.layerKeys(b), before); len(left) > 0 {
+	if left := keysWithout(d.layerKeys(b), before); len(left) > 0 {
 		b.Fatalf("the layer store still holds %q after the removal of %s", left, ref)
 	}
 	// btrfs frees a removed subvolume's extents in the background: wait
 	// for it here rather than during the next pull.
-	run(b, "btrfs", "subvolume", "sync", filepath.Join(d.DataDir, "layers"))
+	mustRun(b, "btrfs", "subvolume", "sync", filepath.Join(d.DataDir, "layers"))
 	blobs := filepath.Join(d.DataDir, "spool", "blobs", "sha256")
 	kept, err := os.ReadDir(blobs)
 	if err != nil && !os.IsNotExist(err) {
 		b.Fatal(err)
 	}
-	removeAll(b, blobs)
+	mustRemoveAll(b, blobs)
 	return len(kept)
 }
 
-// without is keys less those in drop.
-func without(keys, drop []string) []string {
+// keysWithout is keys less those in drop.
+func keysWithout(keys, drop []string) []string {
 	return slices.DeleteFunc(keys, func(k string) bool { return slices.Contains(drop, k) })
 }
 
@@ -212,10 +212,10 @@ func timeSkopeoUmoci(b *testing.B, ref, dir string) (copied, unpacked time.Durat
 	b.Helper()
 	layout := filepath.Join(dir, "oci") + ":big"
 	start := time.Now()
-	run(b, "skopeo", "copy", "--src-tls-verify=false", "docker://"+ref, "oci:"+layout)
+	mustRun(b, "skopeo", "copy", "--src-tls-verify=false", "docker://"+ref, "oci:"+layout)
 	copied = time.Since(start)
 	start = time.Now()
-	run(b, "umoci", "unpack", "--image", layout, filepath.Join(dir, "bundle"))
+	mustRun(b, "umoci", "unpack", "--image", layout, filepath.Join(dir, "bundle"))
 	unpacked = time.Since(start)
 	if fi, err := os.Stat(filepath.Join(dir, "bundle", "rootfs", "random")); err != nil || !fi.IsDir() {
 		b.Fatalf("umoci's bundle has no /random: %v", err)
@@ -223,16 +223,16 @@ func timeSkopeoUmoci(b *testing.B, ref, dir string) (copied, unpacked time.Durat
 	return copied, unpacked
 }
 
-// run runs a command, failing b with its output if it fails.
-func run(b *testing.B, name string, args ...string) {
+// mustRun runs a command, failing b with its output if it fails.
+func mustRun(b *testing.B, name string, args ...string) {
 	b.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		b.Fatalf("%s %q: %v\n%s", name, args, err, out)
 	}
 }
 
-// removeAll removes path and what it holds.
-func removeAll(b *testing.B, path string) {
+// mustRemoveAll removes path and what it holds.
+func mustRemoveAll(b *testing.B, path string) {
 	b.Helper()
 	if err := os.RemoveAll(path); err != nil {
 		b.Fatal(err)
@@ -243,7 +243,7 @@ func removeAll(b *testing.B, path string) {
 // next does not pay for it.
 func syncDisks(b *testing.B) {
 	b.Helper()
-	run(b, "sync")
+	mustRun(b, "sync")
 }
 
 // BenchmarkCreateFromImage is create → the first byte of `echo hi`, as
