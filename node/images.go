@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -17,7 +18,10 @@ import (
 // a pull downloads and what an import spools waits in Options.ImageDir.
 
 // localImages is Local's image calls (see Node), over its options.
-type localImages struct{ opts *Options }
+type localImages struct {
+	opts *Options
+	log  *slog.Logger
+}
 
 // images returns the node's image store, or an error saying it has none.
 func (l localImages) images() (*image.Store, error) {
@@ -46,11 +50,20 @@ func (l localImages) PullImage(ctx context.Context, req PullRequest) (sandbox.Im
 	if err != nil {
 		return sandbox.Image{}, err
 	}
-	pulled, err := fetch.Pull(ctx, req.Ref, l.fetchOptions(req.Registries, req.MaxBytes, req.Progress))
+	opts := l.fetchOptions(req.Registries, req.MaxBytes, req.Progress)
+	pulled, err := fetch.Pull(ctx, req.Ref, opts)
 	if err != nil {
 		return sandbox.Image{}, imageError("pull "+req.Ref, err)
 	}
-	return l.unpack(ctx, store, pulled, req.Ref, req.Progress)
+	img, err := l.unpack(ctx, store, pulled, req.Ref, req.Progress)
+	if err == nil {
+		// Stored: its downloaded blobs are needed no more (a failed
+		// unpack keeps them, for the next pull).
+		if ferr := fetch.Forget(opts.BlobDir, pulled.Image); ferr != nil {
+			l.log.Warn("remove a pull's blobs", "ref", req.Ref, "err", ferr)
+		}
+	}
+	return img, err
 }
 
 // ImportImage implements Node.

@@ -60,7 +60,7 @@ func NewLocal(opts Options) (*Local, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Local{opts: opts, log: log}
-	l.localImages = localImages{opts: &l.opts}
+	l.localImages = localImages{opts: &l.opts, log: log}
 	return l, nil
 }
 

@@ -254,3 +254,26 @@ func flock(ctx context.Context, f *os.File) error {
 		}
 	}
 }
+
+// Forget removes from blobDir the layer blobs of img that a Pull
+// downloaded there, once img is stored and they are needed no more (a
+// pull of an image with those layers downloads them again, unless its
+// layers are stored already). What is missing is no error.
+func Forget(blobDir string, img v1.Image) error {
+	ls, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range ls {
+		d, err := l.Digest()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Remove(blobPath(blobDir, d)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

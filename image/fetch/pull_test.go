@@ -64,6 +64,17 @@ func TestPull(t *testing.T) {
 	}
 	sameImage(t, p2.Image, img)
 	checkProgress(t, prog.events, 3, true)
+
+	// Once stored, the blobs go; forgetting them again is no error.
+	if err := fetch.Forget(o.BlobDir, p2.Image); err != nil {
+		t.Fatalf("Forget = %v", err)
+	}
+	if files := blobFiles(t, o.BlobDir); len(files) != 0 {
+		t.Errorf("BlobDir/sha256 after Forget holds %v, want nothing", files)
+	}
+	if err := fetch.Forget(o.BlobDir, p2.Image); err != nil {
+		t.Errorf("Forget again = %v, want nil", err)
+	}
 }
 
 // checkProgress checks a pull's events: a resolve first, then for each
