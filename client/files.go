@@ -31,6 +31,17 @@ func (c *Client) ReadFile(ctx context.Context, name, path string, w io.Writer) e
 	if err != nil {
 		return err
 	}
+	return copyBody(ctx, resp, w, "read "+path, func(n int64, err error) error {
+		return sandbox.Errorf(sandbox.CodeUnavailable, "reading %s from sandbox %s broke after %d bytes: %v", path, name, n, err).
+			WithHint("retry; what was written so far is only the start of the file").
+			With("bytes_read", n)
+	})
+}
+
+// copyBody copies resp's body to w and closes it. An error of w itself,
+// or ctx's end, is returned wrapped as "hearth: what: …"; a transfer that
+// broke after n bytes is broke(n, err).
+func copyBody(ctx context.Context, resp *http.Response, w io.Writer, what string, broke func(n int64, err error) error) error {
 	defer resp.Body.Close()
 	dst := &errWriter{w: w}
 	n, err := io.Copy(dst, resp.Body)
@@ -38,13 +49,11 @@ func (c *Client) ReadFile(ctx context.Context, name, path string, w io.Writer) e
 	case err == nil:
 		return nil
 	case dst.err != nil:
-		return fmt.Errorf("hearth: read %s: %w", path, dst.err)
+		return fmt.Errorf("hearth: %s: %w", what, dst.err)
 	case ctx.Err() != nil:
-		return fmt.Errorf("hearth: read %s: %w", path, ctx.Err())
+		return fmt.Errorf("hearth: %s: %w", what, ctx.Err())
 	}
-	return sandbox.Errorf(sandbox.CodeUnavailable, "reading %s from sandbox %s broke after %d bytes: %v", path, name, n, err).
-		WithHint("retry; what was written so far is only the start of the file").
-		With("bytes_read", n)
+	return broke(n, err)
 }
 
 // errWriter remembers its writer's error, to tell it apart from the

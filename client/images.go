@@ -161,19 +161,10 @@ func (im *Images) Export(ctx context.Context, name string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	dst := &errWriter{w: w}
-	n, err := io.Copy(dst, resp.Body)
-	switch {
-	case err == nil:
-		return nil
-	case dst.err != nil:
-		return fmt.Errorf("hearth: export %s: %w", name, dst.err)
-	case ctx.Err() != nil:
-		return fmt.Errorf("hearth: export %s: %w", name, ctx.Err())
-	}
-	return sandbox.Errorf(sandbox.CodeUnavailable, "exporting image %s broke after %d bytes: %v", name, n, err).
-		WithHint("retry; what was written so far is not a whole archive").With("bytes_read", n)
+	return copyBody(ctx, resp, w, "export "+name, func(n int64, err error) error {
+		return sandbox.Errorf(sandbox.CodeUnavailable, "exporting image %s broke after %d bytes: %v", name, n, err).
+			WithHint("retry; what was written so far is not a whole archive").With("bytes_read", n)
+	})
 }
 
 // Create makes the image name from the disk of the caller's sandbox
