@@ -316,10 +316,6 @@ func pullError(p sandbox.Principal, ref string, err error, room room) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return sandbox.Errorf(sandbox.CodeUnavailable, "%s", msg).WithHint("retry: the layers downloaded so far are kept")
-	case strings.Contains(strings.ToLower(msg), "unauthorized"), strings.Contains(msg, "DENIED"):
-		return sandbox.Errorf(sandbox.CodePermissionDenied, "%s", msg).WithHint("`hearth registry login HOST --username U --password-stdin`, then pull again")
-	case strings.Contains(msg, "MANIFEST_UNKNOWN"), strings.Contains(msg, "NAME_UNKNOWN"):
-		return sandbox.Errorf(sandbox.CodeNotFound, "%s", msg).WithHint("check the repository and the tag")
 	}
 	return sandbox.Errorf(sandbox.CodeUnavailable, "%s", msg).WithHint("check the registry is reachable (loopback registries speak plain HTTP; others need TLS unless logged in with --insecure), then retry")
 }
