@@ -41,10 +41,13 @@
 // that both left the session and lost its parent is out of reach: only a
 // cgroup per command could find it.
 //
-// Options.NProc and Options.AddressSpace become the command's RLIMIT_NPROC
-// and RLIMIT_AS: the agent traces the child up to its exec, sets them with
-// prlimit(2) while the new program is stopped before its first
-// instruction, and detaches.
+// Options.NProc becomes the command's RLIMIT_NPROC: the agent traces the
+// child up to its exec, sets it with prlimit(2) while the new program is
+// stopped before its first instruction, and detaches. Options.Memory makes
+// the agent the sandbox's OOM killer (gVisor's memory cgroup only reports):
+// past the limit it kills the process with the largest resident set, and a
+// command so killed ends with OOMKilled set, as one the kernel's OOM killer
+// ended under runc.
 //
 // Secrets (Request.SecretEnv, Client.ExecSecrets) follow the request as
 // FrameSecret frames of raw "NAME=VALUE" bytes, never in its JSON. The

@@ -85,7 +85,7 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 		return
 	}
 
-	oomBefore, oomKnown := oomKills()
+	oomBefore, oomKnown := s.oomKills()
 	started := time.Now()
 	p, wait, err := s.start(c, st.child, st.tty != nil)
 	st.closeChild()
@@ -133,7 +133,7 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 	}
 	drain(st, &pumps, log)
 
-	res := execResult(ws, elapsed, timedOut, oomBefore, oomKnown)
+	res := execResult(ws, elapsed, timedOut, oomBefore, oomKnown, s.oomKills)
 	log.Debug("exec done", "exit", res.ExitCode, "signal", res.Signal, "timed_out", res.TimedOut,
 		"caller_gone", gone, "ms", res.DurationMs)
 	e.out.finish(FrameResult, res)
@@ -159,9 +159,9 @@ func newExecution(conn net.Conn, pid int, req sandbox.ExecRequest, st *stdio, lo
 }
 
 // execResult is the result of a command that ended as ws after elapsed:
-// its exit code or signal, and whether the memory limit killed it (the
-// cgroup's OOM kills counted past oomBefore, when they are known).
-func execResult(ws syscall.WaitStatus, elapsed time.Duration, timedOut bool, oomBefore uint64, oomKnown bool) sandbox.ExecResult {
+// its exit code or signal, and whether the memory limit killed it (OOM
+// kills, as oomKills counts them, past oomBefore, when they are known).
+func execResult(ws syscall.WaitStatus, elapsed time.Duration, timedOut bool, oomBefore uint64, oomKnown bool, oomKills func() (uint64, bool)) sandbox.ExecResult {
 	res := sandbox.ExecResult{TimedOut: timedOut, DurationMs: elapsed.Milliseconds()}
 	switch {
 	case ws.Exited():

@@ -360,8 +360,7 @@ func (f *firstLine) String() string {
 }
 
 func TestExecRlimits(t *testing.T) {
-	const nproc, as = 777, 1 << 30
-	c, home := startServer(t, agent.Options{NProc: nproc, AddressSpace: as})
+	c, home := startServer(t, agent.Options{NProc: 777})
 	var stdout, stderr bytes.Buffer
 	res, err := c.Exec(ctxT(t, 10*time.Second), sandbox.ExecRequest{Argv: []string{"cat", "/proc/self/limits"}}, nil, &stdout, &stderr)
 	if err != nil || res.ExitCode != 0 {
@@ -370,8 +369,8 @@ func TestExecRlimits(t *testing.T) {
 	if got := limit(t, stdout.String(), "Max processes"); got != "777" {
 		t.Errorf("command's RLIMIT_NPROC = %s, want 777", got)
 	}
-	if got := limit(t, stdout.String(), "Max address space"); got != "1073741824" {
-		t.Errorf("command's RLIMIT_AS = %s, want 1073741824", got)
+	if got := limit(t, stdout.String(), "Max address space"); got != "unlimited" {
+		t.Errorf("command's RLIMIT_AS = %s, want unlimited (programs may reserve more than they use)", got)
 	}
 	self, err := os.ReadFile("/proc/self/limits")
 	if err != nil {
@@ -379,9 +378,6 @@ func TestExecRlimits(t *testing.T) {
 	}
 	if got := limit(t, string(self), "Max processes"); got == "777" {
 		t.Errorf("the agent's own RLIMIT_NPROC became %s", got)
-	}
-	if got := limit(t, string(self), "Max address space"); got == "1073741824" {
-		t.Errorf("the agent's own RLIMIT_AS became %s", got)
 	}
 
 	t.Run("the program is the command, run as the user", func(t *testing.T) {
@@ -495,7 +491,7 @@ func BenchmarkExecTrue(b *testing.B) {
 // BenchmarkExecTrueRlimits pays for setting the rlimits (a ptrace stop at
 // the exec).
 func BenchmarkExecTrueRlimits(b *testing.B) {
-	c, _ := startServer(b, agent.Options{NProc: 1000, AddressSpace: 8 << 30})
+	c, _ := startServer(b, agent.Options{NProc: 1000})
 	benchExec(b, c)
 }
 

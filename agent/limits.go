@@ -13,9 +13,8 @@ import (
 // Why ptrace: rlimits must hold from a command's first instruction but never
 // apply to the agent. Go's SysProcAttr has no rlimit field, prlimit(2) after
 // Start is too late (the program already runs), and setting them on the
-// agent around the fork would limit the agent (a Go runtime reserves far
-// more address space than a command's RLIMIT_AS) and race with concurrent
-// commands. So the child asks to be traced (PTRACE_TRACEME) just before its
+// agent around the fork would limit the agent itself and race with
+// concurrent commands. So the child asks to be traced (PTRACE_TRACEME) just before its
 // execve; the kernel stops it with SIGTRAP once the program is loaded and
 // before it runs an instruction; the agent, its tracer, lowers the limits
 // with prlimit(2) and detaches, discarding the SIGTRAP. That costs a stop
@@ -29,11 +28,11 @@ import (
 // limits are the rlimits of every command, 0 meaning "leave as inherited",
 // and the ids the command runs as.
 type limits struct {
-	nproc, as uint64
-	uid, gid  int
+	nproc    uint64
+	uid, gid int
 }
 
-func (l limits) none() bool { return l.nproc == 0 && l.as == 0 }
+func (l limits) none() bool { return l.nproc == 0 }
 
 // startTraced runs fork, which must start one child with SysProcAttr.Ptrace
 // set, from a locked OS thread (the tracer is the thread that forks), waits
@@ -127,9 +126,6 @@ func (l limits) apply(pid int) (ok bool, err error) {
 		return setres(syscall.SYS_SETRESGID, gid, keepID, keepID) == nil, err
 	}
 	err = lowerLimit(pid, unix.RLIMIT_NPROC, l.nproc)
-	if err == nil {
-		err = lowerLimit(pid, unix.RLIMIT_AS, l.as)
-	}
 	ok = setres(syscall.SYS_SETRESUID, uid, keepID, keepID) == nil && setres(syscall.SYS_SETRESGID, gid, keepID, keepID) == nil
 	return ok, err
 }

@@ -9,7 +9,7 @@ import (
 
 // The files that hold the sandbox's memory cgroup OOM kill counter as the
 // sandbox sees its own cgroup, both with an "oom_kill N" line. Under gVisor
-// neither exists and OOMKilled is never set.
+// neither exists: the memory guard's kills count instead (Options.Memory).
 const (
 	oomEventsV2  = "/sys/fs/cgroup/memory.events"
 	oomControlV1 = "/sys/fs/cgroup/memory/memory.oom_control"
@@ -17,7 +17,10 @@ const (
 
 // oomKills returns the sandbox's OOM kill count, and false when no counter
 // is readable.
-func oomKills() (uint64, bool) {
+func (s *Server) oomKills() (uint64, bool) {
+	if s.guard != nil {
+		return s.guard.kills.Load(), true
+	}
 	for _, f := range []string{oomEventsV2, oomControlV1} {
 		b, err := os.ReadFile(f)
 		if err != nil {

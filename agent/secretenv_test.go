@@ -44,7 +44,7 @@ func TestExecSecrets(t *testing.T) {
 	for _, opts := range []struct {
 		name string
 		o    agent.Options
-	}{{"untraced otherwise", agent.Options{}}, {"with rlimits", agent.Options{NProc: 1000, AddressSpace: 4 << 30}}} {
+	}{{"untraced otherwise", agent.Options{}}, {"with rlimits", agent.Options{NProc: 1000}}} {
 		t.Run(opts.name, func(t *testing.T) {
 			c, home := startServer(t, opts.o)
 			ctx := ctxT(t, 20*time.Second)

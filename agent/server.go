@@ -37,16 +37,16 @@ type Options struct {
 	Env []string
 	// NProc, when positive, is the RLIMIT_NPROC of every command: under
 	// gVisor it keeps a fork bomb from reaching the host's pids limit and
-	// killing the whole sandbox.
+	// killing the whole sandbox. It is set while the command is stopped at
+	// its exec under ptrace (see limits.go), so it holds from the program's
+	// first instruction and never applies to the agent.
 	NProc uint64
-	// AddressSpace, when positive, is the RLIMIT_AS of every command in
-	// bytes: under gVisor, whose memory cgroup only reports, it is the
-	// memory limit.
-	//
-	// NProc and AddressSpace are set while the command is stopped at its
-	// exec under ptrace (see limits.go), so they hold from the program's
-	// first instruction and never apply to the agent.
-	AddressSpace uint64
+	// Memory, when positive, is the sandbox's memory limit in bytes, which
+	// the agent enforces itself: past it, it kills the process with the
+	// largest resident set (see memguard.go). Only for PID 1 of a gVisor
+	// sandbox, whose memory cgroup only reports: the guard reads
+	// /proc/meminfo and may kill any process it sees.
+	Memory uint64
 	// ReapOrphans makes the server the reaper of every child of this
 	// process: it waits for any child on SIGCHLD, hands the statuses of its
 	// commands to them and discards the others. Set it when the agent is PID
@@ -66,7 +66,8 @@ const requestTimeout = 30 * time.Second
 type Server struct {
 	opts   Options
 	log    *slog.Logger
-	reaper *reaper // nil unless Options.ReapOrphans
+	reaper *reaper   // nil unless Options.ReapOrphans
+	guard  *memGuard // nil unless Options.Memory
 	// self and user are the agent's ids and the sandbox user's; switches
 	// says file operations take the user's (see asUser).
 	self, user ids
@@ -102,6 +103,10 @@ func NewServer(opts Options) *Server {
 	s.self, s.user, s.switches = userIDs(opts)
 	if opts.ReapOrphans {
 		s.reaper = newReaper()
+	}
+	if opts.Memory > 0 {
+		s.guard = newMemGuard(opts.Memory, "/proc", log)
+		go s.guard.run()
 	}
 	return s
 }
@@ -191,6 +196,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			e.kill()
 		}
 		<-done
+	}
+	if s.guard != nil {
+		s.guard.close()
 	}
 	if s.reaper != nil {
 		s.reaper.stop()

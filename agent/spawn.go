@@ -322,7 +322,7 @@ func (s *Server) start(c *command, fds [3]*os.File, tty bool) (*os.Process, func
 	}
 	// Traced up to its exec when it has rlimits to set (limits.go) or
 	// secrets to put in its environment (secretenv.go).
-	if l := (limits{nproc: s.opts.NProc, as: s.opts.AddressSpace, uid: s.opts.UID, gid: s.opts.GID}); !l.none() || len(c.secrets) > 0 {
+	if l := (limits{nproc: s.opts.NProc, uid: s.opts.UID, gid: s.opts.GID}); !l.none() || len(c.secrets) > 0 {
 		sys.Ptrace = true
 		atExec := func(pid int) (bool, error) {
 			ok, err := l.apply(pid)

@@ -57,7 +57,7 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	home := fl.String("home", "/home/sandbox", "the sandbox user's home: $HOME, and the default working directory unless --workdir names one")
 	workdir := fl.String("workdir", "", "default working directory and base of relative paths (empty: --home)")
 	nproc := fl.Uint64("nproc", 0, "RLIMIT_NPROC of every command (0: none)")
-	as := fl.Uint64("address-space", 0, "RLIMIT_AS of every command in bytes (0: none)")
+	memory := fl.Uint64("memory", 0, "the sandbox's memory limit in bytes, which the agent enforces as PID 1 by killing the largest process past it (gVisor; 0: none)")
 	threads := fl.Int("threads", 0, "OS threads to create at start and keep idle, for when commands have used up the sandbox's pids (0: none)")
 	listenFD := fl.Int("listen-fd", -1, "serve this inherited listening socket instead of creating --socket (-1: none)")
 	if err := fl.Parse(args); err != nil {
@@ -66,22 +66,26 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	defer keepHangups()()
 	reserveThreads(*threads)
-	if os.Getpid() == 1 {
-		// PID 1 of a sandbox; a test's agent leaves its process as it is.
+	// PID 1 of a sandbox; a test's agent leaves its process as it is.
+	pid1 := os.Getpid() == 1
+	if pid1 {
 		if err := lockDown(); err != nil {
 			return err
 		}
 	}
-
-	srv := agent.NewServer(agent.Options{
+	opts := agent.Options{
 		UID: *uid, GID: *gid, Home: *home, WorkDir: *workdir,
-		Env:          defaultEnv(environ, *home),
-		NProc:        *nproc,
-		AddressSpace: *as,
+		Env:   defaultEnv(environ, *home),
+		NProc: *nproc,
 		// As PID 1 the agent inherits every orphan of the sandbox.
-		ReapOrphans: os.Getpid() == 1,
+		ReapOrphans: pid1,
 		Logger:      log,
-	})
+	}
+	if pid1 {
+		// Only PID 1 sees no process but the sandbox's.
+		opts.Memory = *memory
+	}
+	srv := agent.NewServer(opts)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if *listenFD >= 0 {

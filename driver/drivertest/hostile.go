@@ -37,9 +37,7 @@ var agentNames = []string{"agent.sock", "resume"}
 // installRootHelper copies the root's own bash to RootHelper, mode 04755
 // and owned by root, as an image that ships sudo or another setuid binary
 // has: run with -p, it keeps the effective uid 0 it gets from the setuid
-// bit, so the sandbox user can act as root inside the sandbox. (A static
-// Go helper would be the obvious choice, but under gVisor the agent's
-// RLIMIT_AS stops the Go runtime before main.)
+// bit, so the sandbox user can act as root inside the sandbox.
 func installRootHelper(t *testing.T, rootfs string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(rootfs, "bin", "bash"))

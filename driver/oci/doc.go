@@ -69,8 +69,9 @@
 //
 // Limits under gVisor: the host cgroup holds the user-space kernel, so
 // hitting it kills the whole sandbox (State then says stopped and
-// OOMKilled). The agent therefore gets the sandbox's pids and memory as
-// per-command RLIMIT_NPROC and RLIMIT_AS, below the host limits.
+// OOMKilled). The agent therefore enforces the sandbox's pids as a
+// per-command RLIMIT_NPROC and its memory as the sandbox's own OOM killer
+// (--memory), below the host limits.
 //
 // Freezing (driver.Freezer): under runc and crun, Freeze and Thaw write the
 // sandbox's cgroup directly, the v1 freezer's freezer.state on a v1 or

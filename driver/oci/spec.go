@@ -47,9 +47,11 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // Under runsc the host cgroup holds the whole user-space kernel (the sentry,
 // the gofer, and one systrap stub process plus stub threads per guest
 // address space), and gVisor's own memory cgroup only reports. The agent
-// enforces Resources per command with RLIMIT_NPROC and RLIMIT_AS, and the host
-// limits sit above that with room for gVisor itself: if the host limit is hit,
-// the host kills the sentry and with it the whole sandbox.
+// enforces Resources itself: pids per command with RLIMIT_NPROC, memory as
+// the sandbox's OOM killer (agent/memguard.go). The host limits sit above
+// that with room for gVisor itself and, for memory, a quarter more for what
+// a command allocates between two looks of the agent: if the host limit is
+// hit, the host kills the sentry and with it the whole sandbox.
 const (
 	agentTasks        = 64        // threads of the agent itself (runc, crun)
 	agentThreads      = 32        // of which it creates at start (runc, crun)
@@ -235,7 +237,7 @@ func agentArgs(runtime string, spec driver.Spec) []string {
 		args = append(args, "--nproc", strconv.FormatInt(n, 10))
 	}
 	if n := spec.Resources.MemoryBytes; n > 0 {
-		args = append(args, "--address-space", strconv.FormatInt(n, 10))
+		args = append(args, "--memory", strconv.FormatInt(n, 10))
 	}
 	return args
 }

@@ -148,11 +148,8 @@ func TestImageFromRegistry(t *testing.T) {
 		if out, _, _ := d.CLI("", "registry", "list", "--json"); strings.Contains(out, "s3cret-pw") || !strings.Contains(out, reg.Host) {
 			t.Errorf("registry list = %q: want the host, never the password", out)
 		}
-		// create pulls the reference it does not have yet. (medium: under
-		// runsc a command's address space is capped at the sandbox's
-		// memory, and a Go program such as the probe reserves more than
-		// a small sandbox's 512 MiB at start.)
-		if out, errOut, code := d.CLI("", "create", "app", "--image", ref, "--size", "medium"); code != 0 {
+		// create pulls the reference it does not have yet.
+		if out, errOut, code := d.CLI("", "create", "app", "--image", ref); code != 0 {
 			t.Fatalf("create --image %s = %d %q %q", ref, code, out, errOut)
 		}
 		out, errOut, code := d.CLI("", "exec", "app", "--", "probe", "data.txt", "gone.txt", "link")
@@ -163,7 +160,7 @@ func TestImageFromRegistry(t *testing.T) {
 		}
 		// MCP's sandbox_create takes the image too.
 		cs := mcpConnect(t, d, d.Token, nil)
-		if res := callTool(t, cs, "sandbox_create", map[string]any{"name": "app-mcp", "image": ref, "size": "medium"}, nil); res.IsError || !strings.Contains(mcpText(res), `"`+sandbox.CapImage+"sha256:") {
+		if res := callTool(t, cs, "sandbox_create", map[string]any{"name": "app-mcp", "image": ref}, nil); res.IsError || !strings.Contains(mcpText(res), `"`+sandbox.CapImage+"sha256:") {
 			t.Errorf("sandbox_create with image %s = %s", ref, mcpText(res))
 		}
 		if out, _, code := d.CLI("", "exec", "app-mcp", "--", "probe"); code != 0 || !strings.HasPrefix(out, "uid=1234 gid=1234 cwd=/srv/app") {
@@ -182,7 +179,7 @@ func TestImageFromRegistry(t *testing.T) {
 		if _, errOut, code := d.CLI("", "image", "create", "app-snap", "--from", "app"); code != 0 {
 			t.Fatalf("image create --from app = %d %q", code, errOut)
 		}
-		if _, errOut, code := d.CLI("", "create", "copy", "--image", "app-snap", "--size", "medium"); code != 0 {
+		if _, errOut, code := d.CLI("", "create", "copy", "--image", "app-snap"); code != 0 {
 			t.Fatalf("create --image app-snap = %d %q", code, errOut)
 		}
 		if out, errOut, code := d.CLI("", "exec", "copy", "--", "probe", "note.txt"); code != 0 || !strings.Contains(out, "uid=1234") || !strings.HasSuffix(out, "note.txt: made by app\n\n") {

@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Under gVisor the sandbox's memory cgroup only reports, and the host cgroup
+// holds the whole user-space kernel: at its limit the host kills the sentry,
+// and with it the sandbox. So the agent is the sandbox's OOM killer there
+// (Options.Memory): memGuard watches how much memory the sandbox holds, as
+// gVisor accounts it (/proc/meminfo's MemTotal minus MemFree: processes'
+// anonymous memory, tmpfs and gVisor's page cache), and past the limit it
+// SIGKILLs the process with the largest resident set other than the agent,
+// as Linux's OOM killer does at a cgroup's limit. The host cgroup sits above
+// the limit with room for gVisor itself and for what a command allocates
+// between two looks (driver/oci's resources).
+//
+// It looks more often the closer the sandbox is to its limit: the wait is
+// the time a command allocating at guardRate would take to reach it, within
+// [guardMinWait, guardMaxWait]. An idle sandbox costs one read of
+// /proc/meminfo per guardMaxWait.
+//
+// This replaced a per-command RLIMIT_AS, which refused programs that reserve
+// more address space than they use: Go, Node and the JVM reserve gigabytes at
+// start (a WebAssembly memory alone reserves 10 GiB).
+const (
+	guardRate    = 4 << 30 // bytes per second a command may commit
+	guardMinWait = 10 * time.Millisecond
+	guardMaxWait = 100 * time.Millisecond
+)
+
+// memGuard kills the largest process while the sandbox holds more than
+// limit bytes.
+type memGuard struct {
+	limit uint64
+	proc  string // the procfs root: "/proc"
+	self  int    // the agent's pid, never a victim
+	kill  func(pid int) error
+	log   *slog.Logger
+	kills atomic.Uint64 // processes killed so far
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// newMemGuard returns a guard of limit bytes over the processes of proc,
+// not yet started.
+func newMemGuard(limit uint64, proc string, log *slog.Logger) *memGuard {
+	return &memGuard{
+		limit: limit,
+		proc:  proc,
+		self:  os.Getpid(),
+		kill:  func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) },
+		log:   log,
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+}
+
+// run guards until close.
+func (g *memGuard) run() {
+	defer close(g.done)
+	dying := map[int]bool{}
+	for {
+		wait := g.check(dying)
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// close stops the guard and waits for it; later calls do nothing.
+func (g *memGuard) close() {
+	g.once.Do(func() {
+		close(g.stop)
+		<-g.done
+	})
+}
+
+// check looks once, kills when the sandbox is over its limit, and returns
+// how long to wait before the next look. dying holds the processes killed
+// that still live: what they hold is as good as free (a victim may take a
+// while to die, and other commands keep allocating meanwhile), and they are
+// not chosen again.
+func (g *memGuard) check(dying map[int]bool) time.Duration {
+	used, err := g.used()
+	if err != nil {
+		g.log.Warn("memory guard: cannot read the sandbox's memory use", "err", err)
+		return guardMaxWait
+	}
+	for pid := range dying {
+		rss, alive := g.resident(pid)
+		if !alive {
+			delete(dying, pid)
+			continue
+		}
+		used -= min(rss, used)
+	}
+	if used > g.limit {
+		g.reclaim(used, dying)
+	}
+	if len(dying) > 0 {
+		return guardMinWait
+	}
+	return guardWait(g.limit, used)
+}
+
+// reclaim kills the process with the largest resident set, unless the
+// sandbox's processes together hold less than the excess over the limit:
+// then the memory is held elsewhere (tmpfs, or victims' memory that gVisor
+// has yet to count as free), and killing would free too little of it.
+func (g *memGuard) reclaim(used uint64, dying map[int]bool) {
+	pid, rss, total := g.largest(dying)
+	switch {
+	case total < used-g.limit:
+		g.log.Debug("memory guard: over the limit, but processes hold less than the excess", "used", used, "limit", g.limit, "held", total)
+	case g.kill(pid) != nil:
+		g.log.Warn("memory guard: kill failed", "pid", pid)
+	default:
+		g.kills.Add(1)
+		dying[pid] = true
+		g.log.Info("memory guard: killed the largest process: the sandbox was over its memory limit",
+			"pid", pid, "rss", rss, "used", used, "limit", g.limit)
+	}
+}
+
+// guardWait is how long the guard may wait when used of limit bytes are
+// held: the time guardRate takes to fill the rest.
+func guardWait(limit, used uint64) time.Duration {
+	if used >= limit {
+		return guardMinWait
+	}
+	wait := time.Duration(float64(limit-used) / guardRate * float64(time.Second))
+	return min(max(wait, guardMinWait), guardMaxWait)
+}
+
+// used is how many bytes the sandbox's memory holds: MemTotal minus MemFree.
+func (g *memGuard) used() (uint64, error) {
+	b, err := os.ReadFile(g.proc + "/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	return parseMemUsed(b)
+}
+
+// parseMemUsed reads MemTotal and MemFree (in kB) from a /proc/meminfo and
+// returns their difference in bytes.
+func parseMemUsed(b []byte) (uint64, error) {
+	var total, free uint64
+	var seen int
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() && seen < 2 {
+		k, v, ok := bytes.Cut(sc.Bytes(), []byte{':'})
+		var dst *uint64
+		switch {
+		case !ok:
+			continue
+		case string(k) == "MemTotal":
+			dst = &total
+		case string(k) == "MemFree":
+			dst = &free
+		default:
+			continue
+		}
+		n, err := strconv.ParseUint(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("meminfo: %s: %w", k, err)
+		}
+		*dst = n << 10
+		seen++
+	}
+	if seen < 2 {
+		return 0, errors.New("meminfo has no MemTotal or no MemFree")
+	}
+	if free > total {
+		return 0, nil
+	}
+	return total - free, nil
+}
+
+// largest returns the process with the largest resident set other than the
+// agent, PID 1 and those in skip, that set's size in bytes (pid 0 when there
+// is none), and the sizes of all those processes' sets together.
+func (g *memGuard) largest(skip map[int]bool) (pid int, rss, total uint64) {
+	d, err := os.Open(g.proc)
+	if err != nil {
+		return 0, 0, 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		p, err := strconv.Atoi(name)
+		if err != nil || p == g.self || p <= 1 || skip[p] {
+			continue
+		}
+		// Only statm: one read per process counts when the sandbox is
+		// over its limit, and a zombie's resident set is empty.
+		b, err := os.ReadFile(g.proc + "/" + name + "/statm")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		r, ok := parseResident(b)
+		if !ok {
+			continue
+		}
+		total += r
+		if r > rss {
+			pid, rss = p, r
+		}
+	}
+	return pid, rss, total
+}
+
+// resident returns pid's resident set in bytes, and whether it still runs
+// (a zombie holds no memory).
+func (g *memGuard) resident(pid int) (uint64, bool) {
+	dir := g.proc + "/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	if p, ok := parseStat(b); !ok || p.state == 'Z' || p.state == 'X' {
+		return 0, false
+	}
+	if b, err = os.ReadFile(dir + "/statm"); err != nil {
+		return 0, false
+	}
+	return parseResident(b)
+}
+
+// parseResident returns the resident set in bytes from a /proc/<pid>/statm
+// ("size resident shared text lib data dt", in pages).
+func parseResident(b []byte) (uint64, bool) {
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(f[1]), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n * uint64(os.Getpagesize()), true
+}
