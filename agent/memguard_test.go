@@ -202,7 +202,7 @@ func TestMemGuardSlowDeath(t *testing.T) {
 // enough of it.
 func TestMemGuardUnderLimit(t *testing.T) {
 	for name, tc := range map[string]struct{ base, rss uint64 }{
-		"under":              {10 << 10, 100 << 10},
+		"under":          {10 << 10, 100 << 10},
 		"held elsewhere": {600 << 10, 5 << 10},
 	} {
 		t.Run(name, func(t *testing.T) {
