@@ -17,6 +17,7 @@ import (
 	"github.com/hearth/hearth/image/dockerfile"
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
 )
 
 // BuildRequest is a build of an image from a Dockerfile.
@@ -43,9 +44,10 @@ const buildOutputTail = 2048
 // made from that root, under its guardrails and network policy, and
 // destroyed after; COPY, ADD and WORKDIR are applied to the root on the
 // node. Each step's root is kept under its cache key (the hash of its
-// inputs, scoped to the tenant), so a rebuild runs again only from the
-// first step whose inputs changed; the cache lives until the daemon's
-// next start, which collects what no image uses. Errors name the step,
+// inputs, scoped to the tenant) and recorded in the tenant's build cache
+// (store.BuildSteps), so a rebuild runs again only from the first step
+// whose inputs changed, also after a restart; see trimBuildCache and
+// buildCacheTTL for how long the cache keeps a step. Errors name the step,
 // its line and, for a failed RUN, its exit code and output's tail.
 func (s *Images) Build(ctx context.Context, p sandbox.Principal, req BuildRequest, progress Progress) (sandbox.Image, error) {
 	if err := sandbox.ValidateImageName(req.Name); err != nil {
@@ -69,6 +71,7 @@ func (s *Images) Build(ctx context.Context, p sandbox.Principal, req BuildReques
 	if err := plan.Resolve(req.Context, baseDigest(base)); err != nil {
 		return sandbox.Image{}, buildError(err)
 	}
+	defer s.trimBuildCache(context.WithoutCancel(ctx), p)
 	defer s.storing(ctx)()
 	b := &build{s: s, p: p, req: req, plan: plan, progress: progress, cur: base}
 	var img sandbox.Image
@@ -206,9 +209,22 @@ func (b *build) step(ctx context.Context, i int) error {
 	if err != nil {
 		return b.fail(i, st.Kind, err)
 	}
+	b.remember(ctx, key, img.Size)
 	img.Size += b.cur.Size // what the step wrote, on what the root held
 	b.cur = img
 	return nil
+}
+
+// remember records key, a step's root that wrote size bytes, in the
+// tenant's build cache, made or reused now. A failure is logged: the
+// root then goes with the next collection, and a later build runs the
+// step again.
+func (b *build) remember(ctx context.Context, key string, size int64) {
+	now := b.s.now().UTC()
+	step := store.BuildStep{Tenant: b.p.Home(), Key: key, Size: size, CreatedAt: now, UsedAt: now}
+	if err := b.s.opts.Store.BuildSteps().Put(ctx, step); err != nil {
+		b.s.log.Error("image build: record a step in the build cache", "key", key, "err", err)
+	}
 }
 
 // copy applies step i's copies onto the root, their owner resolved
@@ -286,6 +302,9 @@ func (b *build) run(ctx context.Context, i int, key string) (sandbox.Image, erro
 	if err != nil {
 		return sandbox.Image{}, err
 	}
+	// The prepared root is the step's sandbox's parent only: it goes once
+	// the build ends (its collection waits for that).
+	defer b.s.collect(context.WithoutCancel(ctx), []string{prepKey})
 	prep.Name = b.req.Name
 	// A daemon killed mid-build leaves this sandbox: its life is short.
 	req := sandbox.CreateRequest{Name: "build-" + newID()[1:9], Network: b.req.Network, Labels: []string{"image-build"}, TTL: sandbox.Duration(time.Hour)}

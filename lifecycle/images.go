@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
@@ -225,17 +226,23 @@ func (s *Images) dropUnused(ctx context.Context, img sandbox.Image) bool {
 }
 
 // collectLocked, with s.gc held for writing, deletes the versions that are
-// not current and that no sandbox uses, then removes from the node the
-// layer keys among candidates (the node's own at Recover, those of
-// versions just deleted otherwise) and of the versions it deleted that no
-// version left uses. Failures are logged: the next collection retries.
+// not current and that no sandbox uses and the build cache's expired
+// steps, then removes from the node the layer keys among candidates (the
+// node's own at Recover, those of versions just deleted otherwise) and of
+// what it deleted that no version and no cached step left uses. Failures
+// are logged: the next collection retries.
 func (s *Images) collectLocked(ctx context.Context, candidates []string) {
 	all, err := s.opts.Store.Images().All(ctx)
 	if err != nil {
 		s.log.Error("image collection: list images", "err", err)
 		return
 	}
-	used := map[string]bool{}
+	used, expired, err := s.cachedSteps(ctx)
+	if err != nil {
+		s.log.Error("image collection: list the build cache", "err", err)
+		return
+	}
+	candidates = append(candidates, expired...)
 	for _, img := range all {
 		if !img.Current && s.dropUnused(ctx, img) {
 			candidates = append(candidates, img.Layers...)
@@ -259,6 +266,62 @@ func (s *Images) collectLocked(ctx context.Context, candidates []string) {
 		return
 	}
 	s.log.Info("image collection", "removed", len(unused))
+}
+
+// buildCacheTTL is how long the build cache keeps a step no build has
+// used since.
+const buildCacheTTL = 7 * 24 * time.Hour
+
+// cachedSteps deletes the build cache's steps unused for buildCacheTTL and
+// returns the keys of those it keeps (as a set) and of those it deleted.
+func (s *Images) cachedSteps(ctx context.Context) (keep map[string]bool, expired []string, err error) {
+	steps, err := s.opts.Store.BuildSteps().All(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	keep = map[string]bool{}
+	cutoff := s.now().Add(-buildCacheTTL)
+	for _, st := range steps {
+		if st.UsedAt.Before(cutoff) && s.opts.Store.BuildSteps().Delete(ctx, st.Tenant, st.Key) == nil {
+			expired = append(expired, st.Key)
+			continue
+		}
+		keep[st.Key] = true
+	}
+	return keep, expired, nil
+}
+
+// trimBuildCache deletes p's tenant's least recently used build steps
+// while its sandboxes, images and build cache together exceed its disk
+// budget, then collects them: the cache holds what the budget leaves at
+// the end of each build, and is not counted when a create or a pull asks
+// for room. A tenant with no budget (or an operator) keeps its steps for
+// buildCacheTTL.
+func (s *Images) trimBuildCache(ctx context.Context, p sandbox.Principal) {
+	r := s.room(ctx, p)
+	if r.limit <= 0 {
+		return
+	}
+	steps, err := s.opts.Store.BuildSteps().List(ctx, p.Home())
+	if err != nil {
+		s.log.Error("image build: list the build cache", "tenant", p.Home(), "err", err)
+		return
+	}
+	var total int64
+	for _, st := range steps {
+		total += st.Size
+	}
+	var drop []string
+	for _, st := range steps {
+		if r.used+total <= r.limit {
+			break
+		}
+		if err := s.opts.Store.BuildSteps().Delete(ctx, st.Tenant, st.Key); err == nil {
+			drop = append(drop, st.Key)
+			total -= st.Size
+		}
+	}
+	s.collect(ctx, drop)
 }
 
 // keysOf is every layer key of imgs.

@@ -86,6 +86,8 @@ type Store interface {
 	Images() Images
 	// RegistryLogins is the view of the tenants' registry credentials.
 	RegistryLogins() RegistryLogins
+	// BuildSteps is the view of the tenants' build caches.
+	BuildSteps() BuildSteps
 
 	// Close releases the store. Closing a closed store does nothing and
 	// returns nil; other methods, of every view, fail after Close.
@@ -345,4 +347,35 @@ type RegistryLogins interface {
 	List(ctx context.Context, tenant string) ([]sandbox.RegistryLogin, error)
 	// Delete removes tenant's login for host; ErrNotFound if missing.
 	Delete(ctx context.Context, tenant, host string) error
+}
+
+// BuildStep is one entry of a tenant's build cache: the root a Dockerfile
+// step left, kept in the layer store under Key (a step key, whose digest
+// is the hash of the step's inputs scoped to the tenant), so that a later
+// build with the same inputs skips the step. Size is what the step wrote.
+type BuildStep struct {
+	Tenant    string
+	Key       string
+	Size      int64
+	CreatedAt time.Time
+	// UsedAt is when a build last made or reused the step.
+	UsedAt time.Time
+}
+
+// BuildSteps keeps the build cache's entries, unique by tenant and key.
+// Like images they outlive the daemon: a restart keeps the cache.
+type BuildSteps interface {
+	// Put records step: a new entry at step.CreatedAt (step.UsedAt when
+	// that is zero), or, when tenant already has the key, the stored
+	// entry with UsedAt moved to step.UsedAt and Size to step.Size (its
+	// CreatedAt stays). An empty Tenant or Key is an error.
+	Put(ctx context.Context, step BuildStep) error
+	// List returns tenant's entries, least recently used first (then by
+	// key). None, or no such tenant, is an empty slice, not an error.
+	List(ctx context.Context, tenant string) ([]BuildStep, error)
+	// All returns every tenant's entries, by tenant, least recently used
+	// first within each.
+	All(ctx context.Context) ([]BuildStep, error)
+	// Delete removes tenant's entry key; ErrNotFound if missing.
+	Delete(ctx context.Context, tenant, key string) error
 }

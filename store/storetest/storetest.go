@@ -100,6 +100,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Image/Bytes", testImageBytes},
 		{"RegistryLogin/Put", testRegistryLoginPut},
 		{"RegistryLogin/Tenants", testRegistryLoginTenants},
+		{"BuildSteps", testBuildSteps},
 		{"Concurrent/Creates", testConcurrentCreates},
 		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
@@ -367,6 +368,8 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	if err := s.RegistryLogins().Put(ctx, login, []byte("sealed")); err != nil {
 		t.Fatalf("RegistryLogins.Put = %v, want nil", err)
 	}
+	step := store.BuildStep{Tenant: "acme", Key: "step-x", Size: 42, CreatedAt: at(10 * time.Second), UsedAt: at(11 * time.Second)}
+	putStep(t, s, step)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v, want nil", err)
 	}
@@ -408,6 +411,7 @@ func testReopen(t *testing.T, open ReopenFunc) {
 	} else {
 		checkLogin(t, "reopened registry login", got, login)
 	}
+	checkSteps(t, "reopened build steps", listSteps(t, s, "acme"), []store.BuildStep{step})
 	mustCreateAgent(t, s, sandbox.Agent{Name: "after-reopen", Tenant: tenant.Name, CreatedAt: at(time.Hour)})
 	mustCreate(t, s, newSandbox("sb-new", "after-reopen", "acme", "alice", at(time.Hour)))
 	list, err := s.Sandboxes().List(ctx, store.Filter{})
