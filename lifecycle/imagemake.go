@@ -52,7 +52,8 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 	}
 	defer s.storing(ctx)()
 	room := s.room(ctx, p)
-	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, MaxBytes: room.left(), Progress: opts.Progress})
+	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, MaxBytes: room.left(), Progress: opts.Progress,
+		PublicOnly: p.Role != sandbox.RoleOperator})
 	if err != nil {
 		return sandbox.Image{}, pullError(p, ref, err, room)
 	}
@@ -66,7 +67,8 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 // for it: the daemon, root on the host, reaches those addresses for the
 // caller, and only a tenant admin's login (or an operator) says the
 // tenant may have it do so. A name that resolves to such an address is
-// not caught here.
+// caught when the node dials it (node.PullRequest.PublicOnly), as is a
+// token service or a redirect there.
 func internalRegistry(p sandbox.Principal, regs map[string]node.Registry, ref string) error {
 	host := sandbox.RegistryHost(ref)
 	if host == "" || p.Role == sandbox.RoleOperator {

@@ -51,6 +51,7 @@ func (l localImages) PullImage(ctx context.Context, req PullRequest) (sandbox.Im
 		return sandbox.Image{}, err
 	}
 	opts := l.fetchOptions(req.Registries, req.MaxBytes, req.Progress)
+	opts.PublicOnly = req.PublicOnly
 	pulled, err := fetch.Pull(ctx, req.Ref, opts)
 	if err != nil {
 		return sandbox.Image{}, imageError("pull "+req.Ref, err)
@@ -115,6 +116,8 @@ func imageError(what string, err error) error {
 		return e(sandbox.CodeInvalidArgument, "the image is malformed or refused for what it holds; nothing of it was kept")
 	case errors.Is(err, fetch.ErrTLS):
 		return e(sandbox.CodeUnavailable, "give the registry's CA: `hearth registry login HOST … --ca-file CA.pem` (or --insecure)")
+	case errors.Is(err, fetch.ErrInternal):
+		return e(sandbox.CodePermissionDenied, "a registry on the host's own or a private network needs the tenant's login: ask a tenant admin to run `hearth registry login HOST --username U --password-stdin`")
 	case errors.Is(err, fetch.ErrPlainHTTP):
 		return e(sandbox.CodeUnavailable, "only loopback registries are spoken to over plain HTTP; use TLS, or pull with --insecure")
 	}
@@ -127,7 +130,8 @@ func TopKey(digest string) (string, error) { return image.TopKey(digest) }
 
 // StepKey is the layer key of a build step's root whose cache key is
 // digest: what CommitImage and ApplyImage make for a build's step, which
-// no image names (a daemon's start collects it).
+// no image names (the caller's build cache keeps it, or its collection
+// removes it).
 func StepKey(digest string) (string, error) { return image.StepKey(digest) }
 
 // CommitImage implements Node.

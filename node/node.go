@@ -241,6 +241,11 @@ type PullRequest struct {
 	MaxBytes int64
 	// Progress receives progress events; nil discards them.
 	Progress func(sandbox.ImageProgress)
+	// PublicOnly refuses every host Registries does not list that is at
+	// an address on the host's own or a private network, by name or by IP
+	// literal, when it is dialed (fetch.Options.PublicOnly):
+	// permission_denied.
+	PublicOnly bool
 }
 
 // ImportRequest is an import of an image archive.

@@ -39,6 +39,9 @@ var (
 	// ErrPlainHTTP: the host would have been spoken to over plain HTTP,
 	// which only loopback hosts and those marked Insecure are.
 	ErrPlainHTTP = errors.New("plain HTTP refused")
+	// ErrInternal: under Options.PublicOnly, a host that Registries does
+	// not list is at an address on the host's own or a private network.
+	ErrInternal = errors.New("internal address refused")
 )
 
 // Error is a failure to fetch or read an image: where it happened, its

@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -10,6 +11,13 @@ import (
 // servers under other names, and see what is sent.
 func WithDial(o Options, dial func(ctx context.Context, network, addr string) (net.Conn, error)) Options {
 	o.dial = dial
+	return o
+}
+
+// WithLookup is o with the resolver PublicOnly asks replaced: tests give
+// names addresses without asking a name server.
+func WithLookup(o Options, lookup func(ctx context.Context, host string) ([]netip.Addr, error)) Options {
+	o.lookup = lookup
 	return o
 }
 

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -80,15 +81,26 @@ type Options struct {
 	// Progress, if set, is told of the resolve and of each layer's
 	// download; calls are serialized.
 	Progress func(sandbox.ImageProgress)
+	// PublicOnly refuses connections to internal addresses (loopback,
+	// private, link-local, unspecified) for every host Registries does
+	// not list (ErrInternal): a registry, its token service, a redirect's
+	// target. A name is resolved here and the connection made to the
+	// address that was checked, so a name that resolves to the host's own
+	// network is refused as its IP literal would be.
+	PublicOnly bool
 
 	// backoff is the first retry's delay (default 250 ms); stall is how
 	// long a download may receive nothing before it is cut and tried
-	// again (default 60 s); dial replaces the TCP dialer. They are for
-	// tests (export_test.go).
+	// again (default 60 s); dial replaces the TCP dialer; lookup replaces
+	// the resolver PublicOnly asks. They are for tests (export_test.go).
 	backoff time.Duration
 	stall   time.Duration
-	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	dial    dialFunc
+	lookup  func(ctx context.Context, host string) ([]netip.Addr, error)
 }
+
+// dialFunc is a DialContext.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // Defaults.
 const (

@@ -49,11 +49,69 @@ func isInternal(host string) bool {
 		return true
 	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	if err != nil {
-		return false
-	}
+	return err == nil && internalAddr(a)
+}
+
+// internalAddr reports whether a is on the host's own or a private
+// network: loopback, private, link-local or unspecified.
+func internalAddr(a netip.Addr) bool {
 	a = a.Unmap()
-	return a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified()
+	return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified()
+}
+
+// publicOnly wraps dial to refuse internal addresses for hosts Registries
+// does not list (Options.PublicOnly): it resolves the host itself and dials
+// the first public address that answers, never the name, so the address
+// dialed is the one checked.
+func (o *Options) publicOnly(dial dialFunc) dialFunc {
+	lookup := o.lookup
+	if lookup == nil {
+		lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if o.listed(host, port) {
+			return dial(ctx, network, addr)
+		}
+		if isInternal(host) {
+			return nil, kindf(ErrInternal, "%s is on the host's own or a private network, and has no login", host)
+		}
+		addrs, err := lookup(ctx, host)
+		if a, perr := netip.ParseAddr(host); perr == nil {
+			addrs, err = []netip.Addr{a}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		err = kindf(ErrInternal, "%s has no address", host)
+		for _, a := range addrs {
+			if internalAddr(a) {
+				err = kindf(ErrInternal, "%s is at %s, on the host's own or a private network, and has no login", host, a)
+				continue
+			}
+			c, derr := dial(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+			if derr == nil {
+				return c, nil
+			}
+			err = derr
+		}
+		return nil, err
+	}
+}
+
+// listed reports whether Registries lists host at port: by host:port, or
+// by host alone for the default ports.
+func (o *Options) listed(host, port string) bool {
+	if _, ok := o.registry(net.JoinHostPort(host, port)); ok {
+		return true
+	}
+	_, ok := o.registry(host)
+	return ok && (port == "443" || port == "80")
 }
 
 // plainHTTPError is a plain-HTTP request the transport refused to send.
@@ -101,6 +159,9 @@ func (o *Options) transport(r *Registry) (*http.Transport, error) {
 	dial := o.dial
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	if o.PublicOnly {
+		dial = o.publicOnly(dial)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if r != nil && len(r.CA) > 0 {

@@ -1,8 +1,11 @@
 package fetch_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
 	"net/http"
 	"strings"
 	"testing"
@@ -188,4 +191,38 @@ func TestPullRedirects(t *testing.T) {
 		t.Errorf("%d blob GETs, want 1: a refused redirect was retried", blobGets)
 	}
 	t.Log(err)
+}
+
+// TestPullPublicOnly: under PublicOnly a registry at an internal address
+// is refused (ErrInternal) before anything is dialed, whether the
+// reference names it by IP literal or by a name that resolves to it,
+// unless Registries lists the host (a tenant's login): then it pulls.
+func TestPullPublicOnly(t *testing.T) {
+	reg := registry.Start(t, registry.Options{})
+	img := smallImage(t)
+	reg.Push(t, "app:1", img)
+	_, port, _ := net.SplitHostPort(reg.Host)
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "registry.test" {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, fmt.Errorf("no such host %s in this test", host)
+	}
+	for _, host := range []string{"registry.test", "127.0.0.1", "localhost"} {
+		t.Run(host, func(t *testing.T) {
+			hp := net.JoinHostPort(host, port)
+			s := &sniffer{target: reg.Host}
+			o := fetch.WithLookup(fetch.WithDial(options(t), s.dial), lookup)
+			o.PublicOnly = true
+			if host == "registry.test" {
+				o.Registries = map[string]fetch.Registry{} // plain HTTP needs Insecure, which lists it
+			}
+			pullErr(t, hp+"/app:1", o, fetch.ErrInternal)
+			if len(s.addrs) != 0 {
+				t.Errorf("dialed %v for a refused internal registry", s.addrs)
+			}
+			o.Registries = map[string]fetch.Registry{hp: {Insecure: host == "registry.test"}}
+			sameImage(t, pull(t, hp+"/app:1", o).Image, img)
+		})
+	}
 }
