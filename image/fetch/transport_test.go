@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
