@@ -104,17 +104,9 @@ func TestImageBuildCache(t *testing.T) {
 // the cache.
 func TestImageBuildCacheBudget(t *testing.T) {
 	e := newImageEnv(t)
-	ctx := t.Context()
 	const mib = 1 << 20
-	small := sandbox.Sizes()["small"].DiskBytes
-	limit := small + 4*mib
-	quota, share, all := 10, 100, 100
-	if _, err := e.svc.Tenancy.CreateTenant(ctx, op, sandbox.Tenant{Name: "t3",
-		Allocation: sandbox.Resources{MilliCPU: 1 << 30, MemoryBytes: 1 << 50, DiskBytes: limit},
-		Policy:     sandbox.PolicyOverrides{AgentQuota: &quota, AgentSharePercent: &share, BudgetPercent: &all}}); err != nil {
-		t.Fatal(err)
-	}
-	c1 := sandbox.Principal{Tenant: "t3", Agent: "c1", Role: sandbox.RoleAgent}
+	limit := sandbox.Sizes()["small"].DiskBytes + 4*mib
+	c1 := e.diskTenant(t, "t3", limit)
 	e.importImage(t, c1, "base", ociImage(t, baseConfig, layer(t, accounts)))
 	bc := buildContext(t, map[string]string{"a": strings.Repeat("a", mib), "b": strings.Repeat("b", mib), "note.txt": "a note\n"})
 	if _, _, err := e.build(t, c1, "app", "FROM base\nCOPY a /a\nCOPY b /b\n", nil, bc); err != nil {

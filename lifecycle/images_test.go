@@ -531,6 +531,20 @@ func TestRecoverCollectsImageLeftovers(t *testing.T) {
 	}
 }
 
+// diskTenant creates tenant name whose whole budget is limit bytes of
+// disk (and all the CPU and memory one could want), and returns its agent
+// c1.
+func (e *env) diskTenant(t *testing.T, name string, limit int64) sandbox.Principal {
+	t.Helper()
+	quota, share, all := 10, 100, 100
+	if _, err := e.svc.Tenancy.CreateTenant(t.Context(), op, sandbox.Tenant{Name: name,
+		Allocation: sandbox.Resources{MilliCPU: 1 << 30, MemoryBytes: 1 << 50, DiskBytes: limit},
+		Policy:     sandbox.PolicyOverrides{AgentQuota: &quota, AgentSharePercent: &share, BudgetPercent: &all}}); err != nil {
+		t.Fatal(err)
+	}
+	return sandbox.Principal{Tenant: name, Agent: "c1", Role: sandbox.RoleAgent}
+}
+
 // TestImageBudget: a tenant's images count in its disk budget with its
 // sandboxes: an image that does not fit in what is left is refused
 // (budget_exceeded, with the numbers) and leaves no layer behind, and a
@@ -541,13 +555,7 @@ func TestImageBudget(t *testing.T) {
 	const kib = 1 << 10
 	small := sandbox.Sizes()["small"].DiskBytes
 	limit := small + 256*kib
-	quota, share, all := 10, 100, 100
-	if _, err := e.svc.Tenancy.CreateTenant(ctx, op, sandbox.Tenant{Name: "t3",
-		Allocation: sandbox.Resources{MilliCPU: 1 << 30, MemoryBytes: 1 << 50, DiskBytes: limit},
-		Policy:     sandbox.PolicyOverrides{AgentQuota: &quota, AgentSharePercent: &share, BudgetPercent: &all}}); err != nil {
-		t.Fatal(err)
-	}
-	c1 := sandbox.Principal{Tenant: "t3", Agent: "c1", Role: sandbox.RoleAgent}
+	c1 := e.diskTenant(t, "t3", limit)
 	adminC := sandbox.Principal{Tenant: "t3", Agent: "cboss", Role: sandbox.RoleTenantAdmin}
 	random := func(size int) v1.Image {
 		return ociImage(t, baseConfig, registry.RandomLayer(t, compression.GZip, size))
