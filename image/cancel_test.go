@@ -60,7 +60,10 @@ func (r *signalReader) Read(p []byte) (int, error) {
 // image completes, with the keys the image's chain ids give, and the
 // layer's files whole.
 func TestUnpackCancelled(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackCancelled)
+}
+
+func testUnpackCancelled(t *testing.T, e *env) {
 	rnd := rand.New(rand.NewChaCha8([32]byte{4}))
 	ents := []ent{directory("big/", 0o755)}
 	sums := map[string][32]byte{}

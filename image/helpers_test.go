@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -22,8 +23,10 @@ import (
 
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/image/layertar"
+	"github.com/hearth/hearth/internal/mountinfo"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/btrfs"
+	"github.com/hearth/hearth/layers/overlay"
 	"github.com/hearth/hearth/testutil/testenv"
 )
 
@@ -142,30 +145,45 @@ func chainKeys(t testing.TB, img v1.Image) []string {
 	return keys
 }
 
-// env is an image store over a btrfs layer store in a loop-mounted file,
-// whose directory has a sentinel directory beside it that nothing may
-// change.
-type env struct {
-	t        *testing.T
-	layers   *btrfs.Store
-	store    *image.Store
-	base     string // holds layers/ (the store) and sentinel/
-	sentinel string
-	before   map[string]string // the sentinel's tree when env was made
+// layerStore is a layer store the image tests run on, with the Walk that
+// image.Keys takes.
+type layerStore interface {
+	layers.Store
+	Walk(ctx context.Context, fn func(layers.Info) error) error
 }
 
-// newEnv makes an env whose Store unpacks with lim; it skips t (fails it
-// under HEARTH_TEST_STRICT) when btrfs cannot be loop-mounted here.
-func newEnv(t *testing.T, lim layertar.Limits) *env {
+// backend is one of the layer stores hearth runs images on. Each test of
+// the image store runs on every backend, as a subtest named after it.
+type backend struct {
+	name string
+	// open opens a store of this kind at dir (which it creates), closed and
+	// cleaned up when t ends; it skips t (fails it under
+	// HEARTH_TEST_STRICT) when the backend cannot work here.
+	open func(t *testing.T, dir string) layerStore
+	// layerOverhead is the most that Usage of a small layer's snapshot
+	// (which image.Store reports for a layer found stored) counts beyond
+	// its files' data. btrfs charges the snapshot its own metadata (its
+	// exclusive qgroup bytes: a 16 KiB tree node for a small layer);
+	// overlay adds up the blocks of every file and directory in the
+	// layer's own directory (one 4 KiB block per directory on ext4, none
+	// on tmpfs).
+	layerOverhead int64
+}
+
+// backends are the layer stores of `hearth serve --layers`: btrfs, the
+// default, and overlay, the fallback for kernels without btrfs.
+var backends = []backend{
+	{name: "btrfs", open: openBtrfs, layerOverhead: 64 << 10},
+	{name: "overlay", open: openOverlay, layerOverhead: 16 << 10},
+}
+
+// openBtrfs opens a btrfs layer store in a loop-mounted file beside dir.
+func openBtrfs(t *testing.T, dir string) layerStore {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		testenv.Skip(t, "needs root (to loop-mount btrfs, and to own files as other users)")
-	}
 	if _, err := exec.LookPath("mkfs.btrfs"); err != nil {
 		testenv.Skip(t, "needs mkfs.btrfs (btrfs-progs)")
 	}
-	base := t.TempDir()
-	ls, err := btrfs.Open(context.Background(), btrfs.Options{Dir: filepath.Join(base, "layers"), ImageSize: 2 << 30})
+	ls, err := btrfs.Open(context.Background(), btrfs.Options{Dir: dir, ImageSize: 2 << 30})
 	if err != nil {
 		t.Fatalf("btrfs.Open: %v", err)
 	}
@@ -174,11 +192,80 @@ func newEnv(t *testing.T, lim layertar.Limits) *env {
 			t.Errorf("Destroy: %v", err)
 		}
 	})
+	return ls
+}
+
+// openOverlay opens an overlayfs layer store at dir; when t ends, it
+// closes it and detaches every mount below dir (the store keeps its
+// mounts past Close, for the sandboxes running on them).
+func openOverlay(t *testing.T, dir string) layerStore {
+	t.Helper()
+	ls, err := overlay.Open(context.Background(), overlay.Options{Dir: dir})
+	if errors.Is(err, layers.ErrUnsupported) {
+		testenv.Skip(t, "overlayfs cannot work here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("overlay.Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := ls.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		points, err := mountinfo.Under(dir)
+		if err != nil {
+			t.Error(err)
+		}
+		for _, p := range points {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+				t.Errorf("umount %s: %v", p, err)
+			}
+		}
+	})
+	return ls
+}
+
+// forEachBackend runs test on every backend, as a subtest named after it.
+func forEachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// withEnv runs test on an env of every backend (see newEnv), each as a
+// subtest named after it.
+func withEnv(t *testing.T, lim layertar.Limits, test func(t *testing.T, e *env)) {
+	t.Helper()
+	forEachBackend(t, func(t *testing.T, b backend) { test(t, newEnv(t, b, lim)) })
+}
+
+// env is an image store over a layer store of one backend, whose
+// directory has a sentinel directory beside it that nothing may change.
+type env struct {
+	t        *testing.T
+	backend  backend
+	layers   layerStore
+	store    *image.Store
+	base     string // holds layers/ (the store) and sentinel/
+	sentinel string
+	before   map[string]string // the sentinel's tree when env was made
+}
+
+// newEnv makes an env over a layer store of backend b whose Store unpacks
+// with lim; it skips t (fails it under HEARTH_TEST_STRICT) when b cannot
+// work here.
+func newEnv(t *testing.T, b backend, lim layertar.Limits) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "needs root (to mount layer stores, and to own files as other users)")
+	}
+	base := t.TempDir()
+	ls := b.open(t, filepath.Join(base, "layers"))
 	st, err := image.New(image.Options{Layers: ls, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, layers: ls, store: st, base: base, sentinel: filepath.Join(base, "sentinel")}
+	e := &env{t: t, backend: b, layers: ls, store: st, base: base, sentinel: filepath.Join(base, "sentinel")}
 	for _, d := range []string{"sentinel/dir", "sentinel/etc"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
 			t.Fatal(err)

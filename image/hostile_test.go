@@ -63,7 +63,10 @@ func refused(t *testing.T, e *env, img v1.Image, bad int) error {
 // TestUnpackHostileLayers unpacks images whose layers are bad: each is
 // refused, and nothing of the bad layer is kept.
 func TestUnpackHostileLayers(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackHostileLayers)
+}
+
+func testUnpackHostileLayers(t *testing.T, e *env) {
 	base := baseLayer(t)
 	gz := func(ents ...ent) v1.Layer { return registry.TarLayer(t, compression.GZip, tarOf(t, ents...)) }
 
@@ -122,8 +125,13 @@ func TestUnpackHostileLayers(t *testing.T) {
 // tar readers stop reading but the diff id still covers every byte).
 // Both are refused once past the limit.
 func TestUnpackBombs(t *testing.T) {
-	const limit = 1 << 20
-	e := newEnv(t, layertar.Limits{MaxBytes: limit})
+	withEnv(t, layertar.Limits{MaxBytes: bombLimit}, testUnpackBombs)
+}
+
+// bombLimit is TestUnpackBombs's Limits.MaxBytes.
+const bombLimit = 1 << 20
+
+func testUnpackBombs(t *testing.T, e *env) {
 	zeros := strings.Repeat("\x00", 32<<20)
 	for _, tc := range []struct {
 		name string
@@ -134,7 +142,7 @@ func TestUnpackBombs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := registry.TarLayer(t, compression.GZip, tc.tar)
-			if size, _ := l.Size(); size > limit/4 {
+			if size, _ := l.Size(); size > bombLimit/4 {
 				t.Fatalf("the bomb is %d bytes compressed, want a small one", size)
 			}
 			err := refused(t, e, registry.Image(t, baseLayer(t), l), 1)
@@ -149,7 +157,10 @@ func TestUnpackBombs(t *testing.T) {
 // lacks, or ids a sandbox cannot have: the layers are kept (they are
 // fine), the top is not, and the error says why.
 func TestUnpackBadUser(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackBadUser)
+}
+
+func testUnpackBadUser(t *testing.T, e *env) {
 	for _, tc := range []struct{ user, want string }{
 		{"ghost", `"ghost" is not in its /etc/passwd`},
 		{"app:ghosts", `"ghosts" is not in its /etc/group`},
@@ -173,7 +184,10 @@ func TestUnpackBadUser(t *testing.T) {
 // refuses them (they are resolved inside the root, where they lead
 // nowhere), and nothing outside the store changes.
 func TestUnpackHostileTop(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackHostileTop)
+}
+
+func testUnpackHostileTop(t *testing.T, e *env) {
 	for _, tc := range []struct {
 		name    string
 		ents    []ent
@@ -220,7 +234,10 @@ func zstdFrame(data []byte, windowLog int) []byte {
 // frame asks for a 512 MiB window, which a decoder allocates as the
 // content grows: refused, as fetch.Open refuses windows over 128 MiB.
 func TestUnpackZstdWindow(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackZstdWindow)
+}
+
+func testUnpackZstdWindow(t *testing.T, e *env) {
 	content := tarOf(t, regular("small", "small\n", 0o644))
 	frame := zstdFrame(content, 29)
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {

@@ -24,7 +24,10 @@ import (
 // tree less the device node and the FIFO, and its config the one
 // exported.
 func TestExportRoundTrip(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testExportRoundTrip)
+}
+
+func testExportRoundTrip(t *testing.T, e *env) {
 	ctx := t.Context()
 	img := treeImage(t, compression.GZip)
 	u, _ := unpack(t, e.store, img, digestOf(t, img))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/image/layertar"
-	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/testutil/registry"
 )
@@ -36,7 +35,10 @@ func sharingImages(t testing.TB) (a, b v1.Image) {
 // layers, one after the other: the second finds the shared chains stored
 // (reported cached) and adds only its own.
 func TestUnpackSharesLayers(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackSharesLayers)
+}
+
+func testUnpackSharesLayers(t *testing.T, e *env) {
 	a, b := sharingImages(t)
 	ua, events := unpack(t, e.store, a, digestOf(t, a))
 	checkEvents(t, events, a, []bool{false, false, false, false})
@@ -44,6 +46,15 @@ func TestUnpackSharesLayers(t *testing.T) {
 
 	ub, events := unpack(t, e.store, b, digestOf(t, b))
 	checkEvents(t, events, b, []bool{true, true, true, false, false})
+	// A layer unpacked reports the bytes of its files; one found stored,
+	// what its snapshot holds, as its backend counts it (see
+	// backend.layerOverhead).
+	for i, ev := range events[:4] {
+		const data = 1 << 20
+		if lo, hi := int64(data), int64(data)+e.backend.layerOverhead; ev.Cached && (ev.Bytes < lo || ev.Bytes > hi) || !ev.Cached && ev.Bytes != data {
+			t.Errorf("%s: layer %d of b, 1 MiB of random data, cached %v, reported %d bytes; want %d unpacked, %d to %d cached", e.backend.name, i+1, ev.Cached, ev.Bytes, data, lo, hi)
+		}
+	}
 	topB, _ := image.TopKey(digestOf(t, b))
 	wantNew := sortedCopy(append(chainKeys(t, b)[3:], topB))
 	if got := newKeys(before, e.keys()); !slices.Equal(got, wantNew) {
@@ -57,7 +68,7 @@ func TestUnpackSharesLayers(t *testing.T) {
 
 // countingLayers is a layer store that counts the commits of each name.
 type countingLayers struct {
-	*btrfs.Store
+	layerStore
 	mu      sync.Mutex
 	commits map[string]int
 }
@@ -66,7 +77,7 @@ func (c *countingLayers) Commit(ctx context.Context, name, key string) error {
 	c.mu.Lock()
 	c.commits[name]++
 	c.mu.Unlock()
-	return c.Store.Commit(ctx, name, key)
+	return c.layerStore.Commit(ctx, name, key)
 }
 
 // TestUnpackConcurrent unpacks two images that share layers, each twice,
@@ -74,8 +85,11 @@ func (c *countingLayers) Commit(ctx context.Context, name, key string) error {
 // the other Unpacks wait for it and report it cached, and the results
 // agree.
 func TestUnpackConcurrent(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
-	counting := &countingLayers{Store: e.layers, commits: map[string]int{}}
+	withEnv(t, layertar.Limits{}, testUnpackConcurrent)
+}
+
+func testUnpackConcurrent(t *testing.T, e *env) {
+	counting := &countingLayers{layerStore: e.layers, commits: map[string]int{}}
 	s, err := image.New(image.Options{Layers: counting})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,10 @@ import (
 // symlink, even to a directory of the image, is refused: the runtime
 // mounts there.
 func TestTopSymlinks(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testTopSymlinks)
+}
+
+func testTopSymlinks(t *testing.T, e *env) {
 	links := registry.TarLayer(t, compression.GZip, tarOf(t,
 		directory("var/", 0o755),
 		directory("var/home/", 0o755),
@@ -76,7 +79,10 @@ func (r failingReader) Read([]byte) (int, error) {
 // same version again is not applied again; a missing parent or a hostile
 // tar leave nothing.
 func TestApply(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testApply)
+}
+
+func testApply(t *testing.T, e *env) {
 	ctx := t.Context()
 	base := withConfig(t, registry.Image(t, baseLayer(t), registry.TarLayer(t, compression.GZip, tarOf(t,
 		regular("etc/motd", "hello\n", 0o644),
@@ -142,7 +148,10 @@ func TestApply(t *testing.T) {
 // checkpoint), which keeps its content when the checkpoint goes; resolves
 // users in it; and removes image keys, refusing any other.
 func TestCommitAndRemove(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testCommitAndRemove)
+}
+
+func testCommitAndRemove(t *testing.T, e *env) {
 	ctx := t.Context()
 	base := registry.Image(t, baseLayer(t))
 	u, _ := unpack(t, e.store, base, digestOf(t, base))
@@ -225,7 +234,10 @@ func TestCommitAndRemove(t *testing.T) {
 // TestUnpackNoLayers unpacks an image of no layers: its top holds the
 // mount points and working directory only.
 func TestUnpackNoLayers(t *testing.T) {
-	e := newEnv(t, layertar.Limits{})
+	withEnv(t, layertar.Limits{}, testUnpackNoLayers)
+}
+
+func testUnpackNoLayers(t *testing.T, e *env) {
 	img := registry.Image(t)
 	u, events := unpack(t, e.store, img, digestOf(t, img))
 	top, _ := image.TopKey(digestOf(t, img))

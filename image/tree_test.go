@@ -127,10 +127,15 @@ func xattrsOf(p string) (string, error) {
 	if size, err = unix.Llistxattr(p, buf); err != nil {
 		return "", err
 	}
+	// The first call's size is an upper bound: overlayfs counts there the
+	// names it keeps to itself (trusted.overlay.*), and lists none of them.
 	names := strings.Split(strings.TrimSuffix(string(buf[:size]), "\x00"), "\x00")
 	slices.Sort(names)
 	var out []string
 	for _, name := range names {
+		if name == "" {
+			continue
+		}
 		v := make([]byte, 64<<10)
 		n, err := unix.Lgetxattr(p, name, v)
 		if err != nil {

@@ -86,7 +86,8 @@ func treeBase(t testing.TB) []byte {
 // treeLayers are the tars of a seven-layer image that exercises what a
 // layer can do: regular files, directories, an empty directory, setuid
 // and setgid files, owners other than root, hard links (in a layer and to
-// lower layers, and one broken by a later rewrite), relative, absolute and
+// lower layers, one broken by a later rewrite, one to a lower file whose
+// other names stay in the lower layer), relative, absolute and
 // dangling symlinks, extended attributes (user.* and file capabilities),
 // whiteouts of files and directories, opaque directories, and files,
 // directories and symlinks replacing one another.
@@ -131,8 +132,9 @@ func treeLayers(t testing.TB) [][]byte {
 			directory("srv/data/", 0o700).owner(1000, 50),
 			regular("bin/sh", "#!/bin/true\n", 0o750),
 		),
-		tarOf(t, // 5: a link to a lower file, big, sparse, empty and odd names
+		tarOf(t, // 5: links to lower files (one with other names), big, sparse, empty and odd names
 			hardlink("bin/ash", "bin/sh"),
+			hardlink("data/link3", "data/link1"),
 			directory("big/", 0o755),
 			regular("big/zeros", zeros, 0o644),
 			regular("big/random", string(random), 0o644),
@@ -202,7 +204,6 @@ func TestUnpackMatchesUmoci(t *testing.T) {
 		c    compression.Compression
 	}{{"gzip", compression.GZip}, {"zstd", compression.ZStd}} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, layertar.Limits{})
 			img := treeImage(t, tc.c)
 			ref := reg.Push(t, "tree:"+tc.name, img)
 			p, err := fetch.Pull(t.Context(), ref, fetch.Options{
@@ -215,39 +216,47 @@ func TestUnpackMatchesUmoci(t *testing.T) {
 			if want := digestOf(t, img); p.Digest != want {
 				t.Fatalf("Pull(%s).Digest = %s, want %s", ref, p.Digest, want)
 			}
-			u, events := unpack(t, e.store, p.Image, p.Digest)
-			chains := chainKeys(t, img)
-			top, _ := image.TopKey(p.Digest)
-			if want := append(slices.Clone(chains), top); !slices.Equal(u.Layers, want) {
-				t.Errorf("Unpack().Layers = %v, want %v", u.Layers, want)
-			}
-			checkEvents(t, events, img, make([]bool, len(chains)))
-			if want := sortedCopy(u.Layers); !slices.Equal(e.keys(), want) {
-				t.Errorf("Keys() = %v, want %v", e.keys(), want)
-			}
-			c := u.Config
-			if c.User != "app" || c.UID != 1000 || c.GID != 1000 || c.Home != "/home/app" || c.WorkingDir != "/work" ||
-				!slices.Equal(c.Entrypoint, []string{"/bin/sh", "-c"}) || c.Labels["org.opencontainers.image.title"] != "tree" {
-				t.Errorf("Unpack().Config = %+v, want user app (1000:1000, home /home/app), working directory /work, the entrypoint and labels", c)
-			}
-
 			want := umociTree(t, reg, ref, tc.c == compression.ZStd)
-			sameTree(t, "the image's last layer chain, against umoci's", readTree(t, e.path(chains[len(chains)-1])), want)
-			sameTree(t, "the image's top, less the directories it adds, against umoci's", readTree(t, e.path(top)).without(t, topExtras), want)
-
-			// Unpacked again: every layer is there already.
-			again, events := unpack(t, e.store, p.Image, p.Digest)
-			if !slices.Equal(again.Layers, u.Layers) || again.Config.UID != 1000 || again.Config.Home != "/home/app" {
-				t.Errorf("Unpack again = %+v, want %+v", again, u)
-			}
-			cached := make([]bool, len(chains))
-			for i := range cached {
-				cached[i] = true
-			}
-			checkEvents(t, events, img, cached)
-			e.checkClean()
+			withEnv(t, layertar.Limits{}, func(t *testing.T, e *env) {
+				unpackMatches(t, e, p, want)
+			})
 		})
 	}
+}
+
+// unpackMatches unpacks the pulled image p (treeImage's) into e, twice,
+// and checks what it made against want, umoci's tree of the same image.
+func unpackMatches(t *testing.T, e *env, p fetch.Pulled, want tree) {
+	u, events := unpack(t, e.store, p.Image, p.Digest)
+	chains := chainKeys(t, p.Image)
+	top, _ := image.TopKey(p.Digest)
+	if want := append(slices.Clone(chains), top); !slices.Equal(u.Layers, want) {
+		t.Errorf("Unpack().Layers = %v, want %v", u.Layers, want)
+	}
+	checkEvents(t, events, p.Image, make([]bool, len(chains)))
+	if want := sortedCopy(u.Layers); !slices.Equal(e.keys(), want) {
+		t.Errorf("Keys() = %v, want %v", e.keys(), want)
+	}
+	c := u.Config
+	if c.User != "app" || c.UID != 1000 || c.GID != 1000 || c.Home != "/home/app" || c.WorkingDir != "/work" ||
+		!slices.Equal(c.Entrypoint, []string{"/bin/sh", "-c"}) || c.Labels["org.opencontainers.image.title"] != "tree" {
+		t.Errorf("Unpack().Config = %+v, want user app (1000:1000, home /home/app), working directory /work, the entrypoint and labels", c)
+	}
+
+	sameTree(t, "the image's last layer chain, against umoci's", readTree(t, e.path(chains[len(chains)-1])), want)
+	sameTree(t, "the image's top, less the directories it adds, against umoci's", readTree(t, e.path(top)).without(t, topExtras), want)
+
+	// Unpacked again: every layer is there already.
+	again, events := unpack(t, e.store, p.Image, p.Digest)
+	if !slices.Equal(again.Layers, u.Layers) || again.Config.UID != 1000 || again.Config.Home != "/home/app" {
+		t.Errorf("Unpack again = %+v, want %+v", again, u)
+	}
+	cached := make([]bool, len(chains))
+	for i := range cached {
+		cached[i] = true
+	}
+	checkEvents(t, events, p.Image, cached)
+	e.checkClean()
 }
 
 // unpack unpacks img into s as digest, failing t on an error, and returns

@@ -1,7 +1,9 @@
 package image_test
 
 import (
+	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 const (
@@ -25,13 +28,45 @@ const (
 	userGroup = "root:x:0:\nwheel:x:10:\nstaff:x:50:app\napp:x:1001:\n"
 )
 
-// writeRoot makes a root directory holding files (path → content).
-func writeRoot(t testing.TB, files map[string]string) string {
+// newRoot makes an empty root directory, mode 0755, owned by root.
+type newRoot func(t *testing.T) string
+
+// forEachRoot runs test, as a subtest, with roots made as plain
+// directories ("dir"), and with roots that are active snapshots of each
+// layer store (named after the backend), as a sandbox's or a build's
+// root is.
+func forEachRoot(t *testing.T, test func(t *testing.T, mk newRoot)) {
+	t.Run("dir", func(t *testing.T) {
+		test(t, func(t *testing.T) string {
+			root := filepath.Join(t.TempDir(), "root")
+			if err := os.Mkdir(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		})
+	})
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if os.Geteuid() != 0 {
+			testenv.Skip(t, "needs root to mount layer stores")
+		}
+		ls := b.open(t, filepath.Join(t.TempDir(), "layers"))
+		n := 0
+		test(t, func(t *testing.T) string {
+			n++
+			root, err := ls.Prepare(t.Context(), fmt.Sprintf("root-%d", n), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return root
+		})
+	})
+}
+
+// writeRoot makes a root directory with mk holding files (path →
+// content).
+func writeRoot(t *testing.T, mk newRoot, files map[string]string) string {
 	t.Helper()
-	root := filepath.Join(t.TempDir(), "root")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root := mk(t)
 	for name, body := range files {
 		p := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -90,7 +125,11 @@ func resolveIn(t *testing.T, root, user string) (uid, gid int, home string, err 
 // TestResolveUser resolves the forms an image's user takes against an
 // /etc/passwd and /etc/group.
 func TestResolveUser(t *testing.T) {
-	root := writeRoot(t, map[string]string{"etc/passwd": userPasswd, "etc/group": userGroup})
+	forEachRoot(t, testResolveUser)
+}
+
+func testResolveUser(t *testing.T, mk newRoot) {
+	root := writeRoot(t, mk, map[string]string{"etc/passwd": userPasswd, "etc/group": userGroup})
 	const notIn, ids = "is not in its", "a sandbox's ids are 0 to 65535"
 	checkUsers(t, root, []userCase{
 		{user: "", uid: 0, gid: 0, home: "/root"},
@@ -125,7 +164,7 @@ func TestResolveUser(t *testing.T) {
 	}
 
 	// An image without /etc/passwd or /etc/group: numbers only.
-	checkUsers(t, writeRoot(t, nil), []userCase{
+	checkUsers(t, writeRoot(t, mk, nil), []userCase{
 		{user: "", uid: 0, gid: 0, home: "/"},
 		{user: "1000", uid: 1000, gid: 0, home: "/"},
 		{user: "1000:1000", uid: 1000, gid: 1000, home: "/"},
@@ -139,8 +178,13 @@ func TestResolveUser(t *testing.T) {
 // it is followed inside the root, whatever it says, and never reaches
 // the host's files.
 func TestResolveUserSymlinks(t *testing.T) {
-	hostFile := func(t *testing.T, root string) string {
-		p := filepath.Join(filepath.Dir(root), "outside", "passwd")
+	forEachRoot(t, testResolveUserSymlinks)
+}
+
+func testResolveUserSymlinks(t *testing.T, mk newRoot) {
+	// hostFile is a file on the host, outside any root.
+	hostFile := func(t *testing.T) string {
+		p := filepath.Join(t.TempDir(), "outside", "passwd")
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -154,35 +198,46 @@ func TestResolveUserSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// inRoot writes the passwd file body at the path p inside root.
+	inRoot := func(t *testing.T, root, p, body string) {
+		if err := os.MkdirAll(filepath.Join(root, path.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Run("absolute", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/group": userGroup})
-		host := hostFile(t, root)
+		root := writeRoot(t, mk, map[string]string{"etc/group": userGroup})
+		host := hostFile(t)
 		link(t, root, host)
 		// The same path inside the root is what is read.
-		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(host)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, host), []byte("app:x:1000:1001::/in/root:/bin/sh\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		inRoot(t, root, host, "app:x:1000:1001::/in/root:/bin/sh\n")
 		checkUsers(t, root, []userCase{{user: "app", uid: 1000, gid: 1001, home: "/in/root"}})
 	})
 	t.Run("climbing", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/group": userGroup, "outside/passwd": "app:x:2000:2000::/clamped:/bin/sh\n"})
-		hostFile(t, root)
-		link(t, root, "../../outside/passwd") // from the host's view: the host file
+		root := writeRoot(t, mk, map[string]string{"etc/group": userGroup})
+		host := hostFile(t)
+		// From the host's view: the host file.
+		rel, err := filepath.Rel(filepath.Join(root, "etc"), host)
+		if err != nil || !strings.HasPrefix(rel, "../") {
+			t.Fatalf("Rel(%s/etc, %s) = %q, %v", root, host, rel, err)
+		}
+		link(t, root, rel)
+		// Inside the root, ".." stops at the root.
+		inRoot(t, root, path.Clean("/etc/"+rel), "app:x:2000:2000::/clamped:/bin/sh\n")
 		checkUsers(t, root, []userCase{{user: "app", uid: 2000, gid: 2000, home: "/clamped"}})
 	})
 	t.Run("dangling inside", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/group": userGroup})
-		link(t, root, hostFile(t, root)) // there on the host only
+		root := writeRoot(t, mk, map[string]string{"etc/group": userGroup})
+		link(t, root, hostFile(t)) // there on the host only
 		checkUsers(t, root, []userCase{
 			{user: "", uid: 0, gid: 0, home: "/"},
 			{user: "app", err: "is not in its /etc/passwd"},
 		})
 	})
 	t.Run("loop", func(t *testing.T) {
-		root := writeRoot(t, nil)
+		root := writeRoot(t, mk, nil)
 		if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +245,7 @@ func TestResolveUserSymlinks(t *testing.T) {
 		checkUsers(t, root, []userCase{{user: "app", err: "symbolic links"}})
 	})
 	t.Run("directory", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/group": userGroup})
+		root := writeRoot(t, mk, map[string]string{"etc/group": userGroup})
 		link(t, root, "/etc")
 		checkUsers(t, root, []userCase{{user: "", err: "not a regular file"}})
 	})
@@ -200,8 +255,12 @@ func TestResolveUserSymlinks(t *testing.T) {
 // /etc/group is a FIFO (nothing may block on it), a directory, or over
 // the size read.
 func TestResolveUserSpecialFiles(t *testing.T) {
+	forEachRoot(t, testResolveUserSpecialFiles)
+}
+
+func testResolveUserSpecialFiles(t *testing.T, mk newRoot) {
 	fifo := func(t *testing.T, name string) string {
-		root := writeRoot(t, map[string]string{"etc/passwd": userPasswd, "etc/group": userGroup})
+		root := writeRoot(t, mk, map[string]string{"etc/passwd": userPasswd, "etc/group": userGroup})
 		p := filepath.Join(root, name)
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
@@ -221,7 +280,7 @@ func TestResolveUserSpecialFiles(t *testing.T) {
 		})
 	})
 	t.Run("passwd directory", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/passwd/x": ""})
+		root := writeRoot(t, mk, map[string]string{"etc/passwd/x": ""})
 		checkUsers(t, root, []userCase{{user: "", err: "not a regular file"}})
 	})
 	line := "app:x:1000:1001:App:/home/app:/bin/sh\n"
@@ -238,15 +297,15 @@ func TestResolveUserSpecialFiles(t *testing.T) {
 		return b.String()
 	}
 	t.Run("passwd at the limit", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/passwd": padded(image.MaxAccountFile)})
+		root := writeRoot(t, mk, map[string]string{"etc/passwd": padded(image.MaxAccountFile)})
 		checkUsers(t, root, []userCase{{user: "app", uid: 1000, gid: 1001, home: "/home/app"}})
 	})
 	t.Run("passwd over the limit", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/passwd": padded(image.MaxAccountFile + 1)})
+		root := writeRoot(t, mk, map[string]string{"etc/passwd": padded(image.MaxAccountFile + 1)})
 		checkUsers(t, root, []userCase{{user: "", err: "larger than"}, {user: "app", err: "larger than"}})
 	})
 	t.Run("group over the limit", func(t *testing.T) {
-		root := writeRoot(t, map[string]string{"etc/passwd": userPasswd})
+		root := writeRoot(t, mk, map[string]string{"etc/passwd": userPasswd})
 		p := filepath.Join(root, "etc/group")
 		if err := os.WriteFile(p, nil, 0o644); err != nil {
 			t.Fatal(err)

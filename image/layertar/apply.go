@@ -38,9 +38,13 @@ func Apply(ctx context.Context, root *os.File, r io.Reader, lim Limits) (Stats, 
 		lim:      lim.withDefaults(),
 		added:    map[string]bool{},
 		dirTimes: map[string][]unix.Timespec{},
+		moved:    map[inode]inode{},
 		buf:      make([]byte, 1<<20),
 	}
 	err = a.run(r)
+	if err == nil {
+		err = a.repairLinks()
+	}
 	if err == nil {
 		err = a.setDirTimes()
 	}
@@ -59,7 +63,13 @@ type applier struct {
 	// dirTimes holds the times of the directories this layer has, set when
 	// their contents are in place.
 	dirTimes map[string][]unix.Timespec
-	buf      []byte // file content on its way to disk
+	// relink says the layer removed a name of a file with others, or
+	// linked to one, which a root on overlayfs may leave inconsistent;
+	// moved maps the inode such a link's target had to the one it went
+	// to (see repairLinks).
+	relink bool
+	moved  map[inode]inode
+	buf    []byte // file content on its way to disk
 }
 
 // run applies every entry of the tar r.
@@ -177,7 +187,7 @@ func (a *applier) prepare(name, rel string, keep func(*unix.Stat_t) bool) (pfd i
 		unix.Close(pfd)
 		return -1, "", false, refuse(name, "the root cannot be replaced")
 	}
-	if err := removeAll(pfd, base); err != nil {
+	if err := removeAll(pfd, base, a.noteRemoval); err != nil {
 		unix.Close(pfd)
 		return -1, "", false, fsError(name, "removing what had its name", err)
 	}

@@ -37,7 +37,10 @@
 //   - A hard link's target is resolved inside the root with
 //     RESOLVE_IN_ROOT|RESOLVE_NO_SYMLINKS and must be a regular file; the
 //     link is made with linkat from that descriptor, never through a host
-//     path.
+//     path. On a root that is an overlayfs mount, where a link to a lower
+//     file splits it from its other names and a name removed leaves the
+//     others a stale link count, Apply makes the names one file again at
+//     the layer's end (see links.go).
 //   - Character and block devices, FIFOs and sockets are skipped, each with
 //     a note in Stats.Skipped: a device node in an image would open the
 //     host's device to whoever runs it, and a FIFO is a name the daemon

@@ -121,6 +121,11 @@ func (a *applier) hardlink(h *tar.Header, rel string) error {
 		if err := unix.Linkat(tfd, "", pfd, base, unix.AT_EMPTY_PATH); err != nil {
 			return fsError(h.Name, "making the hard link", err)
 		}
+		var now unix.Stat_t
+		if err := unix.Fstatat(pfd, base, &now, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fsError(h.Name, "examining the hard link", err)
+		}
+		a.noteLink(&tst, &now)
 	}
 	a.markAdded(rel)
 	a.st.Hardlinks++

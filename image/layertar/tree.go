@@ -133,14 +133,23 @@ func readNames(dirfd int) ([]string, error) {
 
 // removeAll removes name from the directory dirfd, with its contents if it
 // is a directory; a link is removed, never followed, and a mount point is
-// not entered. A name that is not there is no error.
-func removeAll(dirfd int, name string) error {
-	err := unix.Unlinkat(dirfd, name, 0)
-	if err == nil || err == unix.ENOENT {
+// not entered. A name that is not there is no error. removed is called
+// with the lstat of each non-directory before it is removed.
+func removeAll(dirfd int, name string, removed func(*unix.Stat_t)) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == unix.ENOENT {
 		return nil
 	}
-	if err != unix.EISDIR {
+	if err != nil {
 		return err
+	}
+	if !isDir(&st) {
+		removed(&st)
+		if err := unix.Unlinkat(dirfd, name, 0); err != nil && err != unix.ENOENT {
+			return err
+		}
+		return nil
 	}
 	fd, err := openChild(dirfd, name, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
@@ -152,7 +161,7 @@ func removeAll(dirfd int, name string) error {
 		return err
 	}
 	for _, n := range names {
-		if err := removeAll(fd, n); err != nil {
+		if err := removeAll(fd, n, removed); err != nil {
 			return err
 		}
 	}

@@ -54,7 +54,7 @@ func (a *applier) whiteout(name, dir, base string) error {
 // directory this layer has) what is in it that this layer did not add.
 func (a *applier) hideLower(pfd int, name, rel string) error {
 	if !a.added[rel] {
-		return removeAll(pfd, name)
+		return removeAll(pfd, name, a.noteRemoval)
 	}
 	var st unix.Stat_t
 	err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
