@@ -164,12 +164,14 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 // driver, the layer store with the default image's version in it (def),
 // the image store over it (what pulls download and imports spool waits in
 // <data>/spool), and the host's memory reader; closeNode closes the layer
-// store.
+// store. The driver demotes CPU-saturating sandboxes until ctx ends
+// (oci.Driver.QuietNeighbours).
 func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, stderr io.Writer, log *slog.Logger) (local *node.Local, def sandbox.Image, closeNode func(), err error) {
 	drv, err := newDriver(cfg, inst, nets, box, log)
 	if err != nil {
 		return nil, def, nil, err
 	}
+	go drv.QuietNeighbours(ctx)
 	snaps, err := openLayers(ctx, cfg, log.With("component", "layers"))
 	if err != nil {
 		return nil, def, nil, err

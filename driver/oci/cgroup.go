@@ -31,6 +31,8 @@ type cgroupMounts struct {
 	all     []string // every hierarchy's mount point, one per hierarchy
 	memory  string   // the v1 memory controller's, if mounted
 	freezer string   // the v1 freezer controller's, if mounted
+	cpu     string   // the v1 cpu controller's, if mounted
+	cpuacct string   // the v1 cpuacct controller's, if mounted
 	v2      string   // the unified hierarchy's, if mounted
 }
 
@@ -74,6 +76,12 @@ func readCgroupMounts(path string) (cgroupMounts, error) {
 			}
 			if slices.Contains(ctrls, "freezer") {
 				m.freezer = mnt.Point
+			}
+			if slices.Contains(ctrls, "cpu") {
+				m.cpu = mnt.Point
+			}
+			if slices.Contains(ctrls, "cpuacct") {
+				m.cpuacct = mnt.Point
 			}
 		}
 	}

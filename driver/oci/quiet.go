@@ -1,0 +1,314 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Quiet neighbours. A sandbox that keeps its CPU share saturated is
+// demoted: its cpu cgroup is marked idle (cpu.idle, Linux 5.15+, in v1's
+// cpu hierarchy and in v2), so among the instance's sandboxes it runs on
+// what the others leave, and a quiet sandbox's exec round trip (the
+// agent, the command, under runsc the sentry serving both) no longer
+// waits behind its processes. Once it has been quiet for a while it is
+// promoted back. Demoted sandboxes share the CPUs fairly among
+// themselves, as all did before; only their precedence over the quiet
+// ones changes. Where cpu.idle is missing, the weight drops to the
+// lowest instead (cpu.shares 2, cpu.weight 1).
+//
+// Every quietPeriod the driver reads each sandbox's CPU time. Its share is
+// what it used of what it could have had: its quota (the host's CPUs
+// without one), or, while the host's CPUs are saturated (under
+// saturatedIdle of them idle), its fair part of them, the CPUs over the
+// sandboxes that ran at all, if that is less. A share of at least
+// busyShare (saturatedBusyShare on a saturated host, where the host's own
+// work takes its part too) for busyPeriods periods in a row demotes a
+// sandbox, at most quietShare for quietPeriods promotes it.
+const (
+	quietPeriod        = 500 * time.Millisecond
+	busyShare          = 0.75
+	saturatedBusyShare = 0.5
+	quietShare         = 0.25
+	busyPeriods        = 2
+	quietPeriods       = 2
+	// saturatedIdle is the part of the host's CPU time left idle under
+	// which its CPUs count as saturated.
+	saturatedIdle = 0.1
+	// activeCPU is the CPUs a sandbox must have used in a period to count
+	// among those that ran.
+	activeCPU = 0.02
+)
+
+// QuietNeighbours demotes the sandboxes that saturate their CPU share and
+// promotes them once quiet (see above), until ctx ends. It logs once and
+// returns at once on a host with no cpu controller it can read.
+func (d *Driver) QuietNeighbours(ctx context.Context) {
+	q := d.cg.quieter()
+	if q == nil {
+		d.log.Warn("no cpu cgroup controller: CPU-saturating sandboxes are not demoted")
+		return
+	}
+	t := time.NewTicker(quietPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			q.tick(now)
+		}
+	}
+}
+
+// quieter is QuietNeighbours' state: the instance's cpu cgroups (cpu:
+// where weights and cpu.idle are, usage: where CPU time is), the host's
+// CPU times (procStat), and what it last saw of each sandbox and of the
+// host.
+type quieter struct {
+	cpu, usage string // <hierarchy>/<parent>
+	v2         bool
+	procStat   string // "/proc/stat"
+	ncpu       float64
+	seen       map[string]*cpuWatch
+	host       hostCPU
+	log        *slog.Logger
+}
+
+// cpuWatch is one sandbox's CPU time when last read, its run of busy or
+// quiet periods, and whether it is demoted.
+type cpuWatch struct {
+	ns          uint64
+	at          time.Time
+	busy, quiet int
+	demoted     bool
+}
+
+// hostCPU is the host's CPU time, all and idle, in clock ticks.
+type hostCPU struct{ total, idle uint64 }
+
+// quieter returns the instance's quieter, or nil when the host has no cpu
+// controller with CPU time to read.
+func (c *cgroups) quieter() *quieter {
+	q := &quieter{procStat: "/proc/stat", ncpu: float64(runtime.NumCPU()), seen: map[string]*cpuWatch{}, log: c.log}
+	switch {
+	case c.mounts.cpu != "" && c.mounts.cpuacct != "":
+		q.cpu, q.usage = filepath.Join(c.mounts.cpu, c.parent), filepath.Join(c.mounts.cpuacct, c.parent)
+	case c.mounts.v2 != "":
+		q.cpu, q.usage, q.v2 = filepath.Join(c.mounts.v2, c.parent), filepath.Join(c.mounts.v2, c.parent), true
+	default:
+		return nil
+	}
+	return q
+}
+
+// tick reads every sandbox's CPU time at now, and the host's, and
+// demotes or promotes each sandbox by its share.
+func (q *quieter) tick(now time.Time) {
+	used := q.sample(now)
+	saturated := q.saturated()
+	active := 0
+	for _, cpus := range used {
+		if cpus >= activeCPU {
+			active++
+		}
+	}
+	busy := busyShare
+	if saturated {
+		busy = saturatedBusyShare
+	}
+	for id, cpus := range used {
+		could := q.cores(id)
+		if saturated && active > 0 {
+			could = min(could, q.ncpu/float64(active))
+		}
+		q.judge(id, q.seen[id], cpus/could, busy)
+	}
+}
+
+// sample reads every sandbox's CPU time at now and returns the CPUs each
+// used since the last sample (none for one seen the first time, or whose
+// cgroup was made again: a wake), forgetting the sandboxes gone.
+func (q *quieter) sample(now time.Time) map[string]float64 {
+	ents, err := os.ReadDir(q.cpu)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		q.log.Warn("quiet neighbours: list the sandboxes' cpu cgroups", "err", err)
+	}
+	used := map[string]float64{}
+	alive := map[string]bool{}
+	for _, e := range ents {
+		if !e.IsDir() || validID(e.Name()) != nil {
+			continue
+		}
+		id := e.Name()
+		ns, err := q.cpuTime(id)
+		if err != nil {
+			continue // gone meanwhile, or not the runtime's yet
+		}
+		alive[id] = true
+		w := q.seen[id]
+		if w == nil || ns < w.ns {
+			q.seen[id] = &cpuWatch{ns: ns, at: now}
+			continue
+		}
+		if dt := now.Sub(w.at); dt > 0 {
+			used[id] = float64(ns-w.ns) / float64(dt.Nanoseconds())
+		}
+		w.ns, w.at = ns, now
+	}
+	for id := range q.seen {
+		if !alive[id] {
+			delete(q.seen, id)
+		}
+	}
+	return used
+}
+
+// saturated reports whether the host's CPUs were nearly all busy since the
+// last call (false on the first, or when /proc/stat cannot be read).
+func (q *quieter) saturated() bool {
+	b, err := os.ReadFile(q.procStat)
+	if err != nil {
+		return false
+	}
+	line, _, _ := bytes.Cut(b, []byte{'\n'})
+	f := strings.Fields(string(line))
+	if len(f) < 5 || f[0] != "cpu" {
+		return false
+	}
+	var now hostCPU
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		now.total += n
+		if i == 3 || i == 4 { // idle, iowait
+			now.idle += n
+		}
+	}
+	last := q.host
+	q.host = now
+	if last.total == 0 || now.total <= last.total {
+		return false
+	}
+	return float64(now.idle-last.idle)/float64(now.total-last.total) < saturatedIdle
+}
+
+// judge counts share, the part of its CPUs sandbox id used in the last
+// period, into w (busy from the share busy up), and demotes or promotes it
+// when its run is long enough.
+func (q *quieter) judge(id string, w *cpuWatch, share, busy float64) {
+	switch {
+	case share >= busy:
+		w.busy, w.quiet = w.busy+1, 0
+	case share <= quietShare:
+		w.busy, w.quiet = 0, w.quiet+1
+	default:
+		w.busy, w.quiet = 0, 0
+	}
+	switch {
+	case !w.demoted && w.busy >= busyPeriods:
+		if err := q.setIdle(id, true); err != nil {
+			q.log.Warn("quiet neighbours: demote", "sandbox", id, "err", err)
+			return
+		}
+		w.demoted = true
+		q.log.Info("quiet neighbours: sandbox demoted while it saturates its CPU share", "sandbox", id, "share", share)
+	case w.demoted && w.quiet >= quietPeriods:
+		if err := q.setIdle(id, false); err != nil {
+			q.log.Warn("quiet neighbours: promote", "sandbox", id, "err", err)
+			return
+		}
+		w.demoted = false
+		q.log.Info("quiet neighbours: sandbox promoted", "sandbox", id)
+	}
+}
+
+// cpuTime is sandbox id's CPU time in nanoseconds.
+func (q *quieter) cpuTime(id string) (uint64, error) {
+	if q.v2 {
+		us, ok := readKeyed(filepath.Join(q.usage, id, "cpu.stat"), "usage_usec")
+		if !ok {
+			return 0, fs.ErrNotExist
+		}
+		return uint64(us) * 1000, nil
+	}
+	b, err := os.ReadFile(filepath.Join(q.usage, id, "cpuacct.usage"))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+}
+
+// cores is how many CPUs sandbox id may use: its CFS quota over its
+// period, or every CPU of the host without one.
+func (q *quieter) cores(id string) float64 {
+	var quota, period float64
+	if q.v2 {
+		b, _ := os.ReadFile(filepath.Join(q.cpu, id, "cpu.max"))
+		f := strings.Fields(string(b))
+		if len(f) == 2 {
+			quota, _ = strconv.ParseFloat(f[0], 64) // "max" leaves 0
+			period, _ = strconv.ParseFloat(f[1], 64)
+		}
+	} else {
+		quota = readFloat(filepath.Join(q.cpu, id, "cpu.cfs_quota_us"))
+		period = readFloat(filepath.Join(q.cpu, id, "cpu.cfs_period_us"))
+	}
+	if quota <= 0 || period <= 0 {
+		return q.ncpu
+	}
+	return min(quota/period, q.ncpu)
+}
+
+// setIdle marks sandbox id's cpu cgroup idle, or not: cpu.idle, else its
+// weight at the lowest (or back at the default).
+func (q *quieter) setIdle(id string, idle bool) error {
+	dir := filepath.Join(q.cpu, id)
+	v := "0"
+	if idle {
+		v = "1"
+	}
+	err := writeExisting(filepath.Join(dir, "cpu.idle"), v)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	file, low, normal := "cpu.shares", "2", "1024"
+	if q.v2 {
+		file, low, normal = "cpu.weight", "1", "100"
+	}
+	if idle {
+		return writeExisting(filepath.Join(dir, file), low)
+	}
+	return writeExisting(filepath.Join(dir, file), normal)
+}
+
+// writeExisting writes v to the file at path, which must exist (a cgroup
+// knob: one the kernel lacks is ErrNotExist, never created).
+func writeExisting(path, v string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readFloat reads a number from a one-line file; 0 when it cannot.
+func readFloat(path string) float64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64)
+	return v
+}

@@ -1,0 +1,199 @@
+package oci
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeCPU is a cpu and a cpuacct hierarchy (v1) or a unified one (v2) in
+// a directory, with sandboxes whose CPU time the test advances.
+type fakeCPU struct {
+	t     *testing.T
+	q     *quieter
+	ns    map[string]uint64
+	now   time.Time
+	idle  bool      // the kernel has cpu.idle
+	ticks [2]uint64 // the host's busy and idle clock ticks so far
+}
+
+func newFakeCPU(t *testing.T, v2, idle bool) *fakeCPU {
+	dir := t.TempDir()
+	m := cgroupMounts{cpu: filepath.Join(dir, "cpu"), cpuacct: filepath.Join(dir, "cpuacct")}
+	if v2 {
+		m = cgroupMounts{v2: filepath.Join(dir, "unified")}
+	}
+	c := &cgroups{mounts: m, parent: "hearth", log: slog.New(slog.DiscardHandler)}
+	q := c.quieter()
+	q.ncpu = 2
+	q.procStat = filepath.Join(dir, "stat")
+	return &fakeCPU{t: t, q: q, ns: map[string]uint64{}, now: time.Unix(1000, 0), idle: idle}
+}
+
+// add makes sandbox id's cgroups with a quota of cores CPUs (0: none).
+func (f *fakeCPU) add(id string, cores float64) {
+	f.write(f.q.cpu, id, "cpu.shares", "1024")
+	if f.q.v2 {
+		f.write(f.q.cpu, id, "cpu.weight", "100")
+		max := "max 100000"
+		if cores > 0 {
+			max = fmt.Sprintf("%d 100000", int(cores*100000))
+		}
+		f.write(f.q.cpu, id, "cpu.max", max)
+	} else {
+		quota := "-1"
+		if cores > 0 {
+			quota = fmt.Sprint(int(cores * 100000))
+		}
+		f.write(f.q.cpu, id, "cpu.cfs_quota_us", quota)
+		f.write(f.q.cpu, id, "cpu.cfs_period_us", "100000")
+	}
+	if f.idle {
+		f.write(f.q.cpu, id, "cpu.idle", "0")
+	}
+	f.ns[id] = 0
+	f.setTime(id)
+}
+
+func (f *fakeCPU) write(dir, id, name, v string) {
+	f.t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, id), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id, name), []byte(v+"\n"), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fakeCPU) setTime(id string) {
+	if f.q.v2 {
+		f.write(f.q.usage, id, "cpu.stat", fmt.Sprintf("usage_usec %d\nuser_usec 0\n", f.ns[id]/1000))
+	} else {
+		f.write(f.q.usage, id, "cpuacct.usage", fmt.Sprint(f.ns[id]))
+	}
+}
+
+// period has each sandbox use cpus CPUs (in CPU-seconds per second) for
+// one quietPeriod on a host whose CPUs are idle for the part idle of it,
+// then ticks.
+func (f *fakeCPU) period(cpus map[string]float64, idle float64) {
+	for id, c := range cpus {
+		f.ns[id] += uint64(c * float64(quietPeriod))
+		f.setTime(id)
+	}
+	ticks := uint64(f.q.ncpu * 100 * quietPeriod.Seconds())
+	f.ticks[1] += uint64(idle * float64(ticks))
+	f.ticks[0] += ticks - uint64(idle*float64(ticks))
+	stat := fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 1 2 3 4\n", f.ticks[0], f.ticks[1])
+	if err := os.WriteFile(f.q.procStat, []byte(stat), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+	f.now = f.now.Add(quietPeriod)
+	f.q.tick(f.now)
+}
+
+// demoted reports whether sandbox id's cgroup is marked idle (or at the
+// lowest weight).
+func (f *fakeCPU) demoted(id string) bool {
+	f.t.Helper()
+	file, low := "cpu.idle", "1"
+	if !f.idle {
+		file, low = "cpu.shares", "2"
+		if f.q.v2 {
+			file, low = "cpu.weight", "1"
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(f.q.cpu, id, file))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b)) == low
+}
+
+// TestQuietNeighbours: a sandbox saturating its quota for two periods is
+// demoted, one busy period alone is not; a sandbox that uses little, or a
+// share of a quota-less host below busy, is never demoted; a demoted one
+// is promoted after two quiet periods; a cgroup made again (CPU time back
+// to zero) starts afresh. On v1 and v2, with cpu.idle and with weights.
+func TestQuietNeighbours(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		v2, idle bool
+	}{{"v1 cpu.idle", false, true}, {"v1 weights", false, false}, {"v2 cpu.idle", true, true}, {"v2 weights", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCPU(t, tc.v2, tc.idle)
+			f.add("busy1", 1)
+			f.add("quiet1", 1)
+			f.add("nolimit", 0)
+			f.period(nil, 0.5) // first sight
+			f.period(map[string]float64{"busy1": 0.98, "quiet1": 0.05, "nolimit": 0.9}, 0.5)
+			if f.demoted("busy1") {
+				t.Fatal("demoted after one busy period")
+			}
+			f.period(map[string]float64{"busy1": 0.97, "quiet1": 0.9, "nolimit": 1.0}, 0.5)
+			if !f.demoted("busy1") || f.demoted("quiet1") || f.demoted("nolimit") {
+				t.Fatalf("after two busy periods: busy1 %v quiet1 %v nolimit %v; want only busy1 demoted (nolimit used half the host)",
+					f.demoted("busy1"), f.demoted("quiet1"), f.demoted("nolimit"))
+			}
+			f.period(map[string]float64{"busy1": 0.1}, 0.5)
+			if !f.demoted("busy1") {
+				t.Fatal("promoted after one quiet period")
+			}
+			f.period(map[string]float64{"busy1": 0.0}, 0.5)
+			if f.demoted("busy1") {
+				t.Fatal("still demoted after two quiet periods")
+			}
+			// Busy again, then its cgroup is made anew (a wake): afresh.
+			f.period(map[string]float64{"busy1": 1}, 0.5)
+			f.ns["busy1"] = 0
+			f.setTime("busy1")
+			f.period(nil, 0.5)
+			f.period(map[string]float64{"busy1": 1}, 0.5)
+			if f.demoted("busy1") {
+				t.Fatal("a remade cgroup inherited its old busy run")
+			}
+			if err := os.RemoveAll(filepath.Join(f.q.cpu, "quiet1")); err != nil {
+				t.Fatal(err)
+			}
+			f.period(nil, 0.5)
+			if _, ok := f.q.seen["quiet1"]; ok {
+				t.Error("a gone sandbox is still watched")
+			}
+		})
+	}
+}
+
+// TestQuietNeighboursSaturated: on a host whose CPUs are saturated, ten
+// sandboxes that each get only their fair part of the CPUs (far below
+// their quota) are demoted, the quiet one beside them is not; the same use
+// on a host with idle CPUs demotes none (they could have had more).
+func TestQuietNeighboursSaturated(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		idle    float64
+		demoted bool
+	}{{"saturated", 0.02, true}, {"idle CPUs", 0.3, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCPU(t, false, true)
+			use := map[string]float64{"probe": 0.01}
+			for i := range 10 {
+				id := fmt.Sprintf("busy%d", i)
+				f.add(id, 1)
+				use[id] = 0.18
+			}
+			f.add("probe", 1)
+			for range 3 {
+				f.period(use, tc.idle)
+			}
+			for id := range use {
+				if want := tc.demoted && id != "probe"; f.demoted(id) != want {
+					t.Errorf("%s (using %.2f CPUs, host %.0f%% idle): demoted %v, want %v", id, use[id], tc.idle*100, f.demoted(id), want)
+				}
+			}
+		})
+	}
+}
