@@ -10,21 +10,24 @@ import (
 )
 
 // holdScript is a background process whose only copy of a random value is
-// in its memory: it writes the value to /tmp/held every 50 ms, and its pid
-// to /tmp/held.pid.
+// in its memory: it writes the value into /tmp/held, which it keeps open,
+// every 50 ms, and its pid to /tmp/held.pid. (A memory image restores the
+// files its processes hold open by path: a process caught holding a
+// temporary name that is gone at the restore cannot be restored, so the
+// script holds one name that stays.)
 const holdScript = `import os, time
 open("/tmp/held.pid", "w").write(str(os.getpid()))
-v = os.urandom(8).hex()
+v = os.urandom(8).hex().encode()
+fd = os.open("/tmp/held", os.O_WRONLY | os.O_CREAT, 0o644)
 while True:
-    open("/tmp/held.tmp", "w").write(v)
-    os.replace("/tmp/held.tmp", "/tmp/held")
+    os.pwrite(fd, v, 0)
     time.sleep(0.05)
 `
 
 // testMemoryCheckpoint, for a driver whose Capabilities say
 // MemoryCheckpoint (a driver.MemoryCheckpointer): CheckpointMemory of a
 // running sandbox runs the paused function and leaves the sandbox running
-// and answering; after its process is killed, its value's file removed
+// and answering; after its process is killed, its value's file emptied
 // and the sandbox stopped, RestoreMemory brings the process back with the
 // value it held in memory; an unknown image fails RestoreMemory, leaving
 // the sandbox stopped and startable; DeleteMemory removes the image.
@@ -59,7 +62,7 @@ func (s *suite) testMemoryCheckpoint(t *testing.T) {
 		t.Errorf("after CheckpointMemory the process wrote %q, want it still running with %q", got, held)
 	}
 
-	sh("kill -9 $(cat /tmp/held.pid); rm -f /tmp/held")
+	sh("kill -9 $(cat /tmp/held.pid); : > /tmp/held")
 	if err := d.Stop(ctx, spec.ID); err != nil {
 		t.Fatal(err)
 	}
