@@ -169,7 +169,11 @@ func (a *soakAgent) writeRead(b *soakBox) error {
 // or not_found when sum is "".
 func (a *soakAgent) wantFile(name, path, sum string) error {
 	var buf bytes.Buffer
-	err := a.call("read file", func(ctx context.Context, c *client.Client) error {
+	op := "read file"
+	if sum == "" {
+		op = "read file that must be absent" // not_found is the answer
+	}
+	err := a.call(op, func(ctx context.Context, c *client.Client) error {
 		buf.Reset()
 		return c.ReadFile(ctx, name, path, &buf)
 	})
