@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/internal/mountinfo"
@@ -238,23 +239,13 @@ func (d *Daemon) Running() bool {
 // one, outlive the daemon on purpose.
 func (d *Daemon) DeleteLeftovers() {
 	d.T.Helper()
-	names, err := d.Names()
+	drv, states, err := d.runtimeStates()
 	if err != nil {
 		d.T.Errorf("clean up: %v", err)
 		return
 	}
-	drv, err := oci.New(oci.Options{Runtime: d.Runtime, StateDir: filepath.Join(d.DataDir, "oci", d.Runtime), CgroupParent: names.CgroupParent})
-	if err != nil {
-		d.T.Errorf("open the runtime to clean up: %v", err)
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	states, err := drv.Recover(ctx)
-	if err != nil {
-		d.T.Errorf("list leftover sandboxes: %v", err)
-		return
-	}
 	for _, st := range states {
 		if err := drv.Delete(ctx, st.ID); err != nil {
 			d.T.Errorf("delete leftover sandbox %s: %v", st.ID, err)
@@ -275,6 +266,38 @@ func (d *Daemon) DeleteLeftovers() {
 	}
 	drivertest.UnmountUnder(d.T, drv.MountDir())
 	os.Remove(drv.MountDir())
+}
+
+// RuntimeSandboxes lists the ids of the sandboxes the daemon's runtime
+// holds in its state dir, running or not: after every sandbox was
+// destroyed, none, warm-pool members aside.
+func (d *Daemon) RuntimeSandboxes() ([]string, error) {
+	_, states, err := d.runtimeStates()
+	ids := make([]string, 0, len(states))
+	for _, st := range states {
+		ids = append(ids, st.ID)
+	}
+	return ids, err
+}
+
+// runtimeStates opens the daemon's runtime driver and recovers its
+// sandboxes' states.
+func (d *Daemon) runtimeStates() (*oci.Driver, []driver.State, error) {
+	names, err := d.Names()
+	if err != nil {
+		return nil, nil, err
+	}
+	drv, err := oci.New(oci.Options{Runtime: d.Runtime, StateDir: filepath.Join(d.DataDir, "oci", d.Runtime), CgroupParent: names.CgroupParent})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the runtime: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	states, err := drv.Recover(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list the runtime's sandboxes: %w", err)
+	}
+	return drv, states, nil
 }
 
 // Kill SIGKILLs the daemon, as a crash would.

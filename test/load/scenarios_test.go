@@ -1,0 +1,291 @@
+package load_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// callBound bounds one call of the scenarios: a call still unanswered then
+// is counted as no_answer.
+const callBound = 3 * time.Minute
+
+// bounded runs f with a context that ends after callBound.
+func bounded(ctx context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, callBound)
+	defer cancel()
+	return f(ctx)
+}
+
+// createAll creates n sandboxes named by format and an index, conc at a
+// time, each followed by a first `true`; it fails t unless all of them
+// answer, and returns their names, the recorder of the creates and each
+// create's end, in order of completion.
+func createAll(t *testing.T, ctx context.Context, tg *target, format string, n, conc int) ([]string, *recorder, []time.Time) {
+	t.Helper()
+	c := tg.client("")
+	names := make([]string, n)
+	rec := newRecorder(fmt.Sprintf("create + first exec of `true` (%d at %d)", n, conc))
+	var mu sync.Mutex
+	var ends []time.Time
+	parallel(n, conc, func(i int) {
+		names[i] = tg.name(format, i)
+		err := rec.time(func() error { return createAndExec(ctx, c, names[i]) })
+		if err == nil {
+			mu.Lock()
+			ends = append(ends, time.Now())
+			mu.Unlock()
+		}
+	})
+	if rec.failed() > 0 {
+		rec.report(t, 0)
+		rec.wantNoErrors(t)
+		t.FailNow()
+	}
+	return names, rec, ends
+}
+
+// createAndExec creates sandbox name and runs `true` in it.
+func createAndExec(ctx context.Context, c *client.Client, name string) error {
+	return bounded(ctx, func(ctx context.Context) error {
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name}); err != nil {
+			return err
+		}
+		return execTrue(ctx, c, name)
+	})
+}
+
+// destroyAll destroys names, conc at a time, recording each destroy.
+func destroyAll(ctx context.Context, c *client.Client, names []string, conc int) *recorder {
+	rec := newRecorder(fmt.Sprintf("destroy (%d at %d)", len(names), conc))
+	parallel(len(names), conc, func(i int) {
+		rec.time(func() error {
+			return bounded(ctx, func(ctx context.Context) error { return c.Destroy(ctx, names[i]) })
+		})
+	})
+	return rec
+}
+
+// TestCreates is scenario a: N creates, C at a time, each followed by its
+// first exec of `true`, with no warm pool (the daemon's default), so
+// every create starts a runtime sandbox.
+func TestCreates(t *testing.T) {
+	sz := loadSizes(t)
+	tg := newTarget(t)
+	ctx := ctxFor(t, 30*time.Minute)
+	start := time.Now()
+	names, rec, _ := createAll(t, ctx, tg, "c-%d", sz.creates, sz.createConc)
+	elapsed := time.Since(start)
+	rec.report(t, elapsed)
+	start = time.Now()
+	destroy := destroyAll(ctx, tg.client(""), names, sz.createConc)
+	destroy.report(t, time.Since(start))
+	destroy.wantNoErrors(t)
+	t.Logf("load: creates: %d at %d: create+exec p50 %.0f ms, p99 %.0f ms, max %.0f ms, %.2f creates/s, errors %d",
+		sz.creates, sz.createConc, rec.p(0.5), rec.p(0.99), rec.p(1), float64(sz.creates)/elapsed.Seconds(), rec.failed())
+}
+
+// TestBusy is scenario b: B of N running sandboxes each run `true` in a
+// loop for a duration, while the others idle.
+func TestBusy(t *testing.T) {
+	sz := loadSizes(t)
+	tg := newTarget(t)
+	ctx := ctxFor(t, 30*time.Minute)
+	names, _, _ := createAll(t, ctx, tg, "b-%d", sz.busyTotal, 4)
+	c := tg.client("")
+	rec := newRecorder(fmt.Sprintf("exec `true` in %d of %d sandboxes", sz.busyActive, sz.busyTotal))
+	start := time.Now()
+	deadline := start.Add(sz.busyFor)
+	parallel(sz.busyActive, sz.busyActive, func(i int) {
+		for time.Now().Before(deadline) {
+			rec.time(func() error {
+				return bounded(ctx, func(ctx context.Context) error { return execTrue(ctx, c, names[i]) })
+			})
+		}
+	})
+	elapsed := time.Since(start)
+	rec.report(t, elapsed)
+	rec.wantNoErrors(t)
+	t.Logf("load: busy: %d of %d for %s: %.1f execs/s, p50 %.1f ms, p99 %.1f ms, max %.1f ms, errors %d",
+		sz.busyActive, sz.busyTotal, sz.busyFor, float64(len(rec.lat))/elapsed.Seconds(), rec.p(0.5), rec.p(0.99), rec.p(1), rec.failed())
+}
+
+// burn is what each loaded neighbour runs: four CPU-bound processes.
+const burn = `for i in 1 2 3 4; do (while :; do :; done) & done; wait`
+
+// TestNeighbour is scenario c: a probe exec of `true` in one sandbox,
+// measured quiet, then while K other sandboxes each run four CPU-bound
+// processes. The neighbours must keep running through the loaded
+// measurement and must load the host's CPUs.
+func TestNeighbour(t *testing.T) {
+	sz := loadSizes(t)
+	tg := newTarget(t)
+	ctx := ctxFor(t, 30*time.Minute)
+	names, _, _ := createAll(t, ctx, tg, "n-%d", sz.neighbours+1, 4)
+	probe, loaded := names[0], names[1:]
+	c := tg.client("")
+	measure := func(rec *recorder) {
+		for range sz.probes {
+			rec.time(func() error {
+				return bounded(ctx, func(ctx context.Context) error { return execTrue(ctx, c, probe) })
+			})
+		}
+	}
+	measure(newRecorder("warm-up")) // the first execs of a sandbox pay for its caches
+	quiet := newRecorder("probe quiet")
+	quietCPU := cpuBusy()
+	measure(quiet)
+	quietBusy := quietCPU()
+
+	loadCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	ended := make([]time.Time, len(loaded))
+	results := make([]error, len(loaded))
+	for i, name := range loaded {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := sandbox.ExecRequest{Shell: burn, Timeout: sandbox.Duration(20 * time.Minute), Grace: sandbox.Duration(time.Second)}
+			_, results[i] = c.Exec(loadCtx, name, req, nil, nil, nil)
+			ended[i] = time.Now()
+		}()
+	}
+	time.Sleep(3 * time.Second) // the neighbours start their loops
+	loadedRec := newRecorder(fmt.Sprintf("probe beside %d loaded sandboxes", len(loaded)))
+	loadedCPU := cpuBusy()
+	measure(loadedRec)
+	loadedBusy := loadedCPU()
+	stopped := time.Now()
+	stop()
+	wg.Wait()
+	quiet.report(t, 0)
+	loadedRec.report(t, 0)
+	quiet.wantNoErrors(t)
+	loadedRec.wantNoErrors(t)
+	for i := range loaded {
+		if ended[i].Before(stopped) {
+			t.Errorf("neighbour %s stopped burning before the loaded probes ended: %v", loaded[i], results[i])
+		}
+	}
+	if loadedBusy < 0.8 {
+		t.Errorf("the host's CPUs were %.0f%% busy beside the loaded neighbours; want them loaded (>= 80%%)", 100*loadedBusy)
+	}
+	t.Logf("load: neighbour: K=%d: probe quiet p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); loaded p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio p50 %.1fx, p99 %.1fx",
+		len(loaded), quiet.p(0.5), quiet.p(0.99), 100*quietBusy, loadedRec.p(0.5), loadedRec.p(0.99), 100*loadedBusy,
+		loadedRec.p(0.5)/quiet.p(0.5), loadedRec.p(0.99)/quiet.p(0.99))
+}
+
+// TestDensity is scenario d: the host memory each running idle sandbox
+// takes (MemAvailable before and after M creates, over M), a probe exec's
+// latency among them, and the create rate at the end against the start.
+func TestDensity(t *testing.T) {
+	sz := loadSizes(t)
+	tg := newTarget(t)
+	ctx := ctxFor(t, 2*time.Hour)
+	before := memAvailable(t)
+	start := time.Now()
+	names, rec, ends := createAll(t, ctx, tg, "d-%d", sz.density, 4)
+	elapsed := time.Since(start)
+	time.Sleep(5 * time.Second) // the new sandboxes settle into idle
+	after := memAvailable(t)
+	c := tg.client("")
+	list, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, sb := range list {
+		if strings.HasPrefix(sb.Name, tg.prefix+"d-") && sb.Status == sandbox.StatusRunning {
+			running++
+		}
+	}
+	if running != sz.density {
+		t.Errorf("%d of the %d sandboxes are running after the creates", running, sz.density)
+	}
+	probe := newRecorder(fmt.Sprintf("probe `true` among %d idle sandboxes", sz.density))
+	for range 40 {
+		probe.time(func() error {
+			return bounded(ctx, func(ctx context.Context) error { return execTrue(ctx, c, names[0]) })
+		})
+	}
+	rec.report(t, elapsed)
+	probe.report(t, 0)
+	probe.wantNoErrors(t)
+	perBox := float64(before-after) / float64(sz.density)
+	first, last := rateAt(ends, start, true), rateAt(ends, start, false)
+	t.Logf("load: density: M=%d: %.1f MiB of MemAvailable per idle sandbox (%.0f → %.0f MiB); probe p50 %.1f ms, p99 %.1f ms; creates/s %.2f at the start, %.2f at the end",
+		sz.density, perBox/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20), probe.p(0.5), probe.p(0.99), first, last)
+}
+
+// rateAt is the create rate over the first (or last) tenth of ends, at
+// least five creates; start is when the first began.
+func rateAt(ends []time.Time, start time.Time, first bool) float64 {
+	k := max(len(ends)/10, 5)
+	if len(ends) <= k {
+		return float64(len(ends)) / ends[len(ends)-1].Sub(start).Seconds()
+	}
+	if first {
+		return float64(k) / ends[k-1].Sub(start).Seconds()
+	}
+	n := len(ends)
+	return float64(k) / ends[n-1].Sub(ends[n-1-k]).Seconds()
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo, in bytes.
+func memAvailable(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no MemAvailable in /proc/meminfo")
+	return 0
+}
+
+// cpuBusy starts measuring the host's CPU time; the function it returns
+// tells the busy share (0–1) of all CPUs since.
+func cpuBusy() func() float64 {
+	busy0, total0 := cpuTimes()
+	return func() float64 {
+		busy1, total1 := cpuTimes()
+		if total1 == total0 {
+			return 0
+		}
+		return float64(busy1-busy0) / float64(total1-total0)
+	}
+}
+
+// cpuTimes reads the host's busy and total CPU ticks from /proc/stat.
+func cpuTimes() (busy, total int64) {
+	b, _ := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(b), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseInt(f, 10, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
