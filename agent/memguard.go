@@ -27,16 +27,22 @@ import (
 //
 // It looks more often the closer the sandbox is to its limit: the wait is
 // the time a command allocating at guardRate would take to reach it, within
-// [guardMinWait, guardMaxWait]. An idle sandbox costs one read of
-// /proc/meminfo per guardMaxWait.
+// [guardMinWait, guardMaxWait], or guardSteadyWait once the processes'
+// memory has held steady for guardSteadyLooks looks. With no process but
+// the agent it does not look at all until a command starts (poke): under
+// gVisor each wake-up of an idle agent costs more than a millisecond of
+// CPU, ten times a second most of an idle sandbox's.
 //
 // This replaced a per-command RLIMIT_AS, which refused programs that reserve
 // more address space than they use: Go, Node and the JVM reserve gigabytes at
 // start (a WebAssembly memory alone reserves 10 GiB).
 const (
-	guardRate    = 4 << 30 // bytes per second a command may commit
-	guardMinWait = 10 * time.Millisecond
-	guardMaxWait = 100 * time.Millisecond
+	guardRate        = 4 << 30 // bytes per second a command may commit
+	guardMinWait     = 10 * time.Millisecond
+	guardMaxWait     = 100 * time.Millisecond
+	guardSteadyWait  = time.Second
+	guardSteadyLooks = 5
+	guardSteadyBytes = 1 << 20 // a change under this is steady
 )
 
 // memGuard kills the largest process while the sandbox holds more than
@@ -51,6 +57,10 @@ type memGuard struct {
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
+	wake  chan struct{} // poke's, at most one pending
+
+	last   uint64 // the processes' resident sets at the last look
+	steady int    // looks in a row they held steady
 }
 
 // newMemGuard returns a guard of limit bytes over the processes of proc,
@@ -64,6 +74,15 @@ func newMemGuard(limit uint64, proc string, log *slog.Logger) *memGuard {
 		log:   log,
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
+		wake:  make(chan struct{}, 1),
+	}
+}
+
+// poke has the guard look now, and go on looking: a command started.
+func (g *memGuard) poke() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -72,11 +91,15 @@ func (g *memGuard) run() {
 	defer close(g.done)
 	dying := map[int]bool{}
 	for {
-		wait := g.check(dying)
+		var timer <-chan time.Time
+		if wait, idle := g.check(dying); !idle {
+			timer = time.After(wait)
+		}
 		select {
 		case <-g.stop:
 			return
-		case <-time.After(wait):
+		case <-g.wake:
+		case <-timer:
 		}
 	}
 }
@@ -90,15 +113,28 @@ func (g *memGuard) close() {
 }
 
 // check looks once, kills when the sandbox is over its limit, and returns
-// how long to wait before the next look. dying holds the processes killed
-// that still live: what they hold is as good as free (a victim may take a
-// while to die, and other commands keep allocating meanwhile), and they are
-// not chosen again.
-func (g *memGuard) check(dying map[int]bool) time.Duration {
-	used, err := g.used()
-	if err != nil {
-		g.log.Warn("memory guard: cannot read the sandbox's memory use", "err", err)
-		return guardMaxWait
+// how long to wait before the next look, or idle when no process but the
+// agent is left (nothing to look at until poke). dying holds the processes
+// killed that still live: what they hold is as good as free (a victim may
+// take a while to die, and other commands keep allocating meanwhile), and
+// they are not chosen again.
+func (g *memGuard) check(dying map[int]bool) (wait time.Duration, idle bool) {
+	// The processes' resident sets are cheap to read (gVisor keeps each
+	// as a counter), its accounting of the whole sandbox is not (a read
+	// of /proc/meminfo may scan the sandbox's memory: ≈1.5 ms, which ten
+	// times a second was most of an idle sandbox's CPU). Under half the
+	// limit their sum stands in for the whole.
+	used, others := g.residentTotal()
+	if others == 0 && len(dying) == 0 {
+		return 0, true
+	}
+	held := used
+	if used >= g.limit/2 || len(dying) > 0 {
+		var err error
+		if used, err = g.used(); err != nil {
+			g.log.Warn("memory guard: cannot read the sandbox's memory use", "err", err)
+			return guardMaxWait, false
+		}
 	}
 	for pid := range dying {
 		rss, alive := g.resident(pid)
@@ -112,7 +148,23 @@ func (g *memGuard) check(dying map[int]bool) time.Duration {
 		g.reclaim(used, dying)
 	}
 	if len(dying) > 0 {
-		return guardMinWait
+		return guardMinWait, false
+	}
+	return g.pace(held, used), false
+}
+
+// pace is the wait after a look that found the processes holding held
+// bytes and the sandbox used: guardWait's, or guardSteadyWait once held has
+// been steady for guardSteadyLooks looks far from the limit.
+func (g *memGuard) pace(held, used uint64) time.Duration {
+	if max(held, g.last)-min(held, g.last) < guardSteadyBytes && used < g.limit/2 {
+		g.steady++
+	} else {
+		g.steady = 0
+	}
+	g.last = held
+	if g.steady >= guardSteadyLooks {
+		return guardSteadyWait
 	}
 	return guardWait(g.limit, used)
 }
@@ -194,33 +246,53 @@ func parseMemUsed(b []byte) (uint64, error) {
 // agent, PID 1 and those in skip, that set's size in bytes (pid 0 when there
 // is none), and the sizes of all those processes' sets together.
 func (g *memGuard) largest(skip map[int]bool) (pid int, rss, total uint64) {
-	d, err := os.Open(g.proc)
-	if err != nil {
-		return 0, 0, 0
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, name := range names {
-		p, err := strconv.Atoi(name)
-		if err != nil || p == g.self || p <= 1 || skip[p] {
-			continue
-		}
-		// Only statm: one read per process counts when the sandbox is
-		// over its limit, and a zombie's resident set is empty.
-		b, err := os.ReadFile(g.proc + "/" + name + "/statm")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		r, ok := parseResident(b)
-		if !ok {
-			continue
+	g.eachResident(func(p int, r uint64) {
+		if p == g.self || p <= 1 || skip[p] {
+			return
 		}
 		total += r
 		if r > rss {
 			pid, rss = p, r
 		}
-	}
+	})
 	return pid, rss, total
+}
+
+// residentTotal is the sum of every process's resident set, the agent's
+// included, and how many processes there are besides the agent and PID 1.
+func (g *memGuard) residentTotal() (total uint64, others int) {
+	g.eachResident(func(p int, r uint64) {
+		total += r
+		if p != g.self && p > 1 {
+			others++
+		}
+	})
+	return total, others
+}
+
+// eachResident calls fn with every process's pid and resident set in
+// bytes, from its statm alone (one read per process; a zombie's set is
+// empty).
+func (g *memGuard) eachResident(fn func(pid int, rss uint64)) {
+	d, err := os.Open(g.proc)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		p, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(g.proc + "/" + name + "/statm")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		if r, ok := parseResident(b); ok {
+			fn(p, r)
+		}
+	}
 }
 
 // resident returns pid's resident set in bytes, and whether it still runs

@@ -218,3 +218,38 @@ func TestMemGuardUnderLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestMemGuardPace: with no process but the agent the guard does not look
+// again until poked; with processes whose memory holds steady far from the
+// limit it looks once a guardSteadyWait; any change, or a sandbox past half
+// its limit, brings back guardWait's pace.
+func TestMemGuardPace(t *testing.T) {
+	self := os.Getpid()
+	f := newFakeProc(t, 2000<<10, 0, map[int]uint64{1: 5 << 10, self: 10 << 10})
+	g := f.guard(512 << 10)
+	g.self = self
+	dying := map[int]bool{}
+	if _, idle := g.check(dying); !idle {
+		t.Fatal("with only the agent and PID 1 the guard does not park")
+	}
+	f.rss[100] = 20 << 10
+	f.write(100, 'S')
+	f.writeMeminfo()
+	var waits []time.Duration
+	for range guardSteadyLooks + 1 {
+		wait, idle := g.check(dying)
+		if idle {
+			t.Fatal("parked with a process to watch")
+		}
+		waits = append(waits, wait)
+	}
+	if waits[0] != guardMaxWait || waits[len(waits)-1] != guardSteadyWait {
+		t.Errorf("waits while steady = %v; want %v first, %v once steady", waits, guardMaxWait, guardSteadyWait)
+	}
+	f.rss[100] = 300 << 10 // grows past half the limit
+	f.write(100, 'S')
+	f.writeMeminfo()
+	if wait, _ := g.check(dying); wait >= guardMaxWait {
+		t.Errorf("wait after a jump to %d of %d bytes = %v; want under %v", 330<<20, 512<<20, wait, guardMaxWait)
+	}
+}
