@@ -228,7 +228,9 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 			return sandbox.Sandbox{}, s.internal("stop stale "+cur.ID, err)
 		}
 	}
-	if err := s.start(ctx, cur); err != nil {
+	err = s.start(ctx, cur)
+	release()
+	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	s.crash("wake: started")

@@ -268,7 +268,9 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	defer release()
 	root := imageSource(sb)
 	root.Checkpoint = from
-	if err := s.run.startSpec(ctx, sb, root, ""); err != nil {
+	err = s.run.startSpec(ctx, sb, root, "")
+	release() // the next start need not wait for this one's rows
+	if err != nil {
 		s.run.release(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
