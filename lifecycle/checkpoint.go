@@ -67,6 +67,13 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 		return sandbox.Checkpoint{}, err
 	}
 	s.leases.touch(sb.ID, s.now())
+	if req.Memory { // saving memory is heavy work; a snapshot of the files is not
+		release, err := s.slot(ctx, sb)
+		if err != nil {
+			return sandbox.Checkpoint{}, err
+		}
+		defer release()
+	}
 	// The rows and the snapshot outlive a caller that goes away.
 	ctx, cancel := detached(ctx)
 	defer cancel()
@@ -230,6 +237,13 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 	if sb.Status == sandbox.StatusCreating {
 		return sandbox.Sandbox{}, stillCreating(ref)
 	}
+	// The whole restore waits its turn, so that a caller that gives up
+	// waiting leaves the sandbox as it was.
+	release, err := s.slot(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer release()
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	if err := s.opts.Node.Stop(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {

@@ -15,7 +15,7 @@ import (
 
 // core is what every noun service shares, held by pointer, never copied:
 // the options, the logger and clock, the per-name locks, the idle leases,
-// and the one authorization rule (access). Its methods are the steps every
+// the queue of heavy work, and the one authorization rule (access). Its methods are the steps every
 // service takes on a sandbox's row.
 type core struct {
 	opts   Options
@@ -23,6 +23,8 @@ type core struct {
 	now    func() time.Time
 	locks  keyedMutex
 	leases leases
+	// heavy queues the heavy node calls (see heavy.go).
+	heavy *heavy
 	// crashHook, set only by tests (export_test.go), is called at every
 	// crash point; see crash.
 	crashHook func(point string)
@@ -47,6 +49,14 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // its caller wrote it) whose create has not finished.
 func stillCreating(ref string) error {
 	return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still being created", ref).WithHint("retry in a moment")
+}
+
+// slot waits in the heavy queue for a slot to start sb in (the warm
+// pool's members in the background lane), with the caller's ctx: call it
+// before detached, holding sb's name lock. The caller calls release once
+// the start is done.
+func (s *core) slot(ctx context.Context, sb sandbox.Sandbox) (release func(), err error) {
+	return s.heavy.acquire(ctx, job{tenant: sb.Tenant, background: isPoolMember(sb)})
 }
 
 // crash marks a point between two durable steps of an operation: a daemon

@@ -22,3 +22,10 @@ func SetRefillWait(s *Service, quiet, max time.Duration) {
 	defer s.Pool.mu.Unlock()
 	s.Pool.quiet, s.Pool.waitMax = quiet, max
 }
+
+// Queued returns how many foreground calls wait in s's heavy queue.
+func Queued(s *Service) int {
+	s.core.heavy.mu.Lock()
+	defer s.core.heavy.mu.Unlock()
+	return s.core.heavy.waiting
+}

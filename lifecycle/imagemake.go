@@ -51,6 +51,11 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 		return sandbox.Image{}, err
 	}
 	defer s.storing(ctx)()
+	release, err := s.transferSlot(ctx, p)
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	defer release()
 	room := s.room(ctx, p)
 	img, err := s.opts.Node.PullImage(ctx, node.PullRequest{Ref: ref, Registries: regs, MaxBytes: room.left(), Progress: opts.Progress,
 		PublicOnly: p.Role != sandbox.RoleOperator})
@@ -59,6 +64,14 @@ func (s *Images) Pull(ctx context.Context, p sandbox.Principal, ref string, opts
 	}
 	img.Source, img.Ref = sandbox.ImageSourceRegistry, ref
 	return s.record(ctx, p, img, opts.Progress)
+}
+
+// transferSlot waits in the heavy queue for a slot for p's pull or
+// import, a transfer (see job), with p's deadline: call it after storing
+// (the lock order of heavy.go). The caller calls release once the node's
+// call returns.
+func (s *Images) transferSlot(ctx context.Context, p sandbox.Principal) (release func(), err error) {
+	return s.heavy.acquire(ctx, job{tenant: p.Home(), transfer: true})
 }
 
 // internalRegistry refuses a pull by p, not an operator, from a registry
@@ -115,6 +128,11 @@ func (s *Images) Import(ctx context.Context, p sandbox.Principal, name string, r
 		return sandbox.Image{}, err
 	}
 	defer s.storing(ctx)()
+	release, err := s.transferSlot(ctx, p)
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	defer release()
 	room := s.room(ctx, p)
 	img, err := s.opts.Node.ImportImage(ctx, node.ImportRequest{Archive: r, MaxBytes: room.left(), Progress: progress})
 	var se *sandbox.Error

@@ -47,6 +47,7 @@ func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, ck string) e
 // startSpec starts sb on the node: its root from root if it has none
 // yet, from checkpoint memory's image when memory is not "". A root the
 // node could not prepare is internal; a start that failed is unavailable.
+// The caller holds a slot of the heavy queue (see core.slot).
 func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.Source, memory string) error {
 	spec := node.Spec{ID: sb.ID, Root: root, Resources: sb.Resources, Network: sb.Network, Memory: memory, Config: sb.ImageConfig}
 	if sb.Network == sandbox.NetworkEgress {
@@ -208,6 +209,11 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 	if cur.Status == sandbox.StatusCreating {
 		return sandbox.Sandbox{}, stillCreating(sb.Name)
 	}
+	release, err := s.slot(ctx, cur)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer release()
 	// A caller that goes away mid-wake must not leave the runtime running
 	// under a row that says stopped: both steps outlive the caller.
 	ctx, cancel := detached(ctx)
@@ -222,7 +228,9 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 			return sandbox.Sandbox{}, s.internal("stop stale "+cur.ID, err)
 		}
 	}
-	if err := s.start(ctx, cur); err != nil {
+	err = s.start(ctx, cur)
+	release()
+	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	s.crash("wake: started")

@@ -256,12 +256,21 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	admitted() // the row now counts in the tenant's usage
 	s.run.forgetGone(ctx, sb)
 	s.crash("create: row inserted")
-	// A caller that goes away mid-create must not leave half a sandbox.
+	// The start waits its turn with the caller's deadline; a caller that
+	// goes away after it must not leave half a sandbox.
+	release, err := s.slot(ctx, sb)
 	ctx, cancel := detached(ctx)
 	defer cancel()
+	if err != nil {
+		s.run.release(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	defer release()
 	root := imageSource(sb)
 	root.Checkpoint = from
-	if err := s.run.startSpec(ctx, sb, root, ""); err != nil {
+	err = s.run.startSpec(ctx, sb, root, "")
+	release() // the next start need not wait for this one's rows
+	if err != nil {
 		s.run.release(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}

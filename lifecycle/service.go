@@ -51,6 +51,12 @@ type Options struct {
 	// image and size claims one instead of starting one (see pool.go).
 	// Nil or empty keeps no pool.
 	WarmPool map[string]int
+	// MaxConcurrentStarts is how many heavy node calls run at once:
+	// sandbox starts (creates, forks, wakes, restores), memory
+	// checkpoints, image pulls and imports. The others wait their turn,
+	// FIFO per tenant and round-robin across tenants, the warm pool's
+	// refills last (see heavy.go). 0 means runtime.NumCPU().
+	MaxConcurrentStarts int
 	// Secrets seals and opens tenants' secrets (a *secrets.Box over the
 	// data dir's key file); nil keeps none, and exec refuses to name any.
 	Secrets Sealer
@@ -128,6 +134,7 @@ func New(opts Options) (*Service, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	c.heavy = newHeavy(opts.MaxConcurrentStarts, startTimeout, c.now)
 	adm := &admission{core: c}
 	eg := &egress{core: c}
 	run := &runner{core: c, egress: eg}

@@ -87,6 +87,9 @@ type serveConfig struct {
 	// maxConnections bounds each token's long-lived connections and MCP
 	// sessions (--max-connections).
 	maxConnections int
+	// maxStarts bounds the heavy node calls running at once
+	// (--max-concurrent-starts; 0: one per CPU).
+	maxStarts int
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -132,15 +135,16 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	rec, closeAudit := startAudit(ctx, cfg, db, log.With("component", "audit"))
 	defer closeAudit()
 	svc, err := lifecycle.New(lifecycle.Options{
-		Store:         db,
-		Node:          local,
-		MaxWriteBytes: cfg.maxWrite,
-		DefaultTTL:    cfg.defaultTTL,
-		IdleTimeout:   cfg.idle,
-		WarmPool:      cfg.warmPool,
-		Alarms:        alarmSink(cfg, reg, rec, log),
-		Secrets:       box,
-		Logger:        log.With("component", "lifecycle"),
+		Store:               db,
+		Node:                local,
+		MaxWriteBytes:       cfg.maxWrite,
+		DefaultTTL:          cfg.defaultTTL,
+		IdleTimeout:         cfg.idle,
+		WarmPool:            cfg.warmPool,
+		MaxConcurrentStarts: cfg.maxStarts,
+		Alarms:              alarmSink(cfg, reg, rec, log),
+		Secrets:             box,
+		Logger:              log.With("component", "lifecycle"),
 	})
 	if err != nil {
 		return err
@@ -425,6 +429,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.IntVar(&cfg.maxConnections, "max-connections", door.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
+	fl.IntVar(&cfg.maxStarts, "max-concurrent-starts", 0, "most sandbox starts (creates, forks, wakes, restores), memory checkpoints and image pulls running at once; the others queue, fairly across tenants (0: one per CPU)")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
 		pool, err := parseWarmPool(v)
@@ -451,6 +456,9 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	}
 	if cfg.maxConnections < 1 {
 		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-connections %d: give at least 1", cfg.maxConnections)}
+	}
+	if cfg.maxStarts < 0 {
+		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for one per CPU", cfg.maxStarts)}
 	}
 	if cfg.imageCache == "" {
 		cfg.imageCache = filepath.Join(cfg.dataDir, "images")
