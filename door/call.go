@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -89,9 +90,13 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // WriteJSONError is the native dialect's error: the body {"error": {...}}
-// (sandbox.ErrorBody) with status. The MCP door's HTTP errors take it too.
+// (sandbox.ErrorBody) with status, and Retry-After when its details say
+// retry_after_seconds. The MCP door's HTTP errors take it too.
 func WriteJSONError(w http.ResponseWriter, _ *http.Request, status int, e *sandbox.Error) {
 	b, _ := json.Marshal(e.Body())
+	if secs, ok := e.Number("retry_after_seconds"); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,4 +151,27 @@ func TestHold(t *testing.T) {
 		t.Errorf("an anonymous caller's stream = %d, want 200", w.Code)
 	}
 	close(release)
+}
+
+// TestWriteJSONErrorRetryAfter: an error whose details say when to retry
+// answers with Retry-After too (set as an int, or read back from JSON as a
+// float64); one without has none.
+func TestWriteJSONErrorRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		err  *sandbox.Error
+		want string
+	}{
+		{sandbox.Errorf(sandbox.CodeUnavailable, "queued").With("retry_after_seconds", 7), "7"},
+		{sandbox.Errorf(sandbox.CodeCircuitOpen, "open").With("retry_after_seconds", float64(3)), "3"},
+		{sandbox.Errorf(sandbox.CodeUnavailable, "down"), ""},
+	} {
+		rec := httptest.NewRecorder()
+		door.WriteJSONError(rec, httptest.NewRequest(http.MethodGet, "/", nil), http.StatusServiceUnavailable, tc.err)
+		if got := rec.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("%v: Retry-After = %q, want %q", tc.err, got, tc.want)
+		}
+		if !strings.Contains(rec.Body.String(), `"code":"`+string(tc.err.Code)+`"`) {
+			t.Errorf("%v: body = %s", tc.err, rec.Body.String())
+		}
+	}
 }

@@ -166,6 +166,20 @@ func (e *Error) With(key string, value any) *Error {
 	return e
 }
 
+// Number returns the detail key as an integer: set as any integer, or
+// decoded from JSON (a float64); false when it is missing or not a number.
+func (e *Error) Number(key string) (int64, bool) {
+	switch v := e.Details[key].(type) {
+	case int:
+		return int64(v), true
+	case int64:
+		return v, true
+	case float64:
+		return int64(v), true
+	}
+	return 0, false
+}
+
 // AsError returns the *Error in err's chain, or an internal error that hides
 // err's text (which may name host paths) when there is none. nil stays nil.
 func AsError(err error) *Error {

@@ -217,6 +217,10 @@ func writeError(w http.ResponseWriter, _ *http.Request, status int, e *sandbox.E
 		body.Limit, body.RetryAfterSeconds = detail(e, "limit"), detail(e, "retry_after_seconds")
 		window := int64(60)
 		body.WindowSeconds = &window
+	case e.Code == sandbox.CodeUnavailable:
+		// A call queued past its deadline (lifecycle's heavy work)
+		// says when a retry may get through.
+		body.RetryAfterSeconds = detail(e, "retry_after_seconds")
 	}
 	if body.RetryAfterSeconds != nil {
 		w.Header().Set("Retry-After", strconv.FormatInt(*body.RetryAfterSeconds, 10))
@@ -226,14 +230,7 @@ func writeError(w http.ResponseWriter, _ *http.Request, status int, e *sandbox.E
 
 // detail returns e's numeric detail key, or nil.
 func detail(e *sandbox.Error, key string) *int64 {
-	switch v := e.Details[key].(type) {
-	case int:
-		n := int64(v)
-		return &n
-	case int64:
-		return &v
-	case float64:
-		n := int64(v)
+	if n, ok := e.Number(key); ok {
 		return &n
 	}
 	return nil
