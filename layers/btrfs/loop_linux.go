@@ -138,14 +138,14 @@ func unmount(dir string) error {
 	backing := "/sys/block/" + strings.TrimPrefix(dev, "/dev/") + "/loop/backing_file"
 	// The kernel lets go once btrfs has torn its superblock down, which
 	// under load (other file systems busy, the CPU saturated) has taken
-	// over 2 s.
-	for i := 0; i < 1000; i++ {
+	// over 10 s.
+	for i := 0; i < 3000; i++ {
 		if _, err := os.Stat(backing); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("umount %s: loop device %s still attached after 10s", dir, dev)
+	return fmt.Errorf("umount %s: loop device %s still attached after 30s", dir, dev)
 }
 
 // mountSource returns the source device of the mount at dir, or "".
