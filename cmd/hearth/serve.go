@@ -210,6 +210,10 @@ func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, net
 	return local, def, func() { snaps.Close() }, nil
 }
 
+// runningPatience is how long a start waits for a data dir that another
+// daemon seems to run, before it says so.
+const runningPatience = 15 * time.Second
+
 // openDataDir creates the data dir if missing and opens its instance and
 // its database, in this order: the database's file tells a data dir made
 // before instances.
@@ -218,6 +222,17 @@ func openDataDir(ctx context.Context, cfg serveConfig, log *slog.Logger) (*insta
 		return nil, nil, err
 	}
 	inst, err := openInstance(cfg, "", log)
+	// A daemon killed a moment ago (a crash, a supervisor's restart) may
+	// hold its claim on the data dir until the kernel has let go of all
+	// it had open: wait a little before saying another runs.
+	for deadline := time.Now().Add(runningPatience); errors.Is(err, instance.ErrRunning) && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return nil, nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+		inst, err = openInstance(cfg, "", log)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -49,9 +49,12 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 // address space), and gVisor's own memory cgroup only reports. The agent
 // enforces Resources itself: pids per command with RLIMIT_NPROC, memory as
 // the sandbox's OOM killer (agent/memguard.go). The host limits sit above
-// that with room for gVisor itself and, for memory, a quarter more for what
-// a command allocates between two looks of the agent: if the host limit is
-// hit, the host kills the sentry and with it the whole sandbox.
+// that with room for gVisor itself and, for memory, half as much again for
+// what commands allocate between two looks of the agent (several hogs at
+// once on a saturated host went a quarter over): if the host limit is
+// hit, the host's OOM killer picks one of the sandbox's host processes,
+// usually the systrap stub of the largest guest process (which ends that
+// process), but it may pick the sentry and with it the whole sandbox.
 const (
 	agentTasks        = 64        // threads of the agent itself (runc, crun)
 	agentThreads      = 32        // of which it creates at start (runc, crun)
@@ -334,7 +337,7 @@ func resources(runtime string, spec driver.Spec) *specs.LinuxResources {
 	if res.MemoryBytes > 0 {
 		limit := res.MemoryBytes
 		if runtime == RuntimeRunsc {
-			limit += res.MemoryBytes/4 + gvisorMemory
+			limit += res.MemoryBytes/2 + gvisorMemory
 		}
 		r.Memory = &specs.LinuxMemory{Limit: &limit}
 	}
