@@ -315,12 +315,12 @@ func TestBundleSpec(t *testing.T) {
 		{"crun", oci.RuntimeCrun, base.Resources, reserving, 150_000, 512 * mib, 256 + 64},
 		{"runsc", oci.RuntimeRunsc, base.Resources,
 			append(slices.Clone(agentArgs), "--nproc", "256", "--memory", "536870912"),
-			150_000, 512*mib + 128*mib + 192*mib, 2*256 + 256},
+			150_000, 512*mib + 256*mib + 192*mib, 2*256 + 256},
 		{"runc unlimited", oci.RuntimeRunc, sandbox.Resources{}, reserving, 0, 0, 0},
 		{"runsc unlimited", oci.RuntimeRunsc, sandbox.Resources{}, agentArgs, 0, 0, 0},
 		{"runsc small", oci.RuntimeRunsc, sandbox.Resources{MilliCPU: 250, MemoryBytes: 64 * mib, Pids: 10},
 			append(slices.Clone(agentArgs), "--nproc", "10", "--memory", "67108864"),
-			25_000, 64*mib + 16*mib + 192*mib, 2*10 + 256},
+			25_000, 64*mib + 32*mib + 192*mib, 2*10 + 256},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base
