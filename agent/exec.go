@@ -95,9 +95,6 @@ func (s *Server) exec(conn net.Conn, r Request, log *slog.Logger) {
 		s.failLogged(conn, log, err)
 		return
 	}
-	if s.guard != nil {
-		s.guard.poke() // a command runs: the guard looks until none is left
-	}
 	defer p.Release()
 	log = log.With("pid", p.Pid)
 

@@ -78,8 +78,12 @@ func newMemGuard(limit uint64, proc string, log *slog.Logger) *memGuard {
 	}
 }
 
-// poke has the guard look now, and go on looking: a command started.
+// poke has the guard look now, and go on looking: a command started. A
+// nil guard (no memory limit) does nothing.
 func (g *memGuard) poke() {
+	if g == nil {
+		return
+	}
 	select {
 	case g.wake <- struct{}{}:
 	default:

@@ -300,6 +300,7 @@ func executable(fi fs.FileInfo, uid, gid int) bool {
 // waits for its exit status: through the reaper when there is one, through
 // os.Process.Wait otherwise.
 func (s *Server) start(c *command, fds [3]*os.File, tty bool) (*os.Process, func() syscall.WaitStatus, error) {
+	s.guard.poke() // a command starts: the memory guard looks until none is left
 	files := fds[:]
 	if c.script != nil {
 		files = append(files, c.script)
