@@ -300,7 +300,6 @@ func executable(fi fs.FileInfo, uid, gid int) bool {
 // waits for its exit status: through the reaper when there is one, through
 // os.Process.Wait otherwise.
 func (s *Server) start(c *command, fds [3]*os.File, tty bool) (*os.Process, func() syscall.WaitStatus, error) {
-	s.guard.poke() // a command starts: the memory guard looks until none is left
 	files := fds[:]
 	if c.script != nil {
 		files = append(files, c.script)
@@ -366,6 +365,7 @@ func (s *Server) start(c *command, fds [3]*os.File, tty bool) (*os.Process, func
 	if err != nil {
 		return nil, nil, startError(err, c)
 	}
+	s.guard.poke() // a command runs: the memory guard looks until none is left
 	return p, wait, nil
 }
 
