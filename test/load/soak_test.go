@@ -77,8 +77,16 @@ func TestSoak(t *testing.T) {
 	elapsed := time.Since(start)
 	s.checkAll("at the end")
 	s.report(elapsed)
-	if warm > 0 && end > warm*11/10 {
-		t.Errorf("the daemon's RSS at the end is %d KiB, more than 10%% over its %d KiB after the warm-up", end>>10, warm>>10)
+	// The full soak holds the daemon to 10% over its RSS after the
+	// warm-up; the short one, a minute or two with a restart between the
+	// readings, only to twice it: its two readings are of different
+	// processes, whose heaps differ by more than a leak in that time.
+	tenths := int64(20) // of the RSS after the warm-up
+	if sz.full {
+		tenths = 11
+	}
+	if warm > 0 && end*10 > warm*tenths {
+		t.Errorf("the daemon's RSS at the end is %d KiB, more than %d%% over its %d KiB after the warm-up", end>>10, tenths*10-100, warm>>10)
 	}
 	s.destroyAll(ctx)
 	s.wantNoLeftovers()
