@@ -215,7 +215,7 @@ func New(opts Options) (*Driver, error) {
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
 	d.freezer = &freezer{runtime: rt, dir: d.dir, cg: d.cg, rt: d.rt, log: d.log}
 	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
-	d.mounts = &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state))}
+	d.mounts = &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state)), owner: state, sweep: opts.MountDir == ""}
 	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
 		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}
 	d.net = &networks{host: opts.Network, locks: &d.locks, dir: d.dir, log: d.log}

@@ -84,12 +84,15 @@ type quieter struct {
 }
 
 // cpuWatch is one sandbox's CPU time when last read, its run of busy or
-// quiet periods, and whether it is demoted.
+// quiet periods, whether it is demoted, and its CFS quota in CPUs once
+// read (0 before, or while it has none): a cgroup's quota does not change
+// in its life, so it is read once.
 type cpuWatch struct {
 	ns          uint64
 	at          time.Time
 	busy, quiet int
 	demoted     bool
+	quota       float64
 }
 
 // hostCPU is the host's CPU time, all and idle, in clock ticks.
@@ -126,11 +129,18 @@ func (q *quieter) tick(now time.Time) {
 		busy = saturatedBusyShare
 	}
 	for id, cpus := range used {
-		could := q.cores(id)
+		w := q.seen[id]
+		if w.quota == 0 {
+			w.quota = q.quota(id)
+		}
+		could := q.ncpu
+		if w.quota > 0 {
+			could = min(w.quota, q.ncpu)
+		}
 		if saturated && active > 0 {
 			could = min(could, q.ncpu/float64(active))
 		}
-		q.judge(id, q.seen[id], cpus/could, busy)
+		q.judge(id, w, cpus/could, busy)
 	}
 }
 
@@ -246,9 +256,9 @@ func (q *quieter) cpuTime(id string) (uint64, error) {
 	return strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
 }
 
-// cores is how many CPUs sandbox id may use: its CFS quota over its
-// period, or every CPU of the host without one.
-func (q *quieter) cores(id string) float64 {
+// quota is how many CPUs sandbox id's CFS quota lets it use (its quota
+// over its period), or 0 without one.
+func (q *quieter) quota(id string) float64 {
 	var quota, period float64
 	if q.v2 {
 		b, _ := os.ReadFile(filepath.Join(q.cpu, id, "cpu.max"))
@@ -262,9 +272,9 @@ func (q *quieter) cores(id string) float64 {
 		period = readFloat(filepath.Join(q.cpu, id, "cpu.cfs_period_us"))
 	}
 	if quota <= 0 || period <= 0 {
-		return q.ncpu
+		return 0
 	}
-	return min(quota/period, q.ncpu)
+	return quota / period
 }
 
 // setIdle marks sandbox id's cpu cgroup idle, or not: cpu.idle, else its

@@ -32,7 +32,10 @@ import (
 // traverse, where the data dir is 0700.
 //
 // It lives under /run (gone at a reboot, like the mounts), and outlives the
-// daemon: the next one reuses it.
+// daemon: the next one reuses it. It names its state directory in a file
+// "owner"; a default mount directory (one of /run/hearth/oci's) whose
+// owner is gone (a data dir deleted) is unmounted by the next driver that
+// mounts its own.
 
 // mountDirOptions bound the tmpfs: a few agent binaries and small files.
 const mountDirOptions = "size=256m,nr_inodes=4096,mode=0711"
@@ -47,7 +50,12 @@ func defaultMountDir(stateDir string) string {
 // mountDir is the driver's mount directory (see above), mounted on first
 // use (ensure).
 type mountDir struct {
-	path    string
+	path string
+	// owner is the state directory the mount directory serves.
+	owner string
+	// sweep: the mount directory is one of defaultMountDir's, and its
+	// siblings whose owner is gone are unmounted (sweepOrphans).
+	sweep   bool
 	mu      sync.Mutex
 	mounted bool // path is mounted and private (ensure)
 }
@@ -82,8 +90,47 @@ func (m *mountDir) ensure() error {
 	if err := os.MkdirAll(filepath.Join(dir, "roots"), 0o711); err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(m.owner), 0o600); err != nil {
+		return err
+	}
 	m.mounted = true
+	if m.sweep {
+		sweepOrphans(filepath.Dir(dir), dir)
+	}
 	return nil
+}
+
+// ownerFile names the file of a mount directory that holds its state
+// directory's path.
+const ownerFile = "owner"
+
+// sweepOrphans unmounts and removes the mount directories in parent, but
+// self, whose owner file names a state directory that no longer exists:
+// no driver can use them again. One without an owner file (or whose owner
+// cannot be read) is left alone. Errors are ignored: a sweep is tidying,
+// and the next one tries again.
+func sweepOrphans(parent, self string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		dir := filepath.Join(parent, e.Name())
+		if !e.IsDir() || dir == self {
+			continue
+		}
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil || len(owner) == 0 || !filepath.IsAbs(string(owner)) {
+			continue
+		}
+		if _, err := os.Lstat(string(owner)); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		// A lazy unmount takes the roots mounted inside with it.
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err == nil {
+			os.Remove(dir)
+		}
+	}
 }
 
 // shareAgent returns the copy of the agent binary at path in the mount
