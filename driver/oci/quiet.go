@@ -32,7 +32,12 @@ import (
 // sandboxes that ran at all, if that is less. A share of at least
 // busyShare (saturatedBusyShare on a saturated host, where the host's own
 // work takes its part too) for busyPeriods periods in a row demotes a
-// sandbox, at most quietShare for quietPeriods promotes it.
+// sandbox, at most quietShare for quietPeriods promotes it. A period on a
+// saturated host never counts as quiet for a demoted sandbox: there its
+// little use says only that it runs last, not that it wants no more, and
+// promoting it would let it take its part from the quiet ones again, to
+// be demoted a second later (a flapping that left a demoted sandbox's
+// calls waiting for seconds).
 const (
 	quietPeriod        = 500 * time.Millisecond
 	busyShare          = 0.75
@@ -140,7 +145,7 @@ func (q *quieter) tick(now time.Time) {
 		if saturated && active > 0 {
 			could = min(could, q.ncpu/float64(active))
 		}
-		q.judge(id, w, cpus/could, busy)
+		q.judge(id, w, cpus/could, busy, saturated)
 	}
 }
 
@@ -211,13 +216,14 @@ func (q *quieter) saturated() bool {
 }
 
 // judge counts share, the part of its CPUs sandbox id used in the last
-// period, into w (busy from the share busy up), and demotes or promotes it
-// when its run is long enough.
-func (q *quieter) judge(id string, w *cpuWatch, share, busy float64) {
+// period, into w (busy from the share busy up; quiet at most quietShare,
+// unless the host was saturated and the sandbox is demoted), and demotes
+// or promotes it when its run is long enough.
+func (q *quieter) judge(id string, w *cpuWatch, share, busy float64, saturated bool) {
 	switch {
 	case share >= busy:
 		w.busy, w.quiet = w.busy+1, 0
-	case share <= quietShare:
+	case share <= quietShare && !(saturated && w.demoted):
 		w.busy, w.quiet = 0, w.quiet+1
 	default:
 		w.busy, w.quiet = 0, 0

@@ -197,3 +197,42 @@ func TestQuietNeighboursSaturated(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietNeighboursStarved: demoted sandboxes that a saturated host
+// starves (they use almost nothing, because they run last) stay demoted
+// for as long as the host stays saturated, and are promoted once they use
+// little while the host has CPUs to spare.
+func TestQuietNeighboursStarved(t *testing.T) {
+	f := newFakeCPU(t, false, true)
+	use := map[string]float64{}
+	for i := range 4 {
+		id := fmt.Sprintf("busy%d", i)
+		f.add(id, 1)
+		use[id] = 0.45
+	}
+	for range 3 {
+		f.period(use, 0.02)
+	}
+	for id := range use {
+		if !f.demoted(id) {
+			t.Fatalf("%s not demoted while saturating a saturated host", id)
+		}
+		use[id] = 0.01 // starved by whatever else saturates the host
+	}
+	for range 6 {
+		f.period(use, 0.02)
+	}
+	for id := range use {
+		if !f.demoted(id) {
+			t.Errorf("%s promoted while a saturated host starves it", id)
+		}
+	}
+	for range 2 {
+		f.period(use, 0.5)
+	}
+	for id := range use {
+		if f.demoted(id) {
+			t.Errorf("%s still demoted after two quiet periods on a host with idle CPUs", id)
+		}
+	}
+}

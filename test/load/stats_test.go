@@ -19,6 +19,7 @@ type recorder struct {
 
 	mu    sync.Mutex
 	lat   []time.Duration // of the calls that succeeded
+	ended []time.Time     // when each of lat's calls ended
 	calls int
 	errs  map[string]int    // by codeOf
 	first map[string]string // the first error of each code
@@ -43,6 +44,7 @@ func (r *recorder) add(d time.Duration, err error) {
 	r.calls++
 	if err == nil {
 		r.lat = append(r.lat, d)
+		r.ended = append(r.ended, time.Now())
 		return
 	}
 	code := codeOf(err)
@@ -86,15 +88,47 @@ func (r *recorder) summary(elapsed time.Duration) string {
 	return s + ", errors " + strings.Join(parts, " ")
 }
 
-// report logs the summary and the first error of each code.
+// report logs the summary, the slowest calls when the tail is long, and
+// the first error of each code.
 func (r *recorder) report(t *testing.T, elapsed time.Duration) {
 	t.Helper()
 	t.Log(r.summary(elapsed))
+	if s := r.slowest(5); s != "" {
+		t.Logf("  slowest of %s: %s", r.name, s)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, code := range slices.Sorted(maps.Keys(r.first)) {
 		t.Logf("  first %s error of %s: %s", code, r.name, r.first[code])
 	}
+}
+
+// slowest describes the n slowest successful calls (latency, and when each
+// began, in seconds from the first call's start) when the p99 is more than
+// twice the p50, or "": whether slow calls come together (a stall of the
+// whole host or daemon) or spread out is the first question a long tail
+// asks.
+func (r *recorder) slowest(n int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lat) < 2 || benchstat.Percentile(r.lat, 0.99) <= 2*benchstat.Percentile(r.lat, 0.5) {
+		return ""
+	}
+	idx := make([]int, len(r.lat))
+	first := r.ended[0].Add(-r.lat[0])
+	for i := range idx {
+		idx[i] = i
+		if b := r.ended[i].Add(-r.lat[i]); b.Before(first) {
+			first = b
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int { return int(r.lat[b] - r.lat[a]) })
+	var parts []string
+	for _, i := range idx[:min(n, len(idx))] {
+		began := r.ended[i].Add(-r.lat[i]).Sub(first)
+		parts = append(parts, fmt.Sprintf("%.0f ms at %.1f s", float64(r.lat[i])/float64(time.Millisecond), began.Seconds()))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // wantNoErrors fails t for every error r recorded: the calls of the
