@@ -618,3 +618,42 @@ func TestBusyLock(t *testing.T) {
 		t.Errorf("WaitIdle with no command left took %v", took)
 	}
 }
+
+// TestRunscGOGC: runsc's gofer, a Go program that idles beside every
+// sandbox, runs with the collector target the driver gives runsc
+// (GOGC=25), read from its environment on the host.
+func TestRunscGOGC(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	bin := findRuntime(t, oci.RuntimeRunsc)
+	state := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
+	d := newDriver(t, oci.RuntimeRunsc, bin, state)
+	spec := driver.Spec{ID: "gogc1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: drivertest.BuildAgent(t),
+		Resources: sandbox.Sizes()[sandbox.DefaultSize]}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	var gofers int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), "runsc-gofer\x00") || !strings.Contains(string(cmdline), spec.ID) {
+			continue
+		}
+		gofers++
+		env, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(env), "\x00"), "GOGC=25") {
+			t.Errorf("gofer %s's environment lacks GOGC=25: %q", p.Name(), env)
+		}
+	}
+	if gofers == 0 {
+		t.Fatal("no runsc-gofer process of the sandbox found")
+	}
+}
