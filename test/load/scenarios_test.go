@@ -78,11 +78,18 @@ func destroyAll(ctx context.Context, c *client.Client, names []string, conc int)
 
 // TestCreates is scenario a: N creates, C at a time, each followed by its
 // first exec of `true`, with no warm pool (the daemon's default), so
-// every create starts a runtime sandbox.
+// every create starts a runtime sandbox. Its baseline, in the same run
+// and before it, is N bare runs of the runtime at the same concurrency
+// (bareRuns).
 func TestCreates(t *testing.T) {
 	sz := loadSizes(t)
 	tg := newTarget(t)
 	ctx := ctxFor(t, 30*time.Minute)
+	baseline := "no baseline (a daemon at HEARTH_URL)"
+	if tg.d != nil {
+		bare, elapsed := bareRuns(t, tg.d.Runtime, sz.creates, sz.createConc)
+		baseline = fmt.Sprintf("bare %s run p50 %.0f ms, p99 %.0f ms, %.2f/s", tg.d.Runtime, bare.p(0.5), bare.p(0.99), float64(sz.creates)/elapsed.Seconds())
+	}
 	start := time.Now()
 	names, rec, _ := createAll(t, ctx, tg, "c-%d", sz.creates, sz.createConc)
 	elapsed := time.Since(start)
@@ -91,8 +98,8 @@ func TestCreates(t *testing.T) {
 	destroy := destroyAll(ctx, tg.client(""), names, sz.createConc)
 	destroy.report(t, time.Since(start))
 	destroy.wantNoErrors(t)
-	t.Logf("load: creates: %d at %d: create+exec p50 %.0f ms, p99 %.0f ms, max %.0f ms, %.2f creates/s, errors %d",
-		sz.creates, sz.createConc, rec.p(0.5), rec.p(0.99), rec.p(1), float64(sz.creates)/elapsed.Seconds(), rec.failed())
+	t.Logf("load: creates: %d at %d: create+exec p50 %.0f ms, p99 %.0f ms, max %.0f ms, %.2f creates/s, errors %d; %s",
+		sz.creates, sz.createConc, rec.p(0.5), rec.p(0.99), rec.p(1), float64(sz.creates)/elapsed.Seconds(), rec.failed(), baseline)
 }
 
 // TestBusy is scenario b: B of N running sandboxes each run `true` in a
