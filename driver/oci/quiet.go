@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,13 @@ import (
 // sandboxes that ran at all, if that is less. A share of at least
 // busyShare (saturatedBusyShare on a saturated host, where the host's own
 // work takes its part too) for busyPeriods periods in a row demotes a
-// sandbox, at most quietShare for quietPeriods promotes it. A period on a
+// sandbox, at most quietShare for quietPeriods promotes it. On a
+// saturated host the fair part is over the sandboxes that are not demoted
+// (the demoted run on what those leave), and only those using about as
+// much as the median of them or more count as busy: a sandbox driven by
+// calls (an agent's execs, a probe) uses less than the CPU-bound ones it
+// contends with, and once they are demoted it has the CPUs to itself
+// without saturating its part. A period on a
 // saturated host never counts as quiet for a demoted sandbox: there its
 // little use says only that it runs last, not that it wants no more, and
 // promoting it would let it take its part from the quiet ones again, to
@@ -51,6 +58,10 @@ const (
 	// activeCPU is the CPUs a sandbox must have used in a period to count
 	// among those that ran.
 	activeCPU = 0.02
+	// typicalPart: on a saturated host, a sandbox that used less than
+	// this part of what the median contending sandbox used is not busy,
+	// whatever its share.
+	typicalPart = 0.75
 )
 
 // QuietNeighbours demotes the sandboxes that saturate their CPU share and
@@ -123,15 +134,10 @@ func (c *cgroups) quieter() *quieter {
 func (q *quieter) tick(now time.Time) {
 	used := q.sample(now)
 	saturated := q.saturated()
-	active := 0
-	for _, cpus := range used {
-		if cpus >= activeCPU {
-			active++
-		}
-	}
-	busy := busyShare
+	busy, fair, typical := busyShare, q.ncpu, 0.0
 	if saturated {
 		busy = saturatedBusyShare
+		fair, typical = q.contenders(used)
 	}
 	for id, cpus := range used {
 		w := q.seen[id]
@@ -142,11 +148,32 @@ func (q *quieter) tick(now time.Time) {
 		if w.quota > 0 {
 			could = min(w.quota, q.ncpu)
 		}
-		if saturated && active > 0 {
-			could = min(could, q.ncpu/float64(active))
+		share := cpus / min(could, fair)
+		if saturated && !w.demoted && cpus < typicalPart*typical {
+			// It uses less than the sandboxes it contends with: whatever
+			// its share, it is not the one that saturates the host.
+			share = min(share, quietShare)
 		}
-		q.judge(id, w, cpus/could, busy, saturated)
+		q.judge(id, w, share, busy, saturated)
 	}
+}
+
+// contenders returns, on a saturated host, the fair part of the CPUs of
+// each sandbox that ran in the last period and is not demoted (the
+// demoted run on what those leave), and the median of what those used.
+// With none, the fair part is every CPU and the median 0.
+func (q *quieter) contenders(used map[string]float64) (fair, median float64) {
+	var running []float64
+	for id, cpus := range used {
+		if cpus >= activeCPU && !q.seen[id].demoted {
+			running = append(running, cpus)
+		}
+	}
+	if len(running) == 0 {
+		return q.ncpu, 0
+	}
+	slices.Sort(running)
+	return q.ncpu / float64(len(running)), running[len(running)/2]
 }
 
 // sample reads every sandbox's CPU time at now and returns the CPUs each

@@ -236,3 +236,40 @@ func TestQuietNeighboursStarved(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietNeighboursProbe: on a saturated host, a sandbox driven by calls
+// (a probe, using less than the CPU-bound sandboxes beside it, yet more
+// than half its fair part) is not demoted with them, nor later, when the
+// demoted ones leave it the CPUs and it uses more than each of them.
+func TestQuietNeighboursProbe(t *testing.T) {
+	f := newFakeCPU(t, false, true)
+	use := map[string]float64{"probe": 0.1}
+	f.add("probe", 1)
+	for i := range 10 {
+		id := fmt.Sprintf("burn%d", i)
+		f.add(id, 1)
+		use[id] = 0.17
+	}
+	for range 3 {
+		f.period(use, 0.02)
+	}
+	for id := range use {
+		if want := id != "probe"; f.demoted(id) != want {
+			t.Fatalf("after the onset: %s demoted %v, want %v", id, f.demoted(id), want)
+		}
+	}
+	use["probe"] = 0.3
+	for id := range use {
+		if id != "probe" {
+			use[id] = 0.16
+		}
+	}
+	for range 6 {
+		f.period(use, 0.02)
+	}
+	for id := range use {
+		if want := id != "probe"; f.demoted(id) != want {
+			t.Errorf("beside the demoted: %s demoted %v, want %v", id, f.demoted(id), want)
+		}
+	}
+}
