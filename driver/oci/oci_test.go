@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -438,6 +439,8 @@ func TestBundleSpec(t *testing.T) {
 				t.Errorf("Memory = %+v, want none", r.Memory)
 			case tc.wantMem != 0 && (r.Memory == nil || *r.Memory.Limit != tc.wantMem):
 				t.Errorf("Memory limit = %+v, want %d", r.Memory, tc.wantMem)
+			case tc.wantMem != 0 && (r.Memory.Reservation == nil || *r.Memory.Reservation != tc.res.MemoryBytes):
+				t.Errorf("Memory reservation = %v, want the sandbox's memory %d", r.Memory.Reservation, tc.res.MemoryBytes)
 			}
 			switch {
 			case tc.wantPids == 0 && r.Pids != nil:
@@ -621,7 +624,8 @@ func TestBusyLock(t *testing.T) {
 
 // TestRunscGOGC: runsc's gofer, a Go program that idles beside every
 // sandbox, runs with the collector target the driver gives runsc
-// (GOGC=25), read from its environment on the host.
+// (GOGC=25), read from its environment on the host; and on a v1 host the
+// sandbox's memory cgroup has its memory as the soft limit.
 func TestRunscGOGC(t *testing.T) {
 	drivertest.RequireRoot(t)
 	base := drivertest.BaseRootFS(t)
@@ -655,5 +659,15 @@ func TestRunscGOGC(t *testing.T) {
 	}
 	if gofers == 0 {
 		t.Fatal("no runsc-gofer process of the sandbox found")
+	}
+	// The host cgroup reserves the sandbox's own memory (see resources).
+	if _, err := os.Stat("/sys/fs/cgroup/memory/hearth"); err != nil {
+		return // no v1 memory hierarchy: v2's memory.low is the runtime's
+	}
+	soft := filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID, "memory.soft_limit_in_bytes")
+	if b, err := os.ReadFile(soft); err != nil {
+		t.Error(err)
+	} else if got := strings.TrimSpace(string(b)); got != strconv.FormatInt(spec.Resources.MemoryBytes, 10) {
+		t.Errorf("%s = %s, want %d", soft, got, spec.Resources.MemoryBytes)
 	}
 }

@@ -321,7 +321,8 @@ func cgroupsPath(parent, id string) string {
 
 // resources are the host cgroup limits for spec under runtime: the sandbox's
 // own under runc and crun, with headroom for gVisor itself under runsc (see
-// agentTasks and gvisorMemory). A zero Resources field means no limit.
+// agentTasks and gvisorMemory), and its memory as the reservation. A zero
+// Resources field means no limit.
 func resources(runtime string, spec driver.Spec) *specs.LinuxResources {
 	r := &specs.LinuxResources{
 		// Deny every device node but the ones the runtime adds itself
@@ -339,7 +340,11 @@ func resources(runtime string, spec driver.Spec) *specs.LinuxResources {
 		if runtime == RuntimeRunsc {
 			limit += res.MemoryBytes/2 + gvisorMemory
 		}
-		r.Memory = &specs.LinuxMemory{Limit: &limit}
+		// The reservation is the sandbox's own memory (v1
+		// memory.soft_limit_in_bytes, v2 memory.low): when the host runs
+		// short, the kernel reclaims first from sandboxes above it.
+		reserve := res.MemoryBytes
+		r.Memory = &specs.LinuxMemory{Limit: &limit, Reservation: &reserve}
 	}
 	if res.Pids > 0 {
 		limit := res.Pids + agentTasks
