@@ -213,6 +213,37 @@ func TestNeighbour(t *testing.T) {
 		loadedRec.p(0.5)/quiet.p(0.5), loadedRec.p(0.99)/quiet.p(0.99), onset.p(0.5), onset.p(1))
 }
 
+// tasksPerSandbox bounds the host tasks (processes and threads) of an
+// idle sandbox: 32 under runsc (the sentry's, the gofer's and the systrap
+// stubs'), with room.
+const tasksPerSandbox = 40
+
+// wantPids fails t unless the host can make n more tasks under its pid
+// limit (kernel.pid_max, 32768 by default: fewer than a thousand idle
+// runsc sandboxes), saying how to raise it.
+func wantPids(t *testing.T, n int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	max, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = os.ReadFile("/proc/loadavg") // "... running/total lastpid"
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	_, total, _ := strings.Cut(f[3], "/")
+	tasks, _ := strconv.Atoi(total)
+	if tasks+n > max {
+		t.Fatalf("the host has %d tasks and kernel.pid_max %d: %d more sandboxes need about %d more; raise it first (sysctl -w kernel.pid_max=%d)",
+			tasks, max, n/tasksPerSandbox, n, 4*(tasks+n))
+	}
+}
+
 // TestDensity is scenario d: the host memory each running idle sandbox
 // takes (MemAvailable before and after M creates, over M), a probe exec's
 // latency among them, and the create rate at the end against the start.
@@ -220,6 +251,7 @@ func TestDensity(t *testing.T) {
 	sz := loadSizes(t)
 	tg := newTarget(t)
 	ctx := ctxFor(t, 2*time.Hour)
+	wantPids(t, sz.density*tasksPerSandbox)
 	before := memAvailable(t)
 	start := time.Now()
 	names, rec, ends := createAll(t, ctx, tg, "d-%d", sz.density, 4)
@@ -241,10 +273,11 @@ func TestDensity(t *testing.T) {
 		t.Errorf("%d of the %d sandboxes are running after the creates", running, sz.density)
 	}
 	probe := newRecorder(fmt.Sprintf("probe `true` among %d idle sandboxes", sz.density))
-	for range 40 {
+	for range sz.probes {
 		probe.time(func() error {
 			return bounded(ctx, func(ctx context.Context) error { return execTrue(ctx, c, names[0]) })
 		})
+		time.Sleep(probeGap)
 	}
 	rec.report(t, elapsed)
 	probe.report(t, 0)
