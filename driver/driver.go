@@ -27,6 +27,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -45,6 +46,21 @@ var ErrNotFound = errors.New("driver: sandbox not found")
 // (its agent died, or its root removed the socket). Errors that may pass
 // (a full backlog, a deadline) are not ErrUnreachable.
 var ErrUnreachable = errors.New("driver: the sandbox's agent is not listening")
+
+// HostLimitError is returned by Start, before it makes anything, when the
+// host has too few of a resource left for one more sandbox: What ("task
+// ids": kernel.pid_max and kernel.threads-max bound every process and
+// thread of the host, and an idle sandbox holds dozens), how many are
+// Free, how many a sandbox Needs with the reserve the host keeps, and the
+// host's Limit.
+type HostLimitError struct {
+	What              string
+	Free, Need, Limit int
+}
+
+func (e *HostLimitError) Error() string {
+	return fmt.Sprintf("driver: the host has %d %s free of %d, and a sandbox needs %d", e.Free, e.What, e.Limit, e.Need)
+}
 
 // Spec is everything a driver needs to start one sandbox.
 type Spec struct {

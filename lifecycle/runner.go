@@ -46,7 +46,9 @@ func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, ck string) e
 
 // startSpec starts sb on the node: its root from root if it has none
 // yet, from checkpoint memory's image when memory is not "". A root the
-// node could not prepare is internal; a start that failed is unavailable.
+// node could not prepare is internal; a start that failed, or that the
+// host had no room for (node.HostLimitError, with the numbers), is
+// unavailable.
 // The caller holds a slot of the heavy queue (see core.slot).
 func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.Source, memory string) error {
 	spec := node.Spec{ID: sb.ID, Root: root, Resources: sb.Resources, Network: sb.Network, Memory: memory, Config: sb.ImageConfig}
@@ -59,6 +61,12 @@ func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.So
 	err := s.opts.Node.Start(ctx, spec)
 	if errors.Is(err, node.ErrRoot) {
 		return s.internal("prepare root", err)
+	}
+	if hl := (*node.HostLimitError)(nil); errors.As(err, &hl) {
+		s.log.Warn("sandbox start refused: the host is at a limit", "sandbox", sb.Name, "err", err)
+		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q cannot start: the host has %d %s free of %d, and a sandbox needs %d", sb.Name, hl.Free, hl.What, hl.Limit, hl.Need).
+			With("free", hl.Free).With("needed", hl.Need).With("limit", hl.Limit).
+			WithHint("destroy or sleep sandboxes to free the host; an operator can raise the host's limit (for task ids, sysctl kernel.pid_max)")
 	}
 	if err != nil {
 		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", memory, "err", err)

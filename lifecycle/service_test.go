@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/driver"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
@@ -203,6 +205,22 @@ func TestCreateStartFails(t *testing.T) {
 	e.drv.FailStart(nil)
 	sb = e.create(t, a1, "web")
 	e.wantHeld(t, sb.ID)
+}
+
+// TestCreateHostFull: a start the host has no room for (too few task ids)
+// is unavailable with the numbers and a hint, and leaves nothing behind.
+func TestCreateHostFull(t *testing.T) {
+	e := newEnv(t, nil)
+	e.drv.FailStart(fmt.Errorf("oci: start x: %w", &driver.HostLimitError{What: "task ids", Free: 900, Need: 1088, Limit: 32768}))
+	_, _, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
+	se := wantCode(t, "Create(web) on a full host", err, sandbox.CodeUnavailable)
+	free, _ := se.Number("free")
+	needed, _ := se.Number("needed")
+	limit, _ := se.Number("limit")
+	if free != 900 || needed != 1088 || limit != 32768 || !strings.Contains(se.Hint, "pid_max") {
+		t.Errorf("Create(web) on a full host = %+v; want free 900, needed 1088, limit 32768 and a hint", se)
+	}
+	e.wantHeld(t)
 }
 
 // TestCreateConcurrent: racing creates of one name make one sandbox, which

@@ -59,6 +59,10 @@ var (
 	ErrRoot = errors.New("node: the sandbox's root could not be prepared")
 )
 
+// HostLimitError is returned (wrapped) by Start when the machine has too
+// few of a resource left for one more sandbox (driver.HostLimitError).
+type HostLimitError = driver.HostLimitError
+
 // Node is the calls a control plane makes on the machine that runs a
 // sandbox. Implementations are safe for concurrent use on distinct
 // sandboxes; the control plane serializes the calls on one sandbox.

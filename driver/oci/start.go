@@ -25,6 +25,9 @@ import (
 // the sandbox stays known, stopped, for Delete to finish); the error names
 // the step that failed and ends with the tail of the sandbox's logs.
 //
+// A host with too few task ids left for one more sandbox and a reserve
+// refuses the start before anything is made (a *driver.HostLimitError).
+//
 // An egress sandbox (Spec.Network) is attached to the host's network
 // before the runtime starts and runs in the attachment's namespace; a
 // driver with no network host (Options.Network) refuses it before doing
@@ -40,6 +43,9 @@ func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err error) {
 	if err := checkSpec(spec, d.net.host != nil); err != nil {
 		return err
+	}
+	if err := procFiles.checkTasks(); err != nil {
+		return fmt.Errorf("oci: start %s: %w", spec.ID, err)
 	}
 	id := spec.ID
 	defer d.locks.lock(id)()
