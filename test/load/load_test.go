@@ -56,7 +56,9 @@ type sizes struct {
 	soakFor, soakKill     time.Duration
 }
 
-// loadSizes reads HEARTH_LOAD (short or full) and HEARTH_LOAD_DENSITY.
+// loadSizes reads HEARTH_LOAD (short or full), and the overrides
+// HEARTH_LOAD_DENSITY, HEARTH_LOAD_SOAK (the soak's duration) and
+// HEARTH_LOAD_SOAK_KILL (its kill period; 0: no kills).
 func loadSizes(t testing.TB) sizes {
 	t.Helper()
 	s := sizes{creates: 20, createConc: 5, busyActive: 5, busyTotal: 20, busyFor: 10 * time.Second,
@@ -70,6 +72,14 @@ func loadSizes(t testing.TB) sizes {
 			soakAgents: 20, soakBoxes: 5, soakFor: 30 * time.Minute, soakKill: 5 * time.Minute}
 	default:
 		t.Fatalf("HEARTH_LOAD=%q: want short or full", mode)
+	}
+	for env, d := range map[string]*time.Duration{"HEARTH_LOAD_SOAK": &s.soakFor, "HEARTH_LOAD_SOAK_KILL": &s.soakKill} {
+		if v := os.Getenv(env); v != "" {
+			var err error
+			if *d, err = time.ParseDuration(v); err != nil || *d < 0 {
+				t.Fatalf("%s=%q: want a duration (0 for no kills)", env, v)
+			}
+		}
 	}
 	if v := os.Getenv("HEARTH_LOAD_DENSITY"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -78,9 +78,8 @@ func TestSoak(t *testing.T) {
 	s.checkAll("at the end")
 	s.report(elapsed)
 	// The full soak holds the daemon to 10% over its RSS after the
-	// warm-up; the short one, a minute or two with a restart between the
-	// readings, only to twice it: its two readings are of different
-	// processes, whose heaps differ by more than a leak in that time.
+	// warm-up (of the process that runs at the end); the short one, whose
+	// last process lives 30 s, to twice it.
 	tenths := int64(20) // of the RSS after the warm-up
 	if sz.full {
 		tenths = 11
@@ -162,44 +161,68 @@ func (s *soak) setUp(ctx context.Context, sz sizes, seed uint64) []*soakAgent {
 }
 
 // control runs the soak's clock in the test's goroutine: the warm-up,
-// then a kill and restart every P until the duration ends. It returns
-// the daemon's RSS after the warm-up.
+// then a kill and restart every P until the duration ends (with P = 0,
+// none: the daemon's RSS is logged every minute instead). It returns the
+// RSS of the daemon running at the end, read a warm-up after it started:
+// a reading of the same process as the one at the end, since a process's
+// heap says nothing about another's.
 func (s *soak) control(sz sizes, start time.Time, r *rand.Rand) (warm int64) {
-	warmUp := min(sz.soakKill/2, time.Minute)
+	warmUp := time.Minute
+	if sz.soakKill > 0 {
+		warmUp = min(sz.soakKill/2, warmUp)
+	}
 	time.Sleep(warmUp)
 	warm = s.rss()
 	s.t.Logf("soak: the daemon's RSS after a %s warm-up: %d KiB", warmUp, warm>>10)
-	for next := start.Add(sz.soakKill); next.Before(start.Add(sz.soakFor)); next = next.Add(sz.soakKill) {
+	if sz.soakKill == 0 {
+		for at := start.Add(2 * warmUp); at.Before(start.Add(sz.soakFor)); at = at.Add(warmUp) {
+			time.Sleep(time.Until(at))
+			s.t.Logf("soak: the daemon's RSS at %s: %d KiB", at.Sub(start).Round(time.Second), s.rss()>>10)
+		}
+	}
+	for next := start.Add(sz.soakKill); sz.soakKill > 0 && next.Before(start.Add(sz.soakFor)); next = next.Add(sz.soakKill) {
 		time.Sleep(time.Until(next))
 		if s.tg.d == nil {
 			s.checkAll(fmt.Sprintf("at %s (no kill: not our daemon)", time.Since(start).Round(time.Second)))
 			continue
 		}
-		s.kills++
-		quiet := s.kills%2 == 1
-		s.pause.Lock()
-		boxes, files, cks := 0, 0, 0
-		for _, a := range s.agents {
-			b, f, c := a.record()
-			boxes, files, cks = boxes+b, files+f, cks+c
+		s.killAndCheck(start, r)
+		if next.Add(warmUp).Before(start.Add(sz.soakFor)) {
+			time.Sleep(time.Until(next.Add(warmUp)))
+			warm = s.rss()
+			s.t.Logf("soak: the new daemon's RSS after a %s warm-up: %d KiB", warmUp, warm>>10)
 		}
-		if !quiet {
-			s.pause.Unlock()
-			time.Sleep(time.Duration(r.IntN(1000)) * time.Millisecond)
-		}
-		before := s.rss()
-		killed := time.Now()
-		s.tg.restart()
-		s.t.Logf("soak: kill %d at %s (%s), RSS %d KiB before it; recorded %d sandboxes, %d files, %d checkpoints; listening again after %s",
-			s.kills, killed.Sub(start).Round(time.Second), map[bool]string{true: "agents paused", false: "calls in flight"}[quiet],
-			before>>10, boxes, files, cks, time.Since(killed).Round(time.Millisecond))
-		if quiet {
-			s.pause.Unlock()
-		}
-		s.checkAll(fmt.Sprintf("after kill %d", s.kills))
 	}
 	time.Sleep(time.Until(start.Add(sz.soakFor)))
 	return warm
+}
+
+// killAndCheck kills the daemon, with the agents paused after recording
+// what they were acknowledged (every other kill) or with calls in flight,
+// restarts it and checks everything recorded.
+func (s *soak) killAndCheck(start time.Time, r *rand.Rand) {
+	s.kills++
+	quiet := s.kills%2 == 1
+	s.pause.Lock()
+	boxes, files, cks := 0, 0, 0
+	for _, a := range s.agents {
+		b, f, c := a.record()
+		boxes, files, cks = boxes+b, files+f, cks+c
+	}
+	if !quiet {
+		s.pause.Unlock()
+		time.Sleep(time.Duration(r.IntN(1000)) * time.Millisecond)
+	}
+	before := s.rss()
+	killed := time.Now()
+	s.tg.restart()
+	s.t.Logf("soak: kill %d at %s (%s), RSS %d KiB before it; recorded %d sandboxes, %d files, %d checkpoints; listening again after %s",
+		s.kills, killed.Sub(start).Round(time.Second), map[bool]string{true: "agents paused", false: "calls in flight"}[quiet],
+		before>>10, boxes, files, cks, time.Since(killed).Round(time.Millisecond))
+	if quiet {
+		s.pause.Unlock()
+	}
+	s.checkAll(fmt.Sprintf("after kill %d", s.kills))
 }
 
 // checkAll pauses the agents and checks what each was acknowledged.
