@@ -22,7 +22,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,14 +39,7 @@ const shutdownGrace = 5 * time.Second
 // before their connections are closed; the host waits longer for it.
 const quiesceDrain = 2 * time.Second
 
-// agentGOGC is the agent's Go collector target. The agent idles most of
-// its life inside every sandbox, where its heap is the sandbox's memory:
-// at Go's default (100) it lets garbage grow to what it holds, at least
-// 4 MB of it. Commands do not inherit it (it is not in their environment).
-const agentGOGC = 25
-
 func main() {
-	debug.SetGCPercent(agentGOGC)
 	if err := run(context.Background(), os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
 		os.Exit(1)

@@ -41,14 +41,6 @@ type runner struct {
 	nullNetns sync.Mutex
 }
 
-// runscGOGC is the Go collector's target of runsc's processes: an idle
-// sandbox's sentry and gofer are Go programs whose heaps are mostly
-// garbage left by its start, and at Go's default of 100 they keep about
-// twice what they use. At 25 a running idle sandbox takes 13.4 MiB of the
-// host's memory instead of 17.0 (100 sandboxes, docs/BENCHMARKS.md),
-// without slowing creates; at 10 creates slow down.
-const runscGOGC = "25"
-
 // command returns the runtime invocation `binary <global flags> args...`.
 // With id set, the runtime logs to the sandbox's runtime.log.
 func (r *runner) command(ctx context.Context, id string, args ...string) *exec.Cmd {
@@ -62,11 +54,6 @@ func (r *runner) command(ctx context.Context, id string, args ...string) *exec.C
 	argv = append(argv, r.flags...)
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, r.binary, argv...)
-	if r.name == RuntimeRunsc {
-		// runsc's sandbox and gofer inherit the environment of the command
-		// that starts them (see runscGOGC).
-		cmd.Env = append(os.Environ(), "GOGC="+runscGOGC)
-	}
 	// The runtime and whatever it leaves running (runc's init, runsc's
 	// sandbox and gofer) get a session of their own, so that a signal sent
 	// to the daemon's process group or terminal (^C) never reaches them.
