@@ -7,8 +7,10 @@
 #     skopeo, umoci and apache2-utils' htpasswd (the image tests' registry
 #     and OCI tools; the registry's system service is stopped and disabled,
 #     as the tests start their own registries on free ports);
-#   - gVisor's runsc, built static from the Go module proxy once and cached in
-#     $HEARTH_CACHE (default /var/cache/hearth); linked into /usr/local/bin;
+#   - gVisor's runsc, built static from the Go module proxy once, with its
+#     seccomp filters precompiled as gVisor's releases have them
+#     (scripts/runsc-seccomp), and cached in $HEARTH_CACHE (default
+#     /var/cache/hearth); linked into /usr/local/bin;
 #   - npm (apt), then Node 22 and the npm packages of the real-client
 #     tests: the MCP conformance suite and TypeScript SDK, and the Sprites
 #     JavaScript SDK, from npm, cached in $HEARTH_CACHE/node22,
@@ -19,7 +21,11 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 cache=${HEARTH_CACHE:-/var/cache/hearth}
-runsc_version=v0.0.0-20260905035102-160fafc42237
+# The gVisor version is scripts/runsc-seccomp/go.mod's; the cache's stamp
+# also names the precompiled filters, so a runsc built without them is
+# built again.
+runsc_version=$(awk '$1 == "gvisor.dev/gvisor" || $2 == "gvisor.dev/gvisor" {print $NF}' scripts/runsc-seccomp/go.mod | head -1)
+runsc_stamp="$runsc_version+seccomp"
 # The MCP real-client tests (test/e2e/mcp_conformance_test.go and
 # mcp_client_test.go): Node 22 (the conformance suite needs it; the host's
 # Node may be older) and exact versions of the npm packages they run.
@@ -58,10 +64,11 @@ fi
 
 mkdir -p "$cache/bin"
 runsc=$cache/bin/runsc
-if [ ! -x "$runsc" ] || [ "$(cat "$cache/bin/runsc.version" 2>/dev/null)" != "$runsc_version" ]; then
-	say "building gVisor runsc $runsc_version (static; about 10 minutes on 2 cores the first time, cached after)"
-	CGO_ENABLED=0 GOBIN="$cache/bin" go install "gvisor.dev/gvisor/runsc@$runsc_version"
-	echo "$runsc_version" > "$cache/bin/runsc.version"
+if [ ! -x "$runsc" ] || [ "$(cat "$cache/bin/runsc.version" 2>/dev/null)" != "$runsc_stamp" ]; then
+	say "building gVisor runsc $runsc_version with precompiled seccomp filters (static; about 10 minutes on 2 cores the first time, cached after)"
+	(cd scripts/runsc-seccomp && GOFLAGS=-mod=mod go run . -o "$runsc.new")
+	mv "$runsc.new" "$runsc"
+	echo "$runsc_stamp" > "$cache/bin/runsc.version"
 fi
 ln -sf "$runsc" /usr/local/bin/runsc
 

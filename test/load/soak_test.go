@@ -71,7 +71,7 @@ func TestSoak(t *testing.T) {
 	}
 	start := time.Now()
 	warm := s.control(sz, start, rand.New(rand.NewPCG(seed, 1)))
-	end := s.rss()
+	end := s.rssWindow(rssGap(sz))
 	close(stop)
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -172,7 +172,7 @@ func (s *soak) control(sz sizes, start time.Time, r *rand.Rand) (warm int64) {
 		warmUp = min(sz.soakKill/2, warmUp)
 	}
 	time.Sleep(warmUp)
-	warm = s.rss()
+	warm = s.rssWindow(rssGap(sz))
 	s.t.Logf("soak: the daemon's RSS after a %s warm-up: %d KiB", warmUp, warm>>10)
 	if sz.soakKill == 0 {
 		for at := start.Add(2 * warmUp); at.Before(start.Add(sz.soakFor)); at = at.Add(warmUp) {
@@ -189,7 +189,7 @@ func (s *soak) control(sz sizes, start time.Time, r *rand.Rand) (warm int64) {
 		s.killAndCheck(start, r)
 		if next.Add(warmUp).Before(start.Add(sz.soakFor)) {
 			time.Sleep(time.Until(next.Add(warmUp)))
-			warm = s.rss()
+			warm = s.rssWindow(rssGap(sz))
 			s.t.Logf("soak: the new daemon's RSS after a %s warm-up: %d KiB", warmUp, warm>>10)
 		}
 	}
@@ -244,6 +244,30 @@ func (s *soak) checkAll(when string) {
 	}
 	s.t.Logf("soak: checked %s in %s: %d sandboxes, %d files, %d checkpoints whole; %d failures",
 		when, time.Since(checked).Round(time.Millisecond), boxes, files, cks, s.failures.Load()-before)
+}
+
+// rssGap is the time between the readings of an RSS window: a tenth of
+// the warm-up (6 s in the full soak).
+func rssGap(sz sizes) time.Duration {
+	if sz.soakKill > 0 {
+		return min(sz.soakKill/2, time.Minute) / 10
+	}
+	return 6 * time.Second
+}
+
+// rssWindow is the median of five readings of the daemon's resident set,
+// gap apart: a Go heap under load swings by a tenth within a minute, and a
+// single reading would take a swing for a leak.
+func (s *soak) rssWindow(gap time.Duration) int64 {
+	var r []int64
+	for i := range 5 {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		r = append(r, s.rss())
+	}
+	slices.Sort(r)
+	return r[2]
 }
 
 // rss is the daemon's resident set in bytes (0 when it is not ours).
