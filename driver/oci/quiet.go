@@ -39,12 +39,11 @@ import (
 // much as the median of them or more count as busy: a sandbox driven by
 // calls (an agent's execs, a probe) uses less than the CPU-bound ones it
 // contends with, and once they are demoted it has the CPUs to itself
-// without saturating its part. A period on a
-// saturated host never counts as quiet for a demoted sandbox: there its
-// little use says only that it runs last, not that it wants no more, and
-// promoting it would let it take its part from the quiet ones again, to
-// be demoted a second later (a flapping that left a demoted sandbox's
-// calls waiting for seconds).
+// without saturating its part. A period on a saturated host never counts
+// as quiet for a demoted sandbox: there its little use says only that it
+// runs last, not that it wants no more, and promoting it would let it
+// take its part from the quiet ones again, to be demoted a second later
+// (a flapping that left a demoted sandbox's calls waiting for seconds).
 const (
 	quietPeriod        = 500 * time.Millisecond
 	busyShare          = 0.75
