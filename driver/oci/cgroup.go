@@ -295,6 +295,12 @@ func readKeyed(path, key string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return parseKeyed(b, key)
+}
+
+// parseKeyed returns the value of key in b, a flat keyed file's content
+// ("key value" lines).
+func parseKeyed(b []byte, key string) (int64, bool) {
 	for line := range strings.Lines(string(b)) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
 		if ok && k == key {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Quiet neighbours. A sandbox that keeps its CPU share saturated is
@@ -72,6 +74,7 @@ func (d *Driver) QuietNeighbours(ctx context.Context) {
 		d.log.Warn("no cpu cgroup controller: CPU-saturating sandboxes are not demoted")
 		return
 	}
+	defer q.close()
 	t := time.NewTicker(quietPeriod)
 	defer t.Stop()
 	for {
@@ -94,6 +97,7 @@ type quieter struct {
 	procStat   string // "/proc/stat"
 	ncpu       float64
 	seen       map[string]*cpuWatch
+	fds        map[string]int // each sandbox's usage file, open (cpuTime)
 	host       hostCPU
 	log        *slog.Logger
 }
@@ -116,7 +120,7 @@ type hostCPU struct{ total, idle uint64 }
 // quieter returns the instance's quieter, or nil when the host has no cpu
 // controller with CPU time to read.
 func (c *cgroups) quieter() *quieter {
-	q := &quieter{procStat: "/proc/stat", ncpu: float64(runtime.NumCPU()), seen: map[string]*cpuWatch{}, log: c.log}
+	q := &quieter{procStat: "/proc/stat", ncpu: float64(runtime.NumCPU()), seen: map[string]*cpuWatch{}, fds: map[string]int{}, log: c.log}
 	switch {
 	case c.mounts.cpu != "" && c.mounts.cpuacct != "":
 		q.cpu, q.usage = filepath.Join(c.mounts.cpu, c.parent), filepath.Join(c.mounts.cpuacct, c.parent)
@@ -210,6 +214,11 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 			delete(q.seen, id)
 		}
 	}
+	for id := range q.fds {
+		if !alive[id] {
+			q.closeFile(id)
+		}
+	}
 	return used
 }
 
@@ -272,20 +281,54 @@ func (q *quieter) judge(id string, w *cpuWatch, share, busy float64, saturated b
 	}
 }
 
-// cpuTime is sandbox id's CPU time in nanoseconds.
+// cpuTime is sandbox id's CPU time in nanoseconds, read with one pread of
+// its usage file, which the quieter keeps open: opening, reading and
+// closing it every period took six system calls a sandbox, and most of
+// an idle daemon's CPU (45 ms a second at 200 sandboxes). A file whose
+// cgroup was removed (a stop; a wake makes a new one) fails to read
+// (ENODEV) and is closed.
 func (q *quieter) cpuTime(id string) (uint64, error) {
+	fd, ok := q.fds[id]
+	if !ok {
+		file := "cpuacct.usage"
+		if q.v2 {
+			file = "cpu.stat"
+		}
+		var err error
+		if fd, err = unix.Open(filepath.Join(q.usage, id, file), unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return 0, err
+		}
+		q.fds[id] = fd
+	}
+	var buf [1024]byte
+	n, err := unix.Pread(fd, buf[:], 0)
+	if err != nil {
+		q.closeFile(id)
+		return 0, err
+	}
 	if q.v2 {
-		us, ok := readKeyed(filepath.Join(q.usage, id, "cpu.stat"), "usage_usec")
+		us, ok := parseKeyed(buf[:n], "usage_usec")
 		if !ok {
 			return 0, fs.ErrNotExist
 		}
 		return uint64(us) * 1000, nil
 	}
-	b, err := os.ReadFile(filepath.Join(q.usage, id, "cpuacct.usage"))
-	if err != nil {
-		return 0, err
+	return strconv.ParseUint(string(bytes.TrimSpace(buf[:n])), 10, 64)
+}
+
+// closeFile closes sandbox id's usage file, if open.
+func (q *quieter) closeFile(id string) {
+	if fd, ok := q.fds[id]; ok {
+		unix.Close(fd)
+		delete(q.fds, id)
 	}
-	return strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+}
+
+// close closes every usage file.
+func (q *quieter) close() {
+	for id := range q.fds {
+		q.closeFile(id)
+	}
 }
 
 // quota is how many CPUs sandbox id's CFS quota lets it use (its quota

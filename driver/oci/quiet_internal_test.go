@@ -163,6 +163,13 @@ func TestQuietNeighbours(t *testing.T) {
 			if _, ok := f.q.seen["quiet1"]; ok {
 				t.Error("a gone sandbox is still watched")
 			}
+			if _, ok := f.q.fds["quiet1"]; ok || len(f.q.fds) != len(f.q.seen) {
+				t.Errorf("usage files open for %v, want one for each sandbox watched (%d)", f.q.fds, len(f.q.seen))
+			}
+			f.q.close()
+			if len(f.q.fds) != 0 {
+				t.Errorf("usage files still open after close: %v", f.q.fds)
+			}
 		})
 	}
 }
