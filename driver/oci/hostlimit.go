@@ -53,10 +53,7 @@ func (f hostFiles) checkTasks() error {
 
 // readInt is the integer in file path, or 0.
 func readInt(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	s, _ := readTrimmed(path)
+	n, _ := strconv.Atoi(s)
 	return n
 }
