@@ -171,3 +171,6 @@ func (d *Driver) SandboxDir(id string) string { return d.dir.sandboxDir(id) }
 func (d *Driver) WaitSealed(ctx context.Context, key string) error {
 	return d.images.seals.waitKey(ctx, key)
 }
+
+// PIDFile is where sandbox id's runtime writes its container's host pid.
+func (d *Driver) PIDFile(id string) string { return d.dir.pidFile(id) }

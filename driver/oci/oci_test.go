@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -654,5 +655,83 @@ func TestRunscMemoryReservation(t *testing.T) {
 		t.Error(err)
 	} else if limit, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); limit <= spec.Resources.MemoryBytes {
 		t.Errorf("%s = %d, want above the reservation %d", hard, limit, spec.Resources.MemoryBytes)
+	}
+}
+
+// TestStateFromProc: State answers for a running sandbox from /proc
+// without starting the runtime (under runsc a process of ≈13 ms of CPU,
+// which the sweep paid for every running sandbox), does not take a pid
+// the kernel gave to a process outside the sandbox for the sandbox's, and
+// asks the runtime once the container's process is gone.
+func TestStateFromProc(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	agentPath := drivertest.BuildAgent(t)
+	for _, rt := range []string{oci.RuntimeRunsc, oci.RuntimeRunc} {
+		t.Run(rt, func(t *testing.T) {
+			real := findRuntime(t, rt)
+			calls := filepath.Join(t.TempDir(), "calls")
+			wrapper := filepath.Join(t.TempDir(), rt)
+			script := "#!/bin/sh\necho \"$*\" >> " + calls + "\nexec " + real + " \"$@\"\n"
+			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			state := t.TempDir()
+			t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
+			d := newDriver(t, rt, wrapper, state)
+			spec := driver.Spec{ID: "fromproc1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: agentPath,
+				Resources: sandbox.Sizes()[sandbox.DefaultSize]}
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			if err := d.Start(ctx, spec); err != nil {
+				t.Fatalf("Start() = %v", err)
+			}
+			t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+			os.Remove(calls)
+			b, err := os.ReadFile(d.PIDFile(spec.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			for range 3 {
+				if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning || st.PID != pid {
+					t.Fatalf("State() = %+v, %v; want running with pid %d", st, err, pid)
+				}
+			}
+			if b, err := os.ReadFile(calls); err == nil {
+				t.Errorf("State() of a running sandbox ran the runtime: %q", b)
+			}
+
+			// The container's process dies and a process outside the
+			// sandbox holds the pid file's pid (as if the kernel reused it).
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			stranger := exec.Command("sleep", "60")
+			if err := stranger.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { stranger.Process.Kill(); stranger.Wait() })
+			if err := os.WriteFile(d.PIDFile(spec.ID), []byte(strconv.Itoa(stranger.Process.Pid)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, err := d.State(ctx, spec.ID)
+				if err == nil && st.Status == driver.StatusStopped {
+					break
+				}
+				if st.PID == stranger.Process.Pid {
+					t.Fatalf("State() = %+v: took a process outside the sandbox for its container", st)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("State() after the container's process died = %+v, %v; want stopped", st, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if b, _ := os.ReadFile(calls); !strings.Contains(string(b), "state "+spec.ID) {
+				t.Errorf("runtime calls after the process died = %q, want a state of %s", b, spec.ID)
+			}
+		})
 	}
 }
