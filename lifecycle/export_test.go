@@ -29,3 +29,6 @@ func Queued(s *Service) int {
 	defer s.core.heavy.mu.Unlock()
 	return s.core.heavy.waiting
 }
+
+// ProbeGap is the least time between two of the sweep's probes of agents.
+const ProbeGap = probeGap

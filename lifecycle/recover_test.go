@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/driver"
+	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
 )
@@ -192,7 +195,7 @@ func TestSweep(t *testing.T) {
 			e.svc.Run(runCtx)
 			close(done)
 		}()
-		time.Sleep(time.Minute) // one tick
+		time.Sleep(time.Minute + time.Second) // one tick, and the sweep's paced probes
 		synctest.Wait()
 		cancel()
 		<-done
@@ -252,5 +255,31 @@ func TestUnreachableAgent(t *testing.T) {
 	row := e.row(t, sb.Name)
 	if row.Status != sandbox.StatusRunning || !strings.Contains(row.Reason, "woken by a call after: its agent could not be reached") || e.started(sb.ID) != starts+1 {
 		t.Errorf("after the call, %s = %s %q with %d more starts; want running, woken after its agent could not be reached, one start", sb.Name, row.Status, row.Reason, e.started(sb.ID)-starts)
+	}
+}
+
+// TestSweepPacesProbes: the sweep's probes of running sandboxes' agents
+// (each wakes an idle sandbox) come one ProbeGap apart, not in one burst.
+func TestSweepPacesProbes(t *testing.T) {
+	e := newEnv(t, nil)
+	const n = 6
+	for i := range n {
+		e.create(t, a1, fmt.Sprintf("paced%d", i))
+	}
+	before := len(e.drv.Calls())
+	lifecycle.Sweep(t.Context(), e.svc)
+	var dials []driverfake.Call
+	for _, c := range e.drv.Calls()[before:] {
+		if c.Op == driverfake.OpDial {
+			dials = append(dials, c)
+		}
+	}
+	if len(dials) != n {
+		t.Fatalf("the sweep dialled %d agents, want %d: %v", len(dials), n, dials)
+	}
+	for i := 1; i < len(dials); i++ {
+		if gap := dials[i].At.Sub(dials[i-1].At); gap < lifecycle.ProbeGap {
+			t.Errorf("probe %d came %v after the one before, want at least %v", i, gap, lifecycle.ProbeGap)
+		}
 	}
 }

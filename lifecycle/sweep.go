@@ -51,6 +51,7 @@ func (s *sweeper) sweep(ctx context.Context) {
 		s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
 	}
 	var members []sandbox.Sandbox
+	pace := s.probePacer(rows)
 	for _, sb := range rows {
 		if isPoolMember(sb) {
 			members = append(members, sb)
@@ -72,7 +73,7 @@ func (s *sweeper) sweep(ctx context.Context) {
 			s.run.markStopped(ctx, sb, "vanished from the runtime")
 		case err == nil && st.Status != node.StatusRunning:
 			s.run.markStopped(ctx, sb, stoppedReason(st))
-		case err == nil && s.reachable(ctx, sb):
+		case err == nil && pace(ctx) && s.reachable(ctx, sb):
 			s.sleepIdle(ctx, sb)
 		}
 	}
@@ -101,6 +102,39 @@ func (s *sweeper) reachable(ctx context.Context, sb sandbox.Sandbox) bool {
 
 // probeTimeout bounds the sweep's dial of one sandbox's agent.
 const probeTimeout = time.Second
+
+// probeGap is the least time between two of the sweep's probes of agents.
+// A probe wakes an idle sandbox (a few ms of its CPU under gVisor): a
+// thousand at once kept every call on the host waiting for seconds.
+const probeGap = 10 * time.Millisecond
+
+// probePacer returns what the sweep calls before each probe of an agent
+// among rows: it waits probeGap after the previous probe, or less when
+// that would spread the probes over more than half a SweepInterval, and
+// reports false when ctx ends first.
+func (s *sweeper) probePacer(rows []sandbox.Sandbox) func(context.Context) bool {
+	running := 0
+	for _, sb := range rows {
+		if sb.Status == sandbox.StatusRunning {
+			running++
+		}
+	}
+	gap := min(probeGap, s.opts.SweepInterval/2/time.Duration(max(running, 1)))
+	var last time.Time
+	return func(ctx context.Context) bool {
+		if wait := time.Until(last.Add(gap)); !last.IsZero() && wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false
+			case <-t.C:
+			}
+		}
+		last = time.Now()
+		return true
+	}
+}
 
 // reap destroys tenant's sandbox called name if it is still there and its
 // TTL has passed: the platform's own destroy, which nothing asks for.

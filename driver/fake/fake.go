@@ -58,6 +58,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/driver"
@@ -119,6 +120,8 @@ type Call struct {
 	Op Op
 	// ID is the sandbox id the call named; empty for Recover.
 	ID string
+	// At is when the call was made, by the host's clock.
+	At time.Time
 }
 
 func (c Call) String() string { return string(c.Op) + "(" + c.ID + ")" }
@@ -220,7 +223,7 @@ func (d *Driver) Close() error {
 
 func (d *Driver) record(op Op, id string) {
 	d.w.mu.Lock()
-	d.w.calls = append(d.w.calls, Call{Op: op, ID: id})
+	d.w.calls = append(d.w.calls, Call{Op: op, ID: id, At: time.Now()})
 	d.w.mu.Unlock()
 }
 

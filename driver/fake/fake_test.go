@@ -357,8 +357,14 @@ func TestCalls(t *testing.T) {
 		{Op: fake.OpStart, ID: "sb1"}, {Op: fake.OpState, ID: "sb1"}, {Op: fake.OpRecover},
 		{Op: fake.OpStop, ID: "sb1"}, {Op: fake.OpDelete, ID: "sb1"},
 	}
-	if got := d.Calls(); !slices.Equal(got, want) {
+	got := d.Calls()
+	if !slices.EqualFunc(got, want, func(a, b fake.Call) bool { return a.Op == b.Op && a.ID == b.ID }) {
 		t.Errorf("Calls() = %v, want %v", got, want)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].At.IsZero() || got[i].At.Before(got[i-1].At) {
+			t.Errorf("Calls()[%d].At = %v after %v: want the calls' times, in order", i, got[i].At, got[i-1].At)
+		}
 	}
 	if n := d.Count(fake.OpStart, "sb1"); n != 1 {
 		t.Errorf("Count(Start, sb1) = %d, want 1", n)
