@@ -174,3 +174,6 @@ func (d *Driver) WaitSealed(ctx context.Context, key string) error {
 
 // PIDFile is where sandbox id's runtime writes its container's host pid.
 func (d *Driver) PIDFile(id string) string { return d.dir.pidFile(id) }
+
+// RuntimeRoot is the runtime's --root, shared by the driver's sandboxes.
+func (d *Driver) RuntimeRoot() string { return d.dir.root() }

@@ -390,6 +390,15 @@ func (d *Driver) state(ctx context.Context, id string, fast bool) (driver.State,
 	if validID(id) != nil {
 		return driver.State{}, driver.ErrNotFound
 	}
+	if pid, ok := d.live(id); fast && ok && !d.dir.stopped(id) {
+		if known, err := d.dir.known(id); err == nil && known {
+			return driver.State{ID: id, Status: driver.StatusRunning, PID: pid, OOMKilled: d.cg.oom(id)}, nil
+		}
+	}
+	// The rest under the sandbox's lock: a runtime command that races a
+	// Delete makes the container's lock file in the runtime's root again
+	// after the Delete removed it, and nothing would remove it.
+	defer d.locks.lock(id)()
 	ok, err := d.dir.known(id)
 	if err != nil {
 		return driver.State{}, err
@@ -401,21 +410,17 @@ func (d *Driver) state(ctx context.Context, id string, fast bool) (driver.State,
 		_, err := os.Stat(d.dir.oomMarker(id))
 		return driver.State{ID: id, Status: driver.StatusStopped, OOMKilled: err == nil}, nil
 	}
+	st, err := d.rt.state(ctx, id)
+	if err != nil {
+		return driver.State{}, fmt.Errorf("oci: state %s: %w", id, err)
+	}
 	out := driver.State{ID: id, Status: driver.StatusStopped}
-	if pid, ok := d.live(id); fast && ok {
-		out.Status, out.PID, out.OOMKilled = driver.StatusRunning, pid, d.cg.oom(id)
-	} else {
-		st, err := d.rt.state(ctx, id)
-		if err != nil {
-			return driver.State{}, fmt.Errorf("oci: state %s: %w", id, err)
+	if st != nil {
+		switch st.Status {
+		case "running", "paused":
+			out.Status, out.PID = driver.StatusRunning, st.Pid
 		}
-		if st != nil {
-			switch st.Status {
-			case "running", "paused":
-				out.Status, out.PID = driver.StatusRunning, st.Pid
-			}
-			out.OOMKilled = d.cg.oom(id)
-		}
+		out.OOMKilled = d.cg.oom(id)
 	}
 	if !out.OOMKilled {
 		_, err := os.Stat(d.dir.oomMarker(id))
@@ -477,7 +482,8 @@ func (d *Driver) recoverState(ctx context.Context, id string) (driver.State, err
 // died between Freeze and Thaw leaves one, and nothing else would ever thaw
 // it. It also removes runtime containers that have no directory: they are
 // what an interrupted Start or Delete left, never a sandbox the host knows;
-// and likewise network attachments (see networks.recover).
+// and likewise the runtime's files (see runner.removeStrays) and network
+// attachments (see networks.recover).
 func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	entries, err := os.ReadDir(d.dir.sandboxes())
 	if err != nil {
@@ -527,6 +533,9 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	}
 	if err := d.net.recover(ctx, dirs); err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
+	}
+	if err := d.rt.removeStrays(dirs); err != nil {
+		d.log.Error("recover: remove the runtime's files of sandboxes gone", "err", err)
 	}
 	d.recoverHostObjects(listed)
 	return states, nil

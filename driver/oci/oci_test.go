@@ -735,3 +735,57 @@ func TestStateFromProc(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverRemovesStrays: Recover removes the files the runtime's root
+// holds for sandboxes that are gone (a lock file a runtime command racing
+// a delete made again, a socket), and keeps a live sandbox's and the
+// shared null netns.
+func TestRecoverRemovesStrays(t *testing.T) {
+	drivertest.RequireRoot(t)
+	base := drivertest.BaseRootFS(t)
+	bin := findRuntime(t, oci.RuntimeRunsc)
+	state := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
+	d := newDriver(t, oci.RuntimeRunsc, bin, state)
+	spec := driver.Spec{ID: "keepme1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: drivertest.BuildAgent(t),
+		Resources: sandbox.Sizes()[sandbox.DefaultSize]}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	root := d.RuntimeRoot()
+	before, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strays := []string{"gone1_sandbox:gone1.lock", "runsc-gone2.sock", "gone3"}
+	for _, s := range strays {
+		if err := os.WriteFile(filepath.Join(root, s), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.Recover(ctx); err != nil {
+		t.Fatalf("Recover() = %v", err)
+	}
+	after, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(es []os.DirEntry) (n []string) {
+		for _, e := range es {
+			n = append(n, e.Name())
+		}
+		return n
+	}
+	if !slices.Equal(names(after), names(before)) {
+		t.Errorf("the runtime's root after Recover = %q, want %q as before the strays", names(after), names(before))
+	}
+	if !slices.ContainsFunc(names(after), func(n string) bool { return strings.Contains(n, spec.ID) }) || !slices.Contains(names(after), "null-netns") {
+		t.Errorf("the runtime's root after Recover = %q: want the live sandbox's files and null-netns", names(after))
+	}
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning {
+		t.Errorf("State(%s) after Recover = %+v, %v; want running", spec.ID, st, err)
+	}
+}
