@@ -8,8 +8,9 @@
 #     and OCI tools; the registry's system service is stopped and disabled,
 #     as the tests start their own registries on free ports);
 #   - gVisor's runsc, built static from the Go module proxy once, with its
-#     seccomp filters precompiled as gVisor's releases have them
-#     (scripts/runsc-seccomp), and cached in $HEARTH_CACHE (default
+#     seccomp filters precompiled as gVisor's releases have them, for
+#     the configurations a hearth sandbox can have (no GPU, TPU or RDMA
+#     proxies; scripts/runsc-seccomp), and cached in $HEARTH_CACHE (default
 #     /var/cache/hearth); linked into /usr/local/bin;
 #   - npm (apt), then Node 22 and the npm packages of the real-client
 #     tests: the MCP conformance suite and TypeScript SDK, and the Sprites
@@ -22,10 +23,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${HEARTH_CACHE:-/var/cache/hearth}
 # The gVisor version is scripts/runsc-seccomp/go.mod's; the cache's stamp
-# also names the precompiled filters, so a runsc built without them is
-# built again.
+# also names the precompiled filters, so a runsc built without them, or
+# with all of gVisor's (which cost every sentry 4 MB), is built again.
 runsc_version=$(awk '$1 == "gvisor.dev/gvisor" || $2 == "gvisor.dev/gvisor" {print $NF}' scripts/runsc-seccomp/go.mod | head -1)
-runsc_stamp="$runsc_version+seccomp"
+runsc_stamp="$runsc_version+seccomp-nodevices"
 # The MCP real-client tests (test/e2e/mcp_conformance_test.go and
 # mcp_client_test.go): Node 22 (the conformance suite needs it; the host's
 # Node may be older) and exact versions of the npm packages they run.
