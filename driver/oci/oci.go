@@ -396,8 +396,8 @@ func (d *Driver) state(ctx context.Context, id string, fast bool) (driver.State,
 		}
 	}
 	// The rest under the sandbox's lock: a runtime command that races a
-	// Delete makes the container's lock file in the runtime's root again
-	// after the Delete removed it, and nothing would remove it.
+	// Delete can make the container's lock file in the runtime's root
+	// again after the Delete removed it, and nothing would remove it.
 	defer d.locks.lock(id)()
 	ok, err := d.dir.known(id)
 	if err != nil {

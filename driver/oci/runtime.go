@@ -226,8 +226,8 @@ func (r *runner) removeLeftovers(id string) error {
 }
 
 // removeStrays removes what the runtime's root holds for sandboxes not in
-// keep: a lock file that a runtime command racing a delete made again
-// (about one delete in thirty, 980 at 4 at a time), or what a delete cut
+// keep: a container's lock file that outlived its delete (about one
+// delete in thirty, when 980 went 4 at a time), or what a delete cut
 // short left. runsc looks for a sandbox's files by matching every name in
 // the root, so each stray slows every start.
 func (r *runner) removeStrays(keep map[string]bool) error {
