@@ -631,19 +631,7 @@ func TestRunscMemoryReservation(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
 		testenv.Skip(t, "no v1 memory hierarchy: v2's memory.low is the runtime's to set")
 	}
-	base := drivertest.BaseRootFS(t)
-	bin := findRuntime(t, oci.RuntimeRunsc)
-	state := t.TempDir()
-	t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
-	d := newDriver(t, oci.RuntimeRunsc, bin, state)
-	spec := driver.Spec{ID: "reserve1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: drivertest.BuildAgent(t),
-		Resources: sandbox.Sizes()[sandbox.DefaultSize]}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := d.Start(ctx, spec); err != nil {
-		t.Fatalf("Start() = %v", err)
-	}
-	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	_, spec := startDefault(t, oci.RuntimeRunsc, findRuntime(t, oci.RuntimeRunsc), "reserve1")
 	soft := filepath.Join("/sys/fs/cgroup/memory/hearth", spec.ID, "memory.soft_limit_in_bytes")
 	if b, err := os.ReadFile(soft); err != nil {
 		t.Error(err)
@@ -665,8 +653,6 @@ func TestRunscMemoryReservation(t *testing.T) {
 // asks the runtime once the container's process is gone.
 func TestStateFromProc(t *testing.T) {
 	drivertest.RequireRoot(t)
-	base := drivertest.BaseRootFS(t)
-	agentPath := drivertest.BuildAgent(t)
 	for _, rt := range []string{oci.RuntimeRunsc, oci.RuntimeRunc} {
 		t.Run(rt, func(t *testing.T) {
 			real := findRuntime(t, rt)
@@ -676,17 +662,9 @@ func TestStateFromProc(t *testing.T) {
 			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			state := t.TempDir()
-			t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
-			d := newDriver(t, rt, wrapper, state)
-			spec := driver.Spec{ID: "fromproc1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: agentPath,
-				Resources: sandbox.Sizes()[sandbox.DefaultSize]}
+			d, spec := startDefault(t, rt, wrapper, "fromproc1")
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			if err := d.Start(ctx, spec); err != nil {
-				t.Fatalf("Start() = %v", err)
-			}
-			t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
 			os.Remove(calls)
 			b, err := os.ReadFile(d.PIDFile(spec.ID))
 			if err != nil {
@@ -737,24 +715,13 @@ func TestStateFromProc(t *testing.T) {
 }
 
 // TestRecoverRemovesStrays: Recover removes the files the runtime's root
-// holds for sandboxes that are gone (a lock file a runtime command racing
-// a delete made again, a socket), and keeps a live sandbox's and the
-// shared null netns.
+// holds for sandboxes that are gone (a lock file that outlived a delete, a
+// socket), and keeps a live sandbox's and the shared null netns.
 func TestRecoverRemovesStrays(t *testing.T) {
 	drivertest.RequireRoot(t)
-	base := drivertest.BaseRootFS(t)
-	bin := findRuntime(t, oci.RuntimeRunsc)
-	state := t.TempDir()
-	t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
-	d := newDriver(t, oci.RuntimeRunsc, bin, state)
-	spec := driver.Spec{ID: "keepme1", RootFS: drivertest.SnapshotRootFS(t, base), AgentPath: drivertest.BuildAgent(t),
-		Resources: sandbox.Sizes()[sandbox.DefaultSize]}
+	d, spec := startDefault(t, oci.RuntimeRunsc, findRuntime(t, oci.RuntimeRunsc), "keepme1")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := d.Start(ctx, spec); err != nil {
-		t.Fatalf("Start() = %v", err)
-	}
-	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
 	root := d.RuntimeRoot()
 	before, err := os.ReadDir(root)
 	if err != nil {
@@ -788,4 +755,23 @@ func TestRecoverRemovesStrays(t *testing.T) {
 	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning {
 		t.Errorf("State(%s) after Recover = %+v, %v; want running", spec.ID, st, err)
 	}
+}
+
+// startDefault starts sandbox id, of the default size on the test root
+// file system, on a new driver for runtime rt (binary bin) with a state
+// directory of its own, and deletes it when t ends.
+func startDefault(t *testing.T, rt, bin, id string) (*oci.Driver, driver.Spec) {
+	t.Helper()
+	state := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
+	d := newDriver(t, rt, bin, state)
+	spec := driver.Spec{ID: id, RootFS: drivertest.SnapshotRootFS(t, drivertest.BaseRootFS(t)), AgentPath: drivertest.BuildAgent(t),
+		Resources: sandbox.Sizes()[sandbox.DefaultSize]}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { d.Delete(context.Background(), spec.ID) })
+	return d, spec
 }
