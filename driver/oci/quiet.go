@@ -201,7 +201,9 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 		alive[id] = true
 		w := q.seen[id]
 		if w == nil || ns < w.ns {
-			q.seen[id] = &cpuWatch{ns: ns, at: now}
+			// A daemon killed or restarted leaves its demotions behind:
+			// take them over, to promote them in time.
+			q.seen[id] = &cpuWatch{ns: ns, at: now, demoted: q.isIdle(id)}
 			continue
 		}
 		if dt := now.Sub(w.at); dt > 0 {
@@ -372,6 +374,21 @@ func (q *quieter) setIdle(id string, idle bool) error {
 		return writeExisting(filepath.Join(dir, file), low)
 	}
 	return writeExisting(filepath.Join(dir, file), normal)
+}
+
+// isIdle reports whether sandbox id's cpu cgroup is marked idle (see
+// setIdle).
+func (q *quieter) isIdle(id string) bool {
+	dir := filepath.Join(q.cpu, id)
+	if b, err := os.ReadFile(filepath.Join(dir, "cpu.idle")); err == nil {
+		return string(bytes.TrimSpace(b)) == "1"
+	}
+	file, low := "cpu.shares", "2"
+	if q.v2 {
+		file, low = "cpu.weight", "1"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	return err == nil && string(bytes.TrimSpace(b)) == low
 }
 
 // writeExisting writes v to the file at path, which must exist (a cgroup

@@ -280,3 +280,31 @@ func TestQuietNeighboursProbe(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietNeighboursTakeOver: a sandbox a killed daemon left demoted is
+// taken over by the next daemon's quieter and promoted once quiet, not
+// left idle for good. On v1 and v2, with cpu.idle and with weights.
+func TestQuietNeighboursTakeOver(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		v2, idle bool
+	}{{"v1 cpu.idle", false, true}, {"v1 weights", false, false}, {"v2 cpu.idle", true, true}, {"v2 weights", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCPU(t, tc.v2, tc.idle)
+			f.add("left", 1)
+			f.add("other", 1)
+			if err := f.q.setIdle("left", true); err != nil {
+				t.Fatal(err)
+			}
+			f.period(nil, 0.5) // first sight
+			if !f.demoted("left") || f.demoted("other") {
+				t.Fatalf("at first sight: left demoted %v, other %v; want only left, as it was left", f.demoted("left"), f.demoted("other"))
+			}
+			f.period(map[string]float64{"left": 0.01}, 0.5)
+			f.period(map[string]float64{"left": 0.01}, 0.5)
+			if f.demoted("left") {
+				t.Fatal("a sandbox left demoted is still demoted after two quiet periods")
+			}
+		})
+	}
+}
