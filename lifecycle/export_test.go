@@ -30,5 +30,16 @@ func Queued(s *Service) int {
 	return s.core.heavy.waiting
 }
 
+// QueuedCommands returns how many commands wait in s's command queue.
+func QueuedCommands(s *Service) int {
+	s.core.commands.mu.Lock()
+	defer s.core.commands.mu.Unlock()
+	return s.core.commands.waiting
+}
+
+// SetCommandHold sets the longest a command holds its slot of the command
+// queue (execHold). Call it before any exec.
+func SetCommandHold(s *Service, d time.Duration) { s.Processes.hold = d }
+
 // ProbeGap is the least time between two of the sweep's probes of agents.
 const ProbeGap = probeGap

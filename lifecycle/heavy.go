@@ -53,10 +53,13 @@ type job struct {
 // retry_after.
 const defaultRun = time.Second
 
-// heavy is the queue of heavy work (see above). It is safe for
-// concurrent use; the zero value is not: use newHeavy.
+// heavy is the queue of heavy work (see above); the command queue is one
+// too (see Processes.commandSlot). It is safe for concurrent use; the zero
+// value is not: use newHeavy.
 type heavy struct {
 	limit int
+	// what names the work its slots are for, in its refusals.
+	what string
 	// maxWait bounds a foreground job's wait (0: only its context does).
 	maxWait time.Duration
 	now     func() time.Time
@@ -87,12 +90,13 @@ type waiter struct {
 }
 
 // newHeavy returns a queue of limit slots (runtime.NumCPU() when limit <=
-// 0) whose foreground jobs wait at most maxWait, with the clock now.
-func newHeavy(limit int, maxWait time.Duration, now func() time.Time) *heavy {
+// 0) for what, whose foreground jobs wait at most maxWait, with the clock
+// now.
+func newHeavy(limit int, what string, maxWait time.Duration, now func() time.Time) *heavy {
 	if limit <= 0 {
 		limit = runtime.NumCPU()
 	}
-	return &heavy{limit: limit, maxWait: maxWait, now: now, tenants: map[string]*tenantQueue{}}
+	return &heavy{limit: limit, what: what, maxWait: maxWait, now: now, tenants: map[string]*tenantQueue{}}
 }
 
 // acquire waits for j's slot and returns its release, which the caller
@@ -274,8 +278,8 @@ func (h *heavy) refusal(cause error, pos, n int) error {
 	if errors.Is(cause, context.Canceled) {
 		why = "it was cancelled"
 	}
-	return sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is busy: this call waited for one of its %d slots for sandbox starts, memory checkpoints and image pulls, and %s at position %d of %d in the queue",
-		h.limit, why, pos, n).
+	return sandbox.Errorf(sandbox.CodeUnavailable, "the daemon is busy: this call waited for one of its %d slots for %s, and %s at position %d of %d in the queue",
+		h.limit, h.what, why, pos, n).
 		WithHint("retry in about %d s, or give the call a longer deadline", retry).
 		With("position", pos).With("queue_length", n).With("limit", h.limit).With("retry_after_seconds", retry)
 }

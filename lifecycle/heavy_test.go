@@ -76,7 +76,7 @@ func wantIdle(t *testing.T, h *heavy) {
 
 func TestHeavyFairAcrossTenantsFIFOWithin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHeavy(1, time.Minute, time.Now)
+		h := newHeavy(1, "heavy work", time.Minute, time.Now)
 		var r runs
 		var wg sync.WaitGroup
 		release := hold(t, h, "x")
@@ -102,7 +102,7 @@ func TestHeavyBound(t *testing.T) {
 	for _, limit := range []int{1, 2, 4} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHeavy(limit, time.Minute, time.Now)
+				h := newHeavy(limit, "heavy work", time.Minute, time.Now)
 				var r runs
 				var wg sync.WaitGroup
 				start := time.Now()
@@ -129,7 +129,7 @@ func TestHeavyBound(t *testing.T) {
 
 func TestHeavyDeadlineLeavesQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHeavy(1, time.Minute, time.Now)
+		h := newHeavy(1, "heavy work", time.Minute, time.Now)
 		var r runs
 		var wg sync.WaitGroup
 		// One three-second run sets the pace retry_after is told from.
@@ -172,7 +172,7 @@ func TestHeavyDeadlineLeavesQueue(t *testing.T) {
 
 func TestHeavyCancelAndMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHeavy(1, 10*time.Second, time.Now)
+		h := newHeavy(1, "heavy work", 10*time.Second, time.Now)
 		release := hold(t, h, "x")
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
@@ -200,7 +200,7 @@ func TestHeavyCancelAndMaxWait(t *testing.T) {
 
 func TestHeavyBackgroundOnlyFromSpareCapacity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHeavy(1, 10*time.Second, time.Now)
+		h := newHeavy(1, "heavy work", 10*time.Second, time.Now)
 		var r runs
 		var wg sync.WaitGroup
 		release := hold(t, h, "x")
@@ -233,7 +233,7 @@ func TestHeavyBackgroundOnlyFromSpareCapacity(t *testing.T) {
 
 func TestHeavyTransfersLeaveASlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHeavy(2, time.Minute, time.Now)
+		h := newHeavy(2, "heavy work", time.Minute, time.Now)
 		var r runs
 		var wg sync.WaitGroup
 		r.goRun(&wg, t.Context(), h, job{tenant: "a", transfer: true}, "pull1", 10*time.Second)

@@ -1,8 +1,11 @@
 package lifecycle_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,4 +151,94 @@ func TestQueuedCreateDeadline(t *testing.T) {
 	close(st.open)
 	wg.Wait()
 	e.create(t, b1, "next") // the slot came back
+}
+
+// TestCommandsTakeTurns: with one command slot, a command waits while
+// another holds it; a caller whose deadline passes first gets unavailable
+// with its place in the queue; and a command that runs longer than the
+// hold gives its slot up, so the next runs beside it.
+func TestCommandsTakeTurns(t *testing.T) {
+	e := newEnv(t, func(o *envOptions) { o.MaxConcurrentExecs = 1 })
+	e.create(t, a1, "long")
+	e.create(t, b1, "short")
+	lifecycle.SetCommandHold(e.svc, time.Hour)
+	long := startCat(t, e, "long")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	_, err := e.svc.Processes.Exec(ctx, b1, "short", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+	se := wantCode(t, "Exec(short) while the only slot is held", err, sandbox.CodeUnavailable)
+	if se.Details["position"] != 1 || se.Details["limit"] != 1 || !strings.Contains(se.Message, "command starts") {
+		t.Errorf("refusal %v (details %v): want position 1 of a queue of 1 slot for command starts", se, se.Details)
+	}
+
+	short := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Processes.Exec(t.Context(), b1, "short", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
+		short <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); lifecycle.QueuedCommands(e.svc) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands queued behind the running one, want 1", lifecycle.QueuedCommands(e.svc))
+		}
+	}
+	select {
+	case err := <-short:
+		t.Fatalf("Exec(short) returned %v while the only slot was held", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := long.end(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-short; err != nil {
+		t.Fatalf("Exec(short) once the slot was free = %v", err)
+	}
+
+	lifecycle.SetCommandHold(e.svc, 50*time.Millisecond)
+	long = startCat(t, e, "long")
+	if _, err := e.svc.Processes.Exec(t.Context(), b1, "short", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil {
+		t.Fatalf("Exec(short) beside a command past its hold = %v", err)
+	}
+	if long.done() {
+		t.Fatal("the long command ended before its input did")
+	}
+	if err := long.end(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// catExec is a `cat` running in a sandbox until its input ends.
+type catExec struct {
+	in     *io.PipeWriter
+	result chan error
+}
+
+// startCat runs `cat` in sandbox name as a1 and returns once it has echoed
+// a first line, so it holds its command slot.
+func startCat(t *testing.T, e *env, name string) *catExec {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	c := &catExec{in: inW, result: make(chan error, 1)}
+	go func() {
+		_, err := e.svc.Processes.Exec(t.Context(), a1, name, sandbox.ExecRequest{Argv: []string{"cat"}, Stdin: true}, inR, outW, io.Discard)
+		outW.Close()
+		c.result <- err
+	}()
+	go inW.Write([]byte("ready\n"))
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("cat in %s echoed %q, %v", name, line, err)
+	}
+	go io.Copy(io.Discard, outR)
+	return c
+}
+
+// done reports whether the command has returned.
+func (c *catExec) done() bool { return len(c.result) > 0 }
+
+// end closes the command's input and returns its Exec's error.
+func (c *catExec) end() error {
+	c.in.Close()
+	return <-c.result
 }

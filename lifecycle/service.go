@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/hearth/hearth/node"
@@ -57,6 +58,10 @@ type Options struct {
 	// FIFO per tenant and round-robin across tenants, the warm pool's
 	// refills last (see heavy.go). 0 means runtime.NumCPU().
 	MaxConcurrentStarts int
+	// MaxConcurrentExecs is how many commands may be in their first
+	// execHold at once (see Processes.commandSlot); the others wait their
+	// turn like heavy work. 0 means twice runtime.NumCPU().
+	MaxConcurrentExecs int
 	// Secrets seals and opens tenants' secrets (a *secrets.Box over the
 	// data dir's key file); nil keeps none, and exec refuses to name any.
 	Secrets Sealer
@@ -134,7 +139,8 @@ func New(opts Options) (*Service, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	c.heavy = newHeavy(opts.MaxConcurrentStarts, startTimeout, c.now)
+	c.heavy = newHeavy(opts.MaxConcurrentStarts, "sandbox starts, memory checkpoints and image pulls", startTimeout, c.now)
+	c.commands = newHeavy(opts.MaxConcurrentExecs, "command starts", startTimeout, c.now)
 	adm := &admission{core: c}
 	eg := &egress{core: c}
 	run := &runner{core: c, egress: eg}
@@ -144,7 +150,7 @@ func New(opts Options) (*Service, error) {
 	sbs.pool = pool
 	creds := &Credentials{core: c}
 	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
-	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds}
+	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds, hold: execHold}
 	imgs := &Images{core: c, adm: adm, checkpoints: cks, sandboxes: sbs, processes: procs}
 	sbs.images = imgs
 	return &Service{
@@ -187,6 +193,9 @@ func (opts Options) withDefaults() (Options, error) {
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxConcurrentExecs <= 0 {
+		opts.MaxConcurrentExecs = 2 * runtime.NumCPU()
 	}
 	if opts.SweepInterval <= 0 {
 		// Often enough that a sandbox sleeps within a quarter of its idle

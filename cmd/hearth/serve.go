@@ -90,6 +90,9 @@ type serveConfig struct {
 	// maxStarts bounds the heavy node calls running at once
 	// (--max-concurrent-starts; 0: one per CPU).
 	maxStarts int
+	// maxExecs bounds the commands in their first moments at once
+	// (--max-concurrent-execs; 0: two per CPU).
+	maxExecs int
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -142,6 +145,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		IdleTimeout:         cfg.idle,
 		WarmPool:            cfg.warmPool,
 		MaxConcurrentStarts: cfg.maxStarts,
+		MaxConcurrentExecs:  cfg.maxExecs,
 		Alarms:              alarmSink(cfg, reg, rec, log),
 		Secrets:             box,
 		Logger:              log.With("component", "lifecycle"),
@@ -445,6 +449,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.IntVar(&cfg.maxConnections, "max-connections", door.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
 	fl.IntVar(&cfg.maxStarts, "max-concurrent-starts", 0, "most sandbox starts (creates, forks, wakes, restores), memory checkpoints and image pulls running at once; the others queue, fairly across tenants (0: one per CPU)")
+	fl.IntVar(&cfg.maxExecs, "max-concurrent-execs", 0, "most commands starting at once (each counts for its first 200 ms at most); the others queue, fairly across tenants (0: two per CPU)")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
 		pool, err := parseWarmPool(v)
@@ -474,6 +479,9 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	}
 	if cfg.maxStarts < 0 {
 		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for one per CPU", cfg.maxStarts)}
+	}
+	if cfg.maxExecs < 0 {
+		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-execs %d: give at least 1, or 0 for two per CPU", cfg.maxExecs)}
 	}
 	if cfg.imageCache == "" {
 		cfg.imageCache = filepath.Join(cfg.dataDir, "images")
