@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,7 +87,23 @@ type channels struct {
 	runtime string
 	dir     stateDir
 	log     *slog.Logger
+	// calls counts each sandbox's dials of its agent (id → *atomic.Uint64),
+	// one per call the daemon makes to it: quiet neighbours tell a
+	// sandbox driven by calls from one whose processes saturate the CPU.
+	calls sync.Map
 }
+
+// called returns how many times sandbox id's agent was dialed since the
+// driver started (or since forget).
+func (c *channels) called(id string) uint64 {
+	if n, ok := c.calls.Load(id); ok {
+		return n.(*atomic.Uint64).Load()
+	}
+	return 0
+}
+
+// forget drops sandbox id's count of calls.
+func (c *channels) forget(id string) { c.calls.Delete(id) }
 
 // open opens sandbox id's shared run directory (runsc), or, for the
 // other runtimes, its sandbox directory, where the daemon keeps the socket.
@@ -215,6 +233,8 @@ func (s *sharedDir) listen(name string) (*os.File, error) {
 
 // dial connects to sandbox id's agent socket (see sharedDir.dial).
 func (c *channels) dial(ctx context.Context, id string) (net.Conn, error) {
+	n, _ := c.calls.LoadOrStore(id, new(atomic.Uint64))
+	n.(*atomic.Uint64).Add(1)
 	s, err := c.open(id)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}

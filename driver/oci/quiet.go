@@ -46,6 +46,18 @@ import (
 // runs last, not that it wants no more, and promoting it would let it
 // take its part from the quiet ones again, to be demoted a second later
 // (a flapping that left a demoted sandbox's calls waiting for seconds).
+//
+// A sandbox whose agent the daemon called at least drivenCalls times in a
+// period is driven by calls, and its period counts as quiet whatever it
+// used, on a saturated host too: its CPU is its callers' round trips (a
+// probe's execs, an agent's commands and file reads), the very work the
+// demotions keep others from delaying. At the onset of CPU-bound
+// neighbours a probe used more than they did, as they were still
+// starting, and was demoted with them: its p99 rose from 2× to 5–11× its
+// quiet one. A sandbox whose processes saturate the CPU while its agent
+// is called that often keeps its precedence too; its callers' calls take
+// their turns like any (lifecycle's command queue), and its quota still
+// bounds it.
 const (
 	quietPeriod        = 500 * time.Millisecond
 	busyShare          = 0.75
@@ -63,6 +75,9 @@ const (
 	// this part of what the median contending sandbox used is not busy,
 	// whatever its share.
 	typicalPart = 0.75
+	// drivenCalls is how many calls to its agent in a period make a
+	// sandbox driven by calls (8 a second).
+	drivenCalls = 4
 )
 
 // QuietNeighbours demotes the sandboxes that saturate their CPU share and
@@ -74,6 +89,7 @@ func (d *Driver) QuietNeighbours(ctx context.Context) {
 		d.log.Warn("no cpu cgroup controller: CPU-saturating sandboxes are not demoted")
 		return
 	}
+	q.calls = d.channels.called
 	defer q.close()
 	t := time.NewTicker(quietPeriod)
 	defer t.Stop()
@@ -100,15 +116,21 @@ type quieter struct {
 	fds        map[string]int // each sandbox's usage file, open (cpuTime)
 	host       hostCPU
 	log        *slog.Logger
+	// calls is how many calls the daemon made to a sandbox's agent so far
+	// (channels.called); nil counts none.
+	calls func(id string) uint64
 }
 
-// cpuWatch is one sandbox's CPU time when last read, its run of busy or
-// quiet periods, whether it is demoted, and its CFS quota in CPUs once
-// read (0 before, or while it has none): a cgroup's quota does not change
-// in its life, so it is read once.
+// cpuWatch is one sandbox's CPU time and count of calls when last read,
+// whether the last period's calls made it driven by calls, its run of
+// busy or quiet periods, whether it is demoted, and its CFS quota in CPUs
+// once read (0 before, or while it has none): a cgroup's quota does not
+// change in its life, so it is read once.
 type cpuWatch struct {
 	ns          uint64
+	calls       uint64
 	at          time.Time
+	driven      bool
 	busy, quiet int
 	demoted     bool
 	quota       float64
@@ -152,9 +174,10 @@ func (q *quieter) tick(now time.Time) {
 			could = min(w.quota, q.ncpu)
 		}
 		share := cpus / min(could, fair)
-		if saturated && !w.demoted && cpus < typicalPart*typical {
-			// It uses less than the sandboxes it contends with: whatever
-			// its share, it is not the one that saturates the host.
+		if w.driven || saturated && !w.demoted && cpus < typicalPart*typical {
+			// Its callers drive it, or it uses less than the sandboxes it
+			// contends with: whatever its share, it is not the one that
+			// saturates the host.
 			share = min(share, quietShare)
 		}
 		q.judge(id, w, share, busy, saturated)
@@ -203,13 +226,15 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 		if w == nil || ns < w.ns {
 			// A daemon killed or restarted leaves its demotions behind:
 			// take them over, to promote them in time.
-			q.seen[id] = &cpuWatch{ns: ns, at: now, demoted: q.isIdle(id)}
+			q.seen[id] = &cpuWatch{ns: ns, calls: q.called(id), at: now, demoted: q.isIdle(id)}
 			continue
 		}
 		if dt := now.Sub(w.at); dt > 0 {
 			used[id] = float64(ns-w.ns) / float64(dt.Nanoseconds())
 		}
-		w.ns, w.at = ns, now
+		calls := q.called(id)
+		w.driven = calls-w.calls >= drivenCalls
+		w.ns, w.calls, w.at = ns, calls, now
 	}
 	for id := range q.seen {
 		if !alive[id] {
@@ -222,6 +247,14 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 		}
 	}
 	return used
+}
+
+// called is how many calls the daemon made to sandbox id's agent so far.
+func (q *quieter) called(id string) uint64 {
+	if q.calls == nil {
+		return 0
+	}
+	return q.calls(id)
 }
 
 // saturated reports whether the host's CPUs were nearly all busy since the
@@ -254,13 +287,13 @@ func (q *quieter) saturated() bool {
 
 // judge counts share, the part of its CPUs sandbox id used in the last
 // period, into w (busy from the share busy up; quiet at most quietShare,
-// unless the host was saturated and the sandbox is demoted), and demotes
-// or promotes it when its run is long enough.
+// unless the host was saturated and the sandbox is demoted and not driven
+// by calls), and demotes or promotes it when its run is long enough.
 func (q *quieter) judge(id string, w *cpuWatch, share, busy float64, saturated bool) {
 	switch {
 	case share >= busy:
 		w.busy, w.quiet = w.busy+1, 0
-	case share <= quietShare && !(saturated && w.demoted):
+	case share <= quietShare && (w.driven || !(saturated && w.demoted)):
 		w.busy, w.quiet = 0, w.quiet+1
 	default:
 		w.busy, w.quiet = 0, 0

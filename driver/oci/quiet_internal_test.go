@@ -19,6 +19,7 @@ type fakeCPU struct {
 	now   time.Time
 	idle  bool      // the kernel has cpu.idle
 	ticks [2]uint64 // the host's busy and idle clock ticks so far
+	calls map[string]uint64
 }
 
 func newFakeCPU(t *testing.T, v2, idle bool) *fakeCPU {
@@ -31,7 +32,9 @@ func newFakeCPU(t *testing.T, v2, idle bool) *fakeCPU {
 	q := c.quieter()
 	q.ncpu = 2
 	q.procStat = filepath.Join(dir, "stat")
-	return &fakeCPU{t: t, q: q, ns: map[string]uint64{}, now: time.Unix(1000, 0), idle: idle}
+	f := &fakeCPU{t: t, q: q, ns: map[string]uint64{}, now: time.Unix(1000, 0), idle: idle, calls: map[string]uint64{}}
+	q.calls = func(id string) uint64 { return f.calls[id] }
+	return f
 }
 
 // add makes sandbox id's cgroups with a quota of cores CPUs (0: none).
@@ -306,5 +309,68 @@ func TestQuietNeighboursTakeOver(t *testing.T) {
 				t.Fatal("a sandbox left demoted is still demoted after two quiet periods")
 			}
 		})
+	}
+}
+
+// TestQuietNeighboursCalled: on a saturated host, at the onset of ten
+// CPU-bound sandboxes, a sandbox its agent's callers drive (drivenCalls a
+// period) is not demoted though it uses more than each of them, while its
+// twin with the same use and no calls is; and a demoted sandbox that its
+// callers come to drive is promoted, the host still saturated, and
+// demoted again once called less while it saturates its part.
+func TestQuietNeighboursCalled(t *testing.T) {
+	f := newFakeCPU(t, false, true)
+	use := map[string]float64{"probe": 0.3, "twin": 0.3}
+	f.add("probe", 1)
+	f.add("twin", 1)
+	for i := range 10 {
+		id := fmt.Sprintf("burn%d", i)
+		f.add(id, 1)
+		use[id] = 0.17
+	}
+	for range 3 {
+		f.calls["probe"] += drivenCalls
+		f.period(use, 0.02)
+	}
+	for id := range use {
+		if want := id != "probe"; f.demoted(id) != want {
+			t.Fatalf("after the onset: %s demoted %v, want %v", id, f.demoted(id), want)
+		}
+	}
+	for range 2 {
+		f.calls["probe"] += drivenCalls
+		f.calls["twin"] += drivenCalls
+		f.period(use, 0.02)
+	}
+	if f.demoted("twin") || f.demoted("probe") || !f.demoted("burn0") {
+		t.Errorf("twin driven by calls for two periods: twin demoted %v, probe %v, burn0 %v; want only burn0",
+			f.demoted("twin"), f.demoted("probe"), f.demoted("burn0"))
+	}
+	use["twin"] = 0.95
+	for range 2 {
+		f.calls["twin"] += drivenCalls - 1
+		f.period(use, 0.02)
+	}
+	if !f.demoted("twin") {
+		t.Error("twin called less than drivenCalls a period, saturating its part, is not demoted again")
+	}
+}
+
+// TestCallsCounted: every dial of a sandbox's agent counts as a call, one
+// that fails too (the daemon made it), until the sandbox is forgotten.
+func TestCallsCounted(t *testing.T) {
+	c := &channels{runtime: RuntimeRunsc, dir: stateDir{path: t.TempDir()}}
+	for range 3 {
+		if conn, err := c.dial(t.Context(), "xcalled"); err == nil {
+			conn.Close()
+			t.Fatal("dialed a sandbox that does not exist")
+		}
+	}
+	if n, other := c.called("xcalled"), c.called("xother"); n != 3 || other != 0 {
+		t.Errorf("called = %d and %d for a sandbox never dialed; want 3 and 0", n, other)
+	}
+	c.forget("xcalled")
+	if n := c.called("xcalled"); n != 0 {
+		t.Errorf("called after forget = %d, want 0", n)
 	}
 }

@@ -74,6 +74,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 	if err := d.teardownState(ctx, id, st, false); err != nil {
 		return fmt.Errorf("oci: delete %s: %w", id, err)
 	}
+	d.channels.forget(id)
 	// After the runtime is gone: nothing holds the namespace any more.
 	if attached {
 		if err := d.net.detach(ctx, id); err != nil {
