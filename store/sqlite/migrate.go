@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"path"
-	"strconv"
-	"strings"
+
+	"github.com/hearth/hearth/store/schema"
 )
 
 // migrationFiles holds the schema history. Files are named NNNN_what.sql,
@@ -19,42 +17,12 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one step of the schema; applying it takes the database from
-// version-1 to version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // loadMigrations reads the embedded migrations in order and checks their
 // numbering.
-func loadMigrations() ([]migration, error) {
-	return parseMigrations(migrationFiles, "migrations")
-}
-
-// parseMigrations reads dir's *.sql files as migrations; their numbers must
-// run 1, 2, 3… in file-name order.
-func parseMigrations(fsys fs.FS, dir string) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, dir)
+func loadMigrations() ([]schema.Migration, error) {
+	migs, err := schema.Parse(migrationFiles, "migrations")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read migrations: %w", err)
-	}
-	var migs []migration
-	for _, e := range entries { // ReadDir sorts by name
-		if e.IsDir() || path.Ext(e.Name()) != ".sql" {
-			continue
-		}
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v != len(migs)+1 {
-			return nil, fmt.Errorf("sqlite: migration %s: want a name starting %04d_", e.Name(), len(migs)+1)
-		}
-		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: read migration %s: %w", e.Name(), err)
-		}
-		migs = append(migs, migration{version: v, name: e.Name(), sql: string(b)})
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return migs, nil
 }
@@ -63,7 +31,7 @@ func parseMigrations(fsys fs.FS, dir string) ([]migration, error) {
 // pending migration run in one IMMEDIATE transaction, so a failure leaves the
 // database as it was, and two processes opening the same file migrate it
 // once. A database newer than migs is refused with ErrSchemaTooNew.
-func migrate(ctx context.Context, db *sql.DB, migs []migration, log *slog.Logger) (err error) {
+func migrate(ctx context.Context, db *sql.DB, migs []schema.Migration, log *slog.Logger) (err error) {
 	latest := len(migs)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -90,8 +58,8 @@ func migrate(ctx context.Context, db *sql.DB, migs []migration, log *slog.Logger
 	}
 
 	for _, m := range migs[current:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
 		}
 	}
 	// PRAGMA takes no bound parameters; latest is an int we computed.

@@ -62,6 +62,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/store/schema"
 )
 
 // ErrSchemaTooNew is returned by Open for a database whose schema version is
@@ -173,7 +174,7 @@ func createPrivate(path string) error {
 // open opens db's writer pool, switches the file to WAL, applies migs, and
 // then opens the reader pool. On an error the caller closes whichever
 // pools are set.
-func (db *DB) open(ctx context.Context, o Options, migs []migration) error {
+func (db *DB) open(ctx context.Context, o Options, migs []schema.Migration) error {
 	ms := strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)
 	var err error
 	db.w, err = openPool(db.path, 1, url.Values{
