@@ -6,7 +6,10 @@
 #     python3 (the host side of the sandbox-URL benchmark), docker-registry,
 #     skopeo, umoci and apache2-utils' htpasswd (the image tests' registry
 #     and OCI tools; the registry's system service is stopped and disabled,
-#     as the tests start their own registries on free ports);
+#     as the tests start their own registries on free ports), postgresql
+#     (the store/postgres tests' throwaway clusters, testutil/pgtest; the
+#     cluster Debian makes and starts when this script installs it is
+#     stopped, and its service disabled);
 #   - gVisor's runsc, built static from the Go module proxy once, with its
 #     seccomp filters precompiled as gVisor's releases have them, for
 #     the configurations a hearth sandbox can have (no GPU, TPU or RDMA
@@ -51,6 +54,13 @@ for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mou
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null || need+=("$pkg")
 done
+# Postgres's initdb and postgres are not on PATH: Debian keeps them in
+# /usr/lib/postgresql/N/bin, where testutil/pgtest looks.
+installed_postgresql=
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+	need+=(postgresql)
+	installed_postgresql=1
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	say "apt-get install ${need[*]}"
 	apt-get update -qq
@@ -61,6 +71,21 @@ fi
 if [ -d /run/systemd/system ] && { systemctl is-enabled --quiet docker-registry || systemctl is-active --quiet docker-registry; } 2>/dev/null; then
 	say "stopping and disabling the docker-registry service"
 	systemctl disable --now --quiet docker-registry
+fi
+# Debian's postgresql makes a cluster (main, port 5432) when installed and
+# starts it where services start; the tests run their own clusters on free
+# ports, so the one this run installed stays off. A Postgres that was here
+# before is left alone: it may be the operator's.
+if [ -n "$installed_postgresql" ]; then
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now --quiet postgresql 2>/dev/null || true
+	fi
+	if command -v pg_lsclusters >/dev/null; then
+		{ pg_lsclusters --no-header || true; } | awk '$4 == "online" {print $1, $2}' | while read -r version name; do
+			say "stopping the postgresql cluster $version/$name that installing postgresql started"
+			pg_ctlcluster "$version" "$name" stop || true
+		done
+	fi
 fi
 
 mkdir -p "$cache/bin"

@@ -3,9 +3,9 @@
 // registry logins they are pulled with, and the audit log of every call
 // through a door. Store is the contract, a small view per noun
 // (Sandboxes, Checkpoints, Tenants, …) over one state; store/sqlite is the
-// embedded default, and a Postgres implementation can be added for
-// replicated control planes. storetest is the conformance suite every
-// implementation passes.
+// embedded default, store/postgres the store of replicated control planes,
+// and schema reads the migrations both embed. storetest is the
+// conformance suite every implementation passes.
 package store
 
 import (
