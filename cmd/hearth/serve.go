@@ -43,6 +43,7 @@ import (
 	"github.com/hearth/hearth/secrets"
 	"github.com/hearth/hearth/spritesapi"
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/store/postgres"
 	"github.com/hearth/hearth/store/sqlite"
 	"github.com/hearth/hearth/webhook"
 )
@@ -90,6 +91,9 @@ type serveConfig struct {
 	// maxStarts bounds the heavy node calls running at once
 	// (--max-concurrent-starts; 0: one per CPU).
 	maxStarts int
+	// storeURL is the Postgres database of --store (HEARTH_STORE), or ""
+	// for the SQLite database in the data dir.
+	storeURL string
 	// maxExecs bounds the commands in their first moments at once
 	// (--max-concurrent-execs; 0: two per CPU).
 	maxExecs int
@@ -106,7 +110,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	inst, db, err := openDataDir(ctx, cfg, log)
+	inst, db, where, err := openDataDir(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -164,7 +168,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
 	}
 	go svc.Run(ctx)
-	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance)
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance, where)
 	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, rec, reg, log), log)
 }
 
@@ -219,33 +223,56 @@ func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, net
 const runningPatience = 15 * time.Second
 
 // openDataDir creates the data dir if missing and opens its instance and
-// its database, in this order: the database's file tells a data dir made
-// before instances.
-func openDataDir(ctx context.Context, cfg serveConfig, log *slog.Logger) (*instance.Instance, *sqlite.DB, error) {
+// the store, in this order: the database's file tells a data dir made
+// before instances. where names the store for the start line.
+func openDataDir(ctx context.Context, cfg serveConfig, log *slog.Logger) (inst *instance.Instance, db store.Store, where string, err error) {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	inst, err := openInstance(cfg, "", log)
+	inst, err = openInstance(cfg, "", log)
 	// A daemon killed a moment ago (a crash, a supervisor's restart) may
 	// hold its claim on the data dir until the kernel has let go of all
 	// it had open: wait a little before saying another runs.
 	for deadline := time.Now().Add(runningPatience); errors.Is(err, instance.ErrRunning) && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
-			return nil, nil, err
+			return nil, nil, "", err
 		case <-time.After(250 * time.Millisecond):
 		}
 		inst, err = openInstance(cfg, "", log)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.dataDir, "hearth.db"), nil)
+	db, where, err = openStore(ctx, cfg, log)
 	if err != nil {
 		inst.Close()
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return inst, db, nil
+	return inst, db, where, nil
+}
+
+// openStore opens the store cfg names: the SQLite database in the data
+// dir by default, or the Postgres database of --store, which the daemon
+// then claims (see postgres.DB.Claim: one daemon per store for now).
+func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (store.Store, string, error) {
+	if cfg.storeURL == "" {
+		file := filepath.Join(cfg.dataDir, "hearth.db")
+		db, err := sqlite.Open(ctx, file, nil)
+		return db, "sqlite " + file, err
+	}
+	db, err := postgres.Open(ctx, cfg.storeURL, &postgres.Options{Logger: log.With("component", "store")})
+	if err != nil {
+		return nil, "", err
+	}
+	if err := db.Claim(ctx); err != nil {
+		db.Close()
+		if errors.Is(err, postgres.ErrClaimed) {
+			return nil, "", fmt.Errorf("--store %s: another hearth daemon uses this database; one daemon per store for now: stop the other, or give this one its own database", db.Where())
+		}
+		return nil, "", err
+	}
+	return db, "postgres " + db.Where(), nil
 }
 
 // newDriver is the OCI runtime driver of cfg's runtime, its state under
@@ -295,7 +322,7 @@ func openSandboxNetwork(ctx context.Context, cfg serveConfig, inst *instance.Ins
 // closes it, flushing what waits (at most 5 s): the daemon calls it after
 // its server has shut down and before the store closes. With a retention,
 // old events are pruned until ctx ends.
-func startAudit(ctx context.Context, cfg serveConfig, db *sqlite.DB, log *slog.Logger) (*audit.Recorder, func()) {
+func startAudit(ctx context.Context, cfg serveConfig, db store.Store, log *slog.Logger) (*audit.Recorder, func()) {
 	if cfg.auditRetention > 0 {
 		go pruneAudit(ctx, db, cfg.auditRetention, log)
 	}
@@ -347,7 +374,7 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 // apiHandler is the daemon's doors side by side on the door chain: the
 // native API, MCP at /mcp and the Sprites-compatible API at /v1/sprites.
 // The chain authenticates, audits and counts the calls of all three.
-func apiHandler(cfg serveConfig, svc *lifecycle.Service, db *sqlite.DB, rec *audit.Recorder, reg *metrics.Registry, log *slog.Logger) http.Handler {
+func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, rec *audit.Recorder, reg *metrics.Registry, log *slog.Logger) http.Handler {
 	chain := door.New(svc.Tenancy, svc.Sandboxes, door.Options{
 		Logger:         log.With("component", "http"),
 		Audit:          rec,
@@ -442,6 +469,7 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		cfg.runtimeFlags = append(cfg.runtimeFlags, v)
 		return nil
 	})
+	fl.StringVar(&cfg.storeURL, "store", env("HEARTH_STORE"), "the control plane's database: a `postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…` URL, which this daemon then holds alone (default: SQLite in the data dir)")
 	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
 	fl.StringVar(&cfg.agentPath, "agent", "", "path of the static hearth-agent binary (default: beside hearth, then PATH)")
 	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
@@ -479,6 +507,9 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	}
 	if cfg.maxStarts < 0 {
 		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for one per CPU", cfg.maxStarts)}
+	}
+	if u := cfg.storeURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return cfg, &usageError{verb: "serve", msg: "--store: want a postgres:// URL (postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…), or none for SQLite in the data dir"}
 	}
 	if cfg.maxExecs < 0 {
 		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-execs %d: give at least 1, or 0 for two per CPU", cfg.maxExecs)}
@@ -520,7 +551,7 @@ func dnsUpstreamFlag(cfg *serveConfig) func(string) error {
 
 // pruneAudit deletes the audit events older than retention, at once and
 // then daily, until ctx ends.
-func pruneAudit(ctx context.Context, db *sqlite.DB, retention time.Duration, log *slog.Logger) {
+func pruneAudit(ctx context.Context, db store.Store, retention time.Duration, log *slog.Logger) {
 	prune := func() {
 		before := time.Now().Add(-retention)
 		n, err := db.Audit().DeleteBefore(ctx, before)

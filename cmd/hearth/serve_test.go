@@ -130,3 +130,41 @@ func TestParseServeMaxConnections(t *testing.T) {
 		t.Errorf("--max-connections 0: %v; want a usage error naming it", err)
 	}
 }
+
+// TestParseServeStore: --store defaults to HEARTH_STORE, then to none
+// (SQLite in the data dir); a value that is not a postgres:// URL is a
+// usage error that does not repeat it (it may hold a password); and
+// --max-concurrent-execs refuses a negative count.
+func TestParseServeStore(t *testing.T) {
+	const url = "postgres://hearth:s3cret@127.0.0.1:5432/hearth?sslmode=disable"
+	none := func(string) string { return "" }
+	withEnv := func(k string) string {
+		if k == "HEARTH_STORE" {
+			return url
+		}
+		return ""
+	}
+	for _, tt := range []struct {
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{nil, none, ""},
+		{nil, withEnv, url},
+		{[]string{"--store", "postgresql://h@db/x"}, withEnv, "postgresql://h@db/x"},
+	} {
+		cfg, err := parseServe(append([]string{"--agent", "/bin/true"}, tt.args...), tt.env, io.Discard)
+		if err != nil || cfg.storeURL != tt.want {
+			t.Errorf("parseServe(%q) store = %q, %v; want %q", tt.args, cfg.storeURL, err, tt.want)
+		}
+	}
+	var usage *usageError
+	_, err := parseServe([]string{"--agent", "/bin/true", "--store", "mysql://root:s3cret@db/x"}, none, io.Discard)
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "postgres://") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("--store mysql://…: %v; want a usage error asking for postgres://, without the password", err)
+	}
+	_, err = parseServe([]string{"--agent", "/bin/true", "--max-concurrent-execs", "-1"}, none, io.Discard)
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--max-concurrent-execs") {
+		t.Errorf("--max-concurrent-execs -1: %v; want a usage error naming it", err)
+	}
+}

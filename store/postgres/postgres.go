@@ -106,10 +106,12 @@ type Options struct {
 // use. Its views (Sandboxes, Checkpoints, …) are values that hold only the
 // DB, so getting one costs nothing and they all share its pool.
 type DB struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	where string // host:port/database, without credentials
 
 	mu     sync.Mutex
 	closed bool
+	claim  *pgx.Conn // the connection that holds Claim's lock, or nil
 }
 
 var _ store.Store = (*DB)(nil)
@@ -158,8 +160,12 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", where, err)
 	}
-	return &DB{pool: pool}, nil
+	return &DB{pool: pool, where: where}, nil
 }
+
+// Where names the database as host:port/database, without the user or
+// password: what a daemon may print and log.
+func (db *DB) Where() string { return db.where }
 
 // dsnErr is the error for a DSN that does not parse, without the DSN,
 // which may hold a password that pgx's redaction misses.
@@ -183,14 +189,15 @@ func (opts *Options) withDefaults() Options {
 	return o
 }
 
-// Close closes the pool, waiting for the connections in use to be
-// returned. Closing a closed DB does nothing and returns nil. Other
+// Close ends the claim (see Claim) and closes the pool, waiting for the
+// connections in use to be returned. Closing a closed DB does nothing and returns nil. Other
 // methods return an error after Close.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if !db.closed {
 		db.closed = true
+		db.releaseClaim()
 		db.pool.Close()
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/testutil/daemonproc"
+	"github.com/hearth/hearth/testutil/pgtest"
 )
 
 // bins are the binaries the package's daemons run (set by requireDaemon).
@@ -16,6 +17,7 @@ var bins daemonproc.Binaries
 func TestMain(m *testing.M) {
 	code := m.Run()
 	daemonproc.Cleanup()
+	pgtest.Stop()
 	os.Exit(code)
 }
 

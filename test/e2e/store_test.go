@@ -1,0 +1,77 @@
+package e2e_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/pgtest"
+)
+
+// TestPostgresStore: `hearth serve --store postgres://…` keeps its state
+// in that database: its start line names the store without the password;
+// a sandbox made and written survives a SIGKILL of the daemon and a
+// restart, files and all, and the operator token still works; a second
+// daemon on the same database is refused with a message saying why, and
+// leaves the first one's sandbox alone; the database holds the sandbox's
+// row.
+func TestPostgresStore(t *testing.T) {
+	requireDaemon(t)
+	dsn := pgtest.NewDatabase(t)
+	d := newDaemon(t, bins.Runtimes[0], "--store", dsn)
+	ctx := ctxT(t)
+	pass := dsn[strings.Index(dsn, ":")+3:]
+	pass = pass[strings.Index(pass, ":")+1 : strings.Index(pass, "@")]
+	if out := d.Out.String(); !strings.Contains(out, "store postgres 127.0.0.1:") || strings.Contains(out, pass) {
+		t.Fatalf("start line does not name the Postgres store, or shows its password:\n%s", out)
+	}
+	c := d.Client()
+	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	d.sh(ctx, "kept", "echo on-postgres > data.txt")
+
+	second := exec.Command(bins.Hearth, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--runtime", d.Runtime, "--image-cache", bins.ImageCache, "--store", dsn)
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = second.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		second.Process.Kill()
+		<-done
+		t.Fatalf("a second daemon on the same store kept running:\n%s", out)
+	}
+	if err == nil || !strings.Contains(string(out), "another hearth daemon uses this database") || strings.Contains(string(out), pass) {
+		t.Fatalf("a second daemon on the same store: %v\n%s\nwant a refusal saying another daemon uses it, without the password", err, out)
+	}
+
+	d.Kill()
+	d.Start()
+	c = d.Client()
+	sb, err := c.Get(ctx, "kept")
+	if err != nil {
+		t.Fatalf("Get(kept) after a kill and restart on Postgres = %v", err)
+	}
+	if got := d.sh(ctx, "kept", "cat data.txt"); got != "on-postgres\n" {
+		t.Fatalf("data.txt after the restart = %q", got)
+	}
+	if sb.Status != sandbox.StatusRunning && sb.Status != sandbox.StatusSleeping {
+		t.Errorf("kept after the restart is %s (%s), want running or sleeping", sb.Status, sb.Reason)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE name = 'kept'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("rows of kept in the database = %d, %v; want 1", n, err)
+	}
+}
