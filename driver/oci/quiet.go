@@ -399,10 +399,7 @@ func (q *quieter) setIdle(id string, idle bool) error {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	file, low, normal := "cpu.shares", "2", "1024"
-	if q.v2 {
-		file, low, normal = "cpu.weight", "1", "100"
-	}
+	file, low, normal := q.weightKnob()
 	if idle {
 		return writeExisting(filepath.Join(dir, file), low)
 	}
@@ -416,12 +413,18 @@ func (q *quieter) isIdle(id string) bool {
 	if b, err := os.ReadFile(filepath.Join(dir, "cpu.idle")); err == nil {
 		return string(bytes.TrimSpace(b)) == "1"
 	}
-	file, low := "cpu.shares", "2"
-	if q.v2 {
-		file, low = "cpu.weight", "1"
-	}
+	file, low, _ := q.weightKnob()
 	b, err := os.ReadFile(filepath.Join(dir, file))
 	return err == nil && string(bytes.TrimSpace(b)) == low
+}
+
+// weightKnob is where a kernel without cpu.idle marks a cgroup idle: its
+// weight file, the lowest weight, and the default one.
+func (q *quieter) weightKnob() (file, low, normal string) {
+	if q.v2 {
+		return "cpu.weight", "1", "100"
+	}
+	return "cpu.shares", "2", "1024"
 }
 
 // writeExisting writes v to the file at path, which must exist (a cgroup

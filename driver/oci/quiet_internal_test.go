@@ -117,16 +117,20 @@ func (f *fakeCPU) demoted(id string) bool {
 	return strings.TrimSpace(string(b)) == low
 }
 
+// cgroupKinds are the kinds of cpu cgroups the quieter handles: v1 and v2,
+// with cpu.idle and with weights only.
+var cgroupKinds = []struct {
+	name     string
+	v2, idle bool
+}{{"v1 cpu.idle", false, true}, {"v1 weights", false, false}, {"v2 cpu.idle", true, true}, {"v2 weights", true, false}}
+
 // TestQuietNeighbours: a sandbox saturating its quota for two periods is
 // demoted, one busy period alone is not; a sandbox that uses little, or a
 // share of a quota-less host below busy, is never demoted; a demoted one
 // is promoted after two quiet periods; a cgroup made again (CPU time back
 // to zero) starts afresh. On v1 and v2, with cpu.idle and with weights.
 func TestQuietNeighbours(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		v2, idle bool
-	}{{"v1 cpu.idle", false, true}, {"v1 weights", false, false}, {"v2 cpu.idle", true, true}, {"v2 weights", true, false}} {
+	for _, tc := range cgroupKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeCPU(t, tc.v2, tc.idle)
 			f.add("busy1", 1)
@@ -288,10 +292,7 @@ func TestQuietNeighboursProbe(t *testing.T) {
 // taken over by the next daemon's quieter and promoted once quiet, not
 // left idle for good. On v1 and v2, with cpu.idle and with weights.
 func TestQuietNeighboursTakeOver(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		v2, idle bool
-	}{{"v1 cpu.idle", false, true}, {"v1 weights", false, false}, {"v2 cpu.idle", true, true}, {"v2 weights", true, false}} {
+	for _, tc := range cgroupKinds {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeCPU(t, tc.v2, tc.idle)
 			f.add("left", 1)
