@@ -262,7 +262,7 @@ func (s *server) run(bin string, cred *syscall.Credential) error {
 	s.exited = make(chan struct{})
 	go func() { s.cmd.Wait(); close(s.exited) }()
 	if err := s.waitReady(); err != nil {
-		s.stop1()
+		s.shutdown()
 		log, _ := os.ReadFile(logPath)
 		return fmt.Errorf("%w\npostgres.log:\n%s", err, log)
 	}
@@ -291,14 +291,14 @@ func (s *server) waitReady() error {
 
 // stop stops the postmaster and removes the cluster's files.
 func (s *server) stop() {
-	s.stop1()
+	s.shutdown()
 	os.RemoveAll(s.dir)
 }
 
-// stop1 asks the postmaster for a fast shutdown (SIGINT: sessions are
+// shutdown asks the postmaster for a fast shutdown (SIGINT: sessions are
 // ended, nothing waits for clients) and waits for it, killing it if it
 // takes more than 30 seconds.
-func (s *server) stop1() {
+func (s *server) shutdown() {
 	s.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case <-s.exited:
