@@ -15,7 +15,7 @@ import (
 
 // core is what every noun service shares, held by pointer, never copied:
 // the options, the logger and clock, the per-name locks, the idle leases,
-// the queues of heavy work and of commands, and the one authorization rule (access). Its methods are the steps every
+// the queue of heavy work, and the one authorization rule (access). Its methods are the steps every
 // service takes on a sandbox's row.
 type core struct {
 	opts   Options
@@ -25,8 +25,6 @@ type core struct {
 	leases leases
 	// heavy queues the heavy node calls (see heavy.go).
 	heavy *heavy
-	// commands queues the starts of commands (see Processes.commandSlot).
-	commands *heavy
 	// crashHook, set only by tests (export_test.go), is called at every
 	// crash point; see crash.
 	crashHook func(point string)

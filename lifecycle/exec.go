@@ -19,9 +19,10 @@ type Processes struct {
 	adm         *admission
 	checkpoints *Checkpoints
 	creds       *Credentials
-	// hold is the longest a command holds its slot (execHold; tests
-	// change it).
-	hold time.Duration
+	// commands queues the starts of commands (see commandSlot); hold is
+	// the longest a command holds its slot (execHold; tests change it).
+	commands *heavy
+	hold     time.Duration
 }
 
 // Exec runs one command in the sandbox ref names for p (see Sandboxes.Get), waking it

@@ -32,9 +32,9 @@ func Queued(s *Service) int {
 
 // QueuedCommands returns how many commands wait in s's command queue.
 func QueuedCommands(s *Service) int {
-	s.core.commands.mu.Lock()
-	defer s.core.commands.mu.Unlock()
-	return s.core.commands.waiting
+	s.Processes.commands.mu.Lock()
+	defer s.Processes.commands.mu.Unlock()
+	return s.Processes.commands.waiting
 }
 
 // SetCommandHold sets the longest a command holds its slot of the command

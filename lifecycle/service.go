@@ -140,7 +140,6 @@ func New(opts Options) (*Service, error) {
 		c.now = time.Now
 	}
 	c.heavy = newHeavy(opts.MaxConcurrentStarts, "sandbox starts, memory checkpoints and image pulls", startTimeout, c.now)
-	c.commands = newHeavy(opts.MaxConcurrentExecs, "command starts", startTimeout, c.now)
 	adm := &admission{core: c}
 	eg := &egress{core: c}
 	run := &runner{core: c, egress: eg}
@@ -150,7 +149,8 @@ func New(opts Options) (*Service, error) {
 	sbs.pool = pool
 	creds := &Credentials{core: c}
 	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
-	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds, hold: execHold}
+	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds,
+		commands: newHeavy(opts.MaxConcurrentExecs, "command starts", startTimeout, c.now), hold: execHold}
 	imgs := &Images{core: c, adm: adm, checkpoints: cks, sandboxes: sbs, processes: procs}
 	sbs.images = imgs
 	return &Service{
