@@ -88,9 +88,20 @@ type Store interface {
 	RegistryLogins() RegistryLogins
 	// BuildSteps is the view of the tenants' build caches.
 	BuildSteps() BuildSteps
+	// Admissions is the view of the tenants' admission locks and the
+	// agents' create rates.
+	Admissions() Admissions
+	// Nodes is the view of the store's daemons.
+	Nodes() Nodes
+	// Leases is the view of the leases that elect one daemon for a job.
+	Leases() Leases
+	// Changes is the view that pushes notices of changes to every daemon.
+	Changes() Changes
 
-	// Close releases the store. Closing a closed store does nothing and
-	// returns nil; other methods, of every view, fail after Close.
+	// Close releases the store, and the admission locks this process
+	// holds. Closing a closed store does nothing and returns nil; other
+	// methods, of every view, fail after Close, and the channels of
+	// Changes.Listen are closed.
 	Close() error
 }
 

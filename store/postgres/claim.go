@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // ErrClaimed is returned by Claim while another process holds the
@@ -46,17 +45,11 @@ func (db *DB) Claim(ctx context.Context) error {
 	return nil
 }
 
-// releaseClaim ends the claim, if any: it unlocks before it closes the
-// connection, because a server frees a closed session's locks only when
-// its backend notices the close, after Close has returned. The caller
+// releaseClaim ends the claim, if any (see closeUnlocked). The caller
 // holds db.mu.
 func (db *DB) releaseClaim() {
 	if db.claim != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		// An error leaves the lock to the session's end, as before.
-		_, _ = db.claim.Exec(ctx, `SELECT pg_advisory_unlock($1)`, claimLockKey)
-		db.claim.Close(ctx)
+		closeUnlocked(db.claim)
 		db.claim = nil
 	}
 }

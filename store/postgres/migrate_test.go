@@ -80,7 +80,7 @@ func TestMigrateFresh(t *testing.T) {
 		t.Errorf("versions recorded in a fresh database = %d, want %d", got, want)
 	}
 	tables := column(t, conn, `SELECT table_name::text FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`)
-	if want := []string{"agents", "audit", "bindings", "build_steps", "checkpoints", "gone", "images", "registry_logins", "sandboxes", "schema_migrations", "secrets", "tenants", "tokens"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"agents", "audit", "bindings", "build_steps", "checkpoints", "gone", "images", "leases", "nodes", "rates", "registry_logins", "sandboxes", "schema_migrations", "secrets", "tenants", "tokens"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }

@@ -79,6 +79,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/store/fanout"
 )
 
 // ErrSchemaTooNew is returned by Open for a database whose schema has
@@ -107,12 +108,26 @@ type Options struct {
 // DB, so getting one costs nothing and they all share its pool.
 type DB struct {
 	pool  *pgxpool.Pool
-	where string // host:port/database, without credentials
+	locks *pgxpool.Pool   // connections that hold admission locks
+	cfg   *pgxpool.Config // what pool was made with: the listener's too
+	where string          // host:port/database, without credentials
+	hub   fanout.Hub      // the listeners of change notices
 
-	mu     sync.Mutex
-	closed bool
-	claim  *pgx.Conn // the connection that holds Claim's lock, or nil
+	mu         sync.Mutex
+	closed     bool
+	claim      *pgx.Conn                  // the connection that holds Claim's lock, or nil
+	held       map[*pgxpool.Conn]struct{} // connections holding admission locks
+	stopListen func()                     // stops the listener; nil when none runs
 }
+
+// errClosed is returned by the methods that need no connection after
+// Close.
+var errClosed = errors.New("postgres: store is closed")
+
+// lockConns is the size of the pool of admission locks: a daemon holds a
+// tenant's lock for one create at a time (its own lock queues the
+// others), so this is how many tenants it admits at once.
+const lockConns = 16
 
 var _ store.Store = (*DB)(nil)
 
@@ -160,7 +175,14 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", where, err)
 	}
-	return &DB{pool: pool, where: where}, nil
+	lcfg := cfg.Copy()
+	lcfg.MaxConns, lcfg.MinConns = lockConns, 0
+	locks, err := pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open %s: %w", where, err)
+	}
+	return &DB{pool: pool, locks: locks, cfg: cfg, where: where}, nil
 }
 
 // Where names the database as host:port/database, without the user or
@@ -189,17 +211,28 @@ func (opts *Options) withDefaults() Options {
 	return o
 }
 
-// Close ends the claim (see Claim) and closes the pool, waiting for the
-// connections in use to be returned. Closing a closed DB does nothing and returns nil. Other
+// Close ends the claim (see Claim) and the admission locks still held,
+// stops the listener of change notices (closing every Listen's channel)
+// and closes the pools, waiting for the connections in use to be
+// returned. Closing a closed DB does nothing and returns nil. Other
 // methods return an error after Close.
 func (db *DB) Close() error {
 	db.mu.Lock()
-	defer db.mu.Unlock()
-	if !db.closed {
-		db.closed = true
-		db.releaseClaim()
-		db.pool.Close()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
 	}
+	db.closed = true
+	db.releaseClaim()
+	db.releaseLocks()
+	stop := db.stopListen
+	db.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	db.hub.Close()
+	db.locks.Close()
+	db.pool.Close()
 	return nil
 }
 

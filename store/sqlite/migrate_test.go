@@ -71,7 +71,7 @@ func TestMigrateFresh(t *testing.T) {
 			tables = append(tables, strings.Fields(s)[1])
 		}
 	}
-	if want := []string{"agents:", "audit:", "bindings:", "build_steps:", "checkpoints:", "gone:", "images:", "registry_logins:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
+	if want := []string{"agents:", "audit:", "bindings:", "build_steps:", "checkpoints:", "gone:", "images:", "leases:", "nodes:", "rates:", "registry_logins:", "sandboxes:", "secrets:", "sqlite_sequence:", "tenants:", "tokens:"}; !reflect.DeepEqual(tables, want) {
 		t.Errorf("tables = %q, want %q", tables, want)
 	}
 }

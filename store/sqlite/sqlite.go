@@ -62,6 +62,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/store/fanout"
 	"github.com/hearth/hearth/store/schema"
 )
 
@@ -101,8 +102,25 @@ type DB struct {
 	w    *sql.DB // exactly one connection: every write is serialized here
 	r    *sql.DB // query_only connections
 
+	locks keyedLocks // the tenants' admission locks
+	hub   fanout.Hub // the listeners of change notices
+
 	mu     sync.Mutex
 	closed bool
+}
+
+// errClosed is returned by the methods that touch no connection after
+// Close.
+var errClosed = errors.New("sqlite: store is closed")
+
+// checkOpen returns errClosed after Close.
+func (db *DB) checkOpen() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return errClosed
+	}
+	return nil
 }
 
 var _ store.Store = (*DB)(nil)
@@ -245,6 +263,7 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.closed = true
+	db.hub.Close()
 	// Readers first, so that the writer is the last connection and the one
 	// that checkpoints.
 	rerr := db.r.Close()

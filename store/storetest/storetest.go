@@ -101,6 +101,13 @@ func Run(t *testing.T, open OpenFunc) {
 		{"RegistryLogin/Put", testRegistryLoginPut},
 		{"RegistryLogin/Tenants", testRegistryLoginTenants},
 		{"BuildSteps", testBuildSteps},
+		{"Admissions/Rates", testRates},
+		{"Admissions/Lock", testLock},
+		{"Admissions/LockExcludes", testLockExcludes},
+		{"Nodes", testNodes},
+		{"Leases", testLeases},
+		{"Leases/Race", testLeaseRace},
+		{"Changes", testNotices},
 		{"Concurrent/Creates", testConcurrentCreates},
 		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
@@ -116,6 +123,7 @@ func Run(t *testing.T, open OpenFunc) {
 // reopen, and that the reopened store takes new writes.
 func RunReopen(t *testing.T, open ReopenFunc) {
 	t.Run("Reopen", func(t *testing.T) { testReopen(t, open) })
+	t.Run("ReopenRates", func(t *testing.T) { testReopenRates(t, open) })
 }
 
 // openStore opens a store and closes it when the test ends.
