@@ -74,10 +74,21 @@ func (a access) reaches(t target) bool {
 	return (a.p.Role == sandbox.RoleOperator || t.tenant == a.p.Tenant) && a.p.InScope(t.name)
 }
 
-// sandbox returns the sandbox t names if the caller sees it. Otherwise it
-// is not_found, saying why the caller's own sandbox of that name went when
-// it went within the retention period.
+// sandbox returns the sandbox t names if the caller sees it and this node
+// runs it. Otherwise it is not_found, saying why the caller's own sandbox
+// of that name went when it went within the retention period, or, for
+// another node's sandbox, unavailable naming that node (see elsewhere).
 func (a access) sandbox(ctx context.Context, t target) (sandbox.Sandbox, error) {
+	sb, err := a.row(ctx, t)
+	if err == nil && !a.s.mine(sb) {
+		return sandbox.Sandbox{}, elsewhere(t.ref, sb)
+	}
+	return sb, err
+}
+
+// row is sandbox without the node's check: the stored row of the sandbox
+// t names, on whichever node, if the caller sees it.
+func (a access) row(ctx context.Context, t target) (sandbox.Sandbox, error) {
 	if !a.reaches(t) {
 		return sandbox.Sandbox{}, notFound(t.ref)
 	}

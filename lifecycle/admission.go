@@ -18,23 +18,39 @@ import (
 // usage: the create-rate breaker, the agent's quota, the tenant's budget
 // and the TTL cap. Usage is read from the store under the tenant's lock,
 // held until the new row exists, so that concurrent creates count each
-// other. Create-rate state lives in memory: a daemon restart forgets it.
+// other: the store's admission lock (store.Admissions.Lock), which holds
+// across every daemon of a shared store, taken behind a lock in this
+// process so that a daemon queues its own creates of one tenant in memory
+// and holds one of the store's locks per tenant at most. The create-rate
+// state (policy.Rate) is the store's too, read and written under the same
+// lock: every daemon counts against one rate and one breaker, and a
+// restart forgets neither.
 
 // admission applies the guardrails to creates and tells which limits are
 // in force for a tenant.
 type admission struct {
 	*core
-	// tenantLocks serializes a tenant's creates from admission to the new
-	// row, so that concurrent creates count each other, and its updates.
+	// tenantLocks queues this process's holders of a tenant's lock (see
+	// lockTenant).
 	tenantLocks keyedMutex
-	rates       rates
 }
 
-// rates holds each identity's create history (see policy.Rate), keyed
-// TENANT/AGENT: agent names are unique within a tenant only.
-type rates struct {
-	mu sync.Mutex
-	m  map[string]policy.Rate
+// lockTenant takes tenant's admission lock, in this process and in the
+// store, waiting until both are free or ctx is done. Creates of a new
+// sandbox hold it from admission to the new row, and tenant updates while
+// they change the tenant, so that neither decides on usage or limits the
+// other is changing.
+func (s *admission) lockTenant(ctx context.Context, tenant string) (func(), error) {
+	local := s.tenantLocks.lock(tenant)
+	shared, err := s.opts.Store.Admissions().Lock(ctx, tenant)
+	if err != nil {
+		local()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, s.internal("lock tenant "+tenant, err)
+	}
+	return sync.OnceFunc(func() { shared(); local() }), nil
 }
 
 // admit applies the guardrails to p's create of a new sandbox of size res
@@ -42,20 +58,30 @@ type rates struct {
 // a release that the caller must call once the sandbox's row exists (or
 // the create failed); the tenant stays locked until then.
 func (s *admission) admit(ctx context.Context, p sandbox.Principal, size string, res sandbox.Resources, ttl time.Duration) (time.Duration, func(), error) {
-	unlock := s.tenantLocks.lock(p.Tenant)
-	t, lim, err := s.tenantLimits(ctx, p.Tenant)
+	unlock, err := s.lockTenant(ctx, p.Tenant)
+	if err != nil {
+		return 0, nil, err
+	}
+	ttl, err = s.decide(ctx, p, size, res, ttl)
 	if err != nil {
 		unlock()
 		return 0, nil, err
 	}
-	if err := s.admitRate(p, lim); err != nil {
-		unlock()
-		return 0, nil, err
+	return ttl, unlock, nil
+}
+
+// decide is admit's decision, under the tenant's lock.
+func (s *admission) decide(ctx context.Context, p sandbox.Principal, size string, res sandbox.Resources, ttl time.Duration) (time.Duration, error) {
+	t, lim, err := s.tenantLimits(ctx, p.Tenant)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.admitRate(ctx, p, lim); err != nil {
+		return 0, err
 	}
 	u, err := s.usageOf(ctx, p, false)
 	if err != nil {
-		unlock()
-		return 0, nil, err
+		return 0, err
 	}
 	if ttl == 0 {
 		ttl = min(s.opts.DefaultTTL, lim.MaxTTL)
@@ -64,10 +90,9 @@ func (s *admission) admit(ctx context.Context, p sandbox.Principal, size string,
 		Agent: p.Agent, Tenant: p.Tenant, Size: size, Resources: res, TTL: ttl,
 	}, u, t.Allocation, lim)
 	if err != nil {
-		unlock()
-		return 0, nil, withoutUsage(p, err)
+		return 0, withoutUsage(p, err)
 	}
-	return ttl, sync.OnceFunc(unlock), nil
+	return ttl, nil
 }
 
 // usageOf is what p's tenant holds now (the sum of its sandboxes' sizes,
@@ -163,17 +188,18 @@ func (s *admission) defaultLimits() policy.Limits {
 }
 
 // admitRate counts p's create against its identity's rate and breaker,
-// raising the alarm or refusing as policy.Rate decides.
-func (s *admission) admitRate(p sandbox.Principal, lim policy.Limits) error {
+// kept in the store, raising the alarm or refusing as policy.Rate
+// decides. The caller holds p's tenant's lock.
+func (s *admission) admitRate(ctx context.Context, p sandbox.Principal, lim policy.Limits) error {
 	now := s.now()
-	s.rates.mu.Lock()
-	if s.rates.m == nil {
-		s.rates.m = map[string]policy.Rate{}
+	r, err := s.opts.Store.Admissions().Rate(ctx, p.Tenant, p.Agent)
+	if err != nil {
+		return s.internal("read the create rate", err)
 	}
-	key := sandbox.Ref(p.Tenant, p.Agent)
-	r, d := s.rates.m[key].Admit(p.Agent, now, lim)
-	s.rates.m[key] = r
-	s.rates.mu.Unlock()
+	r, d := r.Admit(p.Agent, now, lim)
+	if err := s.opts.Store.Admissions().SetRate(ctx, p.Tenant, p.Agent, r); err != nil {
+		return s.internal("keep the create rate", err)
+	}
 	_, recent, _ := r.Status(now, lim)
 	switch {
 	case d.Tripped:
@@ -193,10 +219,11 @@ func (s *admission) admitRate(p sandbox.Principal, lim policy.Limits) error {
 }
 
 // rateStatus reports p's identity's create rate and breaker at now.
-func (s *admission) rateStatus(p sandbox.Principal, now time.Time, lim policy.Limits) sandbox.RateReport {
-	s.rates.mu.Lock()
-	r := s.rates.m[sandbox.Ref(p.Tenant, p.Agent)]
-	s.rates.mu.Unlock()
+func (s *admission) rateStatus(ctx context.Context, p sandbox.Principal, now time.Time, lim policy.Limits) (sandbox.RateReport, error) {
+	r, err := s.opts.Store.Admissions().Rate(ctx, p.Tenant, p.Agent)
+	if err != nil {
+		return sandbox.RateReport{}, s.internal("read the create rate", err)
+	}
 	state, recent, until := r.Status(now, lim)
 	rep := sandbox.RateReport{
 		Recent: recent, AlarmPerMinute: lim.AlarmCreatesPerMinute, BreakerLimit: lim.BreakerFactor * lim.AlarmCreatesPerMinute,
@@ -211,7 +238,7 @@ func (s *admission) rateStatus(p sandbox.Principal, now time.Time, lim policy.Li
 			break
 		}
 	}
-	return rep
+	return rep, nil
 }
 
 // raise logs an alarm and hands it to Options.Alarms.
@@ -247,7 +274,10 @@ func (s *Tenancy) Limits(ctx context.Context, p sandbox.Principal) (sandbox.Limi
 		return sandbox.LimitsReport{}, err
 	}
 	budget := policy.Budget(t.Allocation, lim)
-	rate := s.adm.rateStatus(p, s.now(), lim)
+	rate, err := s.adm.rateStatus(ctx, p, s.now(), lim)
+	if err != nil {
+		return sandbox.LimitsReport{}, err
+	}
 	rep.Sandboxes = &sandbox.Quota{Limit: policy.AgentQuota(lim, budget), Used: u.AgentSandboxes}
 	rep.Budget = &sandbox.ResourceQuota{Limit: budget, Used: u.Tenant}
 	rep.Allocation, rep.CreateRate = &t.Allocation, &rate

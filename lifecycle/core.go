@@ -164,3 +164,14 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		k.mu.Unlock()
 	}
 }
+
+// mine reports whether sb runs on this node (see Options.NodeName).
+func (s *core) mine(sb sandbox.Sandbox) bool { return sb.Node == s.opts.NodeName }
+
+// elsewhere is the error of a call on sb, which another node runs: the
+// door sends the call to that node (details node), or, when it cannot,
+// the caller gets it.
+func elsewhere(ref string, sb sandbox.Sandbox) error {
+	return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q runs on node %s, which this daemon does not reach", ref, sb.Node).
+		WithHint("send the call to a daemon that reaches node %s, or retry", sb.Node).With("node", sb.Node)
+}

@@ -141,7 +141,8 @@ func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.S
 
 // members returns the warm pool's members, oldest first.
 func (s *Pool) members(ctx context.Context) ([]sandbox.Sandbox, error) {
-	return s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
+	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
+	return slices.DeleteFunc(rows, func(sb sandbox.Sandbox) bool { return !s.mine(sb) }), err
 }
 
 // refillSoon wakes the refiller without waiting for it.

@@ -38,7 +38,9 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 	snapped := setOf(inv.Checkpoints)
 	known := map[string]bool{}
 	for _, sb := range rows {
-		known[sb.ID] = true
+		known[sb.ID] = true // another node's too: never an orphan here
+	}
+	for _, sb := range s.adopt(ctx, rows, states, setOf(inv.Roots)) {
 		st, inRuntime := states[sb.ID]
 		running := inRuntime && st.Status == node.StatusRunning
 		if sb.Status != sandbox.StatusCreating && inv.Listed {
@@ -92,6 +94,33 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 		s.images.collect(ctx, inv.ImageKeys)
 	}
 	return nil
+}
+
+// adopt returns the rows this node reconciles: its own, and those its
+// runtime or layer store holds though the row names another node or none
+// (a row from before nodes, or a node renamed), which it makes its own.
+// A row of no node that nothing here holds is adopted too: before nodes,
+// a store had one daemon. The other nodes' rows are theirs to reconcile.
+func (s *sweeper) adopt(ctx context.Context, rows []sandbox.Sandbox, states map[string]node.State, roots map[string]bool) []sandbox.Sandbox {
+	var mine []sandbox.Sandbox
+	for _, sb := range rows {
+		_, held := states[sb.ID]
+		held = held || roots[sb.ID]
+		switch {
+		case s.mine(sb):
+		case held || sb.Node == "":
+			s.log.Info("adopting a sandbox", "sandbox", sb.Name, "id", sb.ID, "node_was", sb.Node, "node", s.opts.NodeName)
+			sb.Node = s.opts.NodeName
+			if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
+				s.log.Error("adopt sandbox", "sandbox", sb.Name, "err", err)
+				continue
+			}
+		default:
+			continue
+		}
+		mine = append(mine, sb)
+	}
+	return mine
 }
 
 // ownedCheckpoints returns the ids of the checkpoints that rows' sandboxes

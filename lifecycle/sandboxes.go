@@ -238,6 +238,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		PublicPorts: []int{},
 		Network:     req.Network,
 		Egress:      spec.egress,
+		Node:        s.opts.NodeName,
 	}
 	if sb.ImageDigest != "" {
 		sb.Capabilities = append(sb.Capabilities, sandbox.CapImage+sb.ImageDigest)

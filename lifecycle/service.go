@@ -34,6 +34,15 @@ type Options struct {
 	// Node is the machine that runs the sandboxes (node.Local in the
 	// daemon): lifecycle makes every runtime, disk and memory call on it.
 	Node node.Node
+	// NodeName names Node among the daemons of the store ("local"): the
+	// sandboxes it creates are its, and it reconciles, sweeps and acts on
+	// its own only. A call on another node's sandbox is unavailable here,
+	// with details naming the node, for the door to send there.
+	NodeName string
+	// StoreWide, when set, says whether this daemon runs the store-wide
+	// parts of the sweep now (forgetting old gone records): the one that
+	// holds the store's loops lease. Nil means it does.
+	StoreWide func() bool
 	// DefaultImage is the image create uses when none is named ("default").
 	DefaultImage string
 	// MaxWriteBytes is the largest file write accepted (64 MiB).
@@ -175,6 +184,9 @@ func (opts Options) withDefaults() (Options, error) {
 	}
 	if opts.DefaultImage == "" {
 		opts.DefaultImage = "default"
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = "local"
 	}
 	if opts.MaxWriteBytes <= 0 {
 		opts.MaxWriteBytes = DefaultMaxWriteBytes

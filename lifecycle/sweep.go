@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"context"
 	"errors"
 	"fmt"
@@ -47,9 +48,13 @@ func (s *sweeper) sweep(ctx context.Context) {
 		return
 	}
 	now := s.now()
-	if err := s.opts.Store.Gone().Forget(ctx, "", "", now.Add(-s.opts.GoneRetention)); err != nil {
-		s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
+	if s.opts.StoreWide == nil || s.opts.StoreWide() {
+		if err := s.opts.Store.Gone().Forget(ctx, "", "", now.Add(-s.opts.GoneRetention)); err != nil {
+			s.log.Error("sweep: forget old records of destroyed sandboxes", "err", err)
+		}
 	}
+	// This node's sandboxes only: another's are in its runtime, not ours.
+	rows = slices.DeleteFunc(rows, func(sb sandbox.Sandbox) bool { return !s.mine(sb) })
 	var members []sandbox.Sandbox
 	pace := s.probePacer(rows)
 	for _, sb := range rows {

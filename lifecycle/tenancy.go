@@ -117,7 +117,10 @@ func (s *Tenancy) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Tenant{}, operatorOnly("change tenants")
 	}
-	unlock := s.adm.tenantLocks.lock(name)
+	unlock, err := s.adm.lockTenant(ctx, name)
+	if err != nil {
+		return sandbox.Tenant{}, err
+	}
 	defer unlock()
 	t, err := s.GetTenant(ctx, p, name)
 	if err != nil {

@@ -73,6 +73,10 @@ type Sandbox struct {
 	// Egress is the sandbox's own egress policy, on top of its tenant's
 	// (see EgressPolicy); it applies while Network is egress.
 	Egress EgressPolicy `json:"egress"`
+	// Node names the node (daemon instance) that runs the sandbox: the
+	// one whose runtime holds it, to which the others send its calls.
+	// Empty in rows from before nodes, until a node adopts them.
+	Node string `json:"node,omitempty"`
 }
 
 // SandboxUpdate changes what a sandbox's owner may change after create; a

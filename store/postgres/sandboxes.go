@@ -17,10 +17,10 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as $1…$27.
+// scanSandbox follow it, and UPDATE refers to them as $1…$28.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
-	public_ports, network, net_bits_per_sec, net_conns, egress, image_digest, image_key, image_config`
+	public_ports, network, net_bits_per_sec, net_conns, egress, image_digest, image_key, image_config, node`
 
 // sandboxes is the store.Sandboxes view of db: the sandboxes table.
 type sandboxes struct{ db *DB }
@@ -37,7 +37,7 @@ func (v sandboxes) Create(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("postgres: create sandbox %q: %w", sb.Name, err)
 	}
-	if _, err := v.db.exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (`+params(1, 27)+`)`, args...); err != nil {
+	if _, err := v.db.exec(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (`+params(1, 28)+`)`, args...); err != nil {
 		return fmt.Errorf("postgres: create sandbox %q: %w", sb.Name, writeErr(err))
 	}
 	return nil
@@ -52,7 +52,7 @@ func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 		return fmt.Errorf("postgres: update sandbox %q: %w", sb.ID, err)
 	}
 	return v.db.execOne(ctx, "update sandbox", strconv.Quote(sb.ID),
-		`UPDATE sandboxes SET (`+sandboxColumns+`) = (`+params(1, 27)+`) WHERE id = $1`, args...)
+		`UPDATE sandboxes SET (`+sandboxColumns+`) = (`+params(1, 28)+`) WHERE id = $1`, args...)
 }
 
 // Get returns tenant's sandbox called name, or store.ErrNotFound.
@@ -147,7 +147,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		string(sb.Status), sb.Reason, sb.CreatedAt, sb.UpdatedAt, nullTime(sb.ExpiresAt),
 		nonNil(sb.Capabilities), r.MilliCPU, r.MemoryBytes, r.Pids, sb.Head, r.DiskBytes,
 		nonNil(sb.Labels), nonNil(sb.PublicPorts), network, r.NetBitsPerSec, r.NetConns,
-		string(egress), sb.ImageDigest, sb.ImageKey, string(config),
+		string(egress), sb.ImageDigest, sb.ImageKey, string(config), sb.Node,
 	}, nil
 }
 
@@ -174,7 +174,7 @@ func scanSandbox(row pgx.Row) (sandbox.Sandbox, error) {
 	if err := row.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &sb.CreatedAt, &sb.UpdatedAt, &expires, &sb.Capabilities,
 		&r.MilliCPU, &r.MemoryBytes, &r.Pids, &sb.Head, &r.DiskBytes, &sb.Labels, &sb.PublicPorts,
-		&sb.Network, &r.NetBitsPerSec, &r.NetConns, &egress, &sb.ImageDigest, &sb.ImageKey, &config); err != nil {
+		&sb.Network, &r.NetBitsPerSec, &r.NetConns, &egress, &sb.ImageDigest, &sb.ImageKey, &config, &sb.Node); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status, sb.ExpiresAt = sandbox.Status(status), fromNull(expires)

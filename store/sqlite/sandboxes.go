@@ -14,10 +14,10 @@ import (
 )
 
 // sandboxColumns are selected and bound in this order; sandboxArgs and
-// scanSandbox follow it, and UPDATE refers to them as ?1…?27.
+// scanSandbox follow it, and UPDATE refers to them as ?1…?28.
 const sandboxColumns = `id, name, tenant, owner, image, size, runtime, status, reason,
 	created_at, updated_at, expires_at, capabilities, millicpu, memory_bytes, pids, head, disk_bytes, labels,
-	public_ports, network, net_bits_per_sec, net_conns, egress, image_digest, image_key, image_config`
+	public_ports, network, net_bits_per_sec, net_conns, egress, image_digest, image_key, image_config, node`
 
 // sandboxes is the store.Sandboxes view of db: the sandboxes table.
 type sandboxes struct{ db *DB }
@@ -37,7 +37,7 @@ func (v sandboxes) Create(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	_, err = v.db.w.ExecContext(ctx,
 		`INSERT INTO sandboxes (`+sandboxColumns+`)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)`,
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)`,
 		args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: create sandbox %q: %w", sb.Name, writeErr(err))
@@ -59,7 +59,7 @@ func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
 			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20,
 			network = ?21, net_bits_per_sec = ?22, net_conns = ?23,
-			egress = ?24, image_digest = ?25, image_key = ?26, image_config = ?27
+			egress = ?24, image_digest = ?25, image_key = ?26, image_config = ?27, node = ?28
 		WHERE id = ?1`,
 		args...)
 	if err != nil {
@@ -216,7 +216,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		sb.Resources.MilliCPU, sb.Resources.MemoryBytes, sb.Resources.Pids, sb.Head, sb.Resources.DiskBytes,
 		string(labelsJSON), string(portsJSON), network,
 		sb.Resources.NetBitsPerSec, sb.Resources.NetConns, string(egressJSON),
-		sb.ImageDigest, sb.ImageKey, string(configJSON),
+		sb.ImageDigest, sb.ImageKey, string(configJSON), sb.Node,
 	}, nil
 }
 
@@ -243,7 +243,7 @@ func scanSandbox(s scanner) (sandbox.Sandbox, error) {
 	if err := s.Scan(&sb.ID, &sb.Name, &sb.Tenant, &sb.Owner, &sb.Image, &sb.Size,
 		&sb.Runtime, &status, &sb.Reason, &created, &updated, &expires, &capsJSON,
 		&milli, &mem, &pids, &sb.Head, &disk, &labelsJSON, &portsJSON, &sb.Network, &netBits, &netConns, &egressJSON,
-		&sb.ImageDigest, &sb.ImageKey, &configJSON); err != nil {
+		&sb.ImageDigest, &sb.ImageKey, &configJSON, &sb.Node); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.Status = sandbox.Status(status)

@@ -164,6 +164,7 @@ func newSandbox(id, name, tenant, owner string, created time.Time) sandbox.Sandb
 		Image:       "docker.io/library/debian:12",
 		ImageDigest: "sha256:" + strings.Repeat("d", 64),
 		ImageKey:    "img-debian-12-top",
+		Node:        "node-1",
 		ImageConfig: sandbox.ImageConfig{Env: []string{"PATH=/usr/bin:/bin"}, UID: 1000, GID: 1000, Home: "/home/debian"},
 		Size:        "medium",
 		Runtime:     "runsc",

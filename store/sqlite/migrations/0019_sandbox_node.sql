@@ -1,0 +1,3 @@
+-- 0019: the node (daemon instance) that runs each sandbox. Rows from
+-- before nodes have '' until their daemon adopts them at its next start.
+ALTER TABLE sandboxes ADD COLUMN node TEXT NOT NULL DEFAULT '';
