@@ -1,10 +1,10 @@
 package lifecycle
 
 import (
-	"slices"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hearth/hearth/node"

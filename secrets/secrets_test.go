@@ -3,8 +3,10 @@ package secrets_test
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hearth/hearth/secrets"
@@ -63,5 +65,75 @@ func TestKeyFileChecks(t *testing.T) {
 	os.WriteFile(short, []byte("short"), 0o600)
 	if _, err := secrets.LoadOrCreate(short); err == nil {
 		t.Errorf("LoadOrCreate(a 5-byte key file) = nil error")
+	}
+}
+
+// TestLoad: Load opens a key file CreateKey made, and never creates one: a
+// missing file wraps fs.ErrNotExist, one of another size ErrMalformedKey,
+// and each error names the file.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "deploy.key")
+	if err := secrets.CreateKey(path, false); err != nil {
+		t.Fatal(err)
+	}
+	b, err := secrets.Load(path)
+	if err != nil {
+		t.Fatalf("Load(a created key) = %v", err)
+	}
+	// Another daemon loading the same file opens what this one sealed.
+	b2, err := secrets.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := b.Seal("acme", "TOKEN", []byte("v"))
+	if got, err := b2.Open("acme", "TOKEN", sealed); err != nil || string(got) != "v" {
+		t.Errorf("Open of another Load's seal = %q, %v; want v", got, err)
+	}
+
+	missing := filepath.Join(dir, "missing.key")
+	if _, err := secrets.Load(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Load(missing) = %v; want fs.ErrNotExist naming the file", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("after Load(missing) the file exists (%v); Load must not create it", err)
+	}
+	short := filepath.Join(dir, "short.key")
+	os.WriteFile(short, []byte("short"), 0o600)
+	if _, err := secrets.Load(short); !errors.Is(err, secrets.ErrMalformedKey) || !strings.Contains(err.Error(), short) {
+		t.Errorf("Load(a 5-byte file) = %v; want ErrMalformedKey naming the file", err)
+	}
+}
+
+// TestCreateKey: CreateKey writes KeySize random bytes, mode 0600, leaves
+// no temporary file, refuses an existing file (wrapping fs.ErrExist, the
+// file unchanged) unless told to replace it.
+func TestCreateKey(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "deploy.key")
+	if err := secrets.CreateKey(path, false); err != nil {
+		t.Fatal(err)
+	}
+	first, err := os.ReadFile(path)
+	if fi, serr := os.Stat(path); err != nil || serr != nil || fi.Mode().Perm() != 0o600 || len(first) != secrets.KeySize {
+		t.Fatalf("key file = %v, %v, %d bytes; want mode 0600 and %d bytes", fi, err, len(first), secrets.KeySize)
+	}
+	if err := secrets.CreateKey(path, false); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("CreateKey(existing, false) = %v; want fs.ErrExist", err)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, first) {
+		t.Errorf("CreateKey(existing, false) changed the file")
+	}
+	if err := secrets.CreateKey(path, true); err != nil {
+		t.Fatalf("CreateKey(existing, true) = %v", err)
+	}
+	if again, _ := os.ReadFile(path); len(again) != secrets.KeySize || bytes.Equal(again, first) {
+		t.Errorf("CreateKey(existing, true) left %d bytes, the old key: %v; want a new key", len(again), bytes.Equal(again, first))
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the directory holds %d files, want the key file alone", len(ents))
+	}
+	if err := secrets.CreateKey(filepath.Join(dir, "no", "such", "dir.key"), false); err == nil {
+		t.Errorf("CreateKey(in a missing directory) = nil error")
 	}
 }

@@ -102,6 +102,7 @@ func verbs() []verb {
 		{"token", "manage tokens (create, list, revoke)", runToken},
 		{"audit", "show the audit log of calls to the daemon (JSONL with --json)", runAudit},
 		{"secret", "manage a tenant's secrets (set, list, rm)", runSecret},
+		{"key", "make the sealing key file the daemons of one store share (create)", runKey},
 		{"image", "manage images: pull, import, export, create, build, list, inspect, rm, public", runImage},
 		{"registry", "manage registry logins for pulls (login, list, rm)", runRegistry},
 		{"binding", "bind a secret to an upstream API sandboxes call via NAME.hearth.internal (set, list, rm)", runBinding},

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -97,6 +98,13 @@ type serveConfig struct {
 	// maxExecs bounds the commands in their first moments at once
 	// (--max-concurrent-execs; 0: two per CPU).
 	maxExecs int
+	// node names this daemon among those of one store (--node,
+	// HEARTH_NODE; default: the host's name, see defaultNodeName), a DNS
+	// label (sandbox.ValidateNodeName). Only the start line shows it yet.
+	node string
+	// keyFile is the deployment's sealing key (--key-file,
+	// HEARTH_KEY_FILE), or "" for <data-dir>/secrets.key; see openSealer.
+	keyFile string
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -116,6 +124,10 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	defer inst.Close()
 	defer db.Close()
+	box, err := openSealer(cfg, log)
+	if err != nil {
+		return err
+	}
 	if cfg.runtime == "" {
 		if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
 			return err
@@ -128,12 +140,6 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		return err
 	}
 	defer nets.close()
-	// The data dir's secrets key seals tenants' secrets and the keys of
-	// sandboxes' memory images.
-	box, err := secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
-	if err != nil {
-		return err
-	}
 	local, defImage, closeNode, err := openNode(ctx, cfg, inst, nets, box, stderr, log)
 	if err != nil {
 		return err
@@ -168,7 +174,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
 	}
 	go svc.Run(ctx)
-	fmt.Fprintf(stdout, "hearth: listening on http://%s (runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.runtime, cfg.dataDir, inst.Instance, where)
+	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
 	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, rec, reg, log), log)
 }
 
@@ -275,6 +281,36 @@ func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (store.St
 	return db, "postgres " + db.Where(), nil
 }
 
+// openSealer opens the key that seals tenants' secrets and the keys of
+// sandboxes' memory images. With --key-file it is that file, which must
+// exist: every daemon of one store is given the same file, made once by
+// `hearth key create`, and a daemon never makes one of its own there.
+// Without, it is <data-dir>/secrets.key, made at the first start; on a
+// Postgres store that is logged as a warning, because a key made in one
+// daemon's data dir cannot open what another daemon of the store sealed.
+func openSealer(cfg serveConfig, log *slog.Logger) (*secrets.Box, error) {
+	if cfg.keyFile == "" {
+		if cfg.storeURL != "" {
+			log.Warn("no --key-file on a Postgres store: this daemon seals with the key of its own data dir, which no other daemon of the store has; "+
+				"give every daemon of one store the same key with --key-file (make it with hearth key create FILE)",
+				"key", filepath.Join(cfg.dataDir, "secrets.key"))
+		}
+		return secrets.LoadOrCreate(filepath.Join(cfg.dataDir, "secrets.key"))
+	}
+	box, err := secrets.Load(cfg.keyFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, sandbox.Errorf(sandbox.CodeFailedPrecondition, "--key-file %s: no such file", cfg.keyFile).
+			WithHint("make one with `hearth key create %s`, or name the key file the store's other daemons use", cfg.keyFile)
+	case errors.Is(err, secrets.ErrMalformedKey):
+		return nil, sandbox.Errorf(sandbox.CodeFailedPrecondition, "--key-file %s: %v", cfg.keyFile, err).
+			WithHint("name the key file the store's other daemons use, or make one with `hearth key create %s`", cfg.keyFile)
+	case err != nil:
+		return nil, fmt.Errorf("--key-file %s: %w", cfg.keyFile, err)
+	}
+	return box, nil
+}
+
 // newDriver is the OCI runtime driver of cfg's runtime, its state under
 // the data dir, its sandboxes' cgroups under the instance's parent and
 // their networks on nets' host (none without one); box seals the keys of
@@ -350,7 +386,9 @@ func alarmSink(cfg serveConfig, reg *metrics.Registry, rec *audit.Recorder, log 
 
 // startService readies svc to serve: it starts the sandbox network's
 // services, reconciles with the runtime, applies the tenants file and
-// makes sure of the operator token, whose file it prints.
+// makes sure of the operator token, whose file it prints, or that the
+// store holds one (a Postgres store another daemon made it in; see
+// lifecycle.Tenancy.EnsureOperatorToken).
 func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, nets sandboxNet, reg *metrics.Registry, stdout io.Writer, log *slog.Logger) error {
 	if nets.host != nil {
 		startNetwork(ctx, nets, svc, reg, log)
@@ -364,10 +402,15 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 		}
 	}
 	tokenFile := filepath.Join(cfg.dataDir, "operator.token")
-	if err := ensureOperatorToken(ctx, svc, tokenFile); err != nil {
+	err := ensureOperatorToken(ctx, svc, tokenFile, cfg.storeURL != "")
+	switch {
+	case errors.Is(err, lifecycle.ErrOperatorTokenHeld):
+		fmt.Fprintln(stdout, "hearth: operator token held by the store: mint one with hearth token create --operator")
+	case err != nil:
 		return err
+	default:
+		fmt.Fprintf(stdout, "hearth: operator token in %s\n", tokenFile)
 	}
-	fmt.Fprintf(stdout, "hearth: operator token in %s\n", tokenFile)
 	return nil
 }
 
@@ -470,6 +513,8 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		return nil
 	})
 	fl.StringVar(&cfg.storeURL, "store", env("HEARTH_STORE"), "the control plane's database: a `postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…` URL, which this daemon then holds alone (default: SQLite in the data dir)")
+	fl.StringVar(&cfg.node, "node", env("HEARTH_NODE"), "`NAME` of this daemon among those of one store: 1 to 63 lowercase letters, digits and '-' (default: the host name, lower-cased, other characters made '-')")
+	fl.StringVar(&cfg.keyFile, "key-file", env("HEARTH_KEY_FILE"), "the deployment's sealing key `FILE`, made by 'hearth key create FILE'; every daemon of one store needs the same (default: <data-dir>/secrets.key, made at the first start)")
 	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
 	fl.StringVar(&cfg.agentPath, "agent", "", "path of the static hearth-agent binary (default: beside hearth, then PATH)")
 	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
@@ -502,17 +547,29 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	if fl.NArg() > 0 {
 		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
 	}
+	return cfg, finishServe(&cfg)
+}
+
+// finishServe checks what the flags of serve gave cfg and fills in the
+// defaults that depend on others or on the host.
+func finishServe(cfg *serveConfig) error {
 	if cfg.maxConnections < 1 {
-		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-connections %d: give at least 1", cfg.maxConnections)}
+		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-connections %d: give at least 1", cfg.maxConnections)}
 	}
 	if cfg.maxStarts < 0 {
-		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for one per CPU", cfg.maxStarts)}
+		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for one per CPU", cfg.maxStarts)}
 	}
 	if u := cfg.storeURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-		return cfg, &usageError{verb: "serve", msg: "--store: want a postgres:// URL (postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…), or none for SQLite in the data dir"}
+		return &usageError{verb: "serve", msg: "--store: want a postgres:// URL (postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…), or none for SQLite in the data dir"}
 	}
 	if cfg.maxExecs < 0 {
-		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-execs %d: give at least 1, or 0 for two per CPU", cfg.maxExecs)}
+		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-execs %d: give at least 1, or 0 for two per CPU", cfg.maxExecs)}
+	}
+	if cfg.node == "" {
+		host, _ := os.Hostname() // none: the default of defaultNodeName
+		cfg.node = defaultNodeName(host)
+	} else if err := sandbox.ValidateNodeName(cfg.node); err != nil {
+		return &usageError{verb: "serve", msg: "--node: " + err.Error()}
 	}
 	if cfg.imageCache == "" {
 		cfg.imageCache = filepath.Join(cfg.dataDir, "images")
@@ -520,10 +577,32 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	if cfg.agentPath == "" {
 		var err error
 		if cfg.agentPath, err = findAgent(); err != nil {
-			return cfg, err
+			return err
 		}
 	}
-	return cfg, nil
+	return nil
+}
+
+// defaultNodeName is the node name of a host called host: lower-cased,
+// each character outside [a-z0-9-] made '-', at most 63 characters, with
+// no '-' at either end; "node" when nothing is left. A full name is kept
+// whole ("web1.example.com" is "web1-example-com"), so that hosts of one
+// deployment that differ only in their domain stay apart.
+func defaultNodeName(host string) string {
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(host))
+	name = strings.Trim(name, "-")
+	if len(name) > sandbox.MaxNameLen { // bytes are characters now: all ASCII
+		name = strings.TrimRight(name[:sandbox.MaxNameLen], "-")
+	}
+	if name == "" {
+		return "node"
+	}
+	return name
 }
 
 // dnsUpstreamFlag parses --dns-upstream into cfg: name servers, comma
@@ -727,10 +806,12 @@ func openLayers(ctx context.Context, cfg serveConfig, log *slog.Logger) (layerSt
 
 // ensureOperatorToken keeps the operator token file valid: it creates a
 // token (storing only its hash) when the file is missing or stale, and
-// writes the secret to the file with mode 0600.
-func ensureOperatorToken(ctx context.Context, svc *lifecycle.Service, path string) error {
+// writes the secret to the file with mode 0600. On a shared store (shared)
+// that already holds a live operator token it creates none and returns
+// lifecycle.ErrOperatorTokenHeld, leaving the file as it is.
+func ensureOperatorToken(ctx context.Context, svc *lifecycle.Service, path string, shared bool) error {
 	current, _ := os.ReadFile(path)
-	secret, created, err := svc.Tenancy.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)))
+	secret, created, err := svc.Tenancy.EnsureOperatorToken(ctx, strings.TrimSpace(string(current)), shared)
 	if err != nil || !created {
 		return err
 	}

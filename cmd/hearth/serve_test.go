@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/instance"
+	"github.com/hearth/hearth/metrics"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/secrets"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 // TestParseServeRuntimeFlags: --runtime-flag is repeatable, keeps the
@@ -166,5 +171,187 @@ func TestParseServeStore(t *testing.T) {
 	_, err = parseServe([]string{"--agent", "/bin/true", "--max-concurrent-execs", "-1"}, none, io.Discard)
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--max-concurrent-execs") {
 		t.Errorf("--max-concurrent-execs -1: %v; want a usage error naming it", err)
+	}
+}
+
+// TestDefaultNodeName: a host name becomes a node name that
+// sandbox.ValidateNodeName takes.
+func TestDefaultNodeName(t *testing.T) {
+	for _, tt := range []struct{ host, want string }{
+		{"web1", "web1"},
+		{"Web1.Example.COM", "web1-example-com"},
+		{"build_box 2", "build-box-2"},
+		{"-edge-", "edge"},
+		{"..", "node"},
+		{"", "node"},
+		{"nœud-7", "n-ud-7"},
+		{strings.Repeat("a", 62) + ".b", strings.Repeat("a", 62)}, // cut at 63, and the '-' it ends with trimmed
+		{strings.Repeat("ab", 40), strings.Repeat("ab", 31) + "a"},
+	} {
+		got := defaultNodeName(tt.host)
+		if got != tt.want {
+			t.Errorf("defaultNodeName(%q) = %q, want %q", tt.host, got, tt.want)
+		}
+		if err := sandbox.ValidateNodeName(got); err != nil {
+			t.Errorf("defaultNodeName(%q) = %q, which ValidateNodeName refuses: %v", tt.host, got, err)
+		}
+	}
+}
+
+// TestParseServeNode: --node, else HEARTH_NODE, else the host's name
+// cleaned; an invalid name given is a usage error naming --node and the
+// rule it breaks.
+func TestParseServeNode(t *testing.T) {
+	none := func(string) string { return "" }
+	withEnv := func(k string) string {
+		if k == "HEARTH_NODE" {
+			return "from-env"
+		}
+		return ""
+	}
+	host, _ := os.Hostname()
+	for _, tt := range []struct {
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{nil, none, defaultNodeName(host)},
+		{nil, withEnv, "from-env"},
+		{[]string{"--node", "node-2"}, withEnv, "node-2"},
+	} {
+		cfg, err := parseServe(append([]string{"--agent", "/bin/true"}, tt.args...), tt.env, io.Discard)
+		if err != nil || cfg.node != tt.want {
+			t.Errorf("parseServe(%q) node = %q, %v; want %q", tt.args, cfg.node, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"Node_2", "-x", strings.Repeat("n", 64)} {
+		_, err := parseServe([]string{"--agent", "/bin/true", "--node", bad}, none, io.Discard)
+		var usage *usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--node: invalid node name") {
+			t.Errorf("--node %q: %v; want a usage error naming --node", bad, err)
+		}
+	}
+}
+
+// TestOpenSealer: --key-file (or HEARTH_KEY_FILE) names a key file that
+// must exist, which is never made or replaced, and nothing is made in the
+// data dir; a missing or malformed one is failed_precondition naming the
+// file and how to make one. Without it the data dir's key is made at the
+// first start, with a warning on a Postgres store.
+func TestOpenSealer(t *testing.T) {
+	env := func(k string) string {
+		if k == "HEARTH_KEY_FILE" {
+			return "/etc/hearth/deploy.key"
+		}
+		return ""
+	}
+	if cfg, err := parseServe([]string{"--agent", "/bin/true"}, env, io.Discard); err != nil || cfg.keyFile != "/etc/hearth/deploy.key" {
+		t.Errorf("parseServe with HEARTH_KEY_FILE: keyFile = %q, %v", cfg.keyFile, err)
+	}
+	const pg = "postgres://h@db/x"
+	keys := t.TempDir()
+	key := filepath.Join(keys, "deploy.key")
+	if err := secrets.CreateKey(key, false); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(key)
+	open := func(cfg serveConfig) (*secrets.Box, string, error) {
+		var logs bytes.Buffer
+		box, err := openSealer(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		return box, logs.String(), err
+	}
+
+	data := t.TempDir()
+	box, logs, err := open(serveConfig{dataDir: data, storeURL: pg, keyFile: key})
+	if err != nil || logs != "" {
+		t.Fatalf("openSealer(--key-file, Postgres) = %v, logs %q; want the key, no warning", err, logs)
+	}
+	other, err := secrets.Load(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.Open("acme", "K", box.Seal("acme", "K", []byte("v"))); err != nil || string(got) != "v" {
+		t.Errorf("the key file's Box does not open what openSealer's sealed: %q, %v", got, err)
+	}
+	if ents, _ := os.ReadDir(data); len(ents) != 0 {
+		t.Errorf("with --key-file the data dir holds %d files, want none", len(ents))
+	}
+	if now, _ := os.ReadFile(key); !bytes.Equal(now, want) {
+		t.Errorf("openSealer changed the key file")
+	}
+
+	short := filepath.Join(keys, "short.key")
+	os.WriteFile(short, []byte("short"), 0o600)
+	for _, bad := range []string{filepath.Join(keys, "missing.key"), short} {
+		_, _, err := open(serveConfig{dataDir: data, keyFile: bad})
+		e := sandbox.AsError(err)
+		if !sandbox.IsCode(err, sandbox.CodeFailedPrecondition) || !strings.Contains(e.Message, bad) || !strings.Contains(e.Hint, "hearth key create "+bad) {
+			t.Errorf("openSealer(--key-file %s) = %v; want failed_precondition naming the file and hearth key create", bad, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(keys, "missing.key")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("openSealer made the missing --key-file (%v); want it left missing", err)
+	}
+
+	for _, store := range []string{"", pg} {
+		data := t.TempDir()
+		_, logs, err := open(serveConfig{dataDir: data, storeURL: store})
+		if err != nil {
+			t.Fatalf("openSealer(no --key-file, store %q) = %v", store, err)
+		}
+		if fi, err := os.Stat(filepath.Join(data, "secrets.key")); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("store %q: the data dir's key = %v, %v; want it made, 0600", store, fi, err)
+		}
+		if warned := strings.Contains(logs, `level=WARN msg="no --key-file on a Postgres store`); warned != (store == pg) {
+			t.Errorf("store %q: logs %q; want a warning naming --key-file only on Postgres", store, logs)
+		}
+	}
+}
+
+// TestStartServiceOperatorToken: the first daemon of a shared store writes
+// the operator token file and says where; another daemon of that store
+// mints none, writes no file and says the store holds it; a daemon with a
+// store of its own mints one whatever the store holds.
+func TestStartServiceOperatorToken(t *testing.T) {
+	d := daemontest.New(t, daemontest.Options{})
+	start := func(cfg serveConfig) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := startService(t.Context(), cfg, d.Svc, sandboxNet{}, metrics.NewRegistry(), &out, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatalf("startService(%s) = %v", cfg.dataDir, err)
+		}
+		return out.String()
+	}
+	const pg = "postgres://h@db/x"
+	first, second, own := t.TempDir(), t.TempDir(), t.TempDir()
+	firstFile := filepath.Join(first, "operator.token")
+	if out := start(serveConfig{dataDir: first, storeURL: pg}); out != "hearth: operator token in "+firstFile+"\n" {
+		t.Errorf("first daemon printed %q, want the token file's line", out)
+	}
+	tok, err := os.ReadFile(firstFile)
+	if fi, serr := os.Stat(firstFile); err != nil || serr != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("first daemon's token file = %v, %v; want it, 0600", fi, err)
+	}
+	if p, err := d.Svc.Tenancy.Authenticate(t.Context(), strings.TrimSpace(string(tok))); err != nil || p.Role != sandbox.RoleOperator {
+		t.Fatalf("Authenticate(first daemon's token) = %+v, %v; want an operator", p, err)
+	}
+
+	if out := start(serveConfig{dataDir: second, storeURL: pg}); out != "hearth: operator token held by the store: mint one with hearth token create --operator\n" {
+		t.Errorf("second daemon printed %q, want the held-by line", out)
+	}
+	if _, err := os.Stat(filepath.Join(second, "operator.token")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("second daemon's token file: %v; want none", err)
+	}
+	// A restart of the first keeps its token.
+	start(serveConfig{dataDir: first, storeURL: pg})
+	if again, _ := os.ReadFile(firstFile); !bytes.Equal(again, tok) {
+		t.Errorf("a restart of the first daemon changed its token file")
+	}
+
+	if out := start(serveConfig{dataDir: own}); !strings.HasPrefix(out, "hearth: operator token in ") {
+		t.Errorf("a daemon with a store of its own printed %q, want the token file's line", out)
+	}
+	if _, err := os.Stat(filepath.Join(own, "operator.token")); err != nil {
+		t.Errorf("a daemon with a store of its own wrote no token file: %v", err)
 	}
 }

@@ -295,7 +295,7 @@ func runAgentList(ctx context.Context, c *cli, args []string) error {
 
 func tokenOps() []subOp {
 	return []subOp{
-		{"create", "--tenant T --agent A [--role R] [--ttl D] [--name-prefix P]", "create a token; its secret is printed once, on stdout", runTokenCreate},
+		{"create", "--tenant T --agent A [--role R] [--ttl D] [--name-prefix P] | --operator [--agent LABEL] [--ttl D]", "create a token; its secret is printed once, on stdout", runTokenCreate},
 		{"list", "", "list the tokens you can see: ID TENANT AGENT ROLE NAMES CREATED EXPIRES REVOKED", runTokenList},
 		{"revoke", "ID", "revoke a token, at once and for good", runTokenRevoke},
 	}
@@ -305,21 +305,38 @@ func runToken(ctx context.Context, c *cli, args []string) error {
 	return c.runSub(ctx, "token", "...", "Manage bearer tokens. The same token works on the API, the CLI and MCP.", tokenOps(), args)
 }
 
+// runTokenCreate creates a token through the API. --operator asks for an
+// unrestricted operator token (the daemon lets only an unrestricted
+// operator create one): the way to a working operator token on a daemon
+// whose store holds one another daemon made.
 func runTokenCreate(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("token", "", tokenOps(), "create")
 	var req sandbox.TokenRequest
 	var role string
 	var ttl time.Duration
 	fs.StringVar(&req.Tenant, "tenant", "", "the token's tenant (default: yours)")
-	fs.StringVar(&req.Agent, "agent", "", "the agent identity the token acts as")
+	fs.StringVar(&req.Agent, "agent", "", "the agent identity the token acts as (with --operator, a label: default operator)")
 	fs.StringVar(&role, "role", string(sandbox.RoleAgent), "agent, tenant-admin or operator")
 	fs.DurationVar(&ttl, "ttl", 0, "lifetime of the token (default: no expiry)")
 	fs.StringVar(&req.NamePrefix, "name-prefix", "", "restrict the token to sandbox names starting with `P`, e.g. hermes- (default: unrestricted)")
+	operator := fs.Bool("operator", false, "create an unrestricted operator token, of the system tenant (operators only)")
 	_, err := fs.parseArgs(args, "token create")
 	if err != nil {
 		return err
 	}
 	req.Role, req.TTL = sandbox.Role(role), sandbox.Duration(ttl)
+	if *operator {
+		var clash string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "tenant" || f.Name == "role" || f.Name == "name-prefix" {
+				clash = f.Name
+			}
+		})
+		if clash != "" {
+			return &usageError{verb: "token create", msg: "--operator takes no --" + clash + ": an operator token is the system tenant's, unrestricted"}
+		}
+		req.Role = sandbox.RoleOperator
+	}
 	secret, info, err := c.client().Admin().CreateToken(ctx, req)
 	if err != nil {
 		return err

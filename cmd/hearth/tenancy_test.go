@@ -1,6 +1,18 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
 
 func TestParseBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -25,5 +37,85 @@ func TestParseBytes(t *testing.T) {
 		if (err == nil) != tc.ok || tc.ok && got != tc.want {
 			t.Errorf("parseBytes(%q) = %d, %v; want %d, ok %v", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestTokenCreateOperator: `hearth token create --operator` asks the API
+// for an operator token (role operator, no tenant, no name prefix; --agent
+// and --ttl pass through), prints its secret alone on stdout, and passes
+// on the daemon's refusal of a caller that is no operator; --operator with
+// --tenant, --role or --name-prefix is a usage error sent nowhere.
+func TestTokenCreateOperator(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		reqs []map[string]any
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != "/v1/tokens" {
+			http.Error(w, "unexpected request", http.StatusTeapot)
+			return
+		}
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		reqs = append(reqs, body)
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer hearth_operator" {
+			writeFakeError(w, sandbox.Errorf(sandbox.CodePermissionDenied, "only an operator may create operator tokens").WithHint("use an operator token"))
+			return
+		}
+		writeFakeJSON(w, http.StatusOK, map[string]any{"token": "hearth_minted", "info": sandbox.TokenInfo{
+			ID: "tok-abcdefgh", Tenant: sandbox.SystemTenant, Agent: "operator", Role: sandbox.RoleOperator, CreatedAt: time.Now()}})
+	}))
+	defer srv.Close()
+	hearth := func(token string, args ...string) (string, string, int) {
+		env := map[string]string{"HEARTH_URL": srv.URL, "HEARTH_TOKEN": token}
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append([]string{"token", "create"}, args...), func(k string) string { return env[k] }, nil, &out, &errb)
+		return out.String(), errb.String(), code
+	}
+	sent := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reqs)
+	}
+	last := func() map[string]any {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(reqs) == 0 {
+			return nil
+		}
+		return reqs[len(reqs)-1]
+	}
+
+	out, errs, code := hearth("hearth_operator", "--operator")
+	if code != 0 || out != "hearth_minted\n" || !strings.Contains(errs, "tok-abcdefgh: operator operator in tenant system") {
+		t.Fatalf("token create --operator = %d, %q, %q; want 0, the secret alone on stdout and the token on stderr", code, out, errs)
+	}
+	if got, want := last(), map[string]any{"role": "operator"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("token create --operator sent %v, want %v", got, want)
+	}
+	if _, _, code := hearth("hearth_operator", "--operator", "--agent", "ci", "--ttl", "1h"); code != 0 {
+		t.Fatalf("token create --operator --agent ci --ttl 1h = %d", code)
+	}
+	if got, want := last(), map[string]any{"role": "operator", "agent": "ci", "ttl": "1h0m0s"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("token create --operator --agent ci --ttl 1h sent %v, want %v", got, want)
+	}
+
+	// The daemon decides who may: its refusal is the CLI's.
+	out, errs, code = hearth("hearth_admin", "--operator")
+	if code != sandbox.CodePermissionDenied.ExitCode() || out != "" || !strings.Contains(errs, "error: only an operator may create operator tokens") {
+		t.Errorf("token create --operator as a tenant admin = %d, %q, %q; want permission_denied's exit code and message", code, out, errs)
+	}
+
+	before := sent()
+	for _, extra := range [][]string{{"--tenant", "acme"}, {"--role", "agent"}, {"--name-prefix", "ci-"}} {
+		_, errs, code := hearth("hearth_operator", append([]string{"--operator"}, extra...)...)
+		if code != exitUsage || !strings.Contains(errs, "--operator takes no "+extra[0]) {
+			t.Errorf("token create --operator %q = %d, %q; want a usage error naming %s", extra, code, errs, extra[0])
+		}
+	}
+	if n := sent() - before; n != 0 {
+		t.Errorf("usage errors sent %d requests, want none", n)
 	}
 }

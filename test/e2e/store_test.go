@@ -15,7 +15,8 @@ import (
 // TestPostgresStore: `hearth serve --store postgres://…` keeps its state
 // in that database: its start line names the store without the password;
 // a sandbox made and written survives a SIGKILL of the daemon and a
-// restart, files and all, and the operator token still works; a second
+// restart, files and all, and the operator token still works; without
+// --key-file it warns that the store's daemons need one; a second
 // daemon on the same database is refused with a message saying why, and
 // leaves the first one's sandbox alone; the database holds the sandbox's
 // row.
@@ -28,6 +29,11 @@ func TestPostgresStore(t *testing.T) {
 	pass = pass[strings.Index(pass, ":")+1 : strings.Index(pass, "@")]
 	if out := d.Out.String(); !strings.Contains(out, "store postgres 127.0.0.1:") || strings.Contains(out, pass) {
 		t.Fatalf("start line does not name the Postgres store, or shows its password:\n%s", out)
+	}
+	// No --key-file on a shared store: the daemon says every daemon of it
+	// needs one; and the start line names the node.
+	if out := d.Out.String(); !strings.Contains(out, "level=WARN msg=\"no --key-file on a Postgres store") || !strings.Contains(out, "(node ") {
+		t.Errorf("a Postgres daemon without --key-file gives no warning naming --key-file, or its start line no node:\n%s", out)
 	}
 	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "kept"}); err != nil {

@@ -12,8 +12,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,7 +121,11 @@ type Daemon struct {
 	Runtime string
 	// Args are the extra flags of hearth serve.
 	Args []string
-	// URL is where the daemon listens; Token its operator token.
+	// URL is where the daemon listens; Token its operator token, from its
+	// data dir's token file; when the daemon said its store holds the
+	// operator token (HeldLine: a second daemon of a shared store writes
+	// no file), the one the test gave it, kept across restarts ("" until
+	// then).
 	URL, Token string
 	// Out is the output of the daemon's current run.
 	Out *testenv.Buffer
@@ -177,6 +183,11 @@ func New(t testing.TB, runtime string, serveArgs ...string) *Daemon {
 
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
+// HeldLine is what a daemon prints instead of its token file's name when
+// its store holds a live operator token that it did not make (see
+// lifecycle.ErrOperatorTokenHeld); it then writes no token file.
+const HeldLine = "hearth: operator token held by the store: mint one with hearth token create --operator"
+
 // Start runs the daemon and waits until it listens.
 func (d *Daemon) Start() {
 	d.T.Helper()
@@ -217,11 +228,22 @@ func (d *Daemon) Start() {
 	case <-time.After(10 * time.Minute): // the first start may build the image
 		d.T.Fatalf("hearth serve did not listen within 10m:\n%s", d.Out.String())
 	}
+	d.Token = d.operatorToken()
+}
+
+// operatorToken reads the daemon's operator token file, which a daemon that
+// printed HeldLine (before its listen line) does not have: its Token stays
+// the one the test gave it then.
+func (d *Daemon) operatorToken() string {
+	d.T.Helper()
 	tok, err := os.ReadFile(filepath.Join(d.DataDir, "operator.token"))
+	if errors.Is(err, fs.ErrNotExist) && strings.Contains(d.Out.String(), HeldLine+"\n") {
+		return d.Token
+	}
 	if err != nil {
 		d.T.Fatal(err)
 	}
-	d.Token = strings.TrimSpace(string(tok))
+	return strings.TrimSpace(string(tok))
 }
 
 // Running reports whether the daemon's current run has not exited.
