@@ -106,9 +106,13 @@ type Health struct {
 	Status string `json:"status"`
 	// Runtime names the runtime that isolates the daemon's sandboxes.
 	Runtime string `json:"runtime"`
+	// Cluster is the store and its nodes, told to an operator's token
+	// only.
+	Cluster *sandbox.ClusterHealth `json:"cluster,omitempty"`
 }
 
-// Health asks whether the daemon is up; it needs no valid token.
+// Health asks whether the daemon is up; it needs no valid token, and with
+// an operator's it also tells the store and its nodes.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
 	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/health", nil, nil, &h)

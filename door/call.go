@@ -24,6 +24,11 @@ type call struct {
 	sandbox string
 	// code is the error code of the answer; empty for a success.
 	code sandbox.Code
+	// fromNode: another node forwarded the call here, and proved it
+	// (Forwarder.Verify), so it is served here and never forwarded again.
+	fromNode bool
+	// sentTo is the node the call was forwarded to, which audits it.
+	sentTo string
 }
 
 type callKey struct{}

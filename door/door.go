@@ -12,6 +12,9 @@
 //     (lifecycle's), and puts the caller's Principal in the request's
 //     context (PrincipalOf);
 //   - runs the route's own checks (a strict query, a WebSocket handshake);
+//   - sends a call on a sandbox that another node runs to that node
+//     (Options.Forward), unchanged, the caller's token included, where
+//     that node's chain serves it as its own;
 //   - checks that the caller may see the sandbox the path names before a
 //     byte of the body is read (Route.Visible);
 //   - holds one of the caller's connections for a long-lived call
@@ -149,6 +152,22 @@ type Options struct {
 	// MaxConnections bounds the long-lived calls one caller (a token)
 	// holds at once, over all the doors (DefaultMaxConnections).
 	MaxConnections int
+	// Forward, if set, sends calls on other nodes' sandboxes to them
+	// (cluster.Forwarder); nil serves every call here.
+	Forward Forwarder
+}
+
+// Forwarder sends a call on a sandbox that another node runs to that
+// node (cluster.Forwarder).
+type Forwarder interface {
+	// Verify reports whether r was forwarded by another node; a call
+	// that claims to be and cannot prove it is refused with the error.
+	Verify(r *http.Request) (forwarded bool, err error)
+	// NodeOf returns the node that runs the sandbox ref names, as p may
+	// see it, when that is another node; "" otherwise.
+	NodeOf(ctx context.Context, p sandbox.Principal, ref string) string
+	// Forward serves r on node; an error means nothing was written.
+	Forward(w http.ResponseWriter, r *http.Request, node string) error
 }
 
 // Chain is the middleware every call goes through.
@@ -203,8 +222,11 @@ func (c *Chain) route(d *Door, rt Route) http.Handler {
 		if rt.Sandbox != nil {
 			NoteSandbox(r, rt.Sandbox(r))
 		}
+		if !c.fromNode(w, r) {
+			return
+		}
 		p, ok := c.authenticate(w, r, rt.Auth)
-		if !ok {
+		if !ok || c.forward(w, r, rt, p) {
 			return
 		}
 		if rt.Check != nil {
@@ -227,6 +249,51 @@ func (c *Chain) route(d *Door, rt Route) http.Handler {
 			WriteError(w, r, err)
 		}
 	}))
+}
+
+// fromNode checks the node credential of a call another node forwarded,
+// answering a bad one itself (false).
+func (c *Chain) fromNode(w http.ResponseWriter, r *http.Request) bool {
+	if c.opts.Forward == nil {
+		return true
+	}
+	forwarded, err := c.opts.Forward.Verify(r)
+	if err != nil {
+		WriteError(w, r, err)
+		return false
+	}
+	if cl := callOf(r); cl != nil {
+		cl.fromNode = forwarded
+	}
+	return true
+}
+
+// forward sends the call to the node that runs the sandbox it names, when
+// another node does, and reports whether it did (answering the error when
+// that node cannot be reached). A call another node forwarded is never
+// sent on: where the sandbox moved meanwhile, lifecycle answers.
+func (c *Chain) forward(w http.ResponseWriter, r *http.Request, rt Route, p sandbox.Principal) bool {
+	cl := callOf(r)
+	if c.opts.Forward == nil || cl == nil || cl.fromNode {
+		return false
+	}
+	ref := r.PathValue("name")
+	if ref == "" && rt.Sandbox != nil {
+		ref = rt.Sandbox(r)
+	}
+	if ref == "" {
+		return false
+	}
+	node := c.opts.Forward.NodeOf(r.Context(), p, ref)
+	if node == "" {
+		return false
+	}
+	if err := c.opts.Forward.Forward(w, r, node); err != nil {
+		WriteError(w, r, err)
+		return true
+	}
+	cl.sentTo = node
+	return true
 }
 
 // authenticate reads the caller of r as auth says, answering a refusal

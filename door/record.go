@@ -63,7 +63,7 @@ func (c *Chain) record(d *Door, rt Route, r *http.Request, cl *call, status int,
 	if c.metrics != nil {
 		c.metrics.observe(door, rt.Verb, cl.principal.Tenant, code, status, took)
 	}
-	if c.opts.Audit == nil || rt.Quiet || d.AuditsCalls && code == "" {
+	if c.opts.Audit == nil || rt.Quiet || d.AuditsCalls && code == "" || cl.sentTo != "" {
 		return
 	}
 	name := r.PathValue("name")

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/hearth/hearth/door"
@@ -11,16 +12,35 @@ import (
 type health struct {
 	Status  string `json:"status"`
 	Runtime string `json:"runtime"`
+	// Cluster is the store and its nodes, told to operators only.
+	Cluster *sandbox.ClusterHealth `json:"cluster,omitempty"`
 }
 
 // handleHealth answers without authentication, so that load balancers and
-// `hearth doctor` can probe the daemon; it reveals only the runtime.
+// `hearth doctor` can probe the daemon; to anyone but an operator it
+// reveals only the runtime (a bad token is no error here: it is no one).
+// An operator's token also gets the store, the leader and the nodes with
+// their last heartbeat; a store that does not answer them is internal, so
+// that a probe with a token sees the store's trouble.
 func (s admin) handleHealth(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
 	if q := queryParams(r); q.err != nil {
 		door.WriteError(w, r, q.err)
 		return
 	}
-	s.encode(w, http.StatusOK, health{Status: "ok", Runtime: s.svc.Sandboxes.Runtime()})
+	h := health{Status: "ok", Runtime: s.svc.Sandboxes.Runtime()}
+	if s.opts.Cluster == nil || door.BearerToken(r) == "" {
+		s.encode(w, http.StatusOK, h)
+		return
+	}
+	if p, err := s.svc.Tenancy.Authenticate(r.Context(), door.BearerToken(r)); err == nil && p.Role == sandbox.RoleOperator {
+		c, err := s.opts.Cluster(r.Context())
+		if err != nil {
+			door.WriteError(w, r, fmt.Errorf("read the cluster's health: %w", err))
+			return
+		}
+		h.Cluster = &c
+	}
+	s.encode(w, http.StatusOK, h)
 }
 
 // handlePool answers the warm pool's state per size, for operators.

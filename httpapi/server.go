@@ -56,6 +56,9 @@ type Options struct {
 	// directory removed when its build ends ("": the system's temporary
 	// directory).
 	BuildDir string
+	// Cluster, if set, tells GET /v1/health, for an operator, the store
+	// and its nodes (cluster.Member.Health).
+	Cluster func(ctx context.Context) (sandbox.ClusterHealth, error)
 }
 
 // AuditLog reads the audit log (store.AuditLog).

@@ -419,12 +419,62 @@ func (s *Sandboxes) List(ctx context.Context, p sandbox.Principal) ([]sandbox.Sa
 	}
 	a := s.access(p)
 	out := []sandbox.Sandbox{}
+	down := map[string]string{} // why each other node's sandboxes are unavailable; "" alive
 	for _, sb := range list {
 		if a.sees(sb) {
-			out = append(out, sb)
+			out = append(out, s.onNode(ctx, sb, down))
 		}
 	}
 	return out, nil
+}
+
+// onNode is sb as its node's state shows it: unavailable, with the
+// reason, when another node runs it and that node is down (see
+// Options.NodeDown; down caches the answers of one call).
+func (s *Sandboxes) onNode(ctx context.Context, sb sandbox.Sandbox, down map[string]string) sandbox.Sandbox {
+	if s.mine(sb) || s.opts.NodeDown == nil {
+		return sb
+	}
+	why, ok := down[sb.Node]
+	if !ok {
+		why = s.opts.NodeDown(ctx, sb.Node)
+		down[sb.Node] = why
+	}
+	if why != "" {
+		sb.Status, sb.Reason = sandbox.StatusUnavailable, why
+	}
+	return sb
+}
+
+// NodeOf returns the node that runs the sandbox ref names when p may see
+// it and another node runs it, "" otherwise: this node's sandbox, or none
+// p sees (the call's own answer then says which). For the zero principal
+// (a visitor without a token) ref is read as ConnectPublic reads it. The
+// doors send a call on another node's sandbox to that node.
+func (s *Sandboxes) NodeOf(ctx context.Context, p sandbox.Principal, ref string) string {
+	var sb sandbox.Sandbox
+	if p.Role == "" && p.Tenant == "" {
+		tenant, name, err := p.Locate(ref)
+		if err != nil {
+			return ""
+		}
+		if sb, err = s.opts.Store.Sandboxes().Get(ctx, tenant, name); err != nil {
+			return ""
+		}
+	} else {
+		a := s.access(p)
+		t, err := a.locate(ref)
+		if err != nil {
+			return ""
+		}
+		if sb, err = a.row(ctx, t); err != nil {
+			return ""
+		}
+	}
+	if s.mine(sb) || isPoolMember(sb) {
+		return ""
+	}
+	return sb.Node
 }
 
 // Destroy stops the sandbox and releases everything it holds: processes,

@@ -39,6 +39,9 @@ type Options struct {
 	// its own only. A call on another node's sandbox is unavailable here,
 	// with details naming the node, for the door to send there.
 	NodeName string
+	// NodeDown, when set, says why another node's sandboxes are
+	// unavailable ("" while that node is alive): List reports them so.
+	NodeDown func(ctx context.Context, node string) string
 	// StoreWide, when set, says whether this daemon runs the store-wide
 	// parts of the sweep now (forgetting old gone records): the one that
 	// holds the store's loops lease. Nil means it does.

@@ -68,6 +68,9 @@ type Options struct {
 	// own tools; the daemon has none. hearth's tests add the MCP
 	// conformance suite's fixtures with one (testutil/mcpfixtures).
 	Extensions []Extension
+	// Forward, if set, sends a tool call on a sandbox that another node
+	// runs to that node, which audits it; nil serves every call here.
+	Forward Forwarder
 }
 
 // An Extension adds capabilities to every MCP server the door builds. The
@@ -259,6 +262,9 @@ func (s *Server) toolResults(p sandbox.Principal) mcp.Middleware {
 		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 			if method != "tools/call" {
 				return next(ctx, method, req)
+			}
+			if res, ok := s.forwardCall(ctx, p, req); ok {
+				return res, nil
 			}
 			start := time.Now()
 			defer func() {

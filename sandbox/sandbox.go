@@ -15,6 +15,10 @@ const (
 	StatusRunning  Status = "running"
 	StatusSleeping Status = "sleeping"
 	StatusStopped  Status = "stopped"
+	// StatusUnavailable is reported, never stored, for a sandbox whose
+	// node (Sandbox.Node) stopped heartbeating: its state is unknown
+	// until the node is back, and Reason says since when.
+	StatusUnavailable Status = "unavailable"
 )
 
 // Sandbox is what every door returns for one sandbox.

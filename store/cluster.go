@@ -48,6 +48,10 @@ type Node struct {
 	Address string
 	// Version is the hearth version the node runs.
 	Version string
+	// Instance names the node's data dir (package instance): a daemon
+	// that restarts on it is the same node, another with the node's name
+	// is not.
+	Instance string
 	// StartedAt is when the node's process started, by its own clock.
 	StartedAt time.Time
 	// HeartbeatAt is the store's time of the node's last heartbeat.
@@ -56,6 +60,12 @@ type Node struct {
 	// from HeartbeatAt is the node's clock skew (plus the heartbeat's
 	// latency).
 	NodeTime time.Time
+	// Credential is the SHA-256 (hex) of the secret the node proves itself
+	// with to the others when it forwards them a call, and
+	// PreviousCredential that of the secret before the last rotation,
+	// still good for calls already under way. The secrets themselves never
+	// leave the node's memory but to its peers.
+	Credential, PreviousCredential string
 }
 
 // Nodes keeps the daemons of the store, unique by name. Every time it
@@ -63,8 +73,8 @@ type Node struct {
 // disagree still agree on who is alive.
 type Nodes interface {
 	// Heartbeat records n as alive: it creates n's row or replaces its
-	// Address, Version, StartedAt and NodeTime, and sets HeartbeatAt to
-	// the store's now. It returns the row as stored. An empty Name is an
+	// Address, Version, Instance, StartedAt, NodeTime and credentials, and sets
+	// HeartbeatAt to the store's now. It returns the row as stored. An empty Name is an
 	// error.
 	Heartbeat(ctx context.Context, n Node) (Node, error)
 	// Get returns node name; ErrNotFound if missing.

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/cluster"
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
@@ -105,6 +106,10 @@ type serveConfig struct {
 	// keyFile is the deployment's sealing key (--key-file,
 	// HEARTH_KEY_FILE), or "" for <data-dir>/secrets.key; see openSealer.
 	keyFile string
+	// advertise is where the store's other daemons reach this one
+	// (--advertise, HEARTH_ADVERTISE; default: the --listen address, see
+	// advertised).
+	advertise string
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -145,11 +150,25 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		return err
 	}
 	defer closeNode()
-	rec, closeAudit := startAudit(ctx, cfg, db, log.With("component", "audit"))
+	// The API's socket first: the node's address goes into the store
+	// before anything is served, and calls wait in its backlog until then.
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
+	}
+	defer ln.Close()
+	member, err := joinCluster(ctx, cfg, db, inst.Instance, ln, log)
+	if err != nil {
+		return err
+	}
+	rec, closeAudit := startAudit(ctx, cfg, db, member.Leading, log.With("component", "audit"))
 	defer closeAudit()
 	svc, err := lifecycle.New(lifecycle.Options{
 		Store:               db,
 		Node:                local,
+		NodeName:            cfg.node,
+		NodeDown:            member.Down,
+		StoreWide:           member.Leading,
 		MaxWriteBytes:       cfg.maxWrite,
 		DefaultTTL:          cfg.defaultTTL,
 		IdleTimeout:         cfg.idle,
@@ -169,13 +188,10 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err := startService(ctx, cfg, svc, nets, reg, stdout, log); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("%w (another daemon's API? two daemons on one host need different --listen addresses)", err)
-	}
+	go member.Run(ctx)
 	go svc.Run(ctx)
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
-	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, rec, reg, log), log)
+	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, doorCluster{member, where}, rec, reg, log), log)
 }
 
 // openNode builds this host's node (see package node): the OCI runtime
@@ -259,8 +275,8 @@ func openDataDir(ctx context.Context, cfg serveConfig, log *slog.Logger) (inst *
 }
 
 // openStore opens the store cfg names: the SQLite database in the data
-// dir by default, or the Postgres database of --store, which the daemon
-// then claims (see postgres.DB.Claim: one daemon per store for now).
+// dir by default, or the Postgres database of --store, which other
+// daemons may share (see package cluster).
 func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (store.Store, string, error) {
 	if cfg.storeURL == "" {
 		file := filepath.Join(cfg.dataDir, "hearth.db")
@@ -269,13 +285,6 @@ func openStore(ctx context.Context, cfg serveConfig, log *slog.Logger) (store.St
 	}
 	db, err := postgres.Open(ctx, cfg.storeURL, &postgres.Options{Logger: log.With("component", "store")})
 	if err != nil {
-		return nil, "", err
-	}
-	if err := db.Claim(ctx); err != nil {
-		db.Close()
-		if errors.Is(err, postgres.ErrClaimed) {
-			return nil, "", fmt.Errorf("--store %s: another hearth daemon uses this database; one daemon per store for now: stop the other, or give this one its own database", db.Where())
-		}
 		return nil, "", err
 	}
 	return db, "postgres " + db.Where(), nil
@@ -358,9 +367,9 @@ func openSandboxNetwork(ctx context.Context, cfg serveConfig, inst *instance.Ins
 // closes it, flushing what waits (at most 5 s): the daemon calls it after
 // its server has shut down and before the store closes. With a retention,
 // old events are pruned until ctx ends.
-func startAudit(ctx context.Context, cfg serveConfig, db store.Store, log *slog.Logger) (*audit.Recorder, func()) {
+func startAudit(ctx context.Context, cfg serveConfig, db store.Store, leading func() bool, log *slog.Logger) (*audit.Recorder, func()) {
 	if cfg.auditRetention > 0 {
-		go pruneAudit(ctx, db, cfg.auditRetention, log)
+		go pruneAudit(ctx, db, cfg.auditRetention, leading, log)
 	}
 	rec := audit.New(db.Audit(), log)
 	return rec, func() {
@@ -417,14 +426,21 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 // apiHandler is the daemon's doors side by side on the door chain: the
 // native API, MCP at /mcp and the Sprites-compatible API at /v1/sprites.
 // The chain authenticates, audits and counts the calls of all three.
-func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, rec *audit.Recorder, reg *metrics.Registry, log *slog.Logger) http.Handler {
-	chain := door.New(svc.Tenancy, svc.Sandboxes, door.Options{
+func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, nodes doorCluster, rec *audit.Recorder, reg *metrics.Registry, log *slog.Logger) http.Handler {
+	opts := door.Options{
 		Logger:         log.With("component", "http"),
 		Audit:          rec,
 		Metrics:        reg,
 		Counts:         svc.Sandboxes.Counts,
 		MaxConnections: cfg.maxConnections,
-	})
+	}
+	var fwd *cluster.Forwarder
+	if cfg.storeURL != "" {
+		// Only a shared store has other nodes to send calls to.
+		fwd = cluster.NewForwarder(nodes.member, svc.Sandboxes.NodeOf)
+		opts.Forward = fwd
+	}
+	chain := door.New(svc.Tenancy, svc.Sandboxes, opts)
 	native := httpapi.New(svc, httpapi.Options{
 		Logger:     log.With("component", "http"),
 		Audit:      rec,
@@ -432,12 +448,14 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, rec *au
 		Metrics:    reg,
 		BaseDomain: cfg.baseDomain,
 		BuildDir:   filepath.Join(cfg.dataDir, "spool"),
+		Cluster:    nodes.health,
 	})
 	mcp := mcpserver.New(svc, mcpserver.Options{
 		Logger:      log.With("component", "mcp"),
 		Version:     version(),
 		Audit:       rec,
 		MaxSessions: cfg.maxConnections,
+		Forward:     mcpForwarder(fwd),
 	})
 	sprites := spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
 		Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{
@@ -512,9 +530,10 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		cfg.runtimeFlags = append(cfg.runtimeFlags, v)
 		return nil
 	})
-	fl.StringVar(&cfg.storeURL, "store", env("HEARTH_STORE"), "the control plane's database: a `postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…` URL, which this daemon then holds alone (default: SQLite in the data dir)")
+	fl.StringVar(&cfg.storeURL, "store", env("HEARTH_STORE"), "the control plane's database: a `postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…` URL, which other daemons may share (default: SQLite in the data dir)")
 	fl.StringVar(&cfg.node, "node", env("HEARTH_NODE"), "`NAME` of this daemon among those of one store: 1 to 63 lowercase letters, digits and '-' (default: the host name, lower-cased, other characters made '-')")
 	fl.StringVar(&cfg.keyFile, "key-file", env("HEARTH_KEY_FILE"), "the deployment's sealing key `FILE`, made by 'hearth key create FILE'; every daemon of one store needs the same (default: <data-dir>/secrets.key, made at the first start)")
+	fl.StringVar(&cfg.advertise, "advertise", env("HEARTH_ADVERTISE"), "`HOST:PORT` where the other daemons of a shared store reach this one's API (default: the --listen address; the host's name when that is every address)")
 	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
 	fl.StringVar(&cfg.agentPath, "agent", "", "path of the static hearth-agent binary (default: beside hearth, then PATH)")
 	fl.StringVar(&cfg.layers, "layers", "auto", "layer store: btrfs (snapshots in O(1)), overlay (the slower fallback for kernels without btrfs; no disk limits), or auto: btrfs when the kernel has it")
@@ -625,32 +644,6 @@ func dnsUpstreamFlag(cfg *serveConfig) func(string) error {
 			return errors.New("none turns DNS off: give no name server with it")
 		}
 		return nil
-	}
-}
-
-// pruneAudit deletes the audit events older than retention, at once and
-// then daily, until ctx ends.
-func pruneAudit(ctx context.Context, db store.Store, retention time.Duration, log *slog.Logger) {
-	prune := func() {
-		before := time.Now().Add(-retention)
-		n, err := db.Audit().DeleteBefore(ctx, before)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Error("audit retention: deleting old events failed", "err", err)
-		case n > 0:
-			log.Info("audit retention: deleted old events", "events", n, "before", before.UTC().Format(time.RFC3339))
-		}
-	}
-	prune()
-	tick := time.NewTicker(24 * time.Hour)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			prune()
-		}
 	}
 }
 

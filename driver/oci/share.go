@@ -72,6 +72,14 @@ func (m *mountDir) ensure() error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
 	}
+	if m.sweep {
+		// Another part of hearth may have made /run/hearth first, private
+		// (the instance registry under it is): the sandboxes' roots must
+		// be reachable through it.
+		if err := traversable(filepath.Dir(dir), filepath.Dir(filepath.Dir(dir))); err != nil {
+			return err
+		}
+	}
 	var parent, st unix.Stat_t
 	if err := unix.Lstat(filepath.Dir(dir), &parent); err != nil {
 		return err
@@ -96,6 +104,23 @@ func (m *mountDir) ensure() error {
 	m.mounted = true
 	if m.sweep {
 		sweepOrphans(filepath.Dir(dir), dir)
+	}
+	return nil
+}
+
+// traversable adds search permission for everyone (--x) to each of dirs
+// that lacks it, leaving the rest of its mode as it is.
+func traversable(dirs ...string) error {
+	for _, d := range dirs {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if mode := fi.Mode().Perm(); mode&0o011 != 0o011 {
+			if err := os.Chmod(d, mode|0o011); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

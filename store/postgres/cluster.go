@@ -166,11 +166,11 @@ type nodes struct{ db *DB }
 // Nodes returns the view of the nodes table.
 func (db *DB) Nodes() store.Nodes { return nodes{db} }
 
-const nodeColumns = `name, address, version, started_at, heartbeat_at, node_time`
+const nodeColumns = `name, address, version, instance, started_at, heartbeat_at, node_time, credential, previous_credential`
 
 func scanNode(row pgx.Row) (store.Node, error) {
 	var n store.Node
-	err := row.Scan(&n.Name, &n.Address, &n.Version, &n.StartedAt, &n.HeartbeatAt, &n.NodeTime)
+	err := row.Scan(&n.Name, &n.Address, &n.Version, &n.Instance, &n.StartedAt, &n.HeartbeatAt, &n.NodeTime, &n.Credential, &n.PreviousCredential)
 	return n, err
 }
 
@@ -186,10 +186,11 @@ func (v nodes) Heartbeat(ctx context.Context, n store.Node) (store.Node, error) 
 	err := retry(ctx, func() error {
 		var err error
 		out, err = scanNode(v.db.pool.QueryRow(ctx, `INSERT INTO nodes (`+nodeColumns+`)
-			VALUES ($1, $2, $3, $4, clock_timestamp(), $5)
-			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
-			  started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, node_time = excluded.node_time
-			RETURNING `+nodeColumns, n.Name, n.Address, n.Version, n.StartedAt, n.NodeTime))
+			VALUES ($1, $2, $3, $4, $5, clock_timestamp(), $6, $7, $8)
+			ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version, instance = excluded.instance,
+			  started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, node_time = excluded.node_time,
+			  credential = excluded.credential, previous_credential = excluded.previous_credential
+			RETURNING `+nodeColumns, n.Name, n.Address, n.Version, n.Instance, n.StartedAt, n.NodeTime, n.Credential, n.PreviousCredential))
 		return err
 	})
 	if err != nil {

@@ -115,7 +115,6 @@ type DB struct {
 
 	mu         sync.Mutex
 	closed     bool
-	claim      *pgx.Conn                  // the connection that holds Claim's lock, or nil
 	held       map[*pgxpool.Conn]struct{} // connections holding admission locks
 	stopListen func()                     // stops the listener; nil when none runs
 }
@@ -211,7 +210,7 @@ func (opts *Options) withDefaults() Options {
 	return o
 }
 
-// Close ends the claim (see Claim) and the admission locks still held,
+// Close ends the admission locks still held,
 // stops the listener of change notices (closing every Listen's channel)
 // and closes the pools, waiting for the connections in use to be
 // returned. Closing a closed DB does nothing and returns nil. Other
@@ -223,7 +222,6 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.closed = true
-	db.releaseClaim()
 	db.releaseLocks()
 	stop := db.stopListen
 	db.mu.Unlock()

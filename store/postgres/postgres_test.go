@@ -282,28 +282,3 @@ func TestOpenRefuses(t *testing.T) {
 		})
 	}
 }
-
-// TestClaim: one DB claims a database, a second (as another daemon would)
-// is refused with ErrClaimed while the first lives, and gets it once the
-// first is closed; a DB of another database is not concerned.
-func TestClaim(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	first, second, other := open(t, dsn), open(t, dsn), open(t, pgtest.NewDatabase(t))
-	ctx := t.Context()
-	if err := first.Claim(ctx); err != nil {
-		t.Fatalf("Claim() of a free database = %v", err)
-	}
-	if err := second.Claim(ctx); !errors.Is(err, postgres.ErrClaimed) {
-		t.Fatalf("Claim() of a claimed database = %v, want ErrClaimed", err)
-	}
-	if err := other.Claim(ctx); err != nil {
-		t.Fatalf("Claim() of another database = %v", err)
-	}
-	if err := first.Sandboxes().Create(ctx, sandbox.Sandbox{ID: "x1", Name: "web", Tenant: "acme", CreatedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
-		t.Fatalf("Sandboxes.Create while claimed = %v", err)
-	}
-	first.Close()
-	if err := second.Claim(ctx); err != nil {
-		t.Fatalf("Claim() once the holder closed = %v", err)
-	}
-}

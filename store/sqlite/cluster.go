@@ -116,23 +116,24 @@ func (v nodes) Heartbeat(ctx context.Context, n store.Node) (store.Node, error) 
 	if err != nil {
 		return store.Node{}, fmt.Errorf("sqlite: heartbeat of %q: %w", n.Name, err)
 	}
-	_, err = v.db.w.ExecContext(ctx, `INSERT INTO nodes (name, address, version, started_at, heartbeat_at, node_time)
-		VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version,
-		  started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, node_time = excluded.node_time`,
-		n.Name, n.Address, n.Version, ts[0], ts[1], ts[2])
+	_, err = v.db.w.ExecContext(ctx, `INSERT INTO nodes (`+nodeColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET address = excluded.address, version = excluded.version, instance = excluded.instance,
+		  started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, node_time = excluded.node_time,
+		  credential = excluded.credential, previous_credential = excluded.previous_credential`,
+		n.Name, n.Address, n.Version, n.Instance, ts[0], ts[1], ts[2], n.Credential, n.PreviousCredential)
 	if err != nil {
 		return store.Node{}, fmt.Errorf("sqlite: heartbeat of %q: %w", n.Name, writeErr(err))
 	}
 	return v.Get(ctx, n.Name)
 }
 
-const nodeColumns = `name, address, version, started_at, heartbeat_at, node_time`
+const nodeColumns = `name, address, version, instance, started_at, heartbeat_at, node_time, credential, previous_credential`
 
 func scanNode(row interface{ Scan(...any) error }) (store.Node, error) {
 	var n store.Node
 	var ts [3]string
-	if err := row.Scan(&n.Name, &n.Address, &n.Version, &ts[0], &ts[1], &ts[2]); err != nil {
+	if err := row.Scan(&n.Name, &n.Address, &n.Version, &n.Instance, &ts[0], &ts[1], &ts[2], &n.Credential, &n.PreviousCredential); err != nil {
 		return store.Node{}, err
 	}
 	var err error

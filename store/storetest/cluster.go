@@ -161,22 +161,23 @@ func testNodes(t *testing.T, open OpenFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := store.Node{Name: "b", Address: "127.0.0.1:7001", Version: "v1", StartedAt: t0, NodeTime: at(time.Second)}
+	b := store.Node{Name: "b", Address: "127.0.0.1:7001", Version: "v1", Instance: "i1", StartedAt: t0, NodeTime: at(time.Second), Credential: "c1"}
 	got, err := n.Heartbeat(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	after, _ := n.Now(ctx)
-	if got.Name != "b" || got.Address != b.Address || got.Version != "v1" || !got.StartedAt.Equal(t0) || !got.NodeTime.Equal(b.NodeTime) ||
+	if got.Name != "b" || got.Address != b.Address || got.Version != "v1" || got.Instance != "i1" || !got.StartedAt.Equal(t0) || !got.NodeTime.Equal(b.NodeTime) || got.Credential != "c1" ||
 		got.HeartbeatAt.Before(before.Truncate(time.Microsecond)) || got.HeartbeatAt.After(after) || got.HeartbeatAt.Location() != time.UTC {
 		t.Errorf("Heartbeat = %+v; want %+v with HeartbeatAt in [%s, %s] UTC", got, b, before, after)
 	}
 	if _, err := n.Heartbeat(ctx, store.Node{Name: "a", StartedAt: t0, NodeTime: t0}); err != nil {
 		t.Fatal(err)
 	}
-	b.Address, b.Version = "127.0.0.1:7002", "v2"
+	b.Address, b.Version, b.Credential, b.PreviousCredential = "127.0.0.1:7002", "v2", "c2", "c1"
 	again, err := n.Heartbeat(ctx, b)
-	if err != nil || again.Address != b.Address || again.Version != "v2" || again.HeartbeatAt.Before(got.HeartbeatAt) {
+	if err != nil || again.Address != b.Address || again.Version != "v2" || again.HeartbeatAt.Before(got.HeartbeatAt) ||
+		again.Credential != "c2" || again.PreviousCredential != "c1" {
 		t.Errorf("second Heartbeat = %+v, %v; want the new address and version, not an older beat than %s", again, err, got.HeartbeatAt)
 	}
 	if one, err := n.Get(ctx, "b"); err != nil || !one.HeartbeatAt.Equal(again.HeartbeatAt) || one.Address != b.Address {

@@ -14,9 +14,12 @@ CREATE TABLE nodes (
 	name         text COLLATE "C" NOT NULL PRIMARY KEY CHECK (name <> ''),
 	address      text NOT NULL,
 	version      text NOT NULL,
+	instance     text NOT NULL DEFAULT '',
 	started_at   timestamptz NOT NULL,
 	heartbeat_at timestamptz NOT NULL,
-	node_time    timestamptz NOT NULL
+	node_time    timestamptz NOT NULL,
+	credential   text NOT NULL DEFAULT '',
+	previous_credential text NOT NULL DEFAULT ''
 );
 
 CREATE TABLE leases (

@@ -15,9 +15,12 @@ CREATE TABLE nodes (
 	name         TEXT NOT NULL PRIMARY KEY CHECK (name <> ''),
 	address      TEXT NOT NULL,
 	version      TEXT NOT NULL,
+	instance     TEXT NOT NULL DEFAULT '',
 	started_at   TEXT NOT NULL,
 	heartbeat_at TEXT NOT NULL,
-	node_time    TEXT NOT NULL
+	node_time    TEXT NOT NULL,
+	credential   TEXT NOT NULL DEFAULT '',
+	previous_credential TEXT NOT NULL DEFAULT ''
 ) STRICT;
 
 CREATE TABLE leases (

@@ -1,0 +1,155 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Headers of a call one node forwards to another. The caller's own
+// headers, its Authorization among them, go through unchanged: the node
+// that serves the call authenticates the caller itself, against the
+// store every node shares, so a node's credential vouches for the hop
+// only, never for who is calling.
+const (
+	// HeaderNode names the forwarding node.
+	HeaderNode = "Hearth-Node"
+	// HeaderCredential carries its credential (Member.Secret).
+	HeaderCredential = "Hearth-Node-Credential"
+)
+
+// Forwarder sends calls on another node's sandboxes to that node: the
+// door chain's forwarder (door.Forwarder).
+type Forwarder struct {
+	m *Member
+	// nodeOf is lifecycle's Sandboxes.NodeOf.
+	nodeOf    func(ctx context.Context, p sandbox.Principal, ref string) string
+	transport http.RoundTripper
+}
+
+// NewForwarder returns the forwarder of m's node; nodeOf says which node
+// runs a sandbox a caller names, when another does
+// (lifecycle.Sandboxes.NodeOf).
+func NewForwarder(m *Member, nodeOf func(ctx context.Context, p sandbox.Principal, ref string) string) *Forwarder {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil // node to node, never through the environment's proxy
+	t.MaxIdleConnsPerHost = 64
+	return &Forwarder{m: m, nodeOf: nodeOf, transport: t}
+}
+
+// NodeOf returns the node that runs the sandbox ref names for p when it
+// is not this one, "" otherwise.
+func (f *Forwarder) NodeOf(ctx context.Context, p sandbox.Principal, ref string) string {
+	return f.nodeOf(ctx, p, ref)
+}
+
+// Verify reports whether r was forwarded by another node, checking its
+// credential: a call that names a node must prove it, or is refused
+// (unauthenticated).
+func (f *Forwarder) Verify(r *http.Request) (bool, error) {
+	node := r.Header.Get(HeaderNode)
+	if node == "" && r.Header.Get(HeaderCredential) == "" {
+		return false, nil
+	}
+	ok, err := f.m.Verify(r.Context(), node, r.Header.Get(HeaderCredential))
+	if err != nil && err != ErrUnknownNode {
+		return false, sandbox.Errorf(sandbox.CodeInternal, "verify the credential of node %q: %v", node, err)
+	}
+	if !ok {
+		return false, sandbox.Errorf(sandbox.CodeUnauthenticated, "the call names node %q with a credential that is not its own", node).
+			WithHint("only hearth daemons of this store forward calls to each other")
+	}
+	return true, nil
+}
+
+// Forward serves r on node, streaming both ways (WebSocket upgrades
+// included). It returns an error, having written nothing, when node is
+// gone (its heartbeats stopped) or cannot be reached: the caller answers
+// it.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
+	target, err := f.target(r.Context(), node)
+	if err != nil {
+		return err
+	}
+	var failed error
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // a sandbox's own host name routes there too
+			pr.SetXForwarded()
+			f.sign(pr.Out.Header)
+		},
+		Transport:     f.transport,
+		FlushInterval: -1,
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
+			failed = sandbox.Errorf(sandbox.CodeUnavailable, "node %s, which runs the sandbox, does not answer at %s: %v", node, target.Host, err).
+				WithHint("retry shortly; if it persists, the node is down (see GET /v1/health)").With("node", node).With("retry_after_seconds", 1)
+		},
+	}
+	proxy.ServeHTTP(w, r)
+	return failed
+}
+
+// target is node's base URL, or unavailable when it is gone.
+func (f *Forwarder) target(ctx context.Context, node string) (*url.URL, error) {
+	n, err := f.m.opts.Store.Nodes().Get(ctx, node)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "node %s, which runs the sandbox, is not known to the store: %v", node, err).
+			WithHint("the node may have been removed; an operator can see the nodes in GET /v1/health").With("node", node)
+	}
+	now, err := f.m.opts.Store.Nodes().Now(ctx)
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "the store does not answer: %v", err).WithHint("retry shortly").With("retry_after_seconds", 1)
+	}
+	if age := now.Sub(n.HeartbeatAt); age > f.m.opts.DeadAfter {
+		return nil, gone(n.Name, n.HeartbeatAt, age)
+	}
+	if n.Address == "" {
+		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "node %s, which runs the sandbox, takes no forwarded calls (it has no address)", node).
+			WithHint("restart node %s with an address the other daemons reach (--listen)", node).With("node", node)
+	}
+	return &url.URL{Scheme: "http", Host: n.Address}, nil
+}
+
+// gone is the error of a call on a sandbox whose node stopped
+// heartbeating at last, age ago.
+func gone(node string, last time.Time, age time.Duration) error {
+	return sandbox.Errorf(sandbox.CodeUnavailable, "node %s, which runs the sandbox, stopped heartbeating %s ago (at %s); its sandboxes are unavailable until it is back",
+		node, age.Round(time.Second), last.UTC().Format(time.RFC3339)).
+		WithHint("wait for node %s to restart, or ask an operator", node).
+		With("node", node).With("heartbeat_at", last.UTC().Format(time.RFC3339)).With("reason", "node_down")
+}
+
+// String names the forwarder's node, for logs.
+func (f *Forwarder) String() string { return fmt.Sprintf("forwarder of node %s", f.m.Node()) }
+
+// NodeClient returns node's base URL and a client whose requests carry
+// this node's credential, or unavailable when node is gone: for a door
+// that forwards by calling the other node itself (MCP's tool calls).
+func (f *Forwarder) NodeClient(ctx context.Context, node string) (*url.URL, *http.Client, error) {
+	target, err := f.target(ctx, node)
+	if err != nil {
+		return nil, nil, err
+	}
+	return target, &http.Client{Transport: signed{f}}, nil
+}
+
+// signed is the forwarder's transport, adding its node's headers.
+type signed struct{ f *Forwarder }
+
+func (s signed) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	s.f.sign(r.Header)
+	return s.f.transport.RoundTrip(r)
+}
+
+// sign sets the headers that prove a call comes from this node.
+func (f *Forwarder) sign(h http.Header) {
+	h.Set(HeaderNode, f.m.Node())
+	h.Set(HeaderCredential, f.m.Secret())
+}

@@ -1,0 +1,57 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Health reports the store's nodes, which are alive and which leads, for
+// GET /v1/health; storeName names the store.
+func (m *Member) Health(ctx context.Context, storeName string) (sandbox.ClusterHealth, error) {
+	h := sandbox.ClusterHealth{Store: storeName, Node: m.opts.Node, Nodes: []sandbox.NodeHealth{}}
+	now, err := m.opts.Store.Nodes().Now(ctx)
+	if err != nil {
+		return h, err
+	}
+	nodes, err := m.opts.Store.Nodes().List(ctx)
+	if err != nil {
+		return h, err
+	}
+	for _, n := range nodes {
+		h.Nodes = append(h.Nodes, sandbox.NodeHealth{
+			Name: n.Name, Address: n.Address, Version: n.Version, HeartbeatAt: n.HeartbeatAt,
+			Live:        now.Sub(n.HeartbeatAt) <= m.opts.DeadAfter,
+			ClockSkewMS: n.NodeTime.Sub(n.HeartbeatAt).Milliseconds(),
+		})
+	}
+	l, err := m.opts.Store.Leases().Get(ctx, LoopsLease)
+	switch {
+	case err == nil && l.Until.After(now):
+		h.Leader = l.Holder
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return h, err
+	}
+	return h, nil
+}
+
+// Down returns why node's sandboxes are unavailable, "" while it is
+// alive: it stopped heartbeating, or the store does not know it.
+func (m *Member) Down(ctx context.Context, node string) string {
+	n, err := m.opts.Store.Nodes().Get(ctx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Sprintf("node %s, which ran it, is not known to the store", node)
+	}
+	if err != nil {
+		return "" // the store's trouble, not the node's: the row's status stands
+	}
+	now, err := m.opts.Store.Nodes().Now(ctx)
+	if err != nil || now.Sub(n.HeartbeatAt) <= m.opts.DeadAfter {
+		return ""
+	}
+	return fmt.Sprintf("node %s, which runs it, stopped heartbeating at %s", node, n.HeartbeatAt.UTC().Format(time.RFC3339))
+}

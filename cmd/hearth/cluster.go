@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hearth/hearth/cluster"
+	"github.com/hearth/hearth/mcpserver"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// joinCluster makes the daemon a node of its store (see package cluster):
+// it refuses a node name that another live daemon of the store uses (one
+// of another data dir: a restart of this one is this node), and records the first heartbeat, so that the other
+// nodes can verify this one's credential and reach it at its advertised
+// address (ln's, or --advertise) before it serves. member.Run does the
+// rest.
+func joinCluster(ctx context.Context, cfg serveConfig, db store.Store, instance string, ln net.Listener, log *slog.Logger) (*cluster.Member, error) {
+	addr := cfg.advertise
+	if addr == "" {
+		addr = advertised(ln.Addr())
+	}
+	m := cluster.New(cluster.Options{Store: db, Node: cfg.node, Address: addr, Version: version(), Instance: instance, Logger: log.With("component", "cluster")})
+	if other, err := db.Nodes().Get(ctx, cfg.node); err == nil && other.Instance != instance {
+		if now, err := db.Nodes().Now(ctx); err == nil && now.Sub(other.HeartbeatAt) <= cluster.DefaultDeadAfter {
+			return nil, fmt.Errorf("node %s is already running at %s (its last heartbeat was %s ago): give this daemon another name with --node",
+				cfg.node, other.Address, now.Sub(other.HeartbeatAt).Round(time.Millisecond))
+		}
+	}
+	if err := m.Join(ctx); err != nil {
+		return nil, fmt.Errorf("join the store's nodes: %w", err)
+	}
+	return m, nil
+}
+
+// advertised is where the other nodes reach a daemon listening on addr:
+// addr itself, or, when it is every address of the host (0.0.0.0, ::),
+// the host's name with addr's port.
+func advertised(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, fmt.Sprint(tcp.Port))
+}
+
+// pruneAudit deletes the audit events older than retention, daily, while
+// this daemon runs the store-wide loops (leading): one daemon of a store
+// prunes, and the next leader takes over. Deleting is idempotent, so a
+// change of leader at worst prunes twice.
+func pruneAudit(ctx context.Context, db store.Store, retention time.Duration, leading func() bool, log *slog.Logger) {
+	var last time.Time
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		if leading() && time.Since(last) >= 24*time.Hour {
+			last = time.Now()
+			before := last.Add(-retention)
+			n, err := db.Audit().DeleteBefore(ctx, before)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Error("audit retention: deleting old events failed", "err", err)
+				last = time.Time{} // try again at the next tick
+			case n > 0:
+				log.Info("audit retention: deleted old events", "events", n, "before", before.UTC().Format(time.RFC3339))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// doorCluster is what the doors ask of the daemon's node: its health for
+// GET /v1/health, and, on a shared store, its forwarder.
+type doorCluster struct {
+	member *cluster.Member
+	store  string // the store's name on the start line
+}
+
+func (c doorCluster) health(ctx context.Context) (sandbox.ClusterHealth, error) {
+	return c.member.Health(ctx, c.store)
+}
+
+// mcpForwarder is fwd for the MCP door: nil (no interface holding a nil
+// pointer) when there is none.
+func mcpForwarder(fwd *cluster.Forwarder) mcpserver.Forwarder {
+	if fwd == nil {
+		return nil
+	}
+	return fwd
+}
