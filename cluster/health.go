@@ -14,6 +14,10 @@ import (
 // GET /v1/health; storeName names the store.
 func (m *Member) Health(ctx context.Context, storeName string) (sandbox.ClusterHealth, error) {
 	h := sandbox.ClusterHealth{Store: storeName, Node: m.opts.Node, Nodes: []sandbox.NodeHealth{}}
+	var err error
+	if h.Schema, h.SchemaKnown, err = m.opts.Store.Schema(ctx); err != nil {
+		return h, err
+	}
 	now, err := m.opts.Store.Nodes().Now(ctx)
 	if err != nil {
 		return h, err

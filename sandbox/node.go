@@ -15,6 +15,11 @@ func ValidateNodeName(name string) error { return validateLabel("node name", nam
 type ClusterHealth struct {
 	// Store names the store: "sqlite FILE" or "postgres HOST:PORT/DB".
 	Store string `json:"store"`
+	// Schema is the store's schema version, and SchemaKnown the latest
+	// the answering node's binary knows: a node older than its store's
+	// schema must be upgraded.
+	Schema      int `json:"schema"`
+	SchemaKnown int `json:"schema_known"`
 	// Node is the node that answered.
 	Node string `json:"node"`
 	// Leader is the node that runs the store-wide loops (it holds their

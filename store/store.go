@@ -98,6 +98,11 @@ type Store interface {
 	// Changes is the view that pushes notices of changes to every daemon.
 	Changes() Changes
 
+	// Schema returns the schema version the store records and the latest
+	// this binary knows; applied above known means a newer hearth has
+	// migrated the store under this one.
+	Schema(ctx context.Context) (applied, known int, err error)
+
 	// Close releases the store, and the admission locks this process
 	// holds. Closing a closed store does nothing and returns nil; other
 	// methods, of every view, fail after Close, and the channels of

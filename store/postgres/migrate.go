@@ -125,3 +125,18 @@ func appliedVersion(ctx context.Context, conn *pgx.Conn, latest int) (int, error
 	}
 	return len(applied), nil
 }
+
+// Schema returns the schema version the database records and the latest
+// this binary knows: they differ once a newer hearth has migrated the
+// database under this one.
+func (db *DB) Schema(ctx context.Context) (applied, known int, err error) {
+	known, err = LatestVersion()
+	if err != nil {
+		return 0, 0, err
+	}
+	err = db.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied)
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: read the schema version: %w", err)
+	}
+	return applied, known, nil
+}

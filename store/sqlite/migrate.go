@@ -72,3 +72,17 @@ func migrate(ctx context.Context, db *sql.DB, migs []schema.Migration, log *slog
 	log.Info("migrated database schema", "from", current, "to", latest)
 	return nil
 }
+
+// Schema returns the schema version the file records and the latest this
+// binary knows: they differ once a newer hearth has migrated the file
+// under this one.
+func (db *DB) Schema(ctx context.Context) (applied, known int, err error) {
+	migs, err := loadMigrations()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := db.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&applied); err != nil {
+		return 0, 0, fmt.Errorf("sqlite: read the schema version: %w", err)
+	}
+	return applied, len(migs), nil
+}

@@ -381,3 +381,12 @@ func testReopenRates(t *testing.T, open ReopenFunc) {
 		t.Errorf("node after reopen: %v", err)
 	}
 }
+
+// testSchema: a fresh store records the latest schema it knows.
+func testSchema(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	applied, known, err := s.Schema(t.Context())
+	if err != nil || known < 1 || applied != known {
+		t.Fatalf("Schema() = %d, %d, %v; want the latest version twice", applied, known, err)
+	}
+}

@@ -108,6 +108,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Leases", testLeases},
 		{"Leases/Race", testLeaseRace},
 		{"Changes", testNotices},
+		{"Schema", testSchema},
 		{"Concurrent/Creates", testConcurrentCreates},
 		{"Concurrent/Tenants", testConcurrentTenants},
 		{"Context/Cancelled", testCancelled},
