@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/hearth/hearth/sandbox"
@@ -30,7 +31,23 @@ type Forwarder struct {
 	// nodeOf is lifecycle's Sandboxes.NodeOf.
 	nodeOf    func(ctx context.Context, p sandbox.Principal, ref string) string
 	transport http.RoundTripper
+
+	mu      sync.Mutex
+	targets map[string]cachedTarget // by node: what target last found
 }
+
+// cachedTarget is a node's address, or why it cannot be reached, as the
+// store said at a time: reused for targetTTL, a fraction of the time a
+// node takes to count as down, so that a call forwarded costs no store
+// round trips for its target.
+type cachedTarget struct {
+	url *url.URL
+	err error
+	at  time.Time
+}
+
+// targetTTL is how long a node's target is reused.
+const targetTTL = time.Second
 
 // NewForwarder returns the forwarder of m's node; nodeOf says which node
 // runs a sandbox a caller names, when another does
@@ -95,8 +112,29 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string)
 	return failed
 }
 
-// target is node's base URL, or unavailable when it is gone.
+// target is node's base URL, or unavailable when it is gone, as the
+// store said at most targetTTL ago.
 func (f *Forwarder) target(ctx context.Context, node string) (*url.URL, error) {
+	f.mu.Lock()
+	c, ok := f.targets[node]
+	f.mu.Unlock()
+	if ok && time.Since(c.at) < targetTTL {
+		return c.url, c.err
+	}
+	u, err := f.lookup(ctx, node)
+	if ctx.Err() == nil {
+		f.mu.Lock()
+		if f.targets == nil {
+			f.targets = map[string]cachedTarget{}
+		}
+		f.targets[node] = cachedTarget{url: u, err: err, at: time.Now()}
+		f.mu.Unlock()
+	}
+	return u, err
+}
+
+// lookup is target's answer from the store.
+func (f *Forwarder) lookup(ctx context.Context, node string) (*url.URL, error) {
 	n, err := f.m.opts.Store.Nodes().Get(ctx, node)
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.CodeUnavailable, "node %s, which runs the sandbox, is not known to the store: %v", node, err).
