@@ -65,9 +65,37 @@ func (s *egress) apply(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
-// applyTenant gives every running egress sandbox of tenant its
-// rules again, after a change of the tenant's policy; a failure is logged
-// (the sandbox gets its rules at its next start).
+// policyTopic is the store's notice (store.Changes) that a tenant's
+// policy changed; its payload is the tenant.
+const policyTopic = "tenant.policy"
+
+// changed applies tenant's changed policy to this node's sandboxes and
+// tells the store's other nodes, which apply it to theirs (watch).
+func (s *egress) changed(ctx context.Context, tenant string) {
+	s.applyTenant(ctx, tenant)
+	if err := s.opts.Store.Changes().Notify(ctx, policyTopic, tenant); err != nil {
+		s.log.Error("tell the other nodes of a tenant's policy change: theirs get it at their next start", "tenant", tenant, "err", err)
+	}
+}
+
+// watch applies the policy changes the store's nodes announce to this
+// node's sandboxes until ctx ends; "" (notices may have been missed)
+// applies every tenant's.
+func (s *egress) watch(ctx context.Context) {
+	changes, err := s.opts.Store.Changes().Listen(ctx, policyTopic)
+	if err != nil {
+		s.log.Error("policy changes made through other nodes apply here only at a sandbox's next start", "err", err)
+		return
+	}
+	for tenant := range changes {
+		s.applyTenant(ctx, tenant)
+	}
+}
+
+// applyTenant gives every running egress sandbox of tenant ("": of every
+// tenant) on this node its rules again, after a change of the tenant's
+// policy; a failure is logged (the sandbox gets its rules at its next
+// start).
 func (s *egress) applyTenant(ctx context.Context, tenant string) {
 	list, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: tenant})
 	if err != nil {
@@ -75,6 +103,9 @@ func (s *egress) applyTenant(ctx context.Context, tenant string) {
 		return
 	}
 	for _, sb := range list {
+		if !s.mine(sb) {
+			continue
+		}
 		if err := s.apply(ctx, sb); err != nil {
 			s.log.Error("apply the tenant's egress policy", "sandbox", sb.Name, "err", err)
 		}

@@ -234,8 +234,10 @@ func (opts Options) withDefaults() (Options, error) {
 func (s *Service) Recover(ctx context.Context) error { return s.sweep.reconcile(ctx) }
 
 // Run reaps expired sandboxes and notices dead ones every SweepInterval
-// until ctx ends, and keeps the warm pool filled.
+// until ctx ends, keeps the warm pool filled, and applies the policy
+// changes made through the store's other nodes to this node's sandboxes.
 func (s *Service) Run(ctx context.Context) {
+	go s.Tenancy.egress.watch(ctx)
 	go s.Pool.refiller(ctx)
 	s.Pool.refillSoon()
 	s.sweep.loop(ctx)

@@ -146,15 +146,22 @@ func TestRateSharedAndKept(t *testing.T) {
 // a runtime and layer store of its own.
 func (e *env) otherNode(t *testing.T, name string) *lifecycle.Service {
 	t.Helper()
+	svc, _ := e.otherNodeWith(t, name, driverfake.Options{})
+	return svc
+}
+
+// otherNodeWith is otherNode with a runtime of drvOpts, which it returns.
+func (e *env) otherNodeWith(t *testing.T, name string, drvOpts driverfake.Options) (*lifecycle.Service, *driverfake.Driver) {
+	t.Helper()
 	lay := layersfake.New(t)
 	if err := lay.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
 		t.Fatal(err)
 	}
-	drv := driverfake.New(driverfake.Options{})
+	drv := driverfake.New(drvOpts)
 	t.Cleanup(func() { drv.Close() })
 	opts := e.opts
 	opts.Driver, opts.Layers, opts.NodeName = drv, lay, name
-	return e.newService(t, opts)
+	return e.newService(t, opts), drv
 }
 
 // TestNodesApart: two nodes on one store each reconcile and sweep their
@@ -210,5 +217,34 @@ func TestAdoptsRowsWithoutNode(t *testing.T) {
 	}
 	if got := e.row(t, sb.Name); got.Node != "local" || got.Status != sandbox.StatusRunning {
 		t.Fatalf("row after Recover = node %q, %s; want adopted by local, running", got.Node, got.Status)
+	}
+}
+
+// TestPolicyChangeReachesOtherNodes: a tenant's egress policy changed
+// through one node reaches the running sandboxes of another at once,
+// pushed through the store (Run's watch), not at their next start.
+func TestPolicyChangeReachesOtherNodes(t *testing.T) {
+	e, _ := sharedEnv(t, 0)
+	ctx := t.Context()
+	b, drvB := e.otherNodeWith(t, "b", driverfake.Options{Egress: true})
+	go b.Run(ctx)
+	sb, _, err := b.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "out", Network: sandbox.NetworkEgress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := sandbox.EgressPolicy{Deny: []string{"192.0.2.1"}}
+	if _, err := e.svc.Tenancy.UpdateTenant(ctx, op, "t1", sandbox.TenantUpdate{Policy: sandbox.PolicyOverrides{Egress: &deny}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rules, _ := drvB.EgressOf(sb.ID)
+		if fmt.Sprint(rules.Deny) == "[192.0.2.1/32]" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node b's sandbox's rules 5s after the tenant's change through node local = %+v", rules)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

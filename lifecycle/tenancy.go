@@ -143,7 +143,7 @@ func (s *Tenancy) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 	}
 	s.log.Info("tenant updated", "tenant", t.Name, "by", p.Agent)
 	if u.Policy.Egress != nil || u.ResetPolicy {
-		s.egress.applyTenant(ctx, t.Name)
+		s.egress.changed(ctx, t.Name)
 	}
 	return t, nil
 }
