@@ -96,6 +96,7 @@ func verbs() []verb {
 		{"checkpoint", "save a sandbox's disk as a checkpoint, live (or --delete one)", runCheckpoint},
 		{"checkpoints", "list a sandbox's checkpoints", runCheckpoints},
 		{"pool", "show the warm pool (operators)", runPool},
+		{"doctor", "check the daemon, its store and nodes, and this host; exit 1 naming each problem", runDoctor},
 		{"limits", "show your quota, budget, TTL cap and create-rate breaker", runLimits},
 		{"tenant", "manage tenants (create, list, get, update)", runTenant},
 		{"agent", "manage agent identities (create, list)", runAgent},
