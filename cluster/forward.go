@@ -36,13 +36,13 @@ type Forwarder struct {
 	targets map[string]cachedTarget // by node: what target last found
 }
 
-// cachedTarget is a node's address, or why it cannot be reached, as the
-// store said at a time: reused for targetTTL, a fraction of the time a
-// node takes to count as down, so that a call forwarded costs no store
-// round trips for its target.
+// cachedTarget is a live node's address as the store said at a time:
+// reused for targetTTL, a fraction of the time a node takes to count as
+// down, so that a call forwarded costs no store round trips for its
+// target. Why a node cannot be reached is never reused: a node that comes
+// back is reached at once.
 type cachedTarget struct {
 	url *url.URL
-	err error
 	at  time.Time
 }
 
@@ -119,15 +119,15 @@ func (f *Forwarder) target(ctx context.Context, node string) (*url.URL, error) {
 	c, ok := f.targets[node]
 	f.mu.Unlock()
 	if ok && time.Since(c.at) < targetTTL {
-		return c.url, c.err
+		return c.url, nil
 	}
 	u, err := f.lookup(ctx, node)
-	if ctx.Err() == nil {
+	if err == nil {
 		f.mu.Lock()
 		if f.targets == nil {
 			f.targets = map[string]cachedTarget{}
 		}
-		f.targets[node] = cachedTarget{url: u, err: err, at: time.Now()}
+		f.targets[node] = cachedTarget{url: u, at: time.Now()}
 		f.mu.Unlock()
 	}
 	return u, err

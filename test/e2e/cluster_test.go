@@ -54,7 +54,8 @@ func health(t *testing.T, ctx context.Context, d *daemon) sandbox.ClusterHealth 
 // other's sandboxes. A sandbox created through A is exec'd (streamed),
 // written, read, checkpointed, restored and destroyed through B, which
 // forwards every call to A; a token revoked through one is refused by the
-// other at once; the health of either names both nodes and one leader;
+// other at once; the sandbox's URL, private and public, answers through
+// b; the health of either names both nodes and one leader;
 // SIGKILL of the leader hands the loops to the other within 10 s and
 // makes the dead node's sandboxes unavailable, with the reason, through
 // the survivor; its restart brings them back with their files.
@@ -92,6 +93,18 @@ func TestSharedStore(t *testing.T) {
 	}
 	if a.sh(ctx, "web", "cat /home/sandbox/note.txt") != "v1" {
 		t.Fatal("a does not see what b wrote and restored")
+	}
+	// The sandbox's URL through b: a web server in the sandbox on a
+	// answers there, with the token, and to anyone once the port is public.
+	serveInSandbox(t, cb, "web", 8000)
+	if code, body := get(t, b.URL+"/v1/sandboxes/web/proxy/8000/", b.Token); code != 200 || !strings.Contains(body, "Directory listing") {
+		t.Fatalf("the sandbox's URL through b = %d %.200q", code, body)
+	}
+	if _, err := cb.Update(ctx, "web", sandbox.SandboxUpdate{PublicPorts: &[]int{8000}}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, b.URL+"/v1/sandboxes/web/proxy/8000/", ""); code != 200 {
+		t.Fatalf("the public URL through b, without a token = %d", code)
 	}
 
 	// A token revoked through a is refused by b at once.
