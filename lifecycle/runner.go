@@ -113,6 +113,33 @@ func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
+// undoCreate releases sb, the new row of a create that failed, trying
+// again for a few seconds when the store or the node fails (a store
+// restarting): a row left creating would count against its tenant and
+// answer a retry of the create until the sweep removed it (see
+// sweeper.staleCreates). The caller holds sb's lock.
+func (s *runner) undoCreate(ctx context.Context, sb sandbox.Sandbox) {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.release(ctx, sb)
+		if err == nil {
+			return
+		}
+		if attempt == undoAttempts || ctx.Err() != nil {
+			s.log.Error("undo a failed create: its row stays creating until the sweep removes it", "sandbox", sb.Name, "id", sb.ID, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// undoAttempts is how often undoCreate tries: about 7 s in all.
+const undoAttempts = 8
+
 // destroy releases sb, having first recorded why it goes (see Gone): the
 // record is written before the release so that a sandbox a killed daemon
 // half released still says why. The caller holds sb's lock.

@@ -263,7 +263,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	if err != nil {
-		s.run.release(ctx, sb)
+		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
 	defer release()
@@ -272,13 +272,13 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	err = s.run.startSpec(ctx, sb, root, "")
 	release() // the next start need not wait for this one's rows
 	if err != nil {
-		s.run.release(ctx, sb)
+		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
 	s.crash("create: started")
 	running, err := s.run.setRunning(ctx, sb, reason)
 	if err != nil {
-		s.run.release(ctx, sb)
+		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
 	sb = running

@@ -62,6 +62,10 @@ func (s *sweeper) sweep(ctx context.Context) {
 			members = append(members, sb)
 			continue
 		}
+		if sb.Status == sandbox.StatusCreating && now.Sub(sb.UpdatedAt) > staleCreate {
+			s.dropStaleCreate(ctx, sb)
+			continue
+		}
 		if !sb.ExpiresAt.IsZero() && !now.Before(sb.ExpiresAt) {
 			s.log.Info("reaping expired sandbox", "sandbox", sb.Name, "expired_at", sb.ExpiresAt)
 			if err := s.reap(ctx, sb.Tenant, sb.Name); err != nil {
@@ -138,6 +142,31 @@ func (s *sweeper) probePacer(rows []sandbox.Sandbox) func(context.Context) bool 
 		}
 		last = time.Now()
 		return true
+	}
+}
+
+// staleCreate is how long after its last change a row still creating is
+// taken for a create that failed and was not undone (undoCreate gave up):
+// far longer than any start, queue included, may take.
+const staleCreate = 10 * time.Minute
+
+// staleCreatedReason is why a sandbox whose create failed and whose row
+// the sweep removed is gone.
+const staleCreatedReason = "its create failed and was not finished; nothing of it was kept"
+
+// dropStaleCreate removes sb, a row left creating by a create that failed
+// (see staleCreate), under its lock, unless it changed since the sweep
+// listed it.
+func (s *sweeper) dropStaleCreate(ctx context.Context, sb sandbox.Sandbox) {
+	unlock := s.locks.lock(sandbox.Ref(sb.Tenant, sb.Name))
+	defer unlock()
+	cur, err := s.opts.Store.Sandboxes().ByID(ctx, sb.ID)
+	if err != nil || cur.Status != sandbox.StatusCreating || !cur.UpdatedAt.Equal(sb.UpdatedAt) {
+		return
+	}
+	s.log.Warn("removing a sandbox whose create failed and was not undone", "sandbox", sb.Name, "id", sb.ID, "since", sb.UpdatedAt)
+	if err := s.run.destroy(ctx, cur, staleCreatedReason); err != nil {
+		s.log.Error("remove a failed create", "sandbox", sb.Name, "err", err)
 	}
 }
 

@@ -32,28 +32,41 @@ func (db *DB) Admissions() store.Admissions { return admissions{db} }
 // keeps it until unlock: the lock is the session's, so it ends with the
 // connection if this process dies. A wait cut short by ctx breaks its
 // connection (pgx's cancellation), which the pool then drops, lock
-// request and all.
+// request and all. A connection the server ended while it sat in the
+// pool (a restart) fails at once; the lock is then asked for once more
+// on a fresh one, since a dead session holds nothing.
 func (v admissions) Lock(ctx context.Context, tenant string) (func(), error) {
 	if tenant == "" {
 		return nil, errors.New("postgres: lock tenant: empty tenant")
 	}
-	conn, err := v.db.locks.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: lock tenant %q: %w", tenant, err)
-	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, tenantLockSpace, tenant); err != nil {
-		discard(conn)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	for attempt := 1; ; attempt++ {
+		conn, err := v.db.locks.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: lock tenant %q: %w", tenant, err)
 		}
-		return nil, fmt.Errorf("postgres: lock tenant %q: %w", tenant, err)
+		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, tenantLockSpace, tenant)
+		if err == nil {
+			return v.db.locked(conn, tenant)
+		}
+		dead := conn.Conn().IsClosed()
+		discard(conn)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !dead || attempt == 2:
+			return nil, fmt.Errorf("postgres: lock tenant %q: %w", tenant, err)
+		}
 	}
-	if !v.db.hold(conn) {
+}
+
+// locked records conn, which holds tenant's lock, and returns its unlock.
+func (db *DB) locked(conn *pgxpool.Conn, tenant string) (func(), error) {
+	if !db.hold(conn) {
 		discard(conn)
 		return nil, errClosed
 	}
 	return sync.OnceFunc(func() {
-		if v.db.drop(conn) {
+		if db.drop(conn) {
 			unlockAndRelease(conn, `SELECT pg_advisory_unlock($1, hashtext($2))`, tenantLockSpace, tenant)
 		}
 	}), nil

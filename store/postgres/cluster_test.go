@@ -125,3 +125,23 @@ func terminate(t *testing.T, dsn, where string) {
 		t.Fatalf("terminating the sessions where %s: %d ended, %v", where, n, err)
 	}
 }
+
+// TestLockAfterSessionsEnd: a lock connection the server ended while it
+// sat in the pool (a restart) does not fail the next Lock: it is asked
+// for again on a fresh connection.
+func TestLockAfterSessionsEnd(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	db := open(t, dsn)
+	ctx := t.Context()
+	unlock, err := db.Admissions().Lock(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock() // the connection goes back to the pool
+	terminate(t, dsn, `query LIKE '%pg_advisory_unlock%'`)
+	unlock, err = db.Admissions().Lock(ctx, "acme")
+	if err != nil {
+		t.Fatalf("Lock after the pooled lock session ended = %v, want the lock", err)
+	}
+	unlock()
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/testutil/benchstat"
-	"github.com/hearth/hearth/testutil/pgtest"
 )
 
 // Benchmarks of several daemons on one Postgres store (docs/BENCHMARKS.md,
@@ -32,23 +29,9 @@ func benchRuntime(b *testing.B) string {
 	return bins.Runtimes[0]
 }
 
-// pgDaemons starts n daemons on one new Postgres store with one key, the
-// operator token of the first given to the others.
+// pgDaemons is sharedStore's daemons, of benchRuntime.
 func pgDaemons(b *testing.B, n int) []*daemon {
-	rt := benchRuntime(b)
-	dsn := pgtest.NewDatabase(b)
-	key := filepath.Join(b.TempDir(), "hearth.key")
-	if out, err := exec.Command(bins.Hearth, "key", "create", key).CombinedOutput(); err != nil {
-		b.Fatalf("hearth key create: %v\n%s", err, out)
-	}
-	var ds []*daemon
-	for i := range n {
-		d := newDaemon(b, rt, "--store", dsn, "--key-file", key, "--node", fmt.Sprintf("b%d", i))
-		if i > 0 {
-			d.Token = ds[0].Token
-		}
-		ds = append(ds, d)
-	}
+	ds, _ := sharedStore(b, benchRuntime(b), n)
 	return ds
 }
 

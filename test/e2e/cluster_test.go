@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,28 +16,37 @@ import (
 	"github.com/hearth/hearth/testutil/pgtest"
 )
 
-// sharedDaemons starts n daemons, nodes n0…, on one new Postgres store
-// with one sealing key: the first mints the operator token, the others
-// say the store holds it and are given it.
-func sharedDaemons(t *testing.T, n int) []*daemon {
-	t.Helper()
-	requireDaemon(t)
-	dsn := pgtest.NewDatabase(t)
-	key := filepath.Join(t.TempDir(), "hearth.key")
+// sharedStore starts n daemons of runtime rt, nodes n0…, on one new
+// Postgres store, whose DSN it returns, with one sealing key: the first
+// mints the operator token, the others say the store holds it and are
+// given it.
+func sharedStore(tb testing.TB, rt string, n int) ([]*daemon, string) {
+	tb.Helper()
+	requireDaemon(tb)
+	dsn := pgtest.NewDatabase(tb)
+	key := filepath.Join(tb.TempDir(), "hearth.key")
 	if out, err := exec.Command(bins.Hearth, "key", "create", key).CombinedOutput(); err != nil {
-		t.Fatalf("hearth key create: %v\n%s", err, out)
+		tb.Fatalf("hearth key create: %v\n%s", err, out)
 	}
 	var ds []*daemon
 	for i := range n {
-		d := newDaemon(t, bins.Runtimes[0], "--store", dsn, "--key-file", key, "--node", "n"+string(rune('0'+i)))
+		d := newDaemon(tb, rt, "--store", dsn, "--key-file", key, "--node", fmt.Sprintf("n%d", i))
 		if i > 0 {
 			if !strings.Contains(d.Out.String(), daemonproc.HeldLine) {
-				t.Fatalf("daemon %d of a shared store did not say the store holds the operator token:\n%s", i, d.Out.String())
+				tb.Fatalf("daemon %d of a shared store did not say the store holds the operator token:\n%s", i, d.Out.String())
 			}
 			d.Token = ds[0].Token
 		}
 		ds = append(ds, d)
 	}
+	return ds, dsn
+}
+
+// sharedDaemons is sharedStore's daemons, of the first runtime.
+func sharedDaemons(t *testing.T, n int) []*daemon {
+	t.Helper()
+	requireDaemon(t)
+	ds, _ := sharedStore(t, bins.Runtimes[0], n)
 	return ds
 }
 

@@ -5,15 +5,17 @@
 // The cluster is Debian's Postgres (the newest /usr/lib/postgresql/N/bin;
 // 13 or newer, for DROP DATABASE … WITH (FORCE)), started at the first
 // NewDatabase of the test binary and stopped by Stop, which the package's
-// TestMain calls after every test. It lives in a temporary directory: data
-// and unix socket there, TCP on 127.0.0.1 on a free port and on no other
-// address. Postgres refuses to run as root, so a test binary running as
-// root runs initdb and postgres as the postgres system user, which owns
-// that directory. The superuser's password is random and known only to
-// the test binary (password authentication over TCP, the socket reachable
-// only by that user). Should the test binary die without Stop, the
-// postmaster gets SIGINT (its parent-death signal) and shuts down, but
-// its directory stays behind.
+// TestMain calls after every test; Restart restarts it in place, for the
+// tests of clients that must survive a server restart. It lives in a
+// temporary directory: data and unix socket there, TCP on 127.0.0.1 on a
+// free port (kept across restarts) and on no other address. Postgres
+// refuses to run as root, so a test binary running as root runs initdb
+// and postgres as the postgres system user, which owns that directory.
+// The superuser's password is random and known only to the test binary
+// (password authentication over TCP, the socket reachable only by that
+// user). Should the test binary die without Stop, the postmaster gets
+// SIGINT (its parent-death signal) and shuts down, but its directory
+// stays behind.
 //
 // The cluster trades durability for speed (fsync=off): a crash of the
 // machine loses it, which no test of a throwaway cluster minds.
@@ -93,6 +95,31 @@ func NewDatabase(t testing.TB) string {
 	return c.dsn(name)
 }
 
+// Restart restarts the test binary's cluster as a failover or a
+// restarted server looks to its clients: the postmaster gets a fast
+// shutdown (SIGINT: every session is ended, a connection made before
+// fails at its next use) and starts again on the same port and data
+// directory, so that every database, row and password survives and
+// every DSN NewDatabase returned connects again. It returns once the
+// cluster accepts connections, and logs how long it was down. It fails t
+// when NewDatabase has not started the cluster or the cluster does not
+// come back; a failed start fails every later NewDatabase too.
+func Restart(t testing.TB) {
+	t.Helper()
+	cluster.Lock()
+	defer cluster.Unlock()
+	if cluster.c == nil {
+		t.Fatal("pgtest.Restart: no cluster runs (NewDatabase starts it)")
+	}
+	began := time.Now()
+	if err := cluster.c.restart(); err != nil {
+		cluster.c.stop()
+		cluster.c, cluster.err = nil, fmt.Errorf("restart: %w", err)
+		t.Fatalf("restart the Postgres cluster: %v", err)
+	}
+	t.Logf("pgtest: Postgres on port %d restarted (down for %s)", cluster.c.port, time.Since(began).Round(time.Millisecond))
+}
+
 // Stop stops the cluster NewDatabase started, if any, and removes its
 // files; for TestMain, after every test.
 func Stop() {
@@ -128,7 +155,9 @@ func binDir() (string, error) {
 
 // server is a running cluster.
 type server struct {
-	dir      string // temporary: data/, sock/, postgres.log
+	bin      string              // Postgres's bin directory
+	cred     *syscall.Credential // whom Postgres runs as (nil: this process)
+	dir      string              // temporary: data/, sock/, postgres.log
 	port     int
 	password string
 	cmd      *exec.Cmd
@@ -172,13 +201,16 @@ func start(bin string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{dir: dir, password: rand.Text()}
-	if err := s.initdb(bin, cred, owner); err != nil {
+	s := &server{bin: bin, cred: cred, dir: dir, password: rand.Text()}
+	if err := s.initdb(owner); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		err = s.run(bin, cred)
+		port, err := freePort()
+		if err == nil {
+			err = s.run(port)
+		}
 		if err == nil {
 			return s, nil
 		}
@@ -187,6 +219,22 @@ func start(bin string) (*server, error) {
 			return nil, err
 		}
 	}
+}
+
+// restart shuts the postmaster down (fast) and runs it again on its
+// port and data directory. The port is the one clients know, so it is not
+// traded for another: should something take it meanwhile, the start is
+// tried again, twice, and then fails.
+func (s *server) restart() error {
+	s.shutdown()
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if err = s.run(s.port); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // runAs returns the credential to run Postgres with (nil: as this process)
@@ -210,7 +258,7 @@ func runAs() (*syscall.Credential, [2]int, error) {
 
 // initdb makes the directory tree, owned by owner, and the cluster in
 // data/ with the superuser's password.
-func (s *server) initdb(bin string, cred *syscall.Credential, owner [2]int) error {
+func (s *server) initdb(owner [2]int) error {
 	pwfile := filepath.Join(s.dir, "pw")
 	if err := os.WriteFile(pwfile, []byte(s.password+"\n"), 0o600); err != nil {
 		return err
@@ -224,7 +272,7 @@ func (s *server) initdb(bin string, cred *syscall.Credential, owner [2]int) erro
 			return err
 		}
 	}
-	cmd := command(cred, filepath.Join(bin, "initdb"),
+	cmd := command(s.cred, filepath.Join(s.bin, "initdb"),
 		"-D", filepath.Join(s.dir, "data"), "-U", superuser, "--pwfile", pwfile,
 		"--auth-local", "trust", "--auth-host", "scram-sha-256",
 		"-E", "UTF8", "--locale", "C", "--no-sync", "--no-instructions")
@@ -234,13 +282,9 @@ func (s *server) initdb(bin string, cred *syscall.Credential, owner [2]int) erro
 	return nil
 }
 
-// run starts the postmaster on a free port and waits until it accepts
+// run starts the postmaster on port and waits until it accepts
 // connections; on an error it is stopped.
-func (s *server) run(bin string, cred *syscall.Credential) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
+func (s *server) run(port int) error {
 	s.port = port
 	logPath := filepath.Join(s.dir, "postgres.log")
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -248,7 +292,7 @@ func (s *server) run(bin string, cred *syscall.Credential) error {
 		return err
 	}
 	defer logFile.Close()
-	s.cmd = command(cred, filepath.Join(bin, "postgres"),
+	s.cmd = command(s.cred, filepath.Join(s.bin, "postgres"),
 		"-D", filepath.Join(s.dir, "data"),
 		"-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1",
