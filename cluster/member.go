@@ -63,10 +63,11 @@ type Member struct {
 	started time.Time
 
 	mu       sync.Mutex
-	secret   string    // the current credential's secret
-	previous string    // the one before the last rotation
-	minted   time.Time // when secret was minted
-	leadTill time.Time // by this process's clock: when its lease may have lapsed
+	peers    map[string]peer // the other nodes' credentials, as last read
+	secret   string          // the current credential's secret
+	previous string          // the one before the last rotation
+	minted   time.Time       // when secret was minted
+	leadTill time.Time       // by this process's clock: when its lease may have lapsed
 }
 
 // New returns the membership of opts.Node, with a fresh credential. It
@@ -200,9 +201,29 @@ func (m *Member) Secret() string {
 // ErrUnknownNode is returned by Verify for a node the store has no row of.
 var ErrUnknownNode = errors.New("cluster: unknown node")
 
+// peer is a node's credential hashes as read from the store at a time.
+type peer struct {
+	hashes [2]string // current, previous
+	at     time.Time
+}
+
+// peerTTL is how long a node's credential hashes, once they verified a
+// call, are reused: far shorter than a rotation, after which the
+// previous secret stays good anyway.
+const peerTTL = time.Second
+
 // Verify reports whether secret is node's current or previous credential,
-// by the hashes node's heartbeats keep in the store.
+// by the hashes node's heartbeats keep in the store (reused for peerTTL
+// once they verified a call, so a forwarded call costs no store round
+// trip; a secret they do not verify is checked against the store).
 func (m *Member) Verify(ctx context.Context, node, secret string) (bool, error) {
+	h := hash(secret)
+	m.mu.Lock()
+	p, ok := m.peers[node]
+	m.mu.Unlock()
+	if ok && time.Since(p.at) < peerTTL && matches(h, p.hashes) {
+		return true, nil
+	}
 	n, err := m.opts.Store.Nodes().Get(ctx, node)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, ErrUnknownNode
@@ -210,13 +231,29 @@ func (m *Member) Verify(ctx context.Context, node, secret string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	h := hash(secret)
-	for _, want := range []string{n.Credential, n.PreviousCredential} {
+	p = peer{hashes: [2]string{n.Credential, n.PreviousCredential}, at: time.Now()}
+	if !matches(h, p.hashes) {
+		return false, nil
+	}
+	m.mu.Lock()
+	if m.peers == nil {
+		m.peers = map[string]peer{}
+	}
+	m.peers[node] = p
+	m.mu.Unlock()
+	return true, nil
+}
+
+// matches reports whether h is one of hashes (an empty one matches
+// nothing), in constant time.
+func matches(h string, hashes [2]string) bool {
+	ok := false
+	for _, want := range hashes {
 		if want != "" && subtle.ConstantTimeCompare([]byte(h), []byte(want)) == 1 {
-			return true, nil
+			ok = true
 		}
 	}
-	return false, nil
+	return ok
 }
 
 func newSecret() string {

@@ -178,6 +178,7 @@ type Chain struct {
 	log       *slog.Logger
 	metrics   *doorMetrics // nil without Options.Metrics
 	conns     *connLimits
+	recent    recent // principals lately authenticated, to forward calls
 }
 
 // New returns the chain over lifecycle's tenancy and sandboxes.
@@ -222,7 +223,7 @@ func (c *Chain) route(d *Door, rt Route) http.Handler {
 		if rt.Sandbox != nil {
 			NoteSandbox(r, rt.Sandbox(r))
 		}
-		if !c.fromNode(w, r) {
+		if !c.fromNode(w, r) || c.forwardEarly(w, r, rt) {
 			return
 		}
 		p, ok := c.authenticate(w, r, rt.Auth)
@@ -307,6 +308,9 @@ func (c *Chain) authenticate(w http.ResponseWriter, r *http.Request, auth Auth) 
 	if err != nil {
 		WriteError(w, r, err)
 		return sandbox.Principal{}, false
+	}
+	if c.opts.Forward != nil {
+		c.recent.remember(token, p)
 	}
 	if cl := callOf(r); cl != nil {
 		cl.principal, cl.authenticated = p, true
