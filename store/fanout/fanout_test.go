@@ -4,21 +4,12 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hearth/hearth/store/storetest"
 )
 
-func receive(t *testing.T, ch <-chan string) string {
-	t.Helper()
-	select {
-	case v, ok := <-ch:
-		if !ok {
-			t.Fatal("channel closed")
-		}
-		return v
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notice in 5s")
-	}
-	return ""
-}
+// receive is the next notice of ch (see storetest.Receive).
+var receive = storetest.Receive
 
 func TestPublishByTopic(t *testing.T) {
 	var h Hub
