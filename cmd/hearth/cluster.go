@@ -25,7 +25,14 @@ func joinCluster(ctx context.Context, cfg serveConfig, db store.Store, instance 
 	if addr == "" {
 		addr = advertised(ln.Addr())
 	}
-	m := cluster.New(cluster.Options{Store: db, Node: cfg.node, Address: addr, Version: version(), Instance: instance, Logger: log.With("component", "cluster")})
+	opts := cluster.Options{Store: db, Node: cfg.node, Address: addr, Version: version(), Instance: instance, Logger: log.With("component", "cluster")}
+	if cfg.storeURL == "" {
+		// SQLite: this daemon is the store's only node, and leads; a
+		// heartbeat every few seconds keeps its health row current
+		// without a write (an fsync) every second.
+		opts.Interval, opts.LeaseTTL, opts.DeadAfter = 10*time.Second, time.Minute, time.Minute
+	}
+	m := cluster.New(opts)
 	if other, err := db.Nodes().Get(ctx, cfg.node); err == nil && other.Instance != instance {
 		if now, err := db.Nodes().Now(ctx); err == nil && now.Sub(other.HeartbeatAt) <= cluster.DefaultDeadAfter {
 			return nil, fmt.Errorf("node %s is already running at %s (its last heartbeat was %s ago): give this daemon another name with --node",
