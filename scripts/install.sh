@@ -9,7 +9,13 @@
 #     as the tests start their own registries on free ports), postgresql
 #     (the store/postgres tests' throwaway clusters, testutil/pgtest; the
 #     cluster Debian makes and starts when this script installs it is
-#     stopped, and its service disabled);
+#     stopped, and its service disabled), etcd-server (the Kubernetes
+#     tests' etcd, testutil/kubetest; its service is stopped and disabled
+#     too);
+#   - the Kubernetes control plane the Kubernetes tests run
+#     (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl of
+#     tools/kube's release), built static once into $HEARTH_CACHE/kube
+#     (scripts/kube.sh: about 6 minutes on 2 quiet cores the first time);
 #   - gVisor's runsc, built static from the Go module proxy once, with its
 #     seccomp filters precompiled as gVisor's releases have them, for
 #     the configurations a hearth sandbox can have (no GPU, TPU or RDMA
@@ -50,7 +56,7 @@ fi
 command -v go >/dev/null || { say "Go is missing: install Go 1.26 or newer (https://go.dev/doc/install)"; exit 1; }
 
 need=()
-for pair in runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3 docker-registry:docker-registry skopeo:skopeo umoci:umoci htpasswd:apache2-utils; do
+for pair in etcd:etcd-server runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3 docker-registry:docker-registry skopeo:skopeo umoci:umoci htpasswd:apache2-utils; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null || need+=("$pkg")
 done
@@ -71,6 +77,12 @@ fi
 if [ -d /run/systemd/system ] && { systemctl is-enabled --quiet docker-registry || systemctl is-active --quiet docker-registry; } 2>/dev/null; then
 	say "stopping and disabling the docker-registry service"
 	systemctl disable --now --quiet docker-registry
+fi
+# So does Debian's etcd-server, on port 2379: the Kubernetes tests run
+# their own etcd on free ports.
+if [ -d /run/systemd/system ] && { systemctl is-enabled --quiet etcd || systemctl is-active --quiet etcd; } 2>/dev/null; then
+	say "stopping and disabling the etcd service"
+	systemctl disable --now --quiet etcd
 fi
 # Debian's postgresql makes a cluster (main, port 5432) when installed and
 # starts it where services start; the tests run their own clusters on free
@@ -126,6 +138,8 @@ npm_packages() {
 }
 npm_packages mcp-js "$mcp_js_packages"
 npm_packages sprites-js "$sprites_js_packages"
+
+bash scripts/kube.sh >/dev/null
 
 say "building bin/hearth and bin/hearth-agent"
 mkdir -p bin
