@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,14 +39,14 @@ func isBlobGet(r *http.Request, d v1.Hash) bool {
 }
 
 // cutFirst answers the first GET of blob d with half its bytes, then
-// drops the connection.
+// drops the connection. The proxy serves requests concurrently, so the
+// first is decided atomically.
 func cutFirst(d v1.Hash) func(http.ResponseWriter, *http.Request, *http.Response) bool {
-	cut := false
+	var cut atomic.Bool
 	return func(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
-		if cut || !isBlobGet(r, d) || resp.StatusCode != http.StatusOK {
+		if !isBlobGet(r, d) || resp.StatusCode != http.StatusOK || !cut.CompareAndSwap(false, true) {
 			return false
 		}
-		cut = true
 		copyHeader(w, resp)
 		w.WriteHeader(resp.StatusCode)
 		io.CopyN(w, resp.Body, resp.ContentLength/2)
