@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -179,21 +178,8 @@ func runSpritesScript(t *testing.T, node, prefix string, d *daemon, c spritesCas
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script)
-	cmd.Env = append(os.Environ(),
+	runNodeScript(t, node, script, 10*time.Minute,
 		"HEARTH_SPRITES_URL="+d.URL, "HEARTH_TOKEN="+d.Token, "HEARTH_SPRITES_JS="+prefix, "HEARTH_CASE="+string(spec))
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		failed := "the script stopped without naming a failed step"
-		if m := failLineRE.FindSubmatch(out); m != nil {
-			failed = string(m[1])
-		}
-		t.Fatalf("%s\nnode %s: %v; its output:\n%s", failed, filepath.Base(script), err, out)
-	}
-	t.Logf("%s", out)
 }
 
 // readThrough returns the content of path in the sandbox name, read

@@ -32,23 +32,31 @@ func TestSpritesJSClient(t *testing.T) {
 		// The script holds two sprites at once; the quota leaves room.
 		tok := d.agentToken(t, "acme", "jsclient", 4)
 
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, node, script)
-		cmd.Env = append(os.Environ(),
+		runNodeScript(t, node, script, 15*time.Minute,
 			"HEARTH_SPRITES_URL="+d.URL, "HEARTH_TOKEN="+tok, "HEARTH_SPRITES_JS="+prefix)
-		cmd.WaitDelay = 10 * time.Second
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			failed := "the script stopped without naming a failed step"
-			if m := failLineRE.FindSubmatch(out); m != nil {
-				failed = string(m[1])
-			}
-			t.Fatalf("%s\nnode %s: %v; its output:\n%s", failed, filepath.Base(script), err, out)
-		}
-		t.Logf("%s", out)
 	})
 }
 
 // failLineRE matches the line client.mjs prints for the step that failed.
 var failLineRE = regexp.MustCompile(`(?m)^(FAIL .*)$`)
+
+// runNodeScript runs script with Node, its environment this process's and
+// env, for at most timeout, failing t with the step the script's FAIL
+// line names (failLineRE) and logging its output.
+func runNodeScript(t *testing.T, node, script string, timeout time.Duration, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, script)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		failed := "the script stopped without naming a failed step"
+		if m := failLineRE.FindSubmatch(out); m != nil {
+			failed = string(m[1])
+		}
+		t.Fatalf("%s\nnode %s: %v; its output:\n%s", failed, filepath.Base(script), err, out)
+	}
+	t.Logf("%s", out)
+}
