@@ -44,11 +44,7 @@ func (s *Processes) Connect(ctx context.Context, p sandbox.Principal, ref string
 func (s *Processes) ConnectPublic(ctx context.Context, ref string, port int) (net.Conn, error) {
 	missing := sandbox.Errorf(sandbox.CodeNotFound, "no public port %d on sandbox %q", port, ref).
 		WithHint("send a token of someone who may see the sandbox, or ask its owner to make the port public")
-	tenant, name, err := sandbox.Principal{}.Locate(ref)
-	if err != nil {
-		return nil, missing
-	}
-	sb, err := s.opts.Store.Sandboxes().Get(ctx, tenant, name)
+	sb, err := s.publicRow(ctx, ref)
 	if err != nil || isPoolMember(sb) || !slices.Contains(sb.PublicPorts, port) {
 		return nil, missing
 	}
@@ -56,6 +52,16 @@ func (s *Processes) ConnectPublic(ctx context.Context, ref string, port int) (ne
 	// agent takes names as they are stored (see Principal.Resolve).
 	owner := sandbox.Principal{Tenant: sb.Tenant, Role: sandbox.RoleTenantAdmin}
 	return s.Connect(ctx, owner, sb.Name, port)
+}
+
+// publicRow is the row of the sandbox ref names as a caller without a
+// token reads it (see ConnectPublic).
+func (s *core) publicRow(ctx context.Context, ref string) (sandbox.Sandbox, error) {
+	tenant, name, err := sandbox.Principal{}.Locate(ref)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	return s.opts.Store.Sandboxes().Get(ctx, tenant, name)
 }
 
 // Ports returns the sandbox ref names for p and the TCP ports processes in

@@ -454,11 +454,8 @@ func (s *Sandboxes) onNode(ctx context.Context, sb sandbox.Sandbox, down map[str
 func (s *Sandboxes) NodeOf(ctx context.Context, p sandbox.Principal, ref string) string {
 	var sb sandbox.Sandbox
 	if p.Role == "" && p.Tenant == "" {
-		tenant, name, err := p.Locate(ref)
-		if err != nil {
-			return ""
-		}
-		if sb, err = s.opts.Store.Sandboxes().Get(ctx, tenant, name); err != nil {
+		var err error
+		if sb, err = s.publicRow(ctx, ref); err != nil {
 			return ""
 		}
 	} else {
