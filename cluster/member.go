@@ -96,6 +96,9 @@ func New(opts Options) *Member {
 // Node is the member's node name.
 func (m *Member) Node() string { return m.opts.Node }
 
+// Address is where the store's other daemons reach this one.
+func (m *Member) Address() string { return m.opts.Address }
+
 // Join records the node's first heartbeat, so that the others can verify
 // its credential and reach it before Run's loop has begun.
 func (m *Member) Join(ctx context.Context) error {

@@ -102,6 +102,7 @@ func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	s.leases.forget(sb.ID)
 	s.crash("release: row deleted")
+	s.unplace(ctx, sb)
 	if err := s.opts.Node.RemoveRoot(ctx, sb.ID); err != nil {
 		s.log.Error("remove a released sandbox's root; the next start removes it", "sandbox", sb.Name, "err", err)
 	}

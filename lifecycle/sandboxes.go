@@ -214,34 +214,28 @@ func nameTaken(name string) error {
 func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
 	req, caps, now := spec.req, s.opts.Node.Capabilities(), s.now().UTC()
 	sb := sandbox.Sandbox{
-		ID:          newID(),
-		Name:        req.Name,
-		Tenant:      p.Home(),
-		Owner:       p.Agent,
-		Image:       req.Image,
-		ImageDigest: spec.image.Digest,
-		ImageKey:    spec.image.Key(),
-		ImageConfig: spec.image.Config,
-		Size:        req.Size,
-		Runtime:     caps.Runtime,
-		Status:      sandbox.StatusCreating,
-		Reason:      "create requested",
-		CreatedAt:   now,
-		UpdatedAt:   now,
-		ExpiresAt:   now.Add(spec.ttl),
-		Capabilities: []string{
-			sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
-			sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
-		},
-		Resources:   spec.res,
-		Labels:      req.Labels,
-		PublicPorts: []int{},
-		Network:     req.Network,
-		Egress:      spec.egress,
-		Node:        s.opts.NodeName,
-	}
-	if sb.ImageDigest != "" {
-		sb.Capabilities = append(sb.Capabilities, sandbox.CapImage+sb.ImageDigest)
+		ID:           newID(),
+		Name:         req.Name,
+		Tenant:       p.Home(),
+		Owner:        p.Agent,
+		Image:        req.Image,
+		ImageDigest:  spec.image.Digest,
+		ImageKey:     spec.image.Key(),
+		ImageConfig:  spec.image.Config,
+		Size:         req.Size,
+		Runtime:      caps.Runtime,
+		Status:       sandbox.StatusCreating,
+		Reason:       "create requested",
+		CreatedAt:    now,
+		UpdatedAt:    now,
+		ExpiresAt:    now.Add(spec.ttl),
+		Capabilities: capabilities(caps, spec.image.Digest),
+		Resources:    spec.res,
+		Labels:       req.Labels,
+		PublicPorts:  []int{},
+		Network:      req.Network,
+		Egress:       spec.egress,
+		Node:         s.opts.NodeName,
 	}
 	if p == poolPrincipal() {
 		sb.ExpiresAt = time.Time{} // a member lives until claimed or shrunk
@@ -257,6 +251,9 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	admitted() // the row now counts in the tenant's usage
 	s.run.forgetGone(ctx, sb)
 	s.crash("create: row inserted")
+	if s.opts.Fleet != nil {
+		return s.place(ctx, sb)
+	}
 	// The start waits its turn with the caller's deadline; a caller that
 	// goes away after it must not leave half a sandbox.
 	release, err := s.slot(ctx, sb)

@@ -42,6 +42,14 @@ type Options struct {
 	// NodeDown, when set, says why another node's sandboxes are
 	// unavailable ("" while that node is alive): List reports them so.
 	NodeDown func(ctx context.Context, node string) string
+	// Fleet, when set, places this daemon's new sandboxes on the nodes of
+	// a fleet instead of starting them here (see Fleet): the daemon is a
+	// control plane, and Node runs nothing.
+	Fleet Fleet
+	// Released, when set, is told of each sandbox this daemon has
+	// released (destroyed, reaped, or a create undone), once its row is
+	// gone: a node of a fleet removes what stands for it there.
+	Released func(ctx context.Context, sb sandbox.Sandbox)
 	// StoreWide, when set, says whether this daemon runs the store-wide
 	// parts of the sweep now (forgetting old gone records): the one that
 	// holds the store's loops lease. Nil means it does.

@@ -93,6 +93,21 @@ func (s *Tenancy) GetTenant(ctx context.Context, p sandbox.Principal, name strin
 	return t, nil
 }
 
+// Budget is what all of tenant's sandboxes may take together (see
+// policy.Budget), for a fleet that enforces it too (package kube's
+// ResourceQuota). The system tenant's sandboxes have none: limited false.
+// A tenant that does not exist is permission_denied, as its creates are.
+func (s *Tenancy) Budget(ctx context.Context, tenant string) (budget sandbox.Resources, limited bool, err error) {
+	if tenant == sandbox.SystemTenant {
+		return sandbox.Resources{}, false, nil
+	}
+	t, lim, err := s.adm.tenantLimits(ctx, tenant)
+	if err != nil {
+		return sandbox.Resources{}, false, err
+	}
+	return policy.Budget(t.Allocation, lim), true, nil
+}
+
 // ListTenants returns the tenants p may see, by name.
 func (s *Tenancy) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {

@@ -54,6 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		// serve parses its own flags; --json there is a request for JSON errors too.
 		c.json = wantsJSON(rest)
 		return c.report(ctx, serveError(runServe(ctx, rest, getenv, stdout, stderr)))
+	case "node":
+		c.json = wantsJSON(rest)
+		return c.report(ctx, serveError(runNode(ctx, rest, getenv, stdout, stderr)))
 	}
 	v, ok := findVerb(name)
 	if !ok {
@@ -129,6 +132,7 @@ func findVerb(name string) (verb, bool) {
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: hearth <verb> [flags] [args]\n\nVerbs:\n")
 	fmt.Fprintf(w, "  %-11s %s\n", "serve", "run the hearth daemon")
+	fmt.Fprintf(w, "  %-11s %s\n", "node", "run this machine as a Kubernetes node of hearth sandboxes")
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-11s %s\n", v.name, v.summary)
 	}

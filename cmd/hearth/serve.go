@@ -110,6 +110,9 @@ type serveConfig struct {
 	// (--advertise, HEARTH_ADVERTISE; default: the --listen address, see
 	// advertised).
 	advertise string
+	// kube is the Kubernetes cluster this daemon is part of, if any (see
+	// kubeConfig).
+	kube kubeConfig
 }
 
 // runServe runs the daemon until SIGINT or SIGTERM. Stopping it stops
@@ -119,6 +122,12 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	return serveDaemon(ctx, cfg, stdout, stderr)
+}
+
+// serveDaemon runs the daemon cfg describes (serve's or node's) until
+// SIGINT or SIGTERM.
+func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -133,23 +142,30 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	if cfg.runtime == "" {
-		if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
-			return err
-		}
-	}
 	// Metrics come first: the network host counts refusals.
 	reg := metrics.NewRegistry()
-	nets, err := openSandboxNetwork(ctx, cfg, inst, db, reg, log)
-	if err != nil {
-		return err
+	var nets sandboxNet
+	var local node.Node
+	var defImage sandbox.Image
+	if cfg.kube.role == kubeControlPlane {
+		local = controlPlaneNode(cfg)
+		cfg.runtime = local.Capabilities().Runtime
+	} else {
+		if cfg.runtime == "" {
+			if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
+				return err
+			}
+		}
+		if nets, err = openSandboxNetwork(ctx, cfg, inst, db, reg, log); err != nil {
+			return err
+		}
+		defer nets.close()
+		var closeNode func()
+		if local, defImage, closeNode, err = openNode(ctx, cfg, inst, nets, box, stderr, log); err != nil {
+			return err
+		}
+		defer closeNode()
 	}
-	defer nets.close()
-	local, defImage, closeNode, err := openNode(ctx, cfg, inst, nets, box, stderr, log)
-	if err != nil {
-		return err
-	}
-	defer closeNode()
 	// The API's socket first: the node's address goes into the store
 	// before anything is served, and calls wait in its backlog until then.
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -163,7 +179,7 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	}
 	rec, closeAudit := startAudit(ctx, cfg, db, member.Leading, log.With("component", "audit"))
 	defer closeAudit()
-	svc, err := lifecycle.New(lifecycle.Options{
+	opts := lifecycle.Options{
 		Store:               db,
 		Node:                local,
 		NodeName:            cfg.node,
@@ -178,18 +194,41 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 		Alarms:              alarmSink(cfg, reg, rec, log),
 		Secrets:             box,
 		Logger:              log.With("component", "lifecycle"),
-	})
+	}
+	var setTenancy func(*lifecycle.Tenancy)
+	var kn *kubeNodeProvider
+	switch cfg.kube.role {
+	case kubeControlPlane:
+		if opts.Fleet, setTenancy, err = kubeFleet(cfg, log); err != nil {
+			return err
+		}
+	case kubeNode:
+		if kn, err = newKubeNode(cfg, log); err != nil {
+			return err
+		}
+		opts.Released = kn.provider.Released
+	}
+	svc, err := lifecycle.New(opts)
 	if err != nil {
 		return err
 	}
-	if err := svc.Images.SetDefault(ctx, defImage); err != nil {
-		return err
+	if setTenancy != nil {
+		setTenancy(svc.Tenancy)
+	}
+	if cfg.kube.role != kubeControlPlane {
+		if err := svc.Images.SetDefault(ctx, defImage); err != nil {
+			return err
+		}
 	}
 	if err := startService(ctx, cfg, svc, nets, reg, stdout, log); err != nil {
 		return err
 	}
 	go member.Run(ctx)
 	go svc.Run(ctx)
+	if kn != nil {
+		kn.serve(svc)
+		go registerNode(ctx, cfg, kn, local.Capabilities(), member.Address(), log)
+	}
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
 	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, doorCluster{member, where}, rec, reg, log), log)
 }
@@ -520,6 +559,30 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl := flag.NewFlagSet("hearth serve", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	cfg := serveConfig{gatewayPort: -1, dnsPort: -1}
+	serveFlags(fl, &cfg, env)
+	fl.StringVar(&cfg.node, "node", env("HEARTH_NODE"), "`NAME` of this daemon among those of one store: 1 to 63 lowercase letters, digits and '-' (default: the host name, lower-cased, other characters made '-')")
+	kubeFlags(fl, &cfg, env, "the Kubernetes cluster whose hearth nodes run this control plane's sandboxes, as Pods (see docs/KUBERNETES.md); without it, this daemon runs them itself")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, &usageError{verb: "serve", msg: err.Error()}
+	}
+	if fl.NArg() > 0 {
+		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
+	}
+	if cfg.kube.enabled() {
+		cfg.kube.role = kubeControlPlane
+		if cfg.storeURL == "" {
+			return cfg, &usageError{verb: "serve", msg: "--kubeconfig: a control plane on Kubernetes needs the Postgres store its nodes share (--store postgres://…)"}
+		}
+	}
+	return cfg, finishServe(&cfg)
+}
+
+// serveFlags defines on fl the flags that `hearth serve` and `hearth
+// node` share: those of a daemon that runs sandboxes.
+func serveFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string) {
 	fl.StringVar(&cfg.dataDir, "data-dir", orDefault(env("HEARTH_DATA_DIR"), "/var/lib/hearth"), "state, layers and the operator token")
 	fl.StringVar(&cfg.listen, "listen", "127.0.0.1:7077", "address of the HTTP API")
 	fl.StringVar(&cfg.runtime, "runtime", "", "OCI runtime: runsc, runc or crun (default: runsc when present)")
@@ -531,7 +594,6 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		return nil
 	})
 	fl.StringVar(&cfg.storeURL, "store", env("HEARTH_STORE"), "the control plane's database: a `postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…` URL, which other daemons may share (default: SQLite in the data dir)")
-	fl.StringVar(&cfg.node, "node", env("HEARTH_NODE"), "`NAME` of this daemon among those of one store: 1 to 63 lowercase letters, digits and '-' (default: the host name, lower-cased, other characters made '-')")
 	fl.StringVar(&cfg.keyFile, "key-file", env("HEARTH_KEY_FILE"), "the deployment's sealing key `FILE`, made by 'hearth key create FILE'; every daemon of one store needs the same (default: <data-dir>/secrets.key, made at the first start)")
 	fl.StringVar(&cfg.advertise, "advertise", env("HEARTH_ADVERTISE"), "`HOST:PORT` where the other daemons of a shared store reach this one's API (default: the --listen address; the host's name when that is every address)")
 	fl.StringVar(&cfg.imageCache, "image-cache", env("HEARTH_IMAGE_CACHE"), "where built images are cached (default: <data-dir>/images)")
@@ -555,18 +617,8 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	fl.StringVar(&cfg.instance, "instance", "", "`NAME` of this data dir's instance, which names its networks and cgroups apart from other daemons' on this host: 1 to 9 lowercase letters and digits, given at its first start (default: hearth for /var/lib/hearth, else one derived from the data dir)")
 	fl.Func("gateway-port", "`PORT` of the egress gateway, where sandboxes reach credential bindings at http://NAME."+sandbox.GatewayDomain+" (default: 10080 for the default instance, a free port for others; 0: no gateway)", portFlag(&cfg.gatewayPort))
 	fl.Func("dns-port", "`PORT` of the DNS forwarder egress sandboxes' lookups are redirected to (default: 10053 for the default instance, a free port for others)", portFlag(&cfg.dnsPort))
-	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", dnsUpstreamFlag(&cfg))
+	fl.Func("dns-upstream", "name server `ADDR[:PORT]` that egress sandboxes' DNS queries are forwarded to (repeatable or comma-separated; default: the nameservers of the host's /etc/resolv.conf; none: no name service)", dnsUpstreamFlag(cfg))
 	fl.DurationVar(&cfg.auditRetention, "audit-retention", 720*time.Hour, "how long the audit log keeps an event; older ones are deleted at start and daily (0: keep every event)")
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, &usageError{verb: "serve", msg: err.Error()}
-	}
-	if fl.NArg() > 0 {
-		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
-	}
-	return cfg, finishServe(&cfg)
 }
 
 // finishServe checks what the flags of serve gave cfg and fills in the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/testutil/daemonproc"
+	"github.com/hearth/hearth/testutil/kubetest"
 	"github.com/hearth/hearth/testutil/pgtest"
 )
 
@@ -18,6 +19,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	daemonproc.Cleanup()
 	pgtest.Stop()
+	kubetest.Stop()
 	os.Exit(code)
 }
 

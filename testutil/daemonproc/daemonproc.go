@@ -119,6 +119,8 @@ type Daemon struct {
 	T       testing.TB
 	DataDir string
 	Runtime string
+	// Verb is the hearth verb it runs: serve or node.
+	Verb string
 	// Args are the extra flags of hearth serve.
 	Args []string
 	// URL is where the daemon listens; Token its operator token, from its
@@ -144,12 +146,19 @@ type Daemon struct {
 // sandbox, stops the daemon and unmounts the layer store.
 func New(t testing.TB, runtime string, serveArgs ...string) *Daemon {
 	t.Helper()
+	return NewAs(t, "serve", runtime, serveArgs...)
+}
+
+// NewAs is New with the daemon's verb: "serve", or "node" for `hearth
+// node` (whose args then name its cluster and store).
+func NewAs(t testing.TB, verb, runtime string, serveArgs ...string) *Daemon {
+	t.Helper()
 	b := Require(t)
 	dir, err := os.MkdirTemp("", "hearth-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{T: t, DataDir: dir, Runtime: runtime, Args: serveArgs, bins: b}
+	d := &Daemon{T: t, DataDir: dir, Runtime: runtime, Verb: verb, Args: serveArgs, bins: b}
 	d.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -195,7 +204,7 @@ func (d *Daemon) Start() {
 		d.before = append(d.before, d.Out.String())
 	}
 	d.Out = &testenv.Buffer{}
-	args := []string{"serve", "--data-dir", d.DataDir, "--listen", "127.0.0.1:0",
+	args := []string{d.Verb, "--data-dir", d.DataDir, "--listen", "127.0.0.1:0",
 		"--runtime", d.Runtime, "--image-cache", d.bins.ImageCache, "--layers-size", fmt.Sprint(8 << 30)}
 	d.Cmd = exec.Command(d.bins.Hearth, append(args, d.Args...)...)
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

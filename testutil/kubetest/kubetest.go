@@ -49,6 +49,9 @@ type Cluster struct {
 	URL string
 	// Bin is the directory of the Kubernetes binaries (kubectl too).
 	Bin string
+	// CA is the path of the cluster's CA certificate, which signs its
+	// clients' certificates (the API server's kubelet client's too).
+	CA string
 
 	dir   string
 	procs []*proc
@@ -56,7 +59,8 @@ type Cluster struct {
 
 // Options choose what runs beside etcd and the API server.
 type Options struct {
-	// Scheduler runs kube-scheduler too.
+	// Scheduler runs kube-scheduler too, and kube-controller-manager
+	// with the controllers a cluster of nodes needs (see controllers).
 	Scheduler bool
 }
 
@@ -152,8 +156,12 @@ func start(bin, etcd string, opts Options) (c *Cluster, err error) {
 	if c.Kubeconfig, err = pki.kubeconfig(dir, c.URL); err != nil {
 		return nil, err
 	}
+	c.CA = pki.caCert
 	if opts.Scheduler {
 		if err := c.runScheduler(); err != nil {
+			return nil, err
+		}
+		if err := c.runControllerManager(pki); err != nil {
 			return nil, err
 		}
 	}
@@ -193,6 +201,8 @@ func (c *Cluster) runAPIServer(pki *pki, etcdURL string) error {
 		"--etcd-servers="+etcdURL,
 		"--tls-cert-file="+pki.serverCert, "--tls-private-key-file="+pki.serverKey,
 		"--client-ca-file="+pki.caCert,
+		"--kubelet-client-certificate="+pki.kubeletCert, "--kubelet-client-key="+pki.kubeletKey,
+		"--kubelet-preferred-address-types=InternalIP",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+pki.saPub, "--service-account-signing-key-file="+pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
@@ -218,6 +228,25 @@ func (c *Cluster) runScheduler() error {
 	_, err := c.run("kube-scheduler", filepath.Join(c.Bin, "kube-scheduler"),
 		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--leader-elect=false")
+	return err
+}
+
+// controllers are the controllers kube-controller-manager runs: what
+// keeps quota usage, Nodes' health (their not-ready and unreachable
+// taints) and namespaces' contents as a cluster's are.
+const controllers = "resourcequota-controller,node-lifecycle-controller,namespace-controller,garbage-collector-controller"
+
+// runControllerManager starts kube-controller-manager with the admin's
+// kubeconfig and the controllers above, on a free loopback port for its
+// own health endpoint. A Node whose lease lapses is NotReady after 10 s.
+func (c *Cluster) runControllerManager(pki *pki) error {
+	port := freePort()
+	_, err := c.run("kube-controller-manager", filepath.Join(c.Bin, "kube-controller-manager"),
+		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--leader-elect=false",
+		"--controllers="+controllers, "--node-monitor-grace-period=10s", "--node-monitor-period=1s",
+		"--service-account-private-key-file="+pki.saKey, "--root-ca-file="+pki.caCert,
+		"--concurrent-resource-quota-syncs=5", "--resource-quota-sync-period=10s")
 	return err
 }
 

@@ -21,14 +21,18 @@ import (
 
 // pki is the control plane's keys and certificates, as files in dir: a
 // CA, the API server's serving certificate (for 127.0.0.1 and
-// localhost), the admin's client certificate (group system:masters) and
+// localhost), the admin's and the API server's kubelet client
+// certificates (group system:masters) and
 // the service accounts' signing key pair.
 type pki struct {
 	dir                   string
 	caCert, caKey         string
 	serverCert, serverKey string
 	adminCert, adminKey   string
-	saKey, saPub          string
+	// kubeletCert is the API server's client certificate for calls to
+	// kubelets (kubectl exec), in system:masters.
+	kubeletCert, kubeletKey string
+	saKey, saPub            string
 }
 
 // paths names pki's files in its directory.
@@ -37,6 +41,7 @@ func (p *pki) paths() {
 	p.caCert, p.caKey = f("ca.crt"), f("ca.key")
 	p.serverCert, p.serverKey = f("apiserver.crt"), f("apiserver.key")
 	p.adminCert, p.adminKey = f("admin.crt"), f("admin.key")
+	p.kubeletCert, p.kubeletKey = f("kubelet-client.crt"), f("kubelet-client.key")
 	p.saKey, p.saPub = f("sa.key"), f("sa.pub")
 }
 
@@ -62,11 +67,16 @@ func makePKI(dir string) (*pki, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if _, _, err := p.issue(ca, caKey, p.adminCert, p.adminKey, &x509.Certificate{
-		Subject:  pkix.Name{CommonName: "kubetest-admin", Organization: []string{"system:masters"}},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		return nil, err
+	for _, c := range []struct{ cn, cert, key string }{
+		{"kubetest-admin", p.adminCert, p.adminKey},
+		{"kube-apiserver-kubelet-client", p.kubeletCert, p.kubeletKey},
+	} {
+		if _, _, err := p.issue(ca, caKey, c.cert, c.key, &x509.Certificate{
+			Subject:  pkix.Name{CommonName: c.cn, Organization: []string{"system:masters"}},
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}); err != nil {
+			return nil, err
+		}
 	}
 	return p, p.serviceAccountKeys()
 }

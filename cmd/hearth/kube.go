@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hearth/hearth/kube"
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/node"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// kubeRole is what a daemon is in a Kubernetes cluster.
+type kubeRole int
+
+const (
+	kubeNone         kubeRole = iota // not in one: it runs its own sandboxes
+	kubeControlPlane                 // `hearth serve --kubeconfig`: its sandboxes are Pods on hearth nodes
+	kubeNode                         // `hearth node`: a Node that runs the Pods bound to it
+)
+
+// kubeConfig is how a daemon reaches its cluster, and, for a node, how it
+// registers.
+type kubeConfig struct {
+	role       kubeRole
+	kubeconfig string
+	inCluster  bool
+	// pool labels a node's Node (hearth.dev/pool).
+	pool string
+	// kubeletListen and clientCA serve the kubelet API (kubectl exec).
+	kubeletListen, clientCA string
+	// capacity is what a node offers sandboxes.
+	capacity corev1.ResourceList
+}
+
+// enabled says whether the flags name a cluster.
+func (k kubeConfig) enabled() bool { return k.kubeconfig != "" || k.inCluster }
+
+// client is the API server client of k.
+func (k kubeConfig) client() (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if k.inCluster {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", k.kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	cfg.UserAgent = "hearth/" + version()
+	cfg.QPS, cfg.Burst = 100, 200
+	return kubernetes.NewForConfig(cfg)
+}
+
+// kubeFlags defines the flags that name the cluster; what says what it is
+// for.
+func kubeFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string, what string) {
+	fl.StringVar(&cfg.kube.kubeconfig, "kubeconfig", env("HEARTH_KUBECONFIG"), "kubeconfig `FILE` of "+what)
+	fl.BoolVar(&cfg.kube.inCluster, "in-cluster", false, "reach the cluster as the Pod this daemon runs in (its service account), instead of --kubeconfig")
+}
+
+// runNode runs `hearth node`: a daemon that runs sandboxes, as serve
+// does, on the store its control plane shares, registered as the
+// Kubernetes Node --name; the Pods bound to it are its sandboxes.
+func runNode(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseNode(args, env, stderr)
+	if err != nil {
+		return err
+	}
+	return serveDaemon(ctx, cfg, stdout, stderr)
+}
+
+// parseNode parses the flags of `hearth node`.
+func parseNode(args []string, env func(string) string, stderr io.Writer) (serveConfig, error) {
+	fl := flag.NewFlagSet("hearth node", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	cfg := serveConfig{gatewayPort: -1, dnsPort: -1}
+	serveFlags(fl, &cfg, env)
+	kubeFlags(fl, &cfg, env, "the Kubernetes cluster to register this machine in, as a Node")
+	fl.StringVar(&cfg.node, "name", env("HEARTH_NODE"), "`NAME` of this machine's Kubernetes Node, and of this daemon among those of its store (default: the host name)")
+	fl.StringVar(&cfg.kube.pool, "pool", "", "node `POOL` this machine belongs to (the Node's label hearth.dev/pool): tenants pinned to a pool land only on its nodes")
+	fl.StringVar(&cfg.kube.kubeletListen, "kubelet-listen", "", "`HOST:PORT` of the kubelet API the API server calls for kubectl exec (TLS; needs --client-ca); none by default")
+	fl.StringVar(&cfg.kube.clientCA, "client-ca", "", "`FILE` of the CA whose client certificates the kubelet API accepts: the API server's kubelet client certificate's (default with --in-cluster: the cluster's CA, from the service account)")
+	capacity := fl.String("capacity", "", "what this machine offers sandboxes, as `cpu=N,memory=Q,pods=N,ephemeral-storage=Q` (default: 8 CPUs per core, twice its memory, 1000 pods, the layer store's size)")
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, &usageError{verb: "node", msg: err.Error()}
+	}
+	if fl.NArg() > 0 {
+		return cfg, &usageError{verb: "node", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
+	}
+	if !cfg.kube.enabled() {
+		return cfg, &usageError{verb: "node", msg: "name the cluster to register in: --kubeconfig FILE or --in-cluster"}
+	}
+	if cfg.storeURL == "" {
+		return cfg, &usageError{verb: "node", msg: "a node shares its control plane's Postgres store: --store postgres://… (or HEARTH_STORE)"}
+	}
+	if cfg.kube.pool != "" {
+		if err := sandbox.ValidateNodeName(cfg.kube.pool); err != nil {
+			return cfg, &usageError{verb: "node", msg: "--pool: " + err.Error()}
+		}
+	}
+	if cfg.kube.kubeletListen != "" && cfg.kube.clientCA == "" && cfg.kube.inCluster {
+		// A cluster's CA signs the API server's kubelet client
+		// certificate too, as kubeadm sets clusters up.
+		cfg.kube.clientCA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+	}
+	cfg.kube.role = kubeNode
+	var err error
+	if cfg.kube.capacity, err = parseCapacity(*capacity, cfg.layersSize); err != nil {
+		return cfg, &usageError{verb: "node", msg: "--capacity: " + err.Error()}
+	}
+	return cfg, finishServe(&cfg)
+}
+
+// parseCapacity parses --capacity over the defaults: 8 CPUs per core
+// (sandboxes are mostly idle, and the kernel shares CPU by weight), twice
+// the machine's memory, 1000 pods and disk bytes of disk.
+func parseCapacity(v string, disk int64) (corev1.ResourceList, error) {
+	mem := int64(8 << 30)
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			mem = kb << 10
+		}
+	}
+	out := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewQuantity(int64(8*runtime.NumCPU()), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(2*mem, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(1000, resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(disk, resource.BinarySI),
+	}
+	for _, kv := range strings.Split(v, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, q, ok := strings.Cut(kv, "=")
+		name := corev1.ResourceName(k)
+		if _, known := out[name]; !ok || !known {
+			return nil, fmt.Errorf("%q: want cpu=, memory=, pods= or ephemeral-storage= with a quantity", kv)
+		}
+		qty, err := resource.ParseQuantity(q)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		out[name] = qty
+	}
+	return out, nil
+}
+
+// controlPlaneNode is a control plane's node.None: what its fleet's nodes
+// offer, by the runtime --runtime names (runsc by default).
+func controlPlaneNode(cfg serveConfig) node.None {
+	caps := node.Capabilities{Runtime: cfg.runtime, Isolation: "container", Egress: true}
+	if caps.Runtime == "" {
+		caps.Runtime = "runsc"
+	}
+	if caps.Runtime == "runsc" {
+		caps.Isolation, caps.MemoryCheckpoint = "gvisor", true
+	}
+	return node.None{Caps: caps}
+}
+
+// kubeFleet is a control plane's lifecycle.Fleet on cfg's cluster; the
+// tenants' budgets come from tenancy once it exists (set).
+func kubeFleet(cfg serveConfig, log *slog.Logger) (fleet *kube.Fleet, set func(*lifecycle.Tenancy), err error) {
+	client, err := cfg.kube.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	var tenancy *lifecycle.Tenancy
+	fleet = kube.NewFleet(kube.FleetOptions{
+		Client: client,
+		Budget: func(ctx context.Context, tenant string) (sandbox.Resources, bool, error) {
+			return tenancy.Budget(ctx, tenant)
+		},
+		Logger: log.With("component", "kube"),
+	})
+	return fleet, func(t *lifecycle.Tenancy) { tenancy = t }, nil
+}
+
+// kubeNodeProvider is a node's Pod provider, made before its lifecycle
+// exists (serve gives it that).
+type kubeNodeProvider struct {
+	client   kubernetes.Interface
+	provider *kube.Provider
+	sbs      *nodeSandboxes
+}
+
+// newKubeNode makes a node's client and provider.
+func newKubeNode(cfg serveConfig, log *slog.Logger) (*kubeNodeProvider, error) {
+	client, err := cfg.kube.client()
+	if err != nil {
+		return nil, err
+	}
+	sbs := &nodeSandboxes{}
+	return &kubeNodeProvider{client: client, sbs: sbs, provider: kube.NewProvider(sbs, client, cfg.node, log.With("component", "kube"))}, nil
+}
+
+// serve gives the provider the node's lifecycle, before the Node
+// registers.
+func (k *kubeNodeProvider) serve(svc *lifecycle.Service) { k.sbs.svc = svc }
+
+// nodeSandboxes is lifecycle as a kube.Provider uses it.
+type nodeSandboxes struct{ svc *lifecycle.Service }
+
+func (n *nodeSandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error) {
+	return n.svc.Sandboxes.StartPlaced(ctx, tenant, name, id)
+}
+
+func (n *nodeSandboxes) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	return n.svc.Sandboxes.Get(ctx, p, ref)
+}
+
+func (n *nodeSandboxes) Destroy(ctx context.Context, p sandbox.Principal, ref string) error {
+	return n.svc.Sandboxes.Destroy(ctx, p, ref)
+}
+
+func (n *nodeSandboxes) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+	return n.svc.Processes.Exec(ctx, p, name, req, stdin, stdout, stderr)
+}
+
+// registerNode runs the node's registration as cfg.node until ctx ends,
+// its address the host of addr; a failure is logged.
+func registerNode(ctx context.Context, cfg serveConfig, kn *kubeNodeProvider, caps node.Capabilities, addr string, log *slog.Logger) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	err = kube.RunNode(ctx, kube.NodeOptions{
+		Client: kn.client, Name: cfg.node, Pool: cfg.kube.pool,
+		Runtime: caps.Runtime, Isolation: caps.Isolation,
+		Capacity: cfg.kube.capacity, Address: host,
+		KubeletListen: cfg.kube.kubeletListen, ClientCAFile: cfg.kube.clientCA,
+		Provider: kn.provider, Version: "hearth-" + version(),
+		Logger: log.With("component", "kube"),
+	}, func() { log.Info("registered as a Kubernetes node", "node", cfg.node, "pool", cfg.kube.pool) })
+	if err != nil && ctx.Err() == nil {
+		log.Error("the Kubernetes node stopped: no more pods run here", "err", err)
+	}
+}

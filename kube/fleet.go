@@ -1,0 +1,296 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// FleetOptions configure a Fleet.
+type FleetOptions struct {
+	// Client reaches the cluster's API server.
+	Client kubernetes.Interface
+	// Budget is a tenant's budget (lifecycle.Tenancy.Budget), which its
+	// namespace's ResourceQuota is kept at.
+	Budget func(ctx context.Context, tenant string) (sandbox.Resources, bool, error)
+	// Pool is the node pool a tenant's sandboxes are pinned to ("" for
+	// none); nil pins none.
+	Pool func(ctx context.Context, tenant string) (string, error)
+	// Logger receives what goes wrong in the background.
+	Logger *slog.Logger
+}
+
+// QuotaName names the ResourceQuota of each tenant's namespace.
+const QuotaName = "hearth-budget"
+
+// tenantFresh is how long a tenant's namespace and quota, once checked,
+// are taken as in step before a create checks them again; a policy
+// change reaches the quota at once through SyncTenant.
+const tenantFresh = 10 * time.Second
+
+// Fleet is a control plane's lifecycle.Fleet on Kubernetes: a sandbox is
+// a Pod in its tenant's namespace, whose ResourceQuota is the tenant's
+// budget, and kube-scheduler chooses the hearth node that runs it.
+type Fleet struct {
+	opts FleetOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	checked map[string]time.Time // tenant → when its namespace and quota were last made right
+}
+
+var _ lifecycle.Fleet = (*Fleet)(nil)
+
+// NewFleet returns the Fleet of opts.
+func NewFleet(opts FleetOptions) *Fleet {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Fleet{opts: opts, log: log, checked: map[string]time.Time{}}
+}
+
+// Place makes sb's Pod and waits until its node runs sb (the Pod is
+// Running), the Pod fails, or ctx ends. A refusal of the tenant's
+// ResourceQuota is budget_exceeded with the quota's numbers; a Pod no
+// node fits is unavailable with the scheduler's reason.
+func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
+	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
+		return err
+	}
+	pool := ""
+	if f.opts.Pool != nil {
+		var err error
+		if pool, err = f.opts.Pool(ctx, sb.Tenant); err != nil {
+			return err
+		}
+	}
+	pods := f.opts.Client.CoreV1().Pods(Namespace(sb.Tenant))
+	pod, err := f.createPod(ctx, PodFor(sb, pool))
+	if err != nil {
+		return err
+	}
+	w, err := pods.Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
+		ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		return f.apiErr("watch the sandbox's pod", err)
+	}
+	defer w.Stop()
+	for {
+		if done, err := placed(sb, pod); done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q was not running on a node before the call's deadline (pod %s/%s: %s)", sb.Name, pod.Namespace, pod.Name, podState(pod)).
+				WithHint("retry the create")
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return sandbox.Errorf(sandbox.CodeUnavailable, "lost the watch of sandbox %q's pod", sb.Name).WithHint("retry the create")
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q's pod was deleted before it ran", sb.Name).WithHint("retry the create")
+			case watch.Added, watch.Modified:
+				if p, ok := ev.Object.(*corev1.Pod); ok && p.UID == pod.UID {
+					pod = p
+				}
+			}
+		}
+	}
+}
+
+// createPod creates pod; a Pod of its name that stands for an earlier
+// sandbox (its node is still removing it) is deleted and waited for
+// first.
+func (f *Fleet) createPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	pods := f.opts.Client.CoreV1().Pods(pod.Namespace)
+	for {
+		made, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			return made, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, f.refusal(pod, err)
+		}
+		zero := int64(0)
+		if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, f.apiErr("delete an earlier sandbox's pod", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, sandbox.Errorf(sandbox.CodeUnavailable, "an earlier sandbox's pod %s/%s is still being removed", pod.Namespace, pod.Name).WithHint("retry the create")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// placed says whether the wait for pod is over, and how: nil once it
+// runs, a coded error once it failed or no node fits it.
+func placed(sb sandbox.Sandbox, pod *corev1.Pod) (bool, error) {
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		return true, nil
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return true, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q failed to start on node %s: %s", sb.Name, pod.Spec.NodeName, podState(pod)).
+			With("node", pod.Spec.NodeName).WithHint("retry the create; if it keeps failing, the node's log has the runtime's error")
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true, sandbox.Errorf(sandbox.CodeUnavailable, "no node can run sandbox %q now: %s", sb.Name, c.Message).
+				WithHint("destroy or sleep sandboxes, choose a smaller size, or ask an operator to add nodes")
+		}
+	}
+	return false, nil
+}
+
+// podState is what a Pod's status says, for an error.
+func podState(pod *corev1.Pod) string {
+	s := string(pod.Status.Phase)
+	if s == "" {
+		s = "Pending"
+	}
+	if pod.Spec.NodeName == "" {
+		s += ", not yet scheduled"
+	}
+	if pod.Status.Message != "" {
+		s += ": " + pod.Status.Message
+	}
+	return s
+}
+
+// quotaMessage is the API server's refusal of a Pod over a
+// ResourceQuota: "exceeded quota: NAME, requested: R, used: U, limited: L",
+// each a comma-separated list of resource=quantity.
+var quotaMessage = regexp.MustCompile(`exceeded quota: [^,]+, requested: (.*), used: (.*), limited: (.*)$`)
+
+// refusal is the error of a Pod create the API server refused: a
+// ResourceQuota's refusal is budget_exceeded, with the first resource it
+// names.
+func (f *Fleet) refusal(pod *corev1.Pod, err error) error {
+	m := quotaMessage.FindStringSubmatch(err.Error())
+	if !apierrors.IsForbidden(err) || m == nil {
+		return f.apiErr("create the sandbox's pod", err)
+	}
+	requested, used, limited := m[1], m[2], m[3]
+	resource, lim, _ := strings.Cut(strings.Split(limited, ",")[0], "=")
+	return sandbox.Errorf(sandbox.CodeBudgetExceeded, "budget exceeded: tenant %s's namespace %s would use more %s than its quota of %s (requested %s; used %s)",
+		pod.Labels[LabelTenant], pod.Namespace, resource, lim, requested, used).
+		WithHint("destroy a sandbox, choose a smaller size, or ask an operator to raise the tenant's allocation").
+		With("resource", resource).With("limit", lim).With("used", used).With("requested", requested)
+}
+
+// apiErr is an API server failure: unavailable, with its message.
+func (f *Fleet) apiErr(what string, err error) error {
+	f.log.Error("kubernetes: "+what, "err", err)
+	return sandbox.Errorf(sandbox.CodeUnavailable, "%s: the Kubernetes API server refused or failed: %v", what, err).
+		WithHint("retry; if it keeps failing, an operator should check the control plane's access to the cluster")
+}
+
+// Unplace deletes sb's Pod at once (its node removes what is left).
+func (f *Fleet) Unplace(ctx context.Context, sb sandbox.Sandbox) error {
+	zero := int64(0)
+	err := f.opts.Client.CoreV1().Pods(Namespace(sb.Tenant)).Delete(ctx, sb.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: delete pod of %s/%s: %w", sb.Tenant, sb.Name, err)
+	}
+	return nil
+}
+
+// ensureTenant makes tenant's namespace and quota right, unless that was
+// done within tenantFresh.
+func (f *Fleet) ensureTenant(ctx context.Context, tenant string) error {
+	if err := checkNamespace(tenant); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	at, ok := f.checked[tenant]
+	f.mu.Unlock()
+	if ok && time.Since(at) < tenantFresh {
+		return nil
+	}
+	if err := f.SyncTenant(ctx, tenant); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.checked[tenant] = time.Now()
+	f.mu.Unlock()
+	return nil
+}
+
+// SyncTenant makes tenant's namespace if it has none, and sets its
+// ResourceQuota to the tenant's budget (CPU, memory and disk requests);
+// a tenant with no budget has no quota. It is called when a tenant's
+// policy or allocation changes, and before its creates.
+func (f *Fleet) SyncTenant(ctx context.Context, tenant string) error {
+	if err := checkNamespace(tenant); err != nil {
+		return err
+	}
+	ns := Namespace(tenant)
+	_, err := f.opts.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   ns,
+		Labels: map[string]string{LabelTenant: tenant, "app.kubernetes.io/managed-by": "hearth"},
+	}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return f.apiErr("create the tenant's namespace "+ns, err)
+	}
+	budget, limited, err := f.opts.Budget(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	quotas := f.opts.Client.CoreV1().ResourceQuotas(ns)
+	if !limited {
+		if err := quotas.Delete(ctx, QuotaName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return f.apiErr("remove the quota of "+ns, err)
+		}
+		return nil
+	}
+	hard := corev1.ResourceList{}
+	for name, q := range requests(budget) {
+		hard["requests."+name] = q
+	}
+	cur, err := quotas.Get(ctx, QuotaName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = quotas.Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: QuotaName, Labels: map[string]string{"app.kubernetes.io/managed-by": "hearth"}},
+			Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+		}, metav1.CreateOptions{})
+	case err == nil && !sameQuantities(cur.Spec.Hard, hard):
+		cur.Spec.Hard = hard
+		_, err = quotas.Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return f.apiErr("set the quota of "+ns, err)
+	}
+	return nil
+}
+
+// sameQuantities says whether a and b hold the same quantities.
+func sameQuantities(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, q := range a {
+		if r, ok := b[k]; !ok || q.Cmp(r) != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,301 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Sandboxes is what a node's Provider needs of lifecycle: its
+// Sandboxes' StartPlaced, Get and Destroy and its Processes' Exec.
+type Sandboxes interface {
+	StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error)
+	Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error)
+	Destroy(ctx context.Context, p sandbox.Principal, ref string) error
+	Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error)
+}
+
+// podActor is who a node acts as on a Pod's sandbox: the admin of the
+// tenant whose namespace holds the Pod. Kubernetes decided who may touch
+// the Pod (RBAC in that namespace); lifecycle's access decides which
+// sandboxes that reaches: that tenant's only.
+func podActor(tenant string) sandbox.Principal {
+	return sandbox.Principal{Tenant: tenant, Role: sandbox.RoleTenantAdmin}
+}
+
+// Provider is a hearth node's Virtual Kubelet provider: the Pods bound to
+// the node are its sandboxes. A Pod that a control plane made for a
+// sandbox (see PodFor) is started as that sandbox; any other Pod fails,
+// with the reason in its status. Deleting the Pod destroys the sandbox,
+// and a sandbox destroyed through hearth has its Pod deleted (Released).
+type Provider struct {
+	svc    Sandboxes
+	client kubernetes.Interface
+	node   string
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	pods   map[string]*corev1.Pod // "ns/name" → the Pod as this node reports it
+	notify func(*corev1.Pod)
+}
+
+// NewProvider returns the provider of node name over svc; client deletes
+// the Pods of sandboxes destroyed through hearth.
+func NewProvider(svc Sandboxes, client kubernetes.Interface, name string, log *slog.Logger) *Provider {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{svc: svc, client: client, node: name, log: log, pods: map[string]*corev1.Pod{}, notify: func(*corev1.Pod) {}}
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// NotifyPods registers the callback that pushes a Pod's status to the
+// API server.
+func (p *Provider) NotifyPods(_ context.Context, f func(*corev1.Pod)) {
+	p.mu.Lock()
+	p.notify = f
+	p.mu.Unlock()
+}
+
+// CreatePod starts the sandbox pod stands for and returns once it runs;
+// an error fails the Pod with it as the reason.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	ref, err := refOf(pod)
+	if err != nil {
+		return errdefs.AsInvalidInput(err)
+	}
+	mine := pod.DeepCopy()
+	mine.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: p.hostIP(pod)}
+	p.mu.Lock()
+	p.pods[key(pod.Namespace, pod.Name)] = mine
+	p.mu.Unlock()
+	sb, err := p.svc.StartPlaced(ctx, ref.tenant, ref.name, ref.id)
+	if err != nil {
+		p.forget(pod)
+		return fmt.Errorf("sandbox %s/%s: %w", ref.tenant, ref.name, err)
+	}
+	p.report(pod, runningStatus(pod, sb))
+	return nil
+}
+
+// hostIP is the address the Pod's node has, as its status says.
+func (p *Provider) hostIP(pod *corev1.Pod) string { return pod.Status.HostIP }
+
+// runningStatus is the status of pod once its sandbox sb runs.
+func runningStatus(pod *corev1.Pod, sb sandbox.Sandbox) corev1.PodStatus {
+	started := metav1.NewTime(sb.CreatedAt)
+	cond := func(t corev1.PodConditionType) corev1.PodCondition {
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: started}
+	}
+	return corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    pod.Status.HostIP,
+		StartTime: &started,
+		Conditions: []corev1.PodCondition{
+			cond(corev1.PodScheduled), cond(corev1.PodInitialized), cond(corev1.ContainersReady), cond(corev1.PodReady),
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name:        ContainerName,
+			Image:       sb.Image,
+			ImageID:     sb.ImageDigest,
+			ContainerID: "hearth://" + sb.ID,
+			Ready:       true,
+			Started:     new(true),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+		}},
+	}
+}
+
+// report records status as pod's and pushes it to the API server.
+func (p *Provider) report(pod *corev1.Pod, status corev1.PodStatus) {
+	p.mu.Lock()
+	mine, ok := p.pods[key(pod.Namespace, pod.Name)]
+	if ok && mine.UID == pod.UID {
+		mine = mine.DeepCopy()
+		mine.Status = status
+		p.pods[key(pod.Namespace, pod.Name)] = mine
+	}
+	notify := p.notify
+	p.mu.Unlock()
+	if ok {
+		notify(mine)
+	}
+}
+
+// forget drops pod from what the node reports, if it is still that Pod.
+func (p *Provider) forget(pod *corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if mine, ok := p.pods[key(pod.Namespace, pod.Name)]; ok && mine.UID == pod.UID {
+		delete(p.pods, key(pod.Namespace, pod.Name))
+	}
+}
+
+// UpdatePod accepts a Pod's new spec; nothing of a sandbox follows it.
+func (p *Provider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
+
+// DeletePod destroys the sandbox pod stands for, if it is still that one
+// (the same id), and reports the Pod terminated.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	ref, err := refOf(pod)
+	if err != nil {
+		p.forget(pod)
+		return nil
+	}
+	actor := podActor(ref.tenant)
+	sb, err := p.svc.Get(ctx, actor, ref.name)
+	if err == nil && sb.ID == ref.id && sb.Node == p.node {
+		if err := p.svc.Destroy(ctx, actor, ref.name); err != nil && sandbox.ErrorCode(err) != sandbox.CodeNotFound {
+			return err
+		}
+	}
+	done := pod.DeepCopy()
+	now := metav1.Now()
+	done.Status.Phase = corev1.PodSucceeded
+	done.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name: ContainerName, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Destroyed", FinishedAt: now}},
+	}}
+	p.forget(pod)
+	p.mu.Lock()
+	notify := p.notify
+	p.mu.Unlock()
+	notify(done)
+	return nil
+}
+
+// Released deletes the Pod of sandbox sb, which this node released
+// (destroyed through hearth, reaped, or a create undone): the Pod it
+// reports for sb's name, if that Pod stands for sb.
+func (p *Provider) Released(ctx context.Context, sb sandbox.Sandbox) {
+	ns := Namespace(sb.Tenant)
+	p.mu.Lock()
+	pod, ok := p.pods[key(ns, sb.Name)]
+	if ok && pod.Annotations[AnnotationID] == sb.ID {
+		delete(p.pods, key(ns, sb.Name))
+	} else {
+		ok = false
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	zero, uid := int64(0), types.UID(pod.UID)
+	err := p.client.CoreV1().Pods(ns).Delete(ctx, sb.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		p.log.Error("delete a released sandbox's pod", "pod", key(ns, sb.Name), "err", err)
+	}
+}
+
+// GetPod is the Pod of ns and name as this node reports it.
+func (p *Provider) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod, ok := p.pods[key(ns, name)]
+	if !ok {
+		return nil, errdefs.NotFoundf("pod %s/%s is not on this node", ns, name)
+	}
+	return pod.DeepCopy(), nil
+}
+
+// GetPodStatus is the status of the Pod of ns and name.
+func (p *Provider) GetPodStatus(ctx context.Context, ns, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods is every Pod this node reports.
+func (p *Provider) GetPods(context.Context) ([]*corev1.Pod, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*corev1.Pod, 0, len(p.pods))
+	for _, pod := range p.pods {
+		out = append(out, pod.DeepCopy())
+	}
+	return out, nil
+}
+
+// RunInContainer runs cmd in the sandbox of the Pod (kubectl exec),
+// through the same exec path as hearth's doors: a terminal is not offered.
+func (p *Provider) RunInContainer(ctx context.Context, ns, name, _ string, cmd []string, attach api.AttachIO) error {
+	tenant, ok := tenantOf(ns)
+	if !ok {
+		return errdefs.NotFoundf("namespace %s holds no hearth sandbox", ns)
+	}
+	if attach.TTY() {
+		return errdefs.InvalidInput("hearth's kubectl exec offers no terminal: run it without -t")
+	}
+	var stdout, stderr io.Writer = io.Discard, io.Discard
+	if w := attach.Stdout(); w != nil {
+		stdout = w
+	}
+	if w := attach.Stderr(); w != nil {
+		stderr = w
+	}
+	req := sandbox.ExecRequest{Argv: cmd}
+	var stdin io.Reader
+	if in := attach.Stdin(); in != nil {
+		req.Stdin, stdin = true, in
+	}
+	res, err := p.svc.Exec(ctx, podActor(tenant), name, req, stdin, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return exitError(res.ExitCode)
+	}
+	return nil
+}
+
+// exitError is a command's non-zero exit, which kubectl exec passes on.
+type exitError int
+
+func (e exitError) Error() string   { return fmt.Sprintf("command terminated with exit code %d", int(e)) }
+func (e exitError) String() string  { return e.Error() }
+func (e exitError) Exited() bool    { return true }
+func (e exitError) ExitStatus() int { return int(e) }
+
+// AttachToContainer is not offered: a sandbox has no main process.
+func (p *Provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
+	return errdefs.InvalidInput("a hearth sandbox has no main process to attach to: use kubectl exec")
+}
+
+// GetContainerLogs is not offered: a sandbox has no main process.
+func (p *Provider) GetContainerLogs(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
+	return nil, errdefs.InvalidInput("a hearth sandbox has no main process whose logs to show: read its files, or run commands with kubectl exec")
+}
+
+// GetStatsSummary is not offered yet: hearth's own API reports usage.
+func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	return nil, errdefs.InvalidInput("node stats are not offered: use hearth's API")
+}
+
+// GetMetricsResource is not offered yet: hearth's /metrics has them.
+func (p *Provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) {
+	return nil, errdefs.InvalidInput("node metrics are not offered: use hearth's /metrics")
+}
+
+// PortForward is not offered yet: sandbox ports are served at hearth's
+// sandbox URLs.
+func (p *Provider) PortForward(context.Context, string, string, int32, io.ReadWriteCloser) error {
+	return errors.New("port forwarding to a hearth sandbox is not offered: use its hearth URL")
+}

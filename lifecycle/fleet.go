@@ -1,0 +1,124 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hearth/hearth/node"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// Fleet places sandboxes on the nodes of a fleet (package kube: as Pods
+// that kube-scheduler binds to hearth nodes). A control plane's create
+// admits the sandbox and writes its row, naming the control plane as its
+// node and creating; Place then has the fleet choose a node, which takes
+// the row over (Sandboxes.StartPlaced) and runs the sandbox.
+type Fleet interface {
+	// Place has the fleet run sb, whose creating row exists, and returns
+	// once a node runs it: its row then names that node and is running.
+	// An error is a coded sandbox.Error (budget_exceeded when the fleet's
+	// quota refuses it, unavailable when no node can run it); the caller
+	// then undoes the create, and Unplace removes what Place left.
+	Place(ctx context.Context, sb sandbox.Sandbox) error
+	// Unplace removes what stands for sb in the fleet (its Pod); what is
+	// gone already is no error.
+	Unplace(ctx context.Context, sb sandbox.Sandbox) error
+}
+
+// place is launch's end on a control plane: the fleet runs sb, whose row
+// exists, and the result is its row as the node that runs it left it.
+// On error the create is undone, here and in the fleet.
+func (s *Sandboxes) place(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error) {
+	err := s.opts.Fleet.Place(ctx, sb)
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	if err == nil {
+		placed, gerr := s.opts.Store.Sandboxes().Get(dctx, sb.Tenant, sb.Name)
+		if gerr == nil && placed.ID == sb.ID {
+			s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "node", placed.Node)
+			return placed, nil
+		}
+		err = sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q went away while it was being created", sb.Name).
+			WithHint("retry the create")
+	}
+	s.run.undoCreate(dctx, sb)
+	return sandbox.Sandbox{}, err
+}
+
+// unplace tells the fleet (on a control plane) and the daemon's Released
+// hook (on a node) that sb is released.
+func (s *runner) unplace(ctx context.Context, sb sandbox.Sandbox) {
+	if s.opts.Fleet != nil {
+		if err := s.opts.Fleet.Unplace(ctx, sb); err != nil {
+			s.log.Error("remove a released sandbox from the fleet", "sandbox", sb.Name, "id", sb.ID, "err", err)
+		}
+	}
+	if s.opts.Released != nil {
+		s.opts.Released(ctx, sb)
+	}
+}
+
+// StartPlaced has this node take over and start the sandbox of tenant
+// and name whose id is id, which a control plane created and the fleet
+// placed here (see Fleet), and returns its row, running. The row must be
+// creating (it then names this node from now on), or this node's already
+// (a repeated call: the row as it is). A row that is not there, has
+// another id, or is another node's running sandbox is not_found or
+// failed_precondition; a start that fails undoes the create, and is
+// unavailable.
+func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error) {
+	unlock := s.locks.lock(sandbox.Ref(tenant, name))
+	defer unlock()
+	sb, err := s.opts.Store.Sandboxes().Get(ctx, tenant, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || err == nil && sb.ID != id:
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s/%s (id %s) is not in the store", tenant, name, id).
+			WithHint("its create was undone; create it again")
+	case err != nil:
+		return sandbox.Sandbox{}, s.internal("get sandbox", err)
+	case s.mine(sb):
+		return sb, nil
+	case sb.Status != sandbox.StatusCreating:
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, sb.Node).
+			With("node", sb.Node)
+	}
+	caps := s.opts.Node.Capabilities()
+	sb.Node, sb.Runtime = s.opts.NodeName, caps.Runtime
+	sb.Capabilities = capabilities(caps, sb.ImageDigest)
+	sb.UpdatedAt = s.now().UTC()
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, s.internal("take over sandbox row", err)
+	}
+	release, err := s.slot(ctx, sb)
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	if err != nil {
+		s.run.undoCreate(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	err = s.run.startSpec(ctx, sb, imageSource(sb), "")
+	release()
+	if err == nil {
+		sb, err = s.run.setRunning(ctx, sb, "created")
+	}
+	if err != nil {
+		s.run.undoCreate(ctx, sb)
+		return sandbox.Sandbox{}, err
+	}
+	s.log.Info("placed sandbox started", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant)
+	return sb, nil
+}
+
+// capabilities are what a sandbox made from the image version digest
+// offers on a node of caps.
+func capabilities(caps node.Capabilities, digest string) []string {
+	out := []string{
+		sandbox.CapExec, sandbox.CapExecStdin, sandbox.CapExecTimeout, sandbox.CapFiles,
+		sandbox.CapIsolation + caps.Isolation, sandbox.CapRuntime + caps.Runtime,
+	}
+	if digest != "" {
+		out = append(out, sandbox.CapImage+digest)
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hearth/hearth/kube"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
+	"github.com/hearth/hearth/testutil/kubetest"
+	"github.com/hearth/hearth/testutil/pgtest"
+	"github.com/hearth/hearth/testutil/testenv"
+)
+
+// kubeFleet is hearth on a Kubernetes control plane: control-plane
+// replicas and hearth nodes on one Postgres store.
+type kubeFleet struct {
+	cluster *kubetest.Cluster
+	k8s     kubernetes.Interface
+	planes  []*daemon
+	nodes   []*daemon
+}
+
+// newKubeFleet starts a Kubernetes control plane with kube-scheduler, a
+// Postgres store, the hearth control-plane replicas (cp0, …) and one
+// hearth node per entry of pools (hn0, …, in that pool when it is not
+// ""), each registered as a Node, and waits until every Node is Ready.
+func newKubeFleet(t *testing.T, replicas int, pools ...string) *kubeFleet {
+	t.Helper()
+	requireDaemon(t)
+	rt := bins.Runtimes[0]
+	if slices.Contains(bins.Runtimes, "runsc") {
+		rt = "runsc" // what a fleet's nodes run
+	}
+	c := kubetest.Start(t, kubetest.Options{Scheduler: true})
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &kubeFleet{cluster: c, k8s: kubernetes.NewForConfigOrDie(cfg)}
+	dsn := pgtest.NewDatabase(t)
+	key := filepath.Join(t.TempDir(), "hearth.key")
+	if out, err := exec.Command(bins.Hearth, "key", "create", key).CombinedOutput(); err != nil {
+		t.Fatalf("hearth key create: %v\n%s", err, out)
+	}
+	for i := range replicas {
+		d := newDaemon(t, rt, "--store", dsn, "--key-file", key, "--node", fmt.Sprintf("cp%d", i), "--kubeconfig", c.Kubeconfig)
+		if i > 0 {
+			d.Token = f.planes[0].Token
+		}
+		f.planes = append(f.planes, d)
+	}
+	for i, pool := range pools {
+		name := fmt.Sprintf("hn%d", i)
+		args := []string{"--store", dsn, "--key-file", key, "--name", name, "--kubeconfig", c.Kubeconfig,
+			"--kubelet-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--client-ca", c.CA}
+		if pool != "" {
+			args = append(args, "--pool", pool)
+		}
+		d := &daemon{daemonproc.NewAs(t, "node", rt, args...)}
+		d.Token = f.planes[0].Token
+		f.nodes = append(f.nodes, d)
+		t.Cleanup(func() { f.k8s.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	ctx := ctxT(t)
+	for i := range pools {
+		f.waitReady(t, ctx, fmt.Sprintf("hn%d", i))
+	}
+	return f
+}
+
+// waitReady waits until Node name is Ready.
+func (f *kubeFleet) waitReady(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := f.k8s.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s is not Ready after 30 s: %+v, %v", name, n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kubectl runs kubectl on the fleet's cluster and returns its output.
+func (f *kubeFleet) kubectl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(filepath.Join(f.cluster.Bin, "kubectl"), append([]string{"--kubeconfig", f.cluster.Kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// nodeNames is the fleet's hearth node names.
+func (f *kubeFleet) nodeNames() []string {
+	var out []string
+	for i := range f.nodes {
+		out = append(out, fmt.Sprintf("hn%d", i))
+	}
+	return out
+}
+
+// waitPodGone waits until the pod ns/name is gone from the API server.
+func (f *kubeFleet) waitPodGone(t *testing.T, ctx context.Context, ns, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := f.k8s.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s is still there 30 s on: %v", ns, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKubeFleet: with two control-plane replicas and two hearth nodes on
+// one Kubernetes cluster, a sandbox created through either replica is a
+// Pod in its tenant's namespace that kube-scheduler bound to a hearth
+// node, with hearth's labels, its requests and the node's taint
+// tolerated; the sandbox runs on that node (its row names it) and
+// answers exec, file writes and reads through both replicas, which
+// forward to the node; kubectl exec runs a command in it through the
+// node's kubelet API; destroying it through hearth deletes the Pod, and
+// deleting a Pod with kubectl destroys its sandbox.
+func TestKubeFleet(t *testing.T) {
+	f := newKubeFleet(t, 2, "", "")
+	ctx := ctxT(t)
+	a, b := f.planes[0].Client(), f.planes[1].Client()
+	ns := kube.Namespace(sandbox.SystemTenant)
+	for i, c := range []*struct {
+		name string
+		via  int
+	}{{"web", 0}, {"api", 1}} {
+		cp := []*daemon{f.planes[0], f.planes[1]}[c.via]
+		sb, created, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: c.name})
+		if err != nil || !created {
+			t.Fatalf("create %s through cp%d = %v, %v", c.name, c.via, created, err)
+		}
+		if sb.Status != sandbox.StatusRunning || !slices.Contains(f.nodeNames(), sb.Node) {
+			t.Fatalf("sandbox %d = %s on node %q; want running on a hearth node", i, sb.Status, sb.Node)
+		}
+		pod, err := f.k8s.CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the sandbox's pod: %v", err)
+		}
+		if pod.Spec.NodeName != sb.Node || pod.Status.Phase != corev1.PodRunning {
+			t.Fatalf("pod %s on %q, %s; want Running on the sandbox's node %s", c.name, pod.Spec.NodeName, pod.Status.Phase, sb.Node)
+		}
+		if pod.Labels[kube.LabelSandbox] != c.name || pod.Labels[kube.LabelTenant] != sandbox.SystemTenant || pod.Annotations[kube.AnnotationID] != sb.ID {
+			t.Fatalf("pod labels %v, annotations %v; want the sandbox's", pod.Labels, pod.Annotations)
+		}
+		if cpu := pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue(); cpu != sb.Resources.MilliCPU {
+			t.Fatalf("pod requests %dm CPU; the sandbox has %dm", cpu, sb.Resources.MilliCPU)
+		}
+	}
+	// Calls through either replica reach the node.
+	if _, err := a.WriteFile(ctx, "web", sandbox.WriteRequest{Path: "/tmp/note"}, strings.NewReader("from a")); err != nil {
+		t.Fatalf("write through cp0: %v", err)
+	}
+	var got bytes.Buffer
+	if err := b.ReadFile(ctx, "web", "/tmp/note", &got); err != nil || got.String() != "from a" {
+		t.Fatalf("read through cp1 = %q, %v; want what cp0 wrote", got.String(), err)
+	}
+	var out bytes.Buffer
+	res, err := b.Exec(ctx, "web", sandbox.ExecRequest{Argv: []string{"cat", "/tmp/note"}}, nil, &out, &out)
+	if err != nil || res.ExitCode != 0 || out.String() != "from a" {
+		t.Fatalf("exec through cp1 = %+v, %q, %v", res, out.String(), err)
+	}
+	// kubectl exec reaches the sandbox through the node's kubelet API.
+	kout, err := f.kubectl(t, "exec", "-n", ns, "web", "--", "cat", "/tmp/note")
+	if err != nil || kout != "from a" {
+		t.Fatalf("kubectl exec = %q, %v; want the file", kout, err)
+	}
+	if kout, err := f.kubectl(t, "exec", "-n", ns, "web", "--", "sh", "-c", "exit 3"); err == nil || !strings.Contains(kout, "exit code 3") {
+		t.Fatalf("kubectl exec of exit 3 = %q, %v; want exit code 3", kout, err)
+	}
+	// kubectl lists the sandboxes, by hearth's labels.
+	if kout, err := f.kubectl(t, "get", "pods", "-n", ns, "-l", kube.LabelSandbox+"=api", "-o", "name"); err != nil || strings.TrimSpace(kout) != "pod/api" {
+		t.Fatalf("kubectl get pods -l sandbox=api = %q, %v", kout, err)
+	}
+	// Destroy through hearth deletes the Pod.
+	if err := b.Destroy(ctx, "web"); err != nil {
+		t.Fatalf("destroy web: %v", err)
+	}
+	f.waitPodGone(t, ctx, ns, "web")
+	// Deleting the Pod destroys the sandbox.
+	if kout, err := f.kubectl(t, "delete", "pod", "-n", ns, "api", "--wait=true", "--timeout=30s"); err != nil {
+		t.Fatalf("kubectl delete pod api = %q, %v", kout, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := a.Get(ctx, "api")
+		if sandbox.ErrorCode(err) == sandbox.CodeNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox api after its pod was deleted: %v; want not_found", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
