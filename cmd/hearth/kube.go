@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/lifecycle"
@@ -67,6 +68,13 @@ func (k kubeConfig) client() (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
+// quietKlog sends the Kubernetes libraries' own logging (klog) to log,
+// warnings and errors only: their informational lines are theirs, not
+// the daemon's.
+func quietKlog(stderr io.Writer) {
+	klog.SetSlogLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "kubernetes"))
+}
+
 // kubeFlags defines the flags that name the cluster; what says what it is
 // for.
 func kubeFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string, what string) {
@@ -96,7 +104,7 @@ func parseNode(args []string, env func(string) string, stderr io.Writer) (serveC
 	fl.StringVar(&cfg.kube.pool, "pool", "", "node `POOL` this machine belongs to (the Node's label hearth.dev/pool): tenants pinned to a pool land only on its nodes")
 	fl.StringVar(&cfg.kube.kubeletListen, "kubelet-listen", "", "`HOST:PORT` of the kubelet API the API server calls for kubectl exec (TLS; needs --client-ca); none by default")
 	fl.StringVar(&cfg.kube.clientCA, "client-ca", "", "`FILE` of the CA whose client certificates the kubelet API accepts: the API server's kubelet client certificate's (default with --in-cluster: the cluster's CA, from the service account)")
-	capacity := fl.String("capacity", "", "what this machine offers sandboxes, as `cpu=N,memory=Q,pods=N,ephemeral-storage=Q` (default: 8 CPUs per core, twice its memory, 1000 pods, the layer store's size)")
+	capacity := fl.String("capacity", "", "what this machine offers sandboxes, as `cpu=N,memory=Q,pods=N,ephemeral-storage=Q` (default: 8 CPUs per core, twice its memory, 1000 pods, 8 times the layer store's size: sizes are caps, not reservations)")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, err
@@ -130,9 +138,11 @@ func parseNode(args []string, env func(string) string, stderr io.Writer) (serveC
 	return cfg, finishServe(&cfg)
 }
 
-// parseCapacity parses --capacity over the defaults: 8 CPUs per core
-// (sandboxes are mostly idle, and the kernel shares CPU by weight), twice
-// the machine's memory, 1000 pods and disk bytes of disk.
+// parseCapacity parses --capacity over the defaults, which overcommit the
+// machine as a sandbox's size is a cap and not a reservation (most
+// sandboxes idle, the kernel shares CPU by weight, roots are thin
+// snapshots): 8 CPUs per core, twice its memory, 1000 pods and 8 times
+// disk, the layer store's size.
 func parseCapacity(v string, disk int64) (corev1.ResourceList, error) {
 	mem := int64(8 << 30)
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
@@ -145,7 +155,7 @@ func parseCapacity(v string, disk int64) (corev1.ResourceList, error) {
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(8*runtime.NumCPU()), resource.DecimalSI),
 		corev1.ResourceMemory:           *resource.NewQuantity(2*mem, resource.BinarySI),
 		corev1.ResourcePods:             *resource.NewQuantity(1000, resource.DecimalSI),
-		corev1.ResourceEphemeralStorage: *resource.NewQuantity(disk, resource.BinarySI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(8*disk, resource.BinarySI),
 	}
 	for _, kv := range strings.Split(v, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {

@@ -195,6 +195,9 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		Secrets:             box,
 		Logger:              log.With("component", "lifecycle"),
 	}
+	if cfg.kube.enabled() {
+		quietKlog(stderr)
+	}
 	var setTenancy func(*lifecycle.Tenancy)
 	var kn *kubeNodeProvider
 	switch cfg.kube.role {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/testutil/daemonproc"
@@ -221,5 +222,89 @@ func TestKubeFleet(t *testing.T) {
 			t.Fatalf("sandbox api after its pod was deleted: %v; want not_found", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKubeBudget: a tenant whose budget is 20 small sandboxes has a
+// ResourceQuota of 20 CPUs (and their memory and disk) in its namespace,
+// which holds for Pods made with kubectl too. With a kubectl Pod holding
+// one CPU of it, hearth's 20th create is refused by Kubernetes as
+// budget_exceeded with the quota's numbers, and nothing of it is left;
+// once that Pod goes, the 20th is admitted; the 21st is refused as
+// budget_exceeded, and so is a kubectl Pod that asks for one more CPU.
+func TestKubeBudget(t *testing.T) {
+	f := newKubeFleet(t, 1, "", "")
+	ctx := ctxT(t)
+	op := f.planes[0].Client()
+	o := sandbox.PolicyOverrides{AgentQuota: intp(30), AgentSharePercent: intp(100), AlarmCreatesPerMinute: intp(1000)}
+	toks := guardedTenant(t, ctx, op, "acme", smalls(80), o, "bot", "bot2")
+	bot := client.New(f.planes[0].URL, toks["bot"], nil)
+	ns := kube.Namespace("acme")
+	create := func(name string) (sandbox.Sandbox, error) {
+		sb, _, err := bot.Create(ctx, sandbox.CreateRequest{Name: name, Size: "small"})
+		return sb, err
+	}
+	if _, err := create("s0"); err != nil {
+		t.Fatalf("first create: %v", err)
+	}
+	q, err := f.k8s.CoreV1().ResourceQuotas(ns).Get(ctx, kube.QuotaName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the tenant's quota: %v", err)
+	}
+	if cpu := q.Spec.Hard["requests.cpu"]; cpu.Value() != 20 {
+		t.Fatalf("quota = %v; want requests.cpu 20 (the budget)", q.Spec.Hard)
+	}
+	errs := make(chan error, 18)
+	for i := 1; i < 19; i++ {
+		go func() { _, err := create(fmt.Sprintf("s%d", i)); errs <- err }()
+	}
+	for range 18 {
+		if err := <-errs; err != nil {
+			t.Fatalf("create within the budget: %v", err)
+		}
+	}
+	// A Pod made with kubectl takes the last CPU: it selects no node, so
+	// it stays Pending and counted.
+	squatter := func(name string) (string, error) {
+		pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q},"spec":{"nodeSelector":{"nowhere":"true"},"containers":[{"name":"c","image":"default","resources":{"requests":{"cpu":"1","memory":"1Mi","ephemeral-storage":"1Mi"},"limits":{"cpu":"1","memory":"1Mi","ephemeral-storage":"1Mi"}}}]}}`, name, ns)
+		cmd := exec.Command(filepath.Join(f.cluster.Bin, "kubectl"), "--kubeconfig", f.cluster.Kubeconfig, "create", "-f", "-")
+		cmd.Stdin = strings.NewReader(pod)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := squatter("squatter"); err != nil {
+		t.Fatalf("kubectl create pod within the quota: %v\n%s", err, out)
+	}
+	_, err = create("s19")
+	if e := sandbox.AsError(err); e.Code != sandbox.CodeBudgetExceeded || e.Details["resource"] != "requests.cpu" {
+		t.Fatalf("create with the quota full = %v (details %v); want budget_exceeded on requests.cpu", err, e.Details)
+	}
+	if _, err := bot.Get(ctx, "s19"); sandbox.ErrorCode(err) != sandbox.CodeNotFound {
+		t.Fatalf("get of the refused sandbox = %v; want not_found", err)
+	}
+	if out, err := f.kubectl(t, "delete", "pod", "-n", ns, "squatter", "--wait=true"); err != nil {
+		t.Fatalf("kubectl delete pod squatter: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := create("s19")
+		if err == nil {
+			break
+		}
+		if sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded || time.Now().After(deadline) {
+			t.Fatalf("20th create once the kubectl pod went = %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // the quota controller gives the CPU back
+	}
+	bot2 := client.New(f.planes[0].URL, toks["bot2"], nil)
+	if _, _, err := bot2.Create(ctx, sandbox.CreateRequest{Name: "s20", Size: "small"}); sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded {
+		t.Fatalf("21st create (by another agent) = %v; want budget_exceeded", err)
+	}
+	if out, err := squatter("late"); err == nil || !strings.Contains(out, "exceeded quota") {
+		t.Fatalf("kubectl create pod over the quota = %v\n%s; want refused for the quota", err, out)
+	}
+	pods, err := f.k8s.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 20 {
+		t.Fatalf("pods in %s = %d, %v; want the 20 sandboxes'", ns, len(pods.Items), err)
 	}
 }
