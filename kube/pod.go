@@ -85,8 +85,8 @@ func requests(r sandbox.Resources) corev1.ResourceList {
 
 // PodFor is the Pod that stands for sandbox sb in the fleet: in its
 // tenant's namespace, named as sb, with sb's resources as its requests,
-// the hearth Node selector (and pool's, when pool is not ""), the taint's
-// toleration, and sb's id in its annotation. Its image is sb's hearth
+// the hearth Node selector (and pool's, when pool is not ""), the
+// tolerations, and sb's id in its annotation. Its image is sb's hearth
 // image name, which only a hearth node understands.
 func PodFor(sb sandbox.Sandbox, pool string) *corev1.Pod {
 	res := requests(sb.Resources)
@@ -112,11 +112,24 @@ func PodFor(sb sandbox.Sandbox, pool string) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
 			}},
 			NodeSelector:                 selector,
-			Tolerations:                  []corev1.Toleration{{Key: TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Tolerations:                  tolerations(),
 			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: &no,
 			EnableServiceLinks:           &no,
 		},
+	}
+}
+
+// tolerations are a sandbox Pod's: hearth's taint, and, for ever, a
+// NotReady or unreachable node's. A sandbox's disk is on its node, so
+// Kubernetes must not evict it when the node stops answering: hearth
+// reports it unavailable, and it runs again with its files when the node
+// is back (or an operator drains the node).
+func tolerations() []corev1.Toleration {
+	return []corev1.Toleration{
+		{Key: TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
 	}
 }
 

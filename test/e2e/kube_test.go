@@ -308,3 +308,51 @@ func TestKubeBudget(t *testing.T) {
 		t.Fatalf("pods in %s = %d, %v; want the 20 sandboxes'", ns, len(pods.Items), err)
 	}
 }
+
+// TestKubeNodeFailure: a hearth node killed with SIGKILL has its
+// sandboxes reported unavailable, with the reason, through the control
+// plane, and its Node NotReady; Kubernetes does not evict them. Restarted,
+// the node runs them again with their files, and their Pods are Running.
+func TestKubeNodeFailure(t *testing.T) {
+	f := newKubeFleet(t, 1, "", "")
+	ctx := ctxT(t)
+	cp := f.planes[0]
+	sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.sh(ctx, "kept", "echo kept > /home/sandbox/kept.txt")
+	node := f.nodes[slices.Index(f.nodeNames(), sb.Node)]
+	node.Kill()
+	wantUnavailable(t, ctx, cp, "kept")
+	deadline := time.Now().Add(30 * time.Second)
+	for !f.nodeNotReady(t, ctx, sb.Node) {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s is still Ready 30 s after its SIGKILL", sb.Node)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	node.Start()
+	f.waitReady(t, ctx, sb.Node)
+	if got := cp.sh(ctx, "kept", "cat /home/sandbox/kept.txt"); got != "kept\n" {
+		t.Fatalf("kept after its node came back = %q", got)
+	}
+	pod, err := f.k8s.CoreV1().Pods(kube.Namespace(sandbox.SystemTenant)).Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil || pod.Status.Phase != corev1.PodRunning || pod.Spec.NodeName != sb.Node {
+		t.Fatalf("kept's pod after its node came back = %v; want Running on %s", err, sb.Node)
+	}
+}
+
+// nodeNotReady says whether Node name's Ready condition is not True.
+func (f *kubeFleet) nodeNotReady(t *testing.T, ctx context.Context, name string) bool {
+	n, err := f.k8s.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("node %s: %v", name, err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status != corev1.ConditionTrue
+		}
+	}
+	return true
+}
