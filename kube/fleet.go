@@ -116,6 +116,20 @@ func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 }
 
+// Bind records sb, which node has made and started itself (a fork), as
+// its Pod, bound to node: the tenant's quota counts it (a refusal is
+// budget_exceeded), kubectl shows it, and deleting it destroys sb. It
+// does not wait for the node to report the Pod running.
+func (f *Fleet) Bind(ctx context.Context, sb sandbox.Sandbox, node string) error {
+	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
+		return err
+	}
+	pod := PodFor(sb, "")
+	pod.Spec.NodeName = node
+	_, err := f.createPod(ctx, pod)
+	return err
+}
+
 // createPod creates pod; a Pod of its name that stands for an earlier
 // sandbox (its node is still removing it) is deleted and waited for
 // first.

@@ -181,19 +181,24 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // Released deletes the Pod of sandbox sb, which this node released
-// (destroyed through hearth, reaped, or a create undone): the Pod it
-// reports for sb's name, if that Pod stands for sb.
+// (destroyed through hearth, reaped, or a create undone): the Pod of sb's
+// name, if it stands for sb (the one this node reports, or, before the
+// node has seen it, the API server's).
 func (p *Provider) Released(ctx context.Context, sb sandbox.Sandbox) {
 	ns := Namespace(sb.Tenant)
 	p.mu.Lock()
 	pod, ok := p.pods[key(ns, sb.Name)]
 	if ok && pod.Annotations[AnnotationID] == sb.ID {
 		delete(p.pods, key(ns, sb.Name))
-	} else {
-		ok = false
 	}
 	p.mu.Unlock()
 	if !ok {
+		var err error
+		if pod, err = p.client.CoreV1().Pods(ns).Get(ctx, sb.Name, metav1.GetOptions{}); err != nil {
+			return // none, or the API server is away: the Pod fails when its node finds no sandbox
+		}
+	}
+	if pod.Annotations[AnnotationID] != sb.ID {
 		return
 	}
 	zero, uid := int64(0), types.UID(pod.UID)

@@ -279,6 +279,12 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		return sandbox.Sandbox{}, err
 	}
 	sb = running
+	if s.opts.Bind != nil && p != poolPrincipal() {
+		if err := s.opts.Bind(ctx, sb); err != nil {
+			s.run.undoCreate(ctx, sb)
+			return sandbox.Sandbox{}, err
+		}
+	}
 	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
 	return sb, nil
 }

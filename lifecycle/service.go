@@ -46,6 +46,12 @@ type Options struct {
 	// a fleet instead of starting them here (see Fleet): the daemon is a
 	// control plane, and Node runs nothing.
 	Fleet Fleet
+	// Bind, when set, records in the fleet this daemon is a node of each
+	// sandbox it made and started itself (a fork, a build's), bound to
+	// this node; an error (budget_exceeded when the fleet's quota refuses
+	// it) undoes the create. It must not wait for the fleet to act on the
+	// record: the sandbox's name is locked meanwhile.
+	Bind func(ctx context.Context, sb sandbox.Sandbox) error
 	// Released, when set, is told of each sandbox this daemon has
 	// released (destroyed, reaped, or a create undone), once its row is
 	// gone: a node of a fleet removes what stands for it there.

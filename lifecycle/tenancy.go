@@ -39,7 +39,8 @@ func tenantNotFound(name string) error {
 	return sandbox.Errorf(sandbox.CodeNotFound, "tenant %q not found", name).WithHint("`hearth tenant list` shows the tenants you can see")
 }
 
-// validateTenant checks what create and update store.
+// validateTenant checks what create and update store: the allocation,
+// the pool when one is set, and the policy.
 func validateTenant(t sandbox.Tenant) error {
 	a := t.Allocation
 	if a.MilliCPU <= 0 || a.MemoryBytes <= 0 || a.DiskBytes <= 0 {
@@ -47,11 +48,17 @@ func validateTenant(t sandbox.Tenant) error {
 			t.Name, a.MilliCPU, a.MemoryBytes, a.DiskBytes).
 			WithHint("give all three, e.g. --cpu 16 --memory 64GiB --disk 500GiB")
 	}
+	if t.Pool != "" {
+		if err := sandbox.ValidatePool(t.Pool); err != nil {
+			return err
+		}
+	}
 	_, err := policy.Defaults().With(t.Policy)
 	return err
 }
 
-// CreateTenant creates a tenant (operators only).
+// CreateTenant creates a tenant (operators only): t's name, allocation,
+// policy and pool ("" for any node). A bad pool is invalid_argument.
 func (s *Tenancy) CreateTenant(ctx context.Context, p sandbox.Principal, t sandbox.Tenant) (sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Tenant{}, operatorOnly("create tenants")
@@ -108,6 +115,22 @@ func (s *Tenancy) Budget(ctx context.Context, tenant string) (budget sandbox.Res
 	return policy.Budget(t.Allocation, lim), true, nil
 }
 
+// Pool is the node pool tenant's sandboxes are pinned to (Tenant.Pool),
+// for a fleet that places sandboxes on nodes (package kube's Node
+// selector): "" for none, and for the system tenant, whose sandboxes run
+// on any node. A tenant that does not exist is permission_denied, as its
+// creates are.
+func (s *Tenancy) Pool(ctx context.Context, tenant string) (string, error) {
+	if tenant == sandbox.SystemTenant {
+		return "", nil
+	}
+	t, _, err := s.adm.tenantLimits(ctx, tenant)
+	if err != nil {
+		return "", err
+	}
+	return t.Pool, nil
+}
+
 // ListTenants returns the tenants p may see, by name.
 func (s *Tenancy) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {
@@ -127,7 +150,8 @@ func (s *Tenancy) ListTenants(ctx context.Context, p sandbox.Principal) ([]sandb
 	return ts, nil
 }
 
-// UpdateTenant changes a tenant's allocation or policy (operators only).
+// UpdateTenant changes a tenant's allocation, policy or pool (operators
+// only; see sandbox.TenantUpdate). A bad pool is invalid_argument.
 func (s *Tenancy) UpdateTenant(ctx context.Context, p sandbox.Principal, name string, u sandbox.TenantUpdate) (sandbox.Tenant, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Tenant{}, operatorOnly("change tenants")
@@ -144,6 +168,9 @@ func (s *Tenancy) UpdateTenant(ctx context.Context, p sandbox.Principal, name st
 	if u.Allocation != nil {
 		t.Allocation = *u.Allocation
 		t.Allocation.Pids = 0
+	}
+	if u.Pool != nil {
+		t.Pool = *u.Pool
 	}
 	if u.ResetPolicy {
 		t.Policy = sandbox.PolicyOverrides{}

@@ -188,13 +188,10 @@ func controlPlaneNode(cfg serveConfig) node.None {
 	return node.None{Caps: caps}
 }
 
-// kubeFleet is a control plane's lifecycle.Fleet on cfg's cluster; the
-// tenants' budgets come from tenancy once it exists (set).
-func kubeFleet(cfg serveConfig, log *slog.Logger) (fleet *kube.Fleet, set func(*lifecycle.Tenancy), err error) {
-	client, err := cfg.kube.client()
-	if err != nil {
-		return nil, nil, err
-	}
+// kubeFleet is the kube.Fleet of cfg's cluster: a control plane's
+// lifecycle.Fleet, or what a node binds its own sandboxes' Pods with. The
+// tenants' budgets come from tenancy once it exists (set gives it).
+func kubeFleet(cfg serveConfig, client kubernetes.Interface, log *slog.Logger) (fleet *kube.Fleet, set func(*lifecycle.Tenancy)) {
 	var tenancy *lifecycle.Tenancy
 	fleet = kube.NewFleet(kube.FleetOptions{
 		Client: client,
@@ -203,7 +200,7 @@ func kubeFleet(cfg serveConfig, log *slog.Logger) (fleet *kube.Fleet, set func(*
 		},
 		Logger: log.With("component", "kube"),
 	})
-	return fleet, func(t *lifecycle.Tenancy) { tenancy = t }, nil
+	return fleet, func(t *lifecycle.Tenancy) { tenancy = t }
 }
 
 // kubeNodeProvider is a node's Pod provider, made before its lifecycle

@@ -32,6 +32,7 @@ import (
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/instance"
+	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/layers/overlay"
@@ -202,13 +203,18 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	var kn *kubeNodeProvider
 	switch cfg.kube.role {
 	case kubeControlPlane:
-		if opts.Fleet, setTenancy, err = kubeFleet(cfg, log); err != nil {
+		client, err := cfg.kube.client()
+		if err != nil {
 			return err
 		}
+		opts.Fleet, setTenancy = kubeFleet(cfg, client, log)
 	case kubeNode:
 		if kn, err = newKubeNode(cfg, log); err != nil {
 			return err
 		}
+		var fleet *kube.Fleet
+		fleet, setTenancy = kubeFleet(cfg, kn.client, log)
+		opts.Bind = func(ctx context.Context, sb sandbox.Sandbox) error { return fleet.Bind(ctx, sb, cfg.node) }
 		opts.Released = kn.provider.Released
 	}
 	svc, err := lifecycle.New(opts)

@@ -17,10 +17,10 @@ import (
 
 func tenantOps() []subOp {
 	return []subOp{
-		{"create", "NAME --cpu N --memory SIZE --disk SIZE [policy flags]", "create a tenant with its node allocation (operators)", runTenantCreate},
-		{"list", "", "list the tenants you can see: NAME CPU MEMORY DISK POLICY", runTenantList},
+		{"create", "NAME --cpu N --memory SIZE --disk SIZE [--pool POOL] [policy flags]", "create a tenant with its node allocation (operators)", runTenantCreate},
+		{"list", "", "list the tenants you can see: NAME CPU MEMORY DISK POOL POLICY", runTenantList},
 		{"get", "NAME", "show one tenant", runTenantGet},
-		{"update", "NAME [--cpu N --memory SIZE --disk SIZE] [policy flags]", "change a tenant's allocation or policy (operators)", runTenantUpdate},
+		{"update", "NAME [--cpu N --memory SIZE --disk SIZE] [--pool POOL] [policy flags]", "change a tenant's allocation, pool or policy (operators)", runTenantUpdate},
 	}
 }
 
@@ -28,11 +28,12 @@ func runTenant(ctx context.Context, c *cli, args []string) error {
 	return c.runSub(ctx, "tenant", "...", "Manage tenants: their node allocation and the guardrails their sandboxes run under.", tenantOps(), args)
 }
 
-// tenantFlags are the allocation and policy flags of tenant create and
-// update; set reports which were given.
+// tenantFlags are the allocation, pool and policy flags of tenant create
+// and update; set reports which were given.
 type tenantFlags struct {
 	cpu                                 float64
 	memory, disk                        string
+	pool                                string
 	quota, share, budget, alarm, factor int
 	maxTTL, idle, cooldown              time.Duration
 	network                             string
@@ -44,6 +45,11 @@ func (tf *tenantFlags) register(fs *flagSet, update bool) {
 	fs.Float64Var(&tf.cpu, "cpu", 0, "CPU cores allocated to the tenant (e.g. 16, 1.5)")
 	fs.StringVar(&tf.memory, "memory", "", "memory allocated to the tenant (e.g. 64GiB)")
 	fs.StringVar(&tf.disk, "disk", "", "disk allocated to the tenant (e.g. 500GiB)")
+	pinned := "run the tenant's sandboxes only on the nodes of `POOL` (hearth node --pool), on Kubernetes (default: any node)"
+	if update {
+		pinned = "run the sandboxes the tenant creates from now on only on the nodes of `POOL` (hearth node --pool), on Kubernetes; '' for any node"
+	}
+	fs.StringVar(&tf.pool, "pool", "", pinned)
 	fs.IntVar(&tf.quota, "agent-quota", 0, "sandboxes one agent identity may hold at once (default 5)")
 	fs.IntVar(&tf.share, "agent-share", 0, "cap on an agent's quota, in percent of the tenant's budget in small sandboxes (default 10)")
 	fs.IntVar(&tf.budget, "budget", 0, "percent of the allocation all the tenant's sandboxes may take (default 25)")
@@ -111,6 +117,17 @@ func (tf *tenantFlags) apply(fs *flagSet, need bool) (*sandbox.Resources, sandbo
 	return &sandbox.Resources{MilliCPU: int64(math.Round(tf.cpu * 1000)), MemoryBytes: mem, DiskBytes: disk}, o, nil
 }
 
+// poolUpdate is the pool an update sets: nil when --pool was not given,
+// which keeps the tenant's, and "" (--pool '') to un-pin it.
+func (tf *tenantFlags) poolUpdate(fs *flagSet) *string {
+	var given bool
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "pool" })
+	if !given {
+		return nil
+	}
+	return &tf.pool
+}
+
 // parseBytes reads a size: a number of bytes, or a number with a unit
 // (K, M, G, T with or without "iB"; all binary).
 func parseBytes(s string) (int64, error) {
@@ -136,7 +153,7 @@ func runTenantCreate(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.client().Admin().CreateTenant(ctx, sandbox.Tenant{Name: pos[0], Allocation: *alloc, Policy: o})
+	t, err := c.client().Admin().CreateTenant(ctx, sandbox.Tenant{Name: pos[0], Allocation: *alloc, Pool: tf.pool, Policy: o})
 	if err != nil {
 		return err
 	}
@@ -155,7 +172,7 @@ func runTenantUpdate(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	t, err := c.client().Admin().UpdateTenant(ctx, pos[0], sandbox.TenantUpdate{Allocation: alloc, Policy: o, ResetPolicy: tf.resetPolicy})
+	t, err := c.client().Admin().UpdateTenant(ctx, pos[0], sandbox.TenantUpdate{Allocation: alloc, Pool: tf.poolUpdate(fs), Policy: o, ResetPolicy: tf.resetPolicy})
 	if err != nil {
 		return err
 	}
@@ -184,9 +201,9 @@ func runTenantList(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	return printList(c, "tenants", ts, "NAME\tCPU\tMEMORY\tDISK\tPOLICY", func(x sandbox.Tenant) string {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", x.Name, formatCPU(x.Allocation.MilliCPU), formatBytes(x.Allocation.MemoryBytes),
-			formatBytes(x.Allocation.DiskBytes), dash(formatOverrides(x.Policy)))
+	return printList(c, "tenants", ts, "NAME\tCPU\tMEMORY\tDISK\tPOOL\tPOLICY", func(x sandbox.Tenant) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", x.Name, formatCPU(x.Allocation.MilliCPU), formatBytes(x.Allocation.MemoryBytes),
+			formatBytes(x.Allocation.DiskBytes), dash(x.Pool), dash(formatOverrides(x.Policy)))
 	})
 }
 
@@ -195,9 +212,9 @@ func (c *cli) printTenant(t sandbox.Tenant) error {
 		return c.printJSON(t)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "name:\t%s\ncpu:\t%s\nmemory:\t%s\ndisk:\t%s\npolicy:\t%s\ncreated:\t%s\n", t.Name,
+	fmt.Fprintf(tw, "name:\t%s\ncpu:\t%s\nmemory:\t%s\ndisk:\t%s\npool:\t%s\npolicy:\t%s\ncreated:\t%s\n", t.Name,
 		formatCPU(t.Allocation.MilliCPU), formatBytes(t.Allocation.MemoryBytes), formatBytes(t.Allocation.DiskBytes),
-		dash(formatOverrides(t.Policy)), formatTime(t.CreatedAt))
+		dash(t.Pool), dash(formatOverrides(t.Policy)), formatTime(t.CreatedAt))
 	return tw.Flush()
 }
 

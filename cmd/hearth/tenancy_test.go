@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -117,5 +118,59 @@ func TestTokenCreateOperator(t *testing.T) {
 	}
 	if n := sent() - before; n != 0 {
 		t.Errorf("usage errors sent %d requests, want none", n)
+	}
+}
+
+// TestTenantPool drives --pool through the real API: tenant create and
+// update send it, get and list show it (a dash for none) and its JSON
+// carries it; an update without --pool keeps it, --pool '' un-pins it,
+// and the daemon's refusal of a bad pool is the CLI's.
+func TestTenantPool(t *testing.T) {
+	_, url := newAPI(t)
+	hearth := func(args ...string) (string, string, int) {
+		env := map[string]string{"HEARTH_URL": url, "HEARTH_TOKEN": testOperatorToken}
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append([]string{"tenant"}, args...), func(k string) string { return env[k] }, nil, &out, &errb)
+		return out.String(), errb.String(), code
+	}
+	// poolOf is tenant gpu's pool as `tenant get --json` reports it.
+	poolOf := func() string {
+		t.Helper()
+		out, errs, code := hearth("get", "gpu", "--json")
+		var tn sandbox.Tenant
+		if code != 0 || json.Unmarshal([]byte(out), &tn) != nil {
+			t.Fatalf("tenant get gpu --json = %d, %q, %q", code, out, errs)
+		}
+		return tn.Pool
+	}
+
+	out, errs, code := hearth("create", "gpu", "--cpu", "16", "--memory", "64GiB", "--disk", "500GiB", "--pool", "gpu-a100")
+	if code != 0 || !regexp.MustCompile(`(?m)^pool: +gpu-a100$`).MatchString(out) {
+		t.Fatalf("tenant create --pool gpu-a100 = %d, %q, %q; want a pool: line", code, out, errs)
+	}
+	if got := poolOf(); got != "gpu-a100" {
+		t.Errorf("pool after create --pool gpu-a100 = %q", got)
+	}
+	out, _, code = hearth("list")
+	if code != 0 || !strings.HasPrefix(out, "NAME ") ||
+		!regexp.MustCompile(`(?m)^NAME +CPU +MEMORY +DISK +POOL +POLICY$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^gpu +16 CPUs +64 GiB +500 GiB +gpu-a100 +- *$`).MatchString(out) {
+		t.Errorf("tenant list = %d\n%s; want the POOL column, gpu-a100 in gpu's row", code, out)
+	}
+
+	if _, errs, code := hearth("update", "gpu", "--budget", "50"); code != 0 || poolOf() != "gpu-a100" {
+		t.Errorf("tenant update without --pool = %d, %q; pool %q, want gpu-a100 kept", code, errs, poolOf())
+	}
+	if out, errs, code := hearth("update", "gpu", "--pool", "arm64"); code != 0 || !strings.Contains(out, "arm64") || poolOf() != "arm64" {
+		t.Errorf("tenant update --pool arm64 = %d, %q, %q; pool %q", code, out, errs, poolOf())
+	}
+	out, errs, code = hearth("update", "gpu", "--pool", "")
+	if code != 0 || !regexp.MustCompile(`(?m)^pool: +-$`).MatchString(out) || poolOf() != "" {
+		t.Errorf("tenant update --pool '' = %d, %q, %q; want the pool gone (pool: -)", code, out, errs)
+	}
+
+	_, errs, code = hearth("update", "gpu", "--pool", "GPU_A100")
+	if code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(errs, `invalid pool "GPU_A100"`) || !strings.Contains(errs, "hint: ") {
+		t.Errorf("tenant update --pool GPU_A100 = %d, %q; want invalid_argument with a hint", code, errs)
 	}
 }

@@ -122,6 +122,32 @@ func (f *kubeFleet) nodeNames() []string {
 	return out
 }
 
+// waitPodRunning waits until the pod ns/name is Running on node.
+func (f *kubeFleet) waitPodRunning(t *testing.T, ctx context.Context, ns, name, node string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pod, err := f.k8s.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pod.Status.Phase == corev1.PodRunning && pod.Spec.NodeName == node {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s is not Running on %s 30 s on: %+v, %v", ns, name, node, pod, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sandboxNode is the node that runs the sandbox name, as d reports it.
+func (d *daemon) sandboxNode(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	sb, err := d.Client().Get(ctx, name)
+	if err != nil {
+		t.Fatalf("get %s: %v", name, err)
+	}
+	return sb.Node
+}
+
 // waitPodGone waits until the pod ns/name is gone from the API server.
 func (f *kubeFleet) waitPodGone(t *testing.T, ctx context.Context, ns, name string) {
 	t.Helper()
@@ -144,7 +170,8 @@ func (f *kubeFleet) waitPodGone(t *testing.T, ctx context.Context, ns, name stri
 // node, with hearth's labels, its requests and the node's taint
 // tolerated; the sandbox runs on that node (its row names it) and
 // answers exec, file writes and reads through both replicas, which
-// forward to the node; kubectl exec runs a command in it through the
+// forward to the node, and is checkpointed, restored, forked (the fork a
+// Pod bound to the same node), put to sleep and woken; kubectl exec runs a command in it through the
 // node's kubelet API; destroying it through hearth deletes the Pod, and
 // deleting a Pod with kubectl destroys its sandbox.
 func TestKubeFleet(t *testing.T) {
@@ -199,6 +226,37 @@ func TestKubeFleet(t *testing.T) {
 	if kout, err := f.kubectl(t, "exec", "-n", ns, "web", "--", "sh", "-c", "exit 3"); err == nil || !strings.Contains(kout, "exit code 3") {
 		t.Fatalf("kubectl exec of exit 3 = %q, %v; want exit code 3", kout, err)
 	}
+	// Checkpoint, restore, fork, sleep and wake, through the replicas.
+	webNode := f.planes[0].sandboxNode(t, ctx, "web")
+	ck, err := a.Checkpoint(ctx, "web", sandbox.CheckpointRequest{})
+	if err != nil {
+		t.Fatalf("checkpoint through cp0: %v", err)
+	}
+	f.planes[1].sh(ctx, "web", "echo later > /tmp/note")
+	if _, err := b.Restore(ctx, "web", ck.ID); err != nil {
+		t.Fatalf("restore through cp1: %v", err)
+	}
+	if got := f.planes[0].sh(ctx, "web", "cat /tmp/note"); got != "from a" {
+		t.Fatalf("note after the restore = %q; want the checkpoint's", got)
+	}
+	fork, err := a.Fork(ctx, "web", ck.ID, "web-fork")
+	if err != nil || fork.Node != webNode {
+		t.Fatalf("fork through cp0 = %+v, %v; want it on web's node %s", fork, err, webNode)
+	}
+	if got := f.planes[1].sh(ctx, "web-fork", "cat /tmp/note"); got != "from a" {
+		t.Fatalf("note in the fork = %q; want the checkpoint's", got)
+	}
+	f.waitPodRunning(t, ctx, ns, "web-fork", webNode)
+	if sb, err := b.Sleep(ctx, "web"); err != nil || sb.Status != sandbox.StatusSleeping {
+		t.Fatalf("sleep through cp1 = %+v, %v", sb, err)
+	}
+	if got := f.planes[0].sh(ctx, "web", "cat /tmp/note"); got != "from a" {
+		t.Fatalf("note after sleep and an exec's wake = %q", got)
+	}
+	if err := a.Destroy(ctx, "web-fork"); err != nil {
+		t.Fatalf("destroy the fork: %v", err)
+	}
+	f.waitPodGone(t, ctx, ns, "web-fork")
 	// kubectl lists the sandboxes, by hearth's labels.
 	if kout, err := f.kubectl(t, "get", "pods", "-n", ns, "-l", kube.LabelSandbox+"=api", "-o", "name"); err != nil || strings.TrimSpace(kout) != "pod/api" {
 		t.Fatalf("kubectl get pods -l sandbox=api = %q, %v", kout, err)
