@@ -39,7 +39,7 @@ type kubeFleet struct {
 // Postgres store, the hearth control-plane replicas (cp0, …) and one
 // hearth node per entry of pools (hn0, …, in that pool when it is not
 // ""), each registered as a Node, and waits until every Node is Ready.
-func newKubeFleet(t *testing.T, replicas int, pools ...string) *kubeFleet {
+func newKubeFleet(t testing.TB, replicas int, pools ...string) *kubeFleet {
 	t.Helper()
 	requireDaemon(t)
 	rt := bins.Runtimes[0]
@@ -76,7 +76,8 @@ func newKubeFleet(t *testing.T, replicas int, pools ...string) *kubeFleet {
 		f.nodes = append(f.nodes, d)
 		t.Cleanup(func() { f.k8s.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	ctx := ctxT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	for i := range pools {
 		f.waitReady(t, ctx, fmt.Sprintf("hn%d", i))
 	}
@@ -84,7 +85,7 @@ func newKubeFleet(t *testing.T, replicas int, pools ...string) *kubeFleet {
 }
 
 // waitReady waits until Node name is Ready.
-func (f *kubeFleet) waitReady(t *testing.T, ctx context.Context, name string) {
+func (f *kubeFleet) waitReady(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -1,0 +1,66 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/benchstat"
+)
+
+// Benchmarks of hearth on Kubernetes (docs/BENCHMARKS.md, "On
+// Kubernetes"), each against the one-machine daemon in the same run.
+
+// BenchmarkFleetCreateToFirstOutput is create → first output through a
+// control plane on Kubernetes, whose create is a Pod that kube-scheduler
+// binds to a hearth node ("fleet-"), against a one-machine daemon
+// ("one-machine-"), their iterations alternating.
+func BenchmarkFleetCreateToFirstOutput(b *testing.B) {
+	f := newKubeFleet(b, 1, "")
+	lone := newDaemon(b, benchRuntime(b))
+	var fleet, one []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fleet = append(fleet, createToFirstOutput(b, f.planes[0], fmt.Sprintf("fleet-%d", i)))
+		one = append(one, createToFirstOutput(b, lone, fmt.Sprintf("one-%d", i)))
+	}
+	benchstat.Report(b, "fleet-", fleet)
+	benchstat.Report(b, "one-machine-", one)
+}
+
+// BenchmarkFleetExec is the round trip of `true` in a sandbox of a fleet,
+// sent to the control plane, which forwards it to the sandbox's node
+// ("fleet-"), sent to that node itself ("node-"), and in a sandbox of a
+// one-machine daemon ("one-machine-"), alternating.
+func BenchmarkFleetExec(b *testing.B) {
+	f := newKubeFleet(b, 1, "")
+	lone := newDaemon(b, benchRuntime(b))
+	ctx := context.Background()
+	for _, d := range []*daemon{f.planes[0], lone} {
+		if _, _, err := d.Client().Create(ctx, sandbox.CreateRequest{Name: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run := func(d *daemon) time.Duration {
+		start := time.Now()
+		res, err := d.Client().Exec(ctx, "bench", sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("true = %+v, %v", res, err)
+		}
+		return time.Since(start)
+	}
+	run(f.planes[0]) // the first forwarded call dials the node
+	var fleet, node, one []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		fleet = append(fleet, run(f.planes[0]))
+		node = append(node, run(f.nodes[0]))
+		one = append(one, run(lone))
+	}
+	benchstat.Report(b, "fleet-", fleet)
+	benchstat.Report(b, "node-", node)
+	benchstat.Report(b, "one-machine-", one)
+}
