@@ -10,6 +10,13 @@ import "time"
 // invalid_argument, names the node name and says which rule failed.
 func ValidateNodeName(name string) error { return validateLabel("node name", name, "node-1") }
 
+// ValidatePool checks the name of a node pool: a tenant's Pool, and the
+// pool a node joins (`hearth node --pool`). It is a DNS label, as
+// ValidateName's rules say, so that it is a valid Kubernetes label value
+// (hearth.dev/pool) as it is. The error is invalid_argument, names the
+// pool and says which rule failed.
+func ValidatePool(name string) error { return validateLabel("pool", name, "gpu-a100") }
+
 // ClusterHealth is what GET /v1/health tells an operator about the
 // daemons (nodes) that share the store.
 type ClusterHealth struct {

@@ -46,3 +46,23 @@ func TestValidateNodeName(t *testing.T) {
 		})
 	}
 }
+
+// TestValidatePool: a pool follows the node names' rule (a DNS label;
+// TestValidateNodeName has the cases), and says it is a pool.
+func TestValidatePool(t *testing.T) {
+	for _, name := range []string{"gpu", "gpu-a100", "0", strings.Repeat("a", 63)} {
+		if err := sandbox.ValidatePool(name); err != nil {
+			t.Errorf("ValidatePool(%q) = %v, want ok", name, err)
+		}
+	}
+	for _, name := range []string{"", "GPU", "gpu_a100", "-gpu", "gpu-", "gpu.a100", strings.Repeat("a", 64)} {
+		err := sandbox.ValidatePool(name)
+		if !sandbox.IsCode(err, sandbox.CodeInvalidArgument) || sandbox.AsError(err).Hint == "" {
+			t.Errorf("ValidatePool(%q) = %v, want invalid_argument with a hint", name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "invalid pool") {
+			t.Errorf("ValidatePool(%q) = %v, want it to say it is a pool", name, err)
+		}
+	}
+}

@@ -16,9 +16,15 @@ type Tenant struct {
 	Allocation Resources `json:"allocation"`
 	// Policy overrides the daemon's default guardrails for this tenant;
 	// an unset field keeps the default.
-	Policy    PolicyOverrides `json:"policy"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+	Policy PolicyOverrides `json:"policy"`
+	// Pool is the node pool every one of the tenant's sandboxes runs in
+	// (see ValidatePool), "" for any node. Only a fleet that places
+	// sandboxes on nodes honours it (package kube: the Nodes labelled
+	// hearth.dev/pool=Pool); a daemon that runs its sandboxes itself
+	// ignores it.
+	Pool      string    `json:"pool,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // PolicyOverrides are a tenant's departures from the default guardrails.
@@ -210,11 +216,13 @@ type TokenRequest struct {
 	NamePrefix string `json:"name_prefix,omitempty"`
 }
 
-// TenantUpdate changes a tenant: a non-nil Allocation replaces it; each
-// set field of Policy replaces that override, after ResetPolicy (if true)
-// has dropped every override back to the defaults.
+// TenantUpdate changes a tenant: a non-nil Allocation replaces it, a
+// non-nil Pool replaces the tenant's pool ("" un-pins it); each set field
+// of Policy replaces that override, after ResetPolicy (if true) has
+// dropped every override back to the defaults.
 type TenantUpdate struct {
 	Allocation  *Resources      `json:"allocation,omitempty"`
+	Pool        *string         `json:"pool,omitempty"`
 	Policy      PolicyOverrides `json:"policy"`
 	ResetPolicy bool            `json:"reset_policy,omitempty"`
 }

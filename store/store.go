@@ -179,8 +179,9 @@ type Tenants interface {
 	// List returns every tenant, by name. None is an empty slice, not an
 	// error.
 	List(ctx context.Context) ([]sandbox.Tenant, error)
-	// Update replaces the Allocation, Policy and UpdatedAt of the tenant
-	// t.Name; ErrNotFound if missing. CreatedAt is kept: t's is ignored.
+	// Update replaces the Allocation, Policy, Pool and UpdatedAt of the
+	// tenant t.Name; ErrNotFound if missing. CreatedAt is kept: t's is
+	// ignored.
 	Update(ctx context.Context, t sandbox.Tenant) error
 }
 

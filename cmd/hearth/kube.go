@@ -121,7 +121,7 @@ func parseNode(args []string, env func(string) string, stderr io.Writer) (serveC
 		return cfg, &usageError{verb: "node", msg: "a node shares its control plane's Postgres store: --store postgres://… (or HEARTH_STORE)"}
 	}
 	if cfg.kube.pool != "" {
-		if err := sandbox.ValidateNodeName(cfg.kube.pool); err != nil {
+		if err := sandbox.ValidatePool(cfg.kube.pool); err != nil {
 			return cfg, &usageError{verb: "node", msg: "--pool: " + err.Error()}
 		}
 	}
@@ -197,6 +197,9 @@ func kubeFleet(cfg serveConfig, client kubernetes.Interface, log *slog.Logger) (
 		Client: client,
 		Budget: func(ctx context.Context, tenant string) (sandbox.Resources, bool, error) {
 			return tenancy.Budget(ctx, tenant)
+		},
+		Pool: func(ctx context.Context, tenant string) (string, error) {
+			return tenancy.Pool(ctx, tenant)
 		},
 		Logger: log.With("component", "kube"),
 	})

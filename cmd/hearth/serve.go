@@ -792,7 +792,7 @@ type tenantsFile struct {
 
 // applyTenantsFile makes the daemon's tenants and agents match the file:
 // a tenant it declares is created, or updated to exactly the file's
-// allocation and policy; an agent is created unless it exists in the same
+// allocation, pool and policy; an agent is created unless it exists in the same
 // tenant. Tenants and agents the file does not name are left alone.
 func applyTenantsFile(ctx context.Context, svc *lifecycle.Service, path string) error {
 	b, err := os.ReadFile(path)
@@ -809,7 +809,7 @@ func applyTenantsFile(ctx context.Context, svc *lifecycle.Service, path string) 
 	for _, t := range f.Tenants {
 		_, err := svc.Tenancy.CreateTenant(ctx, op, t)
 		if sandbox.IsCode(err, sandbox.CodeAlreadyExists) {
-			_, err = svc.Tenancy.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Policy: t.Policy, ResetPolicy: true})
+			_, err = svc.Tenancy.UpdateTenant(ctx, op, t.Name, sandbox.TenantUpdate{Allocation: &t.Allocation, Pool: &t.Pool, Policy: t.Policy, ResetPolicy: true})
 		}
 		if err != nil {
 			return fmt.Errorf("tenant %q: %w", t.Name, err)

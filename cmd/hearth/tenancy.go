@@ -118,7 +118,7 @@ func (tf *tenantFlags) apply(fs *flagSet, need bool) (*sandbox.Resources, sandbo
 }
 
 // poolUpdate is the pool an update sets: nil when --pool was not given,
-// which keeps the tenant's, and "" (--pool '') to un-pin it.
+// which keeps the tenant's, and "" (--pool "") to un-pin it.
 func (tf *tenantFlags) poolUpdate(fs *flagSet) *string {
 	var given bool
 	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "pool" })

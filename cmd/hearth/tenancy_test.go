@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemontest"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -123,7 +126,7 @@ func TestTokenCreateOperator(t *testing.T) {
 
 // TestTenantPool drives --pool through the real API: tenant create and
 // update send it, get and list show it (a dash for none) and its JSON
-// carries it; an update without --pool keeps it, --pool '' un-pins it,
+// carries it; an update without --pool keeps it, --pool "" un-pins it,
 // and the daemon's refusal of a bad pool is the CLI's.
 func TestTenantPool(t *testing.T) {
 	_, url := newAPI(t)
@@ -172,5 +175,47 @@ func TestTenantPool(t *testing.T) {
 	_, errs, code = hearth("update", "gpu", "--pool", "GPU_A100")
 	if code != sandbox.CodeInvalidArgument.ExitCode() || !strings.Contains(errs, `invalid pool "GPU_A100"`) || !strings.Contains(errs, "hint: ") {
 		t.Errorf("tenant update --pool GPU_A100 = %d, %q; want invalid_argument with a hint", code, errs)
+	}
+}
+
+// TestTenantsFilePool: a tenant of the --tenants file takes its "pool" at
+// the start that creates it, keeps it at the next start, and takes the
+// file's change of it, or its removal, at the next.
+func TestTenantsFilePool(t *testing.T) {
+	d := daemontest.New(t, daemontest.Options{})
+	file := filepath.Join(t.TempDir(), "tenants.json")
+	apply := func(pool string) {
+		t.Helper()
+		body := `{"tenants": [{"name": "labs", "allocation": {"millicpu": 16000, "memory_bytes": 68719476736, "disk_bytes": 536870912000}` + pool + `}]}`
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyTenantsFile(t.Context(), d.Svc, file); err != nil {
+			t.Fatalf("applyTenantsFile(%s) = %v", body, err)
+		}
+	}
+	pool := func() string {
+		t.Helper()
+		got, err := d.Svc.Tenancy.Pool(t.Context(), "labs")
+		if err != nil {
+			t.Fatalf("Pool(labs) = %v", err)
+		}
+		return got
+	}
+	apply(`, "pool": "gpu-a100"`)
+	if got := pool(); got != "gpu-a100" {
+		t.Errorf("pool after the start that creates labs = %q, want gpu-a100", got)
+	}
+	apply(`, "pool": "gpu-a100"`)
+	if got := pool(); got != "gpu-a100" {
+		t.Errorf("pool after a restart = %q, want gpu-a100 kept", got)
+	}
+	apply(`, "pool": "arm64"`)
+	if got := pool(); got != "arm64" {
+		t.Errorf("pool after the file moved labs = %q, want arm64", got)
+	}
+	apply(``)
+	if got := pool(); got != "" {
+		t.Errorf("pool after the file dropped it = %q, want none", got)
 	}
 }

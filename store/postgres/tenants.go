@@ -14,7 +14,7 @@ import (
 )
 
 // tenantColumns are selected in this order; scanTenant follows it.
-const tenantColumns = `name, millicpu, memory_bytes, disk_bytes, policy, created_at, updated_at`
+const tenantColumns = `name, millicpu, memory_bytes, disk_bytes, policy, pool, created_at, updated_at`
 
 // agentColumns are selected and bound in this order.
 const agentColumns = `name, tenant, created_at`
@@ -41,8 +41,8 @@ func (v tenants) Create(ctx context.Context, t sandbox.Tenant) error {
 		return fmt.Errorf("postgres: create tenant %q: %w", t.Name, err)
 	}
 	a := t.Allocation
-	if _, err := v.db.exec(ctx, `INSERT INTO tenants (`+tenantColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		t.Name, a.MilliCPU, a.MemoryBytes, a.DiskBytes, string(policy), t.CreatedAt, t.UpdatedAt); err != nil {
+	if _, err := v.db.exec(ctx, `INSERT INTO tenants (`+tenantColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		t.Name, a.MilliCPU, a.MemoryBytes, a.DiskBytes, string(policy), t.Pool, t.CreatedAt, t.UpdatedAt); err != nil {
 		return fmt.Errorf("postgres: create tenant %q: %w", t.Name, writeErr(err))
 	}
 	return nil
@@ -60,8 +60,8 @@ func (v tenants) List(ctx context.Context) ([]sandbox.Tenant, error) {
 	return queryAll(ctx, v.db, "list tenants", scanTenant, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 }
 
-// Update replaces the allocation, policy and updated_at of the tenant
-// called t.Name, or returns store.ErrNotFound. created_at is kept.
+// Update replaces the allocation, policy, pool and updated_at of the
+// tenant called t.Name, or returns store.ErrNotFound. created_at is kept.
 func (v tenants) Update(ctx context.Context, t sandbox.Tenant) error {
 	policy, err := json.Marshal(t.Policy)
 	if err == nil {
@@ -72,9 +72,9 @@ func (v tenants) Update(ctx context.Context, t sandbox.Tenant) error {
 	}
 	a := t.Allocation
 	return v.db.execOne(ctx, "update tenant", strconv.Quote(t.Name),
-		`UPDATE tenants SET millicpu = $1, memory_bytes = $2, disk_bytes = $3, policy = $4, updated_at = $5
-		WHERE name = $6`,
-		a.MilliCPU, a.MemoryBytes, a.DiskBytes, string(policy), t.UpdatedAt, t.Name)
+		`UPDATE tenants SET millicpu = $1, memory_bytes = $2, disk_bytes = $3, policy = $4, pool = $5, updated_at = $6
+		WHERE name = $7`,
+		a.MilliCPU, a.MemoryBytes, a.DiskBytes, string(policy), t.Pool, t.UpdatedAt, t.Name)
 }
 
 // scanTenant reads one row selected with tenantColumns.
@@ -84,7 +84,7 @@ func scanTenant(row pgx.Row) (sandbox.Tenant, error) {
 		policy []byte
 	)
 	if err := row.Scan(&t.Name, &t.Allocation.MilliCPU, &t.Allocation.MemoryBytes,
-		&t.Allocation.DiskBytes, &policy, &t.CreatedAt, &t.UpdatedAt); err != nil {
+		&t.Allocation.DiskBytes, &policy, &t.Pool, &t.CreatedAt, &t.UpdatedAt); err != nil {
 		return sandbox.Tenant{}, err
 	}
 	if err := json.Unmarshal(policy, &t.Policy); err != nil {

@@ -327,6 +327,10 @@ func TestMigrateFromV13(t *testing.T) {
 	if a, err := db.Agents().Get(ctx, "acme", "alice"); err != nil || a.Tenant != "acme" {
 		t.Errorf("Agents.Get(acme, alice) after migration = %+v, %v", a, err)
 	}
+	// 0020: a tenant from before pools runs on any node.
+	if tn, err := db.Tenants().Get(ctx, "acme"); err != nil || tn.Pool != "" || tn.Allocation.MilliCPU != 1000 {
+		t.Errorf("Tenants.Get(acme) after migration = %+v, %v; want its allocation kept and no pool", tn, err)
+	}
 	if g, err := db.Gone().Get(ctx, "acme", "agent-alice-old"); err != nil || g.ID != "x0" || g.Last != "oom" {
 		t.Errorf("Gone.Get(acme, agent-alice-old) after migration = %+v, %v", g, err)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // tenantColumns are selected in this order; scanTenant follows it.
-const tenantColumns = `name, millicpu, memory_bytes, disk_bytes, policy, created_at, updated_at`
+const tenantColumns = `name, millicpu, memory_bytes, disk_bytes, policy, pool, created_at, updated_at`
 
 // agentColumns are selected and bound in this order.
 const agentColumns = `name, tenant, created_at`
@@ -44,9 +44,9 @@ func (v tenants) Create(ctx context.Context, t sandbox.Tenant) error {
 		return fmt.Errorf("sqlite: create tenant %q: updated_at: %w", t.Name, err)
 	}
 	_, err = v.db.w.ExecContext(ctx,
-		`INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.Name, t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes,
-		policy, created, updated)
+		policy, t.Pool, created, updated)
 	if err != nil {
 		return fmt.Errorf("sqlite: create tenant %q: %w", t.Name, writeErr(err))
 	}
@@ -72,8 +72,8 @@ func (v tenants) List(ctx context.Context) ([]sandbox.Tenant, error) {
 	return queryAll(ctx, v.db, "list tenants", scanTenant, `SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 }
 
-// Update replaces the allocation, policy and updated_at of the tenant
-// called t.Name, or returns store.ErrNotFound. created_at is kept.
+// Update replaces the allocation, policy, pool and updated_at of the
+// tenant called t.Name, or returns store.ErrNotFound. created_at is kept.
 func (v tenants) Update(ctx context.Context, t sandbox.Tenant) error {
 	policy, err := policyJSON(t.Policy)
 	if err != nil {
@@ -84,9 +84,9 @@ func (v tenants) Update(ctx context.Context, t sandbox.Tenant) error {
 		return fmt.Errorf("sqlite: update tenant %q: updated_at: %w", t.Name, err)
 	}
 	res, err := v.db.w.ExecContext(ctx,
-		`UPDATE tenants SET millicpu = ?, memory_bytes = ?, disk_bytes = ?, policy = ?, updated_at = ?
+		`UPDATE tenants SET millicpu = ?, memory_bytes = ?, disk_bytes = ?, policy = ?, pool = ?, updated_at = ?
 		WHERE name = ?`,
-		t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes, policy, updated, t.Name)
+		t.Allocation.MilliCPU, t.Allocation.MemoryBytes, t.Allocation.DiskBytes, policy, t.Pool, updated, t.Name)
 	if err != nil {
 		return fmt.Errorf("sqlite: update tenant %q: %w", t.Name, err)
 	}
@@ -168,7 +168,7 @@ func scanTenant(s scanner) (sandbox.Tenant, error) {
 		created, updated string
 	)
 	if err := s.Scan(&t.Name, &t.Allocation.MilliCPU, &t.Allocation.MemoryBytes,
-		&t.Allocation.DiskBytes, &policy, &created, &updated); err != nil {
+		&t.Allocation.DiskBytes, &policy, &t.Pool, &created, &updated); err != nil {
 		return sandbox.Tenant{}, err
 	}
 	if err := json.Unmarshal([]byte(policy), &t.Policy); err != nil {

@@ -36,6 +36,7 @@ func newTenant(name string, created time.Time) sandbox.Tenant {
 			AllowEgress:           new(false), // false, not unset
 			Egress:                &sandbox.EgressPolicy{Deny: []string{"198.51.100.0/24"}},
 		},
+		Pool:      "gpu-a100",
 		CreatedAt: created,
 		UpdatedAt: created,
 	}
@@ -89,6 +90,9 @@ func checkTenant(t *testing.T, what string, got, want sandbox.Tenant) {
 	want.Allocation.Pids = 0 // not stored
 	if got.Name != want.Name || got.Allocation != want.Allocation {
 		t.Errorf("%s = %q with allocation %+v, want %q with %+v", what, got.Name, got.Allocation, want.Name, want.Allocation)
+	}
+	if got.Pool != want.Pool {
+		t.Errorf("%s.Pool = %q, want %q", what, got.Pool, want.Pool)
 	}
 	if !reflect.DeepEqual(got.Policy, want.Policy) {
 		t.Errorf("%s.Policy = %s, want %s", what, policyString(got.Policy), policyString(want.Policy))
@@ -172,8 +176,10 @@ func testTenantRoundTrip(t *testing.T, open OpenFunc) {
 		BreakerCooldown:       new(sandbox.Duration(0)),
 	}
 
+	// No overrides and no pool: any node.
 	defaults := newTenant("defaults", at(2*time.Second))
 	defaults.Policy = sandbox.PolicyOverrides{}
+	defaults.Pool = ""
 
 	// Some set, some zero, some nil.
 	mixed := newTenant("mixed", at(3*time.Second))
@@ -190,7 +196,7 @@ func testTenantRoundTrip(t *testing.T, open OpenFunc) {
 	}{
 		{"every field", full},
 		{"zero overrides", zeros},
-		{"no overrides", defaults},
+		{"no overrides, no pool", defaults},
 		{"mixed overrides", mixed},
 	}
 	s := openStore(t, open)
@@ -290,6 +296,7 @@ func testTenantUpdate(t *testing.T, open OpenFunc) {
 		AgentQuota: new(0),
 		MaxTTL:     new(sandbox.Duration(time.Hour)),
 	}
+	upd.Pool = "arm64"                 // moved to another pool
 	upd.CreatedAt = at(24 * time.Hour) // ignored: CreatedAt is kept
 	upd.UpdatedAt = at(time.Hour + 7*time.Microsecond)
 	if err := s.Tenants().Update(ctx, upd); err != nil {
@@ -300,8 +307,9 @@ func testTenantUpdate(t *testing.T, open OpenFunc) {
 	checkTenant(t, "Tenants.Get after update", mustGetTenant(t, s, orig.Name), want)
 	checkTenant(t, "untouched tenant", mustGetTenant(t, s, other.Name), other)
 
-	// Back to overrides on every field, from none.
+	// Back to overrides on every field, from none; un-pinned.
 	upd.Policy = newTenant("", t0).Policy
+	upd.Pool = ""
 	upd.UpdatedAt = at(2 * time.Hour)
 	if err := s.Tenants().Update(ctx, upd); err != nil {
 		t.Fatalf("Tenants.Update(%q) again = %v, want nil", upd.Name, err)

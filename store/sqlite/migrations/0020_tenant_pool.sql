@@ -1,0 +1,3 @@
+-- 0020: the node pool a tenant's sandboxes run in (sandbox.Tenant.Pool);
+-- '' for any node, which tenants from before pools keep.
+ALTER TABLE tenants ADD COLUMN pool TEXT NOT NULL DEFAULT '';
