@@ -415,3 +415,46 @@ func (f *kubeFleet) nodeNotReady(t *testing.T, ctx context.Context, name string)
 	}
 	return true
 }
+
+// TestKubePools: three hearth nodes, hn0 in pool "a" and hn1 and hn2 in
+// pool "b". A tenant pinned to "b" has every sandbox on hn1 or hn2, its
+// Pods selecting the pool; an unpinned tenant may land anywhere; a tenant
+// pinned to a pool no node is in is refused as unavailable, with the
+// scheduler's reason, and nothing of the create is left.
+func TestKubePools(t *testing.T) {
+	f := newKubeFleet(t, 1, "a", "b", "b")
+	ctx := ctxT(t)
+	op := f.planes[0].Client()
+	o := sandbox.PolicyOverrides{AgentQuota: intp(10), AgentSharePercent: intp(100)}
+	pinned := client.New(f.planes[0].URL, guardedTenant(t, ctx, op, "pinned", smalls(40), o, "bot")["bot"], nil)
+	nowhere := client.New(f.planes[0].URL, guardedTenant(t, ctx, op, "nowhere", smalls(40), o, "bot")["bot"], nil)
+	for tenant, pool := range map[string]string{"pinned": "b", "nowhere": "c"} {
+		if _, err := op.Admin().UpdateTenant(ctx, tenant, sandbox.TenantUpdate{Pool: &pool}); err != nil {
+			t.Fatalf("pin %s to pool %s: %v", tenant, pool, err)
+		}
+	}
+	for i := range 6 {
+		sb, _, err := pinned.Create(ctx, sandbox.CreateRequest{Name: fmt.Sprintf("p%d", i)})
+		if err != nil {
+			t.Fatalf("create in the pinned tenant: %v", err)
+		}
+		if sb.Node != "hn1" && sb.Node != "hn2" {
+			t.Fatalf("sandbox %s of the tenant pinned to pool b is on %s; want hn1 or hn2", sb.Name, sb.Node)
+		}
+		pod, err := f.k8s.CoreV1().Pods(kube.Namespace("pinned")).Get(ctx, sb.Name, metav1.GetOptions{})
+		if err != nil || pod.Spec.NodeSelector[kube.LabelPool] != "b" {
+			t.Fatalf("pod of %s: %v, selector %v; want pool b", sb.Name, err, pod.Spec.NodeSelector)
+		}
+	}
+	_, _, err := nowhere.Create(ctx, sandbox.CreateRequest{Name: "lost"})
+	if !sandbox.IsCode(err, sandbox.CodeUnavailable) || !strings.Contains(err.Error(), "node(s) didn't match Pod's node affinity/selector") {
+		t.Fatalf("create pinned to a pool of no node = %v; want unavailable with the scheduler's reason", err)
+	}
+	if list, err := nowhere.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("the refused tenant's sandboxes = %v, %v; want none", list, err)
+	}
+	f.waitPodGone(t, ctx, kube.Namespace("nowhere"), "agent-bot-lost")
+	if sb, _, err := op.Create(ctx, sandbox.CreateRequest{Name: "free"}); err != nil || !slices.Contains(f.nodeNames(), sb.Node) {
+		t.Fatalf("unpinned create = %+v, %v", sb, err)
+	}
+}
