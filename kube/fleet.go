@@ -116,16 +116,17 @@ func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 }
 
-// Bind records sb, which node has made and started itself (a fork), as
-// its Pod, bound to node: the tenant's quota counts it (a refusal is
-// budget_exceeded), kubectl shows it, and deleting it destroys sb. It
-// does not wait for the node to report the Pod running.
-func (f *Fleet) Bind(ctx context.Context, sb sandbox.Sandbox, node string) error {
+// Bind records sb, which its node (sb.Node) already runs (a fork the node
+// made, a warm-pool member a control plane claimed), as its Pod, bound to
+// that node: the tenant's quota counts it (a refusal is budget_exceeded),
+// kubectl shows it, and deleting it destroys sb. It does not wait for the
+// node to report the Pod running.
+func (f *Fleet) Bind(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
 		return err
 	}
 	pod := PodFor(sb, "")
-	pod.Spec.NodeName = node
+	pod.Spec.NodeName = sb.Node
 	_, err := f.createPod(ctx, pod)
 	return err
 }

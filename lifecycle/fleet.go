@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
@@ -21,9 +23,73 @@ type Fleet interface {
 	// quota refuses it, unavailable when no node can run it); the caller
 	// then undoes the create, and Unplace removes what Place left.
 	Place(ctx context.Context, sb sandbox.Sandbox) error
+	// Bind records sb, which its node (sb.Node) already runs, in the
+	// fleet (its Pod, bound to that node), without waiting for the node
+	// to act on it: a warm-pool member the control plane claimed. An
+	// error is coded, as Place's.
+	Bind(ctx context.Context, sb sandbox.Sandbox) error
 	// Unplace removes what stands for sb in the fleet (its Pod); what is
 	// gone already is no error.
 	Unplace(ctx context.Context, sb sandbox.Sandbox) error
+}
+
+// poolTopic is the change notices' topic of warm-pool claims made by a
+// control plane: the payload is "NODE ID", the node whose member was
+// claimed, which refills its pool once sandbox ID is quiet, as after a
+// claim of its own.
+const poolTopic = "pool.claimed"
+
+// claimable is the warm-pool members a create may claim: this node's,
+// or, on a control plane, those of every node that is up.
+func (s *Pool) claimable(ctx context.Context) ([]sandbox.Sandbox, error) {
+	if s.opts.Fleet == nil {
+		return s.members(ctx)
+	}
+	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
+	return slices.DeleteFunc(rows, func(sb sandbox.Sandbox) bool {
+		return s.opts.NodeDown != nil && s.opts.NodeDown(ctx, sb.Node) != ""
+	}), err
+}
+
+// bindClaim finishes a control plane's claim of member m, whose row is
+// now claimed, the caller's sandbox: its Pod is bound to m's node, and
+// that node is told to refill. When the fleet refuses the Pod (the
+// tenant's quota), m's row is put back as it was, a member again.
+func (s *Pool) bindClaim(ctx context.Context, m, claimed sandbox.Sandbox) (sandbox.Sandbox, bool, error) {
+	if err := s.opts.Fleet.Bind(ctx, claimed); err != nil {
+		if rerr := s.opts.Store.Sandboxes().Update(ctx, m); rerr != nil {
+			s.log.Error("put back a warm-pool member whose claim the fleet refused", "member", m.Name, "id", m.ID, "err", rerr)
+		}
+		return sandbox.Sandbox{}, false, err
+	}
+	if err := s.opts.Store.Changes().Notify(ctx, poolTopic, m.Node+" "+claimed.ID); err != nil {
+		s.log.Warn("tell a node its warm-pool member was claimed; it refills at its next sweep", "node", m.Node, "err", err)
+	}
+	s.log.Info("sandbox created", "sandbox", claimed.Name, "id", claimed.ID, "tenant", claimed.Tenant, "owner", claimed.Owner, "node", claimed.Node, "from", "warm pool", "member", m.Name)
+	return claimed, true, nil
+}
+
+// watchClaims refills this node's pool when a control plane claimed one
+// of its members (or, after the store's notices were lost, maybe did),
+// until ctx ends.
+func (s *Pool) watchClaims(ctx context.Context) {
+	claims, err := s.opts.Store.Changes().Listen(ctx, poolTopic)
+	if err != nil {
+		s.log.Error("warm-pool claims made by a control plane are refilled only at the next sweep", "err", err)
+		return
+	}
+	for notice := range claims {
+		node, id, _ := strings.Cut(notice, " ")
+		if node != "" && node != s.opts.NodeName {
+			continue
+		}
+		if id != "" {
+			s.mu.Lock()
+			s.claimed = id // the refill waits for its first calls
+			s.mu.Unlock()
+		}
+		s.refillSoon()
+	}
 }
 
 // place is launch's end on a control plane: the fleet runs sb, whose row

@@ -90,12 +90,12 @@ func newPool(c *core, run *runner, sbs *Sandboxes) *Pool {
 // name is free.
 func (s *Pool) claim(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
 	size := req.Size
-	if s.opts.WarmPool[size] <= 0 {
+	if s.opts.WarmPool[size] <= 0 && s.opts.Fleet == nil {
 		return sandbox.Sandbox{}, false, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	members, err := s.members(ctx)
+	members, err := s.claimable(ctx)
 	if err != nil {
 		return sandbox.Sandbox{}, false, s.internal("list pool members", err)
 	}
@@ -132,6 +132,9 @@ func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.S
 		return sandbox.Sandbox{}, false, s.internal("claim pool member", err)
 	}
 	s.crash("claim: row rewritten")
+	if s.opts.Fleet != nil {
+		return s.bindClaim(ctx, m, sb)
+	}
 	s.leases.touch(sb.ID, s.now())
 	s.claimed = sb.ID // the caller holds s.mu
 	s.refillSoon()

@@ -248,11 +248,15 @@ func (opts Options) withDefaults() (Options, error) {
 func (s *Service) Recover(ctx context.Context) error { return s.sweep.reconcile(ctx) }
 
 // Run reaps expired sandboxes and notices dead ones every SweepInterval
-// until ctx ends, keeps the warm pool filled, and applies the policy
+// until ctx ends, keeps the warm pool filled (refilling it too after a
+// control plane claimed a member), and applies the policy
 // changes made through the store's other nodes to this node's sandboxes.
 func (s *Service) Run(ctx context.Context) {
 	go s.Tenancy.egress.watch(ctx)
 	go s.Pool.refiller(ctx)
+	if len(s.Pool.opts.WarmPool) > 0 {
+		go s.Pool.watchClaims(ctx) // a control plane may claim its members
+	}
 	s.Pool.refillSoon()
 	s.sweep.loop(ctx)
 }

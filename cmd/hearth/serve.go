@@ -214,7 +214,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		}
 		var fleet *kube.Fleet
 		fleet, setTenancy = kubeFleet(cfg, kn.client, log)
-		opts.Bind = func(ctx context.Context, sb sandbox.Sandbox) error { return fleet.Bind(ctx, sb, cfg.node) }
+		opts.Bind = fleet.Bind
 		opts.Released = kn.provider.Released
 	}
 	svc, err := lifecycle.New(opts)

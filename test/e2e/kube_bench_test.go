@@ -64,3 +64,27 @@ func BenchmarkFleetExec(b *testing.B) {
 	benchstat.Report(b, "node-", node)
 	benchstat.Report(b, "one-machine-", one)
 }
+
+// BenchmarkFleetWarmCreateToFirstOutput is create → first output from a
+// warm pool: through a control plane on Kubernetes, which claims a member
+// of a node's pool and binds its Pod there ("fleet-"), and from a
+// one-machine daemon's own pool ("one-machine-"), alternating, each pool
+// full again before each create.
+func BenchmarkFleetWarmCreateToFirstOutput(b *testing.B) {
+	pool := []string{"--warm-pool", "small=1"}
+	f := newKubeFleetOf(b, 1, fleetNode{args: pool})
+	lone := newDaemon(b, benchRuntime(b), pool...)
+	ctx := context.Background()
+	var fleet, one []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		waitPool(b, ctx, f.nodes[0], "small", 1)
+		waitPool(b, ctx, lone, "small", 1)
+		b.StartTimer()
+		fleet = append(fleet, createToFirstOutput(b, f.planes[0], fmt.Sprintf("fleet-%d", i)))
+		one = append(one, createToFirstOutput(b, lone, fmt.Sprintf("one-%d", i)))
+	}
+	benchstat.Report(b, "fleet-", fleet)
+	benchstat.Report(b, "one-machine-", one)
+}

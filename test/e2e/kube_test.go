@@ -41,6 +41,23 @@ type kubeFleet struct {
 // ""), each registered as a Node, and waits until every Node is Ready.
 func newKubeFleet(t testing.TB, replicas int, pools ...string) *kubeFleet {
 	t.Helper()
+	nodes := make([]fleetNode, len(pools))
+	for i, p := range pools {
+		nodes[i].pool = p
+	}
+	return newKubeFleetOf(t, replicas, nodes...)
+}
+
+// fleetNode is one hearth node of newKubeFleetOf: its pool ("" for none)
+// and its further flags.
+type fleetNode struct {
+	pool string
+	args []string
+}
+
+// newKubeFleetOf is newKubeFleet with a node per entry of nodes.
+func newKubeFleetOf(t testing.TB, replicas int, nodes ...fleetNode) *kubeFleet {
+	t.Helper()
 	requireDaemon(t)
 	rt := bins.Runtimes[0]
 	if slices.Contains(bins.Runtimes, "runsc") {
@@ -64,13 +81,14 @@ func newKubeFleet(t testing.TB, replicas int, pools ...string) *kubeFleet {
 		}
 		f.planes = append(f.planes, d)
 	}
-	for i, pool := range pools {
+	for i, n := range nodes {
 		name := fmt.Sprintf("hn%d", i)
 		args := []string{"--store", dsn, "--key-file", key, "--name", name, "--kubeconfig", c.Kubeconfig,
 			"--kubelet-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--client-ca", c.CA}
-		if pool != "" {
-			args = append(args, "--pool", pool)
+		if n.pool != "" {
+			args = append(args, "--pool", n.pool)
 		}
+		args = append(args, n.args...)
 		d := &daemon{daemonproc.NewAs(t, "node", rt, args...)}
 		d.Token = f.planes[0].Token
 		f.nodes = append(f.nodes, d)
@@ -78,7 +96,7 @@ func newKubeFleet(t testing.TB, replicas int, pools ...string) *kubeFleet {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for i := range pools {
+	for i := range nodes {
 		f.waitReady(t, ctx, fmt.Sprintf("hn%d", i))
 	}
 	return f
@@ -324,14 +342,7 @@ func TestKubeBudget(t *testing.T) {
 	}
 	// A Pod made with kubectl takes the last CPU: it selects no node, so
 	// it stays Pending and counted.
-	squatter := func(name string) (string, error) {
-		pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q},"spec":{"nodeSelector":{"nowhere":"true"},"containers":[{"name":"c","image":"default","resources":{"requests":{"cpu":"1","memory":"1Mi","ephemeral-storage":"1Mi"},"limits":{"cpu":"1","memory":"1Mi","ephemeral-storage":"1Mi"}}}]}}`, name, ns)
-		cmd := exec.Command(filepath.Join(f.cluster.Bin, "kubectl"), "--kubeconfig", f.cluster.Kubeconfig, "create", "-f", "-")
-		cmd.Stdin = strings.NewReader(pod)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	if out, err := squatter("squatter"); err != nil {
+	if out, err := f.squatter(t, ns, "squatter", "1"); err != nil {
 		t.Fatalf("kubectl create pod within the quota: %v\n%s", err, out)
 	}
 	_, err = create("s19")
@@ -359,7 +370,7 @@ func TestKubeBudget(t *testing.T) {
 	if _, _, err := bot2.Create(ctx, sandbox.CreateRequest{Name: "s20", Size: "small"}); sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded {
 		t.Fatalf("21st create (by another agent) = %v; want budget_exceeded", err)
 	}
-	if out, err := squatter("late"); err == nil || !strings.Contains(out, "exceeded quota") {
+	if out, err := f.squatter(t, ns, "late", "1"); err == nil || !strings.Contains(out, "exceeded quota") {
 		t.Fatalf("kubectl create pod over the quota = %v\n%s; want refused for the quota", err, out)
 	}
 	pods, err := f.k8s.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -457,4 +468,81 @@ func TestKubePools(t *testing.T) {
 	if sb, _, err := op.Create(ctx, sandbox.CreateRequest{Name: "free"}); err != nil || !slices.Contains(f.nodeNames(), sb.Node) {
 		t.Fatalf("unpinned create = %+v, %v", sb, err)
 	}
+}
+
+// waitPool waits until node d's warm pool has ready members of size.
+func waitPool(t testing.TB, ctx context.Context, d *daemon, size string, ready int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sizes, err := d.Client().Pool(ctx)
+		if err != nil {
+			t.Fatalf("warm pool of %s: %v", d.URL, err)
+		}
+		for _, ps := range sizes {
+			if ps.Size == size && ps.Ready >= ready {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("warm pool of %s 60 s on: %+v; want %d ready of %s", d.URL, sizes, ready, size)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKubeWarmPool: a create at the control plane claims a member of a
+// node's warm pool: it answers at once, on that node, "from the warm
+// pool", its Pod bound to the node and Running; the node refills its pool;
+// a claim the tenant's quota refuses is budget_exceeded and puts the
+// member back.
+func TestKubeWarmPool(t *testing.T) {
+	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--warm-pool", "small=2"}})
+	ctx := ctxT(t)
+	node := f.nodes[0]
+	waitPool(t, ctx, node, "small", 2)
+	cp := f.planes[0].Client()
+	sb, _, err := cp.Create(ctx, sandbox.CreateRequest{Name: "warm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Node != "hn0" || !strings.Contains(sb.Reason, "warm pool") || sb.Status != sandbox.StatusRunning {
+		t.Fatalf("create through the control plane = %+v; want hn0's warm-pool member, running", sb)
+	}
+	if got := f.planes[0].sh(ctx, "warm", "echo hi"); got != "hi\n" {
+		t.Fatalf("exec in the claimed member = %q", got)
+	}
+	f.waitPodRunning(t, ctx, kube.Namespace(sandbox.SystemTenant), "warm", "hn0")
+	waitPool(t, ctx, node, "small", 2) // refilled on the claim's notice
+	// A tenant whose quota a kubectl pod fills: the claim is refused,
+	// and the member is a member again.
+	o := sandbox.PolicyOverrides{AgentQuota: intp(10), AgentSharePercent: intp(100)}
+	bot := client.New(f.planes[0].URL, guardedTenant(t, ctx, cp, "tight", smalls(40), o, "bot")["bot"], nil)
+	if _, _, err := bot.Create(ctx, sandbox.CreateRequest{Name: "first"}); err != nil {
+		t.Fatalf("first create of tenant tight: %v", err)
+	}
+	waitPool(t, ctx, node, "small", 2)
+	if out, err := f.squatter(t, kube.Namespace("tight"), "squatter", "9"); err != nil {
+		t.Fatalf("kubectl create pod within the quota: %v\n%s", err, out)
+	}
+	if _, _, err := bot.Create(ctx, sandbox.CreateRequest{Name: "second"}); sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded {
+		t.Fatalf("claim over the quota = %v; want budget_exceeded", err)
+	}
+	sizes, err := node.Client().Pool(ctx)
+	if err != nil || len(sizes) != 1 || sizes[0].Ready != 2 {
+		t.Fatalf("warm pool after a refused claim = %+v, %v; want both members back", sizes, err)
+	}
+}
+
+// squatter makes, with kubectl, the Pod name in namespace ns asking for
+// cpu CPUs (and a little memory and disk), which selects no node: it
+// stays Pending, and its namespace's quota counts it. It returns
+// kubectl's output.
+func (f *kubeFleet) squatter(t *testing.T, ns, name, cpu string) (string, error) {
+	t.Helper()
+	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":%q},"spec":{"nodeSelector":{"nowhere":"true"},"containers":[{"name":"c","image":"default","resources":{"requests":{"cpu":%q,"memory":"1Mi","ephemeral-storage":"1Mi"},"limits":{"cpu":%q,"memory":"1Mi","ephemeral-storage":"1Mi"}}}]}}`, name, ns, cpu, cpu)
+	cmd := exec.Command(filepath.Join(f.cluster.Bin, "kubectl"), "--kubeconfig", f.cluster.Kubeconfig, "create", "-f", "-")
+	cmd.Stdin = strings.NewReader(pod)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
