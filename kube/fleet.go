@@ -25,7 +25,9 @@ type FleetOptions struct {
 	// Client reaches the cluster's API server.
 	Client kubernetes.Interface
 	// Budget is a tenant's budget (lifecycle.Tenancy.Budget), which its
-	// namespace's ResourceQuota is kept at.
+	// namespace's ResourceQuota is kept at. Without it the Fleet makes no
+	// namespace and sets no quota: a node's, which only binds Pods in
+	// namespaces a control plane made.
 	Budget func(ctx context.Context, tenant string) (sandbox.Resources, bool, error)
 	// Pool is the node pool a tenant's sandboxes are pinned to ("" for
 	// none); nil pins none.
@@ -231,7 +233,7 @@ func (f *Fleet) Unplace(ctx context.Context, sb sandbox.Sandbox) error {
 // ensureTenant makes tenant's namespace and quota right, unless that was
 // done within tenantFresh.
 func (f *Fleet) ensureTenant(ctx context.Context, tenant string) error {
-	if err := checkNamespace(tenant); err != nil {
+	if err := checkNamespace(tenant); err != nil || f.opts.Budget == nil {
 		return err
 	}
 	f.mu.Lock()

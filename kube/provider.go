@@ -52,6 +52,8 @@ type Provider struct {
 	mu     sync.Mutex
 	pods   map[string]*corev1.Pod // "ns/name" → the Pod as this node reports it
 	notify func(*corev1.Pod)
+
+	resizes resizes
 }
 
 // NewProvider returns the provider of node name over svc; client deletes
@@ -90,7 +92,11 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		p.forget(pod)
 		return fmt.Errorf("sandbox %s/%s: %w", ref.tenant, ref.name, err)
 	}
-	p.report(pod, runningStatus(pod, sb))
+	if sb.Status == sandbox.StatusSleeping {
+		p.report(pod, asleepStatus(pod, sb)) // a node back from a restart
+	} else {
+		p.report(pod, runningStatus(pod, sb))
+	}
 	return nil
 }
 
@@ -100,11 +106,15 @@ func (p *Provider) hostIP(pod *corev1.Pod) string { return pod.Status.HostIP }
 // runningStatus is the status of pod once its sandbox sb runs.
 func runningStatus(pod *corev1.Pod, sb sandbox.Sandbox) corev1.PodStatus {
 	started := metav1.NewTime(sb.CreatedAt)
+	res := *pod.Spec.Containers[0].Resources.DeepCopy()
 	cond := func(t corev1.PodConditionType) corev1.PodCondition {
 		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: started}
 	}
 	return corev1.PodStatus{
-		Phase:     corev1.PodRunning,
+		// The spec acted on: a resize is done once this reaches the
+		// Pod's generation.
+		ObservedGeneration: pod.Generation,
+		Phase:              corev1.PodRunning,
 		HostIP:    pod.Status.HostIP,
 		StartTime: &started,
 		Conditions: []corev1.PodCondition{
@@ -118,6 +128,10 @@ func runningStatus(pod *corev1.Pod, sb sandbox.Sandbox) corev1.PodStatus {
 			Ready:       true,
 			Started:     new(true),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+			// What the sandbox holds is what its Pod asks (its size, or
+			// its asleep requests): the scheduler counts these.
+			AllocatedResources: res.Requests,
+			Resources:          &res,
 		}},
 	}
 }

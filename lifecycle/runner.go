@@ -274,6 +274,9 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 		return sandbox.Sandbox{}, err
 	}
 	s.log.Info("sandbox woken", "sandbox", cur.Name, "id", cur.ID)
+	if s.opts.Asleep != nil {
+		s.opts.Asleep(ctx, cur, false)
+	}
 	return cur, nil
 }
 

@@ -52,6 +52,10 @@ type Options struct {
 	// it) undoes the create. It must not wait for the fleet to act on the
 	// record: the sandbox's name is locked meanwhile.
 	Bind func(ctx context.Context, sb sandbox.Sandbox) error
+	// Asleep, when set, is told each time a sandbox of this daemon has
+	// fallen asleep (true) or woken (false): a node of a fleet gives back
+	// a sleeping sandbox's CPU and memory there. It must not block.
+	Asleep func(ctx context.Context, sb sandbox.Sandbox, asleep bool)
 	// Released, when set, is told of each sandbox this daemon has
 	// released (destroyed, reaped, or a create undone), once its row is
 	// gone: a node of a fleet removes what stands for it there.

@@ -50,6 +50,9 @@ func (s *Sandboxes) sleep(ctx context.Context, sb sandbox.Sandbox, reason string
 		return sandbox.Sandbox{}, s.internal("stop "+cur.ID, err)
 	}
 	s.log.Info("sandbox asleep", "sandbox", cur.Name, "reason", reason)
+	if s.opts.Asleep != nil {
+		s.opts.Asleep(ctx, asleep, true)
+	}
 	return asleep, nil
 }
 

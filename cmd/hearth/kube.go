@@ -188,10 +188,10 @@ func controlPlaneNode(cfg serveConfig) node.None {
 	return node.None{Caps: caps}
 }
 
-// kubeFleet is the kube.Fleet of cfg's cluster: a control plane's
-// lifecycle.Fleet, or what a node binds its own sandboxes' Pods with. The
-// tenants' budgets come from tenancy once it exists (set gives it).
-func kubeFleet(cfg serveConfig, client kubernetes.Interface, log *slog.Logger) (fleet *kube.Fleet, set func(*lifecycle.Tenancy)) {
+// kubeFleet is a control plane's lifecycle.Fleet on the cluster client
+// reaches. The tenants' budgets and pools come from tenancy once it
+// exists (set gives it).
+func kubeFleet(client kubernetes.Interface, log *slog.Logger) (fleet *kube.Fleet, set func(*lifecycle.Tenancy)) {
 	var tenancy *lifecycle.Tenancy
 	fleet = kube.NewFleet(kube.FleetOptions{
 		Client: client,

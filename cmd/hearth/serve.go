@@ -207,15 +207,15 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		}
-		opts.Fleet, setTenancy = kubeFleet(cfg, client, log)
+		opts.Fleet, setTenancy = kubeFleet(client, log)
 	case kubeNode:
 		if kn, err = newKubeNode(cfg, log); err != nil {
 			return err
 		}
-		var fleet *kube.Fleet
-		fleet, setTenancy = kubeFleet(cfg, kn.client, log)
-		opts.Bind = fleet.Bind
-		opts.Released = kn.provider.Released
+		// A node binds its forks' Pods in namespaces the control plane
+		// made: no budget, so it makes no namespace and sets no quota.
+		opts.Bind = kube.NewFleet(kube.FleetOptions{Client: kn.client, Logger: log.With("component", "kube")}).Bind
+		opts.Released, opts.Asleep = kn.provider.Released, kn.provider.Asleep
 	}
 	svc, err := lifecycle.New(opts)
 	if err != nil {

@@ -169,8 +169,9 @@ func TestDryRun(t *testing.T) {
 // wildcard; and, the roles applied for real, the API server's authorizer
 // answers the questions that matter as least privilege wants: the control
 // plane may run pods in a tenant's namespace but read no Secret, exec into
-// no pod and bind no role; the node may update its pods' status and its
-// lease but create no pod, write no Secret and touch no lease outside
+// no pod and bind no role; the node may update its pods' status, resize
+// them and create them (its forks'), and its lease, but make no namespace,
+// set no quota, write no Secret and touch no lease outside
 // kube-node-lease.
 func TestRBAC(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{})
@@ -185,8 +186,9 @@ func TestRBAC(t *testing.T) {
 		"ClusterRole hearth-node": {
 			"nodes":        "create delete get list patch update watch",
 			"nodes/status": "patch update",
-			"pods":         "delete get list watch",
+			"pods":         "create delete get list watch",
 			"pods/status":  "patch update",
+			"pods/resize":  "patch update",
 			"events":       "create patch",
 			"configmaps":   "get list watch",
 			"secrets":      "get list watch",
@@ -235,7 +237,10 @@ func TestRBAC(t *testing.T) {
 		{"hearth-control-plane", "create", "rolebindings", "", tenant, false},
 		{"hearth-control-plane", "delete", "namespaces", "", "", false},
 		{"hearth-control-plane", "delete", "resourcequotas", "", tenant, true},
-		{"hearth-node", "create", "pods", "", tenant, false},
+		{"hearth-node", "create", "pods", "", tenant, true},
+		{"hearth-node", "update", "pods", "resize", tenant, true},
+		{"hearth-node", "create", "namespaces", "", "", false},
+		{"hearth-node", "update", "resourcequotas", "", tenant, false},
 		{"hearth-node", "update", "pods", "status", tenant, true},
 		{"hearth-node", "create", "pods", "exec", tenant, false},
 		{"hearth-node", "create", "secrets", "", tenant, false},

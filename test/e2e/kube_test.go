@@ -102,18 +102,31 @@ func newKubeFleetOf(t testing.TB, replicas int, nodes ...fleetNode) *kubeFleet {
 	return f
 }
 
-// waitReady waits until Node name is Ready.
+// schedulable says whether Node n is Ready and tainted by hearth alone:
+// the controller manager lifts the not-ready taint a moment after the
+// node turns Ready.
+func schedulable(n *corev1.Node) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key != kube.TaintKey {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitReady waits until Node name is Ready, with no taint but hearth's.
 func (f *kubeFleet) waitReady(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		n, err := f.k8s.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					return
-				}
-			}
+		if err == nil && schedulable(n) {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("node %s is not Ready after 30 s: %+v, %v", name, n, err)
@@ -545,4 +558,65 @@ func (f *kubeFleet) squatter(t *testing.T, ns, name, cpu string) (string, error)
 	cmd.Stdin = strings.NewReader(pod)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestKubeSleepFreesNode: on a node that offers 3.5 CPUs, three small
+// sandboxes (1 CPU each) fill it and a fourth is refused by the
+// scheduler; once one sleeps, its Pod asks almost nothing (resized in
+// place, not ready) and the fourth is placed there; the sleeper wakes on
+// its next call, with its files, and its Pod asks its size again.
+func TestKubeSleepFreesNode(t *testing.T) {
+	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--capacity", "cpu=3500m"}})
+	ctx := ctxT(t)
+	cp := f.planes[0]
+	for i := range 3 {
+		if _, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: fmt.Sprintf("s%d", i), Size: "small"}); err != nil {
+			t.Fatalf("create s%d: %v", i, err)
+		}
+	}
+	if _, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "s3", Size: "small"}); !sandbox.IsCode(err, sandbox.CodeUnavailable) || !strings.Contains(err.Error(), "Insufficient cpu") {
+		t.Fatalf("4th create on a full node = %v; want unavailable, insufficient cpu", err)
+	}
+	cp.sh(ctx, "s0", "echo kept > /home/sandbox/kept.txt")
+	if _, err := cp.Client().Sleep(ctx, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	ns := kube.Namespace(sandbox.SystemTenant)
+	f.waitPodCPU(t, ctx, ns, "s0", 1, false)
+	if _, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "s3", Size: "small"}); err != nil {
+		t.Fatalf("4th create once s0 sleeps: %v", err)
+	}
+	if got := cp.sh(ctx, "s0", "cat /home/sandbox/kept.txt"); got != "kept\n" {
+		t.Fatalf("s0 after its wake = %q", got)
+	}
+	f.waitPodCPU(t, ctx, ns, "s0", 1000, true)
+}
+
+// waitPodCPU waits until the pod ns/name requests milli CPU and its node
+// reports that resize done (its status holds milli CPU for the observed
+// generation) and the pod ready or not.
+func (f *kubeFleet) waitPodCPU(t *testing.T, ctx context.Context, ns, name string, milli int64, ready bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pod, err := f.k8s.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue() == milli && isReady(pod) == ready &&
+			pod.Status.ObservedGeneration == pod.Generation && pod.Status.ContainerStatuses[0].AllocatedResources.Cpu().MilliValue() == milli {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s 30 s on: %v, %v; want %dm CPU, ready %v", ns, name, pod.Spec.Containers, err, milli, ready)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// isReady says whether pod's Ready condition is True.
+func isReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
