@@ -620,3 +620,65 @@ func isReady(pod *corev1.Pod) bool {
 	}
 	return false
 }
+
+// TestKubeForgedPods: Pods a Kubernetes user makes to reach sandboxes
+// reach none beyond their namespace's tenant. A Pod in tenant acme's
+// namespace that copies another tenant's sandbox (its name and id
+// annotation), bound to that sandbox's node, is failed by the node and
+// its deletion leaves the other tenant's sandbox running with its files;
+// a Pod without hearth's annotation is failed too.
+func TestKubeForgedPods(t *testing.T) {
+	f := newKubeFleet(t, 1, "")
+	ctx := ctxT(t)
+	op := f.planes[0].Client()
+	o := sandbox.PolicyOverrides{AgentQuota: intp(10), AgentSharePercent: intp(100)}
+	victim := client.New(f.planes[0].URL, guardedTenant(t, ctx, op, "globex", smalls(40), o, "bot")["bot"], nil)
+	guardedTenant(t, ctx, op, "acme", smalls(40), o, "bot")
+	sb, _, err := victim.Create(ctx, sandbox.CreateRequest{Name: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if res, err := victim.Exec(ctx, "secret", sandbox.ExecRequest{Shell: "echo mine > /home/sandbox/x"}, nil, &out, &out); err != nil || res.ExitCode != 0 {
+		t.Fatalf("write the victim's file: %+v, %v, %s", res, err, out.String())
+	}
+	// acme's namespace, which its first create would make.
+	acme := kube.Namespace("acme")
+	if _, err := f.k8s.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: acme}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	forged := kube.PodFor(sb, "")
+	forged.Namespace, forged.Spec.NodeName = acme, sb.Node
+	plain := kube.PodFor(sb, "")
+	plain.Namespace, plain.Name, plain.Spec.NodeName, plain.Annotations = acme, "plain", sb.Node, nil
+	for _, pod := range []*corev1.Pod{forged, plain} {
+		if _, err := f.k8s.CoreV1().Pods(acme).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s: %v", pod.Name, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := f.k8s.CoreV1().Pods(acme).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err == nil && got.Status.Phase == corev1.PodFailed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("forged pod %s 30 s on: %+v, %v; want Failed by the node", pod.Name, got.Status, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if out, err := f.kubectl(t, "exec", "-n", acme, pod.Name, "--", "cat", "/home/sandbox/x"); err == nil || strings.Contains(out, "mine") {
+			t.Fatalf("kubectl exec in forged pod %s = %q, %v; want refused, nothing read", pod.Name, out, err)
+		}
+		if out, err := f.kubectl(t, "delete", "pod", "-n", acme, pod.Name, "--wait=true"); err != nil {
+			t.Fatalf("delete forged pod: %v\n%s", err, out)
+		}
+	}
+	time.Sleep(2 * time.Second) // the node acts on the deletions
+	out.Reset()
+	if res, err := victim.Exec(ctx, "secret", sandbox.ExecRequest{Argv: []string{"cat", "/home/sandbox/x"}}, nil, &out, &out); err != nil || out.String() != "mine\n" {
+		t.Fatalf("the victim's sandbox after the forged pods = %+v, %q, %v; want its file", res, out.String(), err)
+	}
+	if _, err := f.k8s.CoreV1().Pods(kube.Namespace("globex")).Get(ctx, sb.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the victim's own pod: %v", err)
+	}
+}
