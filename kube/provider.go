@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sync"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -54,6 +57,26 @@ type Provider struct {
 	notify func(*corev1.Pod)
 
 	resizes resizes
+	audit   func(sandbox.AuditEvent)
+}
+
+// AuditTo has the provider record each call Kubernetes makes on a
+// sandbox (kubectl exec, a Pod's deletion) with record, as the doors
+// record theirs (door Kubernetes).
+func (p *Provider) AuditTo(record func(sandbox.AuditEvent)) { p.audit = record }
+
+// record audits p's call verb on sandbox name as actor, begun at start,
+// which ended with err.
+func (p *Provider) record(actor sandbox.Principal, verb, name string, start time.Time, err error) {
+	if p.audit == nil {
+		return
+	}
+	code, status := sandbox.Code(""), http.StatusOK
+	if err != nil {
+		code = sandbox.ErrorCode(err)
+		status = code.HTTPStatus()
+	}
+	p.audit(door.Event(actor, sandbox.DoorKubernetes, verb, name, code, status, start))
 }
 
 // NewProvider returns the provider of node name over svc; client deletes
@@ -175,7 +198,10 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	actor := podActor(ref.tenant)
 	sb, err := p.svc.Get(ctx, actor, ref.name)
 	if err == nil && sb.ID == ref.id && sb.Node == p.node {
-		if err := p.svc.Destroy(ctx, actor, ref.name); err != nil && sandbox.ErrorCode(err) != sandbox.CodeNotFound {
+		start := time.Now()
+		err := p.svc.Destroy(ctx, actor, ref.name)
+		p.record(actor, "sandbox.destroy", ref.name, start, err)
+		if err != nil && sandbox.ErrorCode(err) != sandbox.CodeNotFound {
 			return err
 		}
 	}
@@ -275,7 +301,9 @@ func (p *Provider) RunInContainer(ctx context.Context, ns, name, _ string, cmd [
 	if in := attach.Stdin(); in != nil {
 		req.Stdin, stdin = true, in
 	}
+	start := time.Now()
 	res, err := p.svc.Exec(ctx, podActor(tenant), name, req, stdin, stdout, stderr)
+	p.record(podActor(tenant), "sandbox.exec", name, start, err)
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,15 @@ import "time"
 
 // Doors an AuditEvent names: the native API called by any client, the
 // same API called by the hearth CLI (which says so in its User-Agent), the
-// MCP endpoint /mcp, and the Sprites-compatible API /v1/sprites.
+// MCP endpoint /mcp, the Sprites-compatible API /v1/sprites, and
+// Kubernetes (kubectl exec, a sandbox's Pod deleted), through a hearth
+// node.
 const (
-	DoorAPI     = "api"
-	DoorCLI     = "cli"
-	DoorMCP     = "mcp"
-	DoorSprites = "sprites"
+	DoorAPI        = "api"
+	DoorCLI        = "cli"
+	DoorMCP        = "mcp"
+	DoorSprites    = "sprites"
+	DoorKubernetes = "kubernetes"
 )
 
 // AuditEvent is one call through a door, as the audit log keeps it: who
@@ -23,7 +26,7 @@ type AuditEvent struct {
 	ID int64 `json:"id"`
 	// At is when the call arrived.
 	At time.Time `json:"at"`
-	// Door is DoorAPI, DoorCLI, DoorMCP or DoorSprites.
+	// Door is DoorAPI, DoorCLI, DoorMCP, DoorSprites or DoorKubernetes.
 	Door string `json:"door"`
 	// Verb names the operation, one stable name per route:
 	// "sandbox.create", "sandbox.exec", "fs.write", "token.create", …

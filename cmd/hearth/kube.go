@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/hearth/hearth/audit"
 	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/node"
@@ -224,9 +225,12 @@ func newKubeNode(cfg serveConfig, log *slog.Logger) (*kubeNodeProvider, error) {
 	return &kubeNodeProvider{client: client, sbs: sbs, provider: kube.NewProvider(sbs, client, cfg.node, log.With("component", "kube"))}, nil
 }
 
-// serve gives the provider the node's lifecycle, before the Node
-// registers.
-func (k *kubeNodeProvider) serve(svc *lifecycle.Service) { k.sbs.svc = svc }
+// serve gives the provider the node's lifecycle and audit log, before
+// the Node registers.
+func (k *kubeNodeProvider) serve(svc *lifecycle.Service, rec *audit.Recorder) {
+	k.sbs.svc = svc
+	k.provider.AuditTo(rec.Record)
+}
 
 // nodeSandboxes is lifecycle as a kube.Provider uses it.
 type nodeSandboxes struct{ svc *lifecycle.Service }

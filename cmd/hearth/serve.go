@@ -235,7 +235,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	go member.Run(ctx)
 	go svc.Run(ctx)
 	if kn != nil {
-		kn.serve(svc)
+		kn.serve(svc, rec)
 		go registerNode(ctx, cfg, kn, local.Capabilities(), member.Address(), log)
 	}
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)

@@ -154,6 +154,29 @@ func (f *kubeFleet) nodeNames() []string {
 	return out
 }
 
+// waitAudit waits until the audit log holds n events of door and verb on
+// sandbox.
+func (f *kubeFleet) waitAudit(t *testing.T, ctx context.Context, door, verb, sb string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		events, err := f.planes[0].Client().Admin().Audit(ctx, sandbox.AuditFilter{Limit: 10000})
+		got := 0
+		for _, e := range events {
+			if e.Door == door && e.Verb == verb && e.Sandbox == sb {
+				got++
+			}
+		}
+		if err == nil && got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit events %s %s on %s = %d, %v; want %d", door, verb, sb, got, err, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // waitPodRunning waits until the pod ns/name is Running on node.
 func (f *kubeFleet) waitPodRunning(t *testing.T, ctx context.Context, ns, name, node string) {
 	t.Helper()
@@ -258,6 +281,7 @@ func TestKubeFleet(t *testing.T) {
 	if kout, err := f.kubectl(t, "exec", "-n", ns, "web", "--", "sh", "-c", "exit 3"); err == nil || !strings.Contains(kout, "exit code 3") {
 		t.Fatalf("kubectl exec of exit 3 = %q, %v; want exit code 3", kout, err)
 	}
+	f.waitAudit(t, ctx, sandbox.DoorKubernetes, "sandbox.exec", "web", 2)
 	// Checkpoint, restore, fork, sleep and wake, through the replicas.
 	webNode := f.planes[0].sandboxNode(t, ctx, "web")
 	ck, err := a.Checkpoint(ctx, "web", sandbox.CheckpointRequest{})
