@@ -66,11 +66,18 @@ func NewFleet(opts FleetOptions) *Fleet {
 	return &Fleet{opts: opts, log: log, checked: map[string]time.Time{}}
 }
 
+// PlaceTimeout bounds Place's wait for a node to run a sandbox, whatever
+// the caller's deadline: a node that took the Pod and died must not hang
+// the create.
+const PlaceTimeout = 2 * time.Minute
+
 // Place makes sb's Pod and waits until its node runs sb (the Pod is
-// Running), the Pod fails, or ctx ends. A refusal of the tenant's
-// ResourceQuota is budget_exceeded with the quota's numbers; a Pod no
-// node fits is unavailable with the scheduler's reason.
+// Running), the Pod fails, or ctx ends (PlaceTimeout at most). A refusal
+// of the tenant's ResourceQuota is budget_exceeded with the quota's
+// numbers; a Pod no node fits is unavailable with the scheduler's reason.
 func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, PlaceTimeout)
+	defer cancel()
 	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
 		return err
 	}
@@ -100,8 +107,8 @@ func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
 		}
 		select {
 		case <-ctx.Done():
-			return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q was not running on a node before the call's deadline (pod %s/%s: %s)", sb.Name, pod.Namespace, pod.Name, podState(pod)).
-				WithHint("retry the create")
+			return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q was not running on a node before the call's deadline or %s (pod %s/%s: %s)", sb.Name, PlaceTimeout, pod.Namespace, pod.Name, podState(pod)).
+				WithHint("retry the create; if it keeps timing out, an operator should check the node the pod is bound to").With("node", pod.Spec.NodeName)
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return sandbox.Errorf(sandbox.CodeUnavailable, "lost the watch of sandbox %q's pod", sb.Name).WithHint("retry the create")

@@ -106,7 +106,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return errdefs.AsInvalidInput(err)
 	}
 	mine := pod.DeepCopy()
-	mine.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: p.hostIP(pod)}
+	mine.Status = corev1.PodStatus{Phase: corev1.PodPending, HostIP: pod.Status.HostIP}
 	p.mu.Lock()
 	p.pods[key(pod.Namespace, pod.Name)] = mine
 	p.mu.Unlock()
@@ -122,9 +122,6 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	}
 	return nil
 }
-
-// hostIP is the address the Pod's node has, as its status says.
-func (p *Provider) hostIP(pod *corev1.Pod) string { return pod.Status.HostIP }
 
 // runningStatus is the status of pod once its sandbox sb runs.
 func runningStatus(pod *corev1.Pod, sb sandbox.Sandbox) corev1.PodStatus {
