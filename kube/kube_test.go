@@ -1,0 +1,182 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// small is a small sandbox of tenant acme.
+func small() sandbox.Sandbox {
+	return sandbox.Sandbox{ID: "id1", Name: "agent-bot-web", Tenant: "acme", Owner: "bot", Image: "default", Resources: sandbox.Sizes()["small"]}
+}
+
+// TestPodFor: a sandbox's Pod is in its tenant's namespace, named and
+// labelled as the sandbox, with its id, its size as requests and limits,
+// hearth's node selector (and the pool's), hearth's toleration and
+// NotReady and unreachable tolerated for ever.
+func TestPodFor(t *testing.T) {
+	pod := PodFor(small(), "gold")
+	if pod.Namespace != "hearth-acme" || pod.Name != "agent-bot-web" || pod.Annotations[AnnotationID] != "id1" {
+		t.Fatalf("pod %s/%s, annotations %v", pod.Namespace, pod.Name, pod.Annotations)
+	}
+	if pod.Labels[LabelTenant] != "acme" || pod.Labels[LabelAgent] != "bot" || pod.Labels[LabelSandbox] != "agent-bot-web" {
+		t.Fatalf("labels %v", pod.Labels)
+	}
+	res := pod.Spec.Containers[0].Resources
+	if res.Requests.Cpu().MilliValue() != 1000 || res.Limits.Memory().Value() != 512<<20 || res.Requests.StorageEphemeral().Value() != 2<<30 {
+		t.Fatalf("resources %v", res)
+	}
+	if pod.Spec.NodeSelector[LabelNode] != "true" || pod.Spec.NodeSelector[LabelPool] != "gold" {
+		t.Fatalf("selector %v", pod.Spec.NodeSelector)
+	}
+	keys := map[string]bool{}
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.TolerationSeconds != nil {
+			t.Fatalf("toleration %v is not for ever", tol)
+		}
+		keys[tol.Key] = true
+	}
+	for _, k := range []string{TaintKey, corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		if !keys[k] {
+			t.Errorf("no toleration of %s", k)
+		}
+	}
+	if sel := PodFor(small(), "").Spec.NodeSelector; len(sel) != 1 {
+		t.Errorf("selector without a pool = %v", sel)
+	}
+}
+
+// TestRefOf: a Pod stands for a sandbox only in a tenant's namespace and
+// with hearth's id.
+func TestRefOf(t *testing.T) {
+	pod := PodFor(small(), "")
+	if ref, err := refOf(pod); err != nil || ref != (podRef{tenant: "acme", name: "agent-bot-web", id: "id1"}) {
+		t.Fatalf("refOf = %+v, %v", ref, err)
+	}
+	pod.Namespace = "default"
+	if _, err := refOf(pod); err == nil {
+		t.Error("a pod outside hearth-<tenant> stands for a sandbox")
+	}
+	pod = PodFor(small(), "")
+	delete(pod.Annotations, AnnotationID)
+	if _, err := refOf(pod); err == nil {
+		t.Error("a pod without hearth's id stands for a sandbox")
+	}
+	if err := checkNamespace("a-tenant-whose-name-is-far-too-long-for-a-namespace-label"); sandbox.ErrorCode(err) != sandbox.CodeFailedPrecondition {
+		t.Errorf("checkNamespace of a long tenant = %v", err)
+	}
+}
+
+// TestRefusal: the API server's quota refusal is budget_exceeded with the
+// first resource, its limit, the use and the request; other refusals
+// are unavailable.
+func TestRefusal(t *testing.T) {
+	f := NewFleet(FleetOptions{})
+	pod := PodFor(small(), "")
+	quota := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, pod.Name,
+		errors.New("exceeded quota: hearth-budget, requested: requests.cpu=1, used: requests.cpu=20, limited: requests.cpu=20"))
+	e := sandbox.AsError(f.refusal(pod, quota))
+	if e.Code != sandbox.CodeBudgetExceeded || e.Details["resource"] != "requests.cpu" || e.Details["limit"] != "20" || e.Details["used"] != "requests.cpu=20" {
+		t.Fatalf("quota refusal = %+v", e)
+	}
+	other := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, pod.Name, errors.New("not allowed"))
+	if code := sandbox.ErrorCode(f.refusal(pod, other)); code != sandbox.CodeUnavailable {
+		t.Errorf("other refusal = %s", code)
+	}
+}
+
+// TestPlaced: the wait ends when the Pod runs, fails or is unschedulable.
+func TestPlaced(t *testing.T) {
+	sb := small()
+	for _, tc := range []struct {
+		status corev1.PodStatus
+		done   bool
+		code   sandbox.Code
+	}{
+		{corev1.PodStatus{Phase: corev1.PodPending}, false, ""},
+		{corev1.PodStatus{Phase: corev1.PodRunning}, true, ""},
+		{corev1.PodStatus{Phase: corev1.PodFailed, Message: "no sandbox"}, true, sandbox.CodeUnavailable},
+		{corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes"}}}, true, sandbox.CodeUnavailable},
+	} {
+		done, err := placed(sb, &corev1.Pod{Status: tc.status})
+		if done != tc.done || (err == nil) != (tc.code == "") || err != nil && sandbox.ErrorCode(err) != tc.code {
+			t.Errorf("placed(%+v) = %v, %v", tc.status, done, err)
+		}
+	}
+}
+
+// TestSyncTenant: the tenant's namespace is made, its quota set to the
+// budget, changed when the budget changes, and removed when there is
+// none.
+func TestSyncTenant(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	budget, limited := sandbox.Resources{MilliCPU: 20000, MemoryBytes: 10 << 30, DiskBytes: 40 << 30}, true
+	f := NewFleet(FleetOptions{Client: client, Budget: func(context.Context, string) (sandbox.Resources, bool, error) {
+		return budget, limited, nil
+	}})
+	hard := func() corev1.ResourceList {
+		t.Helper()
+		q, err := client.CoreV1().ResourceQuotas("hearth-acme").Get(ctx, QuotaName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Spec.Hard
+	}
+	if err := f.SyncTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Namespaces().Get(ctx, "hearth-acme", metav1.GetOptions{}); err != nil {
+		t.Fatalf("namespace: %v", err)
+	}
+	if h := hard(); h.Name("requests.cpu", resource.DecimalSI).Value() != 20 || h.Name("requests.memory", resource.BinarySI).Value() != 10<<30 {
+		t.Fatalf("quota = %v", h)
+	}
+	budget.MilliCPU = 4000
+	if err := f.SyncTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if h := hard(); h.Name("requests.cpu", resource.DecimalSI).Value() != 4 {
+		t.Fatalf("quota after the budget changed = %v", h)
+	}
+	limited = false
+	if err := f.SyncTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if h := hard(); h != nil {
+		t.Fatalf("quota of a tenant without a budget = %v", h)
+	}
+}
+
+// TestBind: a bound Pod names the sandbox's node, and a node's Fleet
+// (no budget) makes no namespace.
+func TestBind(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	sb := small()
+	sb.Node = "hn1"
+	if err := NewFleet(FleetOptions{Client: client}).Bind(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := client.CoreV1().Pods("hearth-acme").Get(ctx, sb.Name, metav1.GetOptions{})
+	if err != nil || pod.Spec.NodeName != "hn1" {
+		t.Fatalf("bound pod = %v, %v", pod, err)
+	}
+	if ns, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil || len(ns.Items) != 0 {
+		t.Fatalf("namespaces a node's fleet made = %v, %v", ns, err)
+	}
+}
