@@ -53,6 +53,34 @@ type Fleet struct {
 
 	mu      sync.Mutex
 	checked map[string]time.Time // tenant → when its namespace and quota were last made right
+	open    map[string]openness  // node → whether it takes sandboxes, as last read
+}
+
+// openness is whether a Node took new Pods when it was read, at.
+type openness struct {
+	open bool
+	at   time.Time
+}
+
+// openFresh is how long a Node's openness, once read, is taken as is: a
+// cordon stops warm-pool claims on its node within it.
+const openFresh = 2 * time.Second
+
+// Open says whether Node node takes new Pods: it exists and is not
+// cordoned (spec.unschedulable). A Node that cannot be read is not open.
+func (f *Fleet) Open(ctx context.Context, node string) bool {
+	f.mu.Lock()
+	o, ok := f.open[node]
+	f.mu.Unlock()
+	if ok && time.Since(o.at) < openFresh {
+		return o.open
+	}
+	n, err := f.opts.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	o = openness{open: err == nil && !n.Spec.Unschedulable, at: time.Now()}
+	f.mu.Lock()
+	f.open[node] = o
+	f.mu.Unlock()
+	return o.open
 }
 
 var _ lifecycle.Fleet = (*Fleet)(nil)
@@ -63,7 +91,7 @@ func NewFleet(opts FleetOptions) *Fleet {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Fleet{opts: opts, log: log, checked: map[string]time.Time{}}
+	return &Fleet{opts: opts, log: log, checked: map[string]time.Time{}, open: map[string]openness{}}
 }
 
 // PlaceTimeout bounds Place's wait for a node to run a sandbox, whatever
@@ -259,9 +287,10 @@ func (f *Fleet) ensureTenant(ctx context.Context, tenant string) error {
 }
 
 // SyncTenant makes tenant's namespace if it has none, and sets its
-// ResourceQuota to the tenant's budget (CPU, memory and disk requests);
-// a tenant with no budget has no quota. It is called when a tenant's
-// policy or allocation changes, and before its creates.
+// ResourceQuota to the tenant's budget (CPU, memory and disk requests),
+// returning once the controller manager has counted it (see
+// waitCounted); a tenant with no budget has no quota. It is called
+// before a tenant's creates, when it was last called more than 10 s ago.
 func (f *Fleet) SyncTenant(ctx context.Context, tenant string) error {
 	if err := checkNamespace(tenant); err != nil {
 		return err
@@ -299,11 +328,41 @@ func (f *Fleet) SyncTenant(ctx context.Context, tenant string) error {
 	case err == nil && !sameQuantities(cur.Spec.Hard, hard):
 		cur.Spec.Hard = hard
 		_, err = quotas.Update(ctx, cur, metav1.UpdateOptions{})
+	case err == nil && sameQuantities(cur.Status.Hard, hard):
+		return nil // in step, and counted
 	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return f.apiErr("set the quota of "+ns, err)
 	}
+	f.waitCounted(ctx, ns, hard)
 	return nil
+}
+
+// quotaCountWait bounds how long SyncTenant waits for the controller
+// manager to count a quota it set.
+const quotaCountWait = 10 * time.Second
+
+// waitCounted waits until the quota of namespace ns is counted at hard:
+// the resource quota controller's first count of a new or changed quota
+// recomputes its use from what it has seen of the namespace's Pods, and
+// a Pod admitted before that count can be missed by it, and a later one
+// admitted over the quota. A quota still uncounted after quotaCountWait
+// is logged, and creates go on.
+func (f *Fleet) waitCounted(ctx context.Context, ns string, hard corev1.ResourceList) {
+	ctx, cancel := context.WithTimeout(ctx, quotaCountWait)
+	defer cancel()
+	for {
+		q, err := f.opts.Client.CoreV1().ResourceQuotas(ns).Get(ctx, QuotaName, metav1.GetOptions{})
+		if err == nil && sameQuantities(q.Status.Hard, hard) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			f.log.Warn("kubernetes: the quota is not counted yet (is kube-controller-manager's resourcequota controller running?)", "namespace", ns, "err", err)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // sameQuantities says whether a and b hold the same quantities.

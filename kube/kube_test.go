@@ -9,8 +9,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -118,10 +120,19 @@ func TestPlaced(t *testing.T) {
 
 // TestSyncTenant: the tenant's namespace is made, its quota set to the
 // budget, changed when the budget changes, and removed when there is
-// none.
+// none; it returns once the quota is counted.
 func TestSyncTenant(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
+	// The fake counts a quota at once, as the controller manager does a
+	// moment after it is set.
+	count := func(action k8stesting.Action) (bool, runtime.Object, error) {
+		q := action.(k8stesting.CreateAction).GetObject().(*corev1.ResourceQuota)
+		q.Status.Hard = q.Spec.Hard
+		return false, nil, nil
+	}
+	client.PrependReactor("create", "resourcequotas", count)
+	client.PrependReactor("update", "resourcequotas", count)
 	budget, limited := sandbox.Resources{MilliCPU: 20000, MemoryBytes: 10 << 30, DiskBytes: 40 << 30}, true
 	f := NewFleet(FleetOptions{Client: client, Budget: func(context.Context, string) (sandbox.Resources, bool, error) {
 		return budget, limited, nil

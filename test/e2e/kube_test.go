@@ -383,8 +383,8 @@ func TestKubeBudget(t *testing.T) {
 		t.Fatalf("kubectl create pod within the quota: %v\n%s", err, out)
 	}
 	_, err = create("s19")
-	if e := sandbox.AsError(err); e.Code != sandbox.CodeBudgetExceeded || e.Details["resource"] != "requests.cpu" {
-		t.Fatalf("create with the quota full = %v (details %v); want budget_exceeded on requests.cpu", err, e.Details)
+	if e := sandbox.AsError(err); e == nil || e.Code != sandbox.CodeBudgetExceeded || e.Details["resource"] != "requests.cpu" {
+		t.Fatalf("create with the quota full = %v; want budget_exceeded on requests.cpu", e)
 	}
 	if _, err := bot.Get(ctx, "s19"); sandbox.ErrorCode(err) != sandbox.CodeNotFound {
 		t.Fatalf("get of the refused sandbox = %v; want not_found", err)
@@ -532,9 +532,9 @@ func waitPool(t testing.TB, ctx context.Context, d *daemon, size string, ready i
 // node's warm pool: it answers at once, on that node, "from the warm
 // pool", its Pod bound to the node and Running; the node refills its pool;
 // a claim the tenant's quota refuses is budget_exceeded and puts the
-// member back.
+// member back; a cordoned node's members are not claimed.
 func TestKubeWarmPool(t *testing.T) {
-	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--warm-pool", "small=2"}})
+	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--warm-pool", "small=2"}}, fleetNode{})
 	ctx := ctxT(t)
 	node := f.nodes[0]
 	waitPool(t, ctx, node, "small", 2)
@@ -562,12 +562,22 @@ func TestKubeWarmPool(t *testing.T) {
 	if out, err := f.squatter(t, kube.Namespace("tight"), "squatter", "9"); err != nil {
 		t.Fatalf("kubectl create pod within the quota: %v\n%s", err, out)
 	}
-	if _, _, err := bot.Create(ctx, sandbox.CreateRequest{Name: "second"}); sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded {
-		t.Fatalf("claim over the quota = %v; want budget_exceeded", err)
+	if sb, _, err := bot.Create(ctx, sandbox.CreateRequest{Name: "second"}); sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded {
+		t.Fatalf("claim over the quota = %s on %s, %v; want budget_exceeded", sb.Name, sb.Node, err)
 	}
 	sizes, err := node.Client().Pool(ctx)
 	if err != nil || len(sizes) != 1 || sizes[0].Ready != 2 {
 		t.Fatalf("warm pool after a refused claim = %+v, %v; want both members back", sizes, err)
+	}
+	// A cordoned node's members are not claimed: the create is placed
+	// afresh, on the open node.
+	if out, err := f.kubectl(t, "cordon", "hn0"); err != nil {
+		t.Fatalf("kubectl cordon hn0: %v\n%s", err, out)
+	}
+	time.Sleep(3 * time.Second) // the control plane reads a node's cordon at most 2 s late
+	sb, _, err = cp.Create(ctx, sandbox.CreateRequest{Name: "cold"})
+	if err != nil || sb.Node != "hn1" || strings.Contains(sb.Reason, "warm pool") {
+		t.Fatalf("create with hn0 cordoned = %+v, %v; want a fresh sandbox on hn1", sb, err)
 	}
 }
 

@@ -245,8 +245,7 @@ func (c *Cluster) runControllerManager(pki *pki) error {
 		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--leader-elect=false",
 		"--controllers="+controllers, "--node-monitor-grace-period=10s", "--node-monitor-period=1s",
-		"--service-account-private-key-file="+pki.saKey, "--root-ca-file="+pki.caCert,
-		"--concurrent-resource-quota-syncs=5", "--resource-quota-sync-period=10s")
+		"--service-account-private-key-file="+pki.saKey, "--root-ca-file="+pki.caCert)
 	return err
 }
 
