@@ -31,6 +31,9 @@ type Fleet interface {
 	// Unplace removes what stands for sb in the fleet (its Pod); what is
 	// gone already is no error.
 	Unplace(ctx context.Context, sb sandbox.Sandbox) error
+	// Open says whether node takes new sandboxes (not cordoned): a claim
+	// of its warm pool is a placement too.
+	Open(ctx context.Context, node string) bool
 }
 
 // poolTopic is the change notices' topic of warm-pool claims made by a
@@ -40,14 +43,14 @@ type Fleet interface {
 const poolTopic = "pool.claimed"
 
 // claimable is the warm-pool members a create may claim: this node's,
-// or, on a control plane, those of every node that is up.
+// or, on a control plane, those of every node that is up and open.
 func (s *Pool) claimable(ctx context.Context) ([]sandbox.Sandbox, error) {
 	if s.opts.Fleet == nil {
 		return s.members(ctx)
 	}
 	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{Tenant: poolTenant, Owner: poolOwner})
 	return slices.DeleteFunc(rows, func(sb sandbox.Sandbox) bool {
-		return s.opts.NodeDown != nil && s.opts.NodeDown(ctx, sb.Node) != ""
+		return s.opts.NodeDown != nil && s.opts.NodeDown(ctx, sb.Node) != "" || !s.opts.Fleet.Open(ctx, sb.Node)
 	}), err
 }
 
