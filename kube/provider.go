@@ -135,8 +135,8 @@ func runningStatus(pod *corev1.Pod, sb sandbox.Sandbox) corev1.PodStatus {
 		// Pod's generation.
 		ObservedGeneration: pod.Generation,
 		Phase:              corev1.PodRunning,
-		HostIP:    pod.Status.HostIP,
-		StartTime: &started,
+		HostIP:             pod.Status.HostIP,
+		StartTime:          &started,
 		Conditions: []corev1.PodCondition{
 			cond(corev1.PodScheduled), cond(corev1.PodInitialized), cond(corev1.ContainersReady), cond(corev1.PodReady),
 		},
