@@ -159,20 +159,8 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("take over sandbox row", err)
 	}
-	release, err := s.slot(ctx, sb)
-	ctx, cancel := detached(ctx)
-	defer cancel()
+	sb, err = s.startNew(ctx, sb, imageSource(sb), "created")
 	if err != nil {
-		s.run.undoCreate(ctx, sb)
-		return sandbox.Sandbox{}, err
-	}
-	err = s.run.startSpec(ctx, sb, imageSource(sb), "")
-	release()
-	if err == nil {
-		sb, err = s.run.setRunning(ctx, sb, "created")
-	}
-	if err != nil {
-		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
 	s.log.Info("placed sandbox started", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant)

@@ -254,8 +254,32 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	if s.opts.Fleet != nil {
 		return s.place(ctx, sb)
 	}
-	// The start waits its turn with the caller's deadline; a caller that
-	// goes away after it must not leave half a sandbox.
+	root := imageSource(sb)
+	root.Checkpoint = from
+	sb, err := s.startNew(ctx, sb, root, reason)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if s.opts.Bind != nil && p != poolPrincipal() {
+		// Past the start, as its own steps: detached from the caller.
+		ctx, cancel := detached(ctx)
+		defer cancel()
+		if err := s.opts.Bind(ctx, sb); err != nil {
+			s.run.undoCreate(ctx, sb)
+			return sandbox.Sandbox{}, err
+		}
+	}
+	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
+	return sb, nil
+}
+
+// startNew starts sb, a new sandbox whose creating row exists, on its
+// root from root, and sets its row running with reason. The start waits
+// its turn in the heavy queue with the caller's deadline; from then on a
+// caller that goes away must not leave half a sandbox, so the rest runs
+// detached from it. Any failure undoes the create (see
+// runner.undoCreate). The caller holds sb's name's lock.
+func (s *Sandboxes) startNew(ctx context.Context, sb sandbox.Sandbox, root node.Source, reason string) (sandbox.Sandbox, error) {
 	release, err := s.slot(ctx, sb)
 	ctx, cancel := detached(ctx)
 	defer cancel()
@@ -263,9 +287,6 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
-	defer release()
-	root := imageSource(sb)
-	root.Checkpoint = from
 	err = s.run.startSpec(ctx, sb, root, "")
 	release() // the next start need not wait for this one's rows
 	if err != nil {
@@ -278,15 +299,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
-	sb = running
-	if s.opts.Bind != nil && p != poolPrincipal() {
-		if err := s.opts.Bind(ctx, sb); err != nil {
-			s.run.undoCreate(ctx, sb)
-			return sandbox.Sandbox{}, err
-		}
-	}
-	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "runtime", sb.Runtime)
-	return sb, nil
+	return running, nil
 }
 
 // networkFor decides the network mode of a create that asked for mode:

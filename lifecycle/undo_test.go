@@ -17,6 +17,8 @@ import (
 type flakyStore struct {
 	store.Store
 	updates, lists atomic.Int32 // how many of the next calls fail
+	// pass is how many sandbox updates succeed before updates' fail.
+	pass atomic.Int32
 }
 
 var errStoreDown = errors.New("the store is restarting")
@@ -33,6 +35,9 @@ type flakySandboxes struct {
 }
 
 func (v flakySandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
+	if v.f.pass.Add(-1) >= 0 {
+		return v.Sandboxes.Update(ctx, sb)
+	}
 	if v.f.updates.Add(-1) >= 0 {
 		return errStoreDown
 	}
@@ -95,5 +100,41 @@ func TestStaleCreateSwept(t *testing.T) {
 	_, err := e.svc.Sandboxes.Get(ctx, a1, "stuck")
 	if se := wantCode(t, "Get of a swept failed create", err, sandbox.CodeNotFound); se.Details["reason"] == nil {
 		t.Errorf("not_found = %v %v; want the reason it went", se, se.Details)
+	}
+}
+
+// TestStartPlacedUndone: a placed sandbox whose row a node took over but
+// could not set running (the store went away) is undone on that node:
+// its row is gone and nothing stays in the runtime.
+func TestStartPlacedUndone(t *testing.T) {
+	var flaky *flakyStore
+	e := newEnv(t, func(o *envOptions) {
+		flaky = &flakyStore{Store: o.Store}
+		o.Store = flaky
+	})
+	ctx := t.Context()
+	// A control plane's creating row: a sandbox's as a create writes it,
+	// naming another node.
+	tmpl, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "tmpl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Sandboxes.Destroy(ctx, a1, "tmpl"); err != nil {
+		t.Fatal(err)
+	}
+	placed := tmpl
+	placed.ID, placed.Name, placed.Node, placed.Status = "placed1", a1.Resolve("web"), "cp0", sandbox.StatusCreating
+	if err := e.db.Sandboxes().Create(ctx, placed); err != nil {
+		t.Fatal(err)
+	}
+	flaky.pass.Store(1) // the take-over's update
+	flaky.updates.Store(1)
+	_, err = e.svc.Sandboxes.StartPlaced(ctx, placed.Tenant, placed.Name, placed.ID)
+	wantCode(t, "StartPlaced while the store fails", err, sandbox.CodeInternal)
+	if _, err := e.find(t, placed.Name); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the failed placement's row = %v, want it gone", err)
+	}
+	if states, err := e.drv.Recover(ctx); err != nil || len(states) != 0 {
+		t.Fatalf("the runtime holds %+v, %v after the failed placement", states, err)
 	}
 }
