@@ -48,6 +48,13 @@ func (c *cli) flagSet(verb, args, summary string) *flagSet {
 	return &flagSet{FlagSet: fs, verb: verb, args: args, summary: summary, out: c.stdout, json: &c.json}
 }
 
+// given is the names of the flags the command line set.
+func (fs *flagSet) given() map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
 // clientFlagSet starts the flags of a verb that talks to the daemon: --json,
 // --url and --token.
 func (c *cli) clientFlagSet(verb, args, summary string) *flagSet {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -106,14 +105,8 @@ func parseNode(args []string, env func(string) string, stderr io.Writer) (serveC
 	fl.StringVar(&cfg.kube.kubeletListen, "kubelet-listen", "", "`HOST:PORT` of the kubelet API the API server calls for kubectl exec (TLS; needs --client-ca); none by default")
 	fl.StringVar(&cfg.kube.clientCA, "client-ca", "", "`FILE` of the CA whose client certificates the kubelet API accepts: the API server's kubelet client certificate's (default with --in-cluster: the cluster's CA, from the service account)")
 	capacity := fl.String("capacity", "", "what this machine offers sandboxes, as `cpu=N,memory=Q,pods=N,ephemeral-storage=Q` (default: 8 CPUs per core, twice its memory, 1000 pods, 8 times the layer store's size: sizes are caps, not reservations)")
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, &usageError{verb: "node", msg: err.Error()}
-	}
-	if fl.NArg() > 0 {
-		return cfg, &usageError{verb: "node", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
+	if err := parseDaemonFlags(fl, "node", args); err != nil {
+		return cfg, err
 	}
 	if !cfg.kube.enabled() {
 		return cfg, &usageError{verb: "node", msg: "name the cluster to register in: --kubeconfig FILE or --in-cluster"}
@@ -189,47 +182,49 @@ func controlPlaneNode(cfg serveConfig) node.None {
 	return node.None{Caps: caps}
 }
 
-// kubeFleet is a control plane's lifecycle.Fleet on the cluster client
-// reaches. The tenants' budgets and pools come from tenancy once it
-// exists (set gives it).
-func kubeFleet(client kubernetes.Interface, log *slog.Logger) (fleet *kube.Fleet, set func(*lifecycle.Tenancy)) {
-	var tenancy *lifecycle.Tenancy
-	fleet = kube.NewFleet(kube.FleetOptions{
-		Client: client,
-		Budget: func(ctx context.Context, tenant string) (sandbox.Resources, bool, error) {
-			return tenancy.Budget(ctx, tenant)
-		},
-		Pool: func(ctx context.Context, tenant string) (string, error) {
-			return tenancy.Pool(ctx, tenant)
-		},
-		Logger: log.With("component", "kube"),
-	})
-	return fleet, func(t *lifecycle.Tenancy) { tenancy = t }
-}
-
-// kubeNodeProvider is a node's Pod provider, made before its lifecycle
-// exists (serve gives it that).
-type kubeNodeProvider struct {
-	client   kubernetes.Interface
-	provider *kube.Provider
-	sbs      *nodeSandboxes
-}
-
-// newKubeNode makes a node's client and provider.
-func newKubeNode(cfg serveConfig, log *slog.Logger) (*kubeNodeProvider, error) {
+// kubeWiring sets opts' hooks for this daemon's part in cfg's cluster,
+// if any: a control plane's Fleet (kube.Fleet, which keeps each tenant's
+// quota at its budget and pins it to its pool), or a node's Bind, Released
+// and Asleep (a node binds its forks' Pods in namespaces a control plane
+// made, so its Fleet has no budget: it makes no namespace and sets no
+// quota). Once lifecycle.New has made svc, finish gives the hooks svc and
+// the audit log, and, on a node, registers it until ctx ends, its address
+// the host of addr.
+func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log *slog.Logger) (finish func(ctx context.Context, svc *lifecycle.Service, rec *audit.Recorder, addr string), err error) {
+	finish = func(context.Context, *lifecycle.Service, *audit.Recorder, string) {}
+	if cfg.kube.role == kubeNone {
+		return finish, nil
+	}
+	quietKlog(stderr)
 	client, err := cfg.kube.client()
 	if err != nil {
 		return nil, err
 	}
+	klog := log.With("component", "kube")
+	if cfg.kube.role == kubeControlPlane {
+		var tenancy *lifecycle.Tenancy
+		opts.Fleet = kube.NewFleet(kube.FleetOptions{
+			Client: client,
+			Budget: func(ctx context.Context, tenant string) (sandbox.Resources, bool, error) {
+				return tenancy.Budget(ctx, tenant)
+			},
+			Pool: func(ctx context.Context, tenant string) (string, error) {
+				return tenancy.Pool(ctx, tenant)
+			},
+			Logger: klog,
+		})
+		return func(_ context.Context, svc *lifecycle.Service, _ *audit.Recorder, _ string) { tenancy = svc.Tenancy }, nil
+	}
 	sbs := &nodeSandboxes{}
-	return &kubeNodeProvider{client: client, sbs: sbs, provider: kube.NewProvider(sbs, client, cfg.node, log.With("component", "kube"))}, nil
-}
-
-// serve gives the provider the node's lifecycle and audit log, before
-// the Node registers.
-func (k *kubeNodeProvider) serve(svc *lifecycle.Service, rec *audit.Recorder) {
-	k.sbs.svc = svc
-	k.provider.AuditTo(rec.Record)
+	provider := kube.NewProvider(sbs, client, cfg.node, klog)
+	opts.Bind = kube.NewFleet(kube.FleetOptions{Client: client, Logger: klog}).Bind
+	opts.Released, opts.Asleep = provider.Released, provider.Asleep
+	caps := opts.Node.Capabilities()
+	return func(ctx context.Context, svc *lifecycle.Service, rec *audit.Recorder, addr string) {
+		sbs.svc = svc
+		provider.AuditTo(rec.Record)
+		go registerNode(ctx, cfg, client, provider, caps, addr, log)
+	}, nil
 }
 
 // nodeSandboxes is lifecycle as a kube.Provider uses it.
@@ -253,17 +248,17 @@ func (n *nodeSandboxes) Exec(ctx context.Context, p sandbox.Principal, name stri
 
 // registerNode runs the node's registration as cfg.node until ctx ends,
 // its address the host of addr; a failure is logged.
-func registerNode(ctx context.Context, cfg serveConfig, kn *kubeNodeProvider, caps node.Capabilities, addr string, log *slog.Logger) {
+func registerNode(ctx context.Context, cfg serveConfig, client kubernetes.Interface, provider *kube.Provider, caps node.Capabilities, addr string, log *slog.Logger) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		host = addr
 	}
 	err = kube.RunNode(ctx, kube.NodeOptions{
-		Client: kn.client, Name: cfg.node, Pool: cfg.kube.pool,
+		Client: client, Name: cfg.node, Pool: cfg.kube.pool,
 		Runtime: caps.Runtime, Isolation: caps.Isolation,
 		Capacity: cfg.kube.capacity, Address: host,
 		KubeletListen: cfg.kube.kubeletListen, ClientCAFile: cfg.kube.clientCA,
-		Provider: kn.provider, Version: "hearth-" + version(),
+		Provider: provider, Version: "hearth-" + version(),
 		Logger: log.With("component", "kube"),
 	}, func() { log.Info("registered as a Kubernetes node", "node", cfg.node, "pool", cfg.kube.pool) })
 	if err != nil && ctx.Err() == nil {

@@ -32,7 +32,6 @@ import (
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/instance"
-	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/layers/overlay"
@@ -145,28 +144,11 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	}
 	// Metrics come first: the network host counts refusals.
 	reg := metrics.NewRegistry()
-	var nets sandboxNet
-	var local node.Node
-	var defImage sandbox.Image
-	if cfg.kube.role == kubeControlPlane {
-		local = controlPlaneNode(cfg)
-		cfg.runtime = local.Capabilities().Runtime
-	} else {
-		if cfg.runtime == "" {
-			if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
-				return err
-			}
-		}
-		if nets, err = openSandboxNetwork(ctx, cfg, inst, db, reg, log); err != nil {
-			return err
-		}
-		defer nets.close()
-		var closeNode func()
-		if local, defImage, closeNode, err = openNode(ctx, cfg, inst, nets, box, stderr, log); err != nil {
-			return err
-		}
-		defer closeNode()
+	host, err := openSandboxHost(ctx, &cfg, inst, db, box, reg, stderr, log)
+	if err != nil {
+		return err
 	}
+	defer host.close()
 	// The API's socket first: the node's address goes into the store
 	// before anything is served, and calls wait in its backlog until then.
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -182,7 +164,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	defer closeAudit()
 	opts := lifecycle.Options{
 		Store:               db,
-		Node:                local,
+		Node:                host.node,
 		NodeName:            cfg.node,
 		NodeDown:            member.Down,
 		StoreWide:           member.Leading,
@@ -196,50 +178,66 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		Secrets:             box,
 		Logger:              log.With("component", "lifecycle"),
 	}
-	if cfg.kube.enabled() {
-		quietKlog(stderr)
-	}
-	var setTenancy func(*lifecycle.Tenancy)
-	var kn *kubeNodeProvider
-	switch cfg.kube.role {
-	case kubeControlPlane:
-		client, err := cfg.kube.client()
-		if err != nil {
-			return err
-		}
-		opts.Fleet, setTenancy = kubeFleet(client, log)
-	case kubeNode:
-		if kn, err = newKubeNode(cfg, log); err != nil {
-			return err
-		}
-		// A node binds its forks' Pods in namespaces the control plane
-		// made: no budget, so it makes no namespace and sets no quota.
-		opts.Bind = kube.NewFleet(kube.FleetOptions{Client: kn.client, Logger: log.With("component", "kube")}).Bind
-		opts.Released, opts.Asleep = kn.provider.Released, kn.provider.Asleep
+	finishKube, err := kubeWiring(cfg, &opts, stderr, log)
+	if err != nil {
+		return err
 	}
 	svc, err := lifecycle.New(opts)
 	if err != nil {
 		return err
 	}
-	if setTenancy != nil {
-		setTenancy(svc.Tenancy)
-	}
-	if cfg.kube.role != kubeControlPlane {
-		if err := svc.Images.SetDefault(ctx, defImage); err != nil {
+	if host.defImage != nil {
+		if err := svc.Images.SetDefault(ctx, *host.defImage); err != nil {
 			return err
 		}
 	}
-	if err := startService(ctx, cfg, svc, nets, reg, stdout, log); err != nil {
+	if err := startService(ctx, cfg, svc, host.nets, reg, stdout, log); err != nil {
 		return err
 	}
 	go member.Run(ctx)
 	go svc.Run(ctx)
-	if kn != nil {
-		kn.serve(svc, rec)
-		go registerNode(ctx, cfg, kn, local.Capabilities(), member.Address(), log)
-	}
+	finishKube(ctx, svc, rec, member.Address())
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
 	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, doorCluster{member, where}, rec, reg, log), log)
+}
+
+// sandboxHost is what runs a daemon's sandboxes: the sandbox network, the
+// node, and the default image's version, which the node holds.
+type sandboxHost struct {
+	nets sandboxNet
+	node node.Node
+	// defImage is nil on a control plane on Kubernetes, whose node is
+	// node.None: its nodes record the default image.
+	defImage *sandbox.Image
+	close    func()
+}
+
+// openSandboxHost opens cfg's sandbox host: the runtime (cfg.runtime
+// detected when not given), the sandbox network and the node (see
+// openNode), or, for a control plane on Kubernetes, node.None with its
+// fleet's capabilities, and nothing else.
+func openSandboxHost(ctx context.Context, cfg *serveConfig, inst *instance.Instance, db store.Store, box *secrets.Box, reg *metrics.Registry, stderr io.Writer, log *slog.Logger) (sandboxHost, error) {
+	if cfg.kube.role == kubeControlPlane {
+		none := controlPlaneNode(*cfg)
+		cfg.runtime = none.Caps.Runtime
+		return sandboxHost{node: none, close: func() {}}, nil
+	}
+	var err error
+	if cfg.runtime == "" {
+		if cfg.runtime, err = oci.Detect(exec.LookPath); err != nil {
+			return sandboxHost{}, err
+		}
+	}
+	nets, err := openSandboxNetwork(ctx, *cfg, inst, db, reg, log)
+	if err != nil {
+		return sandboxHost{}, err
+	}
+	local, def, closeNode, err := openNode(ctx, *cfg, inst, nets, box, stderr, log)
+	if err != nil {
+		nets.close()
+		return sandboxHost{}, err
+	}
+	return sandboxHost{nets: nets, node: local, defImage: &def, close: func() { closeNode(); nets.close() }}, nil
 }
 
 // openNode builds this host's node (see package node): the OCI runtime
@@ -571,14 +569,8 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 	serveFlags(fl, &cfg, env)
 	fl.StringVar(&cfg.node, "node", env("HEARTH_NODE"), "`NAME` of this daemon among those of one store: 1 to 63 lowercase letters, digits and '-' (default: the host name, lower-cased, other characters made '-')")
 	kubeFlags(fl, &cfg, env, "the Kubernetes cluster whose hearth nodes run this control plane's sandboxes, as Pods (see docs/KUBERNETES.md); without it, this daemon runs them itself")
-	if err := fl.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, &usageError{verb: "serve", msg: err.Error()}
-	}
-	if fl.NArg() > 0 {
-		return cfg, &usageError{verb: "serve", msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
+	if err := parseDaemonFlags(fl, "serve", args); err != nil {
+		return cfg, err
 	}
 	if cfg.kube.enabled() {
 		cfg.kube.role = kubeControlPlane
@@ -587,6 +579,22 @@ func parseServe(args []string, env func(string) string, stderr io.Writer) (serve
 		}
 	}
 	return cfg, finishServe(&cfg)
+}
+
+// parseDaemonFlags parses a daemon verb's flags, which take no
+// positional argument: -h is flag.ErrHelp, anything else wrong a usage
+// error of verb.
+func parseDaemonFlags(fl *flag.FlagSet, verb string, args []string) error {
+	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{verb: verb, msg: err.Error()}
+	}
+	if fl.NArg() > 0 {
+		return &usageError{verb: verb, msg: fmt.Sprintf("unexpected arguments %q", fl.Args())}
+	}
+	return nil
 }
 
 // serveFlags defines on fl the flags that `hearth serve` and `hearth

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math"
 	"strconv"
@@ -68,8 +67,7 @@ func (tf *tenantFlags) register(fs *flagSet, update bool) {
 // apply returns the allocation (nil when no allocation flag was given,
 // with all three required when need) and the overrides of the flags given.
 func (tf *tenantFlags) apply(fs *flagSet, need bool) (*sandbox.Resources, sandbox.PolicyOverrides, error) {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := fs.given()
 	var o sandbox.PolicyOverrides
 	ints := map[string]struct {
 		v   int
@@ -120,9 +118,7 @@ func (tf *tenantFlags) apply(fs *flagSet, need bool) (*sandbox.Resources, sandbo
 // poolUpdate is the pool an update sets: nil when --pool was not given,
 // which keeps the tenant's, and "" (--pool "") to un-pin it.
 func (tf *tenantFlags) poolUpdate(fs *flagSet) *string {
-	var given bool
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "pool" })
-	if !given {
+	if !fs.given()["pool"] {
 		return nil
 	}
 	return &tf.pool
@@ -343,14 +339,11 @@ func runTokenCreate(ctx context.Context, c *cli, args []string) error {
 	}
 	req.Role, req.TTL = sandbox.Role(role), sandbox.Duration(ttl)
 	if *operator {
-		var clash string
-		fs.Visit(func(f *flag.Flag) {
-			if f.Name == "tenant" || f.Name == "role" || f.Name == "name-prefix" {
-				clash = f.Name
+		set := fs.given()
+		for _, clash := range []string{"tenant", "role", "name-prefix"} {
+			if set[clash] {
+				return &usageError{verb: "token create", msg: "--operator takes no --" + clash + ": an operator token is the system tenant's, unrestricted"}
 			}
-		})
-		if clash != "" {
-			return &usageError{verb: "token create", msg: "--operator takes no --" + clash + ": an operator token is the system tenant's, unrestricted"}
 		}
 		req.Role = sandbox.RoleOperator
 	}
