@@ -71,6 +71,16 @@ func BenchmarkStoreCreateToFirstOutput(b *testing.B) {
 	benchstat.Report(b, "sqlite-", onLite)
 }
 
+// timeTrue is the round trip of `true` in sandbox name, sent to d.
+func timeTrue(b *testing.B, d *daemon, name string) time.Duration {
+	start := time.Now()
+	res, err := d.Client().Exec(context.Background(), name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard)
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("true in %s = %+v, %v", name, res, err)
+	}
+	return time.Since(start)
+}
+
 // BenchmarkForwardedExec is the round trip of `true` in a sandbox of node
 // b0, sent to b1, which forwards it ("forwarded-"), against the same call
 // sent to b0 ("direct-"), alternating.
@@ -80,14 +90,7 @@ func BenchmarkForwardedExec(b *testing.B) {
 	if _, _, err := ds[0].Client().Create(ctx, sandbox.CreateRequest{Name: "fwd"}); err != nil {
 		b.Fatal(err)
 	}
-	run := func(d *daemon) time.Duration {
-		start := time.Now()
-		res, err := d.Client().Exec(ctx, "fwd", sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("true = %+v, %v", res, err)
-		}
-		return time.Since(start)
-	}
+	run := func(d *daemon) time.Duration { return timeTrue(b, d, "fwd") }
 	run(ds[1]) // the first forwarded call dials b0
 	var direct, forwarded []time.Duration
 	b.ResetTimer()

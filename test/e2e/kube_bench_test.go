@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -44,14 +43,7 @@ func BenchmarkFleetExec(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	run := func(d *daemon) time.Duration {
-		start := time.Now()
-		res, err := d.Client().Exec(ctx, "bench", sandbox.ExecRequest{Argv: []string{"true"}}, nil, io.Discard, io.Discard)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("true = %+v, %v", res, err)
-		}
-		return time.Since(start)
-	}
+	run := func(d *daemon) time.Duration { return timeTrue(b, d, "bench") }
 	run(f.planes[0]) // the first forwarded call dials the node
 	var fleet, node, one []time.Duration
 	b.ResetTimer()
