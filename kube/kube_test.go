@@ -191,3 +191,21 @@ func TestBind(t *testing.T) {
 		t.Fatalf("namespaces a node's fleet made = %v, %v", ns, err)
 	}
 }
+
+// TestResizesOrder: of the calls on one Pod the last is the latest; once
+// its sandbox is forgotten, none of the earlier calls is.
+func TestResizesOrder(t *testing.T) {
+	var r resizes
+	first, lock := r.next("ns/a")
+	second, again := r.next("ns/a")
+	if lock != again || r.latest("ns/a", first) || !r.latest("ns/a", second) {
+		t.Fatalf("after two calls: same lock %v, first latest %v, second latest %v", lock == again, r.latest("ns/a", first), r.latest("ns/a", second))
+	}
+	r.forget("ns/a")
+	if r.latest("ns/a", second) {
+		t.Fatal("a forgotten Pod's call is still the latest")
+	}
+	if len(r.gen) != 0 || len(r.locks) != 0 {
+		t.Fatalf("kept after forget: %v, %v", r.gen, r.locks)
+	}
+}

@@ -223,6 +223,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 // node has seen it, the API server's).
 func (p *Provider) Released(ctx context.Context, sb sandbox.Sandbox) {
 	ns := Namespace(sb.Tenant)
+	p.resizes.forget(key(ns, sb.Name))
 	p.mu.Lock()
 	pod, ok := p.pods[key(ns, sb.Name)]
 	if ok && pod.Annotations[AnnotationID] == sb.ID {

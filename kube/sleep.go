@@ -47,6 +47,15 @@ func (r *resizes) next(key string) (uint64, *sync.Mutex) {
 	return r.gen[key], r.locks[key]
 }
 
+// forget drops what is kept of key, whose sandbox is gone: a call still
+// waiting for it finds it is no longer the latest, and does nothing.
+func (r *resizes) forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.gen, key)
+	delete(r.locks, key)
+}
+
 // latest says whether gen is still key's latest call.
 func (r *resizes) latest(key string, gen uint64) bool {
 	r.mu.Lock()
