@@ -108,6 +108,15 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string)
 				WithHint("retry shortly; if it persists, the node is down (see GET /v1/health)").With("node", node).With("retry_after_seconds", 1)
 		},
 	}
+	// A proxy reads the caller's body while the owner's answer streams
+	// back. Without full duplex, this node's server would close the body
+	// once the owner's header went out, and the transport's last read of
+	// it (the check that a body ends at its Content-Length) would then
+	// fail and tear the connection down mid-answer.
+	// Every writer a door hands here unwraps to the server's own.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		return sandbox.Errorf(sandbox.CodeInternal, "forward to node %s: %v", node, err)
+	}
 	proxy.ServeHTTP(w, r)
 	return failed
 }

@@ -304,6 +304,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.route = route
 	c.secrets = []scrub.Secret{{Name: route.SecretName, Value: route.Value}, {Name: route.SecretName, Value: route.Secret}}
+	// Full duplex: the server must not close the body when the upstream's
+	// header goes out, while the transport may still be reading it (its
+	// check that the body ends at its Content-Length); that tore answers
+	// down mid-stream. A server's writer always supports it.
+	_ = http.NewResponseController(rec).EnableFullDuplex()
 	g.proxy.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), callKey{}, c)))
 	if !c.upgraded {
 		scrubHeader(w.Header(), c.secrets) // trailers, set after the body

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hearth/hearth/gateway"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 const (
@@ -429,4 +430,36 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met in 2s")
+}
+
+// TestStreamAfterBody: an upstream that reads a request's body whole and
+// then streams its answer reaches the sandbox whole, however late the
+// gateway's transport finishes with the body (the gateway's server used
+// to close the body once the upstream's header went out, and the
+// transport's late read then tore the answer down).
+func TestStreamAfterBody(t *testing.T) {
+	u, _ := upstream(t, "", func(w http.ResponseWriter, r *http.Request) {
+		if b, err := io.ReadAll(r.Body); err != nil || string(b) != `{"q":1}` {
+			t.Errorf("the upstream read %q, %v", b, err)
+		}
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(200 * time.Millisecond)
+		io.WriteString(w, "last\n")
+	})
+	g := gateway.New(gateway.Options{Resolver: resolver{upstream: u}, Allowed: netip.Addr.IsLoopback})
+	base := gatewayServer(t, testenv.LateTail(g, 100*time.Millisecond))
+	req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/v1/chat", strings.NewReader(`{"q":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "api.hearth.internal"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got, err := io.ReadAll(resp.Body); err != nil || string(got) != "first\nlast\n" {
+		t.Errorf("the sandbox read %q, %v; want the upstream's whole answer", got, err)
+	}
 }

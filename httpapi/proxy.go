@@ -156,6 +156,11 @@ func (s proxies) proxy(w http.ResponseWriter, r *http.Request, p sandbox.Princip
 				WithHint("check the server in the sandbox; its listening ports are at GET /v1/sandboxes/%s/ports", t.name))
 		},
 	}
+	// Full duplex: the server must not close the body when the sandbox's
+	// header goes out, while the transport may still be reading it (its
+	// check that the body ends at its Content-Length); that tore answers
+	// down mid-stream. The chain's writers unwrap to the server's own.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r)
 }
 

@@ -44,6 +44,13 @@ func echoServer(t testing.TB) int {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 		w.Write(make([]byte, n))
 	})
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "read %s\n", b)
+		w.(http.Flusher).Flush()
+		time.Sleep(200 * time.Millisecond)
+		io.WriteString(w, "last\n")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]string{
 			"path": r.URL.Path, "query": r.URL.RawQuery, "host": r.Host, "auth": r.Header.Get("Authorization"),
@@ -168,6 +175,21 @@ func TestProxyWakes(t *testing.T) {
 	}
 	if sb, err := e.svc.Sandboxes.Get(t.Context(), agentA1, "web"); err != nil || sb.Status != sandbox.StatusRunning {
 		t.Errorf("after the request: %+v, %v; want running", sb.Status, err)
+	}
+}
+
+// TestProxyStreamAfterBody: a server in a sandbox that reads a request's
+// body whole and then streams its answer reaches the caller whole, however
+// late the proxy's transport finishes with the body (the daemon's server
+// used to close the body once the sandbox's header went out, and the
+// transport's late read then tore the answer down).
+func TestProxyStreamAfterBody(t *testing.T) {
+	e := newEnv(t, envOptions{wrap: func(h http.Handler) http.Handler { return testenv.LateTail(h, 100*time.Millisecond) }})
+	e.create(t, "web")
+	port := echoServer(t)
+	resp, body := testenv.Do(t, "POST", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/stream", e.url, port), tokenA1, "hello")
+	if resp.StatusCode != 200 || string(body) != "read hello\nlast\n" {
+		t.Errorf("POST through the proxy = %d %q; want the server's whole answer", resp.StatusCode, body)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Do sends one request, with the bearer token (none when "") and body,
@@ -52,4 +53,29 @@ func (b *countedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
 	return n, err
+}
+
+// LateTail wraps h so that every read of a request body after the first
+// waits d: a proxy's transport then checks late that a body with a
+// Content-Length ends there, as it does when its goroutine is scheduled
+// late on a busy machine, after the upstream has answered.
+func LateTail(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &lateTail{ReadCloser: r.Body, d: d}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// lateTail is a request body whose reads after the first wait d.
+type lateTail struct {
+	io.ReadCloser
+	d     time.Duration
+	reads atomic.Int64
+}
+
+func (b *lateTail) Read(p []byte) (int, error) {
+	if b.reads.Add(1) > 1 {
+		time.Sleep(b.d)
+	}
+	return b.ReadCloser.Read(p)
 }
