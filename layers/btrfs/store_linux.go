@@ -45,6 +45,8 @@ type Options struct {
 //	meta/<key>      its record: a symlink to {"id":…,"kind":…,"parent":…,
 //	                "parent_id":…,"limit":…}
 //	lock            flock'ed while a Store has the store open
+//	moving/<stage>  a Send's or Receive's snapshots in the making (see
+//	                move_linux.go); Open removes what a crash left
 //
 // Each call's commit point is an ioctl that commits a btrfs transaction:
 // Prepare writes the record, then snapshots (or creates) the subvolume;
@@ -158,6 +160,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := s.load(); err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if err := s.clearMoving(); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("layers: %w", err)
 	}
 	return s, nil
 }
