@@ -175,24 +175,24 @@ type Store interface {
 
 // Mover is a Store that copies active snapshots to another Store of the
 // same backend, on another machine: a sandbox's root moving between
-// nodes. What goes over the wire is what the snapshot holds beyond its
-// Parent, so the receiver must hold a committed snapshot with the same
-// content (the same image).
+// nodes. What goes over the wire is what the snapshot holds beyond a
+// base, a committed snapshot whose content the receiver holds too (the
+// sandbox's image).
 type Mover interface {
 	// Send writes the active snapshot key to w as a stream Receive reads:
-	// its content beyond its Parent, or all of it when it has none.
-	// Nothing may write to key meanwhile (its sandbox is stopped). It
-	// fails with ErrNotFound (no key), ErrInvalid (key is committed) or
-	// ErrInUse (another call is changing key); an error writing to w is
-	// returned as it is.
-	Send(ctx context.Context, key string, w io.Writer) error
+	// its content beyond the committed snapshot base, or all of it when
+	// base is "". Nothing may write to key meanwhile (its sandbox is
+	// stopped). It fails with ErrNotFound (no key or base), ErrInvalid
+	// (key is committed, base is not) or ErrInUse (another call is
+	// changing key); an error writing to w is returned as it is.
+	Send(ctx context.Context, key, base string, w io.Writer) error
 	// Receive creates the active snapshot key from a stream Send wrote,
 	// on parent: the committed snapshot of this store whose content is
-	// that of the sender's Parent ("" when the sender's key had none). It
+	// that of the sender's base ("" when the stream is whole). It
 	// returns key's path. key's Parent is parent, and Usage counts what
 	// the stream added. It fails with ErrExists (key taken), ErrNotFound
 	// (no parent), ErrInvalid (parent is not committed, or the stream
-	// needs a parent and none was named, or it is not a stream Send
-	// wrote); a failed Receive leaves nothing behind.
+	// needs a parent and none was named, or the reverse, or it is not a
+	// stream Send wrote); a failed Receive leaves nothing behind.
 	Receive(ctx context.Context, key, parent string, r io.Reader) (string, error)
 }

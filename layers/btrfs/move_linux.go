@@ -113,23 +113,24 @@ func setReceived(path string, uuid [16]byte, stransid uint64) error {
 }
 
 // Send implements layers.Mover: `btrfs send` of a read-only snapshot of
-// key, against key's Parent when it has one.
-func (s *Store) Send(ctx context.Context, key string, w io.Writer) error {
-	if err := layers.CheckArgs(ctx, key, ""); err != nil {
+// key, against base when there is one.
+func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
+	if err := layers.CheckArgs(ctx, key, base); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	e, err := s.active("send", key)
+	var p *entry
+	if err == nil && base != "" {
+		p, err = s.entries.Committed("send", key, base)
+	}
 	if err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	e.Read()
-	p := s.entries[e.Parent]
-	if p != nil && p.ID == e.ParentID && p.Visible {
+	if p != nil {
 		p.Read()
-	} else {
-		p = nil
 	}
 	s.mu.Unlock()
 	defer func() {

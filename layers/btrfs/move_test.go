@@ -132,7 +132,7 @@ func TestMove(t *testing.T) {
 	want := tree(t, root)
 
 	var stream bytes.Buffer
-	if err := a.Send(ctx, "root", &stream); err != nil {
+	if err := a.Send(ctx, "root", "img", &stream); err != nil {
 		t.Fatalf("Send = %v", err)
 	}
 	if stream.Len() > len(wrote)+256<<10 {
@@ -166,11 +166,28 @@ func TestMove(t *testing.T) {
 		t.Errorf("Stat(root) on the sender after Send = %v", err)
 	}
 	stream.Reset()
-	if err := a.Send(ctx, "root", &stream); err != nil {
+	if err := a.Send(ctx, "root", "img", &stream); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Receive(ctx, "root", "img", &stream); !errors.Is(err, layers.ErrExists) {
 		t.Errorf("Receive of a key taken = %v, want ErrExists", err)
+	}
+	// A fork's root, whose parent is a checkpoint the receiver lacks,
+	// travels against the image all the same.
+	if err := a.Snapshot(ctx, "ck", "root"); err != nil {
+		t.Fatal(err)
+	}
+	forked, err := a.Prepare(ctx, "forked", "ck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(forked, "home/sandbox/fork"), []byte("fork\n"), 0o644)
+	stream.Reset()
+	if err := a.Send(ctx, "forked", "img", &stream); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Receive(ctx, "forked", "img", &stream); err != nil || !mapsEqual(tree(t, got), tree(t, forked)) {
+		t.Errorf("Receive of a fork's root = %v, or its tree differs", err)
 	}
 	// Across a reopen, the received root is an ordinary one.
 	if err := b.Close(); err != nil {
@@ -211,7 +228,7 @@ func TestMoveWhole(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(root, "f"), []byte("whole\n"), 0o644)
 	var stream bytes.Buffer
-	if err := a.Send(ctx, "solo", &stream); err != nil {
+	if err := a.Send(ctx, "solo", "", &stream); err != nil {
 		t.Fatal(err)
 	}
 	whole := stream.Bytes()
@@ -241,6 +258,9 @@ func TestMoveWhole(t *testing.T) {
 	}
 	if _, err := b.Receive(ctx, "x", "nope", bytes.NewReader(whole)); err == nil {
 		t.Error("Receive on a missing parent succeeded")
+	}
+	if err := a.Send(ctx, "solo", "nope", &stream); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("Send against a missing base = %v, want ErrNotFound", err)
 	}
 }
 
