@@ -16,6 +16,7 @@ package lifecycle
 
 import (
 	"context"
+	"io"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,15 @@ type Options struct {
 	// released (destroyed, reaped, or a create undone), once its row is
 	// gone: a node of a fleet removes what stands for it there.
 	Released func(ctx context.Context, sb sandbox.Sandbox)
+	// Move, when set, delivers the root stream of sandbox sb to the node
+	// target (another daemon of the store), which keeps it as sb's root
+	// (node.Node.ReceiveRoot); it returns once the target has it all.
+	// Without it this daemon moves no sandbox.
+	Move func(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error
+	// Moved, when set, is told of each sandbox this daemon moved away,
+	// whose row names its new node now: a node of a fleet has its Pod
+	// follow it there. It runs before Move returns.
+	Moved func(ctx context.Context, sb sandbox.Sandbox, from string)
 	// StoreWide, when set, says whether this daemon runs the store-wide
 	// parts of the sweep now (forgetting old gone records): the one that
 	// holds the store's loops lease. Nil means it does.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -246,6 +247,39 @@ func (l *Local) DeleteCheckpoint(ctx context.Context, ck string) error {
 		}
 	}
 	return err
+}
+
+// mover is the layer store's Mover, or an error wrapping ErrUnsupported.
+func (l *Local) mover() (layers.Mover, error) {
+	m, ok := l.opts.Layers.(layers.Mover)
+	if !ok {
+		return nil, fmt.Errorf("node: this node's layer store cannot move a root to another node: %w", layers.ErrUnsupported)
+	}
+	return m, nil
+}
+
+// SendRoot implements Node.
+func (l *Local) SendRoot(ctx context.Context, id, image string, w io.Writer) error {
+	m, err := l.mover()
+	if err != nil {
+		return err
+	}
+	return m.Send(ctx, rootKey(id), image, w)
+}
+
+// ReceiveRoot implements Node.
+func (l *Local) ReceiveRoot(ctx context.Context, id, image string, disk int64, r io.Reader) error {
+	m, err := l.mover()
+	if err != nil {
+		return err
+	}
+	if _, err := m.Receive(ctx, rootKey(id), image, r); err != nil {
+		return err
+	}
+	if err := l.limitDisk(ctx, Spec{ID: id, Resources: sandbox.Resources{DiskBytes: disk}}); err != nil {
+		return errors.Join(err, l.remove(ctx, rootKey(id)))
+	}
+	return nil
 }
 
 // Usage implements Node.

@@ -110,6 +110,15 @@ type Node interface {
 	// RemoveRoot removes sandbox id's root, after Delete; a missing root
 	// is no error.
 	RemoveRoot(ctx context.Context, id string) error
+	// SendRoot writes the root of stopped sandbox id to w as what it
+	// holds beyond the image whose layer key is image, for ReceiveRoot on
+	// another node that holds that image (a move). A layer store that
+	// cannot fails with an error wrapping errors.ErrUnsupported.
+	SendRoot(ctx context.Context, id, image string, w io.Writer) error
+	// ReceiveRoot makes sandbox id's root from a stream another node's
+	// SendRoot wrote, on this node's copy of image, capped at disk bytes
+	// (0: no cap). On error nothing is left; a root id has already fails.
+	ReceiveRoot(ctx context.Context, id, image string, disk int64, r io.Reader) error
 	// Usage is the bytes sandbox id's root holds beyond its source's (what
 	// its disk cap counts).
 	Usage(ctx context.Context, id string) (int64, error)

@@ -1,0 +1,90 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/hearth/hearth/node"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Move moves the sleeping sandbox ref names to the node target, another
+// daemon of the store (operators only): its root goes there as what it
+// holds beyond its image (node.Node.SendRoot, Options.Move), then its row
+// names target, then what this node held of it goes and the fleet is told
+// (Options.Moved). It runs on the sandbox's node, under its name's lock,
+// so no call wakes it meanwhile. A move cut short before the row changed
+// leaves the sandbox here, whole; the target keeps nothing of it.
+//
+// A sandbox with checkpoints is refused (failed_precondition): they are
+// snapshots on this node, and moves do not carry them yet.
+func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target string) (sandbox.Sandbox, error) {
+	if p.Role != sandbox.RoleOperator {
+		return sandbox.Sandbox{}, operatorOnly("move sandboxes")
+	}
+	if s.opts.Move == nil {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "this daemon moves no sandbox: it is not a node of a fleet").
+			WithHint("moves are between the nodes of a store (hearth node)")
+	}
+	if err := sandbox.ValidateNodeName(target); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	cur, unlock, err := s.current(ctx, sb)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	defer unlock()
+	if err := s.movable(ctx, cur, target); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	from := cur.Node
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(s.opts.Node.SendRoot(ctx, cur.ID, imageSource(cur).Image, pw)) }()
+	err = s.opts.Move(ctx, target, cur, pr)
+	pr.CloseWithError(errors.New("the move ended"))
+	if err != nil {
+		return sandbox.Sandbox{}, sandbox.AsError(err).WithHint("the sandbox stays on node %s, whole; retry, or move it to another node", from)
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	cur.Node, cur.UpdatedAt = target, s.now().UTC()
+	if err := s.opts.Store.Sandboxes().Update(dctx, cur); err != nil {
+		return sandbox.Sandbox{}, s.internal("set the moved sandbox's node", err)
+	}
+	s.log.Info("sandbox moved", "sandbox", cur.Name, "id", cur.ID, "tenant", cur.Tenant, "from", from, "to", target)
+	if err := s.opts.Node.Delete(dctx, cur.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+		s.log.Error("delete a moved sandbox's runtime objects", "id", cur.ID, "err", err)
+	}
+	if err := s.opts.Node.RemoveRoot(dctx, cur.ID); err != nil {
+		s.log.Error("remove a moved sandbox's root", "id", cur.ID, "err", err)
+	}
+	if s.opts.Moved != nil {
+		s.opts.Moved(dctx, cur, from)
+	}
+	return cur, nil
+}
+
+// movable says why sb, under its lock, cannot move to target now.
+func (s *Sandboxes) movable(ctx context.Context, sb sandbox.Sandbox, target string) error {
+	switch {
+	case target == sb.Node:
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox %q is on node %s already", sb.Name, target)
+	case sb.Status != sandbox.StatusSleeping:
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q is %s: only a sleeping sandbox moves", sb.Name, sb.Status).
+			WithHint("sleep it first (hearth sleep %s)", sb.Name).With("status", string(sb.Status))
+	}
+	cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
+	if err != nil {
+		return s.internal("list checkpoints", err)
+	}
+	if len(cks) > 0 {
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q has %d checkpoints, which stay on node %s: moves do not carry checkpoints yet", sb.Name, len(cks), sb.Node).
+			WithHint("delete its checkpoints first, or keep it on node %s", sb.Node).With("checkpoints", len(cks))
+	}
+	return nil
+}

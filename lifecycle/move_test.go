@@ -1,0 +1,132 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	driverfake "github.com/hearth/hearth/driver/fake"
+	"github.com/hearth/hearth/layers"
+	layersfake "github.com/hearth/hearth/layers/fake"
+	"github.com/hearth/hearth/lifecycle"
+	"github.com/hearth/hearth/node"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// moveEnv is an env whose node ("local") moves sandboxes to a second node
+// "b" on its store, with a layer store and runtime of its own; moved
+// records each Options.Moved call.
+type moveEnv struct {
+	*env
+	b      *lifecycle.Service
+	layB   *layersfake.Store
+	nodeB  node.Node
+	moved  []string
+	refuse error // when set, b refuses every root sent to it
+}
+
+func newMoveEnv(t *testing.T) *moveEnv {
+	t.Helper()
+	m := &moveEnv{layB: layersfake.New(t)}
+	if err := m.layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
+		t.Fatal(err)
+	}
+	drvB := driverfake.New(driverfake.Options{})
+	t.Cleanup(func() { drvB.Close() })
+	m.env = newEnv(t, func(o *envOptions) {
+		o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error {
+			if target != "b" {
+				return sandbox.Errorf(sandbox.CodeUnavailable, "no node %s", target)
+			}
+			if m.refuse != nil {
+				io.Copy(io.Discard, io.LimitReader(root, 10))
+				return m.refuse
+			}
+			return m.nodeB.ReceiveRoot(ctx, sb.ID, "default", sb.Resources.DiskBytes, root)
+		}
+		o.Moved = func(_ context.Context, sb sandbox.Sandbox, from string) {
+			m.moved = append(m.moved, sb.Name+" "+from+"->"+sb.Node)
+		}
+	})
+	optsB := m.opts
+	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Move, optsB.Moved = drvB, m.layB, "b", nil, nil
+	m.nodeB = optsB.node(t)
+	m.b = m.newService(t, optsB)
+	return m
+}
+
+// TestMove: an operator moves a sleeping sandbox to another node: its
+// files are there when it wakes, its row names that node, the old node
+// keeps nothing of it, and the fleet is told once. Agents may not move
+// sandboxes, and a running sandbox or one with checkpoints is refused
+// as it is.
+func TestMove(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	sb := m.create(t, a1, "mv")
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "mv", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("before the move")); err != nil {
+		t.Fatal(err)
+	}
+	ref := sandbox.Ref(sb.Tenant, sb.Name)
+	_, err := m.svc.Sandboxes.Move(ctx, op, ref, "b")
+	wantCode(t, "move of a running sandbox", err, sandbox.CodeFailedPrecondition)
+	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.svc.Sandboxes.Move(ctx, a1, "mv", "b")
+	wantCode(t, "move by an agent", err, sandbox.CodePermissionDenied)
+	_, err = m.svc.Sandboxes.Move(ctx, op, ref, "local")
+	wantCode(t, "move to its own node", err, sandbox.CodeInvalidArgument)
+
+	ck, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "mv", sandbox.CheckpointRequest{Label: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.svc.Sandboxes.Move(ctx, op, ref, "b")
+	wantCode(t, "move of a sandbox with a checkpoint", err, sandbox.CodeFailedPrecondition)
+	if err := m.svc.Checkpoints.DeleteCheckpoint(ctx, a1, "mv", ck.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// A target that fails leaves the sandbox whole where it was.
+	m.refuse = sandbox.Errorf(sandbox.CodeUnavailable, "node b is full")
+	_, err = m.svc.Sandboxes.Move(ctx, op, ref, "b")
+	wantCode(t, "move to a node that refuses", err, sandbox.CodeUnavailable)
+	m.refuse = nil
+	if row := m.row(t, "mv"); row.Node != "local" || row.Status != sandbox.StatusSleeping {
+		t.Fatalf("after a failed move: node %s, %s; want local, sleeping", row.Node, row.Status)
+	}
+	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); err != nil {
+		t.Fatalf("after a failed move the root is gone here: %v", err)
+	}
+	if _, err := m.layB.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
+		t.Fatalf("after a failed move node b holds a root: %v", err)
+	}
+
+	moved, err := m.svc.Sandboxes.Move(ctx, op, ref, "b")
+	if err != nil || moved.Node != "b" || moved.Status != sandbox.StatusSleeping {
+		t.Fatalf("Move = %+v, %v; want the sandbox asleep on b", moved, err)
+	}
+	if row := m.row(t, "mv"); row.Node != "b" {
+		t.Errorf("the row names node %s after the move, want b", row.Node)
+	}
+	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("the old node still holds the root after the move: %v", err)
+	}
+	if len(m.moved) != 1 || m.moved[0] != sb.Name+" local->b" {
+		t.Errorf("Moved calls = %q, want one from local to b", m.moved)
+	}
+	var got bytes.Buffer
+	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "before the move" {
+		t.Errorf("read through b after the move = %q, %v", got.String(), err)
+	}
+	if row := m.row(t, "mv"); row.Status != sandbox.StatusRunning || row.Node != "b" {
+		t.Errorf("after a call through b: %s on %s; want running on b", row.Status, row.Node)
+	}
+	err = m.svc.Files.ReadFile(ctx, a1, "mv", "kept", io.Discard)
+	wantCode(t, "a call through the old node", err, sandbox.CodeUnavailable)
+}
