@@ -110,3 +110,18 @@ func (c *Client) sandboxAction(ctx context.Context, name, suffix string) (sandbo
 	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, nil, &sb)
 	return sb, err
 }
+
+// Move moves sleeping sandbox name to the node node, another daemon of
+// the store (operators only), and returns it there.
+func (c *Client) Move(ctx context.Context, name, node string) (sandbox.Sandbox, error) {
+	var sb sandbox.Sandbox
+	p, err := sandboxPath(name, "/move")
+	if err != nil {
+		return sb, err
+	}
+	in := struct {
+		Node string `json:"node"`
+	}{node}
+	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, in, &sb)
+	return sb, err
+}

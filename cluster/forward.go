@@ -65,23 +65,23 @@ func (f *Forwarder) NodeOf(ctx context.Context, p sandbox.Principal, ref string)
 	return f.nodeOf(ctx, p, ref)
 }
 
-// Verify reports whether r was forwarded by another node, checking its
-// credential: a call that names a node must prove it, or is refused
-// (unauthenticated).
-func (f *Forwarder) Verify(r *http.Request) (bool, error) {
+// Verify returns the node that forwarded r, checking its credential: a
+// call that names a node must prove it, or is refused (unauthenticated);
+// "" for a call no node forwarded.
+func (f *Forwarder) Verify(r *http.Request) (string, error) {
 	node := r.Header.Get(HeaderNode)
 	if node == "" && r.Header.Get(HeaderCredential) == "" {
-		return false, nil
+		return "", nil
 	}
 	ok, err := f.m.Verify(r.Context(), node, r.Header.Get(HeaderCredential))
 	if err != nil && err != ErrUnknownNode {
-		return false, sandbox.Errorf(sandbox.CodeInternal, "verify the credential of node %q: %v", node, err)
+		return "", sandbox.Errorf(sandbox.CodeInternal, "verify the credential of node %q: %v", node, err)
 	}
 	if !ok {
-		return false, sandbox.Errorf(sandbox.CodeUnauthenticated, "the call names node %q with a credential that is not its own", node).
+		return "", sandbox.Errorf(sandbox.CodeUnauthenticated, "the call names node %q with a credential that is not its own", node).
 			WithHint("only hearth daemons of this store forward calls to each other")
 	}
-	return true, nil
+	return node, nil
 }
 
 // Forward serves r on node, streaming both ways (WebSocket upgrades

@@ -99,7 +99,7 @@ func TestVerify(t *testing.T) {
 	}
 	f := cluster.NewForwarder(b, nil)
 	r, _ := http.NewRequest("GET", "/", nil)
-	if fwd, err := f.Verify(r); fwd || err != nil {
+	if fwd, err := f.Verify(r); fwd != "" || err != nil {
 		t.Errorf("a call naming no node = %v, %v; want an ordinary call", fwd, err)
 	}
 	r.Header.Set(cluster.HeaderNode, "a")
@@ -108,7 +108,7 @@ func TestVerify(t *testing.T) {
 		t.Error("a forged node credential verified")
 	}
 	r.Header.Set(cluster.HeaderCredential, a.Secret())
-	if fwd, err := f.Verify(r); !fwd || err != nil {
+	if fwd, err := f.Verify(r); fwd != "a" || err != nil {
 		t.Errorf("a's call with its credential = %v, %v; want forwarded", fwd, err)
 	}
 }

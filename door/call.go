@@ -27,6 +27,8 @@ type call struct {
 	// fromNode: another node forwarded the call here, and proved it
 	// (Forwarder.Verify), so it is served here and never forwarded again.
 	fromNode bool
+	// node names the node that forwarded the call, when fromNode.
+	node string
 	// sentTo is the node the call was forwarded to, which audits it.
 	sentTo string
 }
@@ -37,6 +39,15 @@ type callKey struct{}
 func callOf(r *http.Request) *call {
 	c, _ := r.Context().Value(callKey{}).(*call)
 	return c
+}
+
+// FromNode returns the node that made or forwarded the call r, having
+// proved it with its node credential; "" for any other caller.
+func FromNode(r *http.Request) string {
+	if c := callOf(r); c != nil && c.fromNode {
+		return c.node
+	}
+	return ""
 }
 
 // PrincipalOf returns the caller the chain authenticated for the request

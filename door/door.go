@@ -75,6 +75,10 @@ const (
 	AuthOptional
 	// AuthNone: no token is read (the health check).
 	AuthNone
+	// AuthNode: only another node of the store may call, proving it with
+	// its node credential (Options.Forward); no token is read, and the
+	// caller is the zero Principal (FromNode names the node).
+	AuthNode
 )
 
 // Route is one route of a Door.
@@ -160,9 +164,10 @@ type Options struct {
 // Forwarder sends a call on a sandbox that another node runs to that
 // node (cluster.Forwarder).
 type Forwarder interface {
-	// Verify reports whether r was forwarded by another node; a call
-	// that claims to be and cannot prove it is refused with the error.
-	Verify(r *http.Request) (forwarded bool, err error)
+	// Verify returns the node that forwarded r, "" when no node did; a
+	// call that claims to be and cannot prove it is refused with the
+	// error.
+	Verify(r *http.Request) (node string, err error)
 	// NodeOf returns the node that runs the sandbox ref names, as p may
 	// see it, when that is another node; "" otherwise.
 	NodeOf(ctx context.Context, p sandbox.Principal, ref string) string
@@ -258,13 +263,13 @@ func (c *Chain) fromNode(w http.ResponseWriter, r *http.Request) bool {
 	if c.opts.Forward == nil {
 		return true
 	}
-	forwarded, err := c.opts.Forward.Verify(r)
+	node, err := c.opts.Forward.Verify(r)
 	if err != nil {
 		WriteError(w, r, err)
 		return false
 	}
 	if cl := callOf(r); cl != nil {
-		cl.fromNode = forwarded
+		cl.fromNode, cl.node = node != "", node
 	}
 	return true
 }
@@ -300,6 +305,14 @@ func (c *Chain) forward(w http.ResponseWriter, r *http.Request, rt Route, p sand
 // authenticate reads the caller of r as auth says, answering a refusal
 // itself (ok false), and records the principal in the call.
 func (c *Chain) authenticate(w http.ResponseWriter, r *http.Request, auth Auth) (sandbox.Principal, bool) {
+	if auth == AuthNode {
+		if FromNode(r) == "" {
+			WriteError(w, r, sandbox.Errorf(sandbox.CodeUnauthenticated, "only another hearth node of this store may make this call").
+				WithHint("nodes call each other with the credentials of the store's cluster, never with a token"))
+			return sandbox.Principal{}, false
+		}
+		return sandbox.Principal{}, true
+	}
 	token := BearerToken(r)
 	if auth == AuthNone || auth == AuthOptional && token == "" {
 		return sandbox.Principal{}, true

@@ -18,14 +18,14 @@ type forwarder struct {
 	down      atomic.Bool
 }
 
-func (f *forwarder) Verify(r *http.Request) (bool, error) {
+func (f *forwarder) Verify(r *http.Request) (string, error) {
 	switch r.Header.Get("Hearth-Node-Credential") {
 	case "":
-		return false, nil
+		return "", nil
 	case "node-secret":
-		return true, nil
+		return "n1", nil
 	}
-	return false, sandbox.Errorf(sandbox.CodeUnauthenticated, "bad node credential")
+	return "", sandbox.Errorf(sandbox.CodeUnauthenticated, "bad node credential")
 }
 
 func (f *forwarder) NodeOf(_ context.Context, p sandbox.Principal, ref string) string {
@@ -101,6 +101,40 @@ func TestForward(t *testing.T) {
 	// unavailable one. The two forwarded out are the other node's.
 	if len(rec.events) != 4 || rec.events[3].Code != sandbox.CodeUnavailable || rec.events[3].TokenID != "tok" {
 		t.Errorf("audit codes = %q (%d events); want 4, the last unavailable and attributed", verbs, len(rec.events))
+	}
+}
+
+// TestAuthNode: a node-only route serves a call another node made with
+// its credential, naming that node, and refuses every other caller,
+// whatever token it sends (an operator's included), before the handler.
+func TestAuthNode(t *testing.T) {
+	var from []string
+	h := door.New(&tenancy{}, sandboxes{}, door.Options{Forward: &forwarder{}}).Handler(&door.Door{Routes: []door.Route{
+		{Pattern: "PUT /v1/internal/x/{id}", Verb: "x.put", Auth: door.AuthNode, Handle: func(w http.ResponseWriter, r *http.Request, p sandbox.Principal) error {
+			from = append(from, door.FromNode(r)+"/"+string(p.Role))
+			w.WriteHeader(http.StatusNoContent)
+			return nil
+		}}}})
+	for _, c := range []struct {
+		token, credential string
+		want              int
+	}{{"good", "", http.StatusUnauthorized}, {"", "", http.StatusUnauthorized}, {"", "forged", http.StatusUnauthorized}, {"", "node-secret", http.StatusNoContent}} {
+		r, _ := http.NewRequest("PUT", "/v1/internal/x/abc", nil)
+		if c.token != "" {
+			r.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		if c.credential != "" {
+			r.Header.Set("Hearth-Node", "n1")
+			r.Header.Set("Hearth-Node-Credential", c.credential)
+		}
+		w := &statusWriter{header: http.Header{}}
+		h.ServeHTTP(w, r)
+		if w.status != c.want {
+			t.Errorf("token %q, node credential %q = %d, want %d", c.token, c.credential, w.status, c.want)
+		}
+	}
+	if len(from) != 1 || from[0] != "n1/" {
+		t.Errorf("the handler ran for %q, want once, for node n1 with no principal", from)
 	}
 }
 

@@ -63,6 +63,9 @@ func (s *server) routes() []door.Route {
 
 		strict("POST /v1/sandboxes/{name}/sleep", "sandbox.sleep", sb.handleSleep),
 		strict("POST /v1/sandboxes/{name}/wake", "sandbox.wake", sb.handleWake),
+		visible(strict("POST /v1/sandboxes/{name}/move", "sandbox.move", sb.handleMove)),
+		// Node to node only: the root of a sandbox moving here.
+		{Pattern: "PUT /v1/internal/sandboxes/{id}/root", Verb: "sandbox.receive_root", Auth: door.AuthNode, Handle: handle(sb.handleReceiveRoot)},
 
 		visible(strict("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", sb.handleCheckpoint)),
 		strict("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", sb.handleListCheckpoints),

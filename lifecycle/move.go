@@ -1,12 +1,14 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
 
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
 )
 
 // Move moves the sleeping sandbox ref names to the node target, another
@@ -86,5 +88,38 @@ func (s *Sandboxes) movable(ctx context.Context, sb sandbox.Sandbox, target stri
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q has %d checkpoints, which stay on node %s: moves do not carry checkpoints yet", sb.Name, len(cks), sb.Node).
 			WithHint("delete its checkpoints first, or keep it on node %s", sb.Node).With("checkpoints", len(cks))
 	}
+	return nil
+}
+
+// ReceiveRoot keeps r, the root of sandbox id that node from is moving
+// here (its Move), as the sandbox's root on this node: made from the
+// sandbox's image, which this node must hold, and capped at its disk
+// size, both as its row says. Only a call that node made and proved
+// reaches it (door.AuthNode); a stream for a sandbox that is not from's,
+// or not asleep, is refused before a byte of it is read.
+func (s *Sandboxes) ReceiveRoot(ctx context.Context, from, id string, r io.Reader) error {
+	sb, err := s.opts.Store.Sandboxes().ByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return sandbox.Errorf(sandbox.CodeNotFound, "no sandbox has id %q", id)
+	case err != nil:
+		return s.internal("get sandbox by id", err)
+	case sb.Node != from || from == s.opts.NodeName || sb.Status != sandbox.StatusSleeping:
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s is %s on node %s: node %s may not move it here", id, sb.Status, sb.Node, from)
+	}
+	image := imageSource(sb).Image
+	if ok, err := s.opts.Node.HasImage(ctx, image); err != nil {
+		return s.internal("look for the image", err)
+	} else if !ok {
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s does not hold the image %s of sandbox %s", s.opts.NodeName, cmp.Or(sb.Image, image), sb.Name).
+			WithHint("move it to a node that holds the image, or pull the image there first").With("node", s.opts.NodeName)
+	}
+	if err := s.opts.Node.ReceiveRoot(ctx, sb.ID, image, sb.Resources.DiskBytes, r); err != nil {
+		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
+			return se
+		}
+		return s.internal("receive a moved root", err)
+	}
+	s.log.Info("moved root received", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "from", from)
 	return nil
 }

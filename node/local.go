@@ -267,13 +267,20 @@ func (l *Local) SendRoot(ctx context.Context, id, image string, w io.Writer) err
 	return m.Send(ctx, rootKey(id), image, w)
 }
 
-// ReceiveRoot implements Node.
+// ReceiveRoot implements Node: a root id has already is already_exists,
+// a stream that is not SendRoot's invalid_argument.
 func (l *Local) ReceiveRoot(ctx context.Context, id, image string, disk int64, r io.Reader) error {
 	m, err := l.mover()
 	if err != nil {
 		return err
 	}
 	if _, err := m.Receive(ctx, rootKey(id), image, r); err != nil {
+		switch {
+		case errors.Is(err, layers.ErrExists):
+			return sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox %s has a root on this node already", id)
+		case errors.Is(err, layers.ErrInvalid):
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "the stream is not a root another node sent: %v", err)
+		}
 		return err
 	}
 	if err := l.limitDisk(ctx, Spec{ID: id, Resources: sandbox.Resources{DiskBytes: disk}}); err != nil {

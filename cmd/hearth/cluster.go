@@ -93,7 +93,8 @@ func pruneAudit(ctx context.Context, db store.Store, retention time.Duration, le
 // GET /v1/health, and, on a shared store, its forwarder.
 type doorCluster struct {
 	member *cluster.Member
-	store  string // the store's name on the start line
+	store  string             // the store's name on the start line
+	fwd    *cluster.Forwarder // on a shared store; nil otherwise
 }
 
 func (c doorCluster) health(ctx context.Context) (sandbox.ClusterHealth, error) {

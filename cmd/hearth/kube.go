@@ -217,8 +217,17 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	}
 	sbs := &nodeSandboxes{}
 	provider := kube.NewProvider(sbs, client, cfg.node, klog)
-	opts.Bind = kube.NewFleet(kube.FleetOptions{Client: client, Logger: klog}).Bind
+	fleet := kube.NewFleet(kube.FleetOptions{Client: client, Logger: klog})
+	opts.Bind = fleet.Bind
 	opts.Released, opts.Asleep = provider.Released, provider.Asleep
+	// A sandbox moved away has its Pod follow it: the Pod of its name
+	// here goes (its sandbox is the other node's now, so this node's
+	// provider keeps it), and one bound to its new node stands for it.
+	opts.Moved = func(ctx context.Context, sb sandbox.Sandbox, from string) {
+		if err := fleet.Bind(ctx, sb); err != nil {
+			klog.Error("bind a moved sandbox's pod to its new node", "sandbox", sb.Name, "id", sb.ID, "from", from, "to", sb.Node, "err", err)
+		}
+	}
 	caps := opts.Node.Capabilities()
 	return func(ctx context.Context, svc *lifecycle.Service, rec *audit.Recorder, addr string) {
 		sbs.svc = svc

@@ -114,6 +114,7 @@ func verbs() []verb {
 		{"fork", "create a new sandbox from a checkpoint", runFork},
 		{"sleep", "stop a sandbox's processes to free memory, keeping its disk", runSleep},
 		{"wake", "start a sleeping sandbox again", runWake},
+		{"move", "move a sleeping sandbox to another node of the store (operators)", runMove},
 		{"mcp", "serve hearth's MCP tools on stdin and stdout, through the daemon", runMCP},
 		{"version", "print the client's version", runVersion},
 		{"help", "show help for hearth or one verb", runHelp},

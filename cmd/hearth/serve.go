@@ -178,12 +178,20 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		Secrets:             box,
 		Logger:              log.With("component", "lifecycle"),
 	}
+	var svc *lifecycle.Service
+	var fwd *cluster.Forwarder
+	if cfg.storeURL != "" {
+		// Only a shared store has other nodes to send calls and moves to.
+		fwd = cluster.NewForwarder(member, func(ctx context.Context, p sandbox.Principal, ref string) string {
+			return svc.Sandboxes.NodeOf(ctx, p, ref)
+		})
+		opts.Move = fwd.MoveRoot
+	}
 	finishKube, err := kubeWiring(cfg, &opts, stderr, log)
 	if err != nil {
 		return err
 	}
-	svc, err := lifecycle.New(opts)
-	if err != nil {
+	if svc, err = lifecycle.New(opts); err != nil {
 		return err
 	}
 	if host.defImage != nil {
@@ -198,7 +206,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	go svc.Run(ctx)
 	finishKube(ctx, svc, rec, member.Address())
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
-	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, doorCluster{member, where}, rec, reg, log), log)
+	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, doorCluster{member, where, fwd}, rec, reg, log), log)
 }
 
 // sandboxHost is what runs a daemon's sandboxes: the sandbox network, the
@@ -480,11 +488,8 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, nodes d
 		Counts:         svc.Sandboxes.Counts,
 		MaxConnections: cfg.maxConnections,
 	}
-	var fwd *cluster.Forwarder
-	if cfg.storeURL != "" {
-		// Only a shared store has other nodes to send calls to.
-		fwd = cluster.NewForwarder(nodes.member, svc.Sandboxes.NodeOf)
-		opts.Forward = fwd
+	if nodes.fwd != nil {
+		opts.Forward = nodes.fwd
 	}
 	chain := door.New(svc.Tenancy, svc.Sandboxes, opts)
 	native := httpapi.New(svc, httpapi.Options{
@@ -501,7 +506,7 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, nodes d
 		Version:     version(),
 		Audit:       rec,
 		MaxSessions: cfg.maxConnections,
-		Forward:     mcpForwarder(fwd),
+		Forward:     mcpForwarder(nodes.fwd),
 	})
 	sprites := spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
 		Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{

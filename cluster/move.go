@@ -1,0 +1,44 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// MoveRoot sends root, the root stream of sandbox sb that this node is
+// moving (lifecycle's Options.Move), to node target's node-only route
+// PUT /v1/internal/sandboxes/{id}/root, signed with this node's
+// credential, and returns once target has kept it all, or with target's
+// error.
+func (f *Forwarder) MoveRoot(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error {
+	base, hc, err := f.NodeClient(ctx, target)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base.JoinPath("/v1/internal/sandboxes", sb.ID, "root").String(), root)
+	if err != nil {
+		return sandbox.Errorf(sandbox.CodeInternal, "move to node %s: %v", target, err)
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return sandbox.Errorf(sandbox.CodeUnavailable, "node %s did not take the sandbox's root: %v", target, err).
+			WithHint("retry shortly, or move it to another node").With("node", target)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	var body struct {
+		Error *sandbox.Error `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code.Valid() {
+		return body.Error.With("node", target)
+	}
+	return sandbox.Errorf(sandbox.CodeUnavailable, "node %s answered %s to the sandbox's root", target, resp.Status).With("node", target)
+}

@@ -1,0 +1,40 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// moveRequest is the body of POST /v1/sandboxes/{name}/move.
+type moveRequest struct {
+	Node string `json:"node"`
+}
+
+// handleMove moves a sleeping sandbox to another node (operators only).
+// The chain sends the call to the sandbox's node, which does the move.
+func (s sandboxes) handleMove(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	var req moveRequest
+	err := s.decode(w, r, &req)
+	if err == nil {
+		err = required("node", req.Node, `{"node":"<name>"}`)
+	}
+	if err != nil {
+		door.WriteError(w, r, err)
+		return
+	}
+	sb, err := s.svc.Sandboxes.Move(r.Context(), p, r.PathValue("name"), req.Node)
+	s.sandboxResult(w, r, http.StatusOK, sb, err)
+}
+
+// handleReceiveRoot keeps the body, the root of sandbox {id} that the
+// calling node is moving here (a node-only route), and answers 204 once
+// it is all kept.
+func (s sandboxes) handleReceiveRoot(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
+	if err := s.svc.Sandboxes.ReceiveRoot(r.Context(), door.FromNode(r), r.PathValue("id"), r.Body); err != nil {
+		door.WriteError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
