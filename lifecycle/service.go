@@ -16,9 +16,9 @@ package lifecycle
 
 import (
 	"context"
-	"io"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime"
 	"time"
