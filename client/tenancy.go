@@ -91,3 +91,14 @@ func (c *Client) Limits(ctx context.Context) (sandbox.LimitsReport, error) {
 	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/limits", nil, nil, &out)
 	return out, err
 }
+
+// Cordon stops (on) or lets again (off) a control plane place new
+// sandboxes on node (operators only).
+func (a *Admin) Cordon(ctx context.Context, node string, on bool) error {
+	method := http.MethodDelete
+	if on {
+		method = http.MethodPut
+	}
+	_, err := a.t.doJSON(ctx, method, "/v1/nodes/"+url.PathEscape(node)+"/cordon", nil, nil, nil)
+	return err
+}

@@ -12,15 +12,13 @@ type moveRequest struct {
 	Node string `json:"node"`
 }
 
-// handleMove moves a sleeping sandbox to another node (operators only).
-// The chain sends the call to the sandbox's node, which does the move.
+// handleMove moves a sleeping sandbox to another node (operators only),
+// the one the body names or, when it names none, one the sandbox's node
+// chooses. The chain sends the call to the sandbox's node, which does the
+// move.
 func (s sandboxes) handleMove(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
 	var req moveRequest
-	err := s.decode(w, r, &req)
-	if err == nil {
-		err = required("node", req.Node, `{"node":"<name>"}`)
-	}
-	if err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		door.WriteError(w, r, err)
 		return
 	}
@@ -33,6 +31,16 @@ func (s sandboxes) handleMove(w http.ResponseWriter, r *http.Request, p sandbox.
 // it is all kept.
 func (s sandboxes) handleReceiveRoot(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
 	if err := s.svc.Sandboxes.ReceiveRoot(r.Context(), door.FromNode(r), r.PathValue("id"), r.Body); err != nil {
+		door.WriteError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleCordon cordons node {node} (PUT) or lifts its cordon (DELETE),
+// and answers 204.
+func (s sandboxes) handleCordon(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	if err := s.svc.Sandboxes.Cordon(r.Context(), p, r.PathValue("node"), r.Method == http.MethodPut); err != nil {
 		door.WriteError(w, r, err)
 		return
 	}

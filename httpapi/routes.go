@@ -64,6 +64,8 @@ func (s *server) routes() []door.Route {
 		strict("POST /v1/sandboxes/{name}/sleep", "sandbox.sleep", sb.handleSleep),
 		strict("POST /v1/sandboxes/{name}/wake", "sandbox.wake", sb.handleWake),
 		visible(strict("POST /v1/sandboxes/{name}/move", "sandbox.move", sb.handleMove)),
+		strict("PUT /v1/nodes/{node}/cordon", "node.cordon", sb.handleCordon),
+		strict("DELETE /v1/nodes/{node}/cordon", "node.uncordon", sb.handleCordon),
 		// Node to node only: the root of a sandbox moving here.
 		{Pattern: "PUT /v1/internal/sandboxes/{id}/root", Verb: "sandbox.receive_root", Auth: door.AuthNode, Handle: handle(sb.handleReceiveRoot)},
 

@@ -34,6 +34,9 @@ type Fleet interface {
 	// Open says whether node takes new sandboxes (not cordoned): a claim
 	// of its warm pool is a placement too.
 	Open(ctx context.Context, node string) bool
+	// Cordon stops (on) or lets again (off) the fleet place sandboxes on
+	// node; not_found when the fleet has no such node.
+	Cordon(ctx context.Context, node string, on bool) error
 }
 
 // poolTopic is the change notices' topic of warm-pool claims made by a

@@ -12,7 +12,8 @@ import (
 )
 
 // Move moves the sleeping sandbox ref names to the node target, another
-// daemon of the store (operators only): its root goes there as what it
+// daemon of the store, or the one Options.PickNode chooses when target is
+// "" (operators only): its root goes there as what it
 // holds beyond its image (node.Node.SendRoot, Options.Move), then its row
 // names target, then what this node held of it goes and the fleet is told
 // (Options.Moved). It runs on the sandbox's node, under its name's lock,
@@ -29,8 +30,10 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "this daemon moves no sandbox: it is not a node of a fleet").
 			WithHint("moves are between the nodes of a store (hearth node)")
 	}
-	if err := sandbox.ValidateNodeName(target); err != nil {
-		return sandbox.Sandbox{}, err
+	if target != "" {
+		if err := sandbox.ValidateNodeName(target); err != nil {
+			return sandbox.Sandbox{}, err
+		}
 	}
 	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
@@ -41,6 +44,11 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 		return sandbox.Sandbox{}, err
 	}
 	defer unlock()
+	if target == "" {
+		if target, err = s.pickNode(ctx, cur); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+	}
 	if err := s.movable(ctx, cur, target); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -69,6 +77,14 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 		s.opts.Moved(dctx, cur, from)
 	}
 	return cur, nil
+}
+
+// pickNode is the node Options.PickNode chooses for sb.
+func (s *Sandboxes) pickNode(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	if s.opts.PickNode == nil {
+		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "name the node to move sandbox %q to", sb.Name).WithHint(`send {"node":"<name>"}`)
+	}
+	return s.opts.PickNode(ctx, sb)
 }
 
 // movable says why sb, under its lock, cannot move to target now.
@@ -121,5 +137,26 @@ func (s *Sandboxes) ReceiveRoot(ctx context.Context, from, id string, r io.Reade
 		return s.internal("receive a moved root", err)
 	}
 	s.log.Info("moved root received", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "from", from)
+	return nil
+}
+
+// Cordon stops (on) or lets again (off) the fleet place new sandboxes on
+// node (operators only): a control plane's call (Options.Fleet).
+// Sandboxes there keep running; hearth node drain moves them.
+func (s *Sandboxes) Cordon(ctx context.Context, p sandbox.Principal, node string, on bool) error {
+	if p.Role != sandbox.RoleOperator {
+		return operatorOnly("cordon nodes")
+	}
+	if err := sandbox.ValidateNodeName(node); err != nil {
+		return err
+	}
+	if s.opts.Fleet == nil {
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "this daemon places no sandbox on other nodes: cordon is a fleet's").
+			WithHint("ask a control plane (hearth serve --kubeconfig)")
+	}
+	if err := s.opts.Fleet.Cordon(ctx, node, on); err != nil {
+		return err
+	}
+	s.log.Info("node cordoned", "node", node, "cordoned", on)
 	return nil
 }

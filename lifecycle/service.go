@@ -66,6 +66,9 @@ type Options struct {
 	// (node.Node.ReceiveRoot); it returns once the target has it all.
 	// Without it this daemon moves no sandbox.
 	Move func(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error
+	// PickNode, when set, chooses the node a sandbox of this daemon
+	// moves to when its Move names none; an error is coded.
+	PickNode func(ctx context.Context, sb sandbox.Sandbox) (string, error)
 	// Moved, when set, is told of each sandbox this daemon moved away,
 	// whose row names its new node now: a node of a fleet has its Pod
 	// follow it there. It runs before Move returns.

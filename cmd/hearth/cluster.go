@@ -109,3 +109,22 @@ func mcpForwarder(fwd *cluster.Forwarder) mcpserver.Forwarder {
 	}
 	return fwd
 }
+
+// pickLive is lifecycle's Options.PickNode on a shared store without a
+// fleet: a live node other than the sandbox's, the first by name. (On
+// Kubernetes a node's Fleet chooses instead; see kubeWiring.)
+func pickLive(m *cluster.Member, storeName string) func(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	return func(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+		h, err := m.Health(ctx, storeName)
+		if err != nil {
+			return "", sandbox.Errorf(sandbox.CodeUnavailable, "read the store's nodes: %v", err).WithHint("retry shortly")
+		}
+		for _, n := range h.Nodes {
+			if n.Live && n.Name != sb.Node && n.Address != "" {
+				return n.Name, nil
+			}
+		}
+		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no other live node of the store can take sandbox %q", sb.Name).
+			WithHint("start another daemon on the store (hearth serve --store …), or name the node")
+	}
+}

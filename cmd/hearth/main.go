@@ -55,6 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		c.json = wantsJSON(rest)
 		return c.report(ctx, serveError(runServe(ctx, rest, getenv, stdout, stderr)))
 	case "node":
+		if len(rest) > 0 && isNodeOp(rest[0]) {
+			return c.report(ctx, c.runSub(ctx, "node", "NAME", nodeOpsSummary, nodeOps(), rest))
+		}
 		c.json = wantsJSON(rest)
 		return c.report(ctx, serveError(runNode(ctx, rest, getenv, stdout, stderr)))
 	}

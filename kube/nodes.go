@@ -1,0 +1,92 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// Cordon marks hearth's Node node unschedulable (on) or schedulable
+// again: kube-scheduler places no new sandbox there, a warm-pool claim
+// skips it, and moves do not choose it. A Node that is not hearth's is
+// not_found.
+func (f *Fleet) Cordon(ctx context.Context, node string, on bool) error {
+	nodes := f.opts.Client.CoreV1().Nodes()
+	n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && n.Labels[LabelNode] != "true":
+		return sandbox.Errorf(sandbox.CodeNotFound, "no hearth node is called %q", node).
+			WithHint("GET /v1/health, or kubectl get nodes -l %s=true, lists them", LabelNode)
+	case err != nil:
+		return f.apiErr("read node "+node, err)
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": on}})
+	if _, err := nodes.Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return f.apiErr("cordon node "+node, err)
+	}
+	f.mu.Lock()
+	delete(f.open, node)
+	f.mu.Unlock()
+	return nil
+}
+
+// PickNode chooses where sandbox sb, on its node sb.Node, moves to: a
+// hearth Node other than its own that its Pod's node selector matches
+// (hearth's nodes, its tenant's pool), Ready and not cordoned; of those,
+// the one running the fewest Pods (then by name). None is unavailable.
+func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	selector := PodFor(sb, "").Spec.NodeSelector
+	if pod, err := f.opts.Client.CoreV1().Pods(Namespace(sb.Tenant)).Get(ctx, sb.Name, metav1.GetOptions{}); err == nil && pod.Annotations[AnnotationID] == sb.ID {
+		selector = pod.Spec.NodeSelector
+	}
+	list, err := f.opts.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()})
+	if err != nil {
+		return "", f.apiErr("list nodes", err)
+	}
+	type candidate struct {
+		name string
+		pods int
+	}
+	var cs []candidate
+	for _, n := range list.Items {
+		if n.Name == sb.Node || n.Spec.Unschedulable || !nodeReady(&n) {
+			continue
+		}
+		pods, err := f.opts.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
+		if err != nil {
+			return "", f.apiErr("list the pods of node "+n.Name, err)
+		}
+		cs = append(cs, candidate{n.Name, len(pods.Items)})
+	}
+	if len(cs) == 0 {
+		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no other hearth node can take sandbox %q (nodes matching %v that are Ready and not cordoned: none)", sb.Name, selector).
+			WithHint("add or uncordon a node in the sandbox's pool")
+	}
+	best := slices.MinFunc(cs, func(a, b candidate) int {
+		if a.pods != b.pods {
+			return a.pods - b.pods
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return best.name, nil
+}
+
+// nodeReady says whether n's Ready condition is true.
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

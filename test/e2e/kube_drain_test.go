@@ -1,0 +1,108 @@
+package e2e_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hearth/hearth/sandbox"
+)
+
+// unschedulable says whether Node name is cordoned.
+func (f *kubeFleet) unschedulable(t *testing.T, ctx context.Context, name string) bool {
+	t.Helper()
+	n, err := f.k8s.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Spec.Unschedulable
+}
+
+// waitPodOn waits until the Pod ns/name stands for sandbox id and is
+// bound to node.
+func (f *kubeFleet) waitPodOn(t *testing.T, ctx context.Context, ns, name, id, node string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pod, err := f.k8s.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pod.Spec.NodeName == node && pod.Annotations["hearth.dev/id"] == id && pod.DeletionTimestamp == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s/%s of sandbox %s is not on %s 30 s on: %+v, %v", ns, name, id, node, pod, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKubeDrain: `hearth node cordon` keeps new sandboxes off a node;
+// `hearth node drain hn0` through a control plane cordons hn0 and moves
+// its sandboxes to hn1, each with its files, its Pod following it: a
+// sleeping one stays asleep, a running one runs again there. hn0 keeps
+// nothing of them, and the next create lands on hn1. A sandbox with a
+// checkpoint stays on hn0, running, and drain names it and fails;
+// uncordon opens hn0 again.
+func TestKubeDrain(t *testing.T) {
+	f := newKubeFleet(t, 1, "", "")
+	ctx := ctxT(t)
+	cp := f.planes[0]
+	if out, stderr, code := cp.CLI("", "node", "cordon", "hn1"); code != 0 || !f.unschedulable(t, ctx, "hn1") {
+		t.Fatalf("hearth node cordon hn1 = %d, %q, %q; cordoned %v", code, out, stderr, f.unschedulable(t, ctx, "hn1"))
+	}
+	ids := map[string]string{}
+	for _, name := range []string{"asleep", "awake", "kept"} {
+		sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: name})
+		if err != nil || sb.Node != "hn0" {
+			t.Fatalf("create %s with hn1 cordoned = node %q, %v; want hn0", name, sb.Node, err)
+		}
+		ids[name] = sb.ID
+		cp.sh(ctx, name, "echo "+name+" files > /home/sandbox/mine.txt")
+	}
+	if _, err := cp.Client().Sleep(ctx, "asleep"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client().Checkpoint(ctx, "kept", sandbox.CheckpointRequest{Label: "stays"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := cp.CLI("", "node", "uncordon", "hn1"); code != 0 || f.unschedulable(t, ctx, "hn1") {
+		t.Fatalf("hearth node uncordon hn1 = %d, %q, %q", code, out, stderr)
+	}
+
+	out, stderr, code := cp.CLI("", "node", "drain", "hn0")
+	t.Logf("hearth node drain hn0:\n%s%s", out, stderr)
+	if code == 0 || !strings.Contains(out, "failed_precondition") || !strings.Contains(stderr, "1 of the 3 sandboxes of node hn0 did not move") {
+		t.Errorf("hearth node drain hn0 = exit %d; want a failure naming the sandbox with a checkpoint", code)
+	}
+	if !f.unschedulable(t, ctx, "hn0") {
+		t.Error("hn0 is not cordoned after the drain")
+	}
+	for name, want := range map[string]sandbox.Status{"asleep": sandbox.StatusSleeping, "awake": sandbox.StatusRunning} {
+		sb, err := cp.Client().Get(ctx, name)
+		if err != nil || sb.Node != "hn1" || sb.Status != want {
+			t.Errorf("%s after the drain = %s on %q, %v; want %s on hn1", name, sb.Status, sb.Node, err, want)
+		}
+		f.waitPodOn(t, ctx, "hearth-system", name, ids[name], "hn1")
+		if hasRoot(t, f.nodes[0], ids[name]) || !hasRoot(t, f.nodes[1], ids[name]) {
+			t.Errorf("%s's root: on hn0 %v, on hn1 %v; want on hn1 only", name, hasRoot(t, f.nodes[0], ids[name]), hasRoot(t, f.nodes[1], ids[name]))
+		}
+		if got := cp.sh(ctx, name, "cat /home/sandbox/mine.txt"); got != name+" files\n" {
+			t.Errorf("%s's file after the drain = %q", name, got)
+		}
+	}
+	f.waitPodRunning(t, ctx, "hearth-system", "asleep", "hn1") // woken by the read
+	if sb, err := cp.Client().Get(ctx, "kept"); err != nil || sb.Node != "hn0" || sb.Status != sandbox.StatusRunning {
+		t.Errorf("kept after the drain = %s on %q, %v; want running on hn0", sb.Status, sb.Node, err)
+	}
+	if sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "after"}); err != nil || sb.Node != "hn1" {
+		t.Errorf("create after the drain = node %q, %v; want hn1", sb.Node, err)
+	}
+	if _, _, code := cp.CLI("", "node", "uncordon", "hn0"); code != 0 || f.unschedulable(t, ctx, "hn0") {
+		t.Errorf("hearth node uncordon hn0 = %d; cordoned %v", code, f.unschedulable(t, ctx, "hn0"))
+	}
+	if _, _, code := cp.CLI("", "node", "cordon", "nope"); code == 0 {
+		t.Error("hearth node cordon of a node that is not hearth's succeeded")
+	}
+}
