@@ -181,7 +181,7 @@ func TestRBAC(t *testing.T) {
 			"pods":           "create delete get list watch",
 			"namespaces":     "create get list update watch",
 			"resourcequotas": "create delete get list patch update watch",
-			"nodes":          "get list watch",
+			"nodes":          "get list patch watch",
 		},
 		"ClusterRole hearth-node": {
 			"nodes":        "create delete get list patch update watch",
