@@ -179,15 +179,16 @@ type Store interface {
 // base, a committed snapshot whose content the receiver holds too (the
 // sandbox's image).
 type Mover interface {
-	// Send writes the active snapshot key to w as a stream Receive reads:
-	// its content beyond the committed snapshot base, or all of it when
-	// base is "". Nothing may write to key meanwhile (its sandbox is
-	// stopped). It fails with ErrNotFound (no key or base), ErrInvalid
-	// (key is committed, base is not) or ErrInUse (another call is
-	// changing key); an error writing to w is returned as it is.
+	// Send writes the snapshot key, active or committed, to w as a
+	// stream Receive reads: its content beyond the committed snapshot
+	// base, or all of it when base is "". Nothing may write to an active
+	// key meanwhile (its sandbox is stopped). It fails with ErrNotFound
+	// (no key or base), ErrInvalid (base is not committed) or ErrInUse
+	// (another call is changing key); an error writing to w is returned
+	// as it is.
 	Send(ctx context.Context, key, base string, w io.Writer) error
-	// Receive creates the active snapshot key from a stream Send wrote,
-	// on parent: the committed snapshot of this store whose content is
+	// Receive creates the snapshot key, of the kind the sender's was,
+	// from a stream Send wrote, on parent: the committed snapshot of this store whose content is
 	// that of the sender's base ("" when the stream is whole). It
 	// returns key's path. key's Parent is parent, and Usage counts what
 	// the stream added. It fails with ErrExists (key taken), ErrNotFound

@@ -43,6 +43,9 @@ type sendHeader struct {
 	// ParentUUID is "" for a whole snapshot.
 	ParentUUID     string `json:"parent_uuid,omitempty"`
 	ParentCtransid uint64 `json:"parent_ctransid,omitempty"`
+	// Committed says the sender's key was committed: so is the
+	// receiver's.
+	Committed bool `json:"committed,omitempty"`
 }
 
 // maxHeader bounds the header line Receive reads.
@@ -113,13 +116,20 @@ func setReceived(path string, uuid [16]byte, stransid uint64) error {
 }
 
 // Send implements layers.Mover: `btrfs send` of a read-only snapshot of
-// key, against base when there is one.
+// key (of key itself when it is committed), against base when there is
+// one.
 func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 	if err := layers.CheckArgs(ctx, key, base); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	e, err := s.active("send", key)
+	committed := false
+	if errors.Is(err, layers.ErrInvalid) && !s.closed {
+		// A committed key is sent as it is.
+		e, err = s.entries.Committed("send", key, key)
+		committed = err == nil
+	}
 	var p *entry
 	if err == nil && base != "" {
 		p, err = s.entries.Committed("send", key, base)
@@ -142,15 +152,19 @@ func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 		}
 	}()
 
-	stage, err := s.stage()
-	if err != nil {
-		return fmt.Errorf("send %q: %w", key, err)
+	src := s.subvols.path(e.ID)
+	if !committed {
+		stage, err := s.stage()
+		if err != nil {
+			return fmt.Errorf("send %q: %w", key, err)
+		}
+		defer s.unstage(stage)
+		if err := snapshot(src, stage, "root", true); err != nil {
+			return fmt.Errorf("send %q: %w", key, err)
+		}
+		src = filepath.Join(stage, "root")
 	}
-	defer s.unstage(stage)
-	if err := snapshot(s.subvols.path(e.ID), stage, "root", true); err != nil {
-		return fmt.Errorf("send %q: %w", key, err)
-	}
-	h := sendHeader{Version: 1}
+	h := sendHeader{Version: 1, Committed: committed}
 	args := []string{"-q", "send"}
 	if p != nil {
 		uuid, ctransid, err := subvolIdentity(s.subvols.path(p.ID))
@@ -164,7 +178,7 @@ func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 	if _, err := w.Write(append(line, '\n')); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "btrfs", append(args, filepath.Join(stage, "root"))...)
+	cmd := exec.CommandContext(ctx, "btrfs", append(args, src)...)
 	cmd.Stdout = w
 	if err := run(cmd); err != nil {
 		return fmt.Errorf("send %q: %w", key, err)
@@ -206,7 +220,11 @@ func (s *Store) Receive(ctx context.Context, key, parent string, r io.Reader) (s
 		}
 		p.Read()
 	}
-	e := &entry{record: record{ID: id, Kind: layers.KindActive}, Guard: layers.Guard{Busy: true}}
+	kind := layers.KindActive
+	if h.Committed {
+		kind = layers.KindCommitted
+	}
+	e := &entry{record: record{ID: id, Kind: kind}, Guard: layers.Guard{Busy: true}}
 	if p != nil {
 		e.Parent, e.ParentID = parent, p.ID
 	}
@@ -280,6 +298,11 @@ func (s *Store) receive(ctx context.Context, key string, rec record, h sendHeade
 		return err
 	}
 	err = os.Rename(got, s.subvols.path(rec.ID))
+	if err == nil && rec.Kind == layers.KindCommitted {
+		// Read-only once in place (Open sets the flag of a committed
+		// record whose subvolume a crash left writable).
+		err = setReadonly(s.subvols.path(rec.ID), true)
+	}
 	if err == nil {
 		err = layers.Syncfs(s.snapDir)
 	}

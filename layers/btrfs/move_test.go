@@ -189,7 +189,35 @@ func TestMove(t *testing.T) {
 	if got, err := b.Receive(ctx, "forked", "img", &stream); err != nil || !mapsEqual(tree(t, got), tree(t, forked)) {
 		t.Errorf("Receive of a fork's root = %v, or its tree differs", err)
 	}
-	// Across a reopen, the received root is an ordinary one.
+	// Checkpoints travel as committed snapshots, each against the one
+	// before (the first against the image), and share as they did.
+	writeFile(t, filepath.Join(root, "home/sandbox/later"), []byte("after ck\n"), 0o644)
+	if err := a.Snapshot(ctx, "ck2", "root"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, base string }{{"ck", "img"}, {"ck2", "ck"}} {
+		stream.Reset()
+		if err := a.Send(ctx, c.key, c.base, &stream); err != nil {
+			t.Fatalf("Send(%s against %s) = %v", c.key, c.base, err)
+		}
+		got, err := b.Receive(ctx, c.key, c.base, &stream)
+		if err != nil {
+			t.Fatalf("Receive(%s on %s) = %v", c.key, c.base, err)
+		}
+		src, _ := a.Stat(ctx, c.key)
+		if info, err := b.Stat(ctx, c.key); err != nil || info.Kind != layers.KindCommitted || !mapsEqual(tree(t, got), tree(t, src.Path)) {
+			t.Errorf("received %s = %+v, %v (or its tree differs); want committed, the same files", c.key, info, err)
+		}
+		if err := os.WriteFile(filepath.Join(got, "x"), nil, 0o644); err == nil {
+			t.Errorf("received committed %s is writable", c.key)
+		}
+	}
+	if restored, err := b.Reset(ctx, "root", "ck2"); err != nil {
+		t.Errorf("Reset to a received checkpoint = %v", err)
+	} else if data, err := os.ReadFile(filepath.Join(restored, "home/sandbox/later")); err != nil || string(data) != "after ck\n" {
+		t.Errorf("after Reset to the received ck2: later = %q, %v", data, err)
+	}
+	// Across a reopen, what was received is as any other snapshot.
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,8 +226,11 @@ func TestMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close()
-	if info, err := b2.Stat(ctx, "root"); err != nil || info.Kind != layers.KindActive || info.Parent != "img" {
-		t.Errorf("Stat(root) after a reopen = %+v, %v", info, err)
+	if info, err := b2.Stat(ctx, "root"); err != nil || info.Kind != layers.KindActive || info.Parent != "ck2" {
+		t.Errorf("Stat(root) after a reopen = %+v, %v; want active, reset to ck2", info, err)
+	}
+	if info, err := b2.Stat(ctx, "ck2"); err != nil || info.Kind != layers.KindCommitted || info.Parent != "ck" {
+		t.Errorf("Stat(ck2) after a reopen = %+v, %v; want committed, received on ck", info, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,22 +10,21 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/hearth/hearth/layers"
 )
 
 var _ layers.Mover = (*Store)(nil)
 
-// Send writes the active snapshot key as a tar of all its files
-// (directories, regular files, symlinks), whatever base is; base must be
-// a committed snapshot when it is not "". See layers.Mover.
+// Send writes the snapshot key as its kind's line ("active" or
+// "committed") and a tar of all its files (directories, regular files,
+// symlinks), whatever base is; base must be a committed snapshot when it
+// is not "". See layers.Mover.
 func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 	info, err := s.Stat(ctx, key)
 	if err != nil {
 		return err
-	}
-	if info.Kind != layers.KindActive {
-		return fmt.Errorf("send %q: %w", key, layers.ErrInvalid)
 	}
 	if base != "" {
 		if b, err := s.Stat(ctx, base); err != nil {
@@ -32,6 +32,9 @@ func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 		} else if b.Kind != layers.KindCommitted {
 			return fmt.Errorf("send %q: base %q is not committed: %w", key, base, layers.ErrInvalid)
 		}
+	}
+	if _, err := io.WriteString(w, string(info.Kind)+"\n"); err != nil {
+		return err
 	}
 	tw := tar.NewWriter(w)
 	if err := tw.AddFS(os.DirFS(info.Path)); err != nil {
@@ -44,15 +47,32 @@ func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 // wrote in place of the parent's, extracted inside key's directory only.
 // See layers.Mover.
 func (s *Store) Receive(ctx context.Context, key, parent string, r io.Reader) (string, error) {
-	path, err := s.Prepare(ctx, key, parent)
+	br := bufio.NewReader(r)
+	kind, err := br.ReadString('\n')
+	if kind = strings.TrimSuffix(kind, "\n"); err != nil || kind != string(layers.KindActive) && kind != string(layers.KindCommitted) {
+		return "", fmt.Errorf("receive %q: %w: not a stream Send wrote", key, layers.ErrInvalid)
+	}
+	build := key
+	if kind == string(layers.KindCommitted) {
+		build = key + "-receive"
+	}
+	path, err := s.Prepare(ctx, build, parent)
 	if err != nil {
 		return "", err
 	}
-	if err := replaceWithTar(path, r); err != nil {
-		s.Remove(ctx, key)
+	if err := replaceWithTar(path, br); err != nil {
+		s.Remove(ctx, build)
 		return "", fmt.Errorf("receive %q: %w: %v", key, layers.ErrInvalid, err)
 	}
-	return path, nil
+	if build == key {
+		return path, nil
+	}
+	if err := s.Commit(ctx, key, build); err != nil {
+		s.Remove(ctx, build)
+		return "", err
+	}
+	info, err := s.Stat(ctx, key)
+	return info.Path, err
 }
 
 // replaceWithTar empties dir and extracts the tar r into it.
