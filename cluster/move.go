@@ -9,24 +9,28 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// MoveRoot sends root, the root stream of sandbox sb that this node is
-// moving (lifecycle's Options.Move), to node target's node-only route
-// PUT /v1/internal/sandboxes/{id}/root, signed with this node's
-// credential, and returns once target has kept it all, or with target's
-// error.
-func (f *Forwarder) MoveRoot(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error {
+// MoveSnapshot sends r, a snapshot stream of sandbox sb that this node is
+// moving (lifecycle's Options.Move), to node target's node-only route PUT
+// /v1/internal/sandboxes/{id}/root, or …/checkpoints/{ck} for its
+// checkpoint ck, signed with this node's credential, and returns once
+// target has kept it all, or with target's error.
+func (f *Forwarder) MoveSnapshot(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
 	base, hc, err := f.NodeClient(ctx, target)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base.JoinPath("/v1/internal/sandboxes", sb.ID, "root").String(), root)
+	u := base.JoinPath("/v1/internal/sandboxes", sb.ID, "root")
+	if ck != "" {
+		u = base.JoinPath("/v1/internal/sandboxes", sb.ID, "checkpoints", ck)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.String(), r)
 	if err != nil {
 		return sandbox.Errorf(sandbox.CodeInternal, "move to node %s: %v", target, err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return sandbox.Errorf(sandbox.CodeUnavailable, "node %s did not take the sandbox's root: %v", target, err).
+		return sandbox.Errorf(sandbox.CodeUnavailable, "node %s did not take the sandbox's snapshot: %v", target, err).
 			WithHint("retry shortly, or move it to another node").With("node", target)
 	}
 	defer resp.Body.Close()
@@ -40,5 +44,5 @@ func (f *Forwarder) MoveRoot(ctx context.Context, target string, sb sandbox.Sand
 	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code.Valid() {
 		return body.Error.With("node", target)
 	}
-	return sandbox.Errorf(sandbox.CodeUnavailable, "node %s answered %s to the sandbox's root", target, resp.Status).With("node", target)
+	return sandbox.Errorf(sandbox.CodeUnavailable, "node %s answered %s to the sandbox's snapshot", target, resp.Status).With("node", target)
 }

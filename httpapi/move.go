@@ -26,11 +26,11 @@ func (s sandboxes) handleMove(w http.ResponseWriter, r *http.Request, p sandbox.
 	s.sandboxResult(w, r, http.StatusOK, sb, err)
 }
 
-// handleReceiveRoot keeps the body, the root of sandbox {id} that the
-// calling node is moving here (a node-only route), and answers 204 once
-// it is all kept.
-func (s sandboxes) handleReceiveRoot(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
-	if err := s.svc.Sandboxes.ReceiveRoot(r.Context(), door.FromNode(r), r.PathValue("id"), r.Body); err != nil {
+// handleReceiveSnapshot keeps the body, the root of sandbox {id} (or its
+// checkpoint {ck}) that the calling node is moving here (a node-only
+// route), and answers 204 once it is all kept.
+func (s sandboxes) handleReceiveSnapshot(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
+	if err := s.svc.Sandboxes.ReceiveSnapshot(r.Context(), door.FromNode(r), r.PathValue("id"), r.PathValue("ck"), r.Body); err != nil {
 		door.WriteError(w, r, err)
 		return
 	}

@@ -66,8 +66,10 @@ func (s *server) routes() []door.Route {
 		visible(strict("POST /v1/sandboxes/{name}/move", "sandbox.move", sb.handleMove)),
 		strict("PUT /v1/nodes/{node}/cordon", "node.cordon", sb.handleCordon),
 		strict("DELETE /v1/nodes/{node}/cordon", "node.uncordon", sb.handleCordon),
-		// Node to node only: the root of a sandbox moving here.
-		{Pattern: "PUT /v1/internal/sandboxes/{id}/root", Verb: "sandbox.receive_root", Auth: door.AuthNode, Handle: handle(sb.handleReceiveRoot)},
+		// Node to node only: the root and checkpoints of a sandbox moving
+		// here.
+		{Pattern: "PUT /v1/internal/sandboxes/{id}/root", Verb: "sandbox.receive", Auth: door.AuthNode, Handle: handle(sb.handleReceiveSnapshot)},
+		{Pattern: "PUT /v1/internal/sandboxes/{id}/checkpoints/{ck}", Verb: "sandbox.receive", Auth: door.AuthNode, Handle: handle(sb.handleReceiveSnapshot)},
 
 		visible(strict("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", sb.handleCheckpoint)),
 		strict("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", sb.handleListCheckpoints),

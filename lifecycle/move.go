@@ -20,8 +20,8 @@ import (
 // so no call wakes it meanwhile. A move cut short before the row changed
 // leaves the sandbox here, whole; the target keeps nothing of it.
 //
-// A sandbox with checkpoints is refused (failed_precondition): they are
-// snapshots on this node, and moves do not carry them yet.
+// Its checkpoints go with it, sent before its root; one that holds
+// memory is refused (failed_precondition): moves carry disks only.
 func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target string) (sandbox.Sandbox, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Sandbox{}, operatorOnly("move sandboxes")
@@ -53,10 +53,7 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 		return sandbox.Sandbox{}, err
 	}
 	from := cur.Node
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(s.opts.Node.SendRoot(ctx, cur.ID, imageSource(cur).Image, pw)) }()
-	err = s.opts.Move(ctx, target, cur, pr)
-	pr.CloseWithError(errors.New("the move ended"))
+	cks, err := s.sendAll(ctx, cur, target)
 	if err != nil {
 		return sandbox.Sandbox{}, sandbox.AsError(err).WithHint("the sandbox stays on node %s, whole; retry, or move it to another node", from)
 	}
@@ -73,10 +70,43 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 	if err := s.opts.Node.RemoveRoot(dctx, cur.ID); err != nil {
 		s.log.Error("remove a moved sandbox's root", "id", cur.ID, "err", err)
 	}
+	for _, ck := range cks {
+		if err := s.opts.Node.DeleteCheckpoint(dctx, ck.ID); err != nil {
+			s.log.Error("remove a moved sandbox's checkpoint", "id", cur.ID, "checkpoint", ck.ID, "err", err)
+		}
+	}
 	if s.opts.Moved != nil {
 		s.opts.Moved(dctx, cur, from)
 	}
 	return cur, nil
+}
+
+// sendAll sends sb's checkpoints, oldest first, each against the one
+// before it (the first against sb's image), then its root against its
+// image, to target, and returns the checkpoints.
+func (s *Sandboxes) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) ([]sandbox.Checkpoint, error) {
+	cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
+	if err != nil {
+		return nil, s.internal("list checkpoints", err)
+	}
+	image := imageSource(sb).Image
+	prev := ""
+	for _, ck := range cks {
+		if err := s.send(ctx, target, sb, node.Transfer{ID: sb.ID, Checkpoint: ck.ID, Image: image, Prev: prev}); err != nil {
+			return nil, err
+		}
+		prev = ck.ID
+	}
+	return cks, s.send(ctx, target, sb, node.Transfer{ID: sb.ID, Image: image, DiskBytes: sb.Resources.DiskBytes})
+}
+
+// send streams the snapshot t names from this node to target.
+func (s *Sandboxes) send(ctx context.Context, target string, sb sandbox.Sandbox, t node.Transfer) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(s.opts.Node.SendSnapshot(ctx, t, pw)) }()
+	err := s.opts.Move(ctx, target, sb, t.Checkpoint, pr)
+	pr.CloseWithError(errors.New("the move ended"))
+	return err
 }
 
 // pickNode is the node Options.PickNode chooses for sb.
@@ -100,20 +130,24 @@ func (s *Sandboxes) movable(ctx context.Context, sb sandbox.Sandbox, target stri
 	if err != nil {
 		return s.internal("list checkpoints", err)
 	}
-	if len(cks) > 0 {
-		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q has %d checkpoints, which stay on node %s: moves do not carry checkpoints yet", sb.Name, len(cks), sb.Node).
-			WithHint("delete its checkpoints first, or keep it on node %s", sb.Node).With("checkpoints", len(cks))
+	for _, ck := range cks {
+		if ck.Memory {
+			return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q has a checkpoint with its memory (%s), which stays on node %s: moves carry disks only", sb.Name, ck.ID, sb.Node).
+				WithHint("delete that checkpoint first, or keep the sandbox on node %s", sb.Node).With("checkpoint", ck.ID)
+		}
 	}
 	return nil
 }
 
-// ReceiveRoot keeps r, the root of sandbox id that node from is moving
-// here (its Move), as the sandbox's root on this node: made from the
-// sandbox's image, which this node must hold, and capped at its disk
-// size, both as its row says. Only a call that node made and proved
-// reaches it (door.AuthNode); a stream for a sandbox that is not from's,
-// or not asleep, is refused before a byte of it is read.
-func (s *Sandboxes) ReceiveRoot(ctx context.Context, from, id string, r io.Reader) error {
+// ReceiveSnapshot keeps r, the root of sandbox id that node from is
+// moving here (its Move), or its checkpoint ck when ck is not "", on this
+// node: as what it holds beyond the sandbox's image or the checkpoint
+// before ck, which this node must hold, a root capped at the sandbox's
+// disk size; all of it as the rows say. Only a call that node made and
+// proved reaches it (door.AuthNode); a stream for a sandbox that is not
+// from's, or not asleep, or a checkpoint it does not have, is refused
+// before a byte of it is read.
+func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r io.Reader) error {
 	sb, err := s.opts.Store.Sandboxes().ByID(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -123,21 +157,50 @@ func (s *Sandboxes) ReceiveRoot(ctx context.Context, from, id string, r io.Reade
 	case sb.Node != from || from == s.opts.NodeName || sb.Status != sandbox.StatusSleeping:
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s is %s on node %s: node %s may not move it here", id, sb.Status, sb.Node, from)
 	}
-	image := imageSource(sb).Image
-	if ok, err := s.opts.Node.HasImage(ctx, image); err != nil {
+	t := node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes}
+	if ck != "" {
+		if t, err = s.checkpointTransfer(ctx, t, ck); err != nil {
+			return err
+		}
+	}
+	if ok, err := s.opts.Node.HasImage(ctx, t.Image); err != nil {
 		return s.internal("look for the image", err)
 	} else if !ok {
-		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s does not hold the image %s of sandbox %s", s.opts.NodeName, cmp.Or(sb.Image, image), sb.Name).
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s does not hold the image %s of sandbox %s", s.opts.NodeName, cmp.Or(sb.Image, t.Image), sb.Name).
 			WithHint("move it to a node that holds the image, or pull the image there first").With("node", s.opts.NodeName)
 	}
-	if err := s.opts.Node.ReceiveRoot(ctx, sb.ID, image, sb.Resources.DiskBytes, r); err != nil {
+	if err := s.opts.Node.ReceiveSnapshot(ctx, t, r); err != nil {
 		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
 			return se
 		}
-		return s.internal("receive a moved root", err)
+		return s.internal("receive a moved snapshot", err)
 	}
-	s.log.Info("moved root received", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "from", from)
+	s.log.Info("moved snapshot received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", ck, "tenant", sb.Tenant, "from", from)
 	return nil
+}
+
+// checkpointTransfer is t for sb's checkpoint ck, sent against the one
+// before it (Move sends them oldest first); a checkpoint sb does not
+// have, or one with its memory, is refused.
+func (s *Sandboxes) checkpointTransfer(ctx context.Context, t node.Transfer, ck string) (node.Transfer, error) {
+	cks, err := s.opts.Store.Checkpoints().List(ctx, t.ID)
+	if err != nil {
+		return t, s.internal("list checkpoints", err)
+	}
+	for i, c := range cks {
+		if c.ID != ck {
+			continue
+		}
+		if c.Memory {
+			return t, sandbox.Errorf(sandbox.CodeFailedPrecondition, "checkpoint %s holds memory: moves carry disks only", ck)
+		}
+		t.Checkpoint, t.DiskBytes = ck, 0
+		if i > 0 {
+			t.Prev = cks[i-1].ID
+		}
+		return t, nil
+	}
+	return t, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s has no checkpoint %q", t.ID, ck)
 }
 
 // Cordon stops (on) or lets again (off) the fleet place new sandboxes on

@@ -38,15 +38,15 @@ func newMoveEnv(t *testing.T) *moveEnv {
 	drvB := driverfake.New(driverfake.Options{})
 	t.Cleanup(func() { drvB.Close() })
 	m.env = newEnv(t, func(o *envOptions) {
-		o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error {
+		o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
 			if target != "b" {
 				return sandbox.Errorf(sandbox.CodeUnavailable, "no node %s", target)
 			}
-			if m.refuse != nil {
-				io.Copy(io.Discard, io.LimitReader(root, 10))
+			if m.refuse != nil && ck == "" {
+				io.Copy(io.Discard, io.LimitReader(r, 10))
 				return m.refuse
 			}
-			return m.nodeB.ReceiveRoot(ctx, sb.ID, "default", sb.Resources.DiskBytes, root)
+			return m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
 		}
 		o.Moved = func(_ context.Context, sb sandbox.Sandbox, from string) {
 			m.moved = append(m.moved, sb.Name+" "+from+"->"+sb.Node)
@@ -60,10 +60,11 @@ func newMoveEnv(t *testing.T) *moveEnv {
 }
 
 // TestMove: an operator moves a sleeping sandbox to another node: its
-// files are there when it wakes, its row names that node, the old node
+// files and its checkpoint are there when it wakes (a restore there puts
+// the checkpoint's files back), its row names that node, the old node
 // keeps nothing of it, and the fleet is told once. Agents may not move
-// sandboxes, and a running sandbox or one with checkpoints is refused
-// as it is.
+// sandboxes, and a running sandbox is refused as it is; the receiving
+// node takes nothing the rows do not name.
 func TestMove(t *testing.T) {
 	m := newMoveEnv(t)
 	ctx := t.Context()
@@ -86,11 +87,18 @@ func TestMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.svc.Sandboxes.Move(ctx, op, ref, "b")
-	wantCode(t, "move of a sandbox with a checkpoint", err, sandbox.CodeFailedPrecondition)
-	if err := m.svc.Checkpoints.DeleteCheckpoint(ctx, a1, "mv", ck.ID); err != nil {
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "mv", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("after the checkpoint")); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	// Node b takes no checkpoint this sandbox lacks, nor a root of a
+	// sandbox that is not the sender's.
+	err = m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, "nope", strings.NewReader("x"))
+	wantCode(t, "a checkpoint the sandbox lacks", err, sandbox.CodeNotFound)
+	err = m.b.Sandboxes.ReceiveSnapshot(ctx, "c", sb.ID, "", strings.NewReader("x"))
+	wantCode(t, "a root from a node that is not the sandbox's", err, sandbox.CodeFailedPrecondition)
 
 	// A target that fails leaves the sandbox whole where it was.
 	m.refuse = sandbox.Errorf(sandbox.CodeUnavailable, "node b is full")
@@ -114,15 +122,28 @@ func TestMove(t *testing.T) {
 	if row := m.row(t, "mv"); row.Node != "b" {
 		t.Errorf("the row names node %s after the move, want b", row.Node)
 	}
-	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
-		t.Errorf("the old node still holds the root after the move: %v", err)
+	for _, key := range []string{"sb-" + sb.ID, "ck-" + ck.ID} {
+		if _, err := m.lay.Stat(ctx, key); !errors.Is(err, layers.ErrNotFound) {
+			t.Errorf("the old node still holds %s after the move: %v", key, err)
+		}
+		if _, err := m.layB.Stat(ctx, key); err != nil {
+			t.Errorf("the new node lacks %s after the move: %v", key, err)
+		}
 	}
 	if len(m.moved) != 1 || m.moved[0] != sb.Name+" local->b" {
 		t.Errorf("Moved calls = %q, want one from local to b", m.moved)
 	}
 	var got bytes.Buffer
-	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "before the move" {
+	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "after the checkpoint" {
 		t.Errorf("read through b after the move = %q, %v", got.String(), err)
+	}
+	// Its checkpoint moved with it: a restore on b puts the file back.
+	if _, err := m.b.Checkpoints.Restore(ctx, a1, "mv", ck.ID); err != nil {
+		t.Fatalf("restore on b of the moved checkpoint = %v", err)
+	}
+	got.Reset()
+	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "before the move" {
+		t.Errorf("read through b after the restore = %q, %v", got.String(), err)
 	}
 	if row := m.row(t, "mv"); row.Status != sandbox.StatusRunning || row.Node != "b" {
 		t.Errorf("after a call through b: %s on %s; want running on b", row.Status, row.Node)

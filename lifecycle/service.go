@@ -61,11 +61,12 @@ type Options struct {
 	// released (destroyed, reaped, or a create undone), once its row is
 	// gone: a node of a fleet removes what stands for it there.
 	Released func(ctx context.Context, sb sandbox.Sandbox)
-	// Move, when set, delivers the root stream of sandbox sb to the node
-	// target (another daemon of the store), which keeps it as sb's root
-	// (node.Node.ReceiveRoot); it returns once the target has it all.
+	// Move, when set, delivers a snapshot stream of sandbox sb (its root,
+	// or its checkpoint checkpoint when that is not "") to the node
+	// target (another daemon of the store), which keeps it
+	// (node.Node.ReceiveSnapshot); it returns once the target has it all.
 	// Without it this daemon moves no sandbox.
-	Move func(ctx context.Context, target string, sb sandbox.Sandbox, root io.Reader) error
+	Move func(ctx context.Context, target string, sb sandbox.Sandbox, checkpoint string, r io.Reader) error
 	// PickNode, when set, chooses the node a sandbox of this daemon
 	// moves to when its Move names none; an error is coded.
 	PickNode func(ctx context.Context, sb sandbox.Sandbox) (string, error)

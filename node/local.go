@@ -258,33 +258,53 @@ func (l *Local) mover() (layers.Mover, error) {
 	return m, nil
 }
 
-// SendRoot implements Node.
-func (l *Local) SendRoot(ctx context.Context, id, image string, w io.Writer) error {
-	m, err := l.mover()
-	if err != nil {
-		return err
+// transfer is the layer keys of what t names and of its base.
+func transfer(t Transfer) (key, base string) {
+	key, base = rootKey(t.ID), t.Image
+	if t.Checkpoint != "" {
+		key = checkpointKey(t.Checkpoint)
 	}
-	return m.Send(ctx, rootKey(id), image, w)
+	if t.Prev != "" {
+		base = checkpointKey(t.Prev)
+	}
+	return key, base
 }
 
-// ReceiveRoot implements Node: a root id has already is already_exists,
-// a stream that is not SendRoot's invalid_argument.
-func (l *Local) ReceiveRoot(ctx context.Context, id, image string, disk int64, r io.Reader) error {
+// SendSnapshot implements Node.
+func (l *Local) SendSnapshot(ctx context.Context, t Transfer, w io.Writer) error {
 	m, err := l.mover()
 	if err != nil {
 		return err
 	}
-	if _, err := m.Receive(ctx, rootKey(id), image, r); err != nil {
+	key, base := transfer(t)
+	return m.Send(ctx, key, base, w)
+}
+
+// ReceiveSnapshot implements Node: a stream that is not SendSnapshot's is
+// invalid_argument.
+func (l *Local) ReceiveSnapshot(ctx context.Context, t Transfer, r io.Reader) error {
+	m, err := l.mover()
+	if err != nil {
+		return err
+	}
+	key, base := transfer(t)
+	if _, err := m.Receive(ctx, key, base, r); err != nil {
 		switch {
+		case errors.Is(err, layers.ErrExists) && t.Checkpoint != "":
+			_, err = io.Copy(io.Discard, r)
+			return err
 		case errors.Is(err, layers.ErrExists):
-			return sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox %s has a root on this node already", id)
+			return sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox %s has a root on this node already", t.ID)
 		case errors.Is(err, layers.ErrInvalid):
-			return sandbox.Errorf(sandbox.CodeInvalidArgument, "the stream is not a root another node sent: %v", err)
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "the stream is not a snapshot another node sent: %v", err)
 		}
 		return err
 	}
-	if err := l.limitDisk(ctx, Spec{ID: id, Resources: sandbox.Resources{DiskBytes: disk}}); err != nil {
-		return errors.Join(err, l.remove(ctx, rootKey(id)))
+	if t.Checkpoint != "" {
+		return nil
+	}
+	if err := l.limitDisk(ctx, Spec{ID: t.ID, Resources: sandbox.Resources{DiskBytes: t.DiskBytes}}); err != nil {
+		return errors.Join(err, l.remove(ctx, key))
 	}
 	return nil
 }

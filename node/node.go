@@ -110,15 +110,18 @@ type Node interface {
 	// RemoveRoot removes sandbox id's root, after Delete; a missing root
 	// is no error.
 	RemoveRoot(ctx context.Context, id string) error
-	// SendRoot writes the root of stopped sandbox id to w as what it
-	// holds beyond the image whose layer key is image, for ReceiveRoot on
-	// another node that holds that image (a move). A layer store that
-	// cannot fails with an error wrapping errors.ErrUnsupported.
-	SendRoot(ctx context.Context, id, image string, w io.Writer) error
-	// ReceiveRoot makes sandbox id's root from a stream another node's
-	// SendRoot wrote, on this node's copy of image, capped at disk bytes
-	// (0: no cap). On error nothing is left; a root id has already fails.
-	ReceiveRoot(ctx context.Context, id, image string, disk int64, r io.Reader) error
+	// SendSnapshot writes the snapshot t names (a stopped sandbox's
+	// root, or one of its checkpoints) to w as what it holds beyond t's
+	// base, for ReceiveSnapshot on another node that holds that base (a
+	// move). A layer store that cannot fails with an error wrapping
+	// errors.ErrUnsupported.
+	SendSnapshot(ctx context.Context, t Transfer, w io.Writer) error
+	// ReceiveSnapshot makes the snapshot t names from a stream another
+	// node's SendSnapshot wrote, on this node's copy of t's base; a root
+	// is capped at t.DiskBytes. On error nothing is left. A root the
+	// sandbox has already is already_exists; a checkpoint it has already
+	// is kept, the stream read and dropped (a move retried).
+	ReceiveSnapshot(ctx context.Context, t Transfer, r io.Reader) error
 	// Usage is the bytes sandbox id's root holds beyond its source's (what
 	// its disk cap counts).
 	Usage(ctx context.Context, id string) (int64, error)
@@ -203,6 +206,16 @@ type Spec struct {
 	// Capabilities.MemoryCheckpoint Start fails rather than start it
 	// afresh.
 	Memory string
+}
+
+// Transfer names one snapshot a move sends between nodes: the root of
+// sandbox ID (Checkpoint "") or its checkpoint Checkpoint, as what it
+// holds beyond its base, the checkpoint Prev when that is set (one sent
+// before it), else the image whose layer key is Image.
+type Transfer struct {
+	ID, Checkpoint, Image, Prev string
+	// DiskBytes caps a received root (0: no cap).
+	DiskBytes int64
 }
 
 // Source is where a new root comes from: an image, or a checkpoint (of

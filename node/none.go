@@ -29,13 +29,11 @@ var _ Node = None{}
 // Capabilities is n.Caps.
 func (n None) Capabilities() Capabilities { return n.Caps }
 
-// SendRoot fails: see None.
-func (None) SendRoot(context.Context, string, string, io.Writer) error { return ErrNoRuntime }
+// SendSnapshot fails: see None.
+func (None) SendSnapshot(context.Context, Transfer, io.Writer) error { return ErrNoRuntime }
 
-// ReceiveRoot fails: see None.
-func (None) ReceiveRoot(context.Context, string, string, int64, io.Reader) error {
-	return ErrNoRuntime
-}
+// ReceiveSnapshot fails: see None.
+func (None) ReceiveSnapshot(context.Context, Transfer, io.Reader) error { return ErrNoRuntime }
 
 // Start fails: see None.
 func (None) Start(context.Context, Spec) error { return ErrNoRuntime }

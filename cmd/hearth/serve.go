@@ -185,7 +185,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		fwd = cluster.NewForwarder(member, func(ctx context.Context, p sandbox.Principal, ref string) string {
 			return svc.Sandboxes.NodeOf(ctx, p, ref)
 		})
-		opts.Move, opts.PickNode = fwd.MoveRoot, pickLive(member, where)
+		opts.Move, opts.PickNode = fwd.MoveSnapshot, pickLive(member, where)
 	}
 	finishKube, err := kubeWiring(cfg, &opts, stderr, log)
 	if err != nil {

@@ -40,10 +40,11 @@ func (f *kubeFleet) waitPodOn(t *testing.T, ctx context.Context, ns, name, id, n
 
 // TestKubeDrain: `hearth node cordon` keeps new sandboxes off a node;
 // `hearth node drain hn0` through a control plane cordons hn0 and moves
-// its sandboxes to hn1, each with its files, its Pod following it: a
-// sleeping one stays asleep, a running one runs again there. hn0 keeps
-// nothing of them, and the next create lands on hn1. A sandbox with a
-// checkpoint stays on hn0, running, and drain names it and fails;
+// its sandboxes to hn1, each with its files and checkpoints, its Pod
+// following it: a sleeping one stays asleep, a running one runs again
+// there, a moved checkpoint restores there. hn0 keeps nothing of them,
+// and the next create lands on hn1. A sandbox with a memory checkpoint
+// stays on hn0, running, and drain names it and fails;
 // uncordon opens hn0 again.
 func TestKubeDrain(t *testing.T) {
 	f := newKubeFleet(t, 1, "", "")
@@ -53,7 +54,7 @@ func TestKubeDrain(t *testing.T) {
 		t.Fatalf("hearth node cordon hn1 = %d, %q, %q; cordoned %v", code, out, stderr, f.unschedulable(t, ctx, "hn1"))
 	}
 	ids := map[string]string{}
-	for _, name := range []string{"asleep", "awake", "kept"} {
+	for _, name := range []string{"asleep", "awake", "kept", "checked"} {
 		sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: name})
 		if err != nil || sb.Node != "hn0" {
 			t.Fatalf("create %s with hn1 cordoned = node %q, %v; want hn0", name, sb.Node, err)
@@ -64,22 +65,27 @@ func TestKubeDrain(t *testing.T) {
 	if _, err := cp.Client().Sleep(ctx, "asleep"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cp.Client().Checkpoint(ctx, "kept", sandbox.CheckpointRequest{Label: "stays"}); err != nil {
+	if _, err := cp.Client().Checkpoint(ctx, "kept", sandbox.CheckpointRequest{Label: "stays", Memory: true}); err != nil {
 		t.Fatal(err)
 	}
+	ck, err := cp.Client().Checkpoint(ctx, "checked", sandbox.CheckpointRequest{Label: "moves"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.sh(ctx, "checked", "echo later > /home/sandbox/mine.txt")
 	if out, stderr, code := cp.CLI("", "node", "uncordon", "hn1"); code != 0 || f.unschedulable(t, ctx, "hn1") {
 		t.Fatalf("hearth node uncordon hn1 = %d, %q, %q", code, out, stderr)
 	}
 
 	out, stderr, code := cp.CLI("", "node", "drain", "hn0")
 	t.Logf("hearth node drain hn0:\n%s%s", out, stderr)
-	if code == 0 || !strings.Contains(out, "failed_precondition") || !strings.Contains(stderr, "1 of the 3 sandboxes of node hn0 did not move") {
-		t.Errorf("hearth node drain hn0 = exit %d; want a failure naming the sandbox with a checkpoint", code)
+	if code == 0 || !strings.Contains(out, "failed_precondition") || !strings.Contains(stderr, "1 of the 4 sandboxes of node hn0 did not move") {
+		t.Errorf("hearth node drain hn0 = exit %d; want a failure naming the sandbox with a memory checkpoint", code)
 	}
 	if !f.unschedulable(t, ctx, "hn0") {
 		t.Error("hn0 is not cordoned after the drain")
 	}
-	for name, want := range map[string]sandbox.Status{"asleep": sandbox.StatusSleeping, "awake": sandbox.StatusRunning} {
+	for name, want := range map[string]sandbox.Status{"asleep": sandbox.StatusSleeping, "awake": sandbox.StatusRunning, "checked": sandbox.StatusRunning} {
 		sb, err := cp.Client().Get(ctx, name)
 		if err != nil || sb.Node != "hn1" || sb.Status != want {
 			t.Errorf("%s after the drain = %s on %q, %v; want %s on hn1", name, sb.Status, sb.Node, err, want)
@@ -88,9 +94,20 @@ func TestKubeDrain(t *testing.T) {
 		if hasRoot(t, f.nodes[0], ids[name]) || !hasRoot(t, f.nodes[1], ids[name]) {
 			t.Errorf("%s's root: on hn0 %v, on hn1 %v; want on hn1 only", name, hasRoot(t, f.nodes[0], ids[name]), hasRoot(t, f.nodes[1], ids[name]))
 		}
-		if got := cp.sh(ctx, name, "cat /home/sandbox/mine.txt"); got != name+" files\n" {
-			t.Errorf("%s's file after the drain = %q", name, got)
+		want := name + " files\n"
+		if name == "checked" {
+			want = "later\n"
 		}
+		if got := cp.sh(ctx, name, "cat /home/sandbox/mine.txt"); got != want {
+			t.Errorf("%s's file after the drain = %q, want %q", name, got, want)
+		}
+	}
+	// Its checkpoint moved with it: restored on hn1.
+	if _, err := cp.Client().Restore(ctx, "checked", ck.ID); err != nil {
+		t.Fatalf("restore of checked's moved checkpoint = %v", err)
+	}
+	if got := cp.sh(ctx, "checked", "cat /home/sandbox/mine.txt"); got != "checked files\n" {
+		t.Errorf("checked's file after restoring its moved checkpoint = %q", got)
 	}
 	f.waitPodRunning(t, ctx, "hearth-system", "asleep", "hn1") // woken by the read
 	if sb, err := cp.Client().Get(ctx, "kept"); err != nil || sb.Node != "hn0" || sb.Status != sandbox.StatusRunning {

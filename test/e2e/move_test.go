@@ -11,11 +11,17 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// hasRoot reports whether d's layer store holds the root of sandbox id
-// (its record, meta/sb-<id>).
+// hasRoot reports whether d's layer store holds the root of sandbox id.
 func hasRoot(t *testing.T, d *daemon, id string) bool {
 	t.Helper()
-	_, err := os.Lstat(filepath.Join(d.DataDir, "layers", "meta", "sb-"+id))
+	return hasSnapshot(t, d, "sb-"+id)
+}
+
+// hasSnapshot reports whether d's layer store holds the snapshot key
+// (its record, meta/<key>).
+func hasSnapshot(t *testing.T, d *daemon, key string) bool {
+	t.Helper()
+	_, err := os.Lstat(filepath.Join(d.DataDir, "layers", "meta", key))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
@@ -24,8 +30,9 @@ func hasRoot(t *testing.T, d *daemon, id string) bool {
 
 // TestMoveBetweenNodes: an operator moves a sleeping sandbox from node A
 // to node B of one store with `hearth move`, asked through B (which sends
-// the call to A, which sends the root to B): its files are there when it
-// wakes on B, calls through A reach it on B, and A keeps nothing of it.
+// the call to A, which sends the checkpoint and the root to B): its files
+// are there when it wakes on B, calls through A reach it on B, its
+// checkpoint restores there, and A keeps nothing of it.
 // The node-only route that takes a root refuses every caller but a node
 // proving its credential (an operator's token included), and writes
 // nothing; a running sandbox does not move.
@@ -67,6 +74,11 @@ func TestMoveBetweenNodes(t *testing.T) {
 		t.Fatal("a forged delivery left a root on b")
 	}
 
+	ck, err := a.Client().Checkpoint(ctx, "mover", sandbox.CheckpointRequest{Label: "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.sh(ctx, "mover", "echo after the checkpoint > /home/sandbox/work/later")
 	if _, err := a.Client().Sleep(ctx, "mover"); err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +89,25 @@ func TestMoveBetweenNodes(t *testing.T) {
 	if hasRoot(t, a, sb.ID) || !hasRoot(t, b, sb.ID) {
 		t.Errorf("after the move: root on a %v, on b %v; want on b only", hasRoot(t, a, sb.ID), hasRoot(t, b, sb.ID))
 	}
+	if hasSnapshot(t, a, "ck-"+ck.ID) || !hasSnapshot(t, b, "ck-"+ck.ID) {
+		t.Errorf("after the move: checkpoint on a %v, on b %v; want on b only", hasSnapshot(t, a, "ck-"+ck.ID), hasSnapshot(t, b, "ck-"+ck.ID))
+	}
 	if got, err := a.Client().Get(ctx, "mover"); err != nil || got.Node != "n1" || got.Status != sandbox.StatusSleeping {
 		t.Errorf("Get(mover) through a = node %s, %s, %v; want asleep on n1", got.Node, got.Status, err)
 	}
 	// Through A, the call goes to B, which wakes it there with its files.
 	if got := a.sh(ctx, "mover", "sha256sum /home/sandbox/work/blob; test ! -e /home/sandbox/.bashrc && echo removed"); got != sum+"removed\n" {
 		t.Errorf("after the move, through a: %q, want %q and the removed file absent", got, sum)
+	}
+	if got := a.sh(ctx, "mover", "cat /home/sandbox/work/later"); got != "after the checkpoint\n" {
+		t.Errorf("a file written after the checkpoint, after the move = %q", got)
+	}
+	// The checkpoint moved with it: restored through a, on b.
+	if _, err := a.Client().Restore(ctx, "mover", ck.ID); err != nil {
+		t.Fatalf("restore of the moved checkpoint = %v", err)
+	}
+	if got := a.sh(ctx, "mover", "test -e /home/sandbox/work/later || echo not yet; sha256sum /home/sandbox/work/blob"); got != "not yet\n"+sum {
+		t.Errorf("after restoring the moved checkpoint: %q, want the file written after it gone and the blob whole", got)
 	}
 	if names, err := b.RuntimeSandboxes(); err != nil || !containsID(names, sb.ID) {
 		t.Errorf("b's runtime = %v, %v; want sandbox %s running there", names, err, sb.ID)
