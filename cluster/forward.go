@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -101,7 +104,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string)
 			pr.SetXForwarded()
 			f.sign(pr.Out.Header)
 		},
-		Transport:     f.transport,
+		Transport:     movedRetry{f},
 		FlushInterval: -1,
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			failed = sandbox.Errorf(sandbox.CodeUnavailable, "node %s, which runs the sandbox, does not answer at %s: %v", node, target.Host, err).
@@ -199,4 +202,45 @@ func (s signed) RoundTrip(r *http.Request) (*http.Response, error) {
 func (f *Forwarder) sign(h http.Header) {
 	h.Set(HeaderNode, f.m.Node())
 	h.Set(HeaderCredential, f.m.Secret())
+}
+
+// movedRetry is Forward's transport: a call the node answers with a move
+// (its sandbox did not fit there awake and moved to wake: unavailable,
+// with details moved_to naming the node; lifecycle's Options.Fits) is sent
+// once more, to that node, when it has no body to send again. A call with
+// a body gets the answer, whose hint says to retry.
+type movedRetry struct{ f *Forwarder }
+
+// maxMovedBody bounds what movedRetry reads of an unavailable answer.
+const maxMovedBody = 64 << 10
+
+func (t movedRetry) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.f.transport.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || r.Body != nil && r.Body != http.NoBody {
+		return resp, err
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxMovedBody))
+	var answer struct {
+		Error struct {
+			Details struct {
+				MovedTo string `json:"moved_to"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	to := ""
+	if json.Unmarshal(b, &answer) == nil {
+		to = answer.Error.Details.MovedTo
+	}
+	target, terr := t.f.target(r.Context(), to)
+	if to == "" || terr != nil {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+		return resp, nil
+	}
+	resp.Body.Close()
+	again := r.Clone(r.Context())
+	again.URL.Scheme, again.URL.Host = target.Scheme, target.Host
+	return t.f.transport.RoundTrip(again)
 }

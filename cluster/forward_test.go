@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,5 +60,51 @@ func TestForwardStreamAfterBody(t *testing.T) {
 		if err != nil || string(got) != "first\nlast\n" {
 			t.Fatalf("call %d: the caller read %q, %v; want the owner's whole stream", i, got, err)
 		}
+	}
+}
+
+// TestForwardMoved: a call the sandbox's node answers with a move (the
+// sandbox did not fit there awake, and moved: unavailable, moved_to) is
+// sent once more to the node it moved to, when it has no body; one with
+// a body gets the move's answer.
+func TestForwardMoved(t *testing.T) {
+	moved := `{"error":{"code":"unavailable","message":"moved","details":{"moved_to":"c"}}}`
+	var again atomic.Int64
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, moved)
+	}))
+	defer a.Close()
+	c := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		again.Add(1)
+		io.WriteString(w, "woken on c")
+	}))
+	defer c.Close()
+	db := openStore(t)
+	var members []*cluster.Member
+	for name, addr := range map[string]string{"a": a.Listener.Addr().String(), "c": c.Listener.Addr().String(), "b": "127.0.0.1:1"} {
+		m := cluster.New(cluster.Options{Store: db, Node: name, Address: addr, Version: "v", Instance: "i-" + name,
+			Interval: time.Second, LeaseTTL: 2 * time.Second, DeadAfter: time.Minute})
+		if err := m.Join(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if name == "b" {
+			members = append(members, m)
+		}
+	}
+	f := cluster.NewForwarder(members[0], nil)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := f.Forward(w, r, "a"); err != nil {
+			t.Errorf("Forward = %v", err)
+		}
+	}))
+	defer front.Close()
+	resp, body := testenv.Do(t, "POST", front.URL+"/v1/sandboxes/web/wake", "", "")
+	if resp.StatusCode != 200 || string(body) != "woken on c" || again.Load() != 1 {
+		t.Errorf("a bodiless call moved = %d %q (%d calls on c); want c's answer", resp.StatusCode, body, again.Load())
+	}
+	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", "data")
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 1 {
+		t.Errorf("a call with a body moved = %d %q (%d calls on c); want the move's answer", resp.StatusCode, body, again.Load())
 	}
 }

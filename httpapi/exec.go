@@ -84,6 +84,11 @@ func (s execs) route() door.Route {
 // client that goes away cancels the context of lifecycle's Exec, which
 // leaves the command its grace period.
 func (s execs) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	// A wake that moves the sandbox is answered before the upgrade.
+	if err := s.svc.Sandboxes.WakeToStream(r.Context(), p, r.PathValue("name")); err != nil {
+		door.WriteError(w, r, err)
+		return
+	}
 	// Accept repeats the same origin check.
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {

@@ -209,3 +209,39 @@ func TestResizesOrder(t *testing.T) {
 		t.Fatalf("kept after forget: %v, %v", r.gen, r.locks)
 	}
 }
+
+// TestFits: a sandbox fits a node when its CPU and memory, with what the
+// node's other Pods request now (a sleeping one's next to nothing), stay
+// within the node's capacity; a node whose capacity names no resource
+// bounds nothing.
+func TestFits(t *testing.T) {
+	p := NewProvider(nil, fake.NewSimpleClientset(), "hn0", nil)
+	sb := small()
+	if !p.Fits(t.Context(), sb) {
+		t.Error("a sandbox on a node with no capacity set does not fit")
+	}
+	p.SetCapacity(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2100m"), corev1.ResourceMemory: resource.MustParse("64Gi")})
+	add := func(name string, asleep bool) {
+		other := small()
+		other.ID, other.Name = "id-"+name, name
+		pod := PodFor(other, "")
+		if asleep {
+			res := asleepRequests(other.Resources)
+			pod.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: res, Limits: res}
+		}
+		p.pods[key(pod.Namespace, pod.Name)] = pod
+	}
+	p.pods[key("hearth-acme", sb.Name)] = PodFor(sb, "") // its own Pod counts not
+	for i, step := range []struct {
+		add    string
+		asleep bool
+		want   bool
+	}{{"", false, true}, {"o1", false, true}, {"o2", true, true}, {"o3", false, false}} {
+		if step.add != "" {
+			add(step.add, step.asleep)
+		}
+		if got := p.Fits(t.Context(), sb); got != step.want {
+			t.Errorf("step %d (added %q, asleep %v) on 2.1 CPUs: Fits = %v, want %v", i, step.add, step.asleep, got, step.want)
+		}
+	}
+}

@@ -42,8 +42,10 @@ func (f *Fleet) Cordon(ctx context.Context, node string, on bool) error {
 
 // PickNode chooses where sandbox sb, on its node sb.Node, moves to: a
 // hearth Node other than its own that its Pod's node selector matches
-// (hearth's nodes, its tenant's pool), Ready and not cordoned; of those,
-// the one running the fewest Pods (then by name). None is unavailable.
+// (hearth's nodes, its tenant's pool), Ready, not cordoned, and with room
+// for sb awake (its allocatable CPU and memory less what its Pods request
+// now); of those, the one running the fewest Pods (then by name). None is
+// unavailable.
 func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error) {
 	selector := PodFor(sb, "").Spec.NodeSelector
 	if pod, err := f.opts.Client.CoreV1().Pods(Namespace(sb.Tenant)).Get(ctx, sb.Name, metav1.GetOptions{}); err == nil && pod.Annotations[AnnotationID] == sb.ID {
@@ -66,11 +68,17 @@ func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error
 		if err != nil {
 			return "", f.apiErr("list the pods of node "+n.Name, err)
 		}
-		cs = append(cs, candidate{n.Name, len(pods.Items)})
+		specs := make([]corev1.PodSpec, len(pods.Items))
+		for i := range pods.Items {
+			specs[i] = pods.Items[i].Spec
+		}
+		if fits(n.Status.Allocatable, specs, requests(sb.Resources)) {
+			cs = append(cs, candidate{n.Name, len(pods.Items)})
+		}
 	}
 	if len(cs) == 0 {
-		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no other hearth node can take sandbox %q (nodes matching %v that are Ready and not cordoned: none)", sb.Name, selector).
-			WithHint("add or uncordon a node in the sandbox's pool")
+		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no other hearth node can take sandbox %q (nodes matching %v that are Ready, not cordoned and with room for it: none)", sb.Name, selector).
+			WithHint("add or uncordon a node in the sandbox's pool, or make room on one")
 	}
 	best := slices.MinFunc(cs, func(a, b candidate) int {
 		if a.pods != b.pods {
@@ -89,4 +97,51 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// fits says whether want fits within capacity's CPU and memory besides
+// what the Pods of specs request (a resource capacity does not name
+// bounds nothing).
+func fits(capacity corev1.ResourceList, specs []corev1.PodSpec, want corev1.ResourceList) bool {
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		limit, ok := capacity[r]
+		if !ok {
+			continue
+		}
+		used := want[r].DeepCopy()
+		for _, spec := range specs {
+			for _, c := range spec.Containers {
+				used.Add(c.Resources.Requests[r])
+			}
+		}
+		if used.Cmp(limit) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// SetCapacity tells the provider what its node offers sandboxes (what
+// RunNode registers), for Fits.
+func (p *Provider) SetCapacity(c corev1.ResourceList) {
+	p.mu.Lock()
+	p.capacity = c
+	p.mu.Unlock()
+}
+
+// Fits says whether sandbox sb, asleep on this node, fits here awake: its
+// size's CPU and memory, besides what the other Pods on this node request
+// now (a sleeping one's next to nothing), within the node's capacity
+// (lifecycle's Options.Fits). Without a capacity everything fits.
+func (p *Provider) Fits(_ context.Context, sb sandbox.Sandbox) bool {
+	own := key(Namespace(sb.Tenant), sb.Name)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var specs []corev1.PodSpec
+	for k, pod := range p.pods {
+		if k != own {
+			specs = append(specs, pod.Spec)
+		}
+	}
+	return fits(p.capacity, specs, requests(sb.Resources))
 }

@@ -56,8 +56,9 @@ type Provider struct {
 	pods   map[string]*corev1.Pod // "ns/name" → the Pod as this node reports it
 	notify func(*corev1.Pod)
 
-	resizes resizes
-	audit   func(sandbox.AuditEvent)
+	resizes  resizes
+	audit    func(sandbox.AuditEvent)
+	capacity corev1.ResourceList // see SetCapacity
 }
 
 // AuditTo has the provider record each call Kubernetes makes on a

@@ -49,6 +49,12 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 			return sandbox.Sandbox{}, err
 		}
 	}
+	return s.moveLocked(ctx, cur, target)
+}
+
+// moveLocked moves cur, whose name's lock the caller holds, to target
+// (see Move), and returns it as it now is.
+func (s *core) moveLocked(ctx context.Context, cur sandbox.Sandbox, target string) (sandbox.Sandbox, error) {
 	if err := s.movable(ctx, cur, target); err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -81,10 +87,51 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 	return cur, nil
 }
 
+// moveIfFull moves sleeping sb, whose name's lock the caller holds, to
+// another node when it does not fit on this one awake (Options.Fits), and
+// then answers the moved error: the call that woke it goes there. It
+// answers nil when sb stays (it fits, or no node can take it, or the move
+// failed: the sandbox is whole here, and wakes here).
+func (s *core) moveIfFull(ctx context.Context, sb sandbox.Sandbox) error {
+	if s.opts.Fits == nil || s.opts.Move == nil || s.opts.PickNode == nil || sb.Status != sandbox.StatusSleeping || s.opts.Fits(ctx, sb) {
+		return nil
+	}
+	target, err := s.opts.PickNode(ctx, sb)
+	if err != nil {
+		s.log.Warn("a sandbox that does not fit on its node wakes there: no node can take it", "sandbox", sb.Name, "id", sb.ID, "err", err)
+		return nil
+	}
+	from := sb.Node
+	if _, err := s.moveLocked(ctx, sb, target); err != nil {
+		s.log.Warn("a sandbox that does not fit on its node wakes there: its move failed", "sandbox", sb.Name, "id", sb.ID, "to", target, "err", err)
+		return nil
+	}
+	return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q moved to node %s to wake: node %s has no room for it", sb.Name, target, from).
+		WithHint("retry the call: it reaches node %s now", target).With("node", target).With("moved_to", target).With("retry_after_seconds", 0)
+}
+
+// WakeToStream wakes the sandbox ref names for p if it sleeps, when this
+// daemon may move a sandbox to wake it (Options.Fits): for a door about
+// to start a stream on it (an exec's WebSocket), so that a move is
+// answered before the stream starts, where a control plane that
+// forwarded the call can send it on to the sandbox's new node. Elsewhere
+// it does nothing (the stream's call wakes the sandbox).
+func (s *Sandboxes) WakeToStream(ctx context.Context, p sandbox.Principal, ref string) error {
+	if s.opts.Fits == nil {
+		return nil
+	}
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil || sb.Status != sandbox.StatusSleeping {
+		return nil // the call answers what is wrong
+	}
+	_, err = s.run.wake(ctx, sb)
+	return err
+}
+
 // sendAll sends sb's checkpoints, oldest first, each against the one
 // before it (the first against sb's image), then its root against its
 // image, to target, and returns the checkpoints.
-func (s *Sandboxes) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) ([]sandbox.Checkpoint, error) {
+func (s *core) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) ([]sandbox.Checkpoint, error) {
 	cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 	if err != nil {
 		return nil, s.internal("list checkpoints", err)
@@ -101,7 +148,7 @@ func (s *Sandboxes) sendAll(ctx context.Context, sb sandbox.Sandbox, target stri
 }
 
 // send streams the snapshot t names from this node to target.
-func (s *Sandboxes) send(ctx context.Context, target string, sb sandbox.Sandbox, t node.Transfer) error {
+func (s *core) send(ctx context.Context, target string, sb sandbox.Sandbox, t node.Transfer) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(s.opts.Node.SendSnapshot(ctx, t, pw)) }()
 	err := s.opts.Move(ctx, target, sb, t.Checkpoint, pr)
@@ -110,7 +157,7 @@ func (s *Sandboxes) send(ctx context.Context, target string, sb sandbox.Sandbox,
 }
 
 // pickNode is the node Options.PickNode chooses for sb.
-func (s *Sandboxes) pickNode(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+func (s *core) pickNode(ctx context.Context, sb sandbox.Sandbox) (string, error) {
 	if s.opts.PickNode == nil {
 		return "", sandbox.Errorf(sandbox.CodeInvalidArgument, "name the node to move sandbox %q to", sb.Name).WithHint(`send {"node":"<name>"}`)
 	}
@@ -118,7 +165,7 @@ func (s *Sandboxes) pickNode(ctx context.Context, sb sandbox.Sandbox) (string, e
 }
 
 // movable says why sb, under its lock, cannot move to target now.
-func (s *Sandboxes) movable(ctx context.Context, sb sandbox.Sandbox, target string) error {
+func (s *core) movable(ctx context.Context, sb sandbox.Sandbox, target string) error {
 	switch {
 	case target == sb.Node:
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox %q is on node %s already", sb.Name, target)

@@ -27,6 +27,7 @@ type moveEnv struct {
 	nodeB  node.Node
 	moved  []string
 	refuse error // when set, b refuses every root sent to it
+	full   bool  // when set, node local has no room for a sandbox to wake
 }
 
 func newMoveEnv(t *testing.T) *moveEnv {
@@ -48,12 +49,14 @@ func newMoveEnv(t *testing.T) *moveEnv {
 			}
 			return m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
 		}
+		o.Fits = func(context.Context, sandbox.Sandbox) bool { return !m.full }
+		o.PickNode = func(context.Context, sandbox.Sandbox) (string, error) { return "b", nil }
 		o.Moved = func(_ context.Context, sb sandbox.Sandbox, from string) {
 			m.moved = append(m.moved, sb.Name+" "+from+"->"+sb.Node)
 		}
 	})
 	optsB := m.opts
-	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Move, optsB.Moved = drvB, m.layB, "b", nil, nil
+	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Move, optsB.Moved, optsB.Fits = drvB, m.layB, "b", nil, nil, nil
 	m.nodeB = optsB.node(t)
 	m.b = m.newService(t, optsB)
 	return m
@@ -150,4 +153,41 @@ func TestMove(t *testing.T) {
 	}
 	err = m.svc.Files.ReadFile(ctx, a1, "mv", "kept", io.Discard)
 	wantCode(t, "a call through the old node", err, sandbox.CodeUnavailable)
+}
+
+// TestWakeMovesWhenFull: a sleeping sandbox that does not fit on its node
+// awake moves, when a call wakes it, to the node PickNode chooses; the
+// call is unavailable naming that node (moved_to), where the retried call
+// wakes it with its files. One that fits wakes where it is.
+func TestWakeMovesWhenFull(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	sb := m.create(t, a1, "full")
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "full", sandbox.WriteRequest{Path: "f"}, strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []bool{false, true} {
+		if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "full"); err != nil {
+			t.Fatal(err)
+		}
+		m.full = full
+		err := m.svc.Files.ReadFile(ctx, a1, "full", "f", io.Discard)
+		if !full {
+			if err != nil || m.row(t, "full").Node != "local" {
+				t.Fatalf("a call on a sandbox that fits = %v, node %s; want woken on local", err, m.row(t, "full").Node)
+			}
+			continue
+		}
+		se := wantCode(t, "a call on a sandbox that does not fit", err, sandbox.CodeUnavailable)
+		if se.Details["moved_to"] != "b" || m.row(t, "full").Node != "b" {
+			t.Fatalf("details %v, node %s; want moved to b", se.Details, m.row(t, "full").Node)
+		}
+	}
+	var got bytes.Buffer
+	if err := m.b.Files.ReadFile(ctx, a1, "full", "f", &got); err != nil || got.String() != "kept" {
+		t.Errorf("the retried call through b = %q, %v", got.String(), err)
+	}
+	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("the full node kept the root: %v", err)
+	}
 }

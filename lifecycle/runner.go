@@ -245,6 +245,9 @@ func (s *runner) wake(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox,
 	if cur.Status == sandbox.StatusCreating {
 		return sandbox.Sandbox{}, stillCreating(sb.Name)
 	}
+	if err := s.moveIfFull(ctx, cur); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	release, err := s.slot(ctx, cur)
 	if err != nil {
 		return sandbox.Sandbox{}, err

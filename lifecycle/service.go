@@ -67,6 +67,13 @@ type Options struct {
 	// (node.Node.ReceiveSnapshot); it returns once the target has it all.
 	// Without it this daemon moves no sandbox.
 	Move func(ctx context.Context, target string, sb sandbox.Sandbox, checkpoint string, r io.Reader) error
+	// Fits, when set, says whether a sleeping sandbox of this daemon fits
+	// on it awake (a node of a fleet with room for its size). One that
+	// does not is moved, when it wakes, to the node PickNode chooses, and
+	// the call that woke it is unavailable with details moved_to naming
+	// that node (a control plane that forwarded it sends it there). When
+	// no node can take it, it wakes here.
+	Fits func(ctx context.Context, sb sandbox.Sandbox) bool
 	// PickNode, when set, chooses the node a sandbox of this daemon
 	// moves to when its Move names none; an error is coded.
 	PickNode func(ctx context.Context, sb sandbox.Sandbox) (string, error)

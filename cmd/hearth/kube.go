@@ -218,7 +218,8 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	sbs := &nodeSandboxes{}
 	provider := kube.NewProvider(sbs, client, cfg.node, klog)
 	fleet := kube.NewFleet(kube.FleetOptions{Client: client, Logger: klog})
-	opts.Bind, opts.PickNode = fleet.Bind, fleet.PickNode
+	provider.SetCapacity(cfg.kube.capacity)
+	opts.Bind, opts.PickNode, opts.Fits = fleet.Bind, fleet.PickNode, provider.Fits
 	opts.Released, opts.Asleep = provider.Released, provider.Asleep
 	// A sandbox moved away has its Pod follow it: the Pod of its name
 	// here goes (its sandbox is the other node's now, so this node's

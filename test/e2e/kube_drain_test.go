@@ -123,3 +123,48 @@ func TestKubeDrain(t *testing.T) {
 		t.Error("hearth node cordon of a node that is not hearth's succeeded")
 	}
 }
+
+// TestKubeWakeMoves: a sleeping sandbox woken after its node filled up
+// (hn0, 2.1 CPUs: two small sandboxes took the room it gave back) moves to
+// a node with room (hn1) with its files, and the exec that woke it,
+// through the control plane, runs there; its Pod follows it.
+func TestKubeWakeMoves(t *testing.T) {
+	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--capacity", "cpu=2100m"}}, fleetNode{})
+	ctx := ctxT(t)
+	cp := f.planes[0]
+	if _, stderr, code := cp.CLI("", "node", "cordon", "hn1"); code != 0 {
+		t.Fatalf("hearth node cordon hn1: %s", stderr)
+	}
+	sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "sleeper"})
+	if err != nil || sb.Node != "hn0" {
+		t.Fatalf("create sleeper = node %q, %v; want hn0", sb.Node, err)
+	}
+	cp.sh(ctx, "sleeper", "echo written on hn0 > /home/sandbox/mine.txt")
+	if _, err := cp.Client().Sleep(ctx, "sleeper"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitPodCPU(t, ctx, "hearth-system", "sleeper", 1, false)
+	for _, name := range []string{"fill-1", "fill-2"} {
+		if got, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: name}); err != nil || got.Node != "hn0" {
+			t.Fatalf("create %s = node %q, %v; want hn0, in the room sleeper gave back", name, got.Node, err)
+		}
+	}
+	if _, stderr, code := cp.CLI("", "node", "uncordon", "hn1"); code != 0 {
+		t.Fatalf("hearth node uncordon hn1: %s", stderr)
+	}
+	if got := cp.sh(ctx, "sleeper", "cat /home/sandbox/mine.txt"); got != "written on hn0\n" {
+		t.Errorf("exec through the control plane on the woken sandbox = %q", got)
+	}
+	if got, err := cp.Client().Get(ctx, "sleeper"); err != nil || got.Node != "hn1" || got.Status != sandbox.StatusRunning {
+		t.Errorf("sleeper after its wake = %s on %q, %v; want running on hn1", got.Status, got.Node, err)
+	}
+	f.waitPodOn(t, ctx, "hearth-system", "sleeper", sb.ID, "hn1")
+	if hasRoot(t, f.nodes[0], sb.ID) {
+		t.Error("hn0 kept the moved sandbox's root")
+	}
+	for _, name := range []string{"fill-1", "fill-2"} {
+		if node := cp.sandboxNode(t, ctx, name); node != "hn0" {
+			t.Errorf("%s is on %s after the move, want hn0", name, node)
+		}
+	}
+}
