@@ -297,7 +297,13 @@ func gatewayServer(t *testing.T, g http.Handler) string {
 
 func get(t *testing.T, ctx context.Context, base, path string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+	return send(t, ctx, "GET", base, path, nil)
+}
+
+// send is one request of a sandbox through the gateway at base.
+func send(t *testing.T, ctx context.Context, method, base, path string, body io.Reader) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,16 +455,7 @@ func TestStreamAfterBody(t *testing.T) {
 	})
 	g := gateway.New(gateway.Options{Resolver: resolver{upstream: u}, Allowed: netip.Addr.IsLoopback})
 	base := gatewayServer(t, testenv.LateTail(g, 100*time.Millisecond))
-	req, err := http.NewRequestWithContext(t.Context(), "POST", base+"/v1/chat", strings.NewReader(`{"q":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = "api.hearth.internal"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := send(t, t.Context(), "POST", base, "/v1/chat", strings.NewReader(`{"q":1}`))
 	if got, err := io.ReadAll(resp.Body); err != nil || string(got) != "first\nlast\n" {
 		t.Errorf("the sandbox read %q, %v; want the upstream's whole answer", got, err)
 	}

@@ -202,47 +202,18 @@ func (s *Store) Receive(ctx context.Context, key, parent string, r io.Reader) (s
 		return "", fmt.Errorf("%w: receive %q: the stream was sent against a parent (%t), and a parent was named (%t): want both or neither",
 			layers.ErrInvalid, key, h.ParentUUID != "", parent != "")
 	}
-	id := layers.NewID()
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return "", errClosed
-	}
-	if _, ok := s.entries[key]; ok {
-		s.mu.Unlock()
-		return "", fmt.Errorf("receive %q: %w", key, layers.ErrExists)
-	}
-	var p *entry
-	if parent != "" {
-		if p, err = s.entries.Committed("receive", key, parent); err != nil {
-			s.mu.Unlock()
-			return "", err
-		}
-		p.Read()
-	}
 	kind := layers.KindActive
 	if h.Committed {
 		kind = layers.KindCommitted
 	}
-	e := &entry{record: record{ID: id, Kind: kind}, Guard: layers.Guard{Busy: true}}
-	if p != nil {
-		e.Parent, e.ParentID = parent, p.ID
-	}
-	s.entries[key] = e
-	s.mu.Unlock()
-
-	err = s.receive(ctx, key, e.record, h, br)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p != nil {
-		p.Release()
-	}
+	e, p, err := s.reserve("receive", key, parent, kind)
 	if err != nil {
-		delete(s.entries, key)
+		return "", err
+	}
+	if err := s.settle(key, e, p, s.receive(ctx, key, e.record, h, br)); err != nil {
 		return "", fmt.Errorf("receive %q: %w", key, err)
 	}
-	e.Visible, e.Busy = true, false
-	return s.subvols.path(id), nil
+	return s.subvols.path(e.ID), nil
 }
 
 // readSendHeader reads and checks the header line of a stream.

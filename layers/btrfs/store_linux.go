@@ -249,33 +249,48 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 	if err := layers.CheckArgs(ctx, key, parent); err != nil {
 		return "", err
 	}
-	id := layers.NewID()
+	e, p, err := s.reserve("prepare", key, parent, layers.KindActive)
+	if err != nil {
+		return "", err
+	}
+	err = s.settle(key, e, p, s.prepare(key, e.record))
+	if err != nil {
+		return "", fmt.Errorf("prepare %q: %w", key, err)
+	}
+	return s.subvols.path(e.ID), nil
+}
+
+// reserve inserts key, a new snapshot of kind that op makes from the
+// committed snapshot parent ("" for none): busy and not visible, with a
+// new id, and parent read meanwhile (see layers.Guard). It fails with
+// ErrExists when key is taken, and as Committed does for parent. settle
+// ends what it starts.
+func (s *Store) reserve(op, key, parent string, kind layers.Kind) (e, p *entry, err error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return "", errClosed
+		return nil, nil, errClosed
 	}
 	if _, ok := s.entries[key]; ok {
-		s.mu.Unlock()
-		return "", fmt.Errorf("prepare %q: %w", key, layers.ErrExists)
+		return nil, nil, fmt.Errorf("%s %q: %w", op, key, layers.ErrExists)
 	}
-	var p *entry
 	if parent != "" {
-		var err error
-		if p, err = s.entries.Committed("prepare", key, parent); err != nil {
-			s.mu.Unlock()
-			return "", err
+		if p, err = s.entries.Committed(op, key, parent); err != nil {
+			return nil, nil, err
 		}
 		p.Read()
 	}
-	e := &entry{record: record{ID: id, Kind: layers.KindActive}, Guard: layers.Guard{Busy: true}}
+	e = &entry{record: record{ID: layers.NewID(), Kind: kind}, Guard: layers.Guard{Busy: true}}
 	if p != nil {
 		e.Parent, e.ParentID = parent, p.ID
 	}
 	s.entries[key] = e
-	s.mu.Unlock()
+	return e, p, nil
+}
 
-	err := s.prepare(key, e.record)
+// settle ends a reserve of key, whose making ended with err: parent p is
+// released, and key becomes visible, or goes on an error. It returns err.
+func (s *Store) settle(key string, e, p *entry, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p != nil {
@@ -283,10 +298,10 @@ func (s *Store) Prepare(ctx context.Context, key, parent string) (string, error)
 	}
 	if err != nil {
 		delete(s.entries, key)
-		return "", fmt.Errorf("prepare %q: %w", key, err)
+		return err
 	}
 	e.Visible, e.Busy = true, false
-	return s.subvols.path(id), nil
+	return nil
 }
 
 // active returns the entry of key for op when it is an active snapshot no
