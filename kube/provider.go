@@ -117,7 +117,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("sandbox %s/%s: %w", ref.tenant, ref.name, err)
 	}
 	if sb.Status == sandbox.StatusSleeping {
-		p.report(pod, asleepStatus(pod, sb)) // a node back from a restart
+		// A node back from a restart, or a sandbox moved here asleep: its
+		// Pod gives back what it asks awake.
+		p.report(pod, asleepStatus(pod, sb))
+		p.Asleep(ctx, sb, true)
 	} else {
 		p.report(pod, runningStatus(pod, sb))
 	}

@@ -85,6 +85,8 @@ func TestKubeDrain(t *testing.T) {
 	if !f.unschedulable(t, ctx, "hn0") {
 		t.Error("hn0 is not cordoned after the drain")
 	}
+	// The sleeping one's Pod gives back its CPU on hn1 too.
+	f.waitPodCPU(t, ctx, "hearth-system", "asleep", 1, false)
 	for name, want := range map[string]sandbox.Status{"asleep": sandbox.StatusSleeping, "awake": sandbox.StatusRunning, "checked": sandbox.StatusRunning} {
 		sb, err := cp.Client().Get(ctx, name)
 		if err != nil || sb.Node != "hn1" || sb.Status != want {
