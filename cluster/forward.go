@@ -1,17 +1,15 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync"
 	"time"
 
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -205,38 +203,24 @@ func (f *Forwarder) sign(h http.Header) {
 }
 
 // movedRetry is Forward's transport: a call the node answers with a move
-// (its sandbox did not fit there awake and moved to wake: unavailable,
-// with details moved_to naming the node; lifecycle's Options.Fits) is sent
-// once more, to that node, when it has no body to send again. A call with
-// a body gets the answer, whose hint says to retry.
+// (its sandbox did not fit there awake and moved to wake: lifecycle's
+// Options.Fits), which the node's door marks with door.HeaderMovedTo, is
+// sent once more, to that node, when it has no body to send again. A call
+// with a body gets the answer, whose hint says to retry. The header, not
+// the body, decides: a sandbox's own answers (its URL) never carry it.
 type movedRetry struct{ f *Forwarder }
-
-// maxMovedBody bounds what movedRetry reads of an unavailable answer.
-const maxMovedBody = 64 << 10
 
 func (t movedRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.f.transport.RoundTrip(r)
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || r.Body != nil && r.Body != http.NoBody {
 		return resp, err
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxMovedBody))
-	var answer struct {
-		Error struct {
-			Details struct {
-				MovedTo string `json:"moved_to"`
-			} `json:"details"`
-		} `json:"error"`
+	to := resp.Header.Get(door.HeaderMovedTo)
+	if to == "" {
+		return resp, nil
 	}
-	to := ""
-	if json.Unmarshal(b, &answer) == nil {
-		to = answer.Error.Details.MovedTo
-	}
-	target, terr := t.f.target(r.Context(), to)
-	if to == "" || terr != nil {
-		resp.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b), resp.Body), resp.Body}
+	target, err := t.f.target(r.Context(), to)
+	if err != nil {
 		return resp, nil
 	}
 	resp.Body.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/cluster"
+	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/testutil/testenv"
 )
 
@@ -64,13 +65,17 @@ func TestForwardStreamAfterBody(t *testing.T) {
 }
 
 // TestForwardMoved: a call the sandbox's node answers with a move (the
-// sandbox did not fit there awake, and moved: unavailable, moved_to) is
-// sent once more to the node it moved to, when it has no body; one with
-// a body gets the move's answer.
+// sandbox did not fit there awake, and moved: unavailable, marked by the
+// door's Hearth-Moved-To) is sent once more to the node it moved to, when
+// it has no body; one with a body gets the move's answer; a body that
+// only claims a move steers nothing.
 func TestForwardMoved(t *testing.T) {
 	moved := `{"error":{"code":"unavailable","message":"moved","details":{"moved_to":"c"}}}`
 	var again atomic.Int64
 	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/sandboxes/web/proxy/80/" {
+			w.Header().Set(door.HeaderMovedTo, "c") // the node's door marks its move
+		}
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, moved)
 	}))
@@ -106,5 +111,11 @@ func TestForwardMoved(t *testing.T) {
 	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", "data")
 	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 1 {
 		t.Errorf("a call with a body moved = %d %q (%d calls on c); want the move's answer", resp.StatusCode, body, again.Load())
+	}
+	// An answer whose body says moved_to without the door's header (a
+	// sandbox's server, through its URL) steers nothing.
+	resp, body = testenv.Do(t, "GET", front.URL+"/v1/sandboxes/web/proxy/80/", "", "")
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 1 {
+		t.Errorf("a 503 naming moved_to in its body only = %d %q (%d calls on c); want it passed as it is", resp.StatusCode, body, again.Load())
 	}
 }

@@ -41,6 +41,15 @@ func callOf(r *http.Request) *call {
 	return c
 }
 
+// HeaderMovedTo names, on an answer of this daemon (never a sandbox's:
+// its URL proxy strips every Hearth- header of what a sandbox answers),
+// the node the sandbox moved to; MovedToDetail is the error detail it
+// comes from.
+const (
+	HeaderMovedTo = "Hearth-Moved-To"
+	MovedToDetail = "moved_to"
+)
+
 // FromNode returns the node that made or forwarded the call r, having
 // proved it with its node credential; "" for any other caller.
 func FromNode(r *http.Request) string {
@@ -80,7 +89,9 @@ func NoteSandbox(r *http.Request, name string) {
 // WriteError answers err in the dialect of r's door with the status of
 // its code (sandbox.Code.HTTPStatus, or WithStatus's), and records the
 // code as the call's outcome. A 401 also carries `WWW-Authenticate:
-// Bearer` (RFC 6750 §3). An error that is not a *sandbox.Error is
+// Bearer` (RFC 6750 §3); an error with the detail moved_to (a sandbox
+// moved to another node to wake) carries HeaderMovedTo, which a
+// forwarding node acts on. An error that is not a *sandbox.Error is
 // answered as internal and its cause logged, never sent.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	c := callOf(r)
@@ -97,6 +108,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	if to, ok := e.Details[MovedToDetail].(string); ok && to != "" {
+		w.Header().Set(HeaderMovedTo, to)
 	}
 	if c != nil && c.door != nil && c.door.WriteError != nil {
 		c.door.WriteError(w, r, status, e)

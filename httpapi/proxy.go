@@ -151,6 +151,18 @@ func (s proxies) proxy(w http.ResponseWriter, r *http.Request, p sandbox.Princip
 			DisableKeepAlives: true,
 		},
 		FlushInterval: -1, // stream as the server writes (server-sent events)
+		// The sandbox's server speaks for itself, never for hearth: no
+		// header of hearth's (door.HeaderMovedTo, the node headers)
+		// passes from it, so that nothing it answers can steer a node
+		// that forwarded the call.
+		ModifyResponse: func(resp *http.Response) error {
+			for k := range resp.Header {
+				if strings.HasPrefix(k, "Hearth-") {
+					resp.Header.Del(k)
+				}
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			door.WriteError(w, r, sandbox.Errorf(sandbox.CodeUnavailable, "the server on port %d in the sandbox failed to answer: %v", t.port, err).
 				WithHint("check the server in the sandbox; its listening ports are at GET /v1/sandboxes/%s/ports", t.name))

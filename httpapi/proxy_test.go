@@ -44,6 +44,13 @@ func echoServer(t testing.TB) int {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 		w.Write(make([]byte, n))
 	})
+	mux.HandleFunc("/steer", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Hearth-Moved-To", "elsewhere")
+		w.Header().Set("Hearth-Node", "n9")
+		w.Header().Set("X-Kept", "yes")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"code":"unavailable","message":"moved","details":{"moved_to":"elsewhere"}}}`)
+	})
 	mux.HandleFunc("/stream", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "read %s\n", b)
@@ -190,6 +197,25 @@ func TestProxyStreamAfterBody(t *testing.T) {
 	resp, body := testenv.Do(t, "POST", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/stream", e.url, port), tokenA1, "hello")
 	if resp.StatusCode != 200 || string(body) != "read hello\nlast\n" {
 		t.Errorf("POST through the proxy = %d %q; want the server's whole answer", resp.StatusCode, body)
+	}
+}
+
+// TestProxyStripsHearthHeaders: a sandbox's server cannot answer with
+// hearth's own headers (the move that steers a forwarding node, the node
+// headers): the proxy drops every Hearth- header of its answer, and keeps
+// the rest.
+func TestProxyStripsHearthHeaders(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(t, "web")
+	port := echoServer(t)
+	resp, _ := testenv.Do(t, "GET", fmt.Sprintf("%s/v1/sandboxes/web/proxy/%d/steer", e.url, port), tokenA1, "")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Kept") != "yes" {
+		t.Fatalf("proxied answer = %d, X-Kept %q; want the server's 503 and its own header", resp.StatusCode, resp.Header.Get("X-Kept"))
+	}
+	for k := range resp.Header {
+		if strings.HasPrefix(k, "Hearth-") {
+			t.Errorf("the sandbox's header %s = %q passed the proxy", k, resp.Header.Get(k))
+		}
 	}
 }
 

@@ -87,6 +87,10 @@ func (s *core) moveLocked(ctx context.Context, cur sandbox.Sandbox, target strin
 	return cur, nil
 }
 
+// movedToDetail is the detail of the error of a call whose sandbox moved
+// to wake: the node it is on now (door.MovedToDetail).
+const movedToDetail = "moved_to"
+
 // moveIfFull moves sleeping sb, whose name's lock the caller holds, to
 // another node when it does not fit on this one awake (Options.Fits), and
 // then answers the moved error: the call that woke it goes there. It
@@ -107,7 +111,7 @@ func (s *core) moveIfFull(ctx context.Context, sb sandbox.Sandbox) error {
 		return nil
 	}
 	return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q moved to node %s to wake: node %s has no room for it", sb.Name, target, from).
-		WithHint("retry the call: it reaches node %s now", target).With("node", target).With("moved_to", target).With("retry_after_seconds", 0)
+		WithHint("retry the call: it reaches node %s now", target).With("node", target).With(movedToDetail, target).With("retry_after_seconds", 0)
 }
 
 // WakeToStream wakes the sandbox ref names for p if it sleeps, when this
