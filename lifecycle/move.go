@@ -13,15 +13,15 @@ import (
 
 // Move moves the sleeping sandbox ref names to the node target, another
 // daemon of the store, or the one Options.PickNode chooses when target is
-// "" (operators only): its root goes there as what it
-// holds beyond its image (node.Node.SendRoot, Options.Move), then its row
-// names target, then what this node held of it goes and the fleet is told
-// (Options.Moved). It runs on the sandbox's node, under its name's lock,
-// so no call wakes it meanwhile. A move cut short before the row changed
-// leaves the sandbox here, whole; the target keeps nothing of it.
-//
-// Its checkpoints go with it, sent before its root; one that holds
-// memory is refused (failed_precondition): moves carry disks only.
+// "" (operators only): its checkpoints and then its root go there as
+// what they hold beyond its image (node.Node.SendSnapshot, Options.Move),
+// then its row names target, then what this node held of it goes and the
+// fleet is told (Options.Moved). It runs on the sandbox's node, under its
+// name's lock, so no call wakes it meanwhile. A move cut short before the
+// row changed leaves the sandbox here, whole; the target keeps no root of
+// it, and the checkpoints it received wait there for the move's retry,
+// which reuses them. A checkpoint that holds memory is refused
+// (failed_precondition): moves carry disks only.
 func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target string) (sandbox.Sandbox, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Sandbox{}, operatorOnly("move sandboxes")
