@@ -136,7 +136,7 @@ func findVerb(name string) (verb, bool) {
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: hearth <verb> [flags] [args]\n\nVerbs:\n")
 	fmt.Fprintf(w, "  %-11s %s\n", "serve", "run the hearth daemon")
-	fmt.Fprintf(w, "  %-11s %s\n", "node", "run this machine as a Kubernetes node of hearth sandboxes")
+	fmt.Fprintf(w, "  %-11s %s\n", "node", "run this machine as a Kubernetes node of hearth sandboxes; node cordon|uncordon|drain NAME manage one (operators)")
 	for _, v := range verbs() {
 		fmt.Fprintf(w, "  %-11s %s\n", v.name, v.summary)
 	}
