@@ -53,6 +53,7 @@ func TestKubeDrain(t *testing.T) {
 	if out, stderr, code := cp.CLI("", "node", "cordon", "hn1"); code != 0 || !f.unschedulable(t, ctx, "hn1") {
 		t.Fatalf("hearth node cordon hn1 = %d, %q, %q; cordoned %v", code, out, stderr, f.unschedulable(t, ctx, "hn1"))
 	}
+	time.Sleep(time.Second) // kube-scheduler learns of the cordon through its informer
 	ids := map[string]string{}
 	for _, name := range []string{"asleep", "awake", "kept", "checked"} {
 		sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: name})
@@ -137,6 +138,7 @@ func TestKubeWakeMoves(t *testing.T) {
 	if _, stderr, code := cp.CLI("", "node", "cordon", "hn1"); code != 0 {
 		t.Fatalf("hearth node cordon hn1: %s", stderr)
 	}
+	time.Sleep(time.Second) // kube-scheduler learns of the cordon through its informer
 	sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "sleeper"})
 	if err != nil || sb.Node != "hn0" {
 		t.Fatalf("create sleeper = node %q, %v; want hn0", sb.Node, err)
