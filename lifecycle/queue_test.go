@@ -92,17 +92,20 @@ func TestCreatesQueueFairly(t *testing.T) {
 	if len(st.order) != many+few {
 		t.Fatalf("%d starts, want %d", len(st.order), many+few)
 	}
-	// The two running when t2 came were t1's; from then on the tenants
-	// took turns, so t2's three started within the next six. (Two slots
-	// granted at once may reach the driver in either order: t2's last
-	// may come one earlier.)
+	// The two running when t2 came were t1's; from then on the slots were
+	// granted to the tenants in turn, so t2's three were granted within
+	// the next six. What is recorded is when each start reaches the
+	// driver, after its grant: on a loaded host a granted start can get
+	// there after the next grant's (CI saw t2's at 2, 5 and 8). So the
+	// bound is t2's third within the next nine: a queue served first come
+	// first served would start t2's last at 18.
 	var last int
 	for i, id := range st.order {
 		if tenant, _ := tenantOf.Load(id); tenant == "t2" {
 			last = i
 		}
 	}
-	if want := limit + 2*few - 1; last > want {
+	if want := limit + 3*few - 1; last > want {
 		t.Errorf("t2's last create was start %d of %d, want at most %d (start order by tenant: %v)", last, len(st.order), want, tenants(&tenantOf, st.order))
 	}
 }
