@@ -84,7 +84,7 @@ func newKubeFleetOf(t testing.TB, replicas int, nodes ...fleetNode) *kubeFleet {
 	for i, n := range nodes {
 		name := fmt.Sprintf("hn%d", i)
 		args := []string{"--store", dsn, "--key-file", key, "--name", name, "--kubeconfig", c.Kubeconfig,
-			"--kubelet-listen", fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), "--client-ca", c.CA}
+			"--kubelet-listen", fmt.Sprintf("127.0.0.1:%d", testenv.ReservedPort(t)), "--client-ca", c.CA}
 		if n.pool != "" {
 			args = append(args, "--pool", n.pool)
 		}

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"testing"
 )
@@ -16,4 +18,23 @@ func FreePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ReservedPort returns a TCP port on 127.0.0.1 that nothing listens on,
+// below the kernel's ephemeral range (20000–29999): for a port a test
+// hands to a daemon to listen on later, which that daemon's own
+// listeners on port 0 (handed out from the ephemeral range) cannot take
+// first, as they can a FreePort.
+func ReservedPort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		port := 20000 + rand.IntN(10000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			ln.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port in 20000-29999 after 100 tries")
+	return 0
 }
