@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,11 +155,11 @@ func (s *Store) Send(ctx context.Context, key, base string, w io.Writer) error {
 
 	src := s.subvols.path(e.ID)
 	if !committed {
-		stage, err := s.stage()
+		stage, err := s.stages.make()
 		if err != nil {
 			return fmt.Errorf("send %q: %w", key, err)
 		}
-		defer s.unstage(stage)
+		defer s.stages.remove(stage)
 		if err := snapshot(src, stage, "root", true); err != nil {
 			return fmt.Errorf("send %q: %w", key, err)
 		}
@@ -238,11 +239,11 @@ func readSendHeader(br *bufio.Reader) (sendHeader, error) {
 // the record, then a rename into snapshots/ and a syncfs (the commit
 // point; Open drops a record whose subvolume is missing).
 func (s *Store) receive(ctx context.Context, key string, rec record, h sendHeader, r io.Reader) error {
-	stage, err := s.stage()
+	stage, err := s.stages.make()
 	if err != nil {
 		return err
 	}
-	defer s.unstage(stage)
+	defer s.stages.remove(stage)
 	if rec.ParentID != "" {
 		if err := s.markBase(stage, rec.ParentID, h); err != nil {
 			return err
@@ -327,25 +328,30 @@ func received(stage string) (string, error) {
 	return got[0], nil
 }
 
-// movingDir is the directory of Send's and Receive's stages.
-func (s *Store) movingDir() string { return filepath.Join(s.dir, "moving") }
+// stages is the directory of Send's and Receive's stages, moving/ under
+// a store's Dir: each a directory of its own, with the snapshots one call
+// makes.
+type stages struct {
+	dir string
+	log *slog.Logger
+}
 
-// stage makes an empty directory for one Send or Receive.
-func (s *Store) stage() (string, error) {
-	if err := os.Mkdir(s.movingDir(), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+// make makes an empty stage for one Send or Receive.
+func (st stages) make() (string, error) {
+	if err := os.Mkdir(st.dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
-	stage := filepath.Join(s.movingDir(), layers.NewID())
+	stage := filepath.Join(st.dir, layers.NewID())
 	if err := os.Mkdir(stage, 0o700); err != nil {
 		return "", err
 	}
 	return stage, nil
 }
 
-// unstage deletes a stage and the snapshots in it.
-func (s *Store) unstage(stage string) {
+// remove deletes stage and the snapshots in it, logging a failure.
+func (st stages) remove(stage string) {
 	if err := removeStage(stage); err != nil {
-		s.log.Error("layers: removing a send or receive's stage", "dir", stage, "err", err)
+		st.log.Error("layers: removing a send or receive's stage", "dir", stage, "err", err)
 	}
 }
 
@@ -373,10 +379,10 @@ func removeStage(stage string) error {
 	return os.Remove(stage)
 }
 
-// clearMoving removes what Sends and Receives cut short by a crash left
-// under moving/ (from Open).
-func (s *Store) clearMoving() error {
-	des, err := os.ReadDir(s.movingDir())
+// clear removes what Sends and Receives cut short by a crash left (from
+// Open).
+func (st stages) clear() error {
+	des, err := os.ReadDir(st.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -384,8 +390,8 @@ func (s *Store) clearMoving() error {
 		return err
 	}
 	for _, de := range des {
-		s.log.Info("layers: removing an unfinished send or receive", "dir", de.Name())
-		if err := removeStage(filepath.Join(s.movingDir(), de.Name())); err != nil {
+		st.log.Info("layers: removing an unfinished send or receive", "dir", de.Name())
+		if err := removeStage(filepath.Join(st.dir, de.Name())); err != nil {
 			return err
 		}
 	}

@@ -73,6 +73,7 @@ type Store struct {
 	dir, snapDir, metaDir string
 	records               records
 	subvols               subvols
+	stages                stages
 	backing               string // "" when Dir is natively on btrfs
 	log                   *slog.Logger
 	lock                  *layers.DirLock
@@ -131,6 +132,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		metaDir: filepath.Join(dir, "meta"),
 		records: records(filepath.Join(dir, "meta")),
 		subvols: subvols(filepath.Join(dir, "snapshots")),
+		stages:  stages{dir: filepath.Join(dir, "moving"), log: log.With("store", dir)},
 		log:     log.With("store", dir),
 		entries: make(layers.Index[*entry]),
 	}
@@ -161,7 +163,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
-	if err := s.clearMoving(); err != nil {
+	if err := s.stages.clear(); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("layers: %w", err)
 	}
