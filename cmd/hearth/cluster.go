@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/cluster"
+	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/mcpserver"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
@@ -127,4 +128,19 @@ func pickLive(m *cluster.Member, storeName string) func(ctx context.Context, sb 
 		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no other live node of the store can take sandbox %q", sb.Name).
 			WithHint("start another daemon on the store (hearth serve --store …), or name the node")
 	}
+}
+
+// forwarding is the forwarder of a daemon on a shared store (nil on
+// SQLite: only a shared store has other nodes to send calls and moves
+// to), with opts' Move and PickNode set to it; svc returns the service
+// once lifecycle.New made it (the forwarder asks it where a sandbox is).
+func forwarding(cfg serveConfig, member *cluster.Member, storeName string, opts *lifecycle.Options, svc func() *lifecycle.Service) *cluster.Forwarder {
+	if cfg.storeURL == "" {
+		return nil
+	}
+	fwd := cluster.NewForwarder(member, func(ctx context.Context, p sandbox.Principal, ref string) string {
+		return svc().Sandboxes.NodeOf(ctx, p, ref)
+	})
+	opts.Move, opts.PickNode = fwd.MoveSnapshot, pickLive(member, storeName)
+	return fwd
 }

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/audit"
-	"github.com/hearth/hearth/cluster"
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/httpapi"
@@ -179,14 +178,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		Logger:              log.With("component", "lifecycle"),
 	}
 	var svc *lifecycle.Service
-	var fwd *cluster.Forwarder
-	if cfg.storeURL != "" {
-		// Only a shared store has other nodes to send calls and moves to.
-		fwd = cluster.NewForwarder(member, func(ctx context.Context, p sandbox.Principal, ref string) string {
-			return svc.Sandboxes.NodeOf(ctx, p, ref)
-		})
-		opts.Move, opts.PickNode = fwd.MoveSnapshot, pickLive(member, where)
-	}
+	fwd := forwarding(cfg, member, where, &opts, func() *lifecycle.Service { return svc })
 	finishKube, err := kubeWiring(cfg, &opts, stderr, log)
 	if err != nil {
 		return err
