@@ -78,11 +78,13 @@ func TestExecSemantics(t *testing.T) {
 		// A fork bomb is contained by the pids limit and the deadline. The
 		// leader outlives the deadline: what a command leaves running after
 		// it exits on its own is left on purpose (a server started with &).
-		// It execs its sleep rather than fork it: once the bomb has filled
-		// the pids limit, a fork of the leader's fails, and bash, whose
-		// retry sleep the bomb's dying children interrupt, gives up at once
-		// with exit 2 (on a loaded host the bomb often wins that race).
-		if res, _, _ = run(sandbox.ExecRequest{Shell: "bomb() { bomb | bomb & }; bomb; exec sleep 60", Timeout: sandbox.Duration(5 * time.Second)}, ""); !res.TimedOut {
+		// The leader forks exactly once, before any bomb exists, and then
+		// execs its sleep: once the bomb has filled the pids limit, any
+		// fork of the leader's fails and sh (dash) exits 2 at once. Calling
+		// the bomb in the leader would not do: dash forks both halves of
+		// `bomb | bomb &` from the calling shell, and on a loaded host the
+		// first half can fill the limit before the second is forked.
+		if res, _, _ = run(sandbox.ExecRequest{Shell: "bomb() { bomb | bomb & }; bomb & exec sleep 60", Timeout: sandbox.Duration(5 * time.Second)}, ""); !res.TimedOut {
 			t.Fatalf("fork bomb = %+v; want timed out", res)
 		}
 		if res, out, _ = run(sandbox.ExecRequest{Shell: "echo still here"}, ""); res.ExitCode != 0 || out != "still here\n" {
