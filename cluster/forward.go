@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -88,10 +90,16 @@ func (f *Forwarder) Verify(r *http.Request) (string, error) {
 // Forward serves r on node, streaming both ways (WebSocket upgrades
 // included). It returns an error, having written nothing, when node is
 // gone (its heartbeats stopped) or cannot be reached: the caller answers
-// it.
+// it. A call the node answers by moving the sandbox (door.HeaderMovedTo)
+// is sent once more, to the sandbox's new node, when it has no body or
+// one of at most MaxReplayBody bytes, which Forward reads before
+// sending; a larger body streams, and its call gets the move's answer.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
 	target, err := f.target(r.Context(), node)
 	if err != nil {
+		return err
+	}
+	if err := replayable(r); err != nil {
 		return err
 	}
 	var failed error
@@ -120,6 +128,30 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string)
 	}
 	proxy.ServeHTTP(w, r)
 	return failed
+}
+
+// MaxReplayBody is the largest request body Forward keeps to send again
+// to a sandbox's new node.
+const MaxReplayBody = 1 << 20
+
+// replayable reads r's body into memory when its length is known and at
+// most MaxReplayBody, so that r.GetBody can send it again.
+func replayable(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength <= 0 || r.ContentLength > MaxReplayBody {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
+	if err == nil && int64(len(b)) < r.ContentLength {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return sandbox.Errorf(sandbox.CodeInvalidArgument, "read the request's body of %d bytes: %v", r.ContentLength, err).
+			WithHint("send the whole body again")
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return nil
 }
 
 // target is node's base URL, or unavailable when it is gone, as the
@@ -205,14 +237,16 @@ func (f *Forwarder) sign(h http.Header) {
 // movedRetry is Forward's transport: a call the node answers with a move
 // (its sandbox did not fit there awake and moved to wake: lifecycle's
 // Options.Fits), which the node's door marks with door.HeaderMovedTo, is
-// sent once more, to that node, when it has no body to send again. A call
-// with a body gets the answer, whose hint says to retry. The header, not
-// the body, decides: a sandbox's own answers (its URL) never carry it.
+// sent once more, to that node, when it has no body or one it can send
+// again (replayable). A call with a body that streamed gets the answer,
+// whose hint says to retry. The header, not the body, decides: a
+// sandbox's own answers (its URL) never carry it.
 type movedRetry struct{ f *Forwarder }
 
 func (t movedRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.f.transport.RoundTrip(r)
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || r.Body != nil && r.Body != http.NoBody {
+	bodied := r.Body != nil && r.Body != http.NoBody
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || bodied && r.GetBody == nil {
 		return resp, err
 	}
 	to := resp.Header.Get(door.HeaderMovedTo)
@@ -223,8 +257,13 @@ func (t movedRetry) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, nil
 	}
-	resp.Body.Close()
 	again := r.Clone(r.Context())
 	again.URL.Scheme, again.URL.Host = target.Scheme, target.Host
+	if bodied {
+		if again.Body, err = r.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	resp.Body.Close()
 	return t.f.transport.RoundTrip(again)
 }

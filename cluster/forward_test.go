@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -82,7 +83,8 @@ func TestForwardMoved(t *testing.T) {
 	defer a.Close()
 	c := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		again.Add(1)
-		io.WriteString(w, "woken on c")
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "woken on c: %d bytes", len(b))
 	}))
 	defer c.Close()
 	db := openStore(t)
@@ -105,17 +107,23 @@ func TestForwardMoved(t *testing.T) {
 	}))
 	defer front.Close()
 	resp, body := testenv.Do(t, "POST", front.URL+"/v1/sandboxes/web/wake", "", "")
-	if resp.StatusCode != 200 || string(body) != "woken on c" || again.Load() != 1 {
+	if resp.StatusCode != 200 || string(body) != "woken on c: 0 bytes" || again.Load() != 1 {
 		t.Errorf("a bodiless call moved = %d %q (%d calls on c); want c's answer", resp.StatusCode, body, again.Load())
 	}
-	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", "data")
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 1 {
-		t.Errorf("a call with a body moved = %d %q (%d calls on c); want the move's answer", resp.StatusCode, body, again.Load())
+	// A body the forwarder kept goes to c whole; a larger one streamed,
+	// and its call gets the move's answer.
+	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", strings.Repeat("d", cluster.MaxReplayBody))
+	if want := fmt.Sprintf("woken on c: %d bytes", cluster.MaxReplayBody); resp.StatusCode != 200 || string(body) != want || again.Load() != 2 {
+		t.Errorf("a call with a body of %d bytes moved = %d %q (%d calls on c); want %q", cluster.MaxReplayBody, resp.StatusCode, body, again.Load(), want)
+	}
+	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", strings.Repeat("d", cluster.MaxReplayBody+1))
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 2 {
+		t.Errorf("a call with a body of %d bytes moved = %d %q (%d calls on c); want the move's answer", cluster.MaxReplayBody+1, resp.StatusCode, body, again.Load())
 	}
 	// An answer whose body says moved_to without the door's header (a
 	// sandbox's server, through its URL) steers nothing.
 	resp, body = testenv.Do(t, "GET", front.URL+"/v1/sandboxes/web/proxy/80/", "", "")
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 1 {
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 2 {
 		t.Errorf("a 503 naming moved_to in its body only = %d %q (%d calls on c); want it passed as it is", resp.StatusCode, body, again.Load())
 	}
 }
