@@ -128,9 +128,11 @@ func TestKubeDrain(t *testing.T) {
 }
 
 // TestKubeWakeMoves: a sleeping sandbox woken after its node filled up
-// (hn0, 2.1 CPUs: two small sandboxes took the room it gave back) moves to
-// a node with room (hn1) with its files, and the exec that woke it,
-// through the control plane, runs there; its Pod follows it.
+// (hn0, 2.1 CPUs: two small sandboxes took the room it and another gave
+// back) moves to a node with room (hn1) with its files, and the exec that
+// woke it, through the control plane, runs there; its Pod follows it. So
+// does the other, woken by a file write, a call with a body, which the
+// control plane sends again to hn1.
 func TestKubeWakeMoves(t *testing.T) {
 	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--capacity", "cpu=2100m"}}, fleetNode{})
 	ctx := ctxT(t)
@@ -143,11 +145,17 @@ func TestKubeWakeMoves(t *testing.T) {
 	if err != nil || sb.Node != "hn0" {
 		t.Fatalf("create sleeper = node %q, %v; want hn0", sb.Node, err)
 	}
-	cp.sh(ctx, "sleeper", "echo written on hn0 > /home/sandbox/mine.txt")
-	if _, err := cp.Client().Sleep(ctx, "sleeper"); err != nil {
-		t.Fatal(err)
+	writer, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "writer"})
+	if err != nil || writer.Node != "hn0" {
+		t.Fatalf("create writer = node %q, %v; want hn0", writer.Node, err)
 	}
-	f.waitPodCPU(t, ctx, "hearth-system", "sleeper", 1, false)
+	for _, name := range []string{"sleeper", "writer"} {
+		cp.sh(ctx, name, "echo written on hn0 > /home/sandbox/mine.txt")
+		if _, err := cp.Client().Sleep(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		f.waitPodCPU(t, ctx, "hearth-system", name, 1, false)
+	}
 	for _, name := range []string{"fill-1", "fill-2"} {
 		if got, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: name}); err != nil || got.Node != "hn0" {
 			t.Fatalf("create %s = node %q, %v; want hn0, in the room sleeper gave back", name, got.Node, err)
@@ -165,6 +173,15 @@ func TestKubeWakeMoves(t *testing.T) {
 	f.waitPodOn(t, ctx, "hearth-system", "sleeper", sb.ID, "hn1")
 	if hasRoot(t, f.nodes[0], sb.ID) {
 		t.Error("hn0 kept the moved sandbox's root")
+	}
+	if _, err := cp.Client().WriteFile(ctx, "writer", sandbox.WriteRequest{Path: "/home/sandbox/new.txt"}, strings.NewReader("written on hn1\n")); err != nil {
+		t.Errorf("a file write through the control plane that woke writer on the full hn0 = %v; want it written on hn1", err)
+	}
+	if got := cp.sh(ctx, "writer", "cat /home/sandbox/mine.txt /home/sandbox/new.txt"); got != "written on hn0\nwritten on hn1\n" {
+		t.Errorf("writer's files after its move = %q", got)
+	}
+	if got, err := cp.Client().Get(ctx, "writer"); err != nil || got.Node != "hn1" {
+		t.Errorf("writer after its wake is on %q, %v; want hn1", got.Node, err)
 	}
 	for _, name := range []string{"fill-1", "fill-2"} {
 		if node := cp.sandboxNode(t, ctx, name); node != "hn0" {

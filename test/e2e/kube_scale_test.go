@@ -47,10 +47,16 @@ const (
 	scaleWidth = 32
 )
 
-// simCapacity is what each simulated node offers.
-func simCapacity() corev1.ResourceList {
+// simAwakePercent is how much of TestKubeScale's sandboxes the fleet's
+// CPU holds awake: the rest fit only because most of them sleep.
+const simAwakePercent = 80
+
+// simCapacity is what each simulated node offers to a fleet of sandboxes
+// small sandboxes: simAwakePercent of their CPU, spread over the nodes.
+func simCapacity(sandboxes int) corev1.ResourceList {
+	small := sandbox.Sizes()[sandbox.DefaultSize].MilliCPU
 	return corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("64"),
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(sandboxes)*small*simAwakePercent/100/simNodes, resource.DecimalSI),
 		corev1.ResourceMemory:           resource.MustParse("256Gi"),
 		corev1.ResourcePods:             *resource.NewQuantity(simPods, resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: resource.MustParse("2Ti"),
@@ -73,8 +79,9 @@ func scaleTenants() []string {
 // sandbox's row over, as lifecycle.Sandboxes.StartPlaced does, and no
 // runtime runs anything.
 type simNode struct {
-	store store.Store
-	name  string
+	store    store.Store
+	name     string
+	provider *kube.Provider
 }
 
 var _ kube.Sandboxes = (*simNode)(nil)
@@ -110,6 +117,22 @@ func (n *simNode) Destroy(ctx context.Context, p sandbox.Principal, ref string) 
 	return n.store.Sandboxes().Delete(ctx, sb.ID)
 }
 
+// sleep puts the row of tenant's sandbox name to sleep, as a real node's
+// lifecycle does, and tells the provider (lifecycle's Options.Asleep),
+// which resizes its Pod to its asleep requests in the background.
+func (n *simNode) sleep(ctx context.Context, tenant, name string) error {
+	sb, err := n.store.Sandboxes().Get(ctx, tenant, name)
+	if err != nil {
+		return err
+	}
+	sb.Status, sb.Reason, sb.UpdatedAt = sandbox.StatusSleeping, "asked to sleep", time.Now().UTC()
+	if err := n.store.Sandboxes().Update(ctx, sb); err != nil {
+		return err
+	}
+	n.provider.Asleep(ctx, sb, true)
+	return nil
+}
+
 // Exec is refused: a simulated node runs no command.
 func (n *simNode) Exec(context.Context, sandbox.Principal, string, sandbox.ExecRequest, io.Reader, io.Writer, io.Writer) (sandbox.ExecResult, error) {
 	return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "simulated node %s runs no command", n.name)
@@ -123,16 +146,18 @@ type simFleet struct {
 	plane   *daemon
 	store   *postgres.DB
 	nodes   []string
+	sims    map[string]*simNode
 	gold    map[string]bool // the nodes of pool "gold"
 }
 
 // newSimFleet starts the cluster with kube-scheduler, a Postgres store,
 // one control plane (cp0) and the simulated nodes (simNode through
-// kube.RunNode, on a client with a raised rate limit), and waits until
+// kube.RunNode, on a client with a raised rate limit), each offering
+// simCapacity(sandboxes), and waits until
 // every Node is Ready and schedulable. Its cleanup stops the nodes and deletes their
 // Nodes, the Pods of tenants' namespaces and their rows, so that nothing
 // of the fleet attracts or holds another test's Pods.
-func newSimFleet(t *testing.T, tenants []string) *simFleet {
+func newSimFleet(t *testing.T, tenants []string, sandboxes int) *simFleet {
 	t.Helper()
 	requireDaemon(t)
 	c := kubetest.Start(t, kubetest.Options{Scheduler: true})
@@ -143,7 +168,7 @@ func newSimFleet(t *testing.T, tenants []string) *simFleet {
 	// client-go's default rate (5 requests a second) would pace the
 	// fleet's pod status updates and leases, and the cleanup's deletes.
 	cfg.QPS, cfg.Burst = 2000, 4000
-	f := &simFleet{cluster: c, k8s: kubernetes.NewForConfigOrDie(cfg), gold: map[string]bool{}}
+	f := &simFleet{cluster: c, k8s: kubernetes.NewForConfigOrDie(cfg), gold: map[string]bool{}, sims: map[string]*simNode{}}
 	dsn := pgtest.NewDatabase(t)
 	key := filepath.Join(t.TempDir(), "hearth.key")
 	if out, err := exec.Command(bins.Hearth, "key", "create", key).CombinedOutput(); err != nil {
@@ -178,11 +203,13 @@ func newSimFleet(t *testing.T, tenants []string) *simFleet {
 			pool = simPool
 		}
 		sim := &simNode{store: f.store, name: name}
+		sim.provider = kube.NewProvider(sim, simClient, name, nil)
+		f.sims[name] = sim
 		wg.Go(func() {
 			err := kube.RunNode(ctx, kube.NodeOptions{
 				Client: simClient, Name: name, Pool: pool, Runtime: "runsc", Isolation: "gvisor",
-				Capacity: simCapacity(), Address: "127.0.0.1", Version: "sim",
-				Provider: kube.NewProvider(sim, simClient, name, nil),
+				Capacity: simCapacity(sandboxes), Address: "127.0.0.1", Version: "sim",
+				Provider: sim.provider,
 			}, func() { ready <- name })
 			if err != nil && ctx.Err() == nil {
 				t.Errorf("simulated node %d (%s) stopped: %v", i, name, err)
@@ -321,28 +348,32 @@ func (f *simFleet) deleteRows(t *testing.T, ctx context.Context, tenants []strin
 // scaleCall is one create of TestKubeScale.
 type scaleCall struct {
 	tenant, name string
-	sb           sandbox.Sandbox
+	sb           sandbox.Sandbox // as created: its name carries the agent's prefix
 	err          error
 	took         time.Duration
+	asleep       bool // put to sleep after its wave
 }
 
 // TestKubeScale, simulated: a control plane on Kubernetes with 50
 // hearth nodes simulated in the test process (10 in pool "gold"), and
 // 1,000 creates of small sandboxes (200 with -short) by ten tenants,
-// whose budgets hold exactly theirs, 32 at once. Every create
-// succeeds; every sandbox's Pod is Running on the node its row names;
-// every sandbox of tenant "gold", pinned to that pool, is on a gold
-// node; one more create in any tenant is budget_exceeded; no node holds
-// more Pods than its capacity. It reports the creates' rate and
-// latencies, the control plane's memory before and after, and the API
-// server's request rate during the burst.
+// whose budgets hold exactly theirs, 32 at once, in two waves; after
+// each wave nine of its ten sandboxes sleep. The fleet's CPU holds only
+// simAwakePercent of the sandboxes awake, so the second wave is placed
+// only if the sleeping Pods' requests were given back. Every create
+// succeeds; every sandbox's Pod is Running on the node its row names,
+// asleep ones requesting their asleep size; every sandbox of tenant
+// "gold", pinned to that pool, is on a gold node; one more create in any
+// tenant is budget_exceeded; no node holds more Pods or CPU than its
+// capacity. It reports the creates' rate and latencies, the control
+// plane's memory before and after, and the API server's request rate.
 func TestKubeScale(t *testing.T) {
 	perTenant := 100
 	if testing.Short() {
 		perTenant = 20
 	}
 	tenants := scaleTenants()
-	f := newSimFleet(t, tenants)
+	f := newSimFleet(t, tenants, perTenant*len(tenants))
 	ctx := ctxT(t)
 	op := f.plane.Client()
 	hc := &http.Client{Transport: wideTransport(scaleWidth)}
@@ -362,16 +393,39 @@ func TestKubeScale(t *testing.T) {
 
 	rssBefore, _ := memoryOf(t, f.plane.Cmd.Process.Pid)
 	reqBefore := f.apiRequests(t)
-	calls := make([]*scaleCall, 0, perTenant*len(tenants))
+	var waves [2][]*scaleCall
 	for i := range perTenant {
 		for _, tn := range tenants {
-			calls = append(calls, &scaleCall{tenant: tn, name: fmt.Sprintf("s%03d", i)})
+			w := 2 * i / perTenant
+			waves[w] = append(waves[w], &scaleCall{tenant: tn, name: fmt.Sprintf("s%03d", i), asleep: i%10 != 0})
 		}
 	}
-	wall := fire(ctx, calls, bots)
+	began := time.Now()
+	var wall, slept time.Duration
+	for _, wave := range waves {
+		wall += fire(ctx, wave, bots)
+		slept += f.sleepMost(t, ctx, wave)
+	}
+	calls := append(waves[0], waves[1]...)
 	reqAfter := f.apiRequests(t)
 	rssAfter, rssPeak := memoryOf(t, f.plane.Cmd.Process.Pid)
+	f.reportCreates(t, calls, wall, slept)
+	t.Logf("control plane memory: VmRSS %d MiB before the creates, %d MiB after (VmHWM %d MiB)", rssBefore>>10, rssAfter>>10, rssPeak>>10)
+	reportRequests(t, reqBefore, reqAfter, time.Since(began))
 
+	f.checkPlacement(t, ctx, tenants, calls)
+	for _, tn := range tenants {
+		_, _, err := others[tn].Create(ctx, sandbox.CreateRequest{Name: "one-more", Size: "small"})
+		if !sandbox.IsCode(err, sandbox.CodeBudgetExceeded) {
+			t.Errorf("create %d+1 in tenant %s = %v; want budget_exceeded", perTenant, tn, err)
+		}
+	}
+}
+
+// reportCreates logs the creates' rate and latencies over wall, and how
+// long the sleeps took; it fails the test now if any create failed.
+func (f *simFleet) reportCreates(t *testing.T, calls []*scaleCall, wall, slept time.Duration) {
+	t.Helper()
 	var took []time.Duration
 	failed := map[string]int{}
 	for _, c := range calls {
@@ -383,22 +437,91 @@ func TestKubeScale(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d creates over %d simulated nodes, %d at once: %s wall, %.1f creates/s; latency p50 %.0f ms, p99 %.0f ms, max %.0f ms; failed %v",
+	t.Logf("%d creates over %d simulated nodes, %d at once, in two waves: %s wall, %.1f creates/s; latency p50 %.0f ms, p99 %.0f ms, max %.0f ms; failed %v; nine in ten slept after their wave, their Pods resized in %s",
 		len(calls), simNodes, scaleWidth, wall.Round(time.Millisecond), float64(len(calls))/wall.Seconds(),
-		benchstat.Percentile(took, 0.5), benchstat.Percentile(took, 0.99), benchstat.Percentile(took, 1), failed)
-	t.Logf("control plane memory: VmRSS %d MiB before the creates, %d MiB after (VmHWM %d MiB)", rssBefore>>10, rssAfter>>10, rssPeak>>10)
-	reportRequests(t, reqBefore, reqAfter, wall)
+		benchstat.Percentile(took, 0.5), benchstat.Percentile(took, 0.99), benchstat.Percentile(took, 1), failed, slept.Round(time.Millisecond))
 	if len(failed) > 0 {
 		t.FailNow()
 	}
+}
 
-	f.checkPlacement(t, ctx, tenants, perTenant)
-	for _, tn := range tenants {
-		_, _, err := others[tn].Create(ctx, sandbox.CreateRequest{Name: "one-more", Size: "small"})
-		if !sandbox.IsCode(err, sandbox.CodeBudgetExceeded) {
-			t.Errorf("create %d+1 in tenant %s = %v; want budget_exceeded", perTenant, tn, err)
+// sleepMost puts the sandboxes of calls marked asleep to sleep on their
+// simulated nodes, scaleWidth at a time, and waits until each one's Pod
+// requests its asleep CPU and reports it allocated, which is what
+// kube-scheduler counts; it returns how long that took.
+func (f *simFleet) sleepMost(t *testing.T, ctx context.Context, calls []*scaleCall) time.Duration {
+	t.Helper()
+	began := time.Now()
+	work := make(chan *scaleCall)
+	var wg sync.WaitGroup
+	for range scaleWidth {
+		wg.Go(func() {
+			for c := range work {
+				sb, err := f.store.Sandboxes().Get(ctx, c.tenant, c.sb.Name)
+				if err == nil && f.sims[sb.Node] == nil {
+					err = fmt.Errorf("its row names node %q, not a simulated one", sb.Node)
+				}
+				if err == nil {
+					err = f.sims[sb.Node].sleep(ctx, c.tenant, c.sb.Name)
+				}
+				if err != nil {
+					t.Errorf("sleep %s/%s: %v", c.tenant, c.sb.Name, err)
+				}
+			}
+		})
+	}
+	for _, c := range calls {
+		if c.asleep && c.err == nil {
+			work <- c
 		}
 	}
+	close(work)
+	wg.Wait()
+	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		awake, err := f.resizing(ctx, calls)
+		if err == nil && len(awake) == 0 {
+			return time.Since(began)
+		}
+		if time.Now().After(end) {
+			t.Fatalf("2 minutes after the sleeps, %d Pods still hold their awake CPU (%v), e.g. %v", len(awake), err, awake[:min(3, len(awake))])
+		}
+	}
+}
+
+// resizing lists the Pods of calls marked asleep that do not yet both
+// request and report allocated their asleep CPU.
+func (f *simFleet) resizing(ctx context.Context, calls []*scaleCall) ([]string, error) {
+	pods, listed := map[string]corev1.Pod{}, map[string]bool{}
+	for _, c := range calls {
+		ns := kube.Namespace(c.tenant)
+		if listed[ns] {
+			continue
+		}
+		listed[ns] = true
+		list, err := f.k8s.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range list.Items {
+			pods[ns+"/"+p.Name] = p
+		}
+	}
+	var out []string
+	for _, c := range calls {
+		k := kube.Namespace(c.tenant) + "/" + c.sb.Name
+		if c.asleep && !resizedAsleep(pods[k]) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// resizedAsleep says whether pod requests the CPU of an asleep sandbox
+// and its status reports that allocated.
+func resizedAsleep(pod corev1.Pod) bool {
+	asleep := func(l corev1.ResourceList) bool { return l != nil && l.Cpu().MilliValue() <= 1 }
+	return len(pod.Spec.Containers) == 1 && asleep(pod.Spec.Containers[0].Resources.Requests) &&
+		len(pod.Status.ContainerStatuses) == 1 && asleep(pod.Status.ContainerStatuses[0].AllocatedResources)
 }
 
 // wideTransport is an HTTP transport that keeps width connections to a
@@ -433,13 +556,20 @@ func fire(ctx context.Context, calls []*scaleCall, bots map[string]*client.Clien
 	return time.Since(began)
 }
 
-// checkPlacement checks each tenant's Pods against its rows: perTenant
-// of each, every Pod Running on the simulated node its row names, the
-// gold tenant's on gold nodes; and that no simulated node holds more
-// Pods (any namespace's) than its capacity.
-func (f *simFleet) checkPlacement(t *testing.T, ctx context.Context, tenants []string, perTenant int) {
+// checkPlacement checks each tenant's Pods against its rows and calls:
+// one of each per call, every Pod Running on the simulated node its row
+// names, each row running or, if its call was put to sleep, sleeping,
+// with its Pod at its asleep size; the gold tenant's Pods on gold nodes;
+// and that no simulated node holds more Pods (any namespace's) or CPU
+// requests than its capacity, though the sandboxes' full sizes are more
+// than the whole fleet's CPU.
+func (f *simFleet) checkPlacement(t *testing.T, ctx context.Context, tenants []string, calls []*scaleCall) {
 	t.Helper()
-	onGold := 0
+	want := map[string]*scaleCall{} // "tenant/name" → its call
+	for _, c := range calls {
+		want[c.tenant+"/"+c.sb.Name] = c
+	}
+	onGold, full := 0, int64(0)
 	for _, tn := range tenants {
 		rows, err := f.store.Sandboxes().List(ctx, store.Filter{Tenant: tn})
 		if err != nil {
@@ -449,20 +579,28 @@ func (f *simFleet) checkPlacement(t *testing.T, ctx context.Context, tenants []s
 		if err != nil {
 			t.Fatalf("the pods of %s: %v", tn, err)
 		}
-		if len(rows) != perTenant || len(pods.Items) != perTenant {
-			t.Errorf("tenant %s has %d rows and %d pods; want %d of each", tn, len(rows), len(pods.Items), perTenant)
+		if n := len(calls) / len(tenants); len(rows) != n || len(pods.Items) != n {
+			t.Errorf("tenant %s has %d rows and %d pods; want %d of each", tn, len(rows), len(pods.Items), n)
 		}
 		node := map[string]string{} // sandbox name → its row's node
 		for _, sb := range rows {
 			node[sb.Name] = sb.Node
-			if sb.Status != sandbox.StatusRunning || !slices.Contains(f.nodes, sb.Node) {
-				t.Errorf("row %s/%s is %s on %q; want running on a simulated node", tn, sb.Name, sb.Status, sb.Node)
+			full += sb.Resources.MilliCPU
+			status := sandbox.StatusRunning
+			if c := want[tn+"/"+sb.Name]; c != nil && c.asleep {
+				status = sandbox.StatusSleeping
+			}
+			if sb.Status != status || !slices.Contains(f.nodes, sb.Node) {
+				t.Errorf("row %s/%s is %s on %q; want %s on a simulated node", tn, sb.Name, sb.Status, sb.Node, status)
 			}
 		}
 		for _, pod := range pods.Items {
 			on := pod.Spec.NodeName
 			if on != node[pod.Name] || pod.Status.Phase != corev1.PodRunning {
 				t.Errorf("pod %s/%s is %s on %q; its row names node %q", pod.Namespace, pod.Name, pod.Status.Phase, on, node[pod.Name])
+			}
+			if c := want[tn+"/"+pod.Name]; c != nil && c.asleep != resizedAsleep(pod) {
+				t.Errorf("pod %s/%s requests %v; its sandbox asleep: %v", pod.Namespace, pod.Name, pod.Spec.Containers[0].Resources.Requests, c.asleep)
 			}
 			if tn == simPool && !f.gold[on] {
 				t.Errorf("pod %s/%s of the tenant pinned to pool %s is on %s, not a gold node", pod.Namespace, pod.Name, simPool, on)
@@ -472,22 +610,49 @@ func (f *simFleet) checkPlacement(t *testing.T, ctx context.Context, tenants []s
 			}
 		}
 	}
+	least, most := f.checkNodes(t, ctx)
+	fleet := simCapacity(len(calls))[corev1.ResourceCPU]
+	if fleet.MilliValue()*simNodes >= full {
+		t.Errorf("the sandboxes' full sizes (%d mCPU) fit the fleet's CPU (%d mCPU) awake: the test shows nothing of sleep", full, fleet.MilliValue()*simNodes)
+	}
+	t.Logf("pods per simulated node: %d to %d; %d on the %d gold nodes (%d of them the gold tenant's); the sandboxes' full sizes %.1f× the fleet's CPU",
+		least, most, onGold, simGoldNodes, len(calls)/len(tenants), float64(full)/float64(fleet.MilliValue()*simNodes))
+}
+
+// checkNodes checks that no simulated node holds more Pods (any
+// namespace's) or CPU requests than its capacity, and returns the fewest
+// and most Pods a node holds.
+func (f *simFleet) checkNodes(t *testing.T, ctx context.Context) (least, most int) {
+	t.Helper()
 	all, err := f.k8s.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list every pod: %v", err)
 	}
-	held := map[string]int{}
+	held, cpu := map[string]int{}, map[string]int64{}
 	for _, pod := range all.Items {
 		held[pod.Spec.NodeName]++
-	}
-	least, most := len(all.Items), 0
-	for _, n := range f.nodes {
-		least, most = min(least, held[n]), max(most, held[n])
-		if held[n] > simPods {
-			t.Errorf("node %s holds %d pods, over its capacity of %d", n, held[n], simPods)
+		for _, c := range pod.Spec.Containers {
+			cpu[pod.Spec.NodeName] += c.Resources.Requests.Cpu().MilliValue()
 		}
 	}
-	t.Logf("pods per simulated node: %d to %d; %d on the %d gold nodes (%d of them the gold tenant's)", least, most, onGold, simGoldNodes, perTenant)
+	nodes, err := f.k8s.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kube.LabelNode + "=true"})
+	if err != nil {
+		t.Fatalf("list the nodes: %v", err)
+	}
+	least = len(all.Items)
+	for _, n := range nodes.Items {
+		if !slices.Contains(f.nodes, n.Name) {
+			continue
+		}
+		least, most = min(least, held[n.Name]), max(most, held[n.Name])
+		if held[n.Name] > simPods {
+			t.Errorf("node %s holds %d pods, over its capacity of %d", n.Name, held[n.Name], simPods)
+		}
+		if c := n.Status.Allocatable.Cpu().MilliValue(); cpu[n.Name] > c {
+			t.Errorf("node %s's pods request %d mCPU, over its %d", n.Name, cpu[n.Name], c)
+		}
+	}
+	return least, most
 }
 
 // requestLine is one sample of the API server's apiserver_request_total.
@@ -577,7 +742,7 @@ func reportRequests(t *testing.T, before, after map[string]float64, wall time.Du
 		busiest = append(busiest, fmt.Sprintf("%s %.0f", k.what, k.n))
 	}
 	bound := after["POST pods/binding"] - before["POST pods/binding"]
-	t.Logf("API server: %.0f requests during the creates, %.0f/s; by verb: %s; busiest: %s; kube-scheduler bound %.0f pods, %.1f/s",
+	t.Logf("API server: %.0f requests during the creates and sleeps, %.0f/s; by verb: %s; busiest: %s; kube-scheduler bound %.0f pods, %.1f/s",
 		total, total/wall.Seconds(), strings.Join(byVerb, ", "), strings.Join(busiest, ", "), bound, bound/wall.Seconds())
 }
 
