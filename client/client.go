@@ -282,11 +282,8 @@ const maxErrorBody = 1 << 20
 // client does not know keeps its message but is mapped from the status too.
 func responseError(method, path string, resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var body struct {
-		Error *sandbox.Error `json:"error"`
-	}
-	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Message != "" {
-		return knownCode(body.Error, resp.StatusCode)
+	if e, ok := sandbox.ParseErrorBody(b); ok {
+		return knownCode(e, resp.StatusCode)
 	}
 	return sandbox.Errorf(sandbox.CodeForHTTPStatus(resp.StatusCode), "%s %s: the server answered %s", method, path, resp.Status).
 		WithHint("the answer carried no hearth error; a proxy between you and the daemon may have sent it").

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -37,12 +36,9 @@ func (f *Forwarder) MoveSnapshot(ctx context.Context, target string, sb sandbox.
 	if resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
-	var body struct {
-		Error *sandbox.Error `json:"error"`
-	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code.Valid() {
-		return body.Error.With("node", target)
+	if e, ok := sandbox.ParseErrorBody(b); ok && e.Code.Valid() {
+		return e.With("node", target)
 	}
 	return sandbox.Errorf(sandbox.CodeUnavailable, "node %s answered %s to the sandbox's snapshot", target, resp.Status).With("node", target)
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -228,6 +229,19 @@ type WireError struct {
 // "hint", "details"}}.
 type ErrorBody struct {
 	Error WireError `json:"error"`
+}
+
+// ParseErrorBody decodes b, an error response's body (ErrorBody), into
+// its Error; ok is false when b is not one (no message: a proxy's page,
+// say). The code is kept as sent, known to this build or not.
+func ParseErrorBody(b []byte) (e *Error, ok bool) {
+	var body struct {
+		Error *Error `json:"error"`
+	}
+	if json.Unmarshal(b, &body) != nil || body.Error == nil || body.Error.Message == "" {
+		return nil, false
+	}
+	return body.Error, true
 }
 
 // Body returns e as an error response's body.
