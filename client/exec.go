@@ -99,7 +99,7 @@ func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest,
 	defer conn.CloseNow()
 	conn.SetReadLimit(maxMessage)
 	if err := conn.Write(ctx, websocket.MessageText, first); err != nil {
-		return res, c.streamBroken(ctx, name, err)
+		return res, streamBroken(ctx, name, err)
 	}
 
 	var input stdinState
@@ -112,7 +112,7 @@ func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest,
 			if err := input.failed(); err != nil {
 				return res, fmt.Errorf("hearth: exec: %w", err)
 			}
-			return res, c.streamBroken(ctx, name, err)
+			return res, streamBroken(ctx, name, err)
 		}
 		m, err := parseMessage(typ, msg)
 		switch {
@@ -197,7 +197,7 @@ func parseMessage(typ websocket.MessageType, msg []byte) (serverMessage, error) 
 
 // streamBroken is the error of an exec stream that ended before its end
 // message: the caller's context error, or unavailable.
-func (c *Client) streamBroken(ctx context.Context, name string, err error) error {
+func streamBroken(ctx context.Context, name string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("hearth: exec: %w", ctx.Err())
 	}

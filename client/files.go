@@ -179,7 +179,7 @@ func (c *Client) ListDir(ctx context.Context, name, path string) ([]sandbox.File
 	var out struct {
 		Entries []sandbox.FileInfo `json:"entries"`
 	}
-	err := c.fileOp(ctx, http.MethodGet, name, "/fs/list", url.Values{"path": {path}}, &out)
+	err := c.t.fileOp(ctx, http.MethodGet, name, "/fs/list", url.Values{"path": {path}}, &out)
 	return out.Entries, err
 }
 
@@ -187,14 +187,14 @@ func (c *Client) ListDir(ctx context.Context, name, path string) ([]sandbox.File
 // final symlink.
 func (c *Client) Stat(ctx context.Context, name, path string) (sandbox.FileInfo, error) {
 	var info sandbox.FileInfo
-	err := c.fileOp(ctx, http.MethodGet, name, "/fs/stat", url.Values{"path": {path}}, &info)
+	err := c.t.fileOp(ctx, http.MethodGet, name, "/fs/stat", url.Values{"path": {path}}, &info)
 	return info, err
 }
 
 // Mkdir creates the directory at path and its missing parents (mkdir -p).
 func (c *Client) Mkdir(ctx context.Context, name, path string) (sandbox.FileInfo, error) {
 	var info sandbox.FileInfo
-	err := c.fileOp(ctx, http.MethodPost, name, "/fs/mkdir", url.Values{"path": {path}}, &info)
+	err := c.t.fileOp(ctx, http.MethodPost, name, "/fs/mkdir", url.Values{"path": {path}}, &info)
 	return info, err
 }
 
@@ -204,13 +204,13 @@ func (c *Client) Remove(ctx context.Context, name, path string, recursive bool) 
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	return c.fileOp(ctx, http.MethodDelete, name, "/fs/file", q, nil)
+	return c.t.fileOp(ctx, http.MethodDelete, name, "/fs/file", q, nil)
 }
 
 // Rename moves from to to inside sandbox name and describes the result.
 func (c *Client) Rename(ctx context.Context, name, from, to string) (sandbox.FileInfo, error) {
 	var info sandbox.FileInfo
-	err := c.fileOp(ctx, http.MethodPost, name, "/fs/rename", url.Values{"from": {from}, "to": {to}}, &info)
+	err := c.t.fileOp(ctx, http.MethodPost, name, "/fs/rename", url.Values{"from": {from}, "to": {to}}, &info)
 	return info, err
 }
 
@@ -218,17 +218,17 @@ func (c *Client) Rename(ctx context.Context, name, from, to string) (sandbox.Fil
 // at path.
 func (c *Client) Chmod(ctx context.Context, name, path string, mode fs.FileMode) (sandbox.FileInfo, error) {
 	var info sandbox.FileInfo
-	err := c.fileOp(ctx, http.MethodPost, name, "/fs/chmod", url.Values{"path": {path}, "mode": {sandbox.FormatMode(mode)}}, &info)
+	err := c.t.fileOp(ctx, http.MethodPost, name, "/fs/chmod", url.Values{"path": {path}, "mode": {sandbox.FormatMode(mode)}}, &info)
 	return info, err
 }
 
 // fileOp sends a body-less request to a file endpoint of sandbox name and
 // decodes the JSON answer into out (nil for none).
-func (c *Client) fileOp(ctx context.Context, method, name, suffix string, q url.Values, out any) error {
+func (t *transport) fileOp(ctx context.Context, method, name, suffix string, q url.Values, out any) error {
 	p, err := sandboxPath(name, suffix)
 	if err != nil {
 		return err
 	}
-	_, err = c.t.doJSON(ctx, method, p, q, nil, out)
+	_, err = t.doJSON(ctx, method, p, q, nil, out)
 	return err
 }

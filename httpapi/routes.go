@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
@@ -16,7 +17,13 @@ import (
 // messages about a sandbox is Visible: the chain checks first that the
 // caller may see it; the long-lived ones are Streams.
 func (s *server) routes() []door.Route {
-	a, sb, f, px, x, im := admin{s}, sandboxes{s}, files{s}, proxies{s}, execs{s}, images{s}
+	return slices.Concat(s.adminRoutes(), s.imageRoutes(), s.sandboxRoutes(), s.sandboxIORoutes())
+}
+
+// adminRoutes are the routes of the daemon, tenants, agents, tokens,
+// secrets and bindings.
+func (s *server) adminRoutes() []door.Route {
+	a := admin{s}
 	return []door.Route{
 		{Pattern: "GET /v1/health", Verb: "health", Auth: door.AuthNone, Quiet: true, Handle: handle(a.handleHealth)},
 		strict("GET /v1/pool", "pool.get", a.handlePool),
@@ -39,7 +46,13 @@ func (s *server) routes() []door.Route {
 		strict("PUT /v1/bindings/{binding}", "binding.set", a.handleSetBinding, "tenant"),
 		strict("GET /v1/bindings", "binding.list", a.handleListBindings, "tenant"),
 		strict("DELETE /v1/bindings/{binding}", "binding.delete", a.handleDeleteBinding, "tenant"),
+	}
+}
 
+// imageRoutes are the routes of images and registry logins.
+func (s *server) imageRoutes() []door.Route {
+	im := images{s}
+	return []door.Route{
 		// An image is named in the query (?name=): its name holds '/' and
 		// ':'. Pulls, imports and exports are long-lived.
 		strict("GET /v1/images", "image.list", im.handleList),
@@ -54,7 +67,14 @@ func (s *server) routes() []door.Route {
 		strict("PUT /v1/registries/{host}", "registry.login", im.handleLogin),
 		strict("GET /v1/registries", "registry.list", im.handleLogins),
 		strict("DELETE /v1/registries/{host}", "registry.logout", im.handleLogout),
+	}
+}
 
+// sandboxRoutes are the routes of sandboxes' lifecycles: create to
+// destroy, sleep, moves, checkpoints.
+func (s *server) sandboxRoutes() []door.Route {
+	sb := sandboxes{s}
+	return []door.Route{
 		strict("POST /v1/sandboxes", door.VerbCreate, sb.handleCreate),
 		strict("GET /v1/sandboxes", "sandbox.list", sb.handleList),
 		strict("GET /v1/sandboxes/{name}", "sandbox.get", sb.handleGet),
@@ -76,7 +96,14 @@ func (s *server) routes() []door.Route {
 		strict("DELETE /v1/sandboxes/{name}/checkpoints/{id}", "checkpoint.delete", sb.handleDeleteCheckpoint),
 		visible(strict("POST /v1/sandboxes/{name}/restore", "sandbox.restore", sb.handleRestore)),
 		visible(strict("POST /v1/sandboxes/{name}/fork", "sandbox.fork", sb.handleFork)),
+	}
+}
 
+// sandboxIORoutes are the routes into a running sandbox: exec, its
+// ports and URLs, its files.
+func (s *server) sandboxIORoutes() []door.Route {
+	f, px, x := files{s}, proxies{s}, execs{s}
+	return []door.Route{
 		x.route(),
 		{Pattern: "GET /v1/sandboxes/{name}/ports", Verb: "sandbox.ports", Handle: handle(px.handlePorts)},
 		// Every method: a token is optional, public ports need none.
