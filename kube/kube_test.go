@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -243,5 +244,76 @@ func TestFits(t *testing.T) {
 		if got := p.Fits(t.Context(), sb); got != step.want {
 			t.Errorf("step %d (added %q, asleep %v) on 2.1 CPUs: Fits = %v, want %v", i, step.add, step.asleep, got, step.want)
 		}
+	}
+}
+
+// TestPickNode: a moving sandbox goes to the node with the fewest Pods of
+// those its Pod's selector matches that are Ready, not cordoned, not its
+// own and have room for it awake (a sleeping Pod's request counts next to
+// nothing); with none, unavailable.
+func TestPickNode(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	sb := small()
+	sb.Node = "hn0"
+	selector := PodFor(sb, "").Spec.NodeSelector
+	node := func(name string, ready, cordoned bool, labels map[string]string) {
+		status := corev1.ConditionTrue
+		if !ready {
+			status = corev1.ConditionFalse
+		}
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec:       corev1.NodeSpec{Unschedulable: cordoned},
+			Status: corev1.NodeStatus{
+				Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2100m"), corev1.ResourceMemory: resource.MustParse("64Gi")},
+				Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}},
+			},
+		}
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := 0
+	pod := func(on string, asleep bool) {
+		pods++
+		other := small()
+		other.ID, other.Name = fmt.Sprintf("id-%d", pods), fmt.Sprintf("p%d", pods)
+		p := PodFor(other, "")
+		p.Spec.NodeName = on
+		if asleep {
+			res := asleepRequests(other.Resources)
+			p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: res, Limits: res}
+		}
+		if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node("hn0", true, false, selector) // its own: never
+	node("hn1", true, false, selector) // full: two awake
+	pod("hn1", false)
+	pod("hn1", false)
+	node("hn2", true, false, selector) // room: three asleep
+	pod("hn2", true)
+	pod("hn2", true)
+	pod("hn2", true)
+	node("hn3", true, false, selector) // room: one awake, the fewest
+	pod("hn3", false)
+	node("hn4", true, true, selector)                        // cordoned
+	node("hn5", false, false, selector)                      // not Ready
+	node("hn6", true, false, map[string]string{"other": ""}) // not hearth's
+	pod("", false)                                           // pending: on no node
+	f := NewFleet(FleetOptions{Client: client})
+	if got, err := f.PickNode(ctx, sb); err != nil || got != "hn3" {
+		t.Errorf("PickNode = %q, %v; want hn3, the one with room and the fewest Pods", got, err)
+	}
+	pod("hn3", false) // hn3 is full now
+	if got, err := f.PickNode(ctx, sb); err != nil || got != "hn2" {
+		t.Errorf("PickNode with hn3 full = %q, %v; want hn2, whose Pods sleep", got, err)
+	}
+	pod("hn2", false)
+	pod("hn2", false)
+	if got, err := f.PickNode(ctx, sb); !sandbox.IsCode(err, sandbox.CodeUnavailable) {
+		t.Errorf("PickNode with every node full = %q, %v; want unavailable", got, err)
 	}
 }

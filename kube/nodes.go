@@ -60,20 +60,16 @@ func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error
 		pods int
 	}
 	var cs []candidate
+	specs, err := f.podSpecsByNode(ctx)
+	if err != nil {
+		return "", err
+	}
 	for _, n := range list.Items {
 		if n.Name == sb.Node || n.Spec.Unschedulable || !nodeReady(&n) {
 			continue
 		}
-		pods, err := f.opts.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
-		if err != nil {
-			return "", f.apiErr("list the pods of node "+n.Name, err)
-		}
-		specs := make([]corev1.PodSpec, len(pods.Items))
-		for i := range pods.Items {
-			specs[i] = pods.Items[i].Spec
-		}
-		if fits(n.Status.Allocatable, specs, requests(sb.Resources)) {
-			cs = append(cs, candidate{n.Name, len(pods.Items)})
+		if fits(n.Status.Allocatable, specs[n.Name], requests(sb.Resources)) {
+			cs = append(cs, candidate{n.Name, len(specs[n.Name])})
 		}
 	}
 	if len(cs) == 0 {
@@ -87,6 +83,21 @@ func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error
 		return strings.Compare(a.name, b.name)
 	})
 	return best.name, nil
+}
+
+// podSpecsByNode lists every Pod bound to a node, in one call, and
+// returns their specs by node.
+func (f *Fleet) podSpecsByNode(ctx context.Context) (map[string][]corev1.PodSpec, error) {
+	pods, err := f.opts.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermNotEqualSelector("spec.nodeName", "").String()})
+	if err != nil {
+		return nil, f.apiErr("list the pods bound to nodes", err)
+	}
+	out := map[string][]corev1.PodSpec{}
+	for i := range pods.Items {
+		spec := pods.Items[i].Spec
+		out[spec.NodeName] = append(out[spec.NodeName], spec)
+	}
+	return out, nil
 }
 
 // nodeReady says whether n's Ready condition is true.
