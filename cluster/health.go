@@ -44,18 +44,55 @@ func (m *Member) Health(ctx context.Context, storeName string) (sandbox.ClusterH
 }
 
 // Down returns why node's sandboxes are unavailable, "" while it is
-// alive: it stopped heartbeating, or the store does not know it.
+// alive: it stopped heartbeating, or the store does not know it. An
+// answer the store gave is reused for downTTL, a fraction of the time a
+// node takes to count as down, so that calls (a warm-pool claim, a list)
+// cost no store round trips for it; the store's own trouble is never
+// reused.
 func (m *Member) Down(ctx context.Context, node string) string {
-	n, err := m.opts.Store.Nodes().Get(ctx, node)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Sprintf("node %s, which ran it, is not known to the store", node)
+	m.mu.Lock()
+	d, ok := m.downs[node]
+	m.mu.Unlock()
+	if ok && time.Since(d.at) < downTTL {
+		return d.why
 	}
+	why, err := m.down(ctx, node)
 	if err != nil {
 		return "" // the store's trouble, not the node's: the row's status stands
 	}
-	now, err := m.opts.Store.Nodes().Now(ctx)
-	if err != nil || now.Sub(n.HeartbeatAt) <= m.opts.DeadAfter {
-		return ""
+	m.mu.Lock()
+	if m.downs == nil {
+		m.downs = map[string]downness{}
 	}
-	return fmt.Sprintf("node %s, which runs it, stopped heartbeating at %s", node, n.HeartbeatAt.UTC().Format(time.RFC3339))
+	m.downs[node] = downness{why: why, at: time.Now()}
+	m.mu.Unlock()
+	return why
+}
+
+// downTTL is how long Down reuses the store's answer.
+const downTTL = time.Second
+
+// downness is Down's answer for a node, and when the store gave it.
+type downness struct {
+	why string
+	at  time.Time
+}
+
+// down is Down's answer from the store.
+func (m *Member) down(ctx context.Context, node string) (string, error) {
+	n, err := m.opts.Store.Nodes().Get(ctx, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Sprintf("node %s, which ran it, is not known to the store", node), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	now, err := m.opts.Store.Nodes().Now(ctx)
+	if err != nil {
+		return "", err
+	}
+	if now.Sub(n.HeartbeatAt) <= m.opts.DeadAfter {
+		return "", nil
+	}
+	return fmt.Sprintf("node %s, which runs it, stopped heartbeating at %s", node, n.HeartbeatAt.UTC().Format(time.RFC3339)), nil
 }

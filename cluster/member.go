@@ -63,11 +63,12 @@ type Member struct {
 	started time.Time
 
 	mu       sync.Mutex
-	peers    map[string]peer // the other nodes' credentials, as last read
-	secret   string          // the current credential's secret
-	previous string          // the one before the last rotation
-	minted   time.Time       // when secret was minted
-	leadTill time.Time       // by this process's clock: when its lease may have lapsed
+	peers    map[string]peer     // the other nodes' credentials, as last read
+	downs    map[string]downness // Down's answers, by node
+	secret   string              // the current credential's secret
+	previous string              // the one before the last rotation
+	minted   time.Time           // when secret was minted
+	leadTill time.Time           // by this process's clock: when its lease may have lapsed
 }
 
 // New returns the membership of opts.Node, with a fresh credential. It

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,16 @@ func TestOneLeader(t *testing.T) {
 	if why := other.Down(t.Context(), "nobody"); why == "" {
 		t.Error("Down of a node the store does not know = alive")
 	}
+	// The answer is reused for a moment, then read again: a node that
+	// joins is known once that moment has passed.
+	if err := member(db, "nobody").Join(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	unknown := func() bool { return strings.Contains(other.Down(t.Context(), "nobody"), "not known") }
+	if !unknown() {
+		t.Error("Down of a node that joined a moment after it was asked no longer says it is unknown; want the answer of a moment ago")
+	}
+	eventually(t, "a node that joined is known", func() bool { return !unknown() })
 	stops[1-l]()
 }
 
