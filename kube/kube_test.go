@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -315,5 +317,74 @@ func TestPickNode(t *testing.T) {
 	pod("hn2", false)
 	if got, err := f.PickNode(ctx, sb); !sandbox.IsCode(err, sandbox.CodeUnavailable) {
 		t.Errorf("PickNode with every node full = %q, %v; want unavailable", got, err)
+	}
+}
+
+// movedSvc is lifecycle as a node's provider sees it after sandbox row
+// moved to another node: StartPlaced refuses it as lifecycle does, naming
+// that node.
+type movedSvc struct{ row sandbox.Sandbox }
+
+func (m movedSvc) StartPlaced(_ context.Context, tenant, name, id string) (sandbox.Sandbox, error) {
+	if tenant != m.row.Tenant || name != m.row.Name || id != m.row.ID {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s/%s (id %s) is not in the store", tenant, name, id)
+	}
+	return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, m.row.Node).With("node", m.row.Node)
+}
+
+func (m movedSvc) Get(_ context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
+	if p.Tenant != m.row.Tenant || ref != m.row.Name {
+		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox %q", ref)
+	}
+	return m.row, nil
+}
+
+func (m movedSvc) Destroy(context.Context, sandbox.Principal, string) error {
+	return errors.New("a moved sandbox must not be destroyed by its old node")
+}
+
+func (m movedSvc) Exec(context.Context, sandbox.Principal, string, sandbox.ExecRequest, io.Reader, io.Writer, io.Writer) (sandbox.ExecResult, error) {
+	return sandbox.ExecResult{}, errors.New("no exec")
+}
+
+// TestPodFollowsMove: a node handed the Pod of a sandbox that moved to
+// another node (it stopped between the move and its Pod's rebinding)
+// binds a Pod of the sandbox to that node in place of its own; a forged
+// Pod of another id, or of a row on no other node, moves nothing.
+func TestPodFollowsMove(t *testing.T) {
+	ctx := context.Background()
+	sb := small()
+	sb.Node, sb.Status = "hn1", sandbox.StatusSleeping
+	client := fake.NewClientset()
+	old := PodFor(sb, "")
+	old.Spec.NodeName = "hn0"
+	if _, err := client.CoreV1().Pods(old.Namespace).Create(ctx, old, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	forged := old.DeepCopy()
+	forged.Annotations[AnnotationID] = "someone-else"
+	p := NewProvider(movedSvc{row: sb}, client, "hn0", nil)
+	if err := p.CreatePod(ctx, forged); err == nil {
+		t.Error("CreatePod of a Pod of another id = nil; want its error")
+	}
+	if err := p.CreatePod(ctx, old); err != nil {
+		t.Fatalf("CreatePod of a moved sandbox's Pod = %v; want it handed on", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pod, err := client.CoreV1().Pods(old.Namespace).Get(ctx, sb.Name, metav1.GetOptions{})
+		if err == nil && pod.Spec.NodeName == "hn1" && pod.Annotations[AnnotationID] == sb.ID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after its old node was handed it, the Pod is %v, %v; want it bound to hn1", pod.Spec.NodeName, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	here := sb
+	here.Node = "hn0" // the row names this node: nothing to follow
+	p = NewProvider(movedSvc{row: here}, client, "hn0", nil)
+	if _, ok := p.movedAway(ctx, podRef{tenant: sb.Tenant, name: sb.Name, id: sb.ID}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "x")); ok {
+		t.Error("a row on this node counts as moved away")
 	}
 }

@@ -114,6 +114,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	sb, err := p.svc.StartPlaced(ctx, ref.tenant, ref.name, ref.id)
 	if err != nil {
 		p.forget(pod)
+		if moved, ok := p.movedAway(ctx, ref, err); ok {
+			go p.follow(moved)
+			return nil
+		}
 		return fmt.Errorf("sandbox %s/%s: %w", ref.tenant, ref.name, err)
 	}
 	if sb.Status == sandbox.StatusSleeping {
@@ -125,6 +129,36 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		p.report(pod, runningStatus(pod, sb))
 	}
 	return nil
+}
+
+// movedAway returns the sandbox of ref when StartPlaced refused it with
+// err because it runs on another node: it moved there, and this node
+// stopped before its Pod followed it (lifecycle's Options.Moved), or came
+// back after. The row decides, read as the tenant's actor (a forged Pod
+// reaches no other tenant's sandbox): it must be ref's id, on another
+// node.
+func (p *Provider) movedAway(ctx context.Context, ref podRef, err error) (sandbox.Sandbox, bool) {
+	if !sandbox.IsCode(err, sandbox.CodeFailedPrecondition) {
+		return sandbox.Sandbox{}, false
+	}
+	sb, gerr := p.svc.Get(ctx, podActor(ref.tenant), ref.name)
+	if gerr != nil || sb.ID != ref.id || sb.Node == "" || sb.Node == p.node || sb.Status == sandbox.StatusCreating {
+		return sandbox.Sandbox{}, false
+	}
+	return sb, true
+}
+
+// follow binds a Pod for sb, which moved from this node, to its node (in
+// place of the Pod of its name bound here), as the move would have, in
+// the background: it deletes the Pod this node was handed.
+func (p *Provider) follow(sb sandbox.Sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), resizeTimeout)
+	defer cancel()
+	if err := NewFleet(FleetOptions{Client: p.client, Logger: p.log}).Bind(ctx, sb); err != nil {
+		p.log.Error("bind the pod of a sandbox that moved away to its node", "sandbox", sb.Name, "id", sb.ID, "node", sb.Node, "err", err)
+		return
+	}
+	p.log.Info("the pod of a sandbox that moved away follows it", "sandbox", sb.Name, "id", sb.ID, "node", sb.Node)
 }
 
 // runningStatus is the status of pod once its sandbox sb runs.

@@ -2,8 +2,10 @@ package lifecycle_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/hearth/hearth/driver"
@@ -324,6 +327,7 @@ var crashCases = []crashCase{
 			e.wantData(t, "web", sc.data)
 		},
 	},
+	moveCrashCase(),
 	{
 		name: "Wake",
 		setup: func(t *testing.T, e *env) scene {
@@ -678,6 +682,9 @@ func (e *env) wantWhole(t *testing.T) {
 	owned := map[string]bool{}
 	for _, sb := range rows {
 		owned[sb.ID] = true
+		if sb.Node != "" && sb.Node != cmp.Or(e.opts.NodeName, "local") {
+			continue // another node's: this one holds nothing of it
+		}
 		wantRoots = append(wantRoots, "sb-"+sb.ID)
 		if sb.Status == sandbox.StatusCreating {
 			t.Errorf("%s is still creating", sb.Name)
@@ -814,5 +821,73 @@ func (e *env) restore(t *testing.T, name, id string) {
 	t.Helper()
 	if _, err := e.svc.Checkpoints.Restore(t.Context(), a1, name, id); err != nil {
 		t.Fatalf("Restore(%s, %s) = %v", name, id, err)
+	}
+}
+
+// moveCrashCase is a move of sleeping sandbox "web", with a checkpoint,
+// to node b of the env's store (another data dir, as the store's node
+// rows say). Killed before the row switched, the sandbox is whole and
+// asleep here and the retry moves it; after, it is b's, and this node
+// holds nothing of it.
+func moveCrashCase() crashCase {
+	var b *lifecycle.Service // node b of the case's env, made by setup
+	return crashCase{
+		name: "Move",
+		opts: func(o *envOptions) {
+			o.Instance = "i-local"
+			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
+				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
+			}
+		},
+		setup: func(t *testing.T, e *env) scene {
+			for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
+				if _, err := e.db.Nodes().Heartbeat(t.Context(), store.Node{Name: node, Instance: inst}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			layB := layersfake.New(t)
+			if err := layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
+				t.Fatal(err)
+			}
+			drvB := driverfake.New(driverfake.Options{})
+			t.Cleanup(func() { drvB.Close() })
+			optsB := e.opts
+			optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Instance, optsB.Move = drvB, layB, "b", "i-b", nil
+			b = e.newService(t, optsB)
+			sb := e.create(t, a1, "web")
+			e.write(t, "web", "v1")
+			ck, err := e.svc.Checkpoints.Checkpoint(t.Context(), a1, "web", sandbox.CheckpointRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.svc.Sandboxes.Sleep(t.Context(), a1, "web"); err != nil {
+				t.Fatal(err)
+			}
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v1"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Sandboxes.Move(ctx, op, sandbox.Ref(sc.sb.Tenant, sc.sb.Name), "b")
+			return err
+		},
+		points: []crashPoint{
+			{"move: sent", false},
+			{"move: row switched", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			// Not woken: the retry moves a sleeping sandbox.
+			e.wantRow(t, "web", sandbox.StatusSleeping, "cut short")
+			if row := e.row(t, "web"); row.Node != "local" {
+				t.Fatalf("web is on %s; want local", row.Node)
+			}
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			if row := e.row(t, "web"); row.Node != "b" || row.Status != sandbox.StatusSleeping {
+				t.Fatalf("web is %s on %s; want asleep on b", row.Status, row.Node)
+			}
+			var out bytes.Buffer
+			if _, err := b.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Shell: "cat data.txt"}, nil, &out, io.Discard); err != nil || out.String() != sc.data+"\n" {
+				t.Fatalf("data.txt of web through b = %q, %v; want %q", out.String(), err, sc.data)
+			}
+		},
 	}
 }

@@ -58,17 +58,29 @@ func (s *core) moveLocked(ctx context.Context, cur sandbox.Sandbox, target strin
 	if err := s.movable(ctx, cur, target); err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	from := cur.Node
-	cks, err := s.sendAll(ctx, cur, target)
-	if err != nil {
-		return sandbox.Sandbox{}, sandbox.AsError(err).WithHint("the sandbox stays on node %s, whole; retry, or move it to another node", from)
+	from, reason := cur.Node, cur.Reason
+	// The row says where it is going while it goes: a target that
+	// recovers meanwhile keeps what it received (see sweeper.adopt).
+	cur.Reason = movingTo(target)
+	if err := s.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
+		return sandbox.Sandbox{}, s.internal("mark the sandbox moving", err)
 	}
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	cur.Node, cur.UpdatedAt = target, s.now().UTC()
+	cks, err := s.sendAll(ctx, cur, target)
+	s.crash("move: sent")
+	if err != nil {
+		cur.Reason = reason
+		if uerr := s.opts.Store.Sandboxes().Update(dctx, cur); uerr != nil {
+			s.log.Error("unmark a sandbox whose move failed", "sandbox", cur.Name, "id", cur.ID, "err", uerr)
+		}
+		return sandbox.Sandbox{}, sandbox.AsError(err).WithHint("the sandbox stays on node %s, whole; retry, or move it to another node", from)
+	}
+	cur.Node, cur.Reason, cur.UpdatedAt = target, "moved from node "+from, s.now().UTC()
 	if err := s.opts.Store.Sandboxes().Update(dctx, cur); err != nil {
 		return sandbox.Sandbox{}, s.internal("set the moved sandbox's node", err)
 	}
+	s.crash("move: row switched")
 	s.log.Info("sandbox moved", "sandbox", cur.Name, "id", cur.ID, "tenant", cur.Tenant, "from", from, "to", target)
 	if err := s.opts.Node.Delete(dctx, cur.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
 		s.log.Error("delete a moved sandbox's runtime objects", "id", cur.ID, "err", err)
@@ -86,6 +98,10 @@ func (s *core) moveLocked(ctx context.Context, cur sandbox.Sandbox, target strin
 	}
 	return cur, nil
 }
+
+// movingTo is the reason of a sandbox's row while it moves to node
+// target.
+func movingTo(target string) string { return "moving to node " + target }
 
 // movedToDetail is the detail of the error of a call whose sandbox moved
 // to wake: the node it is on now (door.MovedToDetail).
@@ -219,6 +235,14 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r 
 	} else if !ok {
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s does not hold the image %s of sandbox %s", s.opts.NodeName, cmp.Or(sb.Image, t.Image), sb.Name).
 			WithHint("move it to a node that holds the image, or pull the image there first").With("node", s.opts.NodeName)
+	}
+	if ck == "" {
+		// The row is from's: a root of it here is what an earlier move,
+		// cut short before the row switched, left, which this one
+		// replaces.
+		if err := s.opts.Node.RemoveRoot(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+			return s.internal("remove the root an earlier move left", err)
+		}
 	}
 	if err := s.opts.Node.ReceiveSnapshot(ctx, t, r); err != nil {
 		if se := (*sandbox.Error)(nil); errors.As(err, &se) {

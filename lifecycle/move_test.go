@@ -15,6 +15,7 @@ import (
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
 )
 
 // moveEnv is an env whose node ("local") moves sandboxes to a second node
@@ -189,5 +190,134 @@ func TestWakeMovesWhenFull(t *testing.T) {
 	}
 	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
 		t.Errorf("the full node kept the root: %v", err)
+	}
+}
+
+// TestMoveKilledAfterSwitch: a node killed once a move switched the row
+// to the new node, before it removed its copy: when it recovers, the row
+// stays the new node's, which has the sandbox whole, and the old node
+// removes its copy (root and checkpoint) instead of adopting it back,
+// since the store records node b as another data dir's.
+func TestMoveKilledAfterSwitch(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
+		if _, err := m.db.Nodes().Heartbeat(ctx, store.Node{Name: node, Instance: inst}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.opts.Instance = "i-local"
+	sb := m.create(t, a1, "mv")
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "mv", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("moved")); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "mv", sandbox.CheckpointRequest{Label: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	ref := sandbox.Ref(sb.Tenant, sb.Name)
+	m.killAt(t, "move: row switched", func(ctx context.Context, svc *lifecycle.Service) error {
+		_, err := svc.Sandboxes.Move(ctx, op, ref, "b")
+		return err
+	})
+	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); err != nil {
+		t.Fatalf("the killed node no longer holds the root; the test kills too late: %v", err)
+	}
+	if err := m.restart(t).Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if row := m.row(t, "mv"); row.Node != "b" {
+		t.Fatalf("after the old node recovered the row names %s; want b, which has the sandbox", row.Node)
+	}
+	for _, key := range []string{"sb-" + sb.ID, "ck-" + ck.ID} {
+		if _, err := m.lay.Stat(ctx, key); !errors.Is(err, layers.ErrNotFound) {
+			t.Errorf("the old node still holds %s after it recovered: %v", key, err)
+		}
+	}
+	var got bytes.Buffer
+	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "moved" {
+		t.Errorf("read through b = %q, %v", got.String(), err)
+	}
+}
+
+// TestAdoptsRowsOfFormerName: a row naming a node that the store records
+// from this node's own data dir (this node under a former name) is
+// adopted by the node that holds it.
+func TestAdoptsRowsOfFormerName(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	if _, err := e.db.Nodes().Heartbeat(ctx, store.Node{Name: "old-name", Instance: "i-local"}); err != nil {
+		t.Fatal(err)
+	}
+	e.opts.Instance = "i-local"
+	sb := e.create(t, a1, "renamed")
+	sb.Node = "old-name"
+	if err := e.db.Sandboxes().Update(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.restart(t).Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.row(t, sb.Name); got.Node != "local" || got.Status != sandbox.StatusRunning {
+		t.Fatalf("row after Recover = node %q, %s; want adopted by local, running", got.Node, got.Status)
+	}
+}
+
+// TestMoveKilledBeforeSwitch: a node killed once it sent a sandbox to
+// node b, before the row switched: node b, recovering meanwhile, keeps
+// what it received (the row says the sandbox is moving there), neither
+// adopting nor removing it; the old node, recovering, has the sandbox
+// whole, asleep, and the move's retry finishes it.
+func TestMoveKilledBeforeSwitch(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
+		if _, err := m.db.Nodes().Heartbeat(ctx, store.Node{Name: node, Instance: inst}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.opts.Instance = "i-local"
+	sb := m.create(t, a1, "mv")
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "mv", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("moved")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "mv"); err != nil {
+		t.Fatal(err)
+	}
+	ref := sandbox.Ref(sb.Tenant, sb.Name)
+	m.killAt(t, "move: sent", func(ctx context.Context, svc *lifecycle.Service) error {
+		_, err := svc.Sandboxes.Move(ctx, op, ref, "b")
+		return err
+	})
+	if row := m.row(t, "mv"); row.Node != "local" || row.Reason != "moving to node b" {
+		t.Fatalf("after the kill the row is on %s, %q; want local, moving to node b", row.Node, row.Reason)
+	}
+	optsB := m.opts
+	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Instance, optsB.Move, optsB.Moved, optsB.Fits = driverfake.New(driverfake.Options{}), m.layB, "b", "i-b", nil, nil, nil
+	if err := m.newService(t, optsB).Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.layB.Stat(ctx, "sb-"+sb.ID); err != nil {
+		t.Errorf("node b, recovering while the sandbox moved there, dropped what it received: %v", err)
+	}
+	if row := m.row(t, "mv"); row.Node != "local" {
+		t.Fatalf("node b's Recover took the row: it names %s", row.Node)
+	}
+	svc := m.restart(t)
+	if err := svc.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if row := m.row(t, "mv"); row.Node != "local" || row.Status != sandbox.StatusSleeping || row.Reason == "moving to node b" {
+		t.Fatalf("after the old node recovered: %s on %s, %q; want asleep on local, its move no longer under way", row.Status, row.Node, row.Reason)
+	}
+	if moved, err := svc.Sandboxes.Move(ctx, op, ref, "b"); err != nil || moved.Node != "b" {
+		t.Fatalf("the move's retry = %+v, %v; want it on b", moved, err)
+	}
+	var got bytes.Buffer
+	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "moved" {
+		t.Errorf("read through b after the retried move = %q, %v", got.String(), err)
 	}
 }

@@ -40,7 +40,9 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 	for _, sb := range rows {
 		known[sb.ID] = true // another node's too: never an orphan here
 	}
-	for _, sb := range s.adopt(ctx, rows, states, setOf(inv.Roots)) {
+	mine, leftovers := s.adopt(ctx, rows, states, setOf(inv.Roots))
+	s.removeLeftovers(ctx, leftovers, snapped)
+	for _, sb := range mine {
 		st, inRuntime := states[sb.ID]
 		running := inRuntime && st.Status == node.StatusRunning
 		if sb.Status != sandbox.StatusCreating && inv.Listed {
@@ -71,6 +73,10 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 			s.finishRestore(ctx, sb, restoring, running)
 		case running:
 			s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
+		case sb.Status == sandbox.StatusSleeping && strings.HasPrefix(sb.Reason, movingTo("")):
+			// Its move was cut short before the row switched: it is
+			// here, whole, asleep.
+			s.setStatus(ctx, sb, sandbox.StatusSleeping, "asleep: its move was cut short by a daemon stop")
 		case sb.Status == sandbox.StatusSleeping:
 			// Asleep on purpose: nothing runs, and the next call wakes it.
 		case inRuntime:
@@ -98,16 +104,27 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 
 // adopt returns the rows this node reconciles: its own, and those its
 // runtime or layer store holds though the row names another node or none
-// (a row from before nodes, or a node renamed), which it makes its own.
-// A row of no node that nothing here holds is adopted too: before nodes,
-// a store had one daemon. The other nodes' rows are theirs to reconcile.
-func (s *sweeper) adopt(ctx context.Context, rows []sandbox.Sandbox, states map[string]node.State, roots map[string]bool) []sandbox.Sandbox {
-	var mine []sandbox.Sandbox
+// (a row from before nodes, or this node under a former name), which it
+// makes its own. A row of no node that nothing here holds is adopted too:
+// before nodes, a store had one daemon. The other nodes' rows are theirs
+// to reconcile; those of them this node holds something of are returned
+// as leftovers: this node moved it there and stopped after the row
+// switched, or received it from there in a move that failed, and the
+// row's node has the sandbox whole. What this node holds of a sandbox
+// whose row says it is moving here is kept as it is: that move may still
+// be under way, and its node, not this one, ends it.
+func (s *sweeper) adopt(ctx context.Context, rows []sandbox.Sandbox, states map[string]node.State, roots map[string]bool) (mine, leftovers []sandbox.Sandbox) {
+	others := map[string]bool{} // node → another data dir's
 	for _, sb := range rows {
 		_, held := states[sb.ID]
 		held = held || roots[sb.ID]
 		switch {
 		case s.mine(sb):
+		case held && sb.Node != "" && sb.Reason == movingTo(s.opts.NodeName):
+			continue
+		case held && s.another(ctx, sb.Node, others):
+			leftovers = append(leftovers, sb)
+			continue
 		case held || sb.Node == "":
 			s.log.Info("adopting a sandbox", "sandbox", sb.Name, "id", sb.ID, "node_was", sb.Node, "node", s.opts.NodeName)
 			sb.Node = s.opts.NodeName
@@ -120,7 +137,51 @@ func (s *sweeper) adopt(ctx context.Context, rows []sandbox.Sandbox, states map[
 		}
 		mine = append(mine, sb)
 	}
-	return mine
+	return mine, leftovers
+}
+
+// another reports whether node is another daemon's, as the store's node
+// rows say: known, from a data dir other than this one's. A node the
+// store does not know, or that this data dir ran under a former name, is
+// not; nor is any without Options.Instance. seen caches the answers.
+func (s *sweeper) another(ctx context.Context, node string, seen map[string]bool) bool {
+	if node == "" || s.opts.Instance == "" {
+		return false
+	}
+	if v, ok := seen[node]; ok {
+		return v
+	}
+	n, err := s.opts.Store.Nodes().Get(ctx, node)
+	seen[node] = err == nil && n.Instance != s.opts.Instance
+	return seen[node]
+}
+
+// removeLeftovers removes what this node holds of the leftovers, other
+// nodes' sandboxes (see adopt): their runtime objects, roots and the
+// checkpoint snapshots of theirs that are here (snapped).
+func (s *sweeper) removeLeftovers(ctx context.Context, leftovers []sandbox.Sandbox, snapped map[string]bool) {
+	for _, sb := range leftovers {
+		s.log.Warn("removing the copy of a sandbox that moved to or stayed on another node", "sandbox", sb.Name, "id", sb.ID, "node", sb.Node)
+		if err := s.opts.Node.Delete(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+			s.log.Error("remove a moved sandbox's runtime objects", "id", sb.ID, "err", err)
+		}
+		if err := s.opts.Node.RemoveRoot(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+			s.log.Error("remove a moved sandbox's root", "id", sb.ID, "err", err)
+		}
+		cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
+		if err != nil {
+			s.log.Error("list a moved sandbox's checkpoints", "id", sb.ID, "err", err)
+			continue
+		}
+		for _, ck := range cks {
+			if !snapped[ck.ID] {
+				continue
+			}
+			if err := s.opts.Node.DeleteCheckpoint(ctx, ck.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+				s.log.Error("remove a moved sandbox's checkpoint", "id", sb.ID, "checkpoint", ck.ID, "err", err)
+			}
+		}
+	}
 }
 
 // ownedCheckpoints returns the ids of the checkpoints that rows' sandboxes

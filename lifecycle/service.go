@@ -40,6 +40,12 @@ type Options struct {
 	// its own only. A call on another node's sandbox is unavailable here,
 	// with details naming the node, for the door to send there.
 	NodeName string
+	// Instance names the node's data dir, as the store's node rows record
+	// it (store.Node.Instance): Recover tells a row of this node under a
+	// former name (adopted) from another node's sandbox of which this one
+	// holds a leftover copy (removed). Empty: every row this node holds
+	// anything of is adopted.
+	Instance string
 	// NodeDown, when set, says why another node's sandboxes are
 	// unavailable ("" while that node is alive): List reports them so.
 	NodeDown func(ctx context.Context, node string) string

@@ -165,6 +165,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		Store:               db,
 		Node:                host.node,
 		NodeName:            cfg.node,
+		Instance:            inst.Instance,
 		NodeDown:            member.Down,
 		StoreWide:           member.Leading,
 		MaxWriteBytes:       cfg.maxWrite,
