@@ -834,17 +834,12 @@ func moveCrashCase() crashCase {
 	return crashCase{
 		name: "Move",
 		opts: func(o *envOptions) {
-			o.Instance = "i-local"
 			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
 				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
 			}
 		},
 		setup: func(t *testing.T, e *env) scene {
-			for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
-				if _, err := e.db.Nodes().Heartbeat(t.Context(), store.Node{Name: node, Instance: inst}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.twoDataDirs(t)
 			layB := layersfake.New(t)
 			if err := layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
 				t.Fatal(err)
@@ -890,4 +885,16 @@ func moveCrashCase() crashCase {
 			}
 		},
 	}
+}
+
+// twoDataDirs records in e's store node "local" (this env's, whose
+// Instance it sets) and node "b" as the nodes of two data dirs.
+func (e *env) twoDataDirs(t *testing.T) {
+	t.Helper()
+	for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
+		if _, err := e.db.Nodes().Heartbeat(t.Context(), store.Node{Name: node, Instance: inst}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.opts.Instance = "i-local"
 }

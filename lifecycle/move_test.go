@@ -201,16 +201,8 @@ func TestWakeMovesWhenFull(t *testing.T) {
 func TestMoveKilledAfterSwitch(t *testing.T) {
 	m := newMoveEnv(t)
 	ctx := t.Context()
-	for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
-		if _, err := m.db.Nodes().Heartbeat(ctx, store.Node{Name: node, Instance: inst}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m.opts.Instance = "i-local"
-	sb := m.create(t, a1, "mv")
-	if _, err := m.svc.Files.WriteFile(ctx, a1, "mv", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("moved")); err != nil {
-		t.Fatal(err)
-	}
+	m.twoDataDirs(t)
+	sb := m.written(t, "mv", "moved")
 	ck, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "mv", sandbox.CheckpointRequest{Label: "x"})
 	if err != nil {
 		t.Fatal(err)
@@ -218,11 +210,7 @@ func TestMoveKilledAfterSwitch(t *testing.T) {
 	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "mv"); err != nil {
 		t.Fatal(err)
 	}
-	ref := sandbox.Ref(sb.Tenant, sb.Name)
-	m.killAt(t, "move: row switched", func(ctx context.Context, svc *lifecycle.Service) error {
-		_, err := svc.Sandboxes.Move(ctx, op, ref, "b")
-		return err
-	})
+	m.killMoveAt(t, "move: row switched", sb)
 	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); err != nil {
 		t.Fatalf("the killed node no longer holds the root; the test kills too late: %v", err)
 	}
@@ -274,24 +262,12 @@ func TestAdoptsRowsOfFormerName(t *testing.T) {
 func TestMoveKilledBeforeSwitch(t *testing.T) {
 	m := newMoveEnv(t)
 	ctx := t.Context()
-	for node, inst := range map[string]string{"local": "i-local", "b": "i-b"} {
-		if _, err := m.db.Nodes().Heartbeat(ctx, store.Node{Name: node, Instance: inst}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m.opts.Instance = "i-local"
-	sb := m.create(t, a1, "mv")
-	if _, err := m.svc.Files.WriteFile(ctx, a1, "mv", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("moved")); err != nil {
-		t.Fatal(err)
-	}
+	m.twoDataDirs(t)
+	sb := m.written(t, "mv", "moved")
 	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "mv"); err != nil {
 		t.Fatal(err)
 	}
-	ref := sandbox.Ref(sb.Tenant, sb.Name)
-	m.killAt(t, "move: sent", func(ctx context.Context, svc *lifecycle.Service) error {
-		_, err := svc.Sandboxes.Move(ctx, op, ref, "b")
-		return err
-	})
+	m.killMoveAt(t, "move: sent", sb)
 	if row := m.row(t, "mv"); row.Node != "local" || row.Reason != "moving to node b" {
 		t.Fatalf("after the kill the row is on %s, %q; want local, moving to node b", row.Node, row.Reason)
 	}
@@ -313,11 +289,31 @@ func TestMoveKilledBeforeSwitch(t *testing.T) {
 	if row := m.row(t, "mv"); row.Node != "local" || row.Status != sandbox.StatusSleeping || row.Reason == "moving to node b" {
 		t.Fatalf("after the old node recovered: %s on %s, %q; want asleep on local, its move no longer under way", row.Status, row.Node, row.Reason)
 	}
-	if moved, err := svc.Sandboxes.Move(ctx, op, ref, "b"); err != nil || moved.Node != "b" {
+	if moved, err := svc.Sandboxes.Move(ctx, op, sandbox.Ref(sb.Tenant, sb.Name), "b"); err != nil || moved.Node != "b" {
 		t.Fatalf("the move's retry = %+v, %v; want it on b", moved, err)
 	}
 	var got bytes.Buffer
 	if err := m.b.Files.ReadFile(ctx, a1, "mv", "kept", &got); err != nil || got.String() != "moved" {
 		t.Errorf("read through b after the retried move = %q, %v", got.String(), err)
 	}
+}
+
+// written creates sandbox name for a1 with file kept holding data.
+func (m *moveEnv) written(t *testing.T, name, data string) sandbox.Sandbox {
+	t.Helper()
+	sb := m.create(t, a1, name)
+	if _, err := m.svc.Files.WriteFile(t.Context(), a1, name, sandbox.WriteRequest{Path: "kept"}, strings.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// killMoveAt moves sb to node b on a daemon killed at point.
+func (m *moveEnv) killMoveAt(t *testing.T, point string, sb sandbox.Sandbox) {
+	t.Helper()
+	ref := sandbox.Ref(sb.Tenant, sb.Name)
+	m.killAt(t, point, func(ctx context.Context, svc *lifecycle.Service) error {
+		_, err := svc.Sandboxes.Move(ctx, op, ref, "b")
+		return err
+	})
 }
