@@ -43,12 +43,9 @@ func callOf(r *http.Request) *call {
 
 // HeaderMovedTo names, on an answer of this daemon (never a sandbox's:
 // its URL proxy strips every Hearth- header of what a sandbox answers),
-// the node the sandbox moved to; MovedToDetail is the error detail it
-// comes from.
-const (
-	HeaderMovedTo = "Hearth-Moved-To"
-	MovedToDetail = "moved_to"
-)
+// the node the sandbox moved to, from the error's detail
+// sandbox.DetailMovedTo.
+const HeaderMovedTo = "Hearth-Moved-To"
 
 // FromNode returns the node that made or forwarded the call r, having
 // proved it with its node credential; "" for any other caller.
@@ -109,7 +106,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 	}
-	if to, ok := e.Details[MovedToDetail].(string); ok && to != "" {
+	if to, ok := e.Details[sandbox.DetailMovedTo].(string); ok && to != "" {
 		w.Header().Set(HeaderMovedTo, to)
 	}
 	if c != nil && c.door != nil && c.door.WriteError != nil {

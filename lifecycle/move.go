@@ -82,30 +82,34 @@ func (s *core) moveLocked(ctx context.Context, cur sandbox.Sandbox, target strin
 	}
 	s.crash("move: row switched")
 	s.log.Info("sandbox moved", "sandbox", cur.Name, "id", cur.ID, "tenant", cur.Tenant, "from", from, "to", target)
-	if err := s.opts.Node.Delete(dctx, cur.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
-		s.log.Error("delete a moved sandbox's runtime objects", "id", cur.ID, "err", err)
-	}
-	if err := s.opts.Node.RemoveRoot(dctx, cur.ID); err != nil {
-		s.log.Error("remove a moved sandbox's root", "id", cur.ID, "err", err)
-	}
-	for _, ck := range cks {
-		if err := s.opts.Node.DeleteCheckpoint(dctx, ck.ID); err != nil {
-			s.log.Error("remove a moved sandbox's checkpoint", "id", cur.ID, "checkpoint", ck.ID, "err", err)
-		}
-	}
+	s.dropCopy(dctx, cur.ID, cks)
 	if s.opts.Moved != nil {
 		s.opts.Moved(dctx, cur, from)
 	}
 	return cur, nil
 }
 
+// dropCopy removes what this node holds of sandbox id, which another node
+// has whole: its runtime objects, its root and the snapshots of its
+// checkpoints cks. What fails is logged: the copy is no longer the
+// sandbox, and the next Recover removes what is left of it.
+func (s *core) dropCopy(ctx context.Context, id string, cks []sandbox.Checkpoint) {
+	if err := s.opts.Node.Delete(ctx, id); err != nil && !errors.Is(err, node.ErrNotFound) {
+		s.log.Error("delete a moved sandbox's runtime objects", "id", id, "err", err)
+	}
+	if err := s.opts.Node.RemoveRoot(ctx, id); err != nil {
+		s.log.Error("remove a moved sandbox's root", "id", id, "err", err)
+	}
+	for _, ck := range cks {
+		if err := s.opts.Node.DeleteCheckpoint(ctx, ck.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
+			s.log.Error("remove a moved sandbox's checkpoint", "id", id, "checkpoint", ck.ID, "err", err)
+		}
+	}
+}
+
 // movingTo is the reason of a sandbox's row while it moves to node
 // target.
 func movingTo(target string) string { return "moving to node " + target }
-
-// movedToDetail is the detail of the error of a call whose sandbox moved
-// to wake: the node it is on now (door.MovedToDetail).
-const movedToDetail = "moved_to"
 
 // moveIfFull moves sleeping sb, whose name's lock the caller holds, to
 // another node when it does not fit on this one awake (Options.Fits), and
@@ -127,7 +131,7 @@ func (s *core) moveIfFull(ctx context.Context, sb sandbox.Sandbox) error {
 		return nil
 	}
 	return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q moved to node %s to wake: node %s has no room for it", sb.Name, target, from).
-		WithHint("retry the call: it reaches node %s now", target).With("node", target).With(movedToDetail, target).With("retry_after_seconds", 0)
+		WithHint("retry the call: it reaches node %s now", target).With("node", target).With(sandbox.DetailMovedTo, target).With("retry_after_seconds", 0)
 }
 
 // WakeToStream wakes the sandbox ref names for p if it sleeps, when this

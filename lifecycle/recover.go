@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/hearth/hearth/node"
@@ -43,47 +44,7 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 	mine, leftovers := s.adopt(ctx, rows, states, setOf(inv.Roots))
 	s.removeLeftovers(ctx, leftovers, snapped)
 	for _, sb := range mine {
-		st, inRuntime := states[sb.ID]
-		running := inRuntime && st.Status == node.StatusRunning
-		if sb.Status != sandbox.StatusCreating && inv.Listed {
-			sb = s.dropUnfinishedCheckpoints(ctx, sb, snapped, owned)
-		}
-		restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
-		if g, err := s.opts.Store.Gone().Get(ctx, sb.Tenant, sb.Name); err == nil && g.ID == sb.ID {
-			// destroy records why a sandbox goes before it releases it.
-			s.log.Warn("finishing a destroy interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
-			if err := s.run.release(ctx, sb); err != nil {
-				s.log.Error("finish interrupted destroy", "sandbox", sb.Name, "err", err)
-			}
-			continue
-		}
-		switch {
-		case sb.Status == sandbox.StatusCreating:
-			s.log.Warn("undoing a create interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
-			// Its creator got no answer: a get of the name says what
-			// happened instead of a bare not_found. Recorded before the
-			// release, as destroy does, so a second interruption finishes
-			// the same way.
-			s.run.recordGone(ctx, sb, interruptedCreate)
-			if err := s.run.release(ctx, sb); err != nil {
-				s.log.Error("undo interrupted create", "sandbox", sb.Name, "err", err)
-			}
-			continue
-		case sb.Status == sandbox.StatusStopped && isRestoring:
-			s.finishRestore(ctx, sb, restoring, running)
-		case running:
-			s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
-		case sb.Status == sandbox.StatusSleeping && strings.HasPrefix(sb.Reason, movingTo("")):
-			// Its move was cut short before the row switched: it is
-			// here, whole, asleep.
-			s.setStatus(ctx, sb, sandbox.StatusSleeping, "asleep: its move was cut short by a daemon stop")
-		case sb.Status == sandbox.StatusSleeping:
-			// Asleep on purpose: nothing runs, and the next call wakes it.
-		case inRuntime:
-			s.setStatus(ctx, sb, sandbox.StatusStopped, stoppedReason(st))
-		default:
-			s.setStatus(ctx, sb, sandbox.StatusStopped, "vanished from the runtime (host restart?)")
-		}
+		s.reconcileOne(ctx, sb, states, snapped, owned, inv.Listed)
 	}
 	for _, st := range live {
 		if !known[st.ID] {
@@ -100,6 +61,54 @@ func (s *sweeper) reconcile(ctx context.Context) error {
 		s.images.collect(ctx, inv.ImageKeys)
 	}
 	return nil
+}
+
+// reconcileOne brings sb, a row this node reconciles (see adopt), in line
+// with what the node holds (states, its runtime's; snapped, its
+// checkpoint snapshots, listed when it could list them; owned, the rows'
+// checkpoints): a destroy or create a stop cut short is finished or
+// undone, a restore finished, and the row's status set from the runtime.
+func (s *sweeper) reconcileOne(ctx context.Context, sb sandbox.Sandbox, states map[string]node.State, snapped, owned map[string]bool, listed bool) {
+	st, inRuntime := states[sb.ID]
+	running := inRuntime && st.Status == node.StatusRunning
+	if sb.Status != sandbox.StatusCreating && listed {
+		sb = s.dropUnfinishedCheckpoints(ctx, sb, snapped, owned)
+	}
+	restoring, isRestoring := strings.CutPrefix(sb.Reason, restoringTo)
+	if g, err := s.opts.Store.Gone().Get(ctx, sb.Tenant, sb.Name); err == nil && g.ID == sb.ID {
+		// destroy records why a sandbox goes before it releases it.
+		s.log.Warn("finishing a destroy interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
+		if err := s.run.release(ctx, sb); err != nil {
+			s.log.Error("finish interrupted destroy", "sandbox", sb.Name, "err", err)
+		}
+		return
+	}
+	switch {
+	case sb.Status == sandbox.StatusCreating:
+		s.log.Warn("undoing a create interrupted by a daemon stop", "sandbox", sb.Name, "id", sb.ID)
+		// Its creator got no answer: a get of the name says what
+		// happened instead of a bare not_found. Recorded before the
+		// release, as destroy does, so a second interruption finishes
+		// the same way.
+		s.run.recordGone(ctx, sb, interruptedCreate)
+		if err := s.run.release(ctx, sb); err != nil {
+			s.log.Error("undo interrupted create", "sandbox", sb.Name, "err", err)
+		}
+	case sb.Status == sandbox.StatusStopped && isRestoring:
+		s.finishRestore(ctx, sb, restoring, running)
+	case running:
+		s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
+	case sb.Status == sandbox.StatusSleeping && strings.HasPrefix(sb.Reason, movingTo("")):
+		// Its move was cut short before the row switched: it is
+		// here, whole, asleep.
+		s.setStatus(ctx, sb, sandbox.StatusSleeping, "asleep: its move was cut short by a daemon stop")
+	case sb.Status == sandbox.StatusSleeping:
+		// Asleep on purpose: nothing runs, and the next call wakes it.
+	case inRuntime:
+		s.setStatus(ctx, sb, sandbox.StatusStopped, stoppedReason(st))
+	default:
+		s.setStatus(ctx, sb, sandbox.StatusStopped, "vanished from the runtime (host restart?)")
+	}
 }
 
 // adopt returns the rows this node reconciles: its own, and those its
@@ -162,25 +171,11 @@ func (s *sweeper) another(ctx context.Context, node string, seen map[string]bool
 func (s *sweeper) removeLeftovers(ctx context.Context, leftovers []sandbox.Sandbox, snapped map[string]bool) {
 	for _, sb := range leftovers {
 		s.log.Warn("removing the copy of a sandbox that moved to or stayed on another node", "sandbox", sb.Name, "id", sb.ID, "node", sb.Node)
-		if err := s.opts.Node.Delete(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
-			s.log.Error("remove a moved sandbox's runtime objects", "id", sb.ID, "err", err)
-		}
-		if err := s.opts.Node.RemoveRoot(ctx, sb.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
-			s.log.Error("remove a moved sandbox's root", "id", sb.ID, "err", err)
-		}
 		cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 		if err != nil {
 			s.log.Error("list a moved sandbox's checkpoints", "id", sb.ID, "err", err)
-			continue
 		}
-		for _, ck := range cks {
-			if !snapped[ck.ID] {
-				continue
-			}
-			if err := s.opts.Node.DeleteCheckpoint(ctx, ck.ID); err != nil && !errors.Is(err, node.ErrNotFound) {
-				s.log.Error("remove a moved sandbox's checkpoint", "id", sb.ID, "checkpoint", ck.ID, "err", err)
-			}
-		}
+		s.dropCopy(ctx, sb.ID, slices.DeleteFunc(cks, func(ck sandbox.Checkpoint) bool { return !snapped[ck.ID] }))
 	}
 }
 

@@ -158,6 +158,11 @@ func (e *Error) WithHint(format string, args ...any) *Error {
 	return e
 }
 
+// DetailMovedTo is the detail of an unavailable error whose sandbox moved
+// to another node to wake (lifecycle): that node, where the call goes
+// now. A door answers it with the header door.HeaderMovedTo too.
+const DetailMovedTo = "moved_to"
+
 // With returns e with one detail set, for chaining after Errorf.
 func (e *Error) With(key string, value any) *Error {
 	if e.Details == nil {
