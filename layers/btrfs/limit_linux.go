@@ -152,7 +152,7 @@ func inheritsLimits(qgroupsDir string) bool {
 }
 
 // fixLimits makes the kernel's limit of every active snapshot the one its
-// record holds, for load: a crash may have lost a limit set since the
+// record holds, once Open loaded the records: a crash may have lost a limit set since the
 // last transaction commit, and with full qgroups a snapshot made from a
 // limited one inherits a limit it should not have. A failure is logged,
 // not returned: the kernel usually has the limit already, and a store

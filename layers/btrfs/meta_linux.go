@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,6 +95,16 @@ func (m records) remove(key string) error {
 	return os.Remove(m.path(key))
 }
 
+// loader is Open's reading of the records (records, naming subvolumes
+// in subvols) into the index entries, and its repairs of what a crash
+// left (see load).
+type loader struct {
+	records records
+	subvols subvols
+	entries layers.Index[*entry]
+	log     *slog.Logger
+}
+
 // load reads every record into the index and repairs what a crash in the
 // middle of a call left behind. Every call orders its steps so that the
 // ioctl that commits a btrfs transaction is the call's commit point (see
@@ -111,31 +122,31 @@ func (m records) remove(key string) error {
 //     is deleted;
 //   - a replaced record (Reset, SetLimit) left under its temporary name:
 //     it goes, and the old record stays;
-//   - a Parent that is gone (see resolveParents);
-//   - a limit the kernel lost or a snapshot inherited (see fixLimits).
-func (s *Store) load() error {
-	byID, err := s.loadRecords()
+//   - a Parent that is gone (see resolveParents).
+//
+// (Open then fixes the limits the kernel lost: Store.fixLimits.)
+func (l loader) load() error {
+	byID, err := l.loadRecords()
 	if err != nil {
 		return err
 	}
 	for id, keys := range byID {
-		if err := s.settleRecords(id, keys); err != nil {
+		if err := l.settleRecords(id, keys); err != nil {
 			return err
 		}
 	}
-	if err := s.removeOrphans(byID); err != nil {
+	if err := l.removeOrphans(byID); err != nil {
 		return err
 	}
-	s.resolveParents()
-	s.fixLimits()
+	l.resolveParents()
 	return nil
 }
 
 // loadRecords reads every record into the index, dropping unfinished
 // record replacements and the records of missing subvolumes, and returns
 // the keys whose records name each subvolume id.
-func (s *Store) loadRecords() (map[string][]string, error) {
-	des, err := os.ReadDir(s.metaDir)
+func (l loader) loadRecords() (map[string][]string, error) {
+	des, err := os.ReadDir(string(l.records))
 	if err != nil {
 		return nil, fmt.Errorf("layers: %w", err)
 	}
@@ -143,31 +154,31 @@ func (s *Store) loadRecords() (map[string][]string, error) {
 	for _, de := range des {
 		key := de.Name()
 		if layers.ValidateKey(key) != nil {
-			p := filepath.Join(s.metaDir, key)
+			p := filepath.Join(string(l.records), key)
 			// replaceRecord's temporary name (".reset-" before SetLimit).
 			if strings.HasPrefix(key, ".new-") || strings.HasPrefix(key, ".reset-") {
-				s.log.Info("layers: removing an unfinished record replacement", "file", p)
+				l.log.Info("layers: removing an unfinished record replacement", "file", p)
 				if err := os.Remove(p); err != nil {
 					return nil, fmt.Errorf("layers: %w", err)
 				}
 				continue
 			}
-			s.log.Warn("layers: ignoring stray file", "file", p)
+			l.log.Warn("layers: ignoring stray file", "file", p)
 			continue
 		}
-		r, err := s.records.read(key)
+		r, err := l.records.read(key)
 		if err != nil {
 			return nil, fmt.Errorf("layers: %w", err)
 		}
-		if _, err := os.Lstat(s.subvols.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
-			s.log.Info("layers: dropping the record of a missing subvolume", "key", key, "id", r.ID)
-			if err := s.records.remove(key); err != nil {
+		if _, err := os.Lstat(l.subvols.path(r.ID)); errors.Is(err, fs.ErrNotExist) {
+			l.log.Info("layers: dropping the record of a missing subvolume", "key", key, "id", r.ID)
+			if err := l.records.remove(key); err != nil {
 				return nil, fmt.Errorf("layers: %w", err)
 			}
 			continue
 		}
 		byID[r.ID] = append(byID[r.ID], key)
-		s.entries[key] = &entry{record: r, Guard: layers.Guard{Visible: true}}
+		l.entries[key] = &entry{record: r, Guard: layers.Guard{Visible: true}}
 	}
 	return byID, nil
 }
@@ -175,8 +186,8 @@ func (s *Store) loadRecords() (map[string][]string, error) {
 // settleRecords makes the records keys of the subvolume id agree with it:
 // of two (an interrupted Commit), the one of the kind its read-only flag
 // says stays; a lone record sets the flag.
-func (s *Store) settleRecords(id string, keys []string) error {
-	flags, err := subvolFlags(s.subvols.path(id))
+func (l loader) settleRecords(id string, keys []string) error {
+	flags, err := subvolFlags(l.subvols.path(id))
 	if err != nil {
 		return fmt.Errorf("layers: %w", err)
 	}
@@ -188,13 +199,13 @@ func (s *Store) settleRecords(id string, keys []string) error {
 		}
 		var keep string
 		for _, k := range keys {
-			if keep == "" && s.entries[k].Kind == want {
+			if keep == "" && l.entries[k].Kind == want {
 				keep = k
 				continue
 			}
-			s.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
-			delete(s.entries, k)
-			if err := s.records.remove(k); err != nil {
+			l.log.Info("layers: finishing an interrupted commit", "drop", k, "id", id)
+			delete(l.entries, k)
+			if err := l.records.remove(k); err != nil {
 				return fmt.Errorf("layers: %w", err)
 			}
 		}
@@ -204,9 +215,9 @@ func (s *Store) settleRecords(id string, keys []string) error {
 		keys = []string{keep}
 	}
 	// A lone record is the truth about its kind.
-	if e := s.entries[keys[0]]; (e.Kind == layers.KindCommitted) != ro {
-		s.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
-		if err := setReadonly(s.subvols.path(id), e.Kind == layers.KindCommitted); err != nil {
+	if e := l.entries[keys[0]]; (e.Kind == layers.KindCommitted) != ro {
+		l.log.Warn("layers: fixing the read-only flag", "key", keys[0], "id", id, "kind", e.Kind)
+		if err := setReadonly(l.subvols.path(id), e.Kind == layers.KindCommitted); err != nil {
 			return fmt.Errorf("layers: %w", err)
 		}
 	}
@@ -215,8 +226,8 @@ func (s *Store) settleRecords(id string, keys []string) error {
 
 // removeOrphans deletes every subvolume (or stray directory) under
 // snapshots/ that no record names: byID holds the ids records name.
-func (s *Store) removeOrphans(byID map[string][]string) error {
-	des, err := os.ReadDir(s.snapDir)
+func (l loader) removeOrphans(byID map[string][]string) error {
+	des, err := os.ReadDir(string(l.subvols))
 	if err != nil {
 		return fmt.Errorf("layers: %w", err)
 	}
@@ -224,12 +235,12 @@ func (s *Store) removeOrphans(byID map[string][]string) error {
 		if _, ok := byID[de.Name()]; ok {
 			continue
 		}
-		s.log.Warn("layers: removing a subvolume no record names", "id", de.Name())
-		p := filepath.Join(s.snapDir, de.Name())
+		l.log.Warn("layers: removing a subvolume no record names", "id", de.Name())
+		p := filepath.Join(string(l.subvols), de.Name())
 		ok, err := isSubvolume(p)
 		switch {
 		case err == nil && ok:
-			err = s.subvols.destroy(de.Name())
+			err = l.subvols.destroy(de.Name())
 		case err == nil:
 			err = os.RemoveAll(p)
 		}
@@ -245,12 +256,12 @@ func (s *Store) removeOrphans(byID map[string][]string) error {
 // are never rewritten): the key is missing, or names another snapshot than
 // the one the record was made from (a different id), or one that is not
 // committed. A record without ParentID (older layout) gets its parent's id.
-func (s *Store) resolveParents() {
-	for _, e := range s.entries {
+func (l loader) resolveParents() {
+	for _, e := range l.entries {
 		if e.Parent == "" {
 			continue
 		}
-		p := s.entries[e.Parent]
+		p := l.entries[e.Parent]
 		switch {
 		case p == nil || p.Kind != layers.KindCommitted || (e.ParentID != "" && e.ParentID != p.ID):
 			e.Parent, e.ParentID = "", ""

@@ -159,10 +159,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("layers: %w", err)
 	}
 	s.lock = lock
-	if err := s.load(); err != nil {
+	if err := (loader{records: s.records, subvols: s.subvols, entries: s.entries, log: s.log}).load(); err != nil {
 		lock.Close()
 		return nil, err
 	}
+	s.fixLimits()
 	if err := s.stages.clear(); err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("layers: %w", err)
@@ -587,11 +588,7 @@ func (s *Store) Stat(ctx context.Context, key string) (layers.Info, error) {
 	if err != nil {
 		return layers.Info{}, err
 	}
-	return s.info(key, e), nil
-}
-
-func (s *Store) info(key string, e *entry) layers.Info {
-	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: s.subvols.path(e.ID)}
+	return s.subvols.info(key, e), nil
 }
 
 // AtomicSnapshots reports that Snapshot captures an active snapshot at one
@@ -603,7 +600,7 @@ func (s *Store) AtomicSnapshots() bool { return true }
 // Walk calls fn for every snapshot, in no particular order, for Recover and
 // garbage collection. fn must not call back into the store.
 func (s *Store) Walk(ctx context.Context, fn func(layers.Info) error) error {
-	return layers.WalkInfos(ctx, &s.mu, func() ([]layers.Info, error) { return s.entries.Infos(s.info), nil }, fn)
+	return layers.WalkInfos(ctx, &s.mu, func() ([]layers.Info, error) { return s.entries.Infos(s.subvols.info), nil }, fn)
 }
 
 // Remove deletes the snapshot key, including any subvolumes a sandbox
@@ -743,6 +740,11 @@ type subvols string
 // path is the subvolume id: the Info.Path of the snapshot whose record has
 // ID id.
 func (v subvols) path(id string) string { return filepath.Join(string(v), id) }
+
+// info describes snapshot key, whose entry is e.
+func (v subvols) info(key string, e *entry) layers.Info {
+	return layers.Info{Key: key, Kind: e.Kind, Parent: e.Parent, Path: v.path(e.ID)}
+}
 
 // destroy deletes the subvolume id and every subvolume nested in it.
 func (v subvols) destroy(id string) error {
