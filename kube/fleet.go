@@ -109,15 +109,50 @@ func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
 	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
 		return err
 	}
-	pool := ""
-	if f.opts.Pool != nil {
-		var err error
-		if pool, err = f.opts.Pool(ctx, sb.Tenant); err != nil {
-			return err
-		}
+	pool, err := f.pool(ctx, sb.Tenant)
+	if err != nil {
+		return err
 	}
-	pods := f.opts.Client.CoreV1().Pods(Namespace(sb.Tenant))
-	pod, err := f.createPod(ctx, PodFor(sb, pool))
+	return f.run(ctx, sb, PodFor(sb, pool))
+}
+
+// pool is the node pool tenant's sandboxes are pinned to (FleetOptions.Pool).
+func (f *Fleet) pool(ctx context.Context, tenant string) (string, error) {
+	if f.opts.Pool == nil {
+		return "", nil
+	}
+	return f.opts.Pool(ctx, tenant)
+}
+
+// PlaceOn is a node's lifecycle.Options.PlaceOn: sb's Pod, bound to node
+// sb.Node, which holds sb's root, made as Place makes one and waited for
+// (check: created as a dry run, for the tenant's quota to judge it).
+func (f *Fleet) PlaceOn(ctx context.Context, sb sandbox.Sandbox, check bool) error {
+	ctx, cancel := context.WithTimeout(ctx, PlaceTimeout)
+	defer cancel()
+	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
+		return err
+	}
+	pool, err := f.pool(ctx, sb.Tenant)
+	if err != nil {
+		return err
+	}
+	pod := PodFor(sb, pool)
+	pod.Spec.NodeName = sb.Node
+	if !check {
+		return f.run(ctx, sb, pod)
+	}
+	_, err = f.opts.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return f.refusal(pod, err)
+	}
+	return nil
+}
+
+// run creates pod, sb's, and waits until its node runs sb, as Place says.
+func (f *Fleet) run(ctx context.Context, sb sandbox.Sandbox, pod *corev1.Pod) error {
+	pods := f.opts.Client.CoreV1().Pods(pod.Namespace)
+	pod, err := f.createPod(ctx, pod)
 	if err != nil {
 		return err
 	}

@@ -42,12 +42,17 @@ func (f *Fleet) Cordon(ctx context.Context, node string, on bool) error {
 
 // PickNode chooses where sandbox sb, on its node sb.Node, moves to: a
 // hearth Node other than its own that its Pod's node selector matches
-// (hearth's nodes, its tenant's pool), Ready, not cordoned, and with room
-// for sb awake (its allocatable CPU and memory less what its Pods request
-// now); of those, the one running the fewest Pods (then by name). None is
-// unavailable.
+// (hearth's nodes, its tenant's pool), or, for one without a Pod yet (a
+// fork), the one FleetOptions.Pool gives, Ready, not cordoned, and with
+// room for sb awake (its allocatable CPU and memory less what its Pods
+// request now); of those, the one running the fewest Pods (then by name).
+// None is unavailable.
 func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error) {
-	selector := PodFor(sb, "").Spec.NodeSelector
+	pool, err := f.pool(ctx, sb.Tenant)
+	if err != nil {
+		return "", err
+	}
+	selector := PodFor(sb, pool).Spec.NodeSelector
 	if pod, err := f.opts.Client.CoreV1().Pods(Namespace(sb.Tenant)).Get(ctx, sb.Name, metav1.GetOptions{}); err == nil && pod.Annotations[AnnotationID] == sb.ID {
 		selector = pod.Spec.NodeSelector
 	}

@@ -168,6 +168,13 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 // mine reports whether sb runs on this node (see Options.NodeName).
 func (s *core) mine(sb sandbox.Sandbox) bool { return sb.Node == s.opts.NodeName }
 
+// movingHere says whether sb's row says it is moving to this node (a
+// move's, or a fork's that its checkpoint's node sends).
+func (s *core) movingHere(sb sandbox.Sandbox) bool {
+	_, ok := movingToNode(sb.Reason, s.opts.NodeName)
+	return ok
+}
+
 // elsewhere is the error of a call on sb, which another node runs: the
 // door sends the call to that node (details node), or, when it cannot,
 // the caller gets it.

@@ -328,6 +328,7 @@ var crashCases = []crashCase{
 		},
 	},
 	moveCrashCase(),
+	forkElsewhereCrashCase(),
 	{
 		name: "Wake",
 		setup: func(t *testing.T, e *env) scene {
@@ -840,15 +841,7 @@ func moveCrashCase() crashCase {
 		},
 		setup: func(t *testing.T, e *env) scene {
 			e.twoDataDirs(t)
-			layB := layersfake.New(t)
-			if err := layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
-				t.Fatal(err)
-			}
-			drvB := driverfake.New(driverfake.Options{})
-			t.Cleanup(func() { drvB.Close() })
-			optsB := e.opts
-			optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Instance, optsB.Move = drvB, layB, "b", "i-b", nil
-			b = e.newService(t, optsB)
+			b = e.nodeB(t)
 			sb := e.create(t, a1, "web")
 			e.write(t, "web", "v1")
 			ck, err := e.svc.Checkpoints.Checkpoint(t.Context(), a1, "web", sandbox.CheckpointRequest{})
@@ -885,6 +878,85 @@ func moveCrashCase() crashCase {
 			}
 		},
 	}
+}
+
+// forkElsewhereCrashCase is a fork made on a node with no room for it:
+// its root goes to node b of the env's store, which runs it. Killed
+// after the send, before b took the row, the create is undone here (b's
+// copy is an orphan of b's) and the retry forks it again; once done, the
+// fork is b's, with the checkpoint's files, and this node holds nothing
+// of it.
+func forkElsewhereCrashCase() crashCase {
+	var b *lifecycle.Service // node b of the case's env, made by setup
+	return crashCase{
+		name: "ForkElsewhere",
+		opts: func(o *envOptions) {
+			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
+				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
+			}
+			o.Fits = func(context.Context, sandbox.Sandbox) bool { return false }
+			o.PickNode = func(context.Context, sandbox.Sandbox) (string, error) { return "b", nil }
+			o.PlaceOn = func(ctx context.Context, sb sandbox.Sandbox, check bool) error {
+				if check {
+					return nil
+				}
+				_, err := b.Sandboxes.StartPlaced(ctx, sb.Tenant, sb.Name, sb.ID)
+				return err
+			}
+		},
+		setup: func(t *testing.T, e *env) scene {
+			e.twoDataDirs(t)
+			b = e.nodeB(t)
+			sb := e.create(t, a1, "src")
+			e.write(t, "src", "v1")
+			ck := e.checkpoint(t, "src", "first")
+			e.write(t, "src", "v2")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			_, err := svc.Checkpoints.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
+			return err
+		},
+		points: []crashPoint{
+			{"create: row inserted", false},
+			{"fork: sent", false},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			e.wantGone(t, "copy")
+			e.wantTree(t, "src", sc.cks[0].ID, sc.cks...)
+			e.wantData(t, "src", sc.data)
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			row := e.row(t, "copy")
+			if row.Node != "b" || row.Status != sandbox.StatusRunning || !strings.HasPrefix(row.Reason, "forked") {
+				t.Fatalf("copy is %s on %s (%q); want running on b, forked", row.Status, row.Node, row.Reason)
+			}
+			if _, err := e.lay.Stat(t.Context(), "sb-"+row.ID); !errors.Is(err, layers.ErrNotFound) {
+				t.Errorf("this node holds a root of the fork b runs: %v", err)
+			}
+			var out bytes.Buffer
+			if _, err := b.Processes.Exec(t.Context(), a1, "copy", sandbox.ExecRequest{Shell: "cat data.txt"}, nil, &out, io.Discard); err != nil || out.String() != "v1\n" {
+				t.Fatalf("data.txt of copy through b = %q, %v; want v1", out.String(), err)
+			}
+			e.wantData(t, "src", sc.data)
+		},
+	}
+}
+
+// nodeB starts node b of e's store, with a runtime and a layer store
+// (holding the default image) of its own.
+func (e *env) nodeB(t *testing.T) *lifecycle.Service {
+	t.Helper()
+	layB := layersfake.New(t)
+	if err := layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
+		t.Fatal(err)
+	}
+	drvB := driverfake.New(driverfake.Options{})
+	t.Cleanup(func() { drvB.Close() })
+	optsB := e.opts
+	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Instance = drvB, layB, "b", "i-b"
+	optsB.Move, optsB.Fits, optsB.PickNode, optsB.PlaceOn = nil, nil, nil, nil
+	return e.newService(t, optsB)
 }
 
 // twoDataDirs records in e's store node "local" (this env's, whose

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -155,6 +156,11 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, sb.Node).
 			With("node", sb.Node)
 	}
+	// A fork its checkpoint's node sent here runs on the root it sent.
+	root, reason := imageSource(sb), "created"
+	if then, ok := movingToNode(sb.Reason, s.opts.NodeName); ok {
+		root, reason = node.Source{Received: true}, cmp.Or(then, reason)
+	}
 	caps := s.opts.Node.Capabilities()
 	sb.Node, sb.Runtime = s.opts.NodeName, caps.Runtime
 	sb.Capabilities = capabilities(caps, sb.ImageDigest)
@@ -162,7 +168,7 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("take over sandbox row", err)
 	}
-	sb, err = s.startNew(ctx, sb, imageSource(sb), "created")
+	sb, err = s.startNew(ctx, sb, root, reason)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
@@ -108,8 +109,19 @@ func (s *core) dropCopy(ctx context.Context, id string, cks []sandbox.Checkpoint
 }
 
 // movingTo is the reason of a sandbox's row while it moves to node
-// target.
+// target; a fork sent there carries, after ": ", the reason it runs with
+// there.
 func movingTo(target string) string { return "moving to node " + target }
+
+// movingToNode says whether reason is that of a row moving to node, and
+// the reason it carries for afterwards ("" for none).
+func movingToNode(reason, node string) (then string, ok bool) {
+	rest, ok := strings.CutPrefix(reason, movingTo(node))
+	if !ok || rest == "" {
+		return "", ok
+	}
+	return strings.CutPrefix(rest, ": ")
+}
 
 // moveIfFull moves sleeping sb, whose name's lock the caller holds, to
 // another node when it does not fit on this one awake (Options.Fits), and
@@ -225,7 +237,7 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r 
 		return sandbox.Errorf(sandbox.CodeNotFound, "no sandbox has id %q", id)
 	case err != nil:
 		return s.internal("get sandbox by id", err)
-	case sb.Node != from || from == s.opts.NodeName || sb.Status != sandbox.StatusSleeping:
+	case sb.Node != from || from == s.opts.NodeName || !s.movesHere(sb, ck):
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s is %s on node %s: node %s may not move it here", id, sb.Status, sb.Node, from)
 	}
 	t := node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes}
@@ -256,6 +268,71 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r 
 	}
 	s.log.Info("moved snapshot received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", ck, "tenant", sb.Tenant, "from", from)
 	return nil
+}
+
+// movesHere says whether sb's row lets its node send this node what
+// ReceiveSnapshot is asked to keep: anything of a sleeping sandbox (a
+// move), or the root (ck "") of a sandbox being created whose row says
+// it is moving here (a fork its node sends, see forkElsewhere).
+func (s *Sandboxes) movesHere(sb sandbox.Sandbox, ck string) bool {
+	if sb.Status == sandbox.StatusSleeping {
+		return true
+	}
+	return sb.Status == sandbox.StatusCreating && ck == "" && s.movingHere(sb)
+}
+
+// forkElsewhere starts sb, a fork of checkpoint ck whose creating row
+// exists and whose name's lock the caller holds, on another node when
+// this one, a node of a fleet, has no room for it (Options.Fits): its
+// root is made from ck and sent to the node PickNode chooses, which then
+// runs it (Options.PlaceOn) with reason. ok false says sb is still this
+// node's to start: it fits, or no node can take it, or the send failed.
+// Otherwise the result is sb as its new node runs it, or the coded
+// error, the create undone.
+func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, ck, reason string) (placed sandbox.Sandbox, ok bool, err error) {
+	if s.opts.Fits == nil || s.opts.Move == nil || s.opts.PickNode == nil || s.opts.PlaceOn == nil || s.opts.Fits(ctx, sb) {
+		return sb, false, nil
+	}
+	target, err := s.opts.PickNode(ctx, sb)
+	if err != nil {
+		s.log.Warn("a fork that does not fit on its checkpoint's node starts there: no node can take it", "sandbox", sb.Name, "id", sb.ID, "err", err)
+		return sb, false, nil
+	}
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	there := sb
+	there.Node = target
+	if err := s.opts.PlaceOn(ctx, there, true); err != nil {
+		s.run.undoCreate(dctx, sb)
+		return sandbox.Sandbox{}, true, err
+	}
+	cur := sb
+	cur.Reason = movingTo(target) + ": " + reason
+	if err := s.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
+		s.run.undoCreate(dctx, sb)
+		return sandbox.Sandbox{}, true, s.internal("mark the fork moving", err)
+	}
+	err = s.send(ctx, target, cur, node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes, Fork: ck})
+	s.crash("fork: sent")
+	if err != nil {
+		s.log.Warn("a fork that does not fit on its checkpoint's node starts there: its send failed", "sandbox", sb.Name, "id", sb.ID, "to", target, "err", err)
+		if uerr := s.opts.Store.Sandboxes().Update(dctx, sb); uerr != nil {
+			s.run.undoCreate(dctx, sb)
+			return sandbox.Sandbox{}, true, s.internal("unmark the fork", uerr)
+		}
+		return sb, false, nil
+	}
+	there.Reason = cur.Reason
+	if err := s.opts.PlaceOn(dctx, there, false); err != nil {
+		s.run.undoCreate(dctx, sb)
+		return sandbox.Sandbox{}, true, err
+	}
+	placed, err = s.opts.Store.Sandboxes().Get(dctx, sb.Tenant, sb.Name)
+	if err != nil || placed.ID != sb.ID {
+		return sandbox.Sandbox{}, true, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q went away while it was being created", sb.Name).WithHint("retry the fork")
+	}
+	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "node", placed.Node, "from", "checkpoint "+ck)
+	return placed, true, nil
 }
 
 // checkpointTransfer is t for sb's checkpoint ck, sent against the one

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -29,6 +30,7 @@ type moveEnv struct {
 	moved  []string
 	refuse error // when set, b refuses every root sent to it
 	full   bool  // when set, node local has no room for a sandbox to wake
+	quota  error // when set, the fleet refuses every sandbox placed on b
 }
 
 func newMoveEnv(t *testing.T) *moveEnv {
@@ -52,12 +54,22 @@ func newMoveEnv(t *testing.T) *moveEnv {
 		}
 		o.Fits = func(context.Context, sandbox.Sandbox) bool { return !m.full }
 		o.PickNode = func(context.Context, sandbox.Sandbox) (string, error) { return "b", nil }
+		o.PlaceOn = func(ctx context.Context, sb sandbox.Sandbox, check bool) error {
+			switch {
+			case sb.Node != "b":
+				return sandbox.Errorf(sandbox.CodeUnavailable, "no node %s", sb.Node)
+			case m.quota != nil || check:
+				return m.quota
+			}
+			_, err := m.b.Sandboxes.StartPlaced(ctx, sb.Tenant, sb.Name, sb.ID)
+			return err
+		}
 		o.Moved = func(_ context.Context, sb sandbox.Sandbox, from string) {
 			m.moved = append(m.moved, sb.Name+" "+from+"->"+sb.Node)
 		}
 	})
 	optsB := m.opts
-	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Move, optsB.Moved, optsB.Fits = drvB, m.layB, "b", nil, nil, nil
+	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Move, optsB.Moved, optsB.Fits, optsB.PlaceOn = drvB, m.layB, "b", nil, nil, nil, nil
 	m.nodeB = optsB.node(t)
 	m.b = m.newService(t, optsB)
 	return m
@@ -191,6 +203,116 @@ func TestWakeMovesWhenFull(t *testing.T) {
 	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
 		t.Errorf("the full node kept the root: %v", err)
 	}
+}
+
+// TestForkWhenFull: a fork made on a node with no room for it runs on
+// the node PickNode chooses, from the checkpoint's files, and the full
+// node keeps nothing of it. When the send fails it starts on its own node
+// after all; when the fleet's quota refuses it, nothing of it is left
+// anywhere.
+func TestForkWhenFull(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	src := m.written(t, "src", "at the checkpoint")
+	ck, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "src", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("after it")); err != nil {
+		t.Fatal(err)
+	}
+	m.full = true
+	twin, err := m.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "twin")
+	if err != nil || twin.Node != "b" || twin.Status != sandbox.StatusRunning || twin.Reason != "forked from "+src.Name+" at checkpoint "+ck.ID {
+		t.Fatalf("Fork on a full node = %s on %q (%q), %v; want running on b, forked", twin.Status, twin.Node, twin.Reason, err)
+	}
+	m.wantFile(t, m.b, "twin", "at the checkpoint")
+	if _, err := m.lay.Stat(ctx, "sb-"+twin.ID); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("the full node kept a root of the fork: %v", err)
+	}
+
+	m.refuse = sandbox.Errorf(sandbox.CodeUnavailable, "node b is full too")
+	here, err := m.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "here")
+	m.refuse = nil
+	if err != nil || here.Node != "local" {
+		t.Fatalf("Fork when the send fails = node %q, %v; want local", here.Node, err)
+	}
+	m.wantFile(t, m.svc, "here", "at the checkpoint")
+	if _, err := m.layB.Stat(ctx, "sb-"+here.ID); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("node b holds a root of the fork whose send failed: %v", err)
+	}
+
+	m.quota = sandbox.Errorf(sandbox.CodeBudgetExceeded, "budget exceeded")
+	_, err = m.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "over")
+	m.quota = nil
+	wantCode(t, "a fork the fleet's quota refuses", err, sandbox.CodeBudgetExceeded)
+	if _, err := m.db.Sandboxes().Get(ctx, twin.Tenant, "over"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused fork left its row: %v", err)
+	}
+	if here, there := rootKeys(t, m.lay), rootKeys(t, m.layB); len(here) != 2 || len(there) != 1 {
+		t.Errorf("roots after the refused fork: %q here, %q on b; want src's and here's here, twin's on b", here, there)
+	}
+}
+
+// TestForkReceivedOnly: node b keeps a root sent to it only for a
+// sandbox being created whose row says it moves to b, and starts the
+// sandbox of such a row only on that root, never on a fresh one.
+func TestForkReceivedOnly(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	base := m.create(t, a1, "base")
+	for i, reason := range []string{"moving to node bb: forked", "moving to node c", "create requested"} {
+		sb := base
+		sb.ID, sb.Name, sb.Status, sb.Reason = fmt.Sprintf("forged%d", i), fmt.Sprintf("forged-%d", i), sandbox.StatusCreating, reason
+		if err := m.db.Sandboxes().Create(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, "", strings.NewReader("x"))
+		wantCode(t, "a root of a create whose row says "+reason, err, sandbox.CodeFailedPrecondition)
+	}
+	err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", base.ID, "", strings.NewReader("x"))
+	wantCode(t, "a root of a running sandbox", err, sandbox.CodeFailedPrecondition)
+
+	lost := base
+	lost.ID, lost.Name, lost.Status, lost.Reason = "lost", "lost", sandbox.StatusCreating, "moving to node b: forked"
+	if err := m.db.Sandboxes().Create(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.b.Sandboxes.StartPlaced(ctx, lost.Tenant, lost.Name, lost.ID); err == nil {
+		t.Fatal("StartPlaced of a fork whose root never came = nil; want an error")
+	}
+	if _, err := m.layB.Stat(ctx, "sb-lost"); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("b made a root for a fork whose root never came: %v", err)
+	}
+	if _, err := m.db.Sandboxes().Get(ctx, lost.Tenant, "lost"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the failed start left its row: %v", err)
+	}
+}
+
+// wantFile wants file kept of sandbox name, read through svc, to hold
+// want.
+func (m *moveEnv) wantFile(t *testing.T, svc *lifecycle.Service, name, want string) {
+	t.Helper()
+	var got bytes.Buffer
+	if err := svc.Files.ReadFile(t.Context(), a1, name, "kept", &got); err != nil || got.String() != want {
+		t.Errorf("kept of %s = %q, %v; want %q", name, got.String(), err, want)
+	}
+}
+
+// rootKeys are the sandbox roots lay holds.
+func rootKeys(t *testing.T, lay *layersfake.Store) []string {
+	t.Helper()
+	var out []string
+	err := lay.Walk(t.Context(), func(info layers.Info) error {
+		if strings.HasPrefix(info.Key, "sb-") {
+			out = append(out, info.Key)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestMoveKilledAfterSwitch: a node killed once a move switched the row

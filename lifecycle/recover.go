@@ -129,7 +129,7 @@ func (s *sweeper) adopt(ctx context.Context, rows []sandbox.Sandbox, states map[
 		held = held || roots[sb.ID]
 		switch {
 		case s.mine(sb):
-		case held && sb.Node != "" && sb.Reason == movingTo(s.opts.NodeName):
+		case held && sb.Node != "" && s.movingHere(sb):
 			continue
 		case held && s.another(ctx, sb.Node, others):
 			leftovers = append(leftovers, sb)

@@ -254,6 +254,11 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	if s.opts.Fleet != nil {
 		return s.place(ctx, sb)
 	}
+	if from != "" {
+		if placed, ok, err := s.forkElsewhere(ctx, sb, from, reason); ok {
+			return placed, err
+		}
+	}
 	root := imageSource(sb)
 	root.Checkpoint = from
 	sb, err := s.startNew(ctx, sb, root, reason)

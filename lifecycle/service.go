@@ -73,9 +73,11 @@ type Options struct {
 	// (node.Node.ReceiveSnapshot); it returns once the target has it all.
 	// Without it this daemon moves no sandbox.
 	Move func(ctx context.Context, target string, sb sandbox.Sandbox, checkpoint string, r io.Reader) error
-	// Fits, when set, says whether a sleeping sandbox of this daemon fits
-	// on it awake (a node of a fleet with room for its size). One that
-	// does not is moved, when it wakes, to the node PickNode chooses, and
+	// Fits, when set, says whether a sandbox of this daemon (a sleeping
+	// one, or a fork it makes) fits on it awake (a node of a fleet with
+	// room for its size). A fork that does not starts on the node
+	// PickNode chooses (see PlaceOn). A sleeping sandbox that does not is
+	// moved, when it wakes, to the node PickNode chooses, and
 	// the call that woke it is unavailable with details moved_to naming
 	// that node (a control plane that forwarded it sends it there). When
 	// no node can take it, it wakes here.
@@ -83,6 +85,14 @@ type Options struct {
 	// PickNode, when set, chooses the node a sandbox of this daemon
 	// moves to when its Move names none; an error is coded.
 	PickNode func(ctx context.Context, sb sandbox.Sandbox) (string, error)
+	// PlaceOn, when set, has node sb.Node, which holds sb's root already
+	// (a fork this node sent there, having no room for it itself), run
+	// sb, whose creating row exists: its record in the fleet is bound to
+	// that node. It returns once that node runs sb (its row then names
+	// it) or with a coded error (budget_exceeded when the fleet's quota
+	// refuses it). With check it makes nothing, and only says whether the
+	// fleet would take the record.
+	PlaceOn func(ctx context.Context, sb sandbox.Sandbox, check bool) error
 	// Moved, when set, is told of each sandbox this daemon moved away,
 	// whose row names its new node now: a node of a fleet has its Pod
 	// follow it there. It runs before Move returns.

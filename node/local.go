@@ -160,6 +160,9 @@ func (l *Local) root(ctx context.Context, spec Spec) (string, error) {
 	if !errors.Is(err, layers.ErrNotFound) {
 		return "", fmt.Errorf("stat root: %w", err)
 	}
+	if spec.Root.Received {
+		return "", fmt.Errorf("the root another node sent is not here: %w", err)
+	}
 	from := spec.Root.Image
 	if spec.Root.Checkpoint != "" {
 		from = checkpointKey(spec.Root.Checkpoint)
@@ -270,13 +273,24 @@ func transfer(t Transfer) (key, base string) {
 	return key, base
 }
 
-// SendSnapshot implements Node.
+// SendSnapshot implements Node. The root of a fork (t.Fork) is made from
+// its checkpoint for the send, and removed after it.
 func (l *Local) SendSnapshot(ctx context.Context, t Transfer, w io.Writer) error {
 	m, err := l.mover()
 	if err != nil {
 		return err
 	}
 	key, base := transfer(t)
+	if t.Fork != "" && t.Checkpoint == "" {
+		if _, err := l.opts.Layers.Prepare(ctx, key, checkpointKey(t.Fork)); err != nil && !errors.Is(err, layers.ErrExists) {
+			return fmt.Errorf("prepare the fork's root from checkpoint %s: %w", t.Fork, err)
+		}
+		defer func() {
+			if err := l.remove(context.WithoutCancel(ctx), key); err != nil {
+				l.log.Error("remove the root of a fork sent to another node", "id", t.ID, "err", err)
+			}
+		}()
+	}
 	return m.Send(ctx, key, base, w)
 }
 

@@ -216,6 +216,10 @@ type Transfer struct {
 	ID, Checkpoint, Image, Prev string
 	// DiskBytes caps a received root (0: no cap).
 	DiskBytes int64
+	// Fork, sending a root, names the checkpoint (of any sandbox) that
+	// root starts as: the root of a fork made for another node, which the
+	// sender holds only while it sends.
+	Fork string
 }
 
 // Source is where a new root comes from: an image, or a checkpoint (of
@@ -223,6 +227,9 @@ type Transfer struct {
 type Source struct {
 	Image      string
 	Checkpoint string
+	// Received says the root is one ReceiveSnapshot made (a fork another
+	// node sent): without it Start fails (ErrRoot) rather than prepare one.
+	Received bool
 }
 
 // CheckpointOptions say how to take a checkpoint.

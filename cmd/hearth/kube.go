@@ -217,9 +217,16 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	}
 	sbs := &nodeSandboxes{}
 	provider := kube.NewProvider(sbs, client, cfg.node, klog)
-	fleet := kube.NewFleet(kube.FleetOptions{Client: client, Logger: klog})
+	fleet := kube.NewFleet(kube.FleetOptions{
+		Client: client,
+		// The pool a fork this node sends elsewhere must land in.
+		Pool: func(ctx context.Context, tenant string) (string, error) {
+			return sbs.svc.Tenancy.Pool(ctx, tenant)
+		},
+		Logger: klog,
+	})
 	provider.SetCapacity(cfg.kube.capacity)
-	opts.Bind, opts.PickNode, opts.Fits = fleet.Bind, fleet.PickNode, provider.Fits
+	opts.Bind, opts.PlaceOn, opts.PickNode, opts.Fits = fleet.Bind, fleet.PlaceOn, fleet.PickNode, provider.Fits
 	opts.Released, opts.Asleep = provider.Released, provider.Asleep
 	// A sandbox moved away has its Pod follow it: the Pod of its name
 	// here goes (its sandbox is the other node's now, so this node's

@@ -188,4 +188,24 @@ func TestKubeWakeMoves(t *testing.T) {
 			t.Errorf("%s is on %s after the move, want hn0", name, node)
 		}
 	}
+
+	// A fork of a sandbox on the full hn0 starts on hn1, from the
+	// checkpoint's files, and hn0 keeps no root of it.
+	cp.sh(ctx, "fill-1", "echo at the checkpoint > /home/sandbox/ck.txt")
+	ck, err := cp.Client().Checkpoint(ctx, "fill-1", sandbox.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.sh(ctx, "fill-1", "echo after it > /home/sandbox/ck.txt")
+	twin, err := cp.Client().Fork(ctx, "fill-1", ck.ID, "twin")
+	if err != nil || twin.Node != "hn1" || twin.Status != sandbox.StatusRunning {
+		t.Fatalf("fork on the full hn0 = %s on %q, %v; want running on hn1", twin.Status, twin.Node, err)
+	}
+	if got := cp.sh(ctx, "twin", "cat /home/sandbox/ck.txt"); got != "at the checkpoint\n" {
+		t.Errorf("the fork's ck.txt through the control plane = %q; want the checkpoint's", got)
+	}
+	f.waitPodOn(t, ctx, "hearth-system", "twin", twin.ID, "hn1")
+	if hasRoot(t, f.nodes[0], twin.ID) {
+		t.Error("hn0 kept a root of the fork hn1 runs")
+	}
 }

@@ -410,6 +410,17 @@ func TestKubeBudget(t *testing.T) {
 	if out, err := f.squatter(t, ns, "late", "1"); err == nil || !strings.Contains(out, "exceeded quota") {
 		t.Fatalf("kubectl create pod over the quota = %v\n%s; want refused for the quota", err, out)
 	}
+	// A node's check before it sends a fork's root to another node is
+	// a dry run the quota judges too: refused now, and it makes nothing.
+	small, err := sandbox.LookupSize("small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := sandbox.Sandbox{ID: "dryrunfork", Name: "fork", Tenant: "acme", Owner: "bot", Image: "default", Size: "small", Node: "hn0", Resources: small}
+	err = kube.NewFleet(kube.FleetOptions{Client: f.k8s}).PlaceOn(ctx, fork, true)
+	if e := sandbox.AsError(err); e == nil || e.Code != sandbox.CodeBudgetExceeded {
+		t.Fatalf("the dry run of a fork's pod with the quota full = %v; want budget_exceeded", err)
+	}
 	pods, err := f.k8s.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 20 {
 		t.Fatalf("pods in %s = %d, %v; want the 20 sandboxes'", ns, len(pods.Items), err)
