@@ -223,7 +223,9 @@ func (s *Checkpoints) DeleteCheckpoint(ctx context.Context, p sandbox.Principal,
 // checkpoint, and it runs again: with the checkpoint's processes where
 // they were when it holds their memory (if that fails, afresh, which the
 // reason says), afresh otherwise. The checkpoint stays, so restore can be
-// repeated; it becomes the sandbox's head. A sleeping sandbox is woken.
+// repeated; it becomes the sandbox's head. A sleeping sandbox is woken,
+// on another node when its own has no room for it (unavailable with
+// moved_to, as a wake: the call is then that node's).
 func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id string) (sandbox.Sandbox, error) {
 	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
@@ -236,6 +238,11 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 	}
 	if sb.Status == sandbox.StatusCreating {
 		return sandbox.Sandbox{}, stillCreating(ref)
+	}
+	// A sleeping sandbox its node has no room for moves, checkpoints and
+	// all, and the call goes after it (see moveIfFull).
+	if err := s.moveIfFull(ctx, sb); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	// The whole restore waits its turn, so that a caller that gives up
 	// waiting leaves the sandbox as it was.

@@ -254,6 +254,39 @@ func TestForkWhenFull(t *testing.T) {
 	}
 }
 
+// TestRestoreMovesWhenFull: a restore of a sleeping sandbox whose node
+// has no room for it moves it, checkpoints and all, to the node PickNode
+// chooses, and is answered moved_to there, where the retried restore puts
+// the checkpoint's files back.
+func TestRestoreMovesWhenFull(t *testing.T) {
+	m := newMoveEnv(t)
+	ctx := t.Context()
+	sb := m.written(t, "back", "at the checkpoint")
+	ck, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "back", sandbox.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.svc.Files.WriteFile(ctx, a1, "back", sandbox.WriteRequest{Path: "kept"}, strings.NewReader("after it")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.svc.Sandboxes.Sleep(ctx, a1, "back"); err != nil {
+		t.Fatal(err)
+	}
+	m.full = true
+	_, err = m.svc.Checkpoints.Restore(ctx, a1, "back", ck.ID)
+	se := wantCode(t, "a restore on a full node", err, sandbox.CodeUnavailable)
+	if se.Details["moved_to"] != "b" || m.row(t, "back").Node != "b" {
+		t.Fatalf("details %v, node %s; want moved to b", se.Details, m.row(t, "back").Node)
+	}
+	if _, err := m.lay.Stat(ctx, "sb-"+sb.ID); !errors.Is(err, layers.ErrNotFound) {
+		t.Errorf("the full node kept the root: %v", err)
+	}
+	if _, err := m.b.Checkpoints.Restore(ctx, a1, "back", ck.ID); err != nil {
+		t.Fatalf("the retried restore on b = %v", err)
+	}
+	m.wantFile(t, m.b, "back", "at the checkpoint")
+}
+
 // TestForkReceivedOnly: node b keeps a root sent to it only for a
 // sandbox being created whose row says it moves to b, and starts the
 // sandbox of such a row only on that root, never on a fresh one.

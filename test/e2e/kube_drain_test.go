@@ -208,4 +208,38 @@ func TestKubeWakeMoves(t *testing.T) {
 	if hasRoot(t, f.nodes[0], twin.ID) {
 		t.Error("hn0 kept a root of the fork hn1 runs")
 	}
+
+	// A restore of a sleeping sandbox on the full hn0 moves it, with its
+	// checkpoint, to hn1, and the control plane sends the restore after
+	// it.
+	cp.sh(ctx, "fill-2", "echo at the checkpoint > /home/sandbox/two.txt")
+	ck2, err := cp.Client().Checkpoint(ctx, "fill-2", sandbox.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.sh(ctx, "fill-2", "echo after it > /home/sandbox/two.txt")
+	if _, stderr, code := cp.CLI("", "node", "cordon", "hn1"); code != 0 {
+		t.Fatalf("hearth node cordon hn1: %s", stderr)
+	}
+	if _, err := cp.Client().Sleep(ctx, "fill-2"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitPodCPU(t, ctx, "hearth-system", "fill-2", 1, false)
+	time.Sleep(time.Second) // kube-scheduler learns of the cordon through its informer
+	if got, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "fill-3"}); err != nil || got.Node != "hn0" {
+		t.Fatalf("create fill-3 = node %q, %v; want hn0, in the room fill-2 gave back", got.Node, err)
+	}
+	if _, stderr, code := cp.CLI("", "node", "uncordon", "hn1"); code != 0 {
+		t.Fatalf("hearth node uncordon hn1: %s", stderr)
+	}
+	restored, err := cp.Client().Restore(ctx, "fill-2", ck2.ID)
+	if err != nil || restored.Node != "hn1" || restored.Status != sandbox.StatusRunning {
+		t.Fatalf("restore of fill-2 on the full hn0 = %s on %q, %v; want running on hn1", restored.Status, restored.Node, err)
+	}
+	if got := cp.sh(ctx, "fill-2", "cat /home/sandbox/two.txt"); got != "at the checkpoint\n" {
+		t.Errorf("fill-2's two.txt after the restore = %q; want the checkpoint's", got)
+	}
+	if hasRoot(t, f.nodes[0], restored.ID) {
+		t.Error("hn0 kept the root of fill-2, which moved to hn1")
+	}
 }
