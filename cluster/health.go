@@ -43,6 +43,26 @@ func (m *Member) Health(ctx context.Context, storeName string) (sandbox.ClusterH
 	return h, nil
 }
 
+// livePeers are the names of the store's live nodes other than this one
+// that have an address, by name.
+func (m *Member) livePeers(ctx context.Context) ([]string, error) {
+	now, err := m.opts.Store.Nodes().Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := m.opts.Store.Nodes().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range nodes {
+		if n.Name != m.opts.Node && n.Address != "" && now.Sub(n.HeartbeatAt) <= m.opts.DeadAfter {
+			out = append(out, n.Name)
+		}
+	}
+	return out, nil
+}
+
 // Down returns why node's sandboxes are unavailable, "" while it is
 // alive: it stopped heartbeating, or the store does not know it. An
 // answer the store gave is reused for downTTL, a fraction of the time a

@@ -46,3 +46,33 @@ func (s sandboxes) handleCordon(w http.ResponseWriter, r *http.Request, p sandbo
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// handleSendLayer writes image layer {key}, as what it holds beyond the
+// layer the query's base names, to the calling node, which lacks the
+// image (a node-only route).
+func (s images) handleSendLayer(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
+	rw := &startedWriter{w: w}
+	if err := s.svc.Images.SendLayer(r.Context(), door.FromNode(r), r.PathValue("key"), r.URL.Query().Get("base"), rw); err != nil {
+		if !rw.started {
+			door.WriteError(w, r, err)
+		}
+		return
+	}
+}
+
+// startedWriter is an octet stream's answer, started by its first byte:
+// an error after it can only cut the stream, which its reader takes for
+// a failed transfer.
+type startedWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (s *startedWriter) Write(b []byte) (int, error) {
+	if !s.started {
+		s.started = true
+		s.w.Header().Set("Content-Type", "application/octet-stream")
+		s.w.WriteHeader(http.StatusOK)
+	}
+	return s.w.Write(b)
+}

@@ -64,6 +64,8 @@ func (s *server) imageRoutes() []door.Route {
 		strict("DELETE /v1/image", "image.delete", im.handleRemove, "name"),
 		strict("POST /v1/image/public", "image.public", im.handleSetPublic, "name"),
 		stream(strict("GET /v1/image/export", "image.export", im.handleExport, "name")),
+		// Node to node only: a layer of an image the calling node lacks.
+		stream(door.Route{Pattern: "GET /v1/internal/layers/{key}", Verb: "image.send_layer", Auth: door.AuthNode, Handle: handle(im.handleSendLayer)}),
 		strict("PUT /v1/registries/{host}", "registry.login", im.handleLogin),
 		strict("GET /v1/registries", "registry.list", im.handleLogins),
 		strict("DELETE /v1/registries/{host}", "registry.logout", im.handleLogout),

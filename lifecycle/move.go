@@ -246,6 +246,9 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r 
 			return err
 		}
 	}
+	if err := s.images.fetchImage(ctx, t.Image); err != nil {
+		return err
+	}
 	if ok, err := s.opts.Node.HasImage(ctx, t.Image); err != nil {
 		return s.internal("look for the image", err)
 	} else if !ok {

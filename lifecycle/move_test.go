@@ -31,6 +31,8 @@ type moveEnv struct {
 	refuse error // when set, b refuses every root sent to it
 	full   bool  // when set, node local has no room for a sandbox to wake
 	quota  error // when set, the fleet refuses every sandbox placed on b
+	// fetched are the image layers b fetched from local, in order.
+	fetched []string
 }
 
 func newMoveEnv(t *testing.T) *moveEnv {
@@ -70,6 +72,15 @@ func newMoveEnv(t *testing.T) *moveEnv {
 	})
 	optsB := m.opts
 	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Move, optsB.Moved, optsB.Fits, optsB.PlaceOn = drvB, m.layB, "b", nil, nil, nil, nil
+	// b fetches the image layers it lacks from node local.
+	optsB.FetchLayer = func(ctx context.Context, key, base string) (io.ReadCloser, error) {
+		var sent bytes.Buffer
+		if err := m.svc.Images.SendLayer(ctx, "b", key, base, &sent); err != nil {
+			return nil, err
+		}
+		m.fetched = append(m.fetched, key)
+		return io.NopCloser(&sent), nil
+	}
 	m.nodeB = optsB.node(t)
 	m.b = m.newService(t, optsB)
 	return m

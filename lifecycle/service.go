@@ -93,6 +93,12 @@ type Options struct {
 	// refuses it). With check it makes nothing, and only says whether the
 	// fleet would take the record.
 	PlaceOn func(ctx context.Context, sb sandbox.Sandbox, check bool) error
+	// FetchLayer, when set, reads image layer key, as what it holds
+	// beyond its layer base ("" for the bottom one), from another node of
+	// the store that holds it (node.Node.SendSnapshot there): a node
+	// fetches the layers of an image it lacks when a sandbox of that
+	// image is placed or moved here. An error is coded.
+	FetchLayer func(ctx context.Context, key, base string) (io.ReadCloser, error)
 	// Moved, when set, is told of each sandbox this daemon moved away,
 	// whose row names its new node now: a node of a fleet has its Pod
 	// follow it there. It runs before Move returns.

@@ -263,6 +263,9 @@ func (l *Local) mover() (layers.Mover, error) {
 
 // transfer is the layer keys of what t names and of its base.
 func transfer(t Transfer) (key, base string) {
+	if t.Layer != "" {
+		return t.Layer, t.Image
+	}
 	key, base = rootKey(t.ID), t.Image
 	if t.Checkpoint != "" {
 		key = checkpointKey(t.Checkpoint)
@@ -304,7 +307,7 @@ func (l *Local) ReceiveSnapshot(ctx context.Context, t Transfer, r io.Reader) er
 	key, base := transfer(t)
 	if _, err := m.Receive(ctx, key, base, r); err != nil {
 		switch {
-		case errors.Is(err, layers.ErrExists) && t.Checkpoint != "":
+		case errors.Is(err, layers.ErrExists) && (t.Checkpoint != "" || t.Layer != ""):
 			_, err = io.Copy(io.Discard, r)
 			return err
 		case errors.Is(err, layers.ErrExists):
@@ -314,7 +317,7 @@ func (l *Local) ReceiveSnapshot(ctx context.Context, t Transfer, r io.Reader) er
 		}
 		return err
 	}
-	if t.Checkpoint != "" {
+	if t.Checkpoint != "" || t.Layer != "" {
 		return nil
 	}
 	if err := l.limitDisk(ctx, Spec{ID: t.ID, Resources: sandbox.Resources{DiskBytes: t.DiskBytes}}); err != nil {

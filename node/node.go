@@ -208,7 +208,7 @@ type Spec struct {
 	Memory string
 }
 
-// Transfer names one snapshot a move sends between nodes: the root of
+// Transfer names one snapshot sent between nodes: the root of
 // sandbox ID (Checkpoint "") or its checkpoint Checkpoint, as what it
 // holds beyond its base, the checkpoint Prev when that is set (one sent
 // before it), else the image whose layer key is Image.
@@ -220,6 +220,12 @@ type Transfer struct {
 	// root starts as: the root of a fork made for another node, which the
 	// sender holds only while it sends.
 	Fork string
+	// Layer, when set, names an image's layer key instead of anything of
+	// sandbox ID, sent against Image, its parent layer ("" for the
+	// bottom one): a node that lacks an image fetching it from another.
+	// A layer the receiver has already is kept, the stream read and
+	// dropped.
+	Layer string
 }
 
 // Source is where a new root comes from: an image, or a checkpoint (of

@@ -141,6 +141,6 @@ func forwarding(cfg serveConfig, member *cluster.Member, storeName string, opts 
 	fwd := cluster.NewForwarder(member, func(ctx context.Context, p sandbox.Principal, ref string) string {
 		return svc().Sandboxes.NodeOf(ctx, p, ref)
 	})
-	opts.Move, opts.PickNode = fwd.MoveSnapshot, pickLive(member, storeName)
+	opts.Move, opts.PickNode, opts.FetchLayer = fwd.MoveSnapshot, pickLive(member, storeName), fwd.FetchLayer
 	return fwd
 }
