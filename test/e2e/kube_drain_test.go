@@ -242,4 +242,18 @@ func TestKubeWakeMoves(t *testing.T) {
 	if hasRoot(t, f.nodes[0], restored.ID) {
 		t.Error("hn0 kept the root of fill-2, which moved to hn1")
 	}
+
+	// An image made on hn0 (through its own API: a control plane makes
+	// none) is fetched by hn1 when a create through the control plane
+	// lands there.
+	if _, err := f.nodes[0].Client().Images().Create(ctx, "from-fill", "fill-1", ck.ID); err != nil {
+		t.Fatalf("image from fill-1's checkpoint through hn0: %v", err)
+	}
+	imaged, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "imaged", Image: "from-fill"})
+	if err != nil || imaged.Node != "hn1" {
+		t.Fatalf("create of an image only hn0 holds, with hn0 full = node %q, %v; want hn1", imaged.Node, err)
+	}
+	if got := cp.sh(ctx, "imaged", "cat /home/sandbox/ck.txt"); got != "at the checkpoint\n" {
+		t.Errorf("ck.txt of a sandbox of the image hn1 fetched = %q", got)
+	}
 }
