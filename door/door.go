@@ -96,6 +96,15 @@ type Route struct {
 	// the path does not (a sandbox's own host name), from the start, so
 	// that a refused call names it too.
 	Sandbox func(r *http.Request) string
+	// Target, if set, names the sandbox a call acts on when neither its
+	// path nor Sandbox does (a field of its body), read once the caller
+	// is authenticated, for the call to go to that sandbox's node; it
+	// must leave the request's body as it found it.
+	Target func(r *http.Request) string
+	// MakesImage marks a call that makes an image (a pull, an import, a
+	// build): on a daemon that makes none (Options.ImageNode) it goes to
+	// the node ImageNode chooses.
+	MakesImage bool
 	// Auth is how the caller authenticates (AuthRequired).
 	Auth Auth
 	// Quiet calls are not audited (the health check: no caller, and
@@ -159,6 +168,10 @@ type Options struct {
 	// Forward, if set, sends calls on other nodes' sandboxes to them
 	// (cluster.Forwarder); nil serves every call here.
 	Forward Forwarder
+	// ImageNode, with Forward, is set on a daemon that makes no image
+	// (a fleet's control plane): it names the node that makes one for a
+	// call (Route.MakesImage), or answers why none can.
+	ImageNode func(ctx context.Context) (string, error)
 }
 
 // Forwarder sends a call on a sandbox that another node runs to that
@@ -283,14 +296,11 @@ func (c *Chain) forward(w http.ResponseWriter, r *http.Request, rt Route, p sand
 	if c.opts.Forward == nil || cl == nil || cl.fromNode {
 		return false
 	}
-	ref := r.PathValue("name")
-	if ref == "" && rt.Sandbox != nil {
-		ref = rt.Sandbox(r)
+	node, err := c.nodeFor(r, rt, p)
+	if err != nil {
+		WriteError(w, r, err)
+		return true
 	}
-	if ref == "" {
-		return false
-	}
-	node := c.opts.Forward.NodeOf(r.Context(), p, ref)
 	if node == "" {
 		return false
 	}
@@ -300,6 +310,27 @@ func (c *Chain) forward(w http.ResponseWriter, r *http.Request, rt Route, p sand
 	}
 	cl.sentTo = node
 	return true
+}
+
+// nodeFor is the node a call by p goes to: the node of the sandbox it
+// names, when another node runs it; for a call that makes an image on a
+// daemon that makes none, the node Options.ImageNode chooses; "" to serve
+// it here.
+func (c *Chain) nodeFor(r *http.Request, rt Route, p sandbox.Principal) (string, error) {
+	if rt.MakesImage && c.opts.ImageNode != nil {
+		return c.opts.ImageNode(r.Context())
+	}
+	ref := r.PathValue("name")
+	if ref == "" && rt.Sandbox != nil {
+		ref = rt.Sandbox(r)
+	}
+	if ref == "" && rt.Target != nil {
+		ref = rt.Target(r)
+	}
+	if ref == "" {
+		return "", nil
+	}
+	return c.opts.Forward.NodeOf(r.Context(), p, ref), nil
 }
 
 // authenticate reads the caller of r as auth says, answering a refusal

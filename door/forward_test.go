@@ -1,8 +1,11 @@
 package door_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -101,6 +104,61 @@ func TestForward(t *testing.T) {
 	// unavailable one. The two forwarded out are the other node's.
 	if len(rec.events) != 4 || rec.events[3].Code != sandbox.CodeUnavailable || rec.events[3].TokenID != "tok" {
 		t.Errorf("audit codes = %q (%d events); want 4, the last unavailable and attributed", verbs, len(rec.events))
+	}
+}
+
+// TestForwardImageCalls: a call whose body names the sandbox it acts on
+// (Route.Target) goes to that sandbox's node, its body intact; a call
+// that makes an image goes to the node Options.ImageNode names, and an
+// error of ImageNode is the answer; without ImageNode both makers and a
+// call on a sandbox served here run here.
+func TestForwardImageCalls(t *testing.T) {
+	fwd := &forwarder{}
+	var ran atomic.Int64
+	var bodies []string
+	handle := func(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) error {
+		ran.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	from := func(r *http.Request) string {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		return strings.TrimPrefix(string(b), "from:")
+	}
+	routes := []door.Route{
+		{Pattern: "POST /v1/make", Verb: "x.make", MakesImage: true, Handle: handle},
+		{Pattern: "POST /v1/of", Verb: "x.of", Target: from, Handle: handle},
+	}
+	imageNode := func(context.Context) (string, error) { return "n3", nil }
+	call := func(h http.Handler, path, body string) int {
+		r, _ := http.NewRequest("POST", path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer good")
+		w := &statusWriter{header: http.Header{}}
+		h.ServeHTTP(w, r)
+		return w.status
+	}
+	cp := door.New(&tenancy{}, sandboxes{}, door.Options{Forward: fwd, ImageNode: imageNode}).Handler(&door.Door{Routes: routes})
+	if got := call(cp, "/v1/make", "pull"); got != http.StatusAccepted || fwd.forwarded.Load() != 1 || ran.Load() != 0 {
+		t.Errorf("a maker on a daemon with ImageNode = %d, forwarded %d, served %d; want forwarded only", got, fwd.forwarded.Load(), ran.Load())
+	}
+	if got := call(cp, "/v1/of", "from:elsewhere"); got != http.StatusAccepted || fwd.forwarded.Load() != 2 || ran.Load() != 0 {
+		t.Errorf("a call whose body names another node's sandbox = %d, forwarded %d, served %d; want forwarded only", got, fwd.forwarded.Load(), ran.Load())
+	}
+	if got := call(cp, "/v1/of", "from:mine"); got != http.StatusNoContent || len(bodies) != 1 || bodies[0] != "from:mine" {
+		t.Errorf("a call whose body names a sandbox here = %d, bodies %q; want served with its body whole", got, bodies)
+	}
+	none := door.New(&tenancy{}, sandboxes{}, door.Options{Forward: fwd, ImageNode: func(context.Context) (string, error) {
+		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no node")
+	}}).Handler(&door.Door{Routes: routes})
+	if got := call(none, "/v1/make", "pull"); got != http.StatusServiceUnavailable {
+		t.Errorf("a maker with no node to make it = %d, want 503", got)
+	}
+	node := door.New(&tenancy{}, sandboxes{}, door.Options{Forward: fwd}).Handler(&door.Door{Routes: routes})
+	if got := call(node, "/v1/make", "pull"); got != http.StatusNoContent || fwd.forwarded.Load() != 2 {
+		t.Errorf("a maker on a node = %d, forwarded %d in all; want served here", got, fwd.forwarded.Load())
 	}
 }
 

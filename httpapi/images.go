@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -38,6 +40,24 @@ type imageRequest struct {
 	Name       string `json:"name"`
 	From       string `json:"from"`
 	Checkpoint string `json:"checkpoint"`
+}
+
+// imageFrom is the sandbox POST /v1/images makes an image of (its body's
+// from), for the door to send the call to that sandbox's node; "" when
+// the body is not a small JSON object naming one. The body is put back
+// as it came.
+func imageFrom(r *http.Request) string {
+	const most = 64 << 10
+	b, err := io.ReadAll(io.LimitReader(r.Body, most+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+	var req imageRequest
+	if err != nil || len(b) > most || json.Unmarshal(b, &req) != nil {
+		return ""
+	}
+	return req.From
 }
 
 // publicRequest is the body of POST /v1/image/public.

@@ -56,10 +56,10 @@ func (s *server) imageRoutes() []door.Route {
 		// An image is named in the query (?name=): its name holds '/' and
 		// ':'. Pulls, imports and exports are long-lived.
 		strict("GET /v1/images", "image.list", im.handleList),
-		strict("POST /v1/images", "image.create", im.handleCreate),
-		stream(strict("POST /v1/images/pull", "image.pull", im.handlePull)),
-		stream(strict("POST /v1/images/import", "image.import", im.handleImport, "name", "progress")),
-		stream(strict("POST /v1/images/build", "image.build", im.handleBuild, "name", "progress", "network")),
+		target(strict("POST /v1/images", "image.create", im.handleCreate), imageFrom),
+		makesImage(stream(strict("POST /v1/images/pull", "image.pull", im.handlePull))),
+		makesImage(stream(strict("POST /v1/images/import", "image.import", im.handleImport, "name", "progress"))),
+		makesImage(stream(strict("POST /v1/images/build", "image.build", im.handleBuild, "name", "progress", "network"))),
 		strict("GET /v1/image", "image.get", im.handleGet, "name"),
 		strict("DELETE /v1/image", "image.delete", im.handleRemove, "name"),
 		strict("POST /v1/image/public", "image.public", im.handleSetPublic, "name"),
@@ -145,6 +145,18 @@ func visible(rt door.Route) door.Route {
 // stream marks rt a Stream: it holds one of the caller's connections.
 func stream(rt door.Route) door.Route {
 	rt.Stream = true
+	return rt
+}
+
+// target sets rt's Target.
+func target(rt door.Route, f func(r *http.Request) string) door.Route {
+	rt.Target = f
+	return rt
+}
+
+// makesImage marks rt MakesImage.
+func makesImage(rt door.Route) door.Route {
+	rt.MakesImage = true
 	return rt
 }
 

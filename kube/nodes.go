@@ -90,6 +90,29 @@ func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error
 	return best.name, nil
 }
 
+// ImageNode is a control plane's door.Options.ImageNode: the hearth Node
+// that makes an image a call asks this control plane for (a pull, an
+// import, a build), which the fleet's other nodes fetch from it when they
+// need it: one that is Ready and not cordoned, the first by name. None is
+// unavailable.
+func (f *Fleet) ImageNode(ctx context.Context) (string, error) {
+	list, err := f.opts.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(map[string]string{LabelNode: "true"}).String()})
+	if err != nil {
+		return "", f.apiErr("list nodes", err)
+	}
+	var names []string
+	for _, n := range list.Items {
+		if !n.Spec.Unschedulable && nodeReady(&n) {
+			names = append(names, n.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "", sandbox.Errorf(sandbox.CodeUnavailable, "no hearth node is Ready and uncordoned to make the image").
+			WithHint("retry once a node is up, or send the call to a node's own address")
+	}
+	return slices.Min(names), nil
+}
+
 // podSpecsByNode lists every Pod bound to a node, in one call, and
 // returns their specs by node.
 func (f *Fleet) podSpecsByNode(ctx context.Context) (map[string][]corev1.PodSpec, error) {

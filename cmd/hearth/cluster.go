@@ -96,6 +96,15 @@ type doorCluster struct {
 	member *cluster.Member
 	store  string             // the store's name on the start line
 	fwd    *cluster.Forwarder // on a shared store; nil otherwise
+	// imageNode, on a fleet's control plane, names the node that makes
+	// an image a call asks for (door.Options.ImageNode); nil elsewhere.
+	imageNode func(ctx context.Context) (string, error)
+}
+
+// imageMaker is a fleet that names the node a control plane's image
+// calls go to (kube.Fleet).
+type imageMaker interface {
+	ImageNode(ctx context.Context) (string, error)
 }
 
 func (c doorCluster) health(ctx context.Context) (sandbox.ClusterHealth, error) {

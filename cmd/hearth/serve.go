@@ -199,7 +199,11 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	go svc.Run(ctx)
 	finishKube(ctx, svc, rec, member.Address())
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
-	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, doorCluster{member, where, fwd}, rec, reg, log), log)
+	nodes := doorCluster{member: member, store: where, fwd: fwd}
+	if f, ok := opts.Fleet.(imageMaker); ok && fwd != nil {
+		nodes.imageNode = f.ImageNode // a control plane makes no image: a node does
+	}
+	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, nodes, rec, reg, log), log)
 }
 
 // sandboxHost is what runs a daemon's sandboxes: the sandbox network, the
@@ -482,7 +486,7 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, nodes d
 		MaxConnections: cfg.maxConnections,
 	}
 	if nodes.fwd != nil {
-		opts.Forward = nodes.fwd
+		opts.Forward, opts.ImageNode = nodes.fwd, nodes.imageNode
 	}
 	chain := door.New(svc.Tenancy, svc.Sandboxes, opts)
 	native := httpapi.New(svc, httpapi.Options{

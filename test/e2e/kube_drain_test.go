@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -243,17 +246,35 @@ func TestKubeWakeMoves(t *testing.T) {
 		t.Error("hn0 kept the root of fill-2, which moved to hn1")
 	}
 
-	// An image made on hn0 (through its own API: a control plane makes
-	// none) is fetched by hn1 when a create through the control plane
-	// lands there.
-	if _, err := f.nodes[0].Client().Images().Create(ctx, "from-fill", "fill-1", ck.ID); err != nil {
-		t.Fatalf("image from fill-1's checkpoint through hn0: %v", err)
+	// Images asked of the control plane are made on a node: one from
+	// fill-1's checkpoint on fill-1's node, hn0; a build on the first
+	// node by name, hn0 too. hn1 fetches each when a create through the
+	// control plane lands there.
+	if _, err := cp.Client().Images().Create(ctx, "from-fill", "fill-1", ck.ID); err != nil {
+		t.Fatalf("image from fill-1's checkpoint through the control plane: %v", err)
 	}
-	imaged, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "imaged", Image: "from-fill"})
-	if err != nil || imaged.Node != "hn1" {
-		t.Fatalf("create of an image only hn0 holds, with hn0 full = node %q, %v; want hn1", imaged.Node, err)
+	var bctx bytes.Buffer
+	tw := tar.NewWriter(&bctx)
+	const built = "built through the control plane\n"
+	if err := tw.WriteHeader(&tar.Header{Name: "built.txt", Mode: 0o644, Size: int64(len(built))}); err != nil {
+		t.Fatal(err)
 	}
-	if got := cp.sh(ctx, "imaged", "cat /home/sandbox/ck.txt"); got != "at the checkpoint\n" {
-		t.Errorf("ck.txt of a sandbox of the image hn1 fetched = %q", got)
+	if _, err := tw.Write([]byte(built)); err != nil || tw.Close() != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Client().Images().Build(ctx, "built", strings.NewReader("FROM default\nCOPY built.txt /home/sandbox/built.txt\n"), &bctx, client.BuildOptions{}); err != nil {
+		t.Fatalf("build through the control plane: %v", err)
+	}
+	for _, c := range []struct{ image, file, want string }{
+		{"from-fill", "ck.txt", "at the checkpoint\n"},
+		{"built", "built.txt", built},
+	} {
+		sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "of-" + c.image, Image: c.image})
+		if err != nil || sb.Node != "hn1" {
+			t.Fatalf("create of image %s, which only hn0 holds, with hn0 full = node %q, %v; want hn1", c.image, sb.Node, err)
+		}
+		if got := cp.sh(ctx, "of-"+c.image, "cat /home/sandbox/"+c.file); got != c.want {
+			t.Errorf("%s in a sandbox of image %s, which hn1 fetched = %q, want %q", c.file, c.image, got, c.want)
+		}
 	}
 }
