@@ -34,21 +34,35 @@ func (s *Server) forwardCall(ctx context.Context, p sandbox.Principal, req mcp.R
 	if s.opts.Forward == nil || !isCall || r.Params == nil || r.Params.Name == "sandbox_create" || r.Extra == nil {
 		return nil, false
 	}
-	var args struct {
-		Sandbox string `json:"sandbox"`
+	node, err := s.nodeFor(ctx, p, r.Params)
+	if err != nil {
+		return errorResult(sandbox.AsError(err)), true
 	}
-	if json.Unmarshal(r.Params.Arguments, &args) != nil || args.Sandbox == "" {
-		return nil, false
-	}
-	node := s.opts.Forward.NodeOf(ctx, p, args.Sandbox)
 	if node == "" {
 		return nil, false
 	}
-	res, err := s.callOn(ctx, node, r.Extra.Header.Get("Authorization"), r.Params)
+	res, err = s.callOn(ctx, node, r.Extra.Header.Get("Authorization"), r.Params)
 	if err != nil {
 		return errorResult(sandbox.AsError(err)), true
 	}
 	return res, true
+}
+
+// nodeFor is the node a tool call by p goes to: the node of the sandbox
+// it names, when another node runs it; for an image pull on a daemon
+// that makes no image, the node Options.ImageNode chooses; "" to serve it
+// here.
+func (s *Server) nodeFor(ctx context.Context, p sandbox.Principal, params *mcp.CallToolParamsRaw) (string, error) {
+	if params.Name == "image_pull" && s.opts.ImageNode != nil {
+		return s.opts.ImageNode(ctx)
+	}
+	var args struct {
+		Sandbox string `json:"sandbox"`
+	}
+	if json.Unmarshal(params.Arguments, &args) != nil || args.Sandbox == "" {
+		return "", nil
+	}
+	return s.opts.Forward.NodeOf(ctx, p, args.Sandbox), nil
 }
 
 // callOn calls the tool of params on node's MCP door with authorization.

@@ -71,6 +71,10 @@ type Options struct {
 	// Forward, if set, sends a tool call on a sandbox that another node
 	// runs to that node, which audits it; nil serves every call here.
 	Forward Forwarder
+	// ImageNode, with Forward, is set on a daemon that makes no image (a
+	// fleet's control plane): it names the node an image pull goes to,
+	// or answers why none can.
+	ImageNode func(ctx context.Context) (string, error)
 }
 
 // An Extension adds capabilities to every MCP server the door builds. The

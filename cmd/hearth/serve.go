@@ -504,6 +504,7 @@ func apiHandler(cfg serveConfig, svc *lifecycle.Service, db store.Store, nodes d
 		Audit:       rec,
 		MaxSessions: cfg.maxConnections,
 		Forward:     mcpForwarder(nodes.fwd),
+		ImageNode:   nodes.imageNode,
 	})
 	sprites := spritesapi.New(spritesapi.Service{Sandboxes: svc.Sandboxes, Processes: svc.Processes, Files: svc.Files,
 		Checkpoints: svc.Checkpoints, Tenancy: svc.Tenancy}, spritesapi.Options{

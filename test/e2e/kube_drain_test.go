@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/mcptest"
 )
 
 // unschedulable says whether Node name is cordoned.
@@ -264,6 +265,12 @@ func TestKubeWakeMoves(t *testing.T) {
 	}
 	if _, err := cp.Client().Images().Build(ctx, "built", strings.NewReader("FROM default\nCOPY built.txt /home/sandbox/built.txt\n"), &bctx, client.BuildOptions{}); err != nil {
 		t.Fatalf("build through the control plane: %v", err)
+	}
+	// An image pull through the control plane's MCP door goes to a node
+	// too: the registry's refusal is the node's answer.
+	cs := mcptest.Connect(t, ctx, cp.URL+"/mcp", cp.Token, nil)
+	if res := callTool(t, cs, "image_pull", map[string]any{"ref": "127.0.0.1:1/none:1"}, nil); !res.IsError || !strings.Contains(mcpText(res), "dial tcp 127.0.0.1:1") {
+		t.Errorf("image_pull through the control plane = error %v, %s; want the node's failure to reach 127.0.0.1:1", res.IsError, mcpText(res))
 	}
 	for _, c := range []struct{ image, file, want string }{
 		{"from-fill", "ck.txt", "at the checkpoint\n"},
