@@ -34,6 +34,9 @@ type Forwarder struct {
 	// nodeOf is lifecycle's Sandboxes.NodeOf.
 	nodeOf    func(ctx context.Context, p sandbox.Principal, ref string) string
 	transport http.RoundTripper
+	// wakeMoves: the store's nodes may move a sandbox to wake it (see
+	// SetWakeMoves).
+	wakeMoves bool
 
 	mu      sync.Mutex
 	targets map[string]cachedTarget // by node: what target last found
@@ -61,6 +64,13 @@ func NewForwarder(m *Member, nodeOf func(ctx context.Context, p sandbox.Principa
 	t.MaxIdleConnsPerHost = 64
 	return &Forwarder{m: m, nodeOf: nodeOf, transport: t}
 }
+
+// SetWakeMoves says, before f forwards anything, that the store's nodes
+// may move a sandbox to wake it (a fleet's nodes: lifecycle's
+// Options.Fits): only then does Forward keep bodies to send again after
+// such a move, and wake a sandbox ahead of a call whose body it cannot
+// keep.
+func (f *Forwarder) SetWakeMoves(on bool) { f.wakeMoves = on }
 
 // NodeOf returns the node that runs the sandbox ref names for p when it
 // is not this one, "" otherwise.
@@ -90,16 +100,22 @@ func (f *Forwarder) Verify(r *http.Request) (string, error) {
 // Forward serves r on node, streaming both ways (WebSocket upgrades
 // included). It returns an error, having written nothing, when node is
 // gone (its heartbeats stopped) or cannot be reached: the caller answers
-// it. A call the node answers by moving the sandbox (door.HeaderMovedTo)
-// is sent once more, to the sandbox's new node, when it has no body or
-// one of at most MaxReplayBody bytes, which Forward reads before
-// sending; a larger body streams, and its call gets the move's answer.
+// it. Where nodes move sandboxes to wake them (SetWakeMoves), a call the
+// node answers by moving the sandbox (door.HeaderMovedTo) is sent once
+// more, to the sandbox's new node, when it has no body or one of at most
+// MaxReplayBody bytes, which Forward reads before sending; ahead of a
+// call on a sandbox ({name}) with a larger or streamed body, Forward
+// wakes the sandbox as the caller (POST …/wake), and sends the call to
+// the node the wake moved it to, if it moved.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
+	if f.wakeMoves {
+		if err := replayable(r); err != nil {
+			return err
+		}
+		node = f.wakeAhead(r, node)
+	}
 	target, err := f.target(r.Context(), node)
 	if err != nil {
-		return err
-	}
-	if err := replayable(r); err != nil {
 		return err
 	}
 	var failed error
@@ -128,6 +144,37 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string)
 	}
 	proxy.ServeHTTP(w, r)
 	return failed
+}
+
+// wakeAhead wakes the sandbox r names on node, as r's caller, when r has
+// a body Forward cannot send again, and returns the node the sandbox is
+// on then: the one the wake moved it to, or node. Whatever else the wake
+// answers, the call itself answers it.
+func (f *Forwarder) wakeAhead(r *http.Request, node string) string {
+	ref := r.PathValue("name")
+	if r.Body == nil || r.Body == http.NoBody || r.GetBody != nil || ref == "" {
+		return node
+	}
+	target, err := f.target(r.Context(), node)
+	if err != nil {
+		return node
+	}
+	wake, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.JoinPath("/v1/sandboxes", ref, "wake").String(), nil)
+	if err != nil {
+		return node
+	}
+	wake.Header.Set("Authorization", r.Header.Get("Authorization"))
+	f.sign(wake.Header)
+	resp, err := f.transport.RoundTrip(wake)
+	if err != nil {
+		return node
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if to := resp.Header.Get(door.HeaderMovedTo); resp.StatusCode == http.StatusServiceUnavailable && to != "" {
+		return to
+	}
+	return node
 }
 
 // MaxReplayBody is the largest request body Forward keeps to send again

@@ -100,30 +100,41 @@ func TestForwardMoved(t *testing.T) {
 		}
 	}
 	f := cluster.NewForwarder(members[0], nil)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.SetWakeMoves(true)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/sandboxes/{name}/", func(w http.ResponseWriter, r *http.Request) {
 		if err := f.Forward(w, r, "a"); err != nil {
 			t.Errorf("Forward = %v", err)
 		}
-	}))
+	})
+	front := httptest.NewServer(mux)
 	defer front.Close()
 	resp, body := testenv.Do(t, "POST", front.URL+"/v1/sandboxes/web/wake", "", "")
 	if resp.StatusCode != 200 || string(body) != "woken on c: 0 bytes" || again.Load() != 1 {
 		t.Errorf("a bodiless call moved = %d %q (%d calls on c); want c's answer", resp.StatusCode, body, again.Load())
 	}
-	// A body the forwarder kept goes to c whole; a larger one streamed,
-	// and its call gets the move's answer.
+	// A body the forwarder kept goes to c whole; ahead of a larger one,
+	// the forwarder wakes the sandbox on a, which moves it, and sends the
+	// call, its body streaming, to c.
 	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", strings.Repeat("d", cluster.MaxReplayBody))
 	if want := fmt.Sprintf("woken on c: %d bytes", cluster.MaxReplayBody); resp.StatusCode != 200 || string(body) != want || again.Load() != 2 {
 		t.Errorf("a call with a body of %d bytes moved = %d %q (%d calls on c); want %q", cluster.MaxReplayBody, resp.StatusCode, body, again.Load(), want)
 	}
 	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", strings.Repeat("d", cluster.MaxReplayBody+1))
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 2 {
-		t.Errorf("a call with a body of %d bytes moved = %d %q (%d calls on c); want the move's answer", cluster.MaxReplayBody+1, resp.StatusCode, body, again.Load())
+	if want := fmt.Sprintf("woken on c: %d bytes", cluster.MaxReplayBody+1); resp.StatusCode != 200 || string(body) != want || again.Load() != 3 {
+		t.Errorf("a call with a body of %d bytes moved = %d %q (%d calls on c); want %q, once", cluster.MaxReplayBody+1, resp.StatusCode, body, again.Load(), want)
 	}
 	// An answer whose body says moved_to without the door's header (a
 	// sandbox's server, through its URL) steers nothing.
 	resp, body = testenv.Do(t, "GET", front.URL+"/v1/sandboxes/web/proxy/80/", "", "")
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 2 {
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 3 {
 		t.Errorf("a 503 naming moved_to in its body only = %d %q (%d calls on c); want it passed as it is", resp.StatusCode, body, again.Load())
+	}
+	// Where nodes move no sandbox to wake it, nothing is kept or woken
+	// ahead: the move's answer is the call's.
+	f.SetWakeMoves(false)
+	resp, body = testenv.Do(t, "PUT", front.URL+"/v1/sandboxes/web/fs/file?path=x", "", "small")
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != moved || again.Load() != 3 {
+		t.Errorf("a call with a body, without wake moves = %d %q (%d calls on c); want a's answer as it is", resp.StatusCode, body, again.Load())
 	}
 }

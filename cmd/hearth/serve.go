@@ -180,6 +180,9 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	}
 	var svc *lifecycle.Service
 	fwd := forwarding(cfg, member, where, &opts, func() *lifecycle.Service { return svc })
+	if fwd != nil && cfg.kube.role != kubeNone {
+		fwd.SetWakeMoves(true) // a fleet's nodes move a sandbox to wake it where they are full
+	}
 	finishKube, err := kubeWiring(cfg, &opts, stderr, log)
 	if err != nil {
 		return err

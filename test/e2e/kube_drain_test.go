@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -178,11 +179,14 @@ func TestKubeWakeMoves(t *testing.T) {
 	if hasRoot(t, f.nodes[0], sb.ID) {
 		t.Error("hn0 kept the moved sandbox's root")
 	}
-	if _, err := cp.Client().WriteFile(ctx, "writer", sandbox.WriteRequest{Path: "/home/sandbox/new.txt"}, strings.NewReader("written on hn1\n")); err != nil {
-		t.Errorf("a file write through the control plane that woke writer on the full hn0 = %v; want it written on hn1", err)
+	// A body larger than the control plane keeps to send again: it wakes
+	// the sandbox ahead of the call, which then goes to the new node.
+	big := strings.Repeat("x", 2<<20) + "\nwritten on hn1\n"
+	if _, err := cp.Client().WriteFile(ctx, "writer", sandbox.WriteRequest{Path: "/home/sandbox/new.txt"}, strings.NewReader(big)); err != nil {
+		t.Errorf("a 2 MiB file write through the control plane that woke writer on the full hn0 = %v; want it written on hn1", err)
 	}
-	if got := cp.sh(ctx, "writer", "cat /home/sandbox/mine.txt /home/sandbox/new.txt"); got != "written on hn0\nwritten on hn1\n" {
-		t.Errorf("writer's files after its move = %q", got)
+	if got, want := cp.sh(ctx, "writer", "cat /home/sandbox/mine.txt; tail -n 1 /home/sandbox/new.txt; wc -c < /home/sandbox/new.txt"), fmt.Sprintf("written on hn0\nwritten on hn1\n%d\n", len(big)); got != want {
+		t.Errorf("writer's files after its move = %q, want %q", got, want)
 	}
 	if got, err := cp.Client().Get(ctx, "writer"); err != nil || got.Node != "hn1" {
 		t.Errorf("writer after its wake is on %q, %v; want hn1", got.Node, err)
