@@ -11,9 +11,10 @@ import (
 // MoveSnapshot sends r, a snapshot stream of sandbox sb that this node is
 // moving (lifecycle's Options.Move), to node target's node-only route PUT
 // /v1/internal/sandboxes/{id}/root, or …/checkpoints/{ck} for its
-// checkpoint ck, signed with this node's credential, and returns once
+// checkpoint ck, or …/checkpoints/{ck}/memory for that checkpoint's
+// memory image, signed with this node's credential, and returns once
 // target has kept it all, or with target's error.
-func (f *Forwarder) MoveSnapshot(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
+func (f *Forwarder) MoveSnapshot(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
 	base, hc, err := f.NodeClient(ctx, target)
 	if err != nil {
 		return err
@@ -21,6 +22,9 @@ func (f *Forwarder) MoveSnapshot(ctx context.Context, target string, sb sandbox.
 	u := base.JoinPath("/v1/internal/sandboxes", sb.ID, "root")
 	if ck != "" {
 		u = base.JoinPath("/v1/internal/sandboxes", sb.ID, "checkpoints", ck)
+	}
+	if ck != "" && memory {
+		u = u.JoinPath("memory")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, u.String(), r)
 	if err != nil {

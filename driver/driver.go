@@ -22,12 +22,15 @@
 //   - MemoryCheckpointer: save a running sandbox's memory and processes
 //     beside a snapshot of its root, and start it again from them. A
 //     driver whose Capabilities say MemoryCheckpoint implements it.
+//   - MemoryMover: copy a memory image to another node's driver, as it
+//     is at rest.
 package driver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 
@@ -244,6 +247,24 @@ type MemoryCheckpointer interface {
 	// DeleteMemory removes image key; a missing one is no error.
 	DeleteMemory(ctx context.Context, key string) error
 }
+
+// MemoryMover is implemented by MemoryCheckpointers whose images can go
+// to another node (a sandbox moving there with its checkpoints): sealed
+// as they are at rest, so that only a node sealing with the same key
+// opens one (a restore there that cannot starts the sandbox afresh).
+type MemoryMover interface {
+	// SendMemory writes image key to w, once it is whole, as a stream
+	// ReceiveMemory reads; an unknown key is ErrNotFound.
+	SendMemory(ctx context.Context, key string, w io.Writer) error
+	// ReceiveMemory stores image key from a stream SendMemory wrote, whole
+	// or not at all; an image it has already is kept, the stream read and
+	// dropped. A stream that is not SendMemory's is ErrInvalidImage.
+	ReceiveMemory(ctx context.Context, key string, r io.Reader) error
+}
+
+// ErrInvalidImage is returned (wrapped) by ReceiveMemory for a stream
+// that is not a memory image SendMemory wrote.
+var ErrInvalidImage = errors.New("driver: not a memory image another node sent")
 
 // Driver starts, finds and removes sandboxes. Implementations are safe for
 // concurrent use on distinct ids.

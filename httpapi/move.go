@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
@@ -27,10 +28,12 @@ func (s sandboxes) handleMove(w http.ResponseWriter, r *http.Request, p sandbox.
 }
 
 // handleReceiveSnapshot keeps the body, the root of sandbox {id} (or its
-// checkpoint {ck}) that the calling node is moving here (a node-only
-// route), and answers 204 once it is all kept.
+// checkpoint {ck}, or that checkpoint's memory image) that the calling
+// node is moving here (a node-only route), and answers 204 once it is
+// all kept.
 func (s sandboxes) handleReceiveSnapshot(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) {
-	if err := s.svc.Sandboxes.ReceiveSnapshot(r.Context(), door.FromNode(r), r.PathValue("id"), r.PathValue("ck"), r.Body); err != nil {
+	memory := strings.HasSuffix(r.URL.Path, "/memory")
+	if err := s.svc.Sandboxes.ReceiveSnapshot(r.Context(), door.FromNode(r), r.PathValue("id"), r.PathValue("ck"), memory, r.Body); err != nil {
 		door.WriteError(w, r, err)
 		return
 	}

@@ -92,6 +92,7 @@ func (s *server) sandboxRoutes() []door.Route {
 		// here.
 		{Pattern: "PUT /v1/internal/sandboxes/{id}/root", Verb: "sandbox.receive", Auth: door.AuthNode, Handle: handle(sb.handleReceiveSnapshot)},
 		{Pattern: "PUT /v1/internal/sandboxes/{id}/checkpoints/{ck}", Verb: "sandbox.receive", Auth: door.AuthNode, Handle: handle(sb.handleReceiveSnapshot)},
+		{Pattern: "PUT /v1/internal/sandboxes/{id}/checkpoints/{ck}/memory", Verb: "sandbox.receive", Auth: door.AuthNode, Handle: handle(sb.handleReceiveSnapshot)},
 
 		visible(strict("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", sb.handleCheckpoint)),
 		strict("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", sb.handleListCheckpoints),

@@ -835,8 +835,8 @@ func moveCrashCase() crashCase {
 	return crashCase{
 		name: "Move",
 		opts: func(o *envOptions) {
-			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
-				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
+			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
+				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, memory, r)
 			}
 		},
 		setup: func(t *testing.T, e *env) scene {
@@ -891,8 +891,8 @@ func forkElsewhereCrashCase() crashCase {
 	return crashCase{
 		name: "ForkElsewhere",
 		opts: func(o *envOptions) {
-			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
-				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
+			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
+				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, memory, r)
 			}
 			o.Fits = func(context.Context, sandbox.Sandbox) bool { return false }
 			o.PickNode = func(context.Context, sandbox.Sandbox) (string, error) { return "b", nil }

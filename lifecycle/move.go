@@ -56,7 +56,7 @@ func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target s
 // moveLocked moves cur, whose name's lock the caller holds, to target
 // (see Move), and returns it as it now is.
 func (s *core) moveLocked(ctx context.Context, cur sandbox.Sandbox, target string) (sandbox.Sandbox, error) {
-	if err := s.movable(ctx, cur, target); err != nil {
+	if err := movable(cur, target); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	from, reason := cur.Node, cur.Reason
@@ -165,8 +165,9 @@ func (s *Sandboxes) WakeToStream(ctx context.Context, p sandbox.Principal, ref s
 }
 
 // sendAll sends sb's checkpoints, oldest first, each against the one
-// before it (the first against sb's image), then its root against its
-// image, to target, and returns the checkpoints.
+// before it (the first against sb's image) and followed by its memory
+// image if it has one, then its root against its image, to target, and
+// returns the checkpoints.
 func (s *core) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) ([]sandbox.Checkpoint, error) {
 	cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
 	if err != nil {
@@ -178,6 +179,11 @@ func (s *core) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) (
 		if err := s.send(ctx, target, sb, node.Transfer{ID: sb.ID, Checkpoint: ck.ID, Image: image, Prev: prev}); err != nil {
 			return nil, err
 		}
+		if ck.Memory {
+			if err := s.send(ctx, target, sb, node.Transfer{ID: sb.ID, Checkpoint: ck.ID, Memory: true}); err != nil {
+				return nil, err
+			}
+		}
 		prev = ck.ID
 	}
 	return cks, s.send(ctx, target, sb, node.Transfer{ID: sb.ID, Image: image, DiskBytes: sb.Resources.DiskBytes})
@@ -187,7 +193,7 @@ func (s *core) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) (
 func (s *core) send(ctx context.Context, target string, sb sandbox.Sandbox, t node.Transfer) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(s.opts.Node.SendSnapshot(ctx, t, pw)) }()
-	err := s.opts.Move(ctx, target, sb, t.Checkpoint, pr)
+	err := s.opts.Move(ctx, target, sb, t.Checkpoint, t.Memory, pr)
 	pr.CloseWithError(errors.New("the move ended"))
 	return err
 }
@@ -201,7 +207,7 @@ func (s *core) pickNode(ctx context.Context, sb sandbox.Sandbox) (string, error)
 }
 
 // movable says why sb, under its lock, cannot move to target now.
-func (s *core) movable(ctx context.Context, sb sandbox.Sandbox, target string) error {
+func movable(sb sandbox.Sandbox, target string) error {
 	switch {
 	case target == sb.Node:
 		return sandbox.Errorf(sandbox.CodeInvalidArgument, "sandbox %q is on node %s already", sb.Name, target)
@@ -209,28 +215,19 @@ func (s *core) movable(ctx context.Context, sb sandbox.Sandbox, target string) e
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q is %s: only a sleeping sandbox moves", sb.Name, sb.Status).
 			WithHint("sleep it first (hearth sleep %s)", sb.Name).With("status", string(sb.Status))
 	}
-	cks, err := s.opts.Store.Checkpoints().List(ctx, sb.ID)
-	if err != nil {
-		return s.internal("list checkpoints", err)
-	}
-	for _, ck := range cks {
-		if ck.Memory {
-			return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %q has a checkpoint with its memory (%s), which stays on node %s: moves carry disks only", sb.Name, ck.ID, sb.Node).
-				WithHint("delete that checkpoint first, or keep the sandbox on node %s", sb.Node).With("checkpoint", ck.ID)
-		}
-	}
 	return nil
 }
 
 // ReceiveSnapshot keeps r, the root of sandbox id that node from is
-// moving here (its Move), or its checkpoint ck when ck is not "", on this
-// node: as what it holds beyond the sandbox's image or the checkpoint
-// before ck, which this node must hold, a root capped at the sandbox's
-// disk size; all of it as the rows say. Only a call that node made and
-// proved reaches it (door.AuthNode); a stream for a sandbox that is not
-// from's, or not asleep, or a checkpoint it does not have, is refused
-// before a byte of it is read.
-func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r io.Reader) error {
+// moving here (its Move), or its checkpoint ck when ck is not "", or,
+// with memory, that checkpoint's memory image, on this node: as what it
+// holds beyond the sandbox's image or the checkpoint before ck, which
+// this node must hold, a root capped at the sandbox's disk size; all of
+// it as the rows say. Only a call that node made and proved reaches it
+// (door.AuthNode); a stream for a sandbox that is not from's, or not
+// asleep, or a checkpoint it does not have (or one without memory, for a
+// memory image), is refused before a byte of it is read.
+func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, memory bool, r io.Reader) error {
 	sb, err := s.opts.Store.Sandboxes().ByID(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -242,9 +239,12 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r 
 	}
 	t := node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes}
 	if ck != "" {
-		if t, err = s.checkpointTransfer(ctx, t, ck); err != nil {
+		if t, err = s.checkpointTransfer(ctx, t, ck, memory); err != nil {
 			return err
 		}
+	}
+	if t.Memory {
+		return s.receiveMemory(ctx, sb, t, r)
 	}
 	if err := s.images.fetchImage(ctx, t.Image); err != nil {
 		return err
@@ -270,6 +270,24 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, r 
 		return s.internal("receive a moved snapshot", err)
 	}
 	s.log.Info("moved snapshot received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", ck, "tenant", sb.Tenant, "from", from)
+	return nil
+}
+
+// receiveMemory keeps r, the memory image t names of a checkpoint of sb,
+// which this node must hold the snapshot of already (Move sends it
+// first).
+func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t node.Transfer, r io.Reader) error {
+	if !s.opts.Node.Capabilities().MemoryCheckpoint {
+		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s's runtime keeps no memory image: sandbox %s's checkpoint %s holds one", s.opts.NodeName, sb.Name, t.Checkpoint).
+			WithHint("move it to a node of a runtime with memory checkpoints (runsc), or delete that checkpoint first").With("node", s.opts.NodeName)
+	}
+	if err := s.opts.Node.ReceiveSnapshot(ctx, t, r); err != nil {
+		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
+			return se
+		}
+		return s.internal("receive a moved memory image", err)
+	}
+	s.log.Info("moved memory image received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", t.Checkpoint, "tenant", sb.Tenant)
 	return nil
 }
 
@@ -339,9 +357,10 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, ck, r
 }
 
 // checkpointTransfer is t for sb's checkpoint ck, sent against the one
-// before it (Move sends them oldest first); a checkpoint sb does not
-// have, or one with its memory, is refused.
-func (s *Sandboxes) checkpointTransfer(ctx context.Context, t node.Transfer, ck string) (node.Transfer, error) {
+// before it (Move sends them oldest first), or, with memory, for its
+// memory image; a checkpoint sb does not have, or one without memory
+// for a memory image, is refused.
+func (s *Sandboxes) checkpointTransfer(ctx context.Context, t node.Transfer, ck string, memory bool) (node.Transfer, error) {
 	cks, err := s.opts.Store.Checkpoints().List(ctx, t.ID)
 	if err != nil {
 		return t, s.internal("list checkpoints", err)
@@ -350,10 +369,10 @@ func (s *Sandboxes) checkpointTransfer(ctx context.Context, t node.Transfer, ck 
 		if c.ID != ck {
 			continue
 		}
-		if c.Memory {
-			return t, sandbox.Errorf(sandbox.CodeFailedPrecondition, "checkpoint %s holds memory: moves carry disks only", ck)
+		if memory && !c.Memory {
+			return t, sandbox.Errorf(sandbox.CodeNotFound, "checkpoint %s holds no memory image", ck)
 		}
-		t.Checkpoint, t.DiskBytes = ck, 0
+		t.Checkpoint, t.DiskBytes, t.Memory = ck, 0, memory
 		if i > 0 {
 			t.Prev = cks[i-1].ID
 		}

@@ -44,7 +44,7 @@ func newMoveEnv(t *testing.T) *moveEnv {
 	drvB := driverfake.New(driverfake.Options{})
 	t.Cleanup(func() { drvB.Close() })
 	m.env = newEnv(t, func(o *envOptions) {
-		o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, r io.Reader) error {
+		o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
 			if target != "b" {
 				return sandbox.Errorf(sandbox.CodeUnavailable, "no node %s", target)
 			}
@@ -52,7 +52,7 @@ func newMoveEnv(t *testing.T) *moveEnv {
 				io.Copy(io.Discard, io.LimitReader(r, 10))
 				return m.refuse
 			}
-			return m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, r)
+			return m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, memory, r)
 		}
 		o.Fits = func(context.Context, sandbox.Sandbox) bool { return !m.full }
 		o.PickNode = func(context.Context, sandbox.Sandbox) (string, error) { return "b", nil }
@@ -122,9 +122,9 @@ func TestMove(t *testing.T) {
 	}
 	// Node b takes no checkpoint this sandbox lacks, nor a root of a
 	// sandbox that is not the sender's.
-	err = m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, "nope", strings.NewReader("x"))
+	err = m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, "nope", false, strings.NewReader("x"))
 	wantCode(t, "a checkpoint the sandbox lacks", err, sandbox.CodeNotFound)
-	err = m.b.Sandboxes.ReceiveSnapshot(ctx, "c", sb.ID, "", strings.NewReader("x"))
+	err = m.b.Sandboxes.ReceiveSnapshot(ctx, "c", sb.ID, "", false, strings.NewReader("x"))
 	wantCode(t, "a root from a node that is not the sandbox's", err, sandbox.CodeFailedPrecondition)
 
 	// A target that fails leaves the sandbox whole where it was.
@@ -311,10 +311,10 @@ func TestForkReceivedOnly(t *testing.T) {
 		if err := m.db.Sandboxes().Create(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
-		err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, "", strings.NewReader("x"))
+		err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, "", false, strings.NewReader("x"))
 		wantCode(t, "a root of a create whose row says "+reason, err, sandbox.CodeFailedPrecondition)
 	}
-	err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", base.ID, "", strings.NewReader("x"))
+	err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", base.ID, "", false, strings.NewReader("x"))
 	wantCode(t, "a root of a running sandbox", err, sandbox.CodeFailedPrecondition)
 
 	lost := base

@@ -68,11 +68,12 @@ type Options struct {
 	// gone: a node of a fleet removes what stands for it there.
 	Released func(ctx context.Context, sb sandbox.Sandbox)
 	// Move, when set, delivers a snapshot stream of sandbox sb (its root,
-	// or its checkpoint checkpoint when that is not "") to the node
-	// target (another daemon of the store), which keeps it
-	// (node.Node.ReceiveSnapshot); it returns once the target has it all.
-	// Without it this daemon moves no sandbox.
-	Move func(ctx context.Context, target string, sb sandbox.Sandbox, checkpoint string, r io.Reader) error
+	// or its checkpoint checkpoint when that is not "", or, with memory,
+	// that checkpoint's memory image) to the node target (another daemon
+	// of the store), which keeps it (node.Node.ReceiveSnapshot); it
+	// returns once the target has it all. Without it this daemon moves no
+	// sandbox.
+	Move func(ctx context.Context, target string, sb sandbox.Sandbox, checkpoint string, memory bool, r io.Reader) error
 	// Fits, when set, says whether a sandbox of this daemon (a sleeping
 	// one, or a fork it makes) fits on it awake (a node of a fleet with
 	// room for its size). A fork that does not starts on the node

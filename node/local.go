@@ -261,6 +261,16 @@ func (l *Local) mover() (layers.Mover, error) {
 	return m, nil
 }
 
+// memoryMover is the driver's MemoryMover, or an error wrapping
+// ErrUnsupported.
+func (l *Local) memoryMover() (driver.MemoryMover, error) {
+	mm, ok := l.memory().(driver.MemoryMover)
+	if !ok {
+		return nil, fmt.Errorf("node: this node's runtime cannot move a memory image to another node: %w", errors.ErrUnsupported)
+	}
+	return mm, nil
+}
+
 // transfer is the layer keys of what t names and of its base.
 func transfer(t Transfer) (key, base string) {
 	if t.Layer != "" {
@@ -279,6 +289,13 @@ func transfer(t Transfer) (key, base string) {
 // SendSnapshot implements Node. The root of a fork (t.Fork) is made from
 // its checkpoint for the send, and removed after it.
 func (l *Local) SendSnapshot(ctx context.Context, t Transfer, w io.Writer) error {
+	if t.Memory {
+		mm, err := l.memoryMover()
+		if err != nil {
+			return err
+		}
+		return mm.SendMemory(ctx, t.Checkpoint, w)
+	}
 	m, err := l.mover()
 	if err != nil {
 		return err
@@ -300,6 +317,18 @@ func (l *Local) SendSnapshot(ctx context.Context, t Transfer, w io.Writer) error
 // ReceiveSnapshot implements Node: a stream that is not SendSnapshot's is
 // invalid_argument.
 func (l *Local) ReceiveSnapshot(ctx context.Context, t Transfer, r io.Reader) error {
+	if t.Memory {
+		mm, err := l.memoryMover()
+		if err != nil {
+			return err
+		}
+		if err := mm.ReceiveMemory(ctx, t.Checkpoint, r); errors.Is(err, driver.ErrInvalidImage) {
+			return sandbox.Errorf(sandbox.CodeInvalidArgument, "the stream is not a memory image another node sent: %v", err)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
 	m, err := l.mover()
 	if err != nil {
 		return err

@@ -220,6 +220,12 @@ type Transfer struct {
 	// root starts as: the root of a fork made for another node, which the
 	// sender holds only while it sends.
 	Fork string
+	// Memory, with Checkpoint, names that checkpoint's memory image
+	// instead of its snapshot (Capabilities.MemoryCheckpoint), sent
+	// sealed as it is at rest: only a node sealing with the same key
+	// opens it. One the receiver has already is kept, the stream read and
+	// dropped.
+	Memory bool
 	// Layer, when set, names an image's layer key instead of anything of
 	// sandbox ID, sent against Image, its parent layer ("" for the
 	// bottom one): a node that lacks an image fetching it from another.

@@ -48,9 +48,10 @@ func (f *kubeFleet) waitPodOn(t *testing.T, ctx context.Context, ns, name, id, n
 // its sandboxes to hn1, each with its files and checkpoints, its Pod
 // following it: a sleeping one stays asleep, a running one runs again
 // there, a moved checkpoint restores there. hn0 keeps nothing of them,
-// and the next create lands on hn1. A sandbox with a memory checkpoint
-// stays on hn0, running, and drain names it and fails;
-// uncordon opens hn0 again.
+// and the next create lands on hn1. A sandbox's memory checkpoint moves
+// with it (sealed as it is at rest): restored on hn1, the process it
+// holds resumes with the value only its memory had. Uncordon opens hn0
+// again.
 func TestKubeDrain(t *testing.T) {
 	f := newKubeFleet(t, 1, "", "")
 	ctx := ctxT(t)
@@ -71,7 +72,9 @@ func TestKubeDrain(t *testing.T) {
 	if _, err := cp.Client().Sleep(ctx, "asleep"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cp.Client().Checkpoint(ctx, "kept", sandbox.CheckpointRequest{Label: "stays", Memory: true}); err != nil {
+	held := memoryProcess(t, ctx, cp, "kept")
+	memCk, err := cp.Client().Checkpoint(ctx, "kept", sandbox.CheckpointRequest{Label: "with memory", Memory: true})
+	if err != nil {
 		t.Fatal(err)
 	}
 	ck, err := cp.Client().Checkpoint(ctx, "checked", sandbox.CheckpointRequest{Label: "moves"})
@@ -85,15 +88,15 @@ func TestKubeDrain(t *testing.T) {
 
 	out, stderr, code := cp.CLI("", "node", "drain", "hn0")
 	t.Logf("hearth node drain hn0:\n%s%s", out, stderr)
-	if code == 0 || !strings.Contains(out, "failed_precondition") || !strings.Contains(stderr, "1 of the 4 sandboxes of node hn0 did not move") {
-		t.Errorf("hearth node drain hn0 = exit %d; want a failure naming the sandbox with a memory checkpoint", code)
+	if code != 0 {
+		t.Errorf("hearth node drain hn0 = exit %d; want every sandbox moved", code)
 	}
 	if !f.unschedulable(t, ctx, "hn0") {
 		t.Error("hn0 is not cordoned after the drain")
 	}
 	// The sleeping one's Pod gives back its CPU on hn1 too.
 	f.waitPodCPU(t, ctx, "hearth-system", "asleep", 1, false)
-	for name, want := range map[string]sandbox.Status{"asleep": sandbox.StatusSleeping, "awake": sandbox.StatusRunning, "checked": sandbox.StatusRunning} {
+	for name, want := range map[string]sandbox.Status{"asleep": sandbox.StatusSleeping, "awake": sandbox.StatusRunning, "checked": sandbox.StatusRunning, "kept": sandbox.StatusRunning} {
 		sb, err := cp.Client().Get(ctx, name)
 		if err != nil || sb.Node != "hn1" || sb.Status != want {
 			t.Errorf("%s after the drain = %s on %q, %v; want %s on hn1", name, sb.Status, sb.Node, err, want)
@@ -118,8 +121,17 @@ func TestKubeDrain(t *testing.T) {
 		t.Errorf("checked's file after restoring its moved checkpoint = %q", got)
 	}
 	f.waitPodRunning(t, ctx, "hearth-system", "asleep", "hn1") // woken by the read
-	if sb, err := cp.Client().Get(ctx, "kept"); err != nil || sb.Node != "hn0" || sb.Status != sandbox.StatusRunning {
-		t.Errorf("kept after the drain = %s on %q, %v; want running on hn0", sb.Status, sb.Node, err)
+	// kept's memory checkpoint moved with it: restored on hn1, its
+	// process resumes with the value it held.
+	if sb, err := cp.Client().Restore(ctx, "kept", memCk.ID); err != nil || !strings.HasSuffix(sb.Reason, "with its processes") || sb.Node != "hn1" {
+		t.Fatalf("restore of kept's moved memory checkpoint = %q on %q, %v; want restored with its processes on hn1", sb.Reason, sb.Node, err)
+	}
+	cp.sh(ctx, "kept", "rm -f /tmp/v") // only the live process writes it again
+	if got := waitFile(t, ctx, cp, "kept", "/tmp/v"); got != held {
+		t.Errorf("the process restored on hn1 writes %q; want %q, the value its memory held", got, held)
+	}
+	if hasSnapshot(t, f.nodes[0], "ck-"+memCk.ID) {
+		t.Error("hn0 kept the moved memory checkpoint's snapshot")
 	}
 	if sb, _, err := cp.Client().Create(ctx, sandbox.CreateRequest{Name: "after"}); err != nil || sb.Node != "hn1" {
 		t.Errorf("create after the drain = node %q, %v; want hn1", sb.Node, err)
@@ -288,4 +300,29 @@ func TestKubeWakeMoves(t *testing.T) {
 			t.Errorf("%s in a sandbox of image %s, which hn1 fetched = %q, want %q", c.file, c.image, got, c.want)
 		}
 	}
+}
+
+// memoryProcess starts in sandbox name, through d, a process holding a
+// random value only in its memory, which it writes to /tmp/v every 50 ms,
+// and returns the value once written.
+func memoryProcess(t *testing.T, ctx context.Context, d *daemon, name string) string {
+	t.Helper()
+	d.sh(ctx, name, `python3 -c 'import os, time
+v = os.urandom(8).hex()
+while True:
+    open("/tmp/v.tmp", "w").write(v); os.replace("/tmp/v.tmp", "/tmp/v"); time.sleep(0.05)' >/dev/null 2>&1 &`)
+	return waitFile(t, ctx, d, name, "/tmp/v")
+}
+
+// waitFile returns what file path of sandbox name holds once it holds
+// something, waiting up to 10 s.
+func waitFile(t *testing.T, ctx context.Context, d *daemon, name, path string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got := d.sh(ctx, name, "cat "+path+" 2>/dev/null || true"); got != "" {
+			return got
+		}
+	}
+	t.Fatalf("%s of %s stayed empty for 10 s", path, name)
+	return ""
 }
