@@ -21,8 +21,9 @@ import (
 // name's lock, so no call wakes it meanwhile. A move cut short before the
 // row changed leaves the sandbox here, whole; the target keeps no root of
 // it, and the checkpoints it received wait there for the move's retry,
-// which reuses them. A checkpoint that holds memory is refused
-// (failed_precondition): moves carry disks only.
+// which reuses them. A checkpoint that holds memory takes its memory
+// image along, sealed as it is at rest; a target whose runtime keeps
+// none refuses it (failed_precondition), and the move fails whole.
 func (s *Sandboxes) Move(ctx context.Context, p sandbox.Principal, ref, target string) (sandbox.Sandbox, error) {
 	if p.Role != sandbox.RoleOperator {
 		return sandbox.Sandbox{}, operatorOnly("move sandboxes")
