@@ -18,11 +18,7 @@ func (m *Member) Health(ctx context.Context, storeName string) (sandbox.ClusterH
 	if h.Schema, h.SchemaKnown, err = m.opts.Store.Schema(ctx); err != nil {
 		return h, err
 	}
-	now, err := m.opts.Store.Nodes().Now(ctx)
-	if err != nil {
-		return h, err
-	}
-	nodes, err := m.opts.Store.Nodes().List(ctx)
+	now, nodes, err := m.nodes(ctx)
 	if err != nil {
 		return h, err
 	}
@@ -43,14 +39,20 @@ func (m *Member) Health(ctx context.Context, storeName string) (sandbox.ClusterH
 	return h, nil
 }
 
+// nodes are the store's nodes, and its time.
+func (m *Member) nodes(ctx context.Context) (time.Time, []store.Node, error) {
+	now, err := m.opts.Store.Nodes().Now(ctx)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	nodes, err := m.opts.Store.Nodes().List(ctx)
+	return now, nodes, err
+}
+
 // livePeers are the names of the store's live nodes other than this one
 // that have an address, by name.
 func (m *Member) livePeers(ctx context.Context) ([]string, error) {
-	now, err := m.opts.Store.Nodes().Now(ctx)
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := m.opts.Store.Nodes().List(ctx)
+	now, nodes, err := m.nodes(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -106,14 +106,24 @@ const PlaceTimeout = 2 * time.Minute
 func (f *Fleet) Place(ctx context.Context, sb sandbox.Sandbox) error {
 	ctx, cancel := context.WithTimeout(ctx, PlaceTimeout)
 	defer cancel()
-	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
-		return err
-	}
-	pool, err := f.pool(ctx, sb.Tenant)
+	pod, err := f.podOf(ctx, sb)
 	if err != nil {
 		return err
 	}
-	return f.run(ctx, sb, PodFor(sb, pool))
+	return f.run(ctx, sb, pod)
+}
+
+// podOf is sb's Pod, in its tenant's pool, its namespace and quota made
+// right first.
+func (f *Fleet) podOf(ctx context.Context, sb sandbox.Sandbox) (*corev1.Pod, error) {
+	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
+		return nil, err
+	}
+	pool, err := f.pool(ctx, sb.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	return PodFor(sb, pool), nil
 }
 
 // pool is the node pool tenant's sandboxes are pinned to (FleetOptions.Pool).
@@ -130,14 +140,10 @@ func (f *Fleet) pool(ctx context.Context, tenant string) (string, error) {
 func (f *Fleet) PlaceOn(ctx context.Context, sb sandbox.Sandbox, check bool) error {
 	ctx, cancel := context.WithTimeout(ctx, PlaceTimeout)
 	defer cancel()
-	if err := f.ensureTenant(ctx, sb.Tenant); err != nil {
-		return err
-	}
-	pool, err := f.pool(ctx, sb.Tenant)
+	pod, err := f.podOf(ctx, sb)
 	if err != nil {
 		return err
 	}
-	pod := PodFor(sb, pool)
 	pod.Spec.NodeName = sb.Node
 	if !check {
 		return f.run(ctx, sb, pod)

@@ -274,28 +274,15 @@ var crashCases = []crashCase{
 		},
 	},
 	{
-		name: "Fork",
-		setup: func(t *testing.T, e *env) scene {
-			sb := e.create(t, a1, "src")
-			e.write(t, "src", "v1")
-			ck := e.checkpoint(t, "src", "first")
-			e.write(t, "src", "v2")
-			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
-		},
-		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Checkpoints.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
-			return err
-		},
+		name:  "Fork",
+		setup: forkSetup,
+		run:   forkRun,
 		points: []crashPoint{
 			{"create: row inserted", false},
 			{"start: root prepared", false},
 			{"create: started", false},
 		},
-		old: func(t *testing.T, e *env, sc scene) {
-			e.wantGone(t, "copy")
-			e.wantTree(t, "src", sc.cks[0].ID, sc.cks...)
-			e.wantData(t, "src", sc.data)
-		},
+		old: forkOld,
 		new: func(t *testing.T, e *env, sc scene) {
 			e.wantRow(t, "copy", sandbox.StatusRunning, "forked")
 			e.wantTree(t, "copy", "")
@@ -880,6 +867,29 @@ func moveCrashCase() crashCase {
 	}
 }
 
+// forkSetup is a fork's scene: sandbox "src" with data.txt v1 at its
+// checkpoint, v2 now.
+func forkSetup(t *testing.T, e *env) scene {
+	sb := e.create(t, a1, "src")
+	e.write(t, "src", "v1")
+	ck := e.checkpoint(t, "src", "first")
+	e.write(t, "src", "v2")
+	return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+}
+
+// forkRun forks src's checkpoint into "copy".
+func forkRun(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+	_, err := svc.Checkpoints.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
+	return err
+}
+
+// forkOld wants no copy, and src as it was.
+func forkOld(t *testing.T, e *env, sc scene) {
+	e.wantGone(t, "copy")
+	e.wantTree(t, "src", sc.cks[0].ID, sc.cks...)
+	e.wantData(t, "src", sc.data)
+}
+
 // forkElsewhereCrashCase is a fork made on a node with no room for it:
 // its root goes to node b of the env's store, which runs it. Killed
 // after the send, before b took the row, the create is undone here (b's
@@ -907,25 +917,14 @@ func forkElsewhereCrashCase() crashCase {
 		setup: func(t *testing.T, e *env) scene {
 			e.twoDataDirs(t)
 			b = e.nodeB(t)
-			sb := e.create(t, a1, "src")
-			e.write(t, "src", "v1")
-			ck := e.checkpoint(t, "src", "first")
-			e.write(t, "src", "v2")
-			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+			return forkSetup(t, e)
 		},
-		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
-			_, err := svc.Checkpoints.Fork(ctx, a1, "src", sc.cks[0].ID, "copy")
-			return err
-		},
+		run: forkRun,
 		points: []crashPoint{
 			{"create: row inserted", false},
 			{"fork: sent", false},
 		},
-		old: func(t *testing.T, e *env, sc scene) {
-			e.wantGone(t, "copy")
-			e.wantTree(t, "src", sc.cks[0].ID, sc.cks...)
-			e.wantData(t, "src", sc.data)
-		},
+		old: forkOld,
 		new: func(t *testing.T, e *env, sc scene) {
 			row := e.row(t, "copy")
 			if row.Node != "b" || row.Status != sandbox.StatusRunning || !strings.HasPrefix(row.Reason, "forked") {

@@ -53,23 +53,7 @@ func TestMoveBetweenNodes(t *testing.T) {
 
 	// Forged deliveries of a root to B: no node credential, an
 	// operator's token, a made-up credential.
-	for name, h := range map[string]http.Header{
-		"nothing":        {},
-		"operator token": {"Authorization": {"Bearer " + a.Token}},
-		"forged node":    {"Hearth-Node": {"n0"}, "Hearth-Node-Credential": {"guessed"}},
-		"forged, token":  {"Authorization": {"Bearer " + a.Token}, "Hearth-Node": {"n0"}, "Hearth-Node-Credential": {"x"}},
-	} {
-		req, _ := http.NewRequestWithContext(ctx, "PUT", b.URL+"/v1/internal/sandboxes/"+sb.ID+"/root", strings.NewReader("{\"hearth_layers_send\":1}\nbtrfs-stream\x00"))
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("a root delivered to b with %s = %d, want 401", name, resp.StatusCode)
-		}
-	}
+	wantNodeOnly(t, ctx, a.Token, "PUT", b.URL+"/v1/internal/sandboxes/"+sb.ID+"/root", "{\"hearth_layers_send\":1}\nbtrfs-stream\x00")
 	if hasRoot(t, b, sb.ID) {
 		t.Fatal("a forged delivery left a root on b")
 	}
@@ -130,4 +114,29 @@ func containsID(names []string, id string) bool {
 		}
 	}
 	return false
+}
+
+// wantNodeOnly wants a node-only route, method url with body, to refuse
+// every caller that does not prove a node credential with 401: no
+// credential, the operator's token, a made-up credential with and
+// without that token.
+func wantNodeOnly(t *testing.T, ctx context.Context, token, method, url, body string) {
+	t.Helper()
+	for name, h := range map[string]http.Header{
+		"nothing":        {},
+		"operator token": {"Authorization": {"Bearer " + token}},
+		"forged node":    {"Hearth-Node": {"n0"}, "Hearth-Node-Credential": {"guessed"}},
+		"forged, token":  {"Authorization": {"Bearer " + token}, "Hearth-Node": {"n0"}, "Hearth-Node-Credential": {"x"}},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s %s with %s = %d, want 401", method, url, name, resp.StatusCode)
+		}
+	}
 }
