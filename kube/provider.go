@@ -59,6 +59,7 @@ type Provider struct {
 	resizes  resizes
 	audit    func(sandbox.AuditEvent)
 	capacity corev1.ResourceList // see SetCapacity
+	fleet    *Fleet              // binds the Pod of a sandbox that moved away (follow)
 }
 
 // AuditTo has the provider record each call Kubernetes makes on a
@@ -81,12 +82,14 @@ func (p *Provider) record(actor sandbox.Principal, verb, name string, start time
 }
 
 // NewProvider returns the provider of node name over svc; client deletes
-// the Pods of sandboxes destroyed through hearth.
+// the Pods of sandboxes destroyed through hearth, and binds those of
+// sandboxes that moved away.
 func NewProvider(svc Sandboxes, client kubernetes.Interface, name string, log *slog.Logger) *Provider {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{svc: svc, client: client, node: name, log: log, pods: map[string]*corev1.Pod{}, notify: func(*corev1.Pod) {}}
+	return &Provider{svc: svc, client: client, node: name, log: log, pods: map[string]*corev1.Pod{}, notify: func(*corev1.Pod) {},
+		fleet: NewFleet(FleetOptions{Client: client, Logger: log})}
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -154,7 +157,7 @@ func (p *Provider) movedAway(ctx context.Context, ref podRef, err error) (sandbo
 func (p *Provider) follow(sb sandbox.Sandbox) {
 	ctx, cancel := context.WithTimeout(context.Background(), resizeTimeout)
 	defer cancel()
-	if err := NewFleet(FleetOptions{Client: p.client, Logger: p.log}).Bind(ctx, sb); err != nil {
+	if err := p.fleet.Bind(ctx, sb); err != nil {
 		p.log.Error("bind the pod of a sandbox that moved away to its node", "sandbox", sb.Name, "id", sb.ID, "node", sb.Node, "err", err)
 		return
 	}
