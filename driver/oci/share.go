@@ -195,8 +195,12 @@ func (m *mountDir) shareFile(prefix, suffix string, content []byte) (string, err
 	})
 }
 
-// writeShared writes dst with mode through a temporary file renamed into
-// place, so that a file there is always whole.
+// writeShared writes dst with mode through a temporary file linked into
+// place, so that a file there is always whole and, once there, never
+// replaced: its name says what it holds, so a concurrent writer that got
+// there first wrote the same, and a runtime may be bind-mounting it
+// (runc's bind mount of a file through /proc/self/fd fails with ENOENT
+// once the file it opened was renamed over).
 func writeShared(dst string, mode fs.FileMode, fill func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
 	if err != nil {
@@ -210,10 +214,12 @@ func writeShared(dst string, mode fs.FileMode, fill func(io.Writer) error) error
 		err = os.Chmod(f.Name(), mode)
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), dst)
+		if err = os.Link(f.Name(), dst); errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
 	}
+	os.Remove(f.Name())
 	if err != nil {
-		os.Remove(f.Name())
 		return errors.Join(fmt.Errorf("write %s", dst), err)
 	}
 	return nil

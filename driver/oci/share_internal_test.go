@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -73,4 +75,59 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestShareAgentNeverReplaced: many first starts at once share one copy
+// of the agent binary, and once a copy is there (a runtime may be
+// bind-mounting it) no later writer replaces it: every caller sees the
+// inode the last one sees. Renamed into place, later writers replaced the
+// copy under runc, whose mount of it then failed with ENOENT.
+func TestShareAgentNeverReplaced(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(src, make([]byte, 8<<20), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := &mountDir{path: t.TempDir()}
+	const n = 16
+	inodes := make(chan uint64, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			dst, err := m.shareAgent(src)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(dst, &st); err != nil {
+				t.Error(err)
+				return
+			}
+			inodes <- st.Ino
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(inodes)
+	entries, err := os.ReadDir(m.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Fatalf("the mount directory holds %d entries after %d shares; want the one copy", len(entries), n)
+	}
+	info, err := entries[0].Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := info.Sys().(*syscall.Stat_t).Ino
+	for ino := range inodes {
+		if ino != final {
+			t.Fatalf("a caller was handed inode %d, replaced since by %d", ino, final)
+		}
+	}
 }
