@@ -2,21 +2,30 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 )
 
-// fetchImage makes sure this node holds the image whose layer key is key
+// peerImages moves images between the store's nodes, whose catalog is
+// one and whose layers are each node's own: a node fetches the layers of
+// an image it lacks from another (fetch), and sends those another asks of
+// it (send). It is a part of Images.
+type peerImages struct {
+	*core
+	// storing is Images.storing: a fetch stores layers.
+	storing func(ctx context.Context) (done func())
+}
+
+// fetch makes sure this node holds the image whose layer key is key
 // (a sandbox's root is prepared from it, or a snapshot sent here is based
 // on it): the layers of the catalog's version with that top that the node
 // lacks are fetched, bottom first, from another node of the store that
 // holds them (Options.FetchLayer), each against the layer below it.
 // Without FetchLayer, or for a key no version has, it does nothing: what
 // needs the image then fails as it would have.
-func (s *Images) fetchImage(ctx context.Context, key string) error {
+func (s peerImages) fetch(ctx context.Context, key string) error {
 	if s.opts.FetchLayer == nil || key == "" {
 		return nil
 	}
@@ -46,7 +55,7 @@ func (s *Images) fetchImage(ctx context.Context, key string) error {
 
 // fetchLayer fetches layer of image version img, against base, the layer
 // below it, unless this node holds it.
-func (s *Images) fetchLayer(ctx context.Context, img sandbox.Image, layer, base string) error {
+func (s peerImages) fetchLayer(ctx context.Context, img sandbox.Image, layer, base string) error {
 	if ok, err := s.opts.Node.HasImage(ctx, layer); err != nil {
 		return s.internal("look for an image layer", err)
 	} else if ok {
@@ -57,18 +66,12 @@ func (s *Images) fetchLayer(ctx context.Context, img sandbox.Image, layer, base 
 		return sandbox.AsError(err).WithHint("no other node could send image %s (%s); pull it on this node (%s), or retry", img.Name, img.Digest, s.opts.NodeName)
 	}
 	defer r.Close()
-	if err := s.opts.Node.ReceiveSnapshot(ctx, node.Transfer{Layer: layer, Image: base}, r); err != nil {
-		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
-			return se
-		}
-		return s.internal("receive an image layer from another node", err)
-	}
-	return nil
+	return s.receive(ctx, node.Transfer{Layer: layer, Image: base}, r, "receive an image layer from another node")
 }
 
 // versionOf is the catalog's image version whose top is key; none is the
 // zero Image.
-func (s *Images) versionOf(ctx context.Context, key string) (sandbox.Image, error) {
+func (s peerImages) versionOf(ctx context.Context, key string) (sandbox.Image, error) {
 	all, err := s.opts.Store.Images().All(ctx)
 	if err != nil {
 		return sandbox.Image{}, s.internal("list images", err)
@@ -88,6 +91,11 @@ func (s *Images) versionOf(ctx context.Context, key string) (sandbox.Image, erro
 // for the bottom one): anything else, and a layer this node does not
 // hold, is not_found.
 func (s *Images) SendLayer(ctx context.Context, from, key, base string, w io.Writer) error {
+	return s.peers.send(ctx, from, key, base, w)
+}
+
+// send is SendLayer.
+func (s peerImages) send(ctx context.Context, from, key, base string, w io.Writer) error {
 	all, err := s.opts.Store.Images().All(ctx)
 	if err != nil {
 		return s.internal("list images", err)

@@ -38,6 +38,8 @@ type Images struct {
 	// their row), so that no version goes between a create's choice of
 	// it and its row naming it.
 	catalog sync.RWMutex
+	// peers fetches and sends images between the store's nodes.
+	peers peerImages
 	// pulls serializes the stores of one tenant's image name.
 	pulls keyedMutex
 }

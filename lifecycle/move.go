@@ -247,7 +247,7 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, me
 	if t.Memory {
 		return s.receiveMemory(ctx, sb, t, r)
 	}
-	if err := s.images.fetchImage(ctx, t.Image); err != nil {
+	if err := s.images.peers.fetch(ctx, t.Image); err != nil {
 		return err
 	}
 	if ok, err := s.opts.Node.HasImage(ctx, t.Image); err != nil {
@@ -264,13 +264,24 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, me
 			return s.internal("remove the root an earlier move left", err)
 		}
 	}
-	if err := s.opts.Node.ReceiveSnapshot(ctx, t, r); err != nil {
-		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
-			return se
-		}
-		return s.internal("receive a moved snapshot", err)
+	if err := s.receive(ctx, t, r, "receive a moved snapshot"); err != nil {
+		return err
 	}
 	s.log.Info("moved snapshot received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", ck, "tenant", sb.Tenant, "from", from)
+	return nil
+}
+
+// receive keeps r, the snapshot t names, on this node
+// (node.Node.ReceiveSnapshot): a refusal of the node's is answered as it
+// is coded, anything else is what (internal).
+func (s *core) receive(ctx context.Context, t node.Transfer, r io.Reader, what string) error {
+	err := s.opts.Node.ReceiveSnapshot(ctx, t, r)
+	if se := (*sandbox.Error)(nil); err != nil && errors.As(err, &se) {
+		return se
+	}
+	if err != nil {
+		return s.internal(what, err)
+	}
 	return nil
 }
 
@@ -282,11 +293,8 @@ func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t nod
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s's runtime keeps no memory image: sandbox %s's checkpoint %s holds one", s.opts.NodeName, sb.Name, t.Checkpoint).
 			WithHint("move it to a node of a runtime with memory checkpoints (runsc), or delete that checkpoint first").With("node", s.opts.NodeName)
 	}
-	if err := s.opts.Node.ReceiveSnapshot(ctx, t, r); err != nil {
-		if se := (*sandbox.Error)(nil); errors.As(err, &se) {
-			return se
-		}
-		return s.internal("receive a moved memory image", err)
+	if err := s.receive(ctx, t, r, "receive a moved memory image"); err != nil {
+		return err
 	}
 	s.log.Info("moved memory image received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", t.Checkpoint, "tenant", sb.Tenant)
 	return nil

@@ -280,7 +280,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 
 // startNew starts sb, a new sandbox whose creating row exists, on its
 // root from root (its image fetched from another node first when this
-// one lacks it: Images.fetchImage), and sets its row running with
+// one lacks it: peerImages.fetch), and sets its row running with
 // reason. The start waits
 // its turn in the heavy queue with the caller's deadline; from then on a
 // caller that goes away must not leave half a sandbox, so the rest runs
@@ -288,7 +288,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 // runner.undoCreate). The caller holds sb's name's lock.
 func (s *Sandboxes) startNew(ctx context.Context, sb sandbox.Sandbox, root node.Source, reason string) (sandbox.Sandbox, error) {
 	if !root.Received && root.Checkpoint == "" {
-		if err := s.images.fetchImage(ctx, root.Image); err != nil {
+		if err := s.images.peers.fetch(ctx, root.Image); err != nil {
 			dctx, cancel := detached(ctx)
 			defer cancel()
 			s.run.undoCreate(dctx, sb)

@@ -226,6 +226,7 @@ func New(opts Options) (*Service, error) {
 	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds,
 		commands: newHeavy(opts.MaxConcurrentExecs, "command starts", startTimeout, c.now), hold: execHold}
 	imgs := &Images{core: c, adm: adm, checkpoints: cks, sandboxes: sbs, processes: procs}
+	imgs.peers = peerImages{core: c, storing: imgs.storing}
 	sbs.images = imgs
 	return &Service{
 		Sandboxes:   sbs,
