@@ -17,17 +17,26 @@ import (
 
 var _ driver.MemoryMover = (*Driver)(nil)
 
-// SendMemory implements driver.MemoryMover: image key's directory, once
-// its seal is done, as a tar of its sealed data key and its sealed files,
-// as they are at rest.
+// SendMemory implements driver.MemoryMover (images.send).
 func (d *Driver) SendMemory(ctx context.Context, key string, w io.Writer) error {
+	return d.images.send(ctx, key, w)
+}
+
+// ReceiveMemory implements driver.MemoryMover (images.receive).
+func (d *Driver) ReceiveMemory(ctx context.Context, key string, r io.Reader) error {
+	return d.images.receive(ctx, key, r)
+}
+
+// send writes image key's directory to w, once its seal is done, as a tar
+// of its sealed data key and its sealed files, as they are at rest.
+func (i *images) send(ctx context.Context, key string, w io.Writer) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: send memory image %q: want lowercase letters and digits", key)
 	}
-	if err := d.images.seals.waitKey(ctx, key); err != nil {
+	if err := i.seals.waitKey(ctx, key); err != nil {
 		return fmt.Errorf("oci: send memory image %s: wait for its seal: %w", key, err)
 	}
-	dir := d.dir.memoryDir(key)
+	dir := i.dir.memoryDir(key)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("oci: send memory image %s: %w", key, driver.ErrNotFound)
@@ -65,21 +74,22 @@ func sendFile(tw *tar.Writer, path, name string) error {
 	return err
 }
 
-// ReceiveMemory implements driver.MemoryMover: the image is written to
+// receive stores image key from a stream send wrote: it is written to
 // <key>.tmp (which Recover removes if a daemon stop cuts it short) and
 // renamed into place whole. A stream with anything but the sealed data
 // key and sealed regular files, each with a plain name, is refused
-// (driver.ErrInvalidImage), leaving nothing.
-func (d *Driver) ReceiveMemory(ctx context.Context, key string, r io.Reader) error {
+// (driver.ErrInvalidImage), leaving nothing; an image it has already is
+// kept, the stream read and dropped.
+func (i *images) receive(ctx context.Context, key string, r io.Reader) error {
 	if validID(key) != nil {
 		return fmt.Errorf("oci: receive memory image %q: want lowercase letters and digits", key)
 	}
-	dir := d.dir.memoryDir(key)
+	dir := i.dir.memoryDir(key)
 	if _, err := os.Stat(dir); err == nil {
 		_, err = io.Copy(io.Discard, r)
 		return err
 	}
-	if err := os.MkdirAll(d.dir.memory(), 0o700); err != nil {
+	if err := os.MkdirAll(i.dir.memory(), 0o700); err != nil {
 		return err
 	}
 	tmp := dir + ".tmp"
@@ -97,7 +107,7 @@ func (d *Driver) ReceiveMemory(ctx context.Context, key string, r io.Reader) err
 		os.RemoveAll(tmp)
 		return fmt.Errorf("oci: receive memory image %s: %w", key, err)
 	}
-	return syncDir(d.dir.memory())
+	return syncDir(i.dir.memory())
 }
 
 // receiveFiles writes the files of the tar r, each synced, into dir,

@@ -42,7 +42,7 @@ func tarOf(t *testing.T, entries ...tar.Header) *bytes.Buffer {
 func TestReceiveMemoryHostile(t *testing.T) {
 	state := t.TempDir()
 	outside := t.TempDir()
-	d := &Driver{dir: stateDir{path: state}}
+	d := &images{dir: stateDir{path: state}}
 	key := func(name string) tar.Header { return tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o600} }
 	for what, entries := range map[string][]tar.Header{
 		"a symlink":          {key("key"), {Name: "pages.img.sealed", Typeflag: tar.TypeSymlink, Linkname: outside + "/x"}},
@@ -55,7 +55,7 @@ func TestReceiveMemoryHostile(t *testing.T) {
 		"another file":       {key("key"), key("runsc.log")},
 		"no key":             {key("pages.img.sealed")},
 	} {
-		err := d.ReceiveMemory(t.Context(), "ck1", tarOf(t, entries...))
+		err := d.receive(t.Context(), "ck1", tarOf(t, entries...))
 		if !errors.Is(err, driver.ErrInvalidImage) {
 			t.Errorf("an image with %s = %v; want ErrInvalidImage", what, err)
 		}
@@ -66,10 +66,10 @@ func TestReceiveMemoryHostile(t *testing.T) {
 	if left, _ := os.ReadDir(outside); len(left) != 0 {
 		t.Errorf("hostile images wrote %v outside the state dir", left)
 	}
-	if err := d.ReceiveMemory(t.Context(), "ck1", tarOf(t, key("key"), key("checkpoint.img.sealed"), key("pages_meta.img.sealed"))); err != nil {
+	if err := d.receive(t.Context(), "ck1", tarOf(t, key("key"), key("checkpoint.img.sealed"), key("pages_meta.img.sealed"))); err != nil {
 		t.Fatalf("a whole image = %v", err)
 	}
-	if err := d.ReceiveMemory(t.Context(), "ck1", tarOf(t, key("key"))); err != nil {
+	if err := d.receive(t.Context(), "ck1", tarOf(t, key("key"))); err != nil {
 		t.Fatalf("an image the node has already = %v; want it kept as it was", err)
 	}
 	got, _ := os.ReadDir(d.dir.memoryDir("ck1"))
