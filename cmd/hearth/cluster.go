@@ -101,6 +101,17 @@ type doorCluster struct {
 	imageNode func(ctx context.Context) (string, error)
 }
 
+// newDoorCluster is the doors' view of member's node on the store where,
+// with its forwarder fwd (nil on SQLite); on a control plane whose fleet
+// names the node that makes images, calls that make one go there.
+func newDoorCluster(member *cluster.Member, where string, fwd *cluster.Forwarder, fleet lifecycle.Fleet) doorCluster {
+	nodes := doorCluster{member: member, store: where, fwd: fwd}
+	if f, ok := fleet.(imageMaker); ok && fwd != nil {
+		nodes.imageNode = f.ImageNode
+	}
+	return nodes
+}
+
 // imageMaker is a fleet that names the node a control plane's image
 // calls go to (kube.Fleet).
 type imageMaker interface {
@@ -141,8 +152,10 @@ func pickLive(m *cluster.Member, storeName string) func(ctx context.Context, sb 
 
 // forwarding is the forwarder of a daemon on a shared store (nil on
 // SQLite: only a shared store has other nodes to send calls and moves
-// to), with opts' Move and PickNode set to it; svc returns the service
-// once lifecycle.New made it (the forwarder asks it where a sandbox is).
+// to), with opts' Move, PickNode and FetchLayer set to it, waking ahead
+// of calls on a fleet (cluster.Forwarder.SetWakeMoves); svc returns the
+// service once lifecycle.New made it (the forwarder asks it where a
+// sandbox is).
 func forwarding(cfg serveConfig, member *cluster.Member, storeName string, opts *lifecycle.Options, svc func() *lifecycle.Service) *cluster.Forwarder {
 	if cfg.storeURL == "" {
 		return nil
@@ -151,5 +164,7 @@ func forwarding(cfg serveConfig, member *cluster.Member, storeName string, opts 
 		return svc().Sandboxes.NodeOf(ctx, p, ref)
 	})
 	opts.Move, opts.PickNode, opts.FetchLayer = fwd.MoveSnapshot, pickLive(member, storeName), fwd.FetchLayer
+	// A fleet's nodes move a sandbox to wake it where they are full.
+	fwd.SetWakeMoves(cfg.kube.role != kubeNone)
 	return fwd
 }

@@ -180,9 +180,6 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	}
 	var svc *lifecycle.Service
 	fwd := forwarding(cfg, member, where, &opts, func() *lifecycle.Service { return svc })
-	if fwd != nil && cfg.kube.role != kubeNone {
-		fwd.SetWakeMoves(true) // a fleet's nodes move a sandbox to wake it where they are full
-	}
 	finishKube, err := kubeWiring(cfg, &opts, stderr, log)
 	if err != nil {
 		return err
@@ -202,11 +199,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	go svc.Run(ctx)
 	finishKube(ctx, svc, rec, member.Address())
 	fmt.Fprintf(stdout, "hearth: listening on http://%s (node %s, runtime %s, data %s, instance %s, store %s)\n", ln.Addr(), cfg.node, cfg.runtime, cfg.dataDir, inst.Instance, where)
-	nodes := doorCluster{member: member, store: where, fwd: fwd}
-	if f, ok := opts.Fleet.(imageMaker); ok && fwd != nil {
-		nodes.imageNode = f.ImageNode // a control plane makes no image: a node does
-	}
-	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, nodes, rec, reg, log), log)
+	return serveAPI(ctx, ln, apiHandler(cfg, svc, db, newDoorCluster(member, where, fwd, opts.Fleet), rec, reg, log), log)
 }
 
 // sandboxHost is what runs a daemon's sandboxes: the sandbox network, the
