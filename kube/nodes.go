@@ -70,7 +70,7 @@ func (f *Fleet) PickNode(ctx context.Context, sb sandbox.Sandbox) (string, error
 		return "", err
 	}
 	for _, n := range list.Items {
-		if n.Name == sb.Node || n.Spec.Unschedulable || !nodeReady(&n) {
+		if n.Name == sb.Node || !takesPods(&n) {
 			continue
 		}
 		if fits(n.Status.Allocatable, specs[n.Name], requests(sb.Resources)) {
@@ -102,7 +102,7 @@ func (f *Fleet) ImageNode(ctx context.Context) (string, error) {
 	}
 	var names []string
 	for _, n := range list.Items {
-		if !n.Spec.Unschedulable && nodeReady(&n) {
+		if takesPods(&n) {
 			names = append(names, n.Name)
 		}
 	}
@@ -127,6 +127,9 @@ func (f *Fleet) podSpecsByNode(ctx context.Context) (map[string][]corev1.PodSpec
 	}
 	return out, nil
 }
+
+// takesPods says whether n takes new Pods now: Ready and not cordoned.
+func takesPods(n *corev1.Node) bool { return !n.Spec.Unschedulable && nodeReady(n) }
 
 // nodeReady says whether n's Ready condition is true.
 func nodeReady(n *corev1.Node) bool {

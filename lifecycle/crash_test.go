@@ -822,9 +822,7 @@ func moveCrashCase() crashCase {
 	return crashCase{
 		name: "Move",
 		opts: func(o *envOptions) {
-			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
-				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, memory, r)
-			}
+			o.Move = moveTo(&b)
 		},
 		setup: func(t *testing.T, e *env) scene {
 			e.twoDataDirs(t)
@@ -901,9 +899,7 @@ func forkElsewhereCrashCase() crashCase {
 	return crashCase{
 		name: "ForkElsewhere",
 		opts: func(o *envOptions) {
-			o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
-				return b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, memory, r)
-			}
+			o.Move = moveTo(&b)
 			o.Fits = func(context.Context, sandbox.Sandbox) bool { return false }
 			o.PickNode = func(context.Context, sandbox.Sandbox) (string, error) { return "b", nil }
 			o.PlaceOn = func(ctx context.Context, sb sandbox.Sandbox, check bool) error {
@@ -939,6 +935,14 @@ func forkElsewhereCrashCase() crashCase {
 			}
 			e.wantData(t, "src", sc.data)
 		},
+	}
+}
+
+// moveTo is an Options.Move that delivers to node *b, the service setup
+// makes, as sent by node "local".
+func moveTo(b **lifecycle.Service) func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
+	return func(ctx context.Context, _ string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
+		return (*b).Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, ck, memory, r)
 	}
 }
 
