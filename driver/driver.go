@@ -227,17 +227,19 @@ type Capabilities struct {
 type MemoryCheckpointer interface {
 	// CheckpointMemory saves the memory and processes of running sandbox
 	// id as the image called key (letters and digits), and leaves the
-	// sandbox running. The sandbox is held still while paused runs, so
-	// that what paused captures of its root (the host's snapshot) and the
-	// image are of one instant; an error of paused fails the call, and
-	// leaves no image. Connections to the sandbox's agent in flight are
-	// closed. It returns ErrNotFound for an unknown id and an error for a
-	// stopped sandbox; a failed call leaves the sandbox running as it was.
+	// sandbox running, or with opts.Stop stopped. The sandbox is held
+	// still while opts.Paused runs, so that what it captures of the root
+	// (the host's snapshot) and the image are of one instant; an error of
+	// Paused fails the call, and leaves no image. Connections to the
+	// sandbox's agent in flight are closed. It returns ErrNotFound for an
+	// unknown id and an error for a stopped sandbox; a failed call leaves
+	// the sandbox running as it was, except that with opts.Stop a failure
+	// after the image is whole may leave it stopped.
 	// The driver may finish writing the image after it returns (runsc
 	// seals it to disk in the background): RestoreMemory then waits for
 	// it, DeleteMemory stops it, and Recover finishes an image a daemon
 	// stop interrupted, so that a call that returned nil is an image.
-	CheckpointMemory(ctx context.Context, id, key string, paused func() error) error
+	CheckpointMemory(ctx context.Context, id, key string, opts MemoryOptions) error
 	// RestoreMemory starts stopped sandbox spec.ID from image key, which
 	// CheckpointMemory saved of it: its processes resume where the image
 	// left them, on the root the host has put back to the same instant.
@@ -246,6 +248,19 @@ type MemoryCheckpointer interface {
 	RestoreMemory(ctx context.Context, spec Spec, key string) error
 	// DeleteMemory removes image key; a missing one is no error.
 	DeleteMemory(ctx context.Context, key string) error
+}
+
+// MemoryOptions says what CheckpointMemory does while the sandbox is held
+// still, and how it leaves the sandbox.
+type MemoryOptions struct {
+	// Paused, if not nil, runs while the sandbox is held still, before
+	// the image is taken.
+	Paused func() error
+	// Stop leaves the sandbox stopped at the image's instant, as Stop
+	// does, instead of resuming it: nothing runs in it after the image,
+	// so its root stays as Paused found it, and a RestoreMemory of the
+	// image on that root loses nothing.
+	Stop bool
 }
 
 // MemoryMover is implemented by MemoryCheckpointers whose images can go

@@ -22,6 +22,11 @@ type Checkpoints struct {
 	usage *usageCache
 }
 
+// asleepSince, followed by a checkpoint id, is the reason of a sandbox a
+// checkpoint left asleep (see CheckpointRequest.Sleep): Recover finishes
+// the sleep of one a daemon stop left running after the snapshot.
+const asleepSince = "asleep since checkpoint "
+
 // restoringTo, followed by a checkpoint id, is the reason of a stopped
 // sandbox that Restore is restoring: Recover finishes what it finds.
 const restoringTo = "restoring to checkpoint "
@@ -44,6 +49,12 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // no command running (a command's stream to its caller would be cut:
 // unavailable, retry once it ends), and a runtime that can
 // (invalid_argument otherwise).
+//
+// With req.Sleep, a running sandbox is left asleep: with req.Memory at
+// the checkpoint's instant, never resumed, so that a restore of the
+// checkpoint (here, or on another node after a move) resumes its
+// processes with nothing lost or repeated between; without, it is put to
+// sleep just before its files are saved.
 func (s *Checkpoints) Checkpoint(ctx context.Context, p sandbox.Principal, ref string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
 	if err := sandbox.ValidateLabel(req.Label); err != nil {
 		return sandbox.Checkpoint{}, err
@@ -106,6 +117,13 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	s.crash("checkpoint: row inserted")
 	prev := sb
 	sb.Head, sb.UpdatedAt = c.ID, s.now().UTC()
+	// A running sandbox that is to sleep says so first, as a sleep does
+	// (a daemon killed before the node stops it leaves a sleeping row
+	// over a running sandbox, which Recover adopts as running).
+	sleeps := req.Sleep && sb.Status == sandbox.StatusRunning
+	if sleeps {
+		sb.Status, sb.Reason = sandbox.StatusSleeping, asleepSince+c.ID
+	}
 	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		s.unrecord(ctx, prev, c)
 		return sandbox.Checkpoint{}, s.internal("update head", err)
@@ -113,10 +131,20 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	s.crash("checkpoint: head moved")
 	// The node holds the sandbox still around the snapshot as it needs
 	// (see node.Node.Checkpoint), and leaves nothing of a failed one.
-	opts := node.CheckpointOptions{Running: sb.Status == sandbox.StatusRunning, Memory: req.Memory}
+	opts := node.CheckpointOptions{Running: prev.Status == sandbox.StatusRunning, Memory: req.Memory, Stop: sleeps}
 	if err := s.opts.Node.Checkpoint(ctx, sb.ID, c.ID, opts); err != nil {
-		s.unrecord(ctx, sb, c)
+		if sb = s.unrecord(ctx, sb, c); sleeps {
+			// Running as it was, as the node leaves it; a sandbox a
+			// failure stopped anyway is found so by the sweep.
+			s.setStatus(ctx, sb, prev.Status, prev.Reason)
+		}
 		return sandbox.Checkpoint{}, s.internal("checkpoint "+sb.ID, err)
+	}
+	if sleeps {
+		s.log.Info("sandbox asleep", "sandbox", sb.Name, "reason", sb.Reason)
+		if s.opts.Asleep != nil {
+			s.opts.Asleep(ctx, sb, true)
+		}
 	}
 	// The row says memory once the image is whole: a daemon killed
 	// before leaves a checkpoint of the files only (its image, if any, is

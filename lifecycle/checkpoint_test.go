@@ -2,12 +2,14 @@ package lifecycle_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/hearth/hearth/driver"
 	driverfake "github.com/hearth/hearth/driver/fake"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -284,4 +286,71 @@ type firstWrite struct {
 func (w *firstWrite) Write(p []byte) (int, error) {
 	w.once.Do(func() { close(w.c) })
 	return len(p), nil
+}
+
+// TestCheckpointSleep: a checkpoint asked to sleep leaves a running
+// sandbox asleep, its Pod's room given back (Asleep): with memory, its
+// driver stopped it at the image (never thawed), and a restore of the
+// checkpoint resumes its processes from the image; without, it sleeps
+// and the checkpoint holds its files. A checkpoint that fails leaves it
+// running as it was, with no checkpoint.
+func TestCheckpointSleep(t *testing.T) {
+	ctx := t.Context()
+	drv := driverfake.New(driverfake.Options{Memory: true})
+	t.Cleanup(func() { drv.Close() })
+	var asleep []string
+	e := newEnv(t, func(o *envOptions) {
+		o.Driver = drv
+		o.Asleep = func(_ context.Context, sb sandbox.Sandbox, a bool) {
+			if a {
+				asleep = append(asleep, sb.Name)
+			}
+		}
+	})
+	sb := e.create(t, a1, "web")
+	e.exec(t, a1, "web", "echo v1 > data.txt")
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Memory: true, Sleep: true})
+	if err != nil || !ck.Memory {
+		t.Fatalf("Checkpoint(memory, sleep) = %+v, %v; want one with memory", ck, err)
+	}
+	got, err := e.svc.Sandboxes.Get(ctx, a1, "web")
+	if err != nil || got.Status != sandbox.StatusSleeping || got.Head != ck.ID || got.Reason != "asleep since checkpoint "+ck.ID {
+		t.Errorf("after Checkpoint(memory, sleep) the sandbox = %s %q head %s, %v; want sleeping since %s", got.Status, got.Reason, got.Head, err, ck.ID)
+	}
+	if st, err := drv.State(ctx, sb.ID); err != nil || st.Status != driver.StatusStopped || drv.Count(driverfake.OpThaw, sb.ID) != 0 {
+		t.Errorf("the driver has it %+v, %v, thawed %d times; want stopped, never thawed", st, err, drv.Count(driverfake.OpThaw, sb.ID))
+	}
+	if !slices.Equal(asleep, []string{sb.Name}) {
+		t.Errorf("Asleep told of %q, want [%s]", asleep, sb.Name)
+	}
+	if got, err := e.svc.Checkpoints.Restore(ctx, a1, "web", ck.ID); err != nil || !strings.HasSuffix(got.Reason, "with its processes") || drv.RestoredFrom(sb.ID) != ck.ID {
+		t.Errorf("Restore = %q, %v, from %q; want it resumed from %s", got.Reason, err, drv.RestoredFrom(sb.ID), ck.ID)
+	}
+
+	// Files only: asleep, its checkpoint holding what it wrote.
+	e.exec(t, a1, "web", "echo v2 > data.txt")
+	ck2, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Sleep: true})
+	if got, _ := e.svc.Sandboxes.Get(ctx, a1, "web"); err != nil || ck2.Memory || got.Status != sandbox.StatusSleeping {
+		t.Fatalf("Checkpoint(sleep) = %+v, %v, sandbox %s; want a files checkpoint and the sandbox asleep", ck2, err, got.Status)
+	}
+	e.exec(t, a1, "web", "echo v3 > data.txt")
+	if _, err := e.svc.Checkpoints.Restore(ctx, a1, "web", ck2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := e.exec(t, a1, "web", "cat data.txt"); out != "v2\n" {
+		t.Errorf("restored to the sleeping checkpoint, data.txt = %q, want v2", out)
+	}
+
+	// A failed checkpoint: running as it was, nothing recorded.
+	f := newEnv(t, func(o *envOptions) { o.Layers = failingSnapshots{o.Layers} })
+	f.create(t, a1, "web")
+	if _, err := f.svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Sleep: true}); err == nil {
+		t.Fatal("Checkpoint(sleep) with failing snapshots = nil, want an error")
+	}
+	if got, _ := f.svc.Sandboxes.Get(ctx, a1, "web"); got.Status != sandbox.StatusRunning || got.Head != "" {
+		t.Errorf("after a failed Checkpoint(sleep) the sandbox = %s head %q; want running, no head", got.Status, got.Head)
+	}
+	if list, _ := f.svc.Checkpoints.ListCheckpoints(ctx, a1, "web"); len(list) != 0 {
+		t.Errorf("a failed checkpoint left %+v", list)
+	}
 }

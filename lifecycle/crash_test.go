@@ -126,6 +126,33 @@ func checkpointCase(memory bool) crashCase {
 	return c
 }
 
+// sleepingCheckpointCase is a memory checkpoint that leaves its sandbox
+// asleep, killed at each of its points: before the snapshot the sandbox
+// runs on, adopted; after it, it sleeps (Recover stops it if the kill
+// came before the node did), its checkpoint holding what it held.
+func sleepingCheckpointCase() crashCase {
+	c := checkpointCase(true)
+	c.name = "SleepingCheckpoint"
+	c.run = func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+		_, err := svc.Checkpoints.Checkpoint(ctx, a1, "web", sandbox.CheckpointRequest{Label: "second", Memory: true, Sleep: true})
+		return err
+	}
+	c.new = func(t *testing.T, e *env, sc scene) {
+		cks := e.checkpoints(t, "web")
+		if len(cks) != 2 || cks[1].Parent != sc.cks[0].ID || cks[1].Label != "second" {
+			t.Fatalf("checkpoints = %+v, want %s and a child of it labelled second", cks, sc.cks[0].ID)
+		}
+		e.wantRow(t, "web", sandbox.StatusSleeping, "asleep since checkpoint "+cks[1].ID)
+		if st, err := e.drv.State(t.Context(), sc.sb.ID); err != nil || st.Status != driver.StatusStopped {
+			t.Fatalf("the runtime has web %+v, %v; want it stopped", st, err)
+		}
+		e.wantTree(t, "web", cks[1].ID, cks...)
+		e.restore(t, "web", cks[1].ID)
+		e.wantData(t, "web", sc.data)
+	}
+	return c
+}
+
 // scene is what a crash case's setup made: sandbox web (or src, for
 // Fork), its checkpoints, oldest first, and what data.txt holds in it.
 type scene struct {
@@ -214,6 +241,7 @@ var crashCases = []crashCase{
 	},
 	checkpointCase(false),
 	checkpointCase(true),
+	sleepingCheckpointCase(),
 	{
 		name: "DeleteCheckpoint",
 		setup: func(t *testing.T, e *env) scene {

@@ -96,6 +96,10 @@ func (s *sweeper) reconcileOne(ctx context.Context, sb sandbox.Sandbox, states m
 		}
 	case sb.Status == sandbox.StatusStopped && isRestoring:
 		s.finishRestore(ctx, sb, restoring, running)
+	case running && sb.Status == sandbox.StatusSleeping && sb.Head != "" && sb.Reason == asleepSince+sb.Head:
+		// A checkpoint that was to leave it asleep was taken (its
+		// snapshot is whole): the sleep is finished.
+		s.finishSleep(ctx, sb)
 	case running:
 		s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
 	case sb.Status == sandbox.StatusSleeping && strings.HasPrefix(sb.Reason, movingTo("")):
@@ -109,6 +113,18 @@ func (s *sweeper) reconcileOne(ctx context.Context, sb sandbox.Sandbox, states m
 	default:
 		s.setStatus(ctx, sb, sandbox.StatusStopped, "vanished from the runtime (host restart?)")
 	}
+}
+
+// finishSleep stops sb, whose row says it sleeps since its head
+// checkpoint though it still runs; one that will not stop is adopted as
+// running.
+func (s *sweeper) finishSleep(ctx context.Context, sb sandbox.Sandbox) {
+	if err := s.opts.Node.Stop(ctx, sb.ID); err != nil {
+		s.log.Error("finish a sleep a daemon stop cut short", "sandbox", sb.Name, "err", err)
+		s.setStatus(ctx, sb, sandbox.StatusRunning, "adopted after daemon restart")
+		return
+	}
+	s.log.Warn("finished a checkpoint's sleep interrupted by a daemon stop", "sandbox", sb.Name, "checkpoint", sb.Head)
 }
 
 // adopt returns the rows this node reconciles: its own, and those its

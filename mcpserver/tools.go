@@ -68,6 +68,7 @@ type checkpointIn struct {
 	Sandbox string `json:"sandbox"`
 	Label   string `json:"label,omitempty"`
 	Memory  bool   `json:"memory,omitempty" jsonschema:"save the processes' memory too (gVisor only): a restore resumes them where they were"`
+	Sleep   bool   `json:"sleep,omitempty" jsonschema:"leave the sandbox asleep at the checkpoint; with memory its processes stop where the checkpoint holds them"`
 }
 
 type checkpointOut struct {
@@ -140,7 +141,7 @@ func (t tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) 
 }
 
 func (t tools) checkpoint(ctx context.Context, _ *mcp.CallToolRequest, in checkpointIn) (*mcp.CallToolResult, checkpointOut, error) {
-	ck, err := t.s.svc.Checkpoints.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label, Memory: in.Memory})
+	ck, err := t.s.svc.Checkpoints.Checkpoint(ctx, t.p, in.Sandbox, sandbox.CheckpointRequest{Label: in.Label, Memory: in.Memory, Sleep: in.Sleep})
 	if err != nil {
 		return nil, checkpointOut{}, t.s.publicError(ctx, "sandbox_checkpoint", err)
 	}

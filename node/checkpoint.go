@@ -12,7 +12,8 @@ import (
 // Checkpoint implements Node. The root's dirty data is written out first
 // (a snapshot's cost grows with what the sandbox wrote lately, ≈300 ms
 // for 500 MB), so that the time the sandbox is held still is the
-// snapshot itself.
+// snapshot itself. With opts.Stop a running sandbox ends stopped: at the
+// snapshot's instant with its memory, stopped before it without.
 func (l *Local) Checkpoint(ctx context.Context, id, ck string, opts CheckpointOptions) error {
 	if info, err := l.opts.Layers.Stat(ctx, rootKey(id)); err == nil {
 		layers.Syncfs(info.Path)
@@ -22,7 +23,13 @@ func (l *Local) Checkpoint(ctx context.Context, id, ck string, opts CheckpointOp
 		if mc == nil {
 			return errors.New("the driver cannot checkpoint memory")
 		}
-		return l.checkpointMemory(ctx, id, ck, mc)
+		return l.checkpointMemory(ctx, id, ck, opts.Stop, mc)
+	}
+	if opts.Stop && opts.Running {
+		if err := l.Stop(ctx, id); err != nil {
+			return fmt.Errorf("stop: %w", err)
+		}
+		opts.Running = false
 	}
 	return l.snapshot(ctx, id, ck, opts.Running)
 }
@@ -71,11 +78,11 @@ func (l *Local) freezeForSnapshots() bool {
 
 // checkpointMemory takes checkpoint ck of running sandbox id with its
 // memory: the driver holds the sandbox still while the root's snapshot is
-// taken, and saves its memory as the image called ck. A failure leaves
-// neither.
-func (l *Local) checkpointMemory(ctx context.Context, id, ck string, mc driver.MemoryCheckpointer) error {
+// taken, and saves its memory as the image called ck; with stop it leaves
+// the sandbox stopped there. A failure leaves neither.
+func (l *Local) checkpointMemory(ctx context.Context, id, ck string, stop bool, mc driver.MemoryCheckpointer) error {
 	snapped := false
-	err := mc.CheckpointMemory(ctx, id, ck, func() error {
+	err := mc.CheckpointMemory(ctx, id, ck, driver.MemoryOptions{Stop: stop, Paused: func() error {
 		l.crash("checkpoint: frozen")
 		if err := l.opts.Layers.Snapshot(ctx, checkpointKey(ck), rootKey(id)); err != nil {
 			return err
@@ -83,7 +90,7 @@ func (l *Local) checkpointMemory(ctx context.Context, id, ck string, mc driver.M
 		snapped = true
 		l.crash("checkpoint: snapshot taken")
 		return nil
-	})
+	}})
 	if err == nil {
 		return nil
 	}

@@ -275,6 +275,36 @@ func TestCheckpointMemory(t *testing.T) {
 	}
 }
 
+// TestCheckpointStop: with Stop, a running sandbox ends stopped, with its
+// memory image or without, and its checkpoint is whole.
+func TestCheckpointStop(t *testing.T) {
+	ctx := t.Context()
+	for _, memory := range []bool{true, false} {
+		w := newWorld(t, driverfake.Options{Memory: true}, nil)
+		w.start(t, "x1", node.Source{Image: "default"})
+		w.write(t, "x1", "v1")
+		if err := w.n.Checkpoint(ctx, "x1", "c1", node.CheckpointOptions{Running: true, Memory: memory, Stop: true}); err != nil {
+			t.Fatalf("Checkpoint(memory %v, stop) = %v", memory, err)
+		}
+		if st, err := w.drv.State(ctx, "x1"); err != nil || st.Status != driver.StatusStopped {
+			t.Errorf("memory %v: after Checkpoint(stop), State = %+v, %v; want stopped", memory, st, err)
+		}
+		wantImages := []string(nil)
+		if memory {
+			wantImages = []string{"c1"}
+		}
+		if inv := w.inventory(t); !slices.Equal(inv.Checkpoints, []string{"c1"}) || !slices.Equal(w.drv.Images(), wantImages) {
+			t.Errorf("memory %v: checkpoints %q, images %q; want c1 and %q", memory, inv.Checkpoints, w.drv.Images(), wantImages)
+		}
+		if err := w.n.Rollback(ctx, "x1", "c1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.read(t, "x1"); got != "v1" {
+			t.Errorf("memory %v: the checkpoint holds %q, want v1", memory, got)
+		}
+	}
+}
+
 // TestRollbackAndFork: Rollback puts a checkpoint's content back in the
 // root; a Start from it under another id is a fork; DeleteCheckpoint
 // removes its snapshot and image.

@@ -253,6 +253,11 @@ type CheckpointOptions struct {
 	// Memory saves its memory and processes too, at the snapshot's
 	// instant; it needs Running and Capabilities.MemoryCheckpoint.
 	Memory bool
+	// Stop leaves a running sandbox stopped, as Stop does: with Memory
+	// at the snapshot's instant, so that nothing runs between the two and
+	// a restore of the checkpoint resumes it losing nothing; without,
+	// before the snapshot.
+	Stop bool
 }
 
 // Inventory is what a node holds, reported at Recover.

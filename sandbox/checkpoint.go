@@ -59,4 +59,9 @@ type CheckpointRequest struct {
 	// (gVisor): a restore then resumes the processes where they were,
 	// instead of starting them afresh on the checkpoint's files.
 	Memory bool `json:"memory,omitempty"`
+	// Sleep leaves a running sandbox asleep at the checkpoint: with
+	// Memory its processes are stopped at the instant their memory is
+	// saved, so that restoring the checkpoint resumes them losing
+	// nothing (what moving a running sandbox to another node needs).
+	Sleep bool `json:"sleep,omitempty"`
 }

@@ -17,12 +17,13 @@ func runCheckpoint(ctx context.Context, c *cli, args []string) error {
 	label := fs.String("label", "", "a `LABEL` to recognize the checkpoint by, e.g. \"before migration\"")
 	del := fs.String("delete", "", "delete checkpoint `ID` instead of taking one")
 	memory := fs.Bool("memory", false, "save the processes' memory too (gVisor): a restore resumes them where they were")
+	sleep := fs.Bool("sleep", false, "leave the sandbox asleep at the checkpoint (with --memory its processes stop where the checkpoint holds them)")
 	pos, err := fs.parseArgs(args, "checkpoint", "NAME")
 	if err != nil {
 		return err
 	}
-	if *del != "" && (*label != "" || *memory) {
-		return &usageError{verb: "checkpoint", msg: "--label and --memory do not go with --delete"}
+	if *del != "" && (*label != "" || *memory || *sleep) {
+		return &usageError{verb: "checkpoint", msg: "--label, --memory and --sleep do not go with --delete"}
 	}
 	cl := c.client()
 	if *del != "" {
@@ -35,7 +36,7 @@ func runCheckpoint(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "deleted checkpoint %s of %s\n", *del, pos[0])
 		return nil
 	}
-	cp, err := cl.Checkpoint(ctx, pos[0], sandbox.CheckpointRequest{Label: *label, Memory: *memory})
+	cp, err := cl.Checkpoint(ctx, pos[0], sandbox.CheckpointRequest{Label: *label, Memory: *memory, Sleep: *sleep})
 	if err != nil {
 		return err
 	}

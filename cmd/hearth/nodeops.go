@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/hearth/hearth/client"
@@ -63,13 +66,17 @@ type drained struct {
 	Sandbox string         `json:"sandbox"`
 	Node    string         `json:"node,omitempty"`
 	Status  sandbox.Status `json:"status,omitempty"`
-	Error   *sandbox.Error `json:"error,omitempty"`
+	// Processes says what became of a running sandbox's processes:
+	// "kept" (resumed from a memory checkpoint), "restarted", or, when
+	// the restore failed, "held by checkpoint ID" (the sandbox sleeps;
+	// `hearth restore` of that checkpoint resumes them).
+	Processes string         `json:"processes,omitempty"`
+	Error     *sandbox.Error `json:"error,omitempty"`
 }
 
 // runNodeDrain cordons a node, then moves each of its sandboxes to a node
-// the sandbox's node chooses: a sleeping one as it is, a running one put
-// to sleep, moved and woken there (its processes start afresh). A
-// sandbox that cannot move stays where it is, and drain says why.
+// the sandbox's node chooses (see drainOne). A sandbox that cannot move
+// stays where it is, and drain says why.
 func runNodeDrain(ctx context.Context, c *cli, args []string) error {
 	fs := c.subFlagSet("node", "", nodeOps(), "drain")
 	pos, err := fs.parseArgs(args, "node drain", "NAME")
@@ -90,13 +97,9 @@ func runNodeDrain(ctx context.Context, c *cli, args []string) error {
 		if sb.Node != node {
 			continue
 		}
-		d := drained{Sandbox: sandbox.Ref(sb.Tenant, sb.Name)}
-		moved, err := drainOne(ctx, cl, d.Sandbox, sb.Status)
-		if err != nil {
-			d.Error, d.Node, d.Status = sandbox.AsError(err), sb.Node, sb.Status
+		d := drainOne(ctx, cl, sb)
+		if d.Error != nil {
 			failed++
-		} else {
-			d.Node, d.Status = moved.Node, moved.Status
 		}
 		out = append(out, d)
 	}
@@ -114,23 +117,84 @@ func runNodeDrain(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-// drainOne moves the sandbox ref, whose status is status, off its node.
-func drainOne(ctx context.Context, cl *client.Client, ref string, status sandbox.Status) (sandbox.Sandbox, error) {
-	running := status == sandbox.StatusRunning
-	if running {
-		if _, err := cl.Sleep(ctx, ref); err != nil {
-			return sandbox.Sandbox{}, err
-		}
+// drainOne moves sb off its node: a sleeping sandbox as it is; a running
+// one checkpointed with its memory and left asleep at that instant, moved,
+// and restored from the checkpoint there, its processes resuming where
+// they stopped (the checkpoint is then deleted; it stays when the restore
+// fails). Where its memory cannot
+// be saved (a runtime that cannot, or a command running), a running
+// sandbox is put to sleep, moved and woken, its processes starting
+// afresh. One that cannot move is running again where it was.
+func drainOne(ctx context.Context, cl *client.Client, sb sandbox.Sandbox) drained {
+	ref := sandbox.Ref(sb.Tenant, sb.Name)
+	d := drained{Sandbox: ref, Node: sb.Node, Status: sb.Status}
+	if sb.Status != sandbox.StatusRunning {
+		moved, err := cl.Move(ctx, ref, "")
+		return d.result(moved, err)
+	}
+	ck, err := cl.Checkpoint(ctx, ref, sandbox.CheckpointRequest{Label: "drain of node " + sb.Node, Memory: true, Sleep: true})
+	if cantSaveMemory(err) {
+		return d.restarted(ctx, cl, ref)
+	}
+	if err != nil {
+		return d.result(sandbox.Sandbox{}, err)
+	}
+	_, merr := cl.Move(ctx, ref, "")
+	// Restored where it now is: on its new node, or, when it could not
+	// move, back where it was.
+	back, err := cl.Restore(ctx, ref, ck.ID)
+	if err != nil {
+		d.Processes = "held by checkpoint " + ck.ID
+		return d.result(back, errors.Join(merr, err))
+	}
+	d.Processes = "restarted"
+	if strings.HasSuffix(back.Reason, "with its processes") {
+		d.Processes = "kept"
+	}
+	if err := cl.DeleteCheckpoint(ctx, ref, ck.ID); err != nil && merr == nil {
+		merr = err
+	}
+	return d.result(back, merr)
+}
+
+// cantSaveMemory says err refused a memory checkpoint for a reason a
+// drain goes around by restarting the processes: the runtime cannot save
+// memory, or a command is running (its stream would be cut either way).
+func cantSaveMemory(err error) bool {
+	e := sandbox.AsError(err)
+	if e == nil {
+		return false
+	}
+	_, running := e.Details["running"]
+	return e.Code == sandbox.CodeInvalidArgument || (e.Code == sandbox.CodeUnavailable && running)
+}
+
+// restarted moves running sandbox ref by putting it to sleep, moving it
+// and waking it: its processes start afresh.
+func (d drained) restarted(ctx context.Context, cl *client.Client, ref string) drained {
+	if _, err := cl.Sleep(ctx, ref); err != nil {
+		return d.result(sandbox.Sandbox{}, err)
 	}
 	moved, err := cl.Move(ctx, ref, "")
-	if running {
-		// Woken where it now is: on its new node, or, when it could not
-		// move, back where it was.
-		if woke, werr := cl.Wake(ctx, ref); werr == nil && err == nil {
+	// Woken where it now is, as drainOne's restore.
+	if woke, werr := cl.Wake(ctx, ref); werr == nil {
+		d.Processes = "restarted"
+		if err == nil {
 			moved = woke
 		}
 	}
-	return moved, err
+	return d.result(moved, err)
+}
+
+// result is d once its sandbox is sb, or failed with err (d's node and
+// status then stay as they were).
+func (d drained) result(sb sandbox.Sandbox, err error) drained {
+	if err != nil {
+		d.Error = sandbox.AsError(err)
+		return d
+	}
+	d.Node, d.Status = sb.Node, sb.Status
+	return d
 }
 
 // printDrained prints what drain did, a line per sandbox.
@@ -141,13 +205,13 @@ func printDrained(c *cli, node string, out []drained) {
 	}
 	fmt.Fprintf(c.stdout, "node %s cordoned\n", node)
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(tw, "SANDBOX\tNODE\tSTATUS\tERROR")
+	fmt.Fprintln(tw, "SANDBOX\tNODE\tSTATUS\tPROCESSES\tERROR")
 	for _, d := range out {
 		msg := ""
 		if d.Error != nil {
 			msg = string(d.Error.Code) + ": " + d.Error.Message
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Sandbox, d.Node, d.Status, msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Sandbox, d.Node, d.Status, cmp.Or(d.Processes, "-"), msg)
 	}
 	tw.Flush()
 }

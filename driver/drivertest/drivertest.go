@@ -115,6 +115,7 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("AgentOutOfReach", s.testAgentOutOfReach)
 	t.Run("Freeze", s.testFreeze)
 	t.Run("MemoryCheckpoint", s.testMemoryCheckpoint)
+	t.Run("MemoryCheckpointStop", s.testMemoryCheckpointStop)
 	t.Run("Egress", s.testEgress)
 	t.Run("EgressLimits", s.testEgressLimits)
 	t.Run("EgressRules", s.testEgressRules)

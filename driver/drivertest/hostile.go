@@ -237,7 +237,7 @@ func (s *suite) hostileCalls(t *testing.T, tg Target, d driver.Driver, spec driv
 	if mc, ok := d.(driver.MemoryCheckpointer); ok && d.Capabilities().MemoryCheckpoint {
 		key := "hostile" + newID()
 		bounded("CheckpointMemory", 10*time.Second, func(ctx context.Context) error {
-			return mc.CheckpointMemory(ctx, spec.ID, key, func() error { return nil })
+			return mc.CheckpointMemory(ctx, spec.ID, key, driver.MemoryOptions{})
 		})
 		mc.DeleteMemory(t.Context(), key)
 	}

@@ -2,6 +2,9 @@ package drivertest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +54,7 @@ func (s *suite) testMemoryCheckpoint(t *testing.T) {
 	key := "img" + newID()
 	pausedRan := false
 	began := time.Now()
-	if err := mc.CheckpointMemory(ctx, spec.ID, key, func() error { pausedRan = true; return nil }); err != nil {
+	if err := mc.CheckpointMemory(ctx, spec.ID, key, driver.MemoryOptions{Paused: func() error { pausedRan = true; return nil }}); err != nil {
 		t.Fatalf("CheckpointMemory(%s) = %v", spec.ID, err)
 	}
 	t.Logf("CheckpointMemory(%s) took %v", spec.ID, time.Since(began).Round(time.Millisecond))
@@ -87,6 +90,81 @@ func (s *suite) testMemoryCheckpoint(t *testing.T) {
 		t.Errorf("RestoreMemory of a deleted image = nil, want an error")
 	}
 	s.start(t, d, spec)
+}
+
+// countScript is a background process that counts in its memory and
+// appends each number, a line every 20 ms, to /tmp/count on the root.
+const countScript = `import os, time
+fd = os.open("/tmp/count", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+n = 0
+while True:
+    n += 1
+    os.write(fd, b"%d\n" % n)
+    time.sleep(0.02)
+`
+
+// testMemoryCheckpointStop, for a MemoryCheckpointer: CheckpointMemory
+// with Stop leaves the sandbox stopped at the image's instant. A process
+// counting onto the root has written no line more once the call returns
+// than Paused found there, the driver reports the sandbox stopped, and a
+// RestoreMemory on that root resumes the process, which goes on counting
+// from where it was: the file's lines run 1, 2, 3, … without a gap or a
+// repeat.
+func (s *suite) testMemoryCheckpointStop(t *testing.T) {
+	d := s.cfg.New(t).Driver
+	mc, ok := d.(driver.MemoryCheckpointer)
+	if !ok || !d.Capabilities().MemoryCheckpoint {
+		t.Skip("the driver cannot checkpoint memory (Capabilities().MemoryCheckpoint is false)")
+	}
+	spec := s.spec(t)
+	s.start(t, d, spec)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	sh := func(script string) string { return execArgv(t, d, spec.ID, "sh", "-c", script) }
+	sh("python3 -c '" + countScript + "' >/dev/null 2>&1 &")
+	waitFile(t, sh, "/tmp/count")
+	onHost := filepath.Join(spec.RootFS, "tmp", "count")
+	lines := func() []string {
+		b, err := os.ReadFile(onHost)
+		if err != nil {
+			t.Fatalf("read the count on the host: %v", err)
+		}
+		return strings.Fields(string(b))
+	}
+	time.Sleep(100 * time.Millisecond)
+
+	key := "img" + newID()
+	var atImage int
+	if err := mc.CheckpointMemory(ctx, spec.ID, key, driver.MemoryOptions{Stop: true, Paused: func() error {
+		atImage = len(lines())
+		return nil
+	}}); err != nil {
+		t.Fatalf("CheckpointMemory(%s, Stop) = %v", spec.ID, err)
+	}
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusStopped {
+		t.Errorf("after CheckpointMemory(Stop), State = %+v, %v; want stopped", st, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(lines()); n != atImage || atImage < 3 {
+		t.Fatalf("the count had %d lines at the image and has %d after CheckpointMemory(Stop) returned; want the same, at least 3", atImage, n)
+	}
+
+	if err := mc.RestoreMemory(ctx, spec, key); err != nil {
+		t.Fatalf("RestoreMemory(%s) = %v", spec.ID, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(lines()) < atImage+5; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after RestoreMemory the count stayed at %d lines, want it to go on from %d", len(lines()), atImage)
+		}
+	}
+	for i, l := range lines() {
+		if l != strconv.Itoa(i+1) {
+			t.Fatalf("line %d of the count is %q, want %d: the process did not resume where the image left it (image at line %d)", i+1, l, i+1, atImage)
+		}
+	}
+	if err := mc.DeleteMemory(ctx, key); err != nil {
+		t.Errorf("DeleteMemory = %v", err)
+	}
 }
 
 // waitFile returns the content of path in the sandbox once it exists (10

@@ -462,12 +462,12 @@ func (d *Driver) EgressOf(id string) (driver.EgressRules, bool) {
 	return b.egress, true
 }
 
-// CheckpointMemory freezes running sandbox id, runs paused, thaws it, and
-// records image key of it when paused succeeded. It returns
-// driver.ErrNotFound for an unknown id, and an error for a stopped
-// sandbox or a driver made without Options.Memory. See
-// driver.MemoryCheckpointer.
-func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused func() error) error {
+// CheckpointMemory freezes running sandbox id, runs opts.Paused, records
+// image key of it when that succeeded, and thaws it, or with opts.Stop
+// stops it as Stop does. It returns driver.ErrNotFound for an unknown id,
+// and an error for a stopped sandbox or a driver made without
+// Options.Memory. See driver.MemoryCheckpointer.
+func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, opts driver.MemoryOptions) error {
 	d.record(OpCheckpointMemory, id)
 	if !d.w.caps.MemoryCheckpoint {
 		return fmt.Errorf("fake: CheckpointMemory(%s): the driver was made without Options.Memory", id)
@@ -475,17 +475,22 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 	if err := d.Freeze(ctx, id); err != nil {
 		return err
 	}
-	err := paused()
+	var err error
+	if opts.Paused != nil {
+		err = opts.Paused()
+	}
+	if err == nil {
+		d.w.mu.Lock()
+		d.w.images[key] = id
+		d.w.mu.Unlock()
+		if opts.Stop {
+			return d.w.kill(id, false, false, "CheckpointMemory")
+		}
+	}
 	if terr := d.Thaw(ctx, id); terr != nil {
 		return errors.Join(err, terr)
 	}
-	if err != nil {
-		return err
-	}
-	d.w.mu.Lock()
-	defer d.w.mu.Unlock()
-	d.w.images[key] = id
-	return nil
+	return err
 }
 
 // RestoreMemory starts stopped sandbox spec.ID as Start does, from image

@@ -380,6 +380,15 @@ func (f *freezer) pause(ctx context.Context, id, dir string) error {
 	return nil
 }
 
+// ended drops the marker of a sandbox pause paused and that is to be
+// torn down as it lies, never resumed (see CheckpointMemory's Stop).
+func (f *freezer) ended(id string) error {
+	if err := os.Remove(f.dir.pausedMarker(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // resume resumes a sandbox pause paused and drops its marker. A
 // sandbox that is not paused (the pause failed, or a resume already ran)
 // is left as it is.

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/secrets"
 )
 
@@ -104,14 +105,18 @@ func ephemeralSealer() Sealer {
 	return box
 }
 
-// take runs paused, then writes image key of sandbox id, which the caller
-// holds paused, into a new private tmpfs, and returns it for
-// sealInBackground (seal.go). The sandbox's memory limit is raised by the
-// tmpfs's size while runsc writes (the pages are charged to the sandbox),
-// then lowered to what the image holds, until the tmpfs is gone.
-func (i *images) take(ctx context.Context, id, key string, paused func() error) (_ *takenImage, err error) {
-	if err := paused(); err != nil {
-		return nil, err
+// take runs opts.Paused, then writes image key of sandbox id, which the
+// caller holds paused, into a new private tmpfs, and returns it for
+// sealInBackground (seal.go). runsc leaves the sandbox running, or with
+// opts.Stop ends it once the image is written. The sandbox's memory limit
+// is raised by the tmpfs's size while runsc writes (the pages are charged
+// to the sandbox), then lowered to what the image holds, until the tmpfs
+// is gone.
+func (i *images) take(ctx context.Context, id, key string, opts driver.MemoryOptions) (_ *takenImage, err error) {
+	if opts.Paused != nil {
+		if err := opts.Paused(); err != nil {
+			return nil, err
+		}
 	}
 	began := time.Now()
 	final := i.dir.memoryDir(key)
@@ -131,7 +136,11 @@ func (i *images) take(ctx context.Context, id, key string, paused func() error) 
 			limit.lower()
 		}
 	}()
-	if _, err := i.rt.run(ctx, id, "checkpoint", "--image-path", plain, "--leave-running", id); err != nil {
+	args := []string{"checkpoint", "--image-path", plain}
+	if !opts.Stop {
+		args = append(args, "--leave-running")
+	}
+	if _, err := i.rt.run(ctx, id, append(args, id)...); err != nil {
 		return nil, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	if err := i.markTaken(key, plain); err != nil {

@@ -69,7 +69,7 @@ func BenchmarkMemoryImage(b *testing.B) {
 				var plainSave time.Duration
 				saves.reset()
 				began := time.Now()
-				err := d.CheckpointMemory(ctx, spec.ID, key, func() error {
+				err := d.CheckpointMemory(ctx, spec.ID, key, driver.MemoryOptions{Paused: func() error {
 					t0 := time.Now()
 					out, err := exec.Command(runsc, "--root", filepath.Join(dir, "root"), "checkpoint", "--image-path", plain, "--leave-running", spec.ID).CombinedOutput()
 					plainSave = time.Since(t0)
@@ -77,7 +77,7 @@ func BenchmarkMemoryImage(b *testing.B) {
 						return fmt.Errorf("%v: %s", err, out)
 					}
 					return nil
-				})
+				}})
 				total := time.Since(began)
 				if err != nil {
 					b.Fatalf("CheckpointMemory = %v", err)

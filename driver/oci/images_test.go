@@ -93,7 +93,7 @@ while [ -e /tmp/v ]; do sleep 0.1; done`
 	}
 	needle := bytes.Repeat(value, 2) // only the process's memory holds it doubled
 	const key = "imgsealed"
-	if err := d.CheckpointMemory(ctx, spec.ID, key, func() error { return nil }); err != nil {
+	if err := d.CheckpointMemory(ctx, spec.ID, key, driver.MemoryOptions{}); err != nil {
 		t.Fatalf("CheckpointMemory = %v", err)
 	}
 	if err := d.WaitSealed(ctx, key); err != nil {
@@ -284,7 +284,7 @@ while [ ! -e /tmp/held ]; do sleep 0.1; done`
 	if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: hold}, nil, nil, nil); err != nil || res.ExitCode != 0 {
 		t.Fatalf("hold = %+v, %v", res, err)
 	}
-	if err := d.CheckpointMemory(ctx, spec.ID, "imgfull", func() error { return nil }); err != nil {
+	if err := d.CheckpointMemory(ctx, spec.ID, "imgfull", driver.MemoryOptions{}); err != nil {
 		t.Fatalf("CheckpointMemory = %v", err)
 	}
 	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning || st.OOMKilled {
@@ -322,7 +322,7 @@ while [ ! -e /tmp/held ]; do sleep 0.1; done`
 		t.Fatalf("hold = %+v, %v", res, err)
 	}
 	mem := filepath.Join(dir, "memory")
-	if err := d.CheckpointMemory(ctx, spec.ID, "imgdeleted", func() error { return nil }); err != nil {
+	if err := d.CheckpointMemory(ctx, spec.ID, "imgdeleted", driver.MemoryOptions{}); err != nil {
 		t.Fatalf("CheckpointMemory = %v", err)
 	}
 	if err := d.DeleteMemory(ctx, "imgdeleted"); err != nil {
@@ -340,7 +340,7 @@ while [ ! -e /tmp/held ]; do sleep 0.1; done`
 		t.Errorf("memory limit after DeleteMemory = %s, want %s as before", after, before)
 	}
 
-	if err := d.CheckpointMemory(ctx, spec.ID, "imgkept", func() error { return nil }); err != nil {
+	if err := d.CheckpointMemory(ctx, spec.ID, "imgkept", driver.MemoryOptions{}); err != nil {
 		t.Fatalf("CheckpointMemory = %v", err)
 	}
 	if err := d.Stop(ctx, spec.ID); err != nil {

@@ -21,17 +21,19 @@ const quietTimeout = 5 * time.Second
 var errNoMemory = errors.New("this runtime cannot checkpoint memory (runsc can)")
 
 // CheckpointMemory saves running sandbox id's memory and processes as image
-// key, with gVisor's own checkpoint, and leaves it running. gVisor cannot
-// save a socket to the host, so the agent is quieted first (its socket
-// closed: see agent.QuiesceSignal); then the sandbox is paused (gVisor's
-// pause, as Freeze does), paused runs, `runsc checkpoint --leave-running`
-// writes the image into a tmpfs, the sandbox resumes and the agent is
-// told to listen again, and CheckpointMemory returns once it answers; the
-// image is sealed to disk meanwhile and after (seal.go), and a key names
-// a whole sealed image or none. A daemon killed in between leaves the
-// sandbox paused or its agent quiet, or an image unsealed: Recover
-// resumes the first two and seals the last.
-func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused func() error) (err error) {
+// key, with gVisor's own checkpoint, and leaves it running (or, with
+// opts.Stop, stopped). gVisor cannot save a socket to the host, so the
+// agent is quieted first (its socket closed: see agent.QuiesceSignal);
+// then the sandbox is paused (gVisor's pause, as Freeze does),
+// opts.Paused runs, and `runsc checkpoint` writes the image into a tmpfs.
+// With --leave-running the sandbox resumes and the agent is told to listen
+// again, and CheckpointMemory returns once it answers; with opts.Stop runsc
+// ends the sandbox at the image's instant and it is torn down as Stop
+// does. The image is sealed to disk meanwhile and after (seal.go), and a
+// key names a whole sealed image or none. A daemon killed in between
+// leaves the sandbox paused or its agent quiet, or an image unsealed:
+// Recover resumes the first two and seals the last.
+func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, opts driver.MemoryOptions) (err error) {
 	if validID(id) != nil {
 		return driver.ErrNotFound
 	}
@@ -55,31 +57,44 @@ func (d *Driver) CheckpointMemory(ctx context.Context, id, key string, paused fu
 		ctx, cancel = context.WithTimeout(ctx, d.startTimeout)
 		defer cancel()
 	}
-	return d.checkpointMemory(ctx, id, key, dir, paused)
+	began := time.Now()
+	ended, err := d.checkpointMemory(ctx, id, key, dir, opts)
+	if ended {
+		// Nothing of the sandbox runs any more: what is left of it goes
+		// as a Stop's does, and the image stays (it is whole).
+		if err = d.stopLocked(ctx, id); err != nil {
+			err = fmt.Errorf("oci: checkpoint memory %s: stop after the image: %w", id, err)
+		}
+	}
+	if err == nil {
+		d.log.Info("sandbox memory checkpointed", "sandbox", id, "image", key, "stopped", ended, "took", time.Since(began).Round(time.Millisecond))
+	}
+	return err
 }
 
 // checkpointMemory is CheckpointMemory once its checks are done, on live
 // sandbox id whose freezer cgroup is dir: it quiets the agent, pauses the
-// sandbox, runs paused, takes the image, resumes the sandbox and the
-// agent, and hands the image to its seal.
-func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, paused func() error) (err error) {
-	began := time.Now()
+// sandbox, runs opts.Paused, takes the image, and hands it to its seal.
+// Then it resumes the sandbox and the agent; or, when opts.Stop and the
+// image was taken, it reports that runsc ended the sandbox (ended), which
+// the caller then tears down.
+func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, opts driver.MemoryOptions) (ended bool, err error) {
 	sd, err := d.channels.open(id)
 	if err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+		return false, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	defer sd.Close()
 	// A marker left from before would make the agent ignore the signal
 	// (see agent.QuiesceSignal).
 	if err := sd.remove(resumeName); err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+		return false, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	if err := os.WriteFile(d.dir.quietMarker(id), nil, 0o600); err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
+		return false, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	defer os.Remove(d.dir.quietMarker(id))
 	if _, err := d.rt.run(ctx, id, "kill", id, "USR1"); err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
+		return false, fmt.Errorf("oci: checkpoint memory %s: quiet the agent: %w", id, err)
 	}
 	var taken *takenImage
 	defer func() { // after the agent answers, or not
@@ -92,6 +107,9 @@ func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, paus
 		}
 	}()
 	defer func() { // tell the agent to listen again, and wait until it answers
+		if ended {
+			return
+		}
 		rerr := sd.mark(resumeName)
 		if rerr == nil {
 			rerr = d.waitAgent(ctx, id)
@@ -101,19 +119,20 @@ func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, paus
 		}
 	}()
 	if err := waitGone(ctx, sd, SocketName); err != nil {
-		return fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
+		return false, fmt.Errorf("oci: checkpoint memory %s: the agent did not go quiet: %w", id, err)
 	}
 	if err := d.freezer.pause(ctx, id, dir); err != nil {
-		return err
+		return false, err
 	}
-	taken, err = d.images.take(ctx, id, key, paused)
+	taken, err = d.images.take(ctx, id, key, opts)
+	if err == nil && opts.Stop {
+		// Never resumed: the teardown that follows kills it as it lies.
+		return true, d.freezer.ended(id)
+	}
 	if rerr := d.freezer.resume(id); rerr != nil {
 		err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume: %w", id, rerr))
 	}
-	if err == nil {
-		d.log.Info("sandbox memory checkpointed", "sandbox", id, "image", key, "took", time.Since(began).Round(time.Millisecond))
-	}
-	return err
+	return false, err
 }
 
 // waitGone waits until nothing is called name in sd, at most

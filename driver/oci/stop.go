@@ -33,6 +33,12 @@ func (d *Driver) Stop(ctx context.Context, id string) error {
 	if d.dir.stopped(id) {
 		return nil
 	}
+	return d.stopLocked(ctx, id)
+}
+
+// stopLocked is Stop of known sandbox id, not stopped yet, whose lock the
+// caller holds.
+func (d *Driver) stopLocked(ctx context.Context, id string) error {
 	if err := d.teardown(ctx, id, true); err != nil {
 		return fmt.Errorf("oci: stop %s: %w", id, err)
 	}

@@ -50,8 +50,9 @@ func (f *kubeFleet) waitPodOn(t *testing.T, ctx context.Context, ns, name, id, n
 // there, a moved checkpoint restores there. hn0 keeps nothing of them,
 // and the next create lands on hn1. A sandbox's memory checkpoint moves
 // with it (sealed as it is at rest): restored on hn1, the process it
-// holds resumes with the value only its memory had. Uncordon opens hn0
-// again.
+// holds resumes with the value only its memory had; and so does a
+// running sandbox's process, kept across the drain by a memory checkpoint
+// the drain takes, moves, restores and deletes. Uncordon opens hn0 again.
 func TestKubeDrain(t *testing.T) {
 	f := newKubeFleet(t, 1, "", "")
 	ctx := ctxT(t)
@@ -73,6 +74,7 @@ func TestKubeDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := memoryProcess(t, ctx, cp, "kept")
+	awakeHeld := memoryProcess(t, ctx, cp, "awake")
 	memCk, err := cp.Client().Checkpoint(ctx, "kept", sandbox.CheckpointRequest{Label: "with memory", Memory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +114,18 @@ func TestKubeDrain(t *testing.T) {
 		if got := cp.sh(ctx, name, "cat /home/sandbox/mine.txt"); got != want {
 			t.Errorf("%s's file after the drain = %q, want %q", name, got, want)
 		}
+	}
+	// awake's process moved with it, resumed from the drain's memory
+	// checkpoint, which is gone again.
+	if !drainedLine(out, "awake", "kept") {
+		t.Errorf("drain's line for awake does not say its processes were kept:\n%s", out)
+	}
+	cp.sh(ctx, "awake", "rm -f /tmp/v") // only the live process writes it again
+	if got := waitFile(t, ctx, cp, "awake", "/tmp/v"); got != awakeHeld {
+		t.Errorf("awake's process after the drain writes %q; want %q, the value its memory held on hn0", got, awakeHeld)
+	}
+	if cks, err := cp.Client().ListCheckpoints(ctx, "awake"); err != nil || len(cks) != 0 {
+		t.Errorf("awake's checkpoints after the drain = %+v, %v; want none (the drain's own is deleted)", cks, err)
 	}
 	// Its checkpoint moved with it: restored on hn1.
 	if _, err := cp.Client().Restore(ctx, "checked", ck.ID); err != nil {
@@ -312,6 +326,18 @@ v = os.urandom(8).hex()
 while True:
     open("/tmp/v.tmp", "w").write(v); os.replace("/tmp/v.tmp", "/tmp/v"); time.sleep(0.05)' >/dev/null 2>&1 &`)
 	return waitFile(t, ctx, d, name, "/tmp/v")
+}
+
+// drainedLine says whether drain's table has a line for sandbox name
+// whose processes column is processes.
+func drainedLine(out, name, processes string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && strings.HasSuffix("/"+f[0], "/"+name) {
+			return f[3] == processes
+		}
+	}
+	return false
 }
 
 // waitFile returns what file path of sandbox name holds once it holds
