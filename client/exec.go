@@ -61,6 +61,10 @@ type endMessage struct {
 // also stream one itself, with req.ShellSize and req.Script (a file, say),
 // and a read error of req.Script ends Exec before the command starts.
 //
+// When req.TTY is set and stdin is a sandbox.ExecControls, its controls
+// (terminal resizes, signals) are sent to the command as they come, until
+// Exec returns.
+//
 // If ctx ends first, Exec returns ctx's error at once, and the daemon kills
 // the command after its grace period (req.Grace). A stream that breaks
 // before the command's end is unavailable; the command may still be
@@ -105,6 +109,11 @@ func (c *Client) Exec(ctx context.Context, name string, req sandbox.ExecRequest,
 	var input stdinState
 	if stdin != nil || script != nil {
 		go input.pump(ctx, conn, script, req.ShellSize, stdin)
+	}
+	if c, ok := stdin.(sandbox.ExecControls); ok && req.TTY != nil {
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go sendControls(cctx, conn, c.Controls())
 	}
 	for {
 		typ, msg, err := conn.Read(ctx)
@@ -242,6 +251,25 @@ func (s *stdinState) pump(ctx context.Context, conn *websocket.Conn, script io.R
 			return
 		}
 		conn.Write(ctx, websocket.MessageBinary, []byte{streamEOF})
+	}
+}
+
+// sendControls sends each control of controls to the daemon, a text
+// message each, until the channel closes, the stream ends or ctx does.
+func sendControls(ctx context.Context, conn *websocket.Conn, controls <-chan sandbox.ExecControl) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-controls:
+			if !ok {
+				return
+			}
+			b, err := json.Marshal(c)
+			if err != nil || conn.Write(ctx, websocket.MessageText, b) != nil {
+				return
+			}
+		}
 	}
 }
 

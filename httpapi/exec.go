@@ -171,7 +171,10 @@ func readLimited(ctx context.Context, conn *websocket.Conn, limit int64) (websoc
 // and answers with the stream's end message.
 func (s execs) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Conn, stream *execStream, req sandbox.ExecRequest) {
 	log := s.log.With("sandbox", r.PathValue("name"))
-	in := execstream.NewInput(req.ShellSize, req.Stdin, false)
+	// A terminal's caller steers it: resizes, and signals such as a
+	// shell's job control needs.
+	controls := req.TTY != nil
+	in := execstream.NewInput(req.ShellSize, req.Stdin, controls)
 	req.Script = in.ScriptReader()
 	call := execstream.Call{Principal: p, Sandbox: r.PathValue("name"), Request: req, Stdin: in.Reader()}
 	if req.MaxOutputBytes == 0 { // else the result holds the output
@@ -179,7 +182,7 @@ func (s execs) runExec(r *http.Request, p sandbox.Principal, conn *websocket.Con
 	}
 	ended := &inputEnd{}
 	conn.SetReadLimit(maxStdinMessage)
-	s.exec.Serve(r.Context(), stream.Conn, in, call, func(ctx context.Context) { readInput(ctx, conn, in, ended) }, func(res sandbox.ExecResult, err error) {
+	s.exec.Serve(r.Context(), stream.Conn, in, call, func(ctx context.Context) { readInput(ctx, conn, in, controls, ended) }, func(res sandbox.ExecResult, err error) {
 		switch violation, gone := ended.get(); {
 		case violation != nil:
 			log.Info("exec: client broke the stream protocol", "err", violation)

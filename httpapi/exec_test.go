@@ -215,6 +215,7 @@ func TestExecProtocolErrors(t *testing.T) {
 		}
 	}
 	withStdin := text(`{"shell":"cat","stdin":true}`)
+	withTTY := text(`{"shell":"cat","stdin":true,"tty":{"rows":24,"cols":80}}`)
 	violations := map[string][]wsMsg{
 		"binary first message":       {binary(1, 2, 3)},
 		"stdin not asked for":        {text(`{"shell":"sleep 5"}`), binary(0, 'x')},
@@ -223,6 +224,13 @@ func TestExecProtocolErrors(t *testing.T) {
 		"text after the request":     {withStdin, text("{}")},
 		"stdin after its end":        {withStdin, binary(4), binary(0, 'x')},
 		"end of stdin carrying data": {withStdin, binary(4, 'x')},
+		// With a terminal, a text message is a control, checked strictly.
+		"a control that is not JSON":  {withTTY, text("{")},
+		"a control with an odd field": {withTTY, text(`{"resize":{"rows":5,"cols":5},"nope":1}`)},
+		"a control with both":         {withTTY, text(`{"resize":{"rows":5,"cols":5},"signal":"INT"}`)},
+		"a control with neither":      {withTTY, text(`{}`)},
+		"a control after another":     {withTTY, text(`{"signal":"INT"}{"signal":"INT"}`)},
+		"a resize beyond the limit":   {withTTY, text(`{"resize":{"rows":5000,"cols":5}}`)},
 	}
 	for name, msgs := range violations {
 		end, status, _ := rawExec(t, e, msgs...)
@@ -232,6 +240,13 @@ func TestExecProtocolErrors(t *testing.T) {
 		if status != websocket.StatusPolicyViolation {
 			t.Errorf("%s: close status %d, want 1008", name, status)
 		}
+	}
+	// With a terminal, well-formed controls go to the command between
+	// stdin's messages, and the stream goes on.
+	end, status, _ := rawExec(t, e, text(`{"shell":"head -c 1","stdin":true,"tty":{"rows":24,"cols":80}}`),
+		text(`{"resize":{"rows":30,"cols":100}}`), text(`{"signal":"WINCH"}`), binary(0, 'a', '\n'))
+	if end.Type != "exit" || status != websocket.StatusNormalClosure {
+		t.Errorf("a terminal's exec with controls = %+v, close %d; want an exit, 1000", end, status)
 	}
 	// The protocol, by hand: stdin, its end, output, the exit message.
 	end, status, stdout := rawExec(t, e, text(`{"argv":["cat"],"stdin":true}`), binary(0, 'a', 'b'), binary(0, 'c'), binary(4))

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 
@@ -14,17 +16,20 @@ import (
 // readInput translates what an exec client sends after its request into
 // in, the exec core's input: the script, when the request says shell_size
 // (stream 5, exactly that many bytes), then stdin, when it says stdin
-// (stream 0, then the single byte 4). It reads until the connection ends
-// or a message breaks the framing, and records in end how the client's
-// side ended.
-func readInput(ctx context.Context, conn *websocket.Conn, in *execstream.Input, end *inputEnd) {
+// (stream 0, then the single byte 4), and, with controls (a request with
+// a terminal), text messages that each hold one sandbox.ExecControl. It
+// reads until the connection ends or a message breaks the framing, and
+// records in end how the client's side ended.
+func readInput(ctx context.Context, conn *websocket.Conn, in *execstream.Input, controls bool, end *inputEnd) {
 	for {
 		typ, msg, err := conn.Read(ctx)
 		var v *sandbox.Error
 		switch {
 		case err != nil:
+		case typ != websocket.MessageBinary && controls:
+			v = handleControl(in, msg)
 		case typ != websocket.MessageBinary:
-			v = execstream.Violation("unexpected text message after the request")
+			v = execstream.Violation("unexpected text message after the request (controls go only to a command with a terminal, \"tty\")")
 		default:
 			v = handleInput(in, msg)
 		}
@@ -64,6 +69,28 @@ func handleInput(in *execstream.Input, msg []byte) *sandbox.Error {
 		return in.EndStdin()
 	}
 	return in.Stdin(data)
+}
+
+// handleControl passes one control (a text message) to in, or returns
+// how it breaks the framing: not one ExecControl, strictly decoded, with
+// exactly one of resize and signal.
+func handleControl(in *execstream.Input, msg []byte) *sandbox.Error {
+	var c sandbox.ExecControl
+	dec := json.NewDecoder(bytes.NewReader(msg))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&c)
+	if err == nil && dec.More() {
+		err = errors.New("data after the object")
+	}
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		return execstream.Violation("a control is one JSON object with exactly one of resize and signal: %v", err).
+			WithHint(`with a terminal, send a control as a text message: {"resize":{"rows":R,"cols":C}} or {"signal":"INT"}`)
+	}
+	in.Control(c)
+	return nil
 }
 
 // inputEnd is how the client's side of an exec stream ended: the

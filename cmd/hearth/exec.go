@@ -26,7 +26,8 @@ signal N killed it, 124 when --timeout passed. With --shell the words after
 -- are joined with spaces and run as one /bin/sh script.
 
 Stdin is forwarded only with --stdin (it is never guessed from whether stdin
-is a terminal); without it the command's stdin is empty.
+is a terminal); without it the command's stdin is empty. With -t the command
+runs on a terminal, interactively, as in 'hearth shell NAME -- CMD'.
 
 With --json the output is collected instead of streamed and printed as one
 object: the result (exit_code, signal, timed_out, oom_killed, duration_ms)
@@ -54,8 +55,9 @@ type execOptions struct {
 
 // runExec runs one command in a sandbox and passes its exit status through.
 func runExec(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("exec", "NAME [--env K=V]... [--secret NAME]... [--cwd DIR] [--timeout D] [--shell] [--stdin] [--max-output N] -- CMD [ARGS...]", execSummary)
+	fs := c.clientFlagSet("exec", "NAME [-t] [--env K=V]... [--secret NAME]... [--cwd DIR] [--timeout D] [--shell] [--stdin] [--max-output N] -- CMD [ARGS...]", execSummary)
 	opts := execOptions{env: envFlag{}}
+	tty := fs.Bool("t", false, "run the command on a terminal, interactively, as `hearth shell NAME -- CMD` does")
 	fs.Var(opts.env, "env", "set `K=V` in the command's environment (repeatable)")
 	fs.Var(&opts.secrets, "secret", "give the command the tenant's secret `NAME` in $NAME, scrubbed from its output (repeatable)")
 	fs.StringVar(&opts.cwd, "cwd", "", "working `DIR` (default: the sandbox user's home)")
@@ -73,6 +75,12 @@ func runExec(ctx context.Context, c *cli, args []string) error {
 	req, err := execRequest(opts, words)
 	if err != nil {
 		return err
+	}
+	if *tty {
+		if c.json || opts.maxOutput > 0 {
+			return &usageError{verb: "exec", msg: "-t does not go with --json or --max-output: a terminal's output streams"}
+		}
+		return c.terminal(ctx, name, req)
 	}
 
 	cl := c.client()
