@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hearth/hearth/sandbox"
 )
@@ -329,4 +330,19 @@ func (c *Client) Ports(ctx context.Context, name string, ports ...int) ([]sandbo
 	}
 	_, err = c.t.doJSON(ctx, http.MethodGet, p, q, nil, &out)
 	return out.Ports, err
+}
+
+// Usage returns what sandbox name uses now; with since not zero, also the
+// samples its node kept since then (an hour at most), oldest first.
+func (c *Client) Usage(ctx context.Context, name string, since time.Time) (sandbox.Usage, error) {
+	var u sandbox.Usage
+	p, err := sandboxPath(name, "/usage")
+	if err != nil {
+		return u, err
+	}
+	if !since.IsZero() {
+		p += "?since=" + url.QueryEscape(since.UTC().Format(time.RFC3339Nano))
+	}
+	_, err = c.t.doJSON(ctx, http.MethodGet, p, nil, nil, &u)
+	return u, err
 }

@@ -263,6 +263,27 @@ type MemoryOptions struct {
 	Stop bool
 }
 
+// Meter reads what running sandboxes use, from the host's side: their
+// cgroups and their network link.
+type Meter interface {
+	// Usage is what running sandbox id uses now (At unset): CPU time,
+	// memory now and at its peak, network bytes, processes (-1 when the
+	// runtime cannot tell cheaply; with processes the meter asks the
+	// runtime, which may cost a process start). A sandbox that does not
+	// run is ErrNotFound.
+	Usage(ctx context.Context, id string, processes bool) (Usage, error)
+}
+
+// Usage is a Meter's reading of one sandbox (see sandbox.UsageSample).
+type Usage struct {
+	CPUNanos        uint64
+	MemoryBytes     int64
+	MemoryPeakBytes int64
+	NetRxBytes      uint64
+	NetTxBytes      uint64
+	Processes       int64
+}
+
 // MemoryMover is implemented by MemoryCheckpointers whose images can go
 // to another node (a sandbox moving there with its checkpoints): sealed
 // as they are at rest, so that only a node sealing with the same key

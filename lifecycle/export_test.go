@@ -43,3 +43,6 @@ func SetCommandHold(s *Service, d time.Duration) { s.Processes.hold = d }
 
 // ProbeGap is the least time between two of the sweep's probes of agents.
 const ProbeGap = probeGap
+
+// SampleUsage samples the usage of s's running sandboxes once.
+func SampleUsage(ctx context.Context, s *Service) { s.Sandboxes.sampleUsage(ctx) }

@@ -121,6 +121,9 @@ type Options struct {
 	// SweepInterval is how often Run reaps expired sandboxes and notices
 	// dead ones (30s).
 	SweepInterval time.Duration
+	// UsageInterval is how often Run samples what each running sandbox
+	// of this node uses (10s; negative: never, and Usage has no series).
+	UsageInterval time.Duration
 	// WarmPool is, per size preset, how many sandboxes of DefaultImage to
 	// keep created and started ahead of time, so that a create of that
 	// image and size claims one instead of starting one (see pool.go).
@@ -307,5 +310,8 @@ func (s *Service) Run(ctx context.Context) {
 		go s.Pool.watchClaims(ctx) // a control plane may claim its members
 	}
 	s.Pool.refillSoon()
+	if s.Sandboxes.opts.UsageInterval >= 0 {
+		go s.Sandboxes.usageLoop(ctx, s.Sandboxes.usageInterval())
+	}
 	s.sweep.loop(ctx)
 }

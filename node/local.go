@@ -26,6 +26,9 @@ type Options struct {
 	// MemInfo returns the host's available and total memory (oci.MemInfo
 	// reads the host's); nil knows of no pressure.
 	MemInfo func() (available, total int64, err error)
+	// Meter reads what running sandboxes use (oci.MeterOf); nil uses the
+	// Driver's if it is a driver.Meter, else the node cannot tell.
+	Meter driver.Meter
 	// Images keeps the node's images in Layers, and ImageDir holds what
 	// pulls download and imports spool (a private directory). Without
 	// them the node has no image calls (the default image is a plain
@@ -358,6 +361,18 @@ func (l *Local) ReceiveSnapshot(ctx context.Context, t Transfer, r io.Reader) er
 // Usage implements Node.
 func (l *Local) Usage(ctx context.Context, id string) (int64, error) {
 	return l.opts.Layers.Usage(ctx, rootKey(id))
+}
+
+// Meter implements Node.
+func (l *Local) Meter(ctx context.Context, id string, processes bool) (Usage, error) {
+	m := l.opts.Meter
+	if m == nil {
+		m, _ = l.opts.Driver.(driver.Meter)
+	}
+	if m == nil {
+		return Usage{}, fmt.Errorf("node: the runtime reports no usage: %w", errors.ErrUnsupported)
+	}
+	return m.Usage(ctx, id, processes)
 }
 
 // HasImage implements Node: an image is a committed snapshot.

@@ -36,6 +36,8 @@ type (
 	Status = driver.Status
 	// EgressRules narrow where one egress sandbox may connect.
 	EgressRules = driver.EgressRules
+	// Usage is what a running sandbox uses, read from the host's side.
+	Usage = driver.Usage
 )
 
 // Runtime states (State.Status).
@@ -125,6 +127,10 @@ type Node interface {
 	// Usage is the bytes sandbox id's root holds beyond its source's (what
 	// its disk cap counts).
 	Usage(ctx context.Context, id string) (int64, error)
+	// Meter is what running sandbox id uses now (see driver.Meter): a
+	// sandbox that does not run is ErrNotFound; a node that cannot tell
+	// fails with an error wrapping errors.ErrUnsupported.
+	Meter(ctx context.Context, id string, processes bool) (Usage, error)
 	// HasImage reports whether the node holds the image whose layer key
 	// is key.
 	HasImage(ctx context.Context, key string) (bool, error)

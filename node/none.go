@@ -17,7 +17,7 @@ var ErrNoRuntime = errors.New("node: this daemon runs no sandbox (a fleet's cont
 // a fleet (lifecycle.Options.Fleet): it holds nothing and runs nothing.
 // Capabilities reports Caps, those of the fleet's nodes; Recover reports
 // an empty inventory that is not Listed, so that nothing is taken for
-// missing; Stop, State, Dial, SetEgress and Delete answer ErrNotFound (no
+// missing; Stop, State, Dial, SetEgress, Meter and Delete answer ErrNotFound (no
 // sandbox is here); RemoveRoot, DeleteCheckpoint and RemoveImageKeys do
 // nothing; every other call fails with ErrNoRuntime.
 type None struct {
@@ -54,6 +54,9 @@ func (None) SetEgress(context.Context, string, EgressRules) error { return ErrNo
 func (None) Checkpoint(context.Context, string, string, CheckpointOptions) error {
 	return ErrNoRuntime
 }
+
+// Meter answers ErrNotFound.
+func (None) Meter(context.Context, string, bool) (Usage, error) { return Usage{}, ErrNotFound }
 
 // Rollback fails: see None.
 func (None) Rollback(context.Context, string, string) error { return ErrNoRuntime }

@@ -61,7 +61,10 @@ type serveConfig struct {
 	maxWrite   int64
 	defaultTTL time.Duration
 	idle       time.Duration
-	warmPool   map[string]int
+	usageEvery time.Duration
+	// sandboxMetrics adds each running sandbox's usage to /metrics.
+	sandboxMetrics bool
+	warmPool       map[string]int
 	// tenantsFile declares tenants and agents, applied at every start;
 	// baseDomain names sandbox URLs as hosts {port}-{name}.{baseDomain}.
 	baseDomain string
@@ -171,6 +174,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 		MaxWriteBytes:       cfg.maxWrite,
 		DefaultTTL:          cfg.defaultTTL,
 		IdleTimeout:         cfg.idle,
+		UsageInterval:       cfg.usageEvery,
 		WarmPool:            cfg.warmPool,
 		MaxConcurrentStarts: cfg.maxStarts,
 		MaxConcurrentExecs:  cfg.maxExecs,
@@ -277,6 +281,7 @@ func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, net
 		Layers:    snaps,
 		AgentPath: cfg.agentPath,
 		MemInfo:   oci.MemInfo,
+		Meter:     oci.MeterOf(drv),
 		Images:    images,
 		ImageDir:  imageDir,
 		Logger:    log.With("component", "node"),
@@ -449,6 +454,9 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 	if nets.host != nil {
 		startNetwork(ctx, nets, svc, reg, log)
 	}
+	if cfg.sandboxMetrics {
+		sandboxMetrics(reg, svc.Sandboxes)
+	}
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("reconcile with the runtime: %w", err)
 	}
@@ -468,6 +476,27 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 		fmt.Fprintf(stdout, "hearth: operator token in %s\n", tokenFile)
 	}
 	return nil
+}
+
+// sandboxMetrics registers in reg the latest usage sample of each running
+// sandbox of sbs's node, as gauges labelled by tenant and sandbox.
+func sandboxMetrics(reg *metrics.Registry, sbs *lifecycle.Sandboxes) {
+	labels := []string{"tenant", "sandbox"}
+	gauge := func(name, help string, value func(lifecycle.LatestUsage) float64) {
+		reg.GaugeFunc(name, help, labels, func() ([]metrics.Sample, error) {
+			latest := sbs.LatestUsage()
+			out := make([]metrics.Sample, 0, len(latest))
+			for _, u := range latest {
+				out = append(out, metrics.Sample{Labels: []string{u.Tenant, u.Name}, Value: value(u)})
+			}
+			return out, nil
+		})
+	}
+	gauge("hearth_sandbox_cpu_seconds", "CPU time a running sandbox used since it started, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return u.CPUSeconds })
+	gauge("hearth_sandbox_cpu_cores", "CPU a running sandbox used per second between its last two samples (1: one core).", func(u lifecycle.LatestUsage) float64 { return u.CPUCores })
+	gauge("hearth_sandbox_memory_bytes", "Memory charged to a running sandbox, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.MemoryBytes) })
+	gauge("hearth_sandbox_network_receive_bytes", "Bytes a running sandbox received since it started, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.NetRxBytes) })
+	gauge("hearth_sandbox_network_transmit_bytes", "Bytes a running sandbox sent since it started, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.NetTxBytes) })
 }
 
 // apiHandler is the daemon's doors side by side on the door chain: the
@@ -630,6 +659,8 @@ func serveFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string) {
 	fl.StringVar(&cfg.baseDomain, "base-domain", "", "serve each sandbox port at the host {port}-{name}.`DOMAIN` too (point a wildcard DNS name at the daemon)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
+	fl.BoolVar(&cfg.sandboxMetrics, "sandbox-metrics", false, "add each running sandbox's CPU, memory and network use to /metrics, labelled by tenant and sandbox (one series per sandbox and figure: mind your metrics store)")
+	fl.DurationVar(&cfg.usageEvery, "usage-interval", 10*time.Second, "how often each running sandbox's CPU, memory and network use is sampled (kept an hour, in memory; negative: never)")
 	fl.StringVar(&cfg.instance, "instance", "", "`NAME` of this data dir's instance, which names its networks and cgroups apart from other daemons' on this host: 1 to 9 lowercase letters and digits, given at its first start (default: hearth for /var/lib/hearth, else one derived from the data dir)")
 	fl.Func("gateway-port", "`PORT` of the egress gateway, where sandboxes reach credential bindings at http://NAME."+sandbox.GatewayDomain+" (default: 10080 for the default instance, a free port for others; 0: no gateway)", portFlag(&cfg.gatewayPort))
 	fl.Func("dns-port", "`PORT` of the DNS forwarder egress sandboxes' lookups are redirected to (default: 10053 for the default instance, a free port for others)", portFlag(&cfg.dnsPort))

@@ -153,6 +153,7 @@ type box struct {
 	pid       int
 	oomKilled bool
 	oomExecs  int           // results of exec to report as OOM killed
+	usage     driver.Usage  // what Usage reports while it runs (SetUsage)
 	deaf      bool          // its agent listens no more (Deafen), until the next Start
 	agent     *live         // nil unless running
 	thawed    chan struct{} // non-nil while frozen; closed by thaw
@@ -346,6 +347,32 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 		c = &oomConn{Conn: c, report: func() bool { return d.w.takeOOMExec(id) }}
 	}
 	return c, nil
+}
+
+// Usage reports what SetUsage last set for running sandbox id (zero, one
+// process, until then); a sandbox that does not run is ErrNotFound. See
+// driver.Meter.
+func (d *Driver) Usage(ctx context.Context, id string, processes bool) (driver.Usage, error) {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	b := d.w.sandboxes[id]
+	if b == nil || b.status != driver.StatusRunning {
+		return driver.Usage{}, fmt.Errorf("fake: Usage(%s): %w", id, driver.ErrNotFound)
+	}
+	u := b.usage
+	if u == (driver.Usage{}) {
+		u.Processes = 1
+	}
+	return u, nil
+}
+
+// SetUsage sets what Usage reports for sandbox id.
+func (d *Driver) SetUsage(id string, u driver.Usage) {
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	if b := d.w.sandboxes[id]; b != nil {
+		b.usage = u
+	}
 }
 
 // State reports the sandbox's state. See driver.Driver.
