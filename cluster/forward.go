@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -125,6 +128,8 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node string)
 			pr.Out.Host = pr.In.Host // a sandbox's own host name routes there too
 			pr.SetXForwarded()
 			f.sign(pr.Out.Header)
+			// The node's span of the call is a child of this one.
+			otel.GetTextMapPropagator().Inject(pr.In.Context(), propagation.HeaderCarrier(pr.Out.Header))
 		},
 		Transport:     movedRetry{f},
 		FlushInterval: -1,

@@ -8,8 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hearth/hearth/metrics"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/tracing"
 )
 
 // Verbs the metrics treat specially.
@@ -27,13 +34,29 @@ func (c *Chain) observe(d *Door, rt Route, h http.Handler) http.Handler {
 		start := time.Now()
 		cl := &call{chain: c, door: d}
 		sw := &statusWriter{ResponseWriter: w}
-		r = r.WithContext(context.WithValue(r.Context(), callKey{}, cl))
+		ctx := context.WithValue(r.Context(), callKey{}, cl)
+		// One span per call, under the caller's trace when it sent one (a
+		// control plane forwarding the call here).
+		var span trace.Span
+		if !rt.Quiet {
+			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+			ctx, span = tracer.Start(ctx, rt.Verb, trace.WithSpanKind(trace.SpanKindServer))
+		}
+		r = r.WithContext(ctx)
 		defer func() {
 			v := recover()
 			if v != nil && v != http.ErrAbortHandler {
 				WriteError(sw, r, fmt.Errorf("handler panic: %v\n%s", v, debug.Stack()))
 			}
-			c.record(d, rt, r, cl, sw.status, start)
+			code := c.record(d, rt, r, cl, sw.status, start)
+			if span != nil {
+				span.SetAttributes(attribute.String("hearth.tenant", cl.principal.Tenant), attribute.String("hearth.sandbox", cl.sandboxName(r)),
+					attribute.String("hearth.code", string(code)), attribute.Int("http.response.status_code", sw.status))
+				if code != "" {
+					span.SetStatus(codes.Error, string(code))
+				}
+				span.End()
+			}
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
@@ -42,8 +65,21 @@ func (c *Chain) observe(d *Door, rt Route, h http.Handler) http.Handler {
 	})
 }
 
-// record reports one finished call to the audit log and the metrics.
-func (c *Chain) record(d *Door, rt Route, r *http.Request, cl *call, status int, start time.Time) {
+// tracer makes the doors' spans (see package tracing).
+var tracer = tracing.Tracer("github.com/hearth/hearth/door")
+
+// sandboxName is the sandbox of call cl on r, as the caller wrote it ("":
+// none).
+func (cl *call) sandboxName(r *http.Request) string {
+	if cl.sandbox != "" {
+		return cl.sandbox
+	}
+	return r.PathValue("name")
+}
+
+// record reports one finished call to the audit log and the metrics, and
+// returns its error code ("" for a success).
+func (c *Chain) record(d *Door, rt Route, r *http.Request, cl *call, status int, start time.Time) sandbox.Code {
 	took := time.Since(start)
 	if status == 0 {
 		status = http.StatusOK // the handler wrote nothing: net/http sends 200
@@ -64,13 +100,10 @@ func (c *Chain) record(d *Door, rt Route, r *http.Request, cl *call, status int,
 		c.metrics.observe(door, rt.Verb, cl.principal.Tenant, code, status, took)
 	}
 	if c.opts.Audit == nil || rt.Quiet || d.AuditsCalls && code == "" || cl.sentTo != "" {
-		return
+		return code
 	}
-	name := r.PathValue("name")
-	if cl.sandbox != "" {
-		name = cl.sandbox
-	}
-	c.opts.Audit.Record(Event(cl.principal, door, rt.Verb, name, code, status, start))
+	c.opts.Audit.Record(Event(cl.principal, door, rt.Verb, cl.sandboxName(r), code, status, start))
+	return code
 }
 
 // Event is the audit event of one call by p through door that began at

@@ -8,6 +8,7 @@ import (
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/tracing"
 )
 
 // Checkpoints takes, lists, deletes and restores the checkpoints of
@@ -55,7 +56,9 @@ func newCheckpointID() string { return "c" + newID()[1:] }
 // checkpoint (here, or on another node after a move) resumes its
 // processes with nothing lost or repeated between; without, it is put to
 // sleep just before its files are saved.
-func (s *Checkpoints) Checkpoint(ctx context.Context, p sandbox.Principal, ref string, req sandbox.CheckpointRequest) (sandbox.Checkpoint, error) {
+func (s *Checkpoints) Checkpoint(ctx context.Context, p sandbox.Principal, ref string, req sandbox.CheckpointRequest) (_ sandbox.Checkpoint, err error) {
+	ctx, span := tracer.Start(ctx, "lifecycle.checkpoint")
+	defer func() { tracing.End(span, err) }()
 	if err := sandbox.ValidateLabel(req.Label); err != nil {
 		return sandbox.Checkpoint{}, err
 	}
@@ -254,7 +257,9 @@ func (s *Checkpoints) DeleteCheckpoint(ctx context.Context, p sandbox.Principal,
 // repeated; it becomes the sandbox's head. A sleeping sandbox is woken,
 // on another node when its own has no room for it (unavailable with
 // moved_to, as a wake: the call is then that node's).
-func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id string) (sandbox.Sandbox, error) {
+func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id string) (_ sandbox.Sandbox, err error) {
+	ctx, span := tracer.Start(ctx, "lifecycle.restore")
+	defer func() { tracing.End(span, err) }()
 	sb, unlock, err := s.locked(ctx, p, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/tracing"
 )
 
 // core is what every noun service shares, held by pointer, never copied:
@@ -166,6 +167,9 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 }
 
 // mine reports whether sb runs on this node (see Options.NodeName).
+// tracer makes lifecycle's spans (see package tracing).
+var tracer = tracing.Tracer("github.com/hearth/hearth/lifecycle")
+
 func (s *core) mine(sb sandbox.Sandbox) bool { return sb.Node == s.opts.NodeName }
 
 // movingHere says whether sb's row says it is moving to this node (a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hearth/hearth/policy"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/tracing"
 )
 
 // Processes runs commands in sandboxes and connects to the ports their
@@ -36,7 +37,9 @@ type Processes struct {
 // req.Script) goes to the sandbox as it comes, never held whole here; the
 // destructive-command gate reads it on the way and decides before its last
 // byte is passed on (see scriptGate).
-func (s *Processes) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {
+func (s *Processes) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (_ sandbox.ExecResult, err error) {
+	ctx, span := tracer.Start(ctx, "lifecycle.exec")
+	defer func() { tracing.End(span, err) }()
 	if err := req.Validate(); err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -67,7 +70,9 @@ func (s *Processes) Exec(ctx context.Context, p sandbox.Principal, name string, 
 		done()
 		return sandbox.ExecResult{}, err
 	}
-	res, err := ag.ExecSecrets(ctx, req, secrets, stdin, stdout, stderr)
+	actx, aspan := tracer.Start(ctx, "agent.exec")
+	res, err := ag.ExecSecrets(actx, req, secrets, stdin, stdout, stderr)
+	tracing.End(aspan, err)
 	release()
 	end()
 	done()

@@ -12,6 +12,7 @@ import (
 	"github.com/hearth/hearth/node"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/store"
+	"github.com/hearth/hearth/tracing"
 )
 
 // Sandboxes creates, finds, changes, sleeps, wakes and destroys sandboxes.
@@ -53,6 +54,8 @@ func (s *Sandboxes) Runtime() string { return s.opts.Node.Capabilities().Runtime
 // outside p's name prefix; unavailable when the runtime fails to start it
 // (and then nothing is left behind).
 func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox.CreateRequest) (sb sandbox.Sandbox, created bool, err error) {
+	ctx, span := tracer.Start(ctx, "lifecycle.create")
+	defer func() { tracing.End(span, err) }()
 	return s.create(ctx, p, req, origin{}, "created")
 }
 

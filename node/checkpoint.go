@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/tracing"
 )
 
 // Checkpoint implements Node. The root's dirty data is written out first
@@ -14,7 +18,9 @@ import (
 // for 500 MB), so that the time the sandbox is held still is the
 // snapshot itself. With opts.Stop a running sandbox ends stopped: at the
 // snapshot's instant with its memory, stopped before it without.
-func (l *Local) Checkpoint(ctx context.Context, id, ck string, opts CheckpointOptions) error {
+func (l *Local) Checkpoint(ctx context.Context, id, ck string, opts CheckpointOptions) (err error) {
+	ctx, span := tracer.Start(ctx, "node.checkpoint", trace.WithAttributes(attribute.Bool("hearth.memory", opts.Memory)))
+	defer func() { tracing.End(span, err) }()
 	if info, err := l.opts.Layers.Stat(ctx, rootKey(id)); err == nil {
 		layers.Syncfs(info.Path)
 	}

@@ -9,10 +9,14 @@ import (
 	"net"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/tracing"
 )
 
 // Options configure a Local node. Driver, Layers and AgentPath are
@@ -103,7 +107,9 @@ func (l *Local) memory() driver.MemoryCheckpointer {
 // Start implements Node. The hostname and environment name no sandbox,
 // so that a warm-pool member started before its claim looks exactly like
 // a sandbox started for it.
-func (l *Local) Start(ctx context.Context, spec Spec) error {
+func (l *Local) Start(ctx context.Context, spec Spec) (err error) {
+	ctx, span := tracer.Start(ctx, "node.start", trace.WithAttributes(attribute.Bool("hearth.memory", spec.Memory != "")))
+	defer func() { tracing.End(span, err) }()
 	root, err := l.root(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRoot, err)
@@ -198,7 +204,14 @@ func (l *Local) limitDisk(ctx context.Context, spec Spec) error {
 }
 
 // Stop implements Node.
-func (l *Local) Stop(ctx context.Context, id string) error { return l.opts.Driver.Stop(ctx, id) }
+func (l *Local) Stop(ctx context.Context, id string) (err error) {
+	ctx, span := tracer.Start(ctx, "node.stop")
+	defer func() { tracing.End(span, err) }()
+	return l.opts.Driver.Stop(ctx, id)
+}
+
+// tracer makes the node's spans (see package tracing).
+var tracer = tracing.Tracer("github.com/hearth/hearth/node")
 
 // State implements Node.
 func (l *Local) State(ctx context.Context, id string) (State, error) {
@@ -237,8 +250,10 @@ func (l *Local) remove(ctx context.Context, key string) error {
 }
 
 // Rollback implements Node.
-func (l *Local) Rollback(ctx context.Context, id, ck string) error {
-	_, err := l.opts.Layers.Reset(ctx, rootKey(id), checkpointKey(ck))
+func (l *Local) Rollback(ctx context.Context, id, ck string) (err error) {
+	ctx, span := tracer.Start(ctx, "node.rollback")
+	defer func() { tracing.End(span, err) }()
+	_, err = l.opts.Layers.Reset(ctx, rootKey(id), checkpointKey(ck))
 	return err
 }
 

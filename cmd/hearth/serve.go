@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -46,6 +47,7 @@ import (
 	"github.com/hearth/hearth/store"
 	"github.com/hearth/hearth/store/postgres"
 	"github.com/hearth/hearth/store/sqlite"
+	"github.com/hearth/hearth/tracing"
 	"github.com/hearth/hearth/webhook"
 )
 
@@ -64,7 +66,9 @@ type serveConfig struct {
 	usageEvery time.Duration
 	// sandboxMetrics adds each running sandbox's usage to /metrics.
 	sandboxMetrics bool
-	warmPool       map[string]int
+	// otlpEndpoint is where traces go (package tracing); "": nowhere.
+	otlpEndpoint string
+	warmPool     map[string]int
 	// tenantsFile declares tenants and agents, applied at every start;
 	// baseDomain names sandbox URLs as hosts {port}-{name}.{baseDomain}.
 	baseDomain string
@@ -144,6 +148,7 @@ func serveDaemon(ctx context.Context, cfg serveConfig, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	defer startTracing(ctx, cfg, log)()
 	// Metrics come first: the network host counts refusals.
 	reg := metrics.NewRegistry()
 	host, err := openSandboxHost(ctx, &cfg, inst, db, box, reg, stderr, log)
@@ -478,6 +483,28 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 	return nil
 }
 
+// startTracing sends the daemon's traces to cfg's OTLP endpoint, when it
+// has one, and returns what flushes and stops them (a bad endpoint was
+// refused with the flags).
+func startTracing(ctx context.Context, cfg serveConfig, log *slog.Logger) func() {
+	if cfg.otlpEndpoint == "" {
+		return func() {}
+	}
+	shutdown, err := tracing.Start(ctx, tracing.Options{Endpoint: cfg.otlpEndpoint, Node: cfg.node, Version: version(), Logger: log.With("component", "tracing")})
+	if err != nil {
+		log.Error("traces are not sent", "err", err)
+		return func() {}
+	}
+	log.Info("sending traces", "endpoint", cfg.otlpEndpoint)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			log.Warn("flush the last traces", "err", err)
+		}
+	}
+}
+
 // sandboxMetrics registers in reg the latest usage sample of each running
 // sandbox of sbs's node, as gauges labelled by tenant and sandbox.
 func sandboxMetrics(reg *metrics.Registry, sbs *lifecycle.Sandboxes) {
@@ -659,6 +686,13 @@ func serveFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string) {
 	fl.StringVar(&cfg.baseDomain, "base-domain", "", "serve each sandbox port at the host {port}-{name}.`DOMAIN` too (point a wildcard DNS name at the daemon)")
 	fl.StringVar(&cfg.alarmWebhook, "alarm-webhook", "", "`URL` that receives every create-rate alarm and breaker trip as a JSON POST")
 	fl.DurationVar(&cfg.idle, "idle-timeout", lifecycle.DefaultIdleTimeout, "how long a sandbox with no command and no call stays awake before it sleeps")
+	fl.Func("otlp-endpoint", "send traces of the API's calls (through lifecycle to the runtime and the agent) to the OpenTelemetry collector at `URL` over OTLP/HTTP, e.g. http://127.0.0.1:4318 (default: none)", func(v string) error {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("want an http:// or https:// URL of an OTLP/HTTP collector")
+		}
+		cfg.otlpEndpoint = v
+		return nil
+	})
 	fl.BoolVar(&cfg.sandboxMetrics, "sandbox-metrics", false, "add each running sandbox's CPU, memory and network use to /metrics, labelled by tenant and sandbox (one series per sandbox and figure: mind your metrics store)")
 	fl.DurationVar(&cfg.usageEvery, "usage-interval", 10*time.Second, "how often each running sandbox's CPU, memory and network use is sampled (kept an hour, in memory; negative: never)")
 	fl.StringVar(&cfg.instance, "instance", "", "`NAME` of this data dir's instance, which names its networks and cgroups apart from other daemons' on this host: 1 to 9 lowercase letters and digits, given at its first start (default: hearth for /var/lib/hearth, else one derived from the data dir)")

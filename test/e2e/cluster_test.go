@@ -20,7 +20,7 @@ import (
 // Postgres store, whose DSN it returns, with one sealing key: the first
 // mints the operator token, the others say the store holds it and are
 // given it.
-func sharedStore(tb testing.TB, rt string, n int) ([]*daemon, string) {
+func sharedStore(tb testing.TB, rt string, n int, serveArgs ...string) ([]*daemon, string) {
 	tb.Helper()
 	requireDaemon(tb)
 	dsn := pgtest.NewDatabase(tb)
@@ -30,7 +30,7 @@ func sharedStore(tb testing.TB, rt string, n int) ([]*daemon, string) {
 	}
 	var ds []*daemon
 	for i := range n {
-		d := newDaemon(tb, rt, "--store", dsn, "--key-file", key, "--node", fmt.Sprintf("n%d", i))
+		d := newDaemon(tb, rt, append([]string{"--store", dsn, "--key-file", key, "--node", fmt.Sprintf("n%d", i)}, serveArgs...)...)
 		if i > 0 {
 			if !strings.Contains(d.Out.String(), daemonproc.HeldLine) {
 				tb.Fatalf("daemon %d of a shared store did not say the store holds the operator token:\n%s", i, d.Out.String())
