@@ -29,6 +29,7 @@ package door
 
 import (
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -378,12 +379,37 @@ func Visible(w http.ResponseWriter, r *http.Request, p sandbox.Principal) bool {
 }
 
 // BearerToken returns the token of an `Authorization: Bearer <token>`
-// header (the scheme is case-insensitive, RFC 7235 §2.1), or "" when there
-// is none; lifecycle refuses "" like any other bad token.
+// header (the scheme is case-insensitive, RFC 7235 §2.1), or, on a
+// WebSocket handshake without one, of a WebSocket subprotocol
+// "bearer.<token, base64url without padding>" (a browser cannot set a
+// WebSocket's headers; see WebSocketProtocol); "" when there is none.
+// lifecycle refuses "" like any other bad token.
 func BearerToken(r *http.Request) string {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(token)
+	}
+	if r.Header.Get("Authorization") != "" || !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return ""
 	}
-	return strings.TrimSpace(token)
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if enc, ok := strings.CutPrefix(strings.TrimSpace(p), bearerProtocol); ok {
+				b, err := base64.RawURLEncoding.DecodeString(enc)
+				if err != nil {
+					return ""
+				}
+				return string(b)
+			}
+		}
+	}
+	return ""
 }
+
+// WebSocketProtocol is the subprotocol a WebSocket door selects when the
+// client offers it, beside its token as "bearer.<base64url>": a browser
+// that offers subprotocols fails a handshake that selects none.
+const WebSocketProtocol = "hearth.v1"
+
+// bearerProtocol prefixes a token sent as a WebSocket subprotocol.
+const bearerProtocol = "bearer."

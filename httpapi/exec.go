@@ -90,7 +90,7 @@ func (s execs) handleExec(w http.ResponseWriter, r *http.Request, p sandbox.Prin
 		return
 	}
 	// Accept repeats the same origin check.
-	conn, err := websocket.Accept(w, r, nil)
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{door.WebSocketProtocol}})
 	if err != nil {
 		s.log.Debug("exec: websocket accept failed", "err", err)
 		return

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -263,6 +264,37 @@ func TestExecHandshake(t *testing.T) {
 		_, resp, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", nil)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != "Bearer" {
 			t.Fatalf("dial without a token = %v, %+v; want 401 with WWW-Authenticate", err, resp)
+		}
+	})
+	// A browser's way: the token as a subprotocol, beside hearth.v1,
+	// which the daemon selects; only on a WebSocket handshake.
+	t.Run("token as a subprotocol", func(t *testing.T) {
+		bearer := "bearer." + base64.RawURLEncoding.EncodeToString([]byte(tokenA1))
+		conn, _, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", &websocket.DialOptions{Subprotocols: []string{"hearth.v1", bearer}})
+		if err != nil {
+			t.Fatalf("dial with the token as a subprotocol = %v", err)
+		}
+		if conn.Subprotocol() != "hearth.v1" {
+			t.Errorf("selected subprotocol %q, want hearth.v1", conn.Subprotocol())
+		}
+		conn.Write(ctx, websocket.MessageText, []byte(`{"argv":["true"]}`))
+		if _, msg, err := conn.Read(ctx); err != nil || !strings.Contains(string(msg), `"exit"`) {
+			t.Errorf("exec over it = %q, %v; want its exit", msg, err)
+		}
+		conn.CloseNow()
+		for name, protos := range map[string][]string{
+			"not base64":    {"hearth.v1", "bearer.%%%"},
+			"another token": {"hearth.v1", "bearer." + base64.RawURLEncoding.EncodeToString([]byte("hearth_nope"))},
+		} {
+			_, resp, err := websocket.Dial(ctx, e.url+"/v1/sandboxes/ex/exec", &websocket.DialOptions{Subprotocols: protos})
+			if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s: dial = %v, %+v; want 401", name, err, resp)
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/v1/sandboxes", nil)
+		req.Header.Set("Sec-WebSocket-Protocol", bearer)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a plain call with the subprotocol header = %v, %v; want 401 (only a handshake may carry it)", resp, err)
 		}
 	})
 	t.Run("cross-origin", func(t *testing.T) {

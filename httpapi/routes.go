@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/hearth/hearth/console"
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
 )
@@ -26,6 +27,9 @@ func (s *server) adminRoutes() []door.Route {
 	a := admin{s}
 	return []door.Route{
 		{Pattern: "GET /v1/health", Verb: "health", Auth: door.AuthNone, Quiet: true, Handle: handle(a.handleHealth)},
+		// The web console's page and assets: public, holding nothing; what
+		// it shows comes from the API, with its user's token.
+		{Pattern: "GET " + console.Prefix, Verb: "console", Auth: door.AuthNone, Quiet: true, Handle: serveConsole},
 		strict("GET /v1/pool", "pool.get", a.handlePool),
 		strict("GET /v1/limits", "limits.get", a.handleLimits),
 		{Pattern: "GET /v1/audit", Verb: "audit.list", Handle: handle(a.handleAudit)},
@@ -161,6 +165,14 @@ func makesImage(rt door.Route) door.Route {
 	rt.MakesImage = true
 	return rt
 }
+
+// serveConsole answers the web console's page and assets.
+func serveConsole(w http.ResponseWriter, r *http.Request, _ sandbox.Principal) error {
+	consoleHandler.ServeHTTP(w, r)
+	return nil
+}
+
+var consoleHandler = console.Handler()
 
 // handle adapts h, which answers its errors itself, to door.Route.Handle.
 func handle(h handler) func(http.ResponseWriter, *http.Request, sandbox.Principal) error {

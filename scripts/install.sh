@@ -11,7 +11,7 @@
 #     cluster Debian makes and starts when this script installs it is
 #     stopped, and its service disabled), etcd-server (the Kubernetes
 #     tests' etcd, testutil/kubetest; its service is stopped and disabled
-#     too);
+#     too), chromium (the web console's tests drive it headless);
 #   - the Kubernetes control plane the Kubernetes tests run
 #     (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl of
 #     tools/kube's release), built static once into $HEARTH_CACHE/kube
@@ -56,7 +56,7 @@ fi
 command -v go >/dev/null || { say "Go is missing: install Go 1.26 or newer (https://go.dev/doc/install)"; exit 1; }
 
 need=()
-for pair in etcd:etcd-server runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3 docker-registry:docker-registry skopeo:skopeo umoci:umoci htpasswd:apache2-utils; do
+for pair in chromium:chromium etcd:etcd-server runc:runc debootstrap:debootstrap mkfs.btrfs:btrfs-progs losetup:mount ip:iproute2 iptables:iptables ipset:ipset npm:npm python3:python3 docker-registry:docker-registry skopeo:skopeo umoci:umoci htpasswd:apache2-utils; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null || need+=("$pkg")
 done
