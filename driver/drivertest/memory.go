@@ -35,20 +35,9 @@ while True:
 // value it held in memory; an unknown image fails RestoreMemory, leaving
 // the sandbox stopped and startable; DeleteMemory removes the image.
 func (s *suite) testMemoryCheckpoint(t *testing.T) {
-	d := s.cfg.New(t).Driver
-	mc, ok := d.(driver.MemoryCheckpointer)
-	if !d.Capabilities().MemoryCheckpoint {
-		t.Skip("the driver cannot checkpoint memory (Capabilities().MemoryCheckpoint is false)")
-	}
-	if !ok {
-		t.Fatalf("the driver's Capabilities say MemoryCheckpoint, but it is not a driver.MemoryCheckpointer")
-	}
-	spec := s.spec(t)
-	s.start(t, d, spec)
+	d, mc, spec, sh := s.memorySandbox(t, holdScript)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	sh := func(script string) string { return execArgv(t, d, spec.ID, "sh", "-c", script) }
-	sh("python3 -c '" + holdScript + "' >/dev/null 2>&1 &")
 	held := waitFile(t, sh, "/tmp/held")
 
 	key := "img" + newID()
@@ -111,17 +100,9 @@ while True:
 // from where it was: the file's lines run 1, 2, 3, … without a gap or a
 // repeat.
 func (s *suite) testMemoryCheckpointStop(t *testing.T) {
-	d := s.cfg.New(t).Driver
-	mc, ok := d.(driver.MemoryCheckpointer)
-	if !ok || !d.Capabilities().MemoryCheckpoint {
-		t.Skip("the driver cannot checkpoint memory (Capabilities().MemoryCheckpoint is false)")
-	}
-	spec := s.spec(t)
-	s.start(t, d, spec)
+	d, mc, spec, sh := s.memorySandbox(t, countScript)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	sh := func(script string) string { return execArgv(t, d, spec.ID, "sh", "-c", script) }
-	sh("python3 -c '" + countScript + "' >/dev/null 2>&1 &")
 	waitFile(t, sh, "/tmp/count")
 	onHost := filepath.Join(spec.RootFS, "tmp", "count")
 	lines := func() []string {
@@ -165,6 +146,26 @@ func (s *suite) testMemoryCheckpointStop(t *testing.T) {
 	if err := mc.DeleteMemory(ctx, key); err != nil {
 		t.Errorf("DeleteMemory = %v", err)
 	}
+}
+
+// memorySandbox starts a sandbox on a new driver that can checkpoint
+// memory (it skips t for one that cannot) with python3 program in the
+// background, and returns them and a shell in the sandbox.
+func (s *suite) memorySandbox(t *testing.T, program string) (driver.Driver, driver.MemoryCheckpointer, driver.Spec, func(string) string) {
+	t.Helper()
+	d := s.cfg.New(t).Driver
+	mc, ok := d.(driver.MemoryCheckpointer)
+	if !d.Capabilities().MemoryCheckpoint {
+		t.Skip("the driver cannot checkpoint memory (Capabilities().MemoryCheckpoint is false)")
+	}
+	if !ok {
+		t.Fatalf("the driver's Capabilities say MemoryCheckpoint, but it is not a driver.MemoryCheckpointer")
+	}
+	spec := s.spec(t)
+	s.start(t, d, spec)
+	sh := func(script string) string { return execArgv(t, d, spec.ID, "sh", "-c", script) }
+	sh("python3 -c '" + program + "' >/dev/null 2>&1 &")
+	return d, mc, spec, sh
 }
 
 // waitFile returns the content of path in the sandbox once it exists (10

@@ -19,9 +19,9 @@ import (
 // run: SQLite for the store's cost, a direct call for the forwarding's,
 // one daemon for admission across four.
 
-// benchRuntime is runsc when installed (the default runtime), else the
-// first runtime found.
-func benchRuntime(b *testing.B) string {
+// preferredRuntime is runsc when installed (the default runtime), else
+// the first runtime found.
+func preferredRuntime(b testing.TB) string {
 	requireDaemon(b)
 	if slices.Contains(bins.Runtimes, "runsc") {
 		return "runsc"
@@ -31,7 +31,7 @@ func benchRuntime(b *testing.B) string {
 
 // pgDaemons is sharedStore's daemons, of benchRuntime.
 func pgDaemons(b *testing.B, n int) []*daemon {
-	ds, _ := sharedStore(b, benchRuntime(b), n)
+	ds, _ := sharedStore(b, preferredRuntime(b), n)
 	return ds
 }
 
@@ -60,7 +60,7 @@ func createToFirstOutput(b *testing.B, d *daemon, name string) time.Duration {
 // iterations alternating so that both see the same host.
 func BenchmarkStoreCreateToFirstOutput(b *testing.B) {
 	pg := pgDaemons(b, 1)[0]
-	lite := newDaemon(b, benchRuntime(b))
+	lite := newDaemon(b, preferredRuntime(b))
 	var onPG, onLite []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -122,12 +122,7 @@ func signIn(t *testing.T, ctx context.Context, url, token string) {
 // and an agent's token shows that agent's sandboxes only. The main pages
 // are saved as screenshots.
 func TestConsole(t *testing.T) {
-	requireDaemon(t)
-	runtime := bins.Runtimes[0]
-	if slices.Contains(bins.Runtimes, "runsc") {
-		runtime = "runsc"
-	}
-	d := newDaemon(t, runtime)
+	d := newDaemon(t, preferredRuntime(t))
 	ctx := ctxT(t)
 	cl := d.Client()
 	if _, _, err := cl.Create(ctx, sandbox.CreateRequest{Name: "web"}); err != nil {

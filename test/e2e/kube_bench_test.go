@@ -19,7 +19,7 @@ import (
 // ("one-machine-"), their iterations alternating.
 func BenchmarkFleetCreateToFirstOutput(b *testing.B) {
 	f := newKubeFleet(b, 1, "")
-	lone := newDaemon(b, benchRuntime(b))
+	lone := newDaemon(b, preferredRuntime(b))
 	var fleet, one []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -36,7 +36,7 @@ func BenchmarkFleetCreateToFirstOutput(b *testing.B) {
 // one-machine daemon ("one-machine-"), alternating.
 func BenchmarkFleetExec(b *testing.B) {
 	f := newKubeFleet(b, 1, "")
-	lone := newDaemon(b, benchRuntime(b))
+	lone := newDaemon(b, preferredRuntime(b))
 	ctx := context.Background()
 	for _, d := range []*daemon{f.planes[0], lone} {
 		if _, _, err := d.Client().Create(ctx, sandbox.CreateRequest{Name: "bench"}); err != nil {
@@ -65,7 +65,7 @@ func BenchmarkFleetExec(b *testing.B) {
 func BenchmarkFleetWarmCreateToFirstOutput(b *testing.B) {
 	pool := []string{"--warm-pool", "small=1"}
 	f := newKubeFleetOf(b, 1, fleetNode{args: pool})
-	lone := newDaemon(b, benchRuntime(b), pool...)
+	lone := newDaemon(b, preferredRuntime(b), pool...)
 	ctx := context.Background()
 	var fleet, one []time.Duration
 	b.ResetTimer()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -145,12 +144,7 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 // is raw during the session and as it was after. `hearth exec -t` runs
 // one command the same way.
 func TestShell(t *testing.T) {
-	requireDaemon(t)
-	runtime := bins.Runtimes[0]
-	if slices.Contains(bins.Runtimes, "runsc") {
-		runtime = "runsc"
-	}
-	d := newDaemon(t, runtime)
+	d := newDaemon(t, preferredRuntime(t))
 	ctx := ctxT(t)
 	if _, _, err := d.Client().Create(ctx, sandbox.CreateRequest{Name: "term"}); err != nil {
 		t.Fatal(err)

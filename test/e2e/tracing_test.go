@@ -85,16 +85,11 @@ func (c *collector) children(s *tracepb.Span) []*tracepb.Span {
 // reaches the node's snapshot, and a restore's the node's rollback and
 // start. The spans carry hearth's service name and the call's sandbox.
 func TestTracing(t *testing.T) {
-	requireDaemon(t)
 	col := &collector{}
 	srv := httptest.NewServer(col)
 	t.Cleanup(srv.Close)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100") // milliseconds
-	runtime := bins.Runtimes[0]
-	if slices.Contains(bins.Runtimes, "runsc") {
-		runtime = "runsc"
-	}
-	d := newDaemon(t, runtime, "--otlp-endpoint", srv.URL)
+	d := newDaemon(t, preferredRuntime(t), "--otlp-endpoint", srv.URL)
 	ctx := ctxT(t)
 	cl := d.Client()
 	if _, _, err := cl.Create(ctx, sandbox.CreateRequest{Name: "traced"}); err != nil {
