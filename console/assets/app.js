@@ -337,6 +337,108 @@ function urlsPane(ref, pane) {
   });
 }
 
+// --- what the token may see of its tenancy (the API decides) ---
+
+function resources(r) {
+  if (!r) return "—";
+  return (r.millicpu / 1000) + " CPU, " + bytes(r.memory_bytes) + " memory, " + bytes(r.disk_bytes) + " disk";
+}
+
+function tableOf(headers, rows, id) {
+  return el("table", {}, el("thead", {}, el("tr", {}, headers.map((h) => el("th", {}, h)))), el("tbody", { id: id || "" }, rows));
+}
+
+function limitsView() {
+  view.replaceChildren(el("h1", {}, "Limits"));
+  api("GET", "/v1/limits").then((l) => {
+    const rows = [
+      ["Who", l.tenant + (l.agent ? " / " + l.agent : "") + " (" + l.role + ")"],
+      ["Sandboxes", l.sandboxes ? l.sandboxes.used + " of " + l.sandboxes.limit : "no quota"],
+      ["Budget used", l.budget ? resources(l.budget.used) + " of " + resources(l.budget.limit) : "no budget"],
+      ["Allocation", resources(l.allocation)],
+      ["Longest TTL", String(l.max_ttl)],
+      ["Create rate", l.create_rate ? JSON.stringify(l.create_rate) : "—"],
+    ].map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v)));
+    view.append(el("table", { id: "limits" }, el("tbody", {}, rows)));
+  }).catch(showError);
+  return () => {};
+}
+
+function tenantsView() {
+  view.replaceChildren(el("h1", {}, "Tenants"));
+  api("GET", "/v1/tenants").then(({ tenants }) => {
+    view.append(tableOf(["Tenant", "Allocation", "Pool", "Created"], tenants.map((t) => el("tr", {},
+      el("td", {}, t.name), el("td", {}, resources(t.allocation)), el("td", {}, t.pool || "—"), el("td", {}, ago(t.created_at) + " ago"))), "tenants"));
+  }).catch(showError);
+  return () => {};
+}
+
+function agentsView() {
+  view.replaceChildren(el("h1", {}, "Agents"));
+  api("GET", "/v1/agents").then(({ agents }) => {
+    view.append(tableOf(["Agent", "Tenant", "Created"], agents.map((a) => el("tr", {},
+      el("td", {}, a.name), el("td", {}, a.tenant), el("td", {}, ago(a.created_at) + " ago"))), "agents"));
+  }).catch(showError);
+  return () => {};
+}
+
+function tokensView() {
+  const list = el("tbody", { id: "tokens" });
+  const secret = el("div", { id: "new-token", className: "card", hidden: true });
+  const form = el("form", { className: "inline", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const req = { agent: form.elements.agent.value.trim() };
+    if (form.elements.tenant.value.trim()) req.tenant = form.elements.tenant.value.trim();
+    if (form.elements.role.value) req.role = form.elements.role.value;
+    if (form.elements.ttl.value.trim()) req.ttl = form.elements.ttl.value.trim();
+    const made = await act("POST", "/v1/tokens", req);
+    if (!made) return;
+    secret.hidden = false;
+    secret.replaceChildren(el("div", {}, "The new token, shown this once:"), el("code", { id: "token-secret" }, made.token));
+    form.reset();
+    load();
+  } }, el("input", { name: "agent", placeholder: "agent", id: "token-agent" }), el("input", { name: "tenant", placeholder: "tenant (operators)", id: "token-tenant" }),
+  el("select", { name: "role" }, el("option", { value: "" }, "agent"), el("option", { value: "tenant-admin" }, "tenant admin"), el("option", { value: "operator" }, "operator")),
+  el("input", { name: "ttl", placeholder: "ttl, e.g. 24h", size: 10 }), el("button", { type: "submit", id: "token-create" }, "Create token"));
+  const load = async () => {
+    const { tokens } = await api("GET", "/v1/tokens");
+    list.replaceChildren(...tokens.map((k) => el("tr", { dataset: { id: k.id } },
+      el("td", {}, k.id), el("td", {}, k.tenant), el("td", {}, k.agent || "—"), el("td", {}, k.role), el("td", {}, k.name_prefix || ""),
+      el("td", {}, ago(k.created_at) + " ago"), el("td", {}, k.revoked_at ? "revoked" : k.expires_at ? "expires in " + left(k.expires_at) : "—"),
+      el("td", {}, k.revoked_at ? null : el("button", { className: "revoke", onclick: async () => {
+        if (confirm("Revoke token " + k.id + "?")) { await act("DELETE", "/v1/tokens/" + encodeURIComponent(k.id)); load(); }
+      } }, "Revoke")))));
+  };
+  view.replaceChildren(el("h1", {}, "Tokens"), form, secret,
+    el("table", {}, el("thead", {}, el("tr", {}, ["Token", "Tenant", "Agent", "Role", "Prefix", "Created", "State", ""].map((h) => el("th", {}, h)))), list));
+  load().catch(showError);
+  return () => {};
+}
+
+// auditView is the audit log, filtered as the API filters it; "alarms
+// only" keeps the create-rate alarms and breaker trips.
+function auditView() {
+  const list = el("tbody", { id: "audit" });
+  const form = el("form", { className: "inline", onsubmit: (ev) => { ev.preventDefault(); load().catch(showError); } },
+    el("input", { name: "since", value: "1h", size: 8, title: "a duration back from now, or an RFC 3339 time" }),
+    el("input", { name: "tenant", placeholder: "tenant" }), el("input", { name: "agent", placeholder: "agent" }),
+    el("label", {}, el("input", { type: "checkbox", name: "alarms", id: "alarms-only" }), " alarms only"),
+    el("button", { type: "submit", id: "audit-show" }, "Show"));
+  const load = async () => {
+    const q = new URLSearchParams();
+    for (const k of ["since", "tenant", "agent"]) if (form.elements[k].value.trim()) q.set(k, form.elements[k].value.trim());
+    const { events } = await api("GET", "/v1/audit?" + q.toString());
+    const shown = form.elements.alarms.checked ? events.filter((e) => e.verb.startsWith("alarm.")) : events;
+    list.replaceChildren(...shown.slice(-500).reverse().map((e) => el("tr", {},
+      el("td", {}, new Date(e.at).toLocaleString()), el("td", {}, e.door), el("td", {}, e.verb), el("td", {}, e.tenant), el("td", {}, e.agent || ""),
+      el("td", {}, e.sandbox || ""), el("td", {}, e.code || "ok"), el("td", { className: "num" }, e.status), el("td", { className: "num" }, e.duration_ms + " ms"))));
+  };
+  view.replaceChildren(el("h1", {}, "Audit log"), form,
+    el("table", {}, el("thead", {}, el("tr", {}, ["At", "Door", "Verb", "Tenant", "Agent", "Sandbox", "Code", "Status", "Took"].map((h) => el("th", {}, h)))), list));
+  load().catch(showError);
+  return () => {};
+}
+
 // --- routing ---
 
 function route() {
@@ -345,8 +447,11 @@ function route() {
     if (location.hash !== "#/login") { location.hash = "#/login"; return; }
   }
   document.getElementById("signout").hidden = !token();
+  document.getElementById("nav").hidden = !token();
   const parts = location.hash.replace(/^#\/?/, "").split("/");
+  const pages = { limits: limitsView, tenants: tenantsView, agents: agentsView, tokens: tokensView, audit: auditView };
   if (parts[0] === "login") stopView = loginView();
+  else if (pages[parts[0]]) stopView = pages[parts[0]]();
   else if (parts[0] === "sb" && parts[1]) stopView = sandboxView(decodeURIComponent(parts[1]), parts[2] || "terminal");
   else stopView = listView();
 }

@@ -119,8 +119,9 @@ func signIn(t *testing.T, ctx context.Context, url, token string) {
 // through the API, then one made later appear without a reload; opens a
 // sandbox's terminal and runs a command in it; uploads a file, which the
 // API reads back; takes a checkpoint and restores it, which the API sees;
-// and an agent's token shows that agent's sandboxes only. The main pages
-// are saved as screenshots.
+// makes a token, which works, and revokes it, which the API then refuses;
+// finds those calls in the audit log; and an agent's token shows that
+// agent's sandboxes only. The main pages are saved as screenshots.
 func TestConsole(t *testing.T) {
 	d := newDaemon(t, preferredRuntime(t))
 	ctx := ctxT(t)
@@ -194,6 +195,53 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("after Restore in the console the file holds %q (head %q); want the checkpoint's", got.String(), sb.Head)
 		}
 	}
+
+	// Tokens: one made in the console works, revoked there it is refused.
+	before, err := cl.Admin().ListTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(t, b,
+		chromedp.Navigate(d.URL+"/console/#/tokens"),
+		chromedp.WaitReady(chromedp.ID("token-agent")),
+		chromedp.SendKeys(chromedp.ID("token-agent"), "bot"),
+		chromedp.SendKeys(chromedp.ID("token-tenant"), "acme"),
+		chromedp.Click(chromedp.ID("token-create")),
+	)
+	waitText(t, b, "token-secret", "hearth_")
+	secret, err := chromedp.Run(b, chromedp.Text(chromedp.ID("token-secret")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.New(d.URL, secret, nil).List(ctx); err != nil {
+		t.Errorf("the token made in the console is refused: %v", err)
+	}
+	screenshot(t, b, "tokens")
+	infos, err := cl.Admin().ListTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made string
+	for _, k := range infos {
+		if !slices.ContainsFunc(before, func(o sandbox.TokenInfo) bool { return o.ID == k.ID }) {
+			made = k.ID
+		}
+	}
+	chromedp.Run(b, chromedp.Evaluate[any]("window.confirm = () => true"))
+	do(t, b, chromedp.Click(chromedp.CSS(`#tokens tr[data-id="`+made+`"] .revoke`)))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := client.New(d.URL, secret, nil).List(ctx); sandbox.IsCode(err, sandbox.CodeUnauthenticated) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the token revoked in the console still works")
+		}
+	}
+	// The audit log: the calls the console made are there.
+	do(t, b, chromedp.Navigate(d.URL+"/console/#/audit"))
+	waitText(t, b, "audit", "checkpoint.create")
+	waitText(t, b, "audit", "token.revoke")
+	screenshot(t, b, "audit")
 
 	// An agent's token: its own sandboxes, no one else's.
 	do(t, b, chromedp.Click(chromedp.ID("signout")))
