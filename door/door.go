@@ -406,6 +406,26 @@ func BearerToken(r *http.Request) string {
 	return ""
 }
 
+// StripToken removes from h, the headers of a request hearth passes on to
+// a sandbox, every place BearerToken reads a token from: Authorization,
+// and the "bearer." subprotocols of Sec-WebSocket-Protocol (the others
+// stay). The caller's token never reaches a sandbox.
+func StripToken(h http.Header) {
+	h.Del("Authorization")
+	var kept []string
+	for _, v := range h.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(p, bearerProtocol) {
+				kept = append(kept, p)
+			}
+		}
+	}
+	h.Del("Sec-WebSocket-Protocol")
+	if len(kept) > 0 {
+		h.Set("Sec-WebSocket-Protocol", strings.Join(kept, ", "))
+	}
+}
+
 // WebSocketProtocol is the subprotocol a WebSocket door selects when the
 // client offers it, beside its token as "bearer.<base64url>": a browser
 // that offers subprotocols fails a handshake that selects none.

@@ -142,9 +142,7 @@ func (s proxies) proxy(w http.ResponseWriter, r *http.Request, p sandbox.Princip
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "localhost:"+strconv.Itoa(t.port)
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
 			pr.Out.Host = pr.Out.URL.Host
-			if token != "" {
-				pr.Out.Header.Del("Authorization") // hearth's token stays out of the sandbox
-			}
+			door.StripToken(pr.Out.Header) // hearth's token stays out of the sandbox
 		},
 		Transport: &http.Transport{
 			DialContext:       (&firstConn{conn: conn, dial: dial}).dialContext,

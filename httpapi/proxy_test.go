@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,6 +40,16 @@ func echoServer(t testing.TB) int {
 			}
 			c.Write(r.Context(), typ, append([]byte("echo:"), msg...))
 		}
+	})
+	// The subprotocols it was offered, as its first message.
+	mux.HandleFunc("/wsproto", func(w http.ResponseWriter, r *http.Request) {
+		offered := r.Header.Values("Sec-WebSocket-Protocol")
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"hearth.v1", "chat"}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		c.Write(r.Context(), websocket.MessageText, []byte(strings.Join(offered, "|")))
 	})
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
@@ -153,6 +164,18 @@ func TestProxy(t *testing.T) {
 	ws.Write(ctx, websocket.MessageText, []byte("hi"))
 	if _, msg, err := ws.Read(ctx); err != nil || string(msg) != "echo:hi" {
 		t.Errorf("WebSocket echo = %q, %v", msg, err)
+	}
+
+	// A browser's WebSocket, its token a subprotocol: the sandbox's
+	// server is offered the other subprotocols, never the token.
+	bearer := "bearer." + base64.RawURLEncoding.EncodeToString([]byte(tokenA1))
+	ws2, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/wsproto", &websocket.DialOptions{Subprotocols: []string{"chat", bearer}})
+	if err != nil {
+		t.Fatalf("WebSocket through the proxy with the token as a subprotocol: %v", err)
+	}
+	defer ws2.CloseNow()
+	if _, msg, err := ws2.Read(ctx); err != nil || string(msg) != "chat" || strings.Contains(string(msg), tokenA1) {
+		t.Errorf("the sandbox's server was offered %q, %v; want chat alone, no token", msg, err)
 	}
 
 	// Errors: nothing listening, a bad port.
