@@ -87,8 +87,26 @@ func (a *Admin) RevokeToken(ctx context.Context, id string) error {
 
 // Limits reports the guardrails the caller is under and its usage.
 func (c *Client) Limits(ctx context.Context) (sandbox.LimitsReport, error) {
+	return c.LimitsOf(ctx, "", "")
+}
+
+// LimitsOf returns the limits and usage of tenant, or of its agent when
+// agent is not "" (an operator: any; a tenant admin: its own tenant and
+// its agents; an agent: itself; both "": the caller's own, as Limits).
+func (c *Client) LimitsOf(ctx context.Context, tenant, agent string) (sandbox.LimitsReport, error) {
 	var out sandbox.LimitsReport
-	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/limits", nil, nil, &out)
+	q := url.Values{}
+	if tenant != "" {
+		q.Set("tenant", tenant)
+	}
+	if agent != "" {
+		q.Set("agent", agent)
+	}
+	p := "/v1/limits"
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	_, err := c.t.doJSON(ctx, http.MethodGet, p, nil, nil, &out)
 	return out, err
 }
 

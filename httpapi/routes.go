@@ -31,7 +31,7 @@ func (s *server) adminRoutes() []door.Route {
 		// it shows comes from the API, with its user's token.
 		{Pattern: "GET " + console.Prefix, Verb: "console", Auth: door.AuthNone, Quiet: true, Handle: serveConsole},
 		strict("GET /v1/pool", "pool.get", a.handlePool),
-		strict("GET /v1/limits", "limits.get", a.handleLimits),
+		strict("GET /v1/limits", "limits.get", a.handleLimits, "tenant", "agent"),
 		{Pattern: "GET /v1/audit", Verb: "audit.list", Handle: handle(a.handleAudit)},
 		strict("GET /metrics", "metrics.get", a.handleMetrics),
 

@@ -96,8 +96,11 @@ func (s admin) handleRevokeToken(w http.ResponseWriter, r *http.Request, p sandb
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// handleLimits answers the caller's limits and usage, or with ?tenant=
+// and ?agent= those of a tenant or agent it may see (Tenancy.LimitsOf).
 func (s admin) handleLimits(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	rep, err := s.svc.Tenancy.Limits(r.Context(), p)
+	q := r.URL.Query()
+	rep, err := s.svc.Tenancy.LimitsOf(r.Context(), p, q.Get("tenant"), q.Get("agent"))
 	s.reply(w, r, http.StatusOK, rep, err)
 }
 

@@ -237,6 +237,39 @@ func (a access) tenant(tenant string, manage bool, what string) (string, error) 
 	return tenant, err
 }
 
+// limitsOf is whose limits and usage the caller may read when it names
+// tenant and agent (both "": its own): an operator any tenant's (a tenant
+// admin's view, or with agent that agent's), a tenant admin its tenant's
+// and its agents', an agent its own; what it may not name is not_found, as
+// a tenant or agent that does not exist. A token restricted to a name
+// prefix sees only its own usage: naming anyone is permission_denied.
+func (a access) limitsOf(tenant, agent string) (sandbox.Principal, error) {
+	p := a.p
+	if tenant == "" && agent == "" {
+		return p, nil
+	}
+	if p.NamePrefix != "" {
+		return sandbox.Principal{}, sandbox.Errorf(sandbox.CodePermissionDenied, "this token is restricted to sandbox names starting with %q: it may read its own limits only", p.NamePrefix).
+			WithHint("drop tenant and agent, or use a token without a name prefix").With("name_prefix", p.NamePrefix)
+	}
+	if tenant == "" {
+		tenant = p.Tenant
+	}
+	notFound := sandbox.Errorf(sandbox.CodeNotFound, "no tenant %q with an agent %q that this token may see", tenant, agent).
+		WithHint("name your own tenant (and one of its agents)")
+	switch {
+	case p.Role == sandbox.RoleOperator:
+	case tenant != p.Tenant:
+		return sandbox.Principal{}, notFound
+	case p.Role == sandbox.RoleAgent && agent != p.Agent:
+		return sandbox.Principal{}, notFound
+	}
+	if agent == "" {
+		return sandbox.Principal{Tenant: tenant, Role: sandbox.RoleTenantAdmin}, nil
+	}
+	return sandbox.Principal{Tenant: tenant, Agent: agent, Role: sandbox.RoleAgent}, nil
+}
+
 // fleetwide is nil when the caller may read what counts every tenant's
 // sandboxes (what, e.g. "read the metrics"): an operator, unless its token
 // is restricted to a name prefix, which may read the counts of its own

@@ -261,6 +261,44 @@ func addResources(a, b sandbox.Resources) sandbox.Resources {
 // usage of the sandboxes inside it only: the counts of the others are
 // theirs.
 func (s *Tenancy) Limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error) {
+	return s.limits(ctx, p)
+}
+
+// LimitsOf is Limits of the tenant and agent p names (both "": p's own),
+// as the access rule allows (access.limitsOf): an operator any tenant's
+// or agent's, a tenant admin its tenant's and its agents', an agent its
+// own. A tenant or agent that does not exist is not_found.
+func (s *Tenancy) LimitsOf(ctx context.Context, p sandbox.Principal, tenant, agent string) (sandbox.LimitsReport, error) {
+	of, err := s.access(p).limitsOf(tenant, agent)
+	if err != nil {
+		return sandbox.LimitsReport{}, err
+	}
+	if of != p {
+		if err := s.exists(ctx, of); err != nil {
+			return sandbox.LimitsReport{}, err
+		}
+	}
+	return s.limits(ctx, of)
+}
+
+// exists is nil when of's tenant, and its agent if it names one, exist;
+// else not_found.
+func (s *Tenancy) exists(ctx context.Context, of sandbox.Principal) error {
+	_, err := s.opts.Store.Tenants().Get(ctx, of.Tenant)
+	if err == nil && of.Agent != "" {
+		_, err = s.opts.Store.Agents().Get(ctx, of.Tenant, of.Agent)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return sandbox.Errorf(sandbox.CodeNotFound, "no tenant %q with an agent %q", of.Tenant, of.Agent).WithHint("hearth tenant list; hearth agent list")
+	case err != nil:
+		return s.internal("get tenant or agent", err)
+	}
+	return nil
+}
+
+// limits is Limits of principal p.
+func (s *Tenancy) limits(ctx context.Context, p sandbox.Principal) (sandbox.LimitsReport, error) {
 	rep := sandbox.LimitsReport{Tenant: p.Tenant, Agent: p.Agent, Role: p.Role, MaxTTL: sandbox.Duration(s.opts.MaxTTL)}
 	if p.Role == sandbox.RoleOperator {
 		return rep, nil

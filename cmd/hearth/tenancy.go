@@ -402,12 +402,14 @@ func runTokenRevoke(ctx context.Context, c *cli, args []string) error {
 
 // runLimits shows the guardrails the caller is under and its usage.
 func runLimits(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("limits", "", "Show the guardrails you are under: your sandbox quota, your tenant's budget, the TTL cap and the create-rate breaker, with what you use of each.")
+	fs := c.clientFlagSet("limits", "[--tenant T [--agent A]]", "Show the guardrails you are under: your sandbox quota, your tenant's budget, the TTL cap and the create-rate breaker, with what you use of each. With --tenant and --agent, those of a tenant or agent you may see (an operator: any; a tenant admin: its tenant and its agents).")
+	tenant := fs.String("tenant", "", "show `TENANT`'s instead of yours")
+	agent := fs.String("agent", "", "show `AGENT`'s (of --tenant, or of your tenant)")
 	_, err := fs.parseArgs(args, "limits")
 	if err != nil {
 		return err
 	}
-	rep, err := c.client().Limits(ctx)
+	rep, err := c.client().LimitsOf(ctx, *tenant, *agent)
 	if err != nil {
 		return err
 	}

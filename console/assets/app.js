@@ -364,20 +364,39 @@ function limitsView() {
   return () => {};
 }
 
+// limitsOf is GET /v1/limits of tenant (and agent), or null when the
+// token may not read them.
+function limitsOf(tenant, agent) {
+  const q = new URLSearchParams({ tenant });
+  if (agent) q.set("agent", agent);
+  return api("GET", "/v1/limits?" + q.toString()).catch(() => null);
+}
+
 function tenantsView() {
   view.replaceChildren(el("h1", {}, "Tenants"));
-  api("GET", "/v1/tenants").then(({ tenants }) => {
-    view.append(tableOf(["Tenant", "Allocation", "Pool", "Created"], tenants.map((t) => el("tr", {},
-      el("td", {}, t.name), el("td", {}, resources(t.allocation)), el("td", {}, t.pool || "—"), el("td", {}, ago(t.created_at) + " ago"))), "tenants"));
+  api("GET", "/v1/tenants").then(async ({ tenants }) => {
+    const limits = await Promise.all(tenants.map((t) => limitsOf(t.name)));
+    view.append(tableOf(["Tenant", "Budget used", "Allocation", "Pool", "Created"], tenants.map((t, i) => el("tr", { dataset: { tenant: t.name } },
+      el("td", {}, t.name),
+      el("td", {}, limits[i] && limits[i].budget ? resources(limits[i].budget.used) + " of " + resources(limits[i].budget.limit) : "—"),
+      el("td", {}, resources(t.allocation)), el("td", {}, t.pool || "—"), el("td", {}, ago(t.created_at) + " ago"))), "tenants"));
   }).catch(showError);
   return () => {};
 }
 
 function agentsView() {
   view.replaceChildren(el("h1", {}, "Agents"));
-  api("GET", "/v1/agents").then(({ agents }) => {
-    view.append(tableOf(["Agent", "Tenant", "Created"], agents.map((a) => el("tr", {},
-      el("td", {}, a.name), el("td", {}, a.tenant), el("td", {}, ago(a.created_at) + " ago"))), "agents"));
+  api("GET", "/v1/agents").then(async ({ agents }) => {
+    const limits = await Promise.all(agents.map((a) => limitsOf(a.tenant, a.name)));
+    view.append(tableOf(["Agent", "Tenant", "Sandboxes", "Breaker", "Created"], agents.map((a, i) => {
+      const l = limits[i];
+      const rate = l && l.create_rate;
+      return el("tr", { dataset: { agent: a.tenant + "/" + a.name } },
+        el("td", {}, a.name), el("td", {}, a.tenant),
+        el("td", {}, l && l.sandboxes ? l.sandboxes.used + " of " + l.sandboxes.limit : "—"),
+        el("td", {}, rate ? rate.breaker + (rate.until ? " until " + new Date(rate.until).toLocaleTimeString() : "") + " · " + rate.recent + " recent creates" : "—"),
+        el("td", {}, ago(a.created_at) + " ago"));
+    }), "agents"));
   }).catch(showError);
   return () => {};
 }

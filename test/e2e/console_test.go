@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,16 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What the agents and tenants pages read, as the CLI reads it.
+	out, stderr, code := d.CLI("", "limits", "--tenant", "acme", "--agent", "bot", "--json")
+	var lim sandbox.LimitsReport
+	if err := json.Unmarshal([]byte(out), &lim); code != 0 || err != nil || lim.Sandboxes == nil || lim.Sandboxes.Used != 1 || lim.Agent != "bot" {
+		t.Errorf("hearth limits --tenant acme --agent bot = %d %q %q; want bot's one sandbox", code, out, stderr)
+	}
+	if _, _, code := d.CLIAs(agentTok, "", "limits", "--tenant", "system"); code != sandbox.CodeNotFound.ExitCode() {
+		t.Errorf("an agent's hearth limits --tenant system = exit %d; want not_found", code)
+	}
+
 	b := browser(t)
 	signIn(t, b, d.URL, d.Token)
 	waitText(t, b, "sandboxes", "system/web")
@@ -242,6 +253,14 @@ func TestConsole(t *testing.T) {
 	waitText(t, b, "audit", "checkpoint.create")
 	waitText(t, b, "audit", "token.revoke")
 	screenshot(t, b, "audit")
+
+	// Tenants and agents: the budget and quota each one uses.
+	do(t, b, chromedp.Navigate(d.URL+"/console/#/agents"))
+	waitText(t, b, "agents", "1 of 3") // bot: one sandbox of its quota of 3
+	screenshot(t, b, "agents")
+	do(t, b, chromedp.Navigate(d.URL+"/console/#/tenants"))
+	waitText(t, b, "tenants", "1 CPU, ") // acme's budget used: one small sandbox
+	screenshot(t, b, "tenants")
 
 	// An agent's token: its own sandboxes, no one else's.
 	do(t, b, chromedp.Click(chromedp.ID("signout")))
