@@ -346,3 +346,14 @@ func (c *Client) Usage(ctx context.Context, name string, since time.Time) (sandb
 	_, err = c.t.doJSON(ctx, http.MethodGet, p, nil, nil, &u)
 	return u, err
 }
+
+// Gone returns why the sandboxes the caller could see went (destroyed,
+// reaped, a create undone), the newest first, for as long as the daemon
+// keeps the records (7 days by default).
+func (c *Client) Gone(ctx context.Context) ([]sandbox.Gone, error) {
+	var out struct {
+		Gone []sandbox.Gone `json:"gone"`
+	}
+	_, err := c.t.doJSON(ctx, http.MethodGet, "/v1/gone", nil, nil, &out)
+	return out.Gone, err
+}

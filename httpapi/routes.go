@@ -101,6 +101,7 @@ func (s *server) sandboxRoutes() []door.Route {
 		visible(strict("POST /v1/sandboxes/{name}/checkpoints", "checkpoint.create", sb.handleCheckpoint)),
 		strict("GET /v1/sandboxes/{name}/checkpoints", "checkpoint.list", sb.handleListCheckpoints),
 		strict("GET /v1/sandboxes/{name}/usage", "sandbox.usage", sb.handleUsage, "since"),
+		strict("GET /v1/gone", "sandbox.gone", sb.handleGone),
 		strict("DELETE /v1/sandboxes/{name}/checkpoints/{id}", "checkpoint.delete", sb.handleDeleteCheckpoint),
 		visible(strict("POST /v1/sandboxes/{name}/restore", "sandbox.restore", sb.handleRestore)),
 		visible(strict("POST /v1/sandboxes/{name}/fork", "sandbox.fork", sb.handleFork)),

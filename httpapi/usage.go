@@ -25,3 +25,14 @@ func (s sandboxes) handleUsage(w http.ResponseWriter, r *http.Request, p sandbox
 	}
 	s.encode(w, http.StatusOK, u)
 }
+
+// handleGone answers why the sandboxes the caller could see went, the
+// newest first.
+func (s sandboxes) handleGone(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
+	gone, err := s.svc.Sandboxes.ListGone(r.Context(), p)
+	if err != nil {
+		door.WriteError(w, r, err)
+		return
+	}
+	s.encode(w, http.StatusOK, map[string][]sandbox.Gone{"gone": gone})
+}

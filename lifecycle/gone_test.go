@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -95,5 +96,53 @@ func TestDescribeReusesUsage(t *testing.T) {
 	e.svc.Sandboxes.Describe(t.Context(), a1, "web")
 	if got := n.Load() - before; got != 1 {
 		t.Errorf("a Describe right after a restore measured %d times, want 1", got)
+	}
+}
+
+// TestListGone: why sandboxes went, as whoever could see them sees it: an
+// agent its own, a tenant admin its tenant's, an operator every tenant's,
+// and a token restricted to a name prefix those inside it; the newest
+// first.
+func TestListGone(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	for _, c := range []struct {
+		p    sandbox.Principal
+		name string
+	}{{a1, "x"}, {a2, "y"}, {b1, "z"}} {
+		e.create(t, c.p, c.name)
+		e.clock.Advance(time.Second)
+		if err := e.svc.Sandboxes.Destroy(ctx, c.p, c.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(p sandbox.Principal) []string {
+		gs, err := e.svc.Sandboxes.ListGone(ctx, p)
+		if err != nil {
+			t.Fatalf("ListGone as %+v = %v", p, err)
+		}
+		var out []string
+		for _, g := range gs {
+			out = append(out, g.Tenant+"/"+g.Name)
+		}
+		return out
+	}
+	prefixed := a1
+	prefixed.NamePrefix = "agent-a1-nothing"
+	for _, c := range []struct {
+		who  string
+		p    sandbox.Principal
+		want []string
+	}{
+		{"a1", a1, []string{"t1/agent-a1-x"}},
+		{"a2", a2, []string{"t1/agent-a2-y"}},
+		{"t1's admin", admin, []string{"t1/agent-a2-y", "t1/agent-a1-x"}},
+		{"t2's b1", b1, []string{"t2/agent-b1-z"}},
+		{"an operator", op, []string{"t2/agent-b1-z", "t1/agent-a2-y", "t1/agent-a1-x"}},
+		{"a1 restricted to another prefix", prefixed, nil},
+	} {
+		if got := names(c.p); !slices.Equal(got, c.want) {
+			t.Errorf("ListGone as %s = %q, want %q", c.who, got, c.want)
+		}
 	}
 }

@@ -355,6 +355,24 @@ func (s *Sandboxes) Get(ctx context.Context, p sandbox.Principal, ref string) (s
 	return s.access(p).get(ctx, ref)
 }
 
+// ListGone returns why the sandboxes p could see went (destroyed, reaped,
+// a create undone), the newest first, for as long as the records are kept
+// (GoneRetention): a gone sandbox is seen by whoever saw it (access.sees).
+func (s *Sandboxes) ListGone(ctx context.Context, p sandbox.Principal) ([]sandbox.Gone, error) {
+	tenant := p.Tenant
+	if p.Role == sandbox.RoleOperator {
+		tenant = ""
+	}
+	all, err := s.opts.Store.Gone().List(ctx, tenant)
+	if err != nil {
+		return nil, s.internal("list gone sandboxes", err)
+	}
+	a := s.access(p)
+	return slices.DeleteFunc(all, func(g sandbox.Gone) bool {
+		return !a.sees(sandbox.Sandbox{Tenant: g.Tenant, Owner: g.Owner, Name: g.Name})
+	}), nil
+}
+
 // Describe is Get plus what the sandbox's root really holds on disk
 // (DiskUsedBytes), measured at most two seconds ago. A sandbox at its disk limit says so in its status
 // reason, since writes in it now fail with EDQUOT.

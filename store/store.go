@@ -278,6 +278,9 @@ type GoneRecords interface {
 	Record(ctx context.Context, g sandbox.Gone) error
 	// Get returns the record of tenant's name; ErrNotFound if none.
 	Get(ctx context.Context, tenant, name string) (sandbox.Gone, error)
+	// List returns tenant's records ("" for every tenant's), the newest
+	// first.
+	List(ctx context.Context, tenant string) ([]sandbox.Gone, error)
 	// Forget deletes the record of tenant's name (none is not an error)
 	// when name is not empty, and every record whose At is before before
 	// when before is not zero.

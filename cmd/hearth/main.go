@@ -98,6 +98,7 @@ func verbs() []verb {
 		{"exec", "run a command in a sandbox", runExec},
 		{"shell", "open an interactive terminal in a sandbox", runShell},
 		{"top", "show what your sandboxes use: CPU, memory, disk, network, processes", runTop},
+		{"gone", "list why your sandboxes went (destroyed, reaped, a create undone)", runGone},
 		{"fs", "read, write and manage files in a sandbox", runFS},
 		{"url", "print the URL of a sandbox's port, list its listening ports, make one public", runURL},
 		{"egress", "show or change where an egress sandbox may connect", runEgress},

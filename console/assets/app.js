@@ -434,6 +434,17 @@ function tokensView() {
   return () => {};
 }
 
+// goneView is why the sandboxes the token could see went.
+function goneView() {
+  view.replaceChildren(el("h1", {}, "Gone sandboxes"), el("p", { className: "muted" }, "Why each sandbox went, kept for 7 days."));
+  api("GET", "/v1/gone").then(({ gone }) => {
+    view.append(tableOf(["Sandbox", "Owner", "Gone", "Why", "Status before"], gone.map((g) => el("tr", {},
+      el("td", {}, g.tenant + "/" + g.name), el("td", {}, g.owner), el("td", {}, ago(g.at) + " ago"),
+      el("td", {}, g.reason), el("td", { className: "reason" }, g.last_status || ""))), "gone"));
+  }).catch(showError);
+  return () => {};
+}
+
 // auditView is the audit log, filtered as the API filters it; "alarms
 // only" keeps the create-rate alarms and breaker trips.
 function auditView() {
@@ -468,7 +479,7 @@ function route() {
   document.getElementById("signout").hidden = !token();
   document.getElementById("nav").hidden = !token();
   const parts = location.hash.replace(/^#\/?/, "").split("/");
-  const pages = { limits: limitsView, tenants: tenantsView, agents: agentsView, tokens: tokensView, audit: auditView };
+  const pages = { limits: limitsView, tenants: tenantsView, agents: agentsView, tokens: tokensView, audit: auditView, gone: goneView };
   if (parts[0] === "login") stopView = loginView();
   else if (pages[parts[0]]) stopView = pages[parts[0]]();
   else if (parts[0] === "sb" && parts[1]) stopView = sandboxView(decodeURIComponent(parts[1]), parts[2] || "terminal");

@@ -50,6 +50,16 @@ func (v goneRecords) Get(ctx context.Context, tenant, name string) (sandbox.Gone
 		`SELECT id, owner, reason, last_status, at FROM gone WHERE tenant = $1 AND name = $2`, tenant, name)
 }
 
+// List returns tenant's records ("" for every tenant's), the newest
+// first.
+func (v goneRecords) List(ctx context.Context, tenant string) ([]sandbox.Gone, error) {
+	return queryAll(ctx, v.db, "list gone", func(row pgx.Row) (sandbox.Gone, error) {
+		var g sandbox.Gone
+		err := row.Scan(&g.Name, &g.ID, &g.Tenant, &g.Owner, &g.Reason, &g.Last, &g.At)
+		return g, err
+	}, `SELECT name, id, tenant, owner, reason, last_status, at FROM gone WHERE $1 = '' OR tenant = $1 ORDER BY at DESC, tenant, name`, tenant)
+}
+
 // Forget deletes the record of tenant's name, if any, and every record
 // older than before when before is not zero, in one statement.
 func (v goneRecords) Forget(ctx context.Context, tenant, name string, before time.Time) error {

@@ -59,6 +59,33 @@ func (v goneRecords) Get(ctx context.Context, tenant, name string) (sandbox.Gone
 	return g, nil
 }
 
+// List returns tenant's records ("" for every tenant's), the newest
+// first.
+func (v goneRecords) List(ctx context.Context, tenant string) ([]sandbox.Gone, error) {
+	rows, err := v.db.r.QueryContext(ctx,
+		`SELECT name, id, tenant, owner, reason, last_status, at FROM gone WHERE ? = '' OR tenant = ? ORDER BY at DESC, tenant, name`, tenant, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list gone: %w", err)
+	}
+	defer rows.Close()
+	out := []sandbox.Gone{}
+	for rows.Next() {
+		var g sandbox.Gone
+		var at string
+		if err := rows.Scan(&g.Name, &g.ID, &g.Tenant, &g.Owner, &g.Reason, &g.Last, &at); err != nil {
+			return nil, fmt.Errorf("sqlite: list gone: %w", err)
+		}
+		if g.At, err = parseTime(at); err != nil {
+			return nil, fmt.Errorf("sqlite: list gone: %w", err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list gone: %w", err)
+	}
+	return out, nil
+}
+
 // Forget deletes the record of tenant's name, if any, and every record
 // older than before when before is not zero.
 func (v goneRecords) Forget(ctx context.Context, tenant, name string, before time.Time) error {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,6 +45,21 @@ func testGone(t *testing.T, open OpenFunc) {
 	}
 	if err := s.Gone().Record(ctx, sandbox.Gone{Name: "old", ID: "x3", Tenant: "acme", At: t0}); err != nil {
 		t.Fatal(err)
+	}
+	ids := func(gs []sandbox.Gone) (out []string) {
+		for _, g := range gs {
+			out = append(out, g.ID)
+		}
+		return out
+	}
+	if all, err := s.Gone().List(ctx, ""); err != nil || !slices.Equal(ids(all), []string{"x9", "x2", "x3"}) || all[0].Tenant != "globex" || all[1].Reason != g2.Reason {
+		t.Errorf("Gone.List(every tenant) = %+v, %v; want x9, x2, x3, the newest first", all, err)
+	}
+	if acme, err := s.Gone().List(ctx, "acme"); err != nil || !slices.Equal(ids(acme), []string{"x2", "x3"}) {
+		t.Errorf("Gone.List(acme) = %+v, %v; want x2, x3", acme, err)
+	}
+	if none, err := s.Gone().List(ctx, "initech"); err != nil || none == nil || len(none) != 0 {
+		t.Errorf("Gone.List(initech) = %#v, %v; want an empty list", none, err)
 	}
 	if err := s.Gone().Forget(ctx, "", "", t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)

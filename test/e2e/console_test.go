@@ -262,6 +262,18 @@ func TestConsole(t *testing.T) {
 	waitText(t, b, "tenants", "1 CPU, ") // acme's budget used: one small sandbox
 	screenshot(t, b, "tenants")
 
+	// Why a sandbox went: destroyed through the API, the page says so.
+	if err := cl.Destroy(ctx, "later"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := d.CLI("", "gone"); code != 0 || !strings.Contains(out, "system/later") || !strings.Contains(out, "destroyed by") {
+		t.Errorf("hearth gone = %d %q; want later, destroyed", code, out)
+	}
+	do(t, b, chromedp.Navigate(d.URL+"/console/#/gone"))
+	waitText(t, b, "gone", "system/later")
+	waitText(t, b, "gone", "destroyed by")
+	screenshot(t, b, "gone")
+
 	// An agent's token: its own sandboxes, no one else's.
 	do(t, b, chromedp.Click(chromedp.ID("signout")))
 	signIn(t, b, d.URL, agentTok)
@@ -272,6 +284,11 @@ func TestConsole(t *testing.T) {
 	}
 	if !slices.Equal(rows, []string{"acme/agent-bot-mine"}) {
 		t.Errorf("as the agent the console lists %q; want only acme/agent-bot-mine", rows)
+	}
+	// Nor another's gone sandboxes.
+	do(t, b, chromedp.Navigate(d.URL+"/console/#/gone"))
+	if text, err := chromedp.Run(b, chromedp.Text(chromedp.ID("gone"))); err != nil || strings.Contains(text, "later") {
+		t.Errorf("the agent's gone page shows %q, %v; want nothing of the operator's", text, err)
 	}
 	screenshot(t, b, "agent")
 }
