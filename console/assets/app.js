@@ -139,6 +139,7 @@ function loginView() {
 
 function listView() {
   const history = new Map(); // ref → recent cpu_cores
+  const memHistory = new Map(); // ref → recent memory_bytes
   const body = el("tbody", { id: "sandboxes" });
   const create = el("form", { className: "inline", onsubmit: async (ev) => {
     ev.preventDefault();
@@ -158,9 +159,12 @@ function listView() {
       const u = usage[i];
       const ref = refOf(sb);
       const h = history.get(ref) || [];
-      if (u && sb.status === "running") h.push(u.cpu_cores);
+      const m = memHistory.get(ref) || [];
+      if (u && sb.status === "running") { h.push(u.cpu_cores); m.push(u.memory_bytes); }
       while (h.length > 30) h.shift();
+      while (m.length > 30) m.shift();
       history.set(ref, h);
+      memHistory.set(ref, m);
       return el("tr", { dataset: { ref } },
         el("td", {}, el("a", { href: "#/sb/" + encodeURIComponent(ref) }, ref)),
         el("td", {}, el("span", { className: "status-" + sb.status }, sb.status), sb.reason ? el("div", { className: "reason" }, sb.reason) : null),
@@ -169,7 +173,7 @@ function listView() {
         el("td", { className: "num" }, ago(sb.created_at)),
         el("td", { className: "num" }, left(sb.expires_at)),
         el("td", { className: "num" }, spark(h, 1), " ", u && sb.status === "running" ? Math.round(u.cpu_cores * 100) + "%" : "—"),
-        el("td", { className: "num" }, u && sb.status === "running" ? bytes(u.memory_bytes) + " / " + bytes(u.limit_memory_bytes) : "—"),
+        el("td", { className: "num" }, spark(m, u ? u.limit_memory_bytes : 0), " ", u && sb.status === "running" ? bytes(u.memory_bytes) + " / " + bytes(u.limit_memory_bytes) : "—"),
         el("td", { className: "num" }, u ? bytes(u.disk_bytes) : "—"));
     });
     body.replaceChildren(...rows);

@@ -134,6 +134,10 @@ func TestConsole(t *testing.T) {
 	if _, _, err := client.New(d.URL, agentTok, nil).Create(ctx, sandbox.CreateRequest{Name: "mine"}); err != nil {
 		t.Fatal(err)
 	}
+	// Another agent of the same tenant, whose sandbox bot must not see.
+	if _, _, err := client.New(d.URL, d.agentToken(t, "acme", "other", 3), nil).Create(ctx, sandbox.CreateRequest{Name: "theirs"}); err != nil {
+		t.Fatal(err)
+	}
 
 	// What the agents and tenants pages read, as the CLI reads it.
 	out, stderr, code := d.CLI("", "limits", "--tenant", "acme", "--agent", "bot", "--json")
@@ -152,7 +156,7 @@ func TestConsole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitText(t, b, "sandboxes", "system/later")
-	waitText(t, b, "sandboxes", "acme/agent-bot-mine") // an operator sees every tenant's
+	waitText(t, b, "sandboxes", "acme/agent-other-theirs") // an operator sees every tenant's
 	screenshot(t, b, "sandboxes")
 
 	// The terminal: a login shell on the exec core.
@@ -256,10 +260,10 @@ func TestConsole(t *testing.T) {
 
 	// Tenants and agents: the budget and quota each one uses.
 	do(t, b, chromedp.Navigate(d.URL+"/console/#/agents"))
-	waitText(t, b, "agents", "1 of 3") // bot: one sandbox of its quota of 3
+	waitText(t, b, "agents", "1 of 3") // bot and other: one sandbox each of a quota of 3
 	screenshot(t, b, "agents")
 	do(t, b, chromedp.Navigate(d.URL+"/console/#/tenants"))
-	waitText(t, b, "tenants", "1 CPU, ") // acme's budget used: one small sandbox
+	waitText(t, b, "tenants", "2 CPU, ") // acme's budget used: two small sandboxes
 	screenshot(t, b, "tenants")
 
 	// Why a sandbox went: destroyed through the API, the page says so.
