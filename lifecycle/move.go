@@ -190,12 +190,20 @@ func (s *core) sendAll(ctx context.Context, sb sandbox.Sandbox, target string) (
 	return cks, s.send(ctx, target, sb, node.Transfer{ID: sb.ID, Image: image, DiskBytes: sb.Resources.DiskBytes})
 }
 
-// send streams the snapshot t names from this node to target.
+// send streams the snapshot t names from this node to target. It returns
+// once the node's sender is done too (its cleanup included), so that no
+// work of the call outlives it: a receiver may be done before the stream's
+// end.
 func (s *core) send(ctx context.Context, target string, sb sandbox.Sandbox, t node.Transfer) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(s.opts.Node.SendSnapshot(ctx, t, pw)) }()
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		pw.CloseWithError(s.opts.Node.SendSnapshot(ctx, t, pw))
+	}()
 	err := s.opts.Move(ctx, target, sb, t.Checkpoint, t.Memory, pr)
-	pr.CloseWithError(errors.New("the move ended"))
+	pr.CloseWithError(errors.New("the move ended")) // a sender still writing stops
+	<-sent
 	return err
 }
 
