@@ -18,7 +18,7 @@ func (s sandboxes) handleUsage(w http.ResponseWriter, r *http.Request, p sandbox
 		door.WriteError(w, r, q.err)
 		return
 	}
-	u, err := s.svc.Sandboxes.Usage(r.Context(), p, r.PathValue("name"), since)
+	u, err := s.svc.Usage.Of(r.Context(), p, r.PathValue("name"), since)
 	if err != nil {
 		door.WriteError(w, r, err)
 		return

@@ -45,4 +45,4 @@ func SetCommandHold(s *Service, d time.Duration) { s.Processes.hold = d }
 const ProbeGap = probeGap
 
 // SampleUsage samples the usage of s's running sandboxes once.
-func SampleUsage(ctx context.Context, s *Service) { s.Sandboxes.sampleUsage(ctx) }
+func SampleUsage(ctx context.Context, s *Service) { s.Usage.sample(ctx) }

@@ -23,9 +23,6 @@ type Sandboxes struct {
 	adm    *admission
 	egress *egress
 	usage  *usageCache
-	// samples are the usage samples of this node's running sandboxes
-	// (see usage.go).
-	samples usageSeries
 	// pool is where a create claims a warm sandbox from (Pool).
 	pool claimer
 	// images is the catalog a create resolves its image in, and collects

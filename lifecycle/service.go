@@ -186,6 +186,8 @@ type Service struct {
 	Pool *Pool
 	// Images keeps the tenants' images and registry logins.
 	Images *Images
+	// Usage samples what this node's running sandboxes use.
+	Usage *Usage
 
 	core  *core
 	sweep *sweeper
@@ -233,6 +235,7 @@ func New(opts Options) (*Service, error) {
 	sbs.images = imgs
 	return &Service{
 		Sandboxes:   sbs,
+		Usage:       &Usage{core: c, disk: usage},
 		Processes:   procs,
 		Files:       &Files{core: c, run: run},
 		Checkpoints: cks,
@@ -310,8 +313,8 @@ func (s *Service) Run(ctx context.Context) {
 		go s.Pool.watchClaims(ctx) // a control plane may claim its members
 	}
 	s.Pool.refillSoon()
-	if s.Sandboxes.opts.UsageInterval >= 0 {
-		go s.Sandboxes.usageLoop(ctx, s.Sandboxes.usageInterval())
+	if s.Usage.opts.UsageInterval >= 0 {
+		go s.Usage.loop(ctx)
 	}
 	s.sweep.loop(ctx)
 }

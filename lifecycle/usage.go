@@ -98,14 +98,14 @@ type LatestUsage struct {
 	sandbox.UsageSample
 }
 
-// LatestUsage returns the latest sample of each sandbox this node sampled
+// Latest returns the latest sample of each sandbox this node sampled
 // within the last two intervals (those that still run), with its CPU rate
 // over the sample before.
-func (s *Sandboxes) LatestUsage() []LatestUsage {
+func (s *Usage) Latest() []LatestUsage {
 	u := &s.samples
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	fresh := s.now().Add(-2 * s.usageInterval()).UnixNano()
+	fresh := s.now().Add(-2 * s.interval()).UnixNano()
 	var out []LatestUsage
 	for id, list := range u.m {
 		n := len(list)
@@ -132,9 +132,18 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// sampleUsage samples every running sandbox of this node once, and
-// forgets the samples of the sandboxes that are gone.
-func (s *Sandboxes) sampleUsage(ctx context.Context) {
+// Usage samples what this node's running sandboxes use and answers for
+// them (see above). It is safe for concurrent use.
+type Usage struct {
+	*core
+	// disk is Sandboxes' cache of measured disk usage.
+	disk    *usageCache
+	samples usageSeries
+}
+
+// sample samples every running sandbox of this node once, and forgets
+// the samples of the sandboxes that are gone.
+func (s *Usage) sample(ctx context.Context) {
 	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
 		s.log.Warn("usage: list sandboxes", "err", err)
@@ -161,12 +170,12 @@ func (s *Sandboxes) sampleUsage(ctx context.Context) {
 	s.samples.keep(known)
 }
 
-// usageLoop samples usage every interval until ctx ends.
-func (s *Sandboxes) usageLoop(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+// loop samples usage every interval until ctx ends.
+func (s *Usage) loop(ctx context.Context) {
+	t := time.NewTicker(s.interval())
 	defer t.Stop()
 	for {
-		s.sampleUsage(ctx)
+		s.sample(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -195,21 +204,21 @@ func (s usageSample) public(prev *usageSample) sandbox.UsageSample {
 	return out
 }
 
-// Usage is what the sandbox ref names for p uses: a sample taken now,
+// Of is what the sandbox ref names for p uses: a sample taken now,
 // with its process count, its root's disk usage and its size's limits;
 // and with since not zero, the samples the node kept since then (an hour
 // at most), oldest first. A sandbox that does not run has only its disk
 // and its past samples.
-func (s *Sandboxes) Usage(ctx context.Context, p sandbox.Principal, ref string, since time.Time) (sandbox.Usage, error) {
-	sb, err := s.Get(ctx, p, ref)
+func (s *Usage) Of(ctx context.Context, p sandbox.Principal, ref string, since time.Time) (sandbox.Usage, error) {
+	sb, err := s.access(p).get(ctx, ref)
 	if err != nil {
 		return sandbox.Usage{}, err
 	}
 	out := sandbox.Usage{Sandbox: sb.Name, Status: sb.Status, LimitMilliCPU: sb.Resources.MilliCPU,
 		LimitMemoryBytes: sb.Resources.MemoryBytes, LimitDiskBytes: sb.Resources.DiskBytes,
-		IntervalSeconds: s.usageInterval().Seconds()}
+		IntervalSeconds: s.interval().Seconds()}
 	if sb.Status != sandbox.StatusCreating {
-		if out.DiskBytes, err = s.usage.measure(ctx, s.opts.Node, sb.ID, s.now()); err != nil {
+		if out.DiskBytes, err = s.disk.measure(ctx, s.opts.Node, sb.ID, s.now()); err != nil {
 			return sandbox.Usage{}, s.internal("measure "+sb.ID, err)
 		}
 	}
@@ -239,14 +248,14 @@ func (s *Sandboxes) Usage(ctx context.Context, p sandbox.Principal, ref string, 
 	cur := sampleOf(u, now)
 	// The rate over the last interval at least: a sample taken a moment
 	// ago would make it noise.
-	prev, _ := s.samples.since(sb.ID, now.Add(-s.usageInterval()/2))
+	prev, _ := s.samples.since(sb.ID, now.Add(-s.interval()/2))
 	out.UsageSample = cur.public(prev)
 	out.Processes = u.Processes
 	return out, nil
 }
 
-// usageInterval is how often usage is sampled.
-func (s *Sandboxes) usageInterval() time.Duration {
+// interval is how often usage is sampled.
+func (s *Usage) interval() time.Duration {
 	if s.opts.UsageInterval > 0 {
 		return s.opts.UsageInterval
 	}

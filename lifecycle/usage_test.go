@@ -34,7 +34,7 @@ func TestUsage(t *testing.T) {
 		lifecycle.SampleUsage(ctx, e.svc)
 	}
 	e.clock.Advance(10 * time.Second)
-	got, err := e.svc.Sandboxes.Usage(ctx, a1, "web", began)
+	got, err := e.svc.Usage.Of(ctx, a1, "web", began)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,17 +54,17 @@ func TestUsage(t *testing.T) {
 	if got.DiskBytes < 3000 || got.LimitMemoryBytes != sb.Resources.MemoryBytes || got.LimitMilliCPU != sb.Resources.MilliCPU || got.Status != sandbox.StatusRunning {
 		t.Errorf("usage = disk %d, limits %d mCPU %d B, %s; want ≥ 3000 bytes on disk and the sandbox's size", got.DiskBytes, got.LimitMilliCPU, got.LimitMemoryBytes, got.Status)
 	}
-	if _, err := e.svc.Sandboxes.Usage(ctx, a2, sb.Name, time.Time{}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+	if _, err := e.svc.Usage.Of(ctx, a2, sb.Name, time.Time{}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
 		t.Errorf("Usage of a1's sandbox as a2 = %v, want not_found", err)
 	}
-	if noSeries, _ := e.svc.Sandboxes.Usage(ctx, a1, "web", time.Time{}); noSeries.Series != nil {
+	if noSeries, _ := e.svc.Usage.Of(ctx, a1, "web", time.Time{}); noSeries.Series != nil {
 		t.Errorf("without since the answer has a series: %+v", noSeries.Series)
 	}
 
 	if _, err := e.svc.Sandboxes.Sleep(ctx, a1, "web"); err != nil {
 		t.Fatal(err)
 	}
-	asleep, err := e.svc.Sandboxes.Usage(ctx, a1, "web", began)
+	asleep, err := e.svc.Usage.Of(ctx, a1, "web", began)
 	if err != nil || asleep.Status != sandbox.StatusSleeping || asleep.CPUSeconds != 0 || len(asleep.Series) != 3 || asleep.DiskBytes < 3000 {
 		t.Errorf("usage of the sleeping sandbox = %+v, %v; want its disk and its 3 past samples, no live figures", asleep, err)
 	}
@@ -73,7 +73,7 @@ func TestUsage(t *testing.T) {
 	}
 	lifecycle.SampleUsage(ctx, e.svc)
 	e.create(t, a1, "web")
-	if again, err := e.svc.Sandboxes.Usage(ctx, a1, "web", began); err != nil || len(again.Series) != 0 {
+	if again, err := e.svc.Usage.Of(ctx, a1, "web", began); err != nil || len(again.Series) != 0 {
 		t.Errorf("a new sandbox of the name has samples %+v, %v; want none of the destroyed one's", again.Series, err)
 	}
 }

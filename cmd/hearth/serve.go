@@ -460,7 +460,7 @@ func startService(ctx context.Context, cfg serveConfig, svc *lifecycle.Service, 
 		startNetwork(ctx, nets, svc, reg, log)
 	}
 	if cfg.sandboxMetrics {
-		sandboxMetrics(reg, svc.Sandboxes)
+		sandboxMetrics(reg, svc.Usage)
 	}
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("reconcile with the runtime: %w", err)
@@ -506,12 +506,12 @@ func startTracing(ctx context.Context, cfg serveConfig, log *slog.Logger) func()
 }
 
 // sandboxMetrics registers in reg the latest usage sample of each running
-// sandbox of sbs's node, as gauges labelled by tenant and sandbox.
-func sandboxMetrics(reg *metrics.Registry, sbs *lifecycle.Sandboxes) {
+// sandbox of usage's node, as gauges labelled by tenant and sandbox.
+func sandboxMetrics(reg *metrics.Registry, usage *lifecycle.Usage) {
 	labels := []string{"tenant", "sandbox"}
 	gauge := func(name, help string, value func(lifecycle.LatestUsage) float64) {
 		reg.GaugeFunc(name, help, labels, func() ([]metrics.Sample, error) {
-			latest := sbs.LatestUsage()
+			latest := usage.Latest()
 			out := make([]metrics.Sample, 0, len(latest))
 			for _, u := range latest {
 				out = append(out, metrics.Sample{Labels: []string{u.Tenant, u.Name}, Value: value(u)})
