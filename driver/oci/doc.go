@@ -16,11 +16,17 @@
 // Layout of Options.StateDir, which the driver owns:
 //
 //	runtime                the runtime that owns this directory ("runsc")
-//	root/                  the runtime's --root: its own container state (under
-//	                       runsc also null-netns, the empty network namespace
-//	                       its gofers share, a bind mount that stays)
+//	root/                  the runtime's shared root: runsc's --shared-root, with
+//	                       null-netns, the empty network namespace its gofers
+//	                       share (a bind mount that stays); and the --root of
+//	                       containers that drivers before own roots made there
 //	sandboxes/<id>/        one per sandbox; its existence is the record that
 //	  config.json          the sandbox exists (running or stopped)
+//	  runtime/             the runtime's --root for this sandbox's container, made
+//	                       by each start and removed with the container: runsc
+//	                       matches every name in a root on each command, so one
+//	                       root per sandbox keeps a start's cost from growing
+//	                       with the number of sandboxes
 //	  console.log          PID 1's stdout and stderr (console.log.1: the boot before)
 //	  runtime.log          the runtime's own log (--log)
 //	  oom                  present when the sandbox's last run hit its memory limit

@@ -106,7 +106,7 @@ func (d *Driver) ResumeLeftQuiet(id string) { d.channels.resumeLeftQuiet(id) }
 // AsRoot runs script with /bin/sh as root inside sandbox id through the
 // runtime's exec, for the conformance suite's hostile tests under runsc.
 func (d *Driver) AsRoot(ctx context.Context, id, script string) (string, error) {
-	out, err := d.rt.command(ctx, "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
+	out, err := d.rt.command(ctx, d.rt.rootOf(id), "", "exec", "--user", "0:0", id, "/bin/sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
 
@@ -177,3 +177,12 @@ func (d *Driver) PIDFile(id string) string { return d.dir.pidFile(id) }
 
 // RuntimeRoot is the runtime's --root, shared by the driver's sandboxes.
 func (d *Driver) RuntimeRoot() string { return d.dir.root() }
+
+// RuntimeState is what the runtime itself says of sandbox id's container
+// (nil: none), asked even where State answers from /proc.
+func (d *Driver) RuntimeState(ctx context.Context, id string) (*specs.State, error) {
+	return d.rt.state(ctx, id)
+}
+
+// OwnRuntimeRoot is sandbox id's own --root.
+func (d *Driver) OwnRuntimeRoot(id string) string { return d.dir.runtimeRoot(id) }

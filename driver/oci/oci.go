@@ -518,7 +518,7 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	}
 	d.images.recover()
 	d.cg.lowerRaised()
-	listed, err := d.rt.list(ctx)
+	listed, err := d.rt.list(ctx, d.dir.root())
 	if err != nil {
 		return nil, fmt.Errorf("oci: recover: %w", err)
 	}
@@ -537,23 +537,31 @@ func (d *Driver) Recover(ctx context.Context) ([]driver.State, error) {
 	if err := d.rt.removeStrays(dirs); err != nil {
 		d.log.Error("recover: remove the runtime's files of sandboxes gone", "err", err)
 	}
-	d.recoverHostObjects(listed)
+	d.recoverHostObjects(listed, dirs)
 	return states, nil
 }
 
 // recoverHostObjects releases, under runc and crun, the id ranges claimed
-// for sandboxes the runtime has no container of (listed holds what it has:
-// a sandbox it cannot describe keeps its range, lest two sandboxes share
-// one), and the roots mounted while a start was under way (a running
-// sandbox's runtime has its own): what a daemon killed in between left.
-// A runsc sandbox's shared tmpfs is left to its next Start or its Delete.
-func (d *Driver) recoverHostObjects(listed []specs.State) {
+// for sandboxes the runtime has no container of, and the roots mounted
+// while a start was under way (a running sandbox's runtime has its own):
+// what a daemon killed in between left. A sandbox keeps its range while
+// the shared root lists its container (listed, even one the runtime
+// cannot describe) or its own root exists (dirs are the sandboxes'
+// directories): the own root goes only with its container, so two
+// sandboxes never share a range. A runsc sandbox's shared tmpfs is left to
+// its next Start or its Delete.
+func (d *Driver) recoverHostObjects(listed []specs.State, dirs map[string]bool) {
 	if d.runtime == RuntimeRunsc {
 		return
 	}
 	keep := map[string]bool{}
 	for _, c := range listed {
 		keep[c.ID] = true
+	}
+	for id := range dirs {
+		if exists(d.dir.runtimeRoot(id)) {
+			keep[id] = true
+		}
 	}
 	d.ids.recover(keep)
 	roots, _ := os.ReadDir(filepath.Join(d.mounts.path, "roots"))

@@ -1,12 +1,13 @@
 package oci_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"github.com/hearth/hearth/testutil/testenv"
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,11 +21,13 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/network"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // cachedRunsc is where a development host keeps a static runsc when it is
@@ -720,19 +723,17 @@ func TestStateFromProc(t *testing.T) {
 	}
 }
 
-// TestRecoverRemovesStrays: Recover removes the files the runtime's root
-// holds for sandboxes that are gone (a lock file that outlived a delete, a
-// socket), and keeps a live sandbox's and the shared null netns.
+// TestRecoverRemovesStrays: Recover removes the files the runtime's shared
+// root holds for sandboxes that are gone (a lock file that outlived a
+// delete, a socket), and keeps the shared null netns and a live sandbox's
+// own root.
 func TestRecoverRemovesStrays(t *testing.T) {
 	drivertest.RequireRoot(t)
 	d, spec := startDefault(t, oci.RuntimeRunsc, findRuntime(t, oci.RuntimeRunsc), "keepme1")
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	root := d.RuntimeRoot()
-	before, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, own := d.RuntimeRoot(), d.OwnRuntimeRoot(spec.ID)
+	before, ownBefore := dirNames(t, root), dirNames(t, own)
 	strays := []string{"gone1_sandbox:gone1.lock", "runsc-gone2.sock", "gone3"}
 	for _, s := range strays {
 		if err := os.WriteFile(filepath.Join(root, s), nil, 0o600); err != nil {
@@ -742,25 +743,141 @@ func TestRecoverRemovesStrays(t *testing.T) {
 	if _, err := d.Recover(ctx); err != nil {
 		t.Fatalf("Recover() = %v", err)
 	}
-	after, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
+	if after := dirNames(t, root); !slices.Equal(after, before) {
+		t.Errorf("the runtime's shared root after Recover = %q, want %q as before the strays", after, before)
 	}
-	names := func(es []os.DirEntry) (n []string) {
-		for _, e := range es {
-			n = append(n, e.Name())
-		}
-		return n
+	if !slices.Contains(before, "null-netns") || slices.ContainsFunc(before, func(n string) bool { return strings.Contains(n, spec.ID) }) {
+		t.Errorf("the runtime's shared root = %q: want null-netns and nothing of the live sandbox, which has its own root", before)
 	}
-	if !slices.Equal(names(after), names(before)) {
-		t.Errorf("the runtime's root after Recover = %q, want %q as before the strays", names(after), names(before))
-	}
-	if !slices.ContainsFunc(names(after), func(n string) bool { return strings.Contains(n, spec.ID) }) || !slices.Contains(names(after), "null-netns") {
-		t.Errorf("the runtime's root after Recover = %q: want the live sandbox's files and null-netns", names(after))
+	if ownAfter := dirNames(t, own); !slices.Equal(ownAfter, ownBefore) || !slices.ContainsFunc(ownAfter, func(n string) bool { return strings.Contains(n, spec.ID) }) {
+		t.Errorf("the live sandbox's own root after Recover = %q, before %q: want its files, kept", ownAfter, ownBefore)
 	}
 	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning {
 		t.Errorf("State(%s) after Recover = %+v, %v; want running", spec.ID, st, err)
 	}
+}
+
+// TestSharedRootSandbox: a container that an older driver made in the
+// shared root, where every sandbox's used to be, is still found, stopped and
+// deleted after an upgrade, and its next start gives it its own root. The
+// older layout is made from a running sandbox's: its runtime files move
+// from its own root to the shared one, and runsc's state file, which names
+// its root and control socket, is rewritten to say so.
+func TestSharedRootSandbox(t *testing.T) {
+	drivertest.RequireRoot(t)
+	for _, rt := range []string{oci.RuntimeRunsc, oci.RuntimeRunc} {
+		t.Run(rt, func(t *testing.T) {
+			bin := findRuntime(t, rt)
+			d, spec := startDefault(t, rt, bin, "legacy"+rt)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			root, own := d.RuntimeRoot(), d.OwnRuntimeRoot(spec.ID)
+			moveToSharedRoot(t, own, root)
+			owned := func(dir string) []string {
+				return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !strings.Contains(n, spec.ID) })
+			}
+			echo := func(d *oci.Driver, word string) {
+				t.Helper()
+				c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.Dial(ctx, spec.ID) })
+				var out bytes.Buffer
+				if res, err := c.Exec(ctx, sandbox.ExecRequest{Shell: "echo " + word}, nil, &out, nil); err != nil || res.ExitCode != 0 || out.String() != word+"\n" {
+					t.Fatalf("echo %s = %+v, %v, %q", word, res, err, out.String())
+				}
+			}
+
+			d2 := newDriver(t, rt, bin, d.StateDir())
+			if _, err := d2.Recover(ctx); err != nil {
+				t.Fatalf("Recover() = %v", err)
+			}
+			if st, err := d2.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning {
+				t.Fatalf("State(%s) of the shared root's container after Recover = %+v, %v; want running", spec.ID, st, err)
+			}
+			echo(d2, "alive")
+			pid, err := os.ReadFile(d2.PIDFile(spec.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The runtime itself is reached, not only /proc: it knows the
+			// container, and under runsc it pauses and resumes it.
+			if st, err := d2.RuntimeState(ctx, spec.ID); err != nil || st == nil || st.Status != "running" || strconv.Itoa(st.Pid) != strings.TrimSpace(string(pid)) {
+				t.Fatalf("the runtime's state of the shared root's container = %+v, %v; want running, pid %s", st, err, pid)
+			}
+			if err := d2.Freeze(ctx, spec.ID); err != nil {
+				t.Fatalf("Freeze() = %v", err)
+			}
+			if err := d2.Thaw(ctx, spec.ID); err != nil {
+				t.Fatalf("Thaw() = %v", err)
+			}
+			echo(d2, "thawed")
+			if err := d2.Stop(ctx, spec.ID); err != nil {
+				t.Fatalf("Stop() = %v", err)
+			}
+			if left := owned(root); len(left) > 0 {
+				t.Errorf("after Stop the shared root still holds %q", left)
+			}
+			if b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status"); err == nil && !bytes.Contains(b, []byte("State:\tZ")) {
+				t.Errorf("after Stop the sandbox's process %s lives: %s", pid, b)
+			}
+			if err := d2.Start(ctx, spec); err != nil {
+				t.Fatalf("Start() after Stop = %v", err)
+			}
+			if len(owned(own)) == 0 || len(owned(root)) > 0 {
+				t.Errorf("after the next Start its own root holds %q and the shared one %q; want its files in its own only", owned(own), owned(root))
+			}
+			echo(d2, "again")
+			if err := d2.Delete(ctx, spec.ID); err != nil {
+				t.Fatalf("Delete() = %v", err)
+			}
+			if left := d2.Leftovers(spec.ID); len(left) > 0 {
+				t.Errorf("after Delete the host holds %q", left)
+			}
+		})
+	}
+}
+
+// moveToSharedRoot moves what the runtime keeps in a sandbox's own root to
+// the shared root, rewriting runsc's state file to name the shared root,
+// and removes the own root: the layout of a driver before own roots.
+func moveToSharedRoot(t *testing.T, own, root string) {
+	t.Helper()
+	for _, n := range dirNames(t, own) {
+		if strings.HasSuffix(n, ".state") {
+			b, err := os.ReadFile(filepath.Join(own, n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(b, []byte(`"`+own+`"`)) {
+				t.Fatalf("runsc's state file %s does not name its root %s", n, own)
+			}
+			b = bytes.ReplaceAll(b, []byte(`"`+own+`"`), []byte(`"`+root+`"`))
+			b = bytes.ReplaceAll(b, []byte(`"`+own+`/`), []byte(`"`+root+`/`))
+			if err := os.WriteFile(filepath.Join(root, n), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(filepath.Join(own, n))
+			continue
+		}
+		if err := os.Rename(filepath.Join(own, n), filepath.Join(root, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(own); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dirNames returns the names in directory dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n []string
+	for _, e := range es {
+		n = append(n, e.Name())
+	}
+	return n
 }
 
 // startDefault starts sandbox id, of the default size on the test root

@@ -41,12 +41,18 @@ type runner struct {
 	nullNetns sync.Mutex
 }
 
-// command returns the runtime invocation `binary <global flags> args...`.
-// With id set, the runtime logs to the sandbox's runtime.log.
-func (r *runner) command(ctx context.Context, id string, args ...string) *exec.Cmd {
-	argv := []string{"--root", r.dir.root()}
-	if id != "" {
-		argv = append(argv, "--log", r.dir.runtimeLog(id))
+// command returns the runtime invocation `binary --root root <global
+// flags> args...`. With logID set, the runtime logs to that sandbox's
+// runtime.log. Under runsc every invocation names the shared root as its
+// --shared-root, where the empty network namespace its gofers share is
+// pinned (see create).
+func (r *runner) command(ctx context.Context, root, logID string, args ...string) *exec.Cmd {
+	argv := []string{"--root", root}
+	if r.name == RuntimeRunsc {
+		argv = append(argv, "--shared-root", r.dir.root())
+	}
+	if logID != "" {
+		argv = append(argv, "--log", r.dir.runtimeLog(logID))
 		if r.name != RuntimeRunsc {
 			argv = append(argv, "--log-format", "json")
 		}
@@ -61,16 +67,41 @@ func (r *runner) command(ctx context.Context, id string, args ...string) *exec.C
 	return cmd
 }
 
-// run runs a short runtime command and returns its stdout. The error
-// carries the runtime's stderr. A command on a sandbox holds its busy
-// lock while it runs (see holdBusy), even past a daemon killed meanwhile.
+// rootOf returns the --root that holds sandbox id's container: its own
+// (stateDir.runtimeRoot) once a start has made one, else the shared root,
+// where drivers before per-sandbox roots made every container. runsc
+// matches every name in a root on each command, so a shared root made each
+// start and each query slower by the number of sandboxes on the host.
+func (r *runner) rootOf(id string) string {
+	if own := r.dir.runtimeRoot(id); exists(own) {
+		return own
+	}
+	return r.dir.root()
+}
+
+// run runs a short runtime command on sandbox id's container, logged to
+// its runtime.log, and returns its stdout. The error carries the runtime's
+// stderr. The command holds the sandbox's busy lock while it runs (see
+// holdBusy), even past a daemon killed meanwhile.
 func (r *runner) run(ctx context.Context, id string, args ...string) ([]byte, error) {
-	cmd := r.command(ctx, id, args...)
-	if id != "" {
-		if busy := r.holdBusy(id); busy != nil {
-			defer busy.Close()
-			cmd.ExtraFiles = []*os.File{busy}
-		}
+	var busy *os.File
+	if busy = r.holdBusy(id); busy != nil {
+		defer busy.Close()
+	}
+	return r.invoke(r.command(ctx, r.rootOf(id), id, args...), busy, args)
+}
+
+// ask runs a query (state, list) on the runtime's root, unlogged and
+// without a busy lock, and returns its stdout.
+func (r *runner) ask(ctx context.Context, root string, args ...string) ([]byte, error) {
+	return r.invoke(r.command(ctx, root, "", args...), nil, args)
+}
+
+// invoke runs cmd, the runtime command args, with busy (if not nil) as
+// its descriptor 3, and returns its stdout or an error with its stderr.
+func (r *runner) invoke(cmd *exec.Cmd, busy *os.File, args []string) ([]byte, error) {
+	if busy != nil {
+		cmd.ExtraFiles = []*os.File{busy}
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -107,6 +138,9 @@ func (r *runner) create(ctx context.Context, id, network, image string, listener
 			defer r.nullNetns.Unlock()
 		}
 	}
+	if err := os.MkdirAll(r.dir.runtimeRoot(id), 0o700); err != nil {
+		return err
+	}
 	logf, err := os.OpenFile(r.dir.consoleLog(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -120,7 +154,7 @@ func (r *runner) create(ctx context.Context, id, network, image string, listener
 		verb = append(verb, "--preserve-fds", "1")
 	}
 	args := slices.Concat(networkFlags(r.name, network), verb, []string{"--detach", "--bundle", r.dir.sandboxDir(id), "--pid-file", r.dir.pidFile(id), id})
-	cmd := r.command(ctx, id, args...)
+	cmd := r.command(ctx, r.dir.runtimeRoot(id), id, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // *os.File: passed as is, no copying goroutine
 	if listener != nil {
 		cmd.ExtraFiles = []*os.File{listener}
@@ -182,7 +216,8 @@ func (r *runner) state(ctx context.Context, id string) (*specs.State, error) {
 	if st := r.cg.frozenState(id); st != nil {
 		return st, nil
 	}
-	out, err := r.run(ctx, "", "state", id)
+	root := r.rootOf(id)
+	out, err := r.ask(ctx, root, "state", id)
 	if err == nil {
 		var st specs.State
 		if err := json.Unmarshal(out, &st); err != nil {
@@ -190,7 +225,7 @@ func (r *runner) state(ctx context.Context, id string) (*specs.State, error) {
 		}
 		return &st, nil
 	}
-	listed, lerr := r.list(ctx)
+	listed, lerr := r.list(ctx, root)
 	if lerr != nil {
 		return nil, err
 	}
@@ -200,9 +235,9 @@ func (r *runner) state(ctx context.Context, id string) (*specs.State, error) {
 	return nil, nil
 }
 
-// list returns the runtime's containers under the driver's root.
-func (r *runner) list(ctx context.Context) ([]specs.State, error) {
-	out, err := r.run(ctx, "", "list", "--format", "json")
+// list returns the runtime's containers under root.
+func (r *runner) list(ctx context.Context, root string) ([]specs.State, error) {
+	out, err := r.ask(ctx, root, "list", "--format", "json")
 	if err != nil {
 		return nil, err
 	}
@@ -217,15 +252,19 @@ func (r *runner) list(ctx context.Context) ([]specs.State, error) {
 	return listed, nil
 }
 
-// removeLeftovers removes what the runtime keeps under its root for
-// id once the container is gone: runc's state directory, runsc's state,
-// lock and socket files. A `delete --force` removes them too; this is for
-// a container whose create was cut short, which the runtime cannot delete.
+// removeLeftovers removes what the runtime keeps for id once the
+// container is gone: its own root, and its entries in the shared one
+// (runc's state directory, runsc's state, lock and socket files). A
+// `delete --force` removes most of them too; this is for a container whose
+// create was cut short, which the runtime cannot delete.
 func (r *runner) removeLeftovers(id string) error {
+	if err := os.RemoveAll(r.dir.runtimeRoot(id)); err != nil {
+		return err
+	}
 	return r.removeEntries(func(owner string) bool { return owner == id })
 }
 
-// removeStrays removes what the runtime's root holds for sandboxes not in
+// removeStrays removes what the shared root holds for sandboxes not in
 // keep: a container's lock file that outlived its delete (about one
 // delete in thirty, when 980 went 4 at a time), or what a delete cut
 // short left. runsc looks for a sandbox's files by matching every name in
@@ -234,7 +273,7 @@ func (r *runner) removeStrays(keep map[string]bool) error {
 	return r.removeEntries(func(owner string) bool { return !keep[owner] })
 }
 
-// removeEntries removes the entries of the runtime's root that belong to
+// removeEntries removes the entries of the shared root that belong to
 // a sandbox (see rootEntryOwner) for which remove reports true.
 func (r *runner) removeEntries(remove func(owner string) bool) error {
 	entries, err := os.ReadDir(r.dir.root())

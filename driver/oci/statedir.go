@@ -41,8 +41,13 @@ func (s stateDir) claim(runtime string) error {
 	}
 }
 
-// root is the runtime's --root.
+// root is the runtime's shared root: the --root of containers made before
+// each sandbox had its own (runtimeRoot), and runsc's --shared-root.
 func (s stateDir) root() string { return filepath.Join(s.path, "root") }
+
+// runtimeRoot is sandbox id's own --root, made by each start and removed
+// with its container (see runner.rootOf).
+func (s stateDir) runtimeRoot(id string) string { return filepath.Join(s.sandboxDir(id), "runtime") }
 
 // sandboxes holds one directory per sandbox.
 func (s stateDir) sandboxes() string { return filepath.Join(s.path, "sandboxes") }

@@ -40,7 +40,7 @@ func TestCutAgentChannel(t *testing.T) {
 	shell(t, mallory, "box", "echo kept > f")
 	shell(t, alice, "web", "echo alice > f")
 
-	root := filepath.Join(d.DataDir, "oci", "runsc", "root")
+	root := filepath.Join(d.DataDir, "oci", "runsc", "sandboxes", sb.ID, "runtime")
 	if out, err := exec.Command("runsc", "--root", root, "exec", "--user", "0:0", sb.ID, "rm", "-f", "/run/hearth/agent.sock").CombinedOutput(); err != nil {
 		t.Fatalf("root inside removing the agent's socket: %v: %s", err, out)
 	}

@@ -456,21 +456,29 @@ func (d *daemon) wantWhole(ctx context.Context) {
 		}
 	}
 
-	// The runtime: its containers under the driver's --root, and the
-	// driver's directory per sandbox.
+	// The runtime: its containers under the driver's shared --root and
+	// each sandbox's own, and the driver's directory per sandbox.
 	stateDir := filepath.Join(d.DataDir, "oci", d.Runtime)
-	out, err := exec.CommandContext(ctx, d.Runtime, "--root", filepath.Join(stateDir, "root"), "list", "--format", "json").Output()
-	if err != nil {
-		t.Fatalf("%s list: %v", d.Runtime, err)
-	}
+	runtimeRoots, _ := filepath.Glob(filepath.Join(stateDir, "sandboxes", "*", "runtime"))
 	var containers []struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
-	if out = bytes.TrimSpace(out); len(out) > 0 {
-		if err := json.Unmarshal(out, &containers); err != nil {
-			t.Fatalf("%s list: %v in %q", d.Runtime, err, out)
+	for _, root := range append(runtimeRoots, filepath.Join(stateDir, "root")) {
+		out, err := exec.CommandContext(ctx, d.Runtime, "--root", root, "list", "--format", "json").Output()
+		if err != nil {
+			t.Fatalf("%s --root %s list: %v", d.Runtime, root, err)
 		}
+		var in []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if out = bytes.TrimSpace(out); len(out) > 0 {
+			if err := json.Unmarshal(out, &in); err != nil {
+				t.Fatalf("%s list: %v in %q", d.Runtime, err, out)
+			}
+		}
+		containers = append(containers, in...)
 	}
 	runs := map[string]bool{}
 	for _, ct := range containers {
