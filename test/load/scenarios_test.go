@@ -6,11 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
@@ -211,6 +214,50 @@ func TestNeighbour(t *testing.T) {
 	t.Logf("load: neighbour: K=%d: probe quiet p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); loaded p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio p50 %.1fx, p99 %.1fx; onset p50 %.1f ms, max %.1f ms",
 		len(loaded), quiet.p(0.5), quiet.p(0.99), 100*quietBusy, loadedRec.p(0.5), loadedRec.p(0.99), 100*loadedBusy,
 		loadedRec.p(0.5)/quiet.p(0.5), loadedRec.p(0.99)/quiet.p(0.99), onset.p(0.5), onset.p(1))
+	if tg.d == nil {
+		return // another host's daemon: this host's processes are no baseline
+	}
+	// The baseline: the same probe beside as many CPU-bound processes on
+	// the host, of the lowest priority there is (SCHED_IDLE), so that
+	// everything on the probe's path takes precedence over them at once:
+	// what no demotion of sandboxes can improve on this host.
+	host := newRecorder(fmt.Sprintf("baseline: probe beside %d SCHED_IDLE host processes", 4*len(loaded)))
+	stopBurners := idleBurners(t, 4*len(loaded))
+	time.Sleep(time.Second)
+	hostCPU := cpuBusy()
+	measure(host)
+	hostBusy := hostCPU()
+	stopBurners()
+	host.report(t, 0)
+	host.wantNoErrors(t)
+	t.Logf("load: neighbour baseline: probe beside %d SCHED_IDLE host processes: p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio to quiet p50 %.1fx, p99 %.1fx",
+		4*len(loaded), host.p(0.5), host.p(0.99), 100*hostBusy, host.p(0.5)/quiet.p(0.5), host.p(0.99)/quiet.p(0.99))
+}
+
+// idleBurners starts n CPU-bound host processes under SCHED_IDLE and
+// returns what kills them; t's cleanup kills them too.
+func idleBurners(t *testing.T, n int) (stop func()) {
+	t.Helper()
+	var cmds []*exec.Cmd
+	stop = func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+		cmds = nil
+	}
+	t.Cleanup(stop)
+	for range n {
+		c := exec.Command("sh", "-c", "while :; do :; done")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+		if err := unix.SchedSetAttr(c.Process.Pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
+			t.Fatalf("SCHED_IDLE for a burner: %v", err)
+		}
+	}
+	return stop
 }
 
 // tasksPerSandbox bounds the host tasks (processes and threads) of an
