@@ -488,8 +488,10 @@ func (f *simFleet) sleepMost(t *testing.T, ctx context.Context, calls []*scaleCa
 	}
 }
 
-// resizing lists the Pods of calls marked asleep that do not yet both
-// request and report allocated their asleep CPU.
+// resizing lists the Pods of calls marked asleep, and created, that do
+// not yet both request and report allocated their asleep CPU. A failed
+// create has no Pod to wait for: reportCreates fails the test with its
+// error.
 func (f *simFleet) resizing(ctx context.Context, calls []*scaleCall) ([]string, error) {
 	pods, listed := map[string]corev1.Pod{}, map[string]bool{}
 	for _, c := range calls {
@@ -509,7 +511,7 @@ func (f *simFleet) resizing(ctx context.Context, calls []*scaleCall) ([]string, 
 	var out []string
 	for _, c := range calls {
 		k := kube.Namespace(c.tenant) + "/" + c.sb.Name
-		if c.asleep && !resizedAsleep(pods[k]) {
+		if c.asleep && c.err == nil && !resizedAsleep(pods[k]) {
 			out = append(out, k)
 		}
 	}
