@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func bareRuns(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 	if err := os.Mkdir(bundle, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeBareSpec(t, bin, bundle, drivertest.BaseRootFS(t))
+	writeBareSpec(t, bin, bundle, drivertest.BaseRootFS(t), "/bin/true")
 	root := filepath.Join(dir, "state")
 	rec := newRecorder(fmt.Sprintf("bare `%s run` of /bin/true (%d at %d)", rt, n, conc))
 	start := time.Now()
@@ -57,9 +58,71 @@ func bareRuns(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 	return rec, elapsed
 }
 
+// bareStays is the creates scenario's second baseline, the closer one:
+// n sandboxes started with `<runtime> run --detach` of a process that
+// stays (sleep), conc at a time, each timed until run returns with the
+// container running, and all kept running until the last has started, as
+// hearth's are. Each has a --root of its own, as hearth's do (runsc's
+// --shared-root is one for all). It differs from hearth's create by the
+// daemon, the agent, the layer snapshot and the first exec: a sandbox
+// that stays holds its memory, so the next one's is fresh memory rather
+// than the pages the one before freed, and this baseline tells whether
+// that, and not hearth, is what slows creates.
+func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
+	t.Helper()
+	bin, err := exec.LookPath(rt)
+	if err != nil {
+		t.Fatalf("the baseline needs %s: %v", rt, err)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) }) // runsc's null-netns
+	bundle := filepath.Join(dir, "bundle")
+	if err := os.Mkdir(bundle, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeBareSpec(t, bin, bundle, drivertest.BaseRootFS(t), "/bin/sleep", "1000000")
+	global := func(i int) []string {
+		args := []string{"--root", filepath.Join(dir, "roots", strconv.Itoa(i))}
+		if rt == "runsc" {
+			args = append(args, "--shared-root", filepath.Join(dir, "shared"))
+		}
+		return append(args, bareFlags[rt]...)
+	}
+	remove := func(i int) {
+		exec.Command(bin, append(global(i), "delete", "--force", fmt.Sprintf("stay%d", i))...).Run()
+	}
+	t.Cleanup(func() { parallel(n, conc, remove) })
+	rec := newRecorder(fmt.Sprintf("bare `%s run --detach` of a sandbox that stays (%d at %d)", rt, n, conc))
+	start := time.Now()
+	parallel(n, conc, func(i int) {
+		log := filepath.Join(dir, fmt.Sprintf("stay%d.log", i))
+		rec.time(func() error {
+			f, err := os.Create(log)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			cmd := exec.Command(bin, append(global(i), "run", "--detach", "--bundle", bundle, fmt.Sprintf("stay%d", i))...)
+			// The sandbox inherits its stdio: a file, never a pipe that
+			// the test would wait on.
+			cmd.Stdout, cmd.Stderr = f, f
+			if err := cmd.Run(); err != nil {
+				out, _ := os.ReadFile(log)
+				return fmt.Errorf("%s run --detach: %w: %s", rt, err, out)
+			}
+			return nil
+		})
+	})
+	elapsed := time.Since(start)
+	rec.report(t, elapsed)
+	rec.wantNoErrors(t)
+	parallel(n, conc, remove)
+	return rec, elapsed
+}
+
 // writeBareSpec writes bundle's config.json: the runtime's own default
-// spec (`spec`), running /bin/true without a terminal on rootfs, read-only.
-func writeBareSpec(t *testing.T, bin, bundle, rootfs string) {
+// spec (`spec`), running argv without a terminal on rootfs, read-only.
+func writeBareSpec(t *testing.T, bin, bundle, rootfs string, argv ...string) {
 	t.Helper()
 	if out, err := exec.Command(bin, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
 		t.Fatalf("%s spec: %v: %s", bin, err, out)
@@ -77,7 +140,7 @@ func writeBareSpec(t *testing.T, bin, bundle, rootfs string) {
 	if proc == nil {
 		t.Fatalf("%s spec: no process in %s", bin, b)
 	}
-	proc["args"], proc["terminal"] = []string{"/bin/true"}, false
+	proc["args"], proc["terminal"] = argv, false
 	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
 	if b, err = json.Marshal(spec); err != nil {
 		t.Fatal(err)

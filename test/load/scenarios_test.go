@@ -83,7 +83,7 @@ func destroyAll(ctx context.Context, c *client.Client, names []string, conc int)
 // first exec of `true`, with no warm pool (the daemon's default), so
 // every create starts a runtime sandbox. Its baseline, in the same run
 // and before it, is N bare runs of the runtime at the same concurrency
-// (bareRuns).
+// (bareRuns), and N bare sandboxes started that stay (bareStays).
 func TestCreates(t *testing.T) {
 	sz := loadSizes(t)
 	tg := newTarget(t)
@@ -91,7 +91,9 @@ func TestCreates(t *testing.T) {
 	baseline := "no baseline (a daemon at HEARTH_URL)"
 	if tg.d != nil {
 		bare, elapsed := bareRuns(t, tg.d.Runtime, sz.creates, sz.createConc)
-		baseline = fmt.Sprintf("bare %s run p50 %.0f ms, p99 %.0f ms, %.2f/s", tg.d.Runtime, bare.p(0.5), bare.p(0.99), float64(sz.creates)/elapsed.Seconds())
+		stays, stayed := bareStays(t, tg.d.Runtime, sz.creates, sz.createConc)
+		baseline = fmt.Sprintf("bare %s run p50 %.0f ms, p99 %.0f ms, %.2f/s; bare run --detach of sandboxes that stay p50 %.0f ms, p99 %.0f ms, %.2f/s",
+			tg.d.Runtime, bare.p(0.5), bare.p(0.99), float64(sz.creates)/elapsed.Seconds(), stays.p(0.5), stays.p(0.99), float64(sz.creates)/stayed.Seconds())
 	}
 	start := time.Now()
 	names, rec, _ := createAll(t, ctx, tg, "c-%d", sz.creates, sz.createConc)
