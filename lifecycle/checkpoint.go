@@ -108,46 +108,8 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 		CreatedAt: s.now().UTC(),
 		SizeBytes: size,
 	}
-	// The rows go first and the snapshot last: a checkpoint exists once
-	// its snapshot does. A daemon killed before leaves a row without a
-	// snapshot, which Recover deletes, moving the head back to the row's
-	// parent (see unrecord). Snapshot first, a kill between the row and
-	// the head would leave a checkpoint that is not the head, which
-	// Recover cannot tell from one that a restore moved the head off.
-	if err := s.opts.Store.Checkpoints().Create(ctx, c); err != nil {
-		return sandbox.Checkpoint{}, s.internal("create checkpoint row", err)
-	}
-	s.crash("checkpoint: row inserted")
-	prev := sb
-	sb.Head, sb.UpdatedAt = c.ID, s.now().UTC()
-	// A running sandbox that is to sleep says so first, as a sleep does
-	// (a daemon killed before the node stops it leaves a sleeping row
-	// over a running sandbox, which Recover adopts as running).
-	sleeps := req.Sleep && sb.Status == sandbox.StatusRunning
-	if sleeps {
-		sb.Status, sb.Reason = sandbox.StatusSleeping, asleepSince+c.ID
-	}
-	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
-		s.unrecord(ctx, prev, c)
-		return sandbox.Checkpoint{}, s.internal("update head", err)
-	}
-	s.crash("checkpoint: head moved")
-	// The node holds the sandbox still around the snapshot as it needs
-	// (see node.Node.Checkpoint), and leaves nothing of a failed one.
-	opts := node.CheckpointOptions{Running: prev.Status == sandbox.StatusRunning, Memory: req.Memory, Stop: sleeps}
-	if err := s.opts.Node.Checkpoint(ctx, sb.ID, c.ID, opts); err != nil {
-		if sb = s.unrecord(ctx, sb, c); sleeps {
-			// Running as it was, as the node leaves it; a sandbox a
-			// failure stopped anyway is found so by the sweep.
-			s.setStatus(ctx, sb, prev.Status, prev.Reason)
-		}
-		return sandbox.Checkpoint{}, s.internal("checkpoint "+sb.ID, err)
-	}
-	if sleeps {
-		s.log.Info("sandbox asleep", "sandbox", sb.Name, "reason", sb.Reason)
-		if s.opts.Asleep != nil {
-			s.opts.Asleep(ctx, sb, true)
-		}
+	if err := s.snapshot(ctx, sb, c, req); err != nil {
+		return sandbox.Checkpoint{}, err
 	}
 	// The row says memory once the image is whole: a daemon killed
 	// before leaves a checkpoint of the files only (its image, if any, is
@@ -161,6 +123,55 @@ func (s *Checkpoints) take(ctx context.Context, sb sandbox.Sandbox, ref string, 
 	}
 	s.log.Info("checkpoint taken", "sandbox", sb.Name, "checkpoint", c.ID, "label", c.Label, "parent", c.Parent, "memory", c.Memory)
 	return c, nil
+}
+
+// snapshot is take's durable part: it records checkpoint c of sb (its
+// row, then sb's head on it, and with req.Sleep a running sb's sleep)
+// and has the node take it. On failure nothing of c is left, and sb is as
+// it was.
+func (s *Checkpoints) snapshot(ctx context.Context, sb sandbox.Sandbox, c sandbox.Checkpoint, req sandbox.CheckpointRequest) error {
+	// The rows go first and the snapshot last: a checkpoint exists once
+	// its snapshot does. A daemon killed before leaves a row without a
+	// snapshot, which Recover deletes, moving the head back to the row's
+	// parent (see unrecord). Snapshot first, a kill between the row and
+	// the head would leave a checkpoint that is not the head, which
+	// Recover cannot tell from one that a restore moved the head off.
+	if err := s.opts.Store.Checkpoints().Create(ctx, c); err != nil {
+		return s.internal("create checkpoint row", err)
+	}
+	s.crash("checkpoint: row inserted")
+	prev := sb
+	sb.Head, sb.UpdatedAt = c.ID, s.now().UTC()
+	// A running sandbox that is to sleep says so first, as a sleep does
+	// (a daemon killed before the node stops it leaves a sleeping row
+	// over a running sandbox, which Recover adopts as running).
+	sleeps := req.Sleep && sb.Status == sandbox.StatusRunning
+	if sleeps {
+		sb.Status, sb.Reason = sandbox.StatusSleeping, asleepSince+c.ID
+	}
+	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
+		s.unrecord(ctx, prev, c)
+		return s.internal("update head", err)
+	}
+	s.crash("checkpoint: head moved")
+	// The node holds the sandbox still around the snapshot as it needs
+	// (see node.Node.Checkpoint), and leaves nothing of a failed one.
+	opts := node.CheckpointOptions{Running: prev.Status == sandbox.StatusRunning, Memory: req.Memory, Stop: sleeps}
+	if err := s.opts.Node.Checkpoint(ctx, sb.ID, c.ID, opts); err != nil {
+		if sb = s.unrecord(ctx, sb, c); sleeps {
+			// Running as it was, as the node leaves it; a sandbox a
+			// failure stopped anyway is found so by the sweep.
+			s.setStatus(ctx, sb, prev.Status, prev.Reason)
+		}
+		return s.internal("checkpoint "+sb.ID, err)
+	}
+	if sleeps {
+		s.log.Info("sandbox asleep", "sandbox", sb.Name, "reason", sb.Reason)
+		if s.opts.Asleep != nil {
+			s.opts.Asleep(ctx, sb, true)
+		}
+	}
+	return nil
 }
 
 // canSaveMemory is nil when a checkpoint of sb may save its memory (or
