@@ -84,10 +84,14 @@ func TestUsage(t *testing.T) {
 		if grew := u.DiskBytes - base.DiskBytes; grew < 50<<20 || u.LimitDiskBytes != sandbox.Sizes()["small"].DiskBytes {
 			t.Errorf("after writing 50 MiB, disk went from %d to %d bytes of %d; want ≥ 50 MiB more, of the small size's cap", base.DiskBytes, u.DiskBytes, u.LimitDiskBytes)
 		}
-		if out := u.NetTxBytes - base.NetTxBytes; out < 3_000_000 || out > 3_000_000*12/10 {
+		// Headers add about 5%; segments a loaded sandbox's TCP sends
+		// again count too (one run under runsc, its CPU burning beside
+		// the transfer, sent 3.82 MB for 3): up to half again is allowed,
+		// short of the double a counter counted twice would show.
+		if out := u.NetTxBytes - base.NetTxBytes; out < 3_000_000 || out > 3_000_000*3/2 {
 			t.Errorf("after sending 3 MB, net out moved by %d bytes; want 3 MB and headers", out)
 		}
-		if in := u.NetRxBytes - base.NetRxBytes; in < 2_000_000 || in > 2_000_000*12/10 {
+		if in := u.NetRxBytes - base.NetRxBytes; in < 2_000_000 || in > 2_000_000*3/2 {
 			t.Errorf("after receiving 2 MB, net in moved by %d bytes; want 2 MB and headers", in)
 		}
 		if u.Processes < 3 {
