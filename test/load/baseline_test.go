@@ -28,17 +28,7 @@ var bareFlags = map[string][]string{
 // no layer snapshot, no exec).
 func bareRuns(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 	t.Helper()
-	bin, err := exec.LookPath(rt)
-	if err != nil {
-		t.Fatalf("the baseline needs %s: %v", rt, err)
-	}
-	dir := t.TempDir()
-	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) }) // runsc's null-netns
-	bundle := filepath.Join(dir, "bundle")
-	if err := os.Mkdir(bundle, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	writeBareSpec(t, bin, bundle, drivertest.BaseRootFS(t), "/bin/true")
+	bin, dir, bundle := bareBundle(t, rt, "/bin/true")
 	root := filepath.Join(dir, "state")
 	rec := newRecorder(fmt.Sprintf("bare `%s run` of /bin/true (%d at %d)", rt, n, conc))
 	start := time.Now()
@@ -70,17 +60,7 @@ func bareRuns(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 // that, and not hearth, is what slows creates.
 func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 	t.Helper()
-	bin, err := exec.LookPath(rt)
-	if err != nil {
-		t.Fatalf("the baseline needs %s: %v", rt, err)
-	}
-	dir := t.TempDir()
-	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) }) // runsc's null-netns
-	bundle := filepath.Join(dir, "bundle")
-	if err := os.Mkdir(bundle, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	writeBareSpec(t, bin, bundle, drivertest.BaseRootFS(t), "/bin/sleep", "1000000")
+	bin, dir, bundle := bareBundle(t, rt, "/bin/sleep", "1000000")
 	global := func(i int) []string {
 		args := []string{"--root", filepath.Join(dir, "roots", strconv.Itoa(i))}
 		if rt == "runsc" {
@@ -118,6 +98,24 @@ func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) 
 	rec.wantNoErrors(t)
 	parallel(n, conc, remove)
 	return rec, elapsed
+}
+
+// bareBundle returns the runtime rt's binary, a directory of the test's,
+// and a bundle in it that runs argv on the default image's root.
+func bareBundle(t *testing.T, rt string, argv ...string) (bin, dir, bundle string) {
+	t.Helper()
+	bin, err := exec.LookPath(rt)
+	if err != nil {
+		t.Fatalf("the baseline needs %s: %v", rt, err)
+	}
+	dir = t.TempDir()
+	t.Cleanup(func() { drivertest.UnmountUnder(t, dir) }) // runsc's null-netns
+	bundle = filepath.Join(dir, "bundle")
+	if err := os.Mkdir(bundle, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeBareSpec(t, bin, bundle, drivertest.BaseRootFS(t), argv...)
+	return bin, dir, bundle
 }
 
 // writeBareSpec writes bundle's config.json: the runtime's own default
