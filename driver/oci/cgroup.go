@@ -103,6 +103,35 @@ type cgroups struct {
 	log    *slog.Logger
 }
 
+// live returns the host pid of sandbox id's container process (what its
+// runtime wrote to the pid file: runsc's sandbox, runc's init) if that
+// process is alive and in the sandbox's cgroup. The cgroup is what tells
+// the container's process from another that the kernel gave a dead one's
+// pid to. It reads three small files, microseconds.
+func (c *cgroups) live(id string) (int, bool) {
+	s, err := readTrimmed(c.dir.pidFile(id))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 1 || !processAlive(pid) {
+		return 0, false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return 0, false
+	}
+	want := cgroupsPath(c.parent, id)
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		// hierarchy-ID:controller-list:cgroup-path
+		_, path, ok := strings.Cut(line[strings.IndexByte(line, ':')+1:], ":")
+		if ok && (path == want || strings.HasPrefix(path, want+"/")) {
+			return pid, true
+		}
+	}
+	return 0, false
+}
+
 // rel is the sandbox's cgroup relative to a hierarchy's root.
 func (c *cgroups) rel(id string) string {
 	return filepath.FromSlash(cgroupsPath(c.parent, id))

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -390,7 +389,7 @@ func (d *Driver) state(ctx context.Context, id string, fast bool) (driver.State,
 	if validID(id) != nil {
 		return driver.State{}, driver.ErrNotFound
 	}
-	if pid, ok := d.live(id); fast && ok && !d.dir.stopped(id) {
+	if pid, ok := d.cg.live(id); fast && ok && !d.dir.stopped(id) {
 		if known, err := d.dir.known(id); err == nil && known {
 			return driver.State{ID: id, Status: driver.StatusRunning, PID: pid, OOMKilled: d.cg.oom(id)}, nil
 		}
@@ -427,35 +426,6 @@ func (d *Driver) state(ctx context.Context, id string, fast bool) (driver.State,
 		out.OOMKilled = err == nil
 	}
 	return out, nil
-}
-
-// live returns the host pid of sandbox id's container process (what its
-// runtime wrote to the pid file: runsc's sandbox, runc's init) if that
-// process is alive and in the sandbox's cgroup. The cgroup is what tells
-// the container's process from another that the kernel gave a dead one's
-// pid to. It reads three small files, microseconds.
-func (d *Driver) live(id string) (int, bool) {
-	s, err := readTrimmed(d.dir.pidFile(id))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(s)
-	if err != nil || pid <= 1 || !processAlive(pid) {
-		return 0, false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return 0, false
-	}
-	want := cgroupsPath(d.cg.parent, id)
-	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
-		// hierarchy-ID:controller-list:cgroup-path
-		_, path, ok := strings.Cut(line[strings.IndexByte(line, ':')+1:], ":")
-		if ok && (path == want || strings.HasPrefix(path, want+"/")) {
-			return pid, true
-		}
-	}
-	return 0, false
 }
 
 // recoverState is State, retried for a moment: a runtime command that a

@@ -235,6 +235,22 @@ func (r *runner) state(ctx context.Context, id string) (*specs.State, error) {
 	return nil, nil
 }
 
+// stoppedEarly reports whether sandbox id's container, started a moment
+// ago, no longer runs: its process (the runtime's pid file: runsc's
+// sandbox, runc's init) is gone or a zombie, or, without a pid file to
+// read, the runtime says so. Reading /proc costs microseconds; asking the
+// runtime starts a process, tens of milliseconds of CPU under runsc,
+// which every start slower than the check's interval used to pay.
+func (r *runner) stoppedEarly(ctx context.Context, id string) bool {
+	if s, err := readTrimmed(r.dir.pidFile(id)); err == nil {
+		if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
+			return !processAlive(pid)
+		}
+	}
+	st, err := r.state(ctx, id)
+	return err == nil && (st == nil || st.Status != "running")
+}
+
 // list returns the runtime's containers under root.
 func (r *runner) list(ctx context.Context, root string) ([]specs.State, error) {
 	out, err := r.ask(ctx, root, "list", "--format", "json")

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/hearth/hearth/agent"
@@ -211,22 +210,6 @@ func startError(id, step string, err error, tail string) error {
 	return fmt.Errorf("oci: start %s: %s: %w%s", id, step, err, tail)
 }
 
-// stoppedEarly reports whether sandbox id's container, started a moment
-// ago, no longer runs: its process (the runtime's pid file: runsc's
-// sandbox, runc's init) is gone or a zombie, or, without a pid file to
-// read, the runtime says so. Reading /proc costs microseconds; asking the
-// runtime starts a process, tens of milliseconds of CPU under runsc,
-// which every start slower than the check's interval used to pay.
-func (d *Driver) stoppedEarly(ctx context.Context, id string) bool {
-	if s, err := readTrimmed(d.dir.pidFile(id)); err == nil {
-		if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
-			return !processAlive(pid)
-		}
-	}
-	st, err := d.rt.state(ctx, id)
-	return err == nil && (st == nil || st.Status != "running")
-}
-
 // waitAgent pings the agent until it answers, the container stops, or ctx
 // ends.
 func (d *Driver) waitAgent(ctx context.Context, id string) error {
@@ -249,7 +232,7 @@ func (d *Driver) waitAgent(ctx context.Context, id string) error {
 		}
 		if time.Since(lastCheck) > 100*time.Millisecond {
 			lastCheck = time.Now()
-			if d.stoppedEarly(ctx, id) {
+			if d.rt.stoppedEarly(ctx, id) {
 				return errors.New("the sandbox stopped before its agent answered")
 			}
 		}
