@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +94,12 @@ func TestSurvivesDaemonKill(t *testing.T) {
 			states, err := d.Recover(t.Context())
 			if err != nil || len(states) != 1 || states[0].ID != id || states[0].Status != driver.StatusRunning {
 				t.Fatalf("Recover() after the daemon's death = %+v, %v; want %s running", states, err, id)
+			}
+			// Under runc and crun the running sandbox keeps its user
+			// namespace range, which its own runtime root vouches for: a
+			// range released here would be given to the next sandbox too.
+			if rt != oci.RuntimeRunsc && !slices.ContainsFunc(d.Leftovers(id), func(s string) bool { return strings.HasPrefix(s, "user namespace range claim") }) {
+				t.Errorf("after Recover sandbox %s, running, holds no user namespace range claim: %q", id, d.Leftovers(id))
 			}
 			began := time.Now()
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
