@@ -109,11 +109,7 @@ type cgroups struct {
 // the container's process from another that the kernel gave a dead one's
 // pid to. It reads three small files, microseconds.
 func (c *cgroups) live(id string) (int, bool) {
-	s, err := readTrimmed(c.dir.pidFile(id))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(s)
+	pid, err := c.dir.pid(id)
 	if err != nil || pid <= 1 || !processAlive(pid) {
 		return 0, false
 	}

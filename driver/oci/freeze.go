@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -346,8 +345,8 @@ func (c *cgroups) frozenState(id string) *specs.State {
 		return nil
 	}
 	st := &specs.State{Version: specs.Version, ID: id, Status: "paused"}
-	if s, err := readTrimmed(c.dir.pidFile(id)); err == nil {
-		st.Pid, _ = strconv.Atoi(s)
+	if pid, err := c.dir.pid(id); err == nil {
+		st.Pid = pid
 	}
 	return st
 }

@@ -242,10 +242,8 @@ func (r *runner) state(ctx context.Context, id string) (*specs.State, error) {
 // runtime starts a process, tens of milliseconds of CPU under runsc,
 // which every start slower than the check's interval used to pay.
 func (r *runner) stoppedEarly(ctx context.Context, id string) bool {
-	if s, err := readTrimmed(r.dir.pidFile(id)); err == nil {
-		if pid, err := strconv.Atoi(s); err == nil && pid > 1 {
-			return !processAlive(pid)
-		}
+	if pid, err := r.dir.pid(id); err == nil && pid > 1 {
+		return !processAlive(pid)
 	}
 	st, err := r.state(ctx, id)
 	return err == nil && (st == nil || st.Status != "running")

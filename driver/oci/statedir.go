@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -66,6 +67,16 @@ func (s stateDir) runtimeLog(id string) string { return filepath.Join(s.sandboxD
 func (s stateDir) oomMarker(id string) string  { return filepath.Join(s.sandboxDir(id), "oom") }
 func (s stateDir) pidFile(id string) string    { return filepath.Join(s.sandboxDir(id), "pid") }
 func (s stateDir) config(id string) string     { return filepath.Join(s.sandboxDir(id), "config.json") }
+
+// pid is the runtime's pid of sandbox id's container process (runsc's
+// sandbox, runc's init), as its run wrote it to pidFile.
+func (s stateDir) pid(id string) (int, error) {
+	b, err := readTrimmed(s.pidFile(id))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(b)
+}
 
 // idsFile is where a sandbox's directory records the slot of the user
 // namespace range it claimed (see userns.go).
