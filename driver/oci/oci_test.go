@@ -733,7 +733,7 @@ func TestRecoverRemovesStrays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	root, own := d.RuntimeRoot(), d.OwnRuntimeRoot(spec.ID)
-	before, ownBefore := dirNames(t, root), dirNames(t, own)
+	before, ownBefore := testenv.DirNames(t, root), testenv.DirNames(t, own)
 	strays := []string{"gone1_sandbox:gone1.lock", "runsc-gone2.sock", "gone3"}
 	for _, s := range strays {
 		if err := os.WriteFile(filepath.Join(root, s), nil, 0o600); err != nil {
@@ -743,13 +743,13 @@ func TestRecoverRemovesStrays(t *testing.T) {
 	if _, err := d.Recover(ctx); err != nil {
 		t.Fatalf("Recover() = %v", err)
 	}
-	if after := dirNames(t, root); !slices.Equal(after, before) {
+	if after := testenv.DirNames(t, root); !slices.Equal(after, before) {
 		t.Errorf("the runtime's shared root after Recover = %q, want %q as before the strays", after, before)
 	}
 	if !slices.Contains(before, "null-netns") || slices.ContainsFunc(before, func(n string) bool { return strings.Contains(n, spec.ID) }) {
 		t.Errorf("the runtime's shared root = %q: want null-netns and nothing of the live sandbox, which has its own root", before)
 	}
-	if ownAfter := dirNames(t, own); !slices.Equal(ownAfter, ownBefore) || !slices.ContainsFunc(ownAfter, func(n string) bool { return strings.Contains(n, spec.ID) }) {
+	if ownAfter := testenv.DirNames(t, own); !slices.Equal(ownAfter, ownBefore) || !slices.ContainsFunc(ownAfter, func(n string) bool { return strings.Contains(n, spec.ID) }) {
 		t.Errorf("the live sandbox's own root after Recover = %q, before %q: want its files, kept", ownAfter, ownBefore)
 	}
 	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning {
@@ -774,7 +774,7 @@ func TestSharedRootSandbox(t *testing.T) {
 			root, own := d.RuntimeRoot(), d.OwnRuntimeRoot(spec.ID)
 			moveToSharedRoot(t, own, root)
 			owned := func(dir string) []string {
-				return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return !strings.Contains(n, spec.ID) })
+				return slices.DeleteFunc(testenv.DirNames(t, dir), func(n string) bool { return !strings.Contains(n, spec.ID) })
 			}
 			echo := func(d *oci.Driver, word string) {
 				t.Helper()
@@ -840,7 +840,7 @@ func TestSharedRootSandbox(t *testing.T) {
 // and removes the own root: the layout of a driver before own roots.
 func moveToSharedRoot(t *testing.T, own, root string) {
 	t.Helper()
-	for _, n := range dirNames(t, own) {
+	for _, n := range testenv.DirNames(t, own) {
 		if strings.HasSuffix(n, ".state") {
 			b, err := os.ReadFile(filepath.Join(own, n))
 			if err != nil {
@@ -864,20 +864,6 @@ func moveToSharedRoot(t *testing.T, own, root string) {
 	if err := os.Remove(own); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// dirNames returns the names in directory dir, sorted.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n []string
-	for _, e := range es {
-		n = append(n, e.Name())
-	}
-	return n
 }
 
 // startDefault starts sandbox id, of the default size on the test root

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/image/layertar"
+	"github.com/hearth/hearth/testutil/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -240,7 +241,7 @@ func TestApplyWhiteouts(t *testing.T) {
 	}
 	// An opaque root: everything lower goes.
 	fx.mustApply(t, whiteout(".wh..wh..opq"), reg("only", "o", 0o644))
-	if got := names(t, fx.root); !slices.Equal(got, []string{"only"}) {
+	if got := testenv.DirNames(t, fx.root); !slices.Equal(got, []string{"only"}) {
 		t.Errorf("root after an opaque marker = %q, want [only]", got)
 	}
 	fx.checkOutside(t)

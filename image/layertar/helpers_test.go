@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -205,19 +204,6 @@ func readFile(t testing.TB, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// names returns the names in the directory p, sorted.
-func names(t testing.TB, p string) []string {
-	t.Helper()
-	des, err := os.ReadDir(p)
-	must(t, err)
-	var ns []string
-	for _, d := range des {
-		ns = append(ns, d.Name())
-	}
-	slices.Sort(ns)
-	return ns
 }
 
 func must(t testing.TB, err error) {

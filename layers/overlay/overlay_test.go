@@ -111,20 +111,6 @@ func TestMount2TooDeep(t *testing.T) {
 	}
 }
 
-// entries lists the names in dir.
-func entries(t *testing.T, dir string) []string {
-	t.Helper()
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, de := range des {
-		names = append(names, de.Name())
-	}
-	return names
-}
-
 func mustWrite(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -173,7 +159,7 @@ func TestReclaim(t *testing.T) {
 	if _, err := os.Stat(s.dirs.layer(imgLayer)); err != nil {
 		t.Fatalf("img's layer after Remove(img), with children = %v, want it kept", err)
 	}
-	if got := entries(t, s.dirs.layers()); len(got) != 3 {
+	if got := testenv.DirNames(t, s.dirs.layers()); len(got) != 3 {
 		t.Errorf("layers after Remove(img) = %v, want 3 (img's, child's, ck's)", got)
 	}
 	if err := s.Remove(ctx, "child"); err != nil {
@@ -185,14 +171,14 @@ func TestReclaim(t *testing.T) {
 	}
 	mustRead(t, filepath.Join(ck.Path, "etc", "hostname"), "img\n")
 	mustRead(t, filepath.Join(ck.Path, "mine"), "child\n")
-	if got := entries(t, s.dirs.layers()); len(got) != 2 || !slices.Contains(got, imgLayer) {
+	if got := testenv.DirNames(t, s.dirs.layers()); len(got) != 2 || !slices.Contains(got, imgLayer) {
 		t.Errorf("layers after Remove(child) = %v, want img's and ck's", got)
 	}
 	if err := s.Remove(ctx, "ck"); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{s.dirs.layers(), s.dirs.work(), s.dirs.mnt(), s.dirs.meta()} {
-		if got := entries(t, d); len(got) != 0 {
+		if got := testenv.DirNames(t, d); len(got) != 0 {
 			t.Errorf("%s after the last Remove = %v, want empty", d, got)
 		}
 	}

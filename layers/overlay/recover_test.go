@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearth/hearth/internal/mountinfo"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestRecover builds, by hand, each state a process killed between two
@@ -161,10 +162,10 @@ func TestRecover(t *testing.T) {
 	}
 	slices.Sort(layerIDs)
 	slices.Sort(mountIDs)
-	if got := entries(t, s.dirs.layers()); !slices.Equal(got, layerIDs) {
+	if got := testenv.DirNames(t, s.dirs.layers()); !slices.Equal(got, layerIDs) {
 		t.Errorf("layers after Open = %v, want %v", got, layerIDs)
 	}
-	if got := entries(t, s.dirs.mnt()); !slices.Equal(got, mountIDs) {
+	if got := testenv.DirNames(t, s.dirs.mnt()); !slices.Equal(got, mountIDs) {
 		t.Errorf("mount points after Open = %v, want %v", got, mountIDs)
 	}
 	points, err := mountinfo.Under(s.dirs.mnt())

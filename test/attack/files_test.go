@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/testutil/daemonproc"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // tenantToken makes a tenant with an agent identity on d and returns the
@@ -73,7 +73,7 @@ func TestFileAPIRunsAsTheUser(t *testing.T) {
 		var hostBefore []string
 		if shared {
 			hostRun = filepath.Join(d.DataDir, "oci", runtime, "sandboxes", sb.ID, "run")
-			hostBefore = dirNames(t, hostRun)
+			hostBefore = testenv.DirNames(t, hostRun)
 		} else if got := shell(t, c, "box", "grep -c ' /run/hearth ' /proc/self/mountinfo || true"); got != "0\n" {
 			t.Errorf("under %s /run/hearth is a mount (%q); want nothing shared with the host", runtime, got)
 		}
@@ -124,7 +124,7 @@ func TestFileAPIRunsAsTheUser(t *testing.T) {
 			t.Errorf("the sandbox after the attacks:\n%s\nbefore:\n%s", after, before)
 		}
 		if shared {
-			if after := dirNames(t, hostRun); !slices.Equal(after, hostBefore) {
+			if after := testenv.DirNames(t, hostRun); !slices.Equal(after, hostBefore) {
 				t.Errorf("the host's socket directory holds %q after the attacks, %q before", after, hostBefore)
 			}
 		}
@@ -147,18 +147,4 @@ func TestFileAPIRunsAsTheUser(t *testing.T) {
 			}
 		})
 	})
-}
-
-// dirNames lists dir's entries.
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }
