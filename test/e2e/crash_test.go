@@ -460,19 +460,17 @@ func (d *daemon) wantWhole(ctx context.Context) {
 	// each sandbox's own, and the driver's directory per sandbox.
 	stateDir := filepath.Join(d.DataDir, "oci", d.Runtime)
 	runtimeRoots, _ := filepath.Glob(filepath.Join(stateDir, "sandboxes", "*", "runtime"))
-	var containers []struct {
+	type container struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
+	var containers []container
 	for _, root := range append(runtimeRoots, filepath.Join(stateDir, "root")) {
 		out, err := exec.CommandContext(ctx, d.Runtime, "--root", root, "list", "--format", "json").Output()
 		if err != nil {
 			t.Fatalf("%s --root %s list: %v", d.Runtime, root, err)
 		}
-		var in []struct {
-			ID     string `json:"id"`
-			Status string `json:"status"`
-		}
+		var in []container
 		if out = bytes.TrimSpace(out); len(out) > 0 {
 			if err := json.Unmarshal(out, &in); err != nil {
 				t.Fatalf("%s list: %v in %q", d.Runtime, err, out)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,7 +72,10 @@ func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) 
 	remove := func(i int) {
 		exec.Command(bin, append(global(i), "delete", "--force", fmt.Sprintf("stay%d", i))...).Run()
 	}
-	t.Cleanup(func() { parallel(n, conc, remove) })
+	// Removed once the last has started, or in t's cleanup if the test
+	// ends before.
+	removeAll := sync.OnceFunc(func() { parallel(n, conc, remove) })
+	t.Cleanup(removeAll)
 	rec := newRecorder(fmt.Sprintf("bare `%s run --detach` of a sandbox that stays (%d at %d)", rt, n, conc))
 	start := time.Now()
 	parallel(n, conc, func(i int) {
@@ -96,7 +100,7 @@ func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) 
 	elapsed := time.Since(start)
 	rec.report(t, elapsed)
 	rec.wantNoErrors(t)
-	parallel(n, conc, remove)
+	removeAll()
 	return rec, elapsed
 }
 
