@@ -2,8 +2,8 @@ package sandbox
 
 import (
 	"bytes"
-	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -82,7 +82,7 @@ func NormalizeBinding(b Binding) (Binding, error) {
 	if err := ValidateBindingHeader(b.Header); err != nil {
 		return b, err
 	}
-	b.Header = http.CanonicalHeaderKey(b.Header)
+	b.Header = textproto.CanonicalMIMEHeaderKey(b.Header)
 	if b.Format == "" {
 		b.Format = DefaultBindingFormat
 	}
@@ -203,7 +203,7 @@ func ValidateBindingHeader(h string) error {
 			return bad("character " + strconv.QuoteRune(rune(h[i])) + " is not allowed in a header name")
 		}
 	}
-	canon := http.CanonicalHeaderKey(h)
+	canon := textproto.CanonicalMIMEHeaderKey(h)
 	switch canon {
 	case "Host", "Content-Length", "Transfer-Encoding", "Te", "Trailer", "Connection", "Keep-Alive", "Upgrade":
 		return bad("HTTP itself manages it")

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // Code is a stable, machine-readable error class. The set is closed: doors,
@@ -40,21 +39,23 @@ type codeInfo struct {
 // codeTable is the one table mapping code → HTTP status → CLI exit code.
 // Exit codes start at 10 so they never collide with a command's own small exit
 // codes or with the shell's 126/127; 1 stays "generic failure" for the CLI.
+// The statuses are numbers rather than net/http's names: hearth-agent links
+// this package and must not link net/http (test/arch's TestAgentLinksNoHTTP).
 var codeTable = map[Code]codeInfo{
-	CodeInvalidArgument:    {http.StatusBadRequest, 10},
-	CodeUnauthenticated:    {http.StatusUnauthorized, 11},
-	CodePermissionDenied:   {http.StatusForbidden, 12},
-	CodeNotFound:           {http.StatusNotFound, 13},
-	CodeAlreadyExists:      {http.StatusConflict, 14},
-	CodeTooLarge:           {http.StatusRequestEntityTooLarge, 15},
-	CodeQuotaExceeded:      {http.StatusTooManyRequests, 16},
-	CodeBudgetExceeded:     {http.StatusTooManyRequests, 17},
-	CodeRateLimited:        {http.StatusTooManyRequests, 18},
-	CodeCircuitOpen:        {http.StatusServiceUnavailable, 19},
-	CodeTimeout:            {http.StatusGatewayTimeout, 20},
-	CodeUnavailable:        {http.StatusServiceUnavailable, 21},
-	CodeInternal:           {http.StatusInternalServerError, 22},
-	CodeFailedPrecondition: {http.StatusConflict, 23},
+	CodeInvalidArgument:    {400, 10},
+	CodeUnauthenticated:    {401, 11},
+	CodePermissionDenied:   {403, 12},
+	CodeNotFound:           {404, 13},
+	CodeAlreadyExists:      {409, 14},
+	CodeTooLarge:           {413, 15},
+	CodeQuotaExceeded:      {429, 16},
+	CodeBudgetExceeded:     {429, 17},
+	CodeRateLimited:        {429, 18},
+	CodeCircuitOpen:        {503, 19},
+	CodeTimeout:            {504, 20},
+	CodeUnavailable:        {503, 21},
+	CodeInternal:           {500, 22},
+	CodeFailedPrecondition: {409, 23},
 }
 
 // Codes returns every code in the closed set, for tests that must cover them all.
@@ -73,7 +74,7 @@ func (c Code) HTTPStatus() int {
 	if info, ok := codeTable[c]; ok {
 		return info.httpStatus
 	}
-	return http.StatusInternalServerError
+	return 500
 }
 
 // ExitCode is the CLI's process exit code for the code.
@@ -94,23 +95,23 @@ func (c Code) Valid() bool {
 // carry no error body (a proxy's 502, say).
 func CodeForHTTPStatus(status int) Code {
 	switch status {
-	case http.StatusBadRequest:
+	case 400:
 		return CodeInvalidArgument
-	case http.StatusUnauthorized:
+	case 401:
 		return CodeUnauthenticated
-	case http.StatusForbidden:
+	case 403:
 		return CodePermissionDenied
-	case http.StatusNotFound:
+	case 404:
 		return CodeNotFound
-	case http.StatusConflict:
+	case 409:
 		return CodeAlreadyExists
-	case http.StatusRequestEntityTooLarge:
+	case 413:
 		return CodeTooLarge
-	case http.StatusTooManyRequests:
+	case 429:
 		return CodeRateLimited
-	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
+	case 504, 408:
 		return CodeTimeout
-	case http.StatusServiceUnavailable, http.StatusBadGateway:
+	case 503, 502:
 		return CodeUnavailable
 	}
 	return CodeInternal

@@ -250,6 +250,25 @@ func TestBinariesLinkNoTestCode(t *testing.T) {
 	}
 }
 
+// agentForbidden are packages the agent (PID 1 of every sandbox) must not
+// link: it speaks its own protocol on a unix socket, and what it links is
+// paged in by every sandbox's start and kept in every sandbox's memory.
+// net/http alone brings crypto/tls and compress/gzip: 1.7 MB of the binary.
+var agentForbidden = []string{"net/http", "crypto/tls", "crypto/x509", "compress/gzip"}
+
+// TestAgentLinksNoHTTP checks that hearth-agent links none of agentForbidden.
+func TestAgentLinksNoHTTP(t *testing.T) {
+	deps := goList(t, "-deps", "./cmd/hearth-agent")
+	if len(deps) < 10 {
+		t.Fatalf("go list -deps found %d packages for the agent; the check would check nothing", len(deps))
+	}
+	for _, p := range deps {
+		if slices.Contains(agentForbidden, p.ImportPath) {
+			t.Errorf("hearth-agent links %s", p.ImportPath)
+		}
+	}
+}
+
 // fixtureStrings are names of the MCP conformance suite's fixtures
 // (testutil/mcpfixtures) and the flag that once added them to the daemon:
 // none may be in the hearth binary.
