@@ -293,17 +293,35 @@ func wantPids(t *testing.T, n int) {
 	}
 }
 
+// densityConc is how many creates the density scenario runs at once.
+const densityConc = 4
+
 // TestDensity is scenario d: the host memory each running idle sandbox
 // takes (MemAvailable before and after M creates, over M), a probe exec's
 // latency among them, and the create rate at the end against the start.
+// Its baseline, in the same run, is the rate of bare sandboxes that stay
+// (bareStays), as many as the rates' window, at the same concurrency:
+// once on the empty host before hearth's creates, and once beside its M
+// sandboxes after them. What the host's own cost of a start grows by with
+// M running sandboxes (fresh memory, the kernel's work per task and
+// mount) slows the bare starts as much as hearth's.
 func TestDensity(t *testing.T) {
 	sz := loadSizes(t)
 	tg := newTarget(t)
 	ctx := ctxFor(t, 2*time.Hour)
 	wantPids(t, sz.density*tasksPerSandbox)
+	window := rateWindow(sz.density)
+	bareAt := func(when string) string { return "no baseline (a daemon at HEARTH_URL)" }
+	if tg.d != nil {
+		bareAt = func(when string) string {
+			_, took := bareStays(t, tg.d.Runtime, window, densityConc)
+			return fmt.Sprintf("%.2f/s %s", float64(window)/took.Seconds(), when)
+		}
+	}
+	bareFirst := bareAt("on the empty host")
 	before := memAvailable(t)
 	start := time.Now()
-	names, rec, ends := createAll(t, ctx, tg, "d-%d", sz.density, 4)
+	names, rec, ends := createAll(t, ctx, tg, "d-%d", sz.density, densityConc)
 	elapsed := time.Since(start)
 	time.Sleep(5 * time.Second) // the new sandboxes settle into idle
 	after := memAvailable(t)
@@ -331,16 +349,21 @@ func TestDensity(t *testing.T) {
 	rec.report(t, elapsed)
 	probe.report(t, 0)
 	probe.wantNoErrors(t)
+	bareLast := bareAt(fmt.Sprintf("beside the %d", sz.density))
 	perBox := float64(before-after) / float64(sz.density)
 	first, last := rateAt(ends, start, true), rateAt(ends, start, false)
-	t.Logf("load: density: M=%d: %.1f MiB of MemAvailable per idle sandbox (%.0f → %.0f MiB); probe p50 %.1f ms, p99 %.1f ms; creates/s %.2f at the start, %.2f at the end",
-		sz.density, perBox/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20), probe.p(0.5), probe.p(0.99), first, last)
+	t.Logf("load: density: M=%d: %.1f MiB of MemAvailable per idle sandbox (%.0f → %.0f MiB); probe p50 %.1f ms, p99 %.1f ms; creates/s %.2f at the start, %.2f at the end; %d bare sandboxes that stay: %s, %s",
+		sz.density, perBox/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20), probe.p(0.5), probe.p(0.99), first, last, window, bareFirst, bareLast)
 }
 
-// rateAt is the create rate over the first (or last) tenth of ends, at
-// least five creates; start is when the first began.
+// rateWindow is how many creates rateAt measures a rate over, of n: a
+// tenth, at least five.
+func rateWindow(n int) int { return max(n/10, 5) }
+
+// rateAt is the create rate over the first (or last) rateWindow of ends;
+// start is when the first began.
 func rateAt(ends []time.Time, start time.Time, first bool) float64 {
-	k := max(len(ends)/10, 5)
+	k := rateWindow(len(ends))
 	if len(ends) <= k {
 		return float64(len(ends)) / ends[len(ends)-1].Sub(start).Seconds()
 	}
