@@ -241,8 +241,10 @@ type MemoryCheckpointer interface {
 	// stop interrupted, so that a call that returned nil is an image.
 	CheckpointMemory(ctx context.Context, id, key string, opts MemoryOptions) error
 	// RestoreMemory starts stopped sandbox spec.ID from image key, which
-	// CheckpointMemory saved of it: its processes resume where the image
-	// left them, on the root the host has put back to the same instant.
+	// CheckpointMemory saved of it, or of another sandbox whose root at
+	// that instant spec.ID's root was made from (a fork): its processes
+	// resume where the image left them, on the root the host has put
+	// back to the same instant.
 	// It returns once the agent answers. On error nothing is left
 	// running and the sandbox stays known and stopped, as with Start.
 	RestoreMemory(ctx context.Context, spec Spec, key string) error

@@ -344,21 +344,34 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 // checkpoint id of the sandbox ref names for p (a checkpoint of another
 // sandbox is not_found); the two are independent from then on. The new
 // sandbox is p's, in p's tenant, with the same image and size, the
-// default TTL, and a checkpoint tree of its own.
+// default TTL, and a checkpoint tree of its own. A checkpoint that holds
+// memory brings its processes along, resumed where they were, when the
+// source has no network and the fork starts on the checkpoint's node;
+// otherwise, or if they cannot be restored, the fork's processes start
+// afresh, and its reason says which and why.
 func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, newName string) (sandbox.Sandbox, error) {
 	a := s.access(p)
 	src, err := a.get(ctx, ref)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
-	if _, err := a.checkpoint(ctx, src, id); err != nil {
+	c, err := a.checkpoint(ctx, src, id)
+	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	if newName == "" {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a fork needs a new name").WithHint("name the new sandbox")
 	}
+	reason := fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id)
+	from := origin{checkpoint: id, image: imageOf(src), memory: c.Memory}
+	if c.Memory && src.Network != sandbox.NetworkNone {
+		// The memory holds the source's network: its address, which a
+		// new sandbox does not have.
+		from.memory = false
+		reason += " (its processes started afresh: a sandbox with a network resumes only in its own place)"
+	}
 	sb, created, err := s.sandboxes.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
-		origin{checkpoint: id, image: imageOf(src)}, fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id))
+		from, reason)
 	if err == nil && !created {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeAlreadyExists, "sandbox name %q is taken", sb.Name).WithHint("fork into a new name")
 	}

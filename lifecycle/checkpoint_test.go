@@ -113,6 +113,60 @@ func TestFork(t *testing.T) {
 	}
 }
 
+// TestForkMemory: a fork of a checkpoint that holds memory starts from
+// that image (the driver restores the source's image into the fork) on
+// the checkpoint's files, and says so; with the image gone it starts
+// afresh, and says that; a source with a network never resumes in a
+// fork (its memory holds its own address), which the reason says too.
+func TestForkMemory(t *testing.T) {
+	drv := driverfake.New(driverfake.Options{Memory: true, Egress: true})
+	t.Cleanup(func() { drv.Close() })
+	e := newEnv(t, func(o *envOptions) { o.Driver = drv })
+	ctx := t.Context()
+	src := e.create(t, a1, "src")
+	e.exec(t, a1, "src", "echo v1 > data.txt")
+	ck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{Memory: true})
+	if err != nil || !ck.Memory {
+		t.Fatalf("memory Checkpoint = %+v, %v", ck, err)
+	}
+	e.exec(t, a1, "src", "echo v2 > data.txt")
+	fk, err := e.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "twin")
+	if want := "forked from " + src.Name + " at checkpoint " + ck.ID + " with its processes"; err != nil || fk.Status != sandbox.StatusRunning || fk.Reason != want {
+		t.Fatalf("Fork of a memory checkpoint = %+v, %v; want running, reason %q", fk, err, want)
+	}
+	if from := drv.RestoredFrom(fk.ID); from != ck.ID {
+		t.Errorf("the driver restored the fork from %q, want the source's image %s", from, ck.ID)
+	}
+	if out, _ := e.exec(t, a1, "twin", "cat data.txt"); out != "v1\n" {
+		t.Errorf("the fork's data.txt = %q, want v1 (the checkpoint's)", out)
+	}
+	if got := drv.Images(); len(got) != 1 || got[0] != ck.ID {
+		t.Errorf("images after the fork = %q, want the checkpoint's alone, kept", got)
+	}
+
+	drv.DeleteMemory(ctx, ck.ID)
+	fk2, err := e.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "twin2")
+	if err != nil || fk2.Status != sandbox.StatusRunning || !strings.Contains(fk2.Reason, "started afresh") || drv.RestoredFrom(fk2.ID) != "" {
+		t.Errorf("Fork without the image = %+v, %v (restored from %q); want a fresh start, said", fk2, err, drv.RestoredFrom(fk2.ID))
+	}
+	if out, _ := e.exec(t, a1, "twin2", "cat data.txt"); out != "v1\n" {
+		t.Errorf("the fresh fork's data.txt = %q, want v1", out)
+	}
+
+	if _, _, err := e.svc.Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "net", Network: sandbox.NetworkEgress}); err != nil {
+		t.Fatal(err)
+	}
+	nck, err := e.svc.Checkpoints.Checkpoint(ctx, a1, "net", sandbox.CheckpointRequest{Memory: true})
+	if err != nil || !nck.Memory {
+		t.Fatalf("memory Checkpoint of an egress sandbox = %+v, %v", nck, err)
+	}
+	nfk, err := e.svc.Checkpoints.Fork(ctx, a1, "net", nck.ID, "nettwin")
+	if err != nil || !strings.Contains(nfk.Reason, "started afresh") || drv.Count(driverfake.OpRestoreMemory, nfk.ID) != 0 {
+		t.Errorf("Fork of an egress sandbox's memory checkpoint = %+v, %v (%d restores); want a fresh start, said, and no restore tried",
+			nfk, err, drv.Count(driverfake.OpRestoreMemory, nfk.ID))
+	}
+}
+
 func TestSleepWake(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()

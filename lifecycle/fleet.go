@@ -168,7 +168,7 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("take over sandbox row", err)
 	}
-	sb, err = s.startNew(ctx, sb, root, reason)
+	sb, err = s.startNew(ctx, sb, root, "", reason)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}

@@ -61,7 +61,10 @@ func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox
 // the sandbox it was taken of.
 type origin struct {
 	checkpoint string
-	image      *sandbox.Image
+	// memory: the checkpoint holds its processes' memory, and the fork
+	// resumes them (see Checkpoints.Fork).
+	memory bool
+	image  *sandbox.Image
 }
 
 // imageOf is the image version sb was made from, as a create's origin.
@@ -111,7 +114,7 @@ func (s *Sandboxes) create(ctx context.Context, p sandbox.Principal, req sandbox
 			return sb, ok, err
 		}
 	}
-	sb, err = s.launch(ctx, p, spec, from.checkpoint, reason, admitted)
+	sb, err = s.launch(ctx, p, spec, from, reason, admitted)
 	return sb, err == nil, err
 }
 
@@ -214,7 +217,7 @@ func nameTaken(name string) error {
 // start on the node with its root from checkpoint from (or its image),
 // its row running with reason. admitted is called once the row counts in the tenant's usage.
 // The caller holds the name's lock.
-func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from, reason string, admitted func()) (sandbox.Sandbox, error) {
+func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from origin, reason string, admitted func()) (sandbox.Sandbox, error) {
 	req, caps, now := spec.req, s.opts.Node.Capabilities(), s.now().UTC()
 	sb := sandbox.Sandbox{
 		ID:           newID(),
@@ -257,14 +260,23 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 	if s.opts.Fleet != nil {
 		return s.place(ctx, sb)
 	}
-	if from != "" {
-		if placed, ok, err := s.forkElsewhere(ctx, sb, from, reason); ok {
+	if from.checkpoint != "" {
+		elsewhere := reason
+		if from.memory {
+			// Only the checkpoint's files travel with a fork.
+			elsewhere += " (its processes started afresh: it runs on another node than its checkpoint's memory)"
+		}
+		if placed, ok, err := s.forkElsewhere(ctx, sb, from.checkpoint, elsewhere); ok {
 			return placed, err
 		}
 	}
 	root := imageSource(sb)
-	root.Checkpoint = from
-	sb, err := s.startNew(ctx, sb, root, reason)
+	root.Checkpoint = from.checkpoint
+	memory := ""
+	if from.memory {
+		memory = from.checkpoint
+	}
+	sb, err := s.startNew(ctx, sb, root, memory, reason)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -284,12 +296,14 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 // startNew starts sb, a new sandbox whose creating row exists, on its
 // root from root (its image fetched from another node first when this
 // one lacks it: peerImages.fetch), and sets its row running with
-// reason. The start waits
+// reason. With memory (a checkpoint's, for a fork) its processes resume
+// from that checkpoint's memory image, and the reason says so; if they
+// cannot, it starts afresh, and the reason says that. The start waits
 // its turn in the heavy queue with the caller's deadline; from then on a
 // caller that goes away must not leave half a sandbox, so the rest runs
 // detached from it. Any failure undoes the create (see
 // runner.undoCreate). The caller holds sb's name's lock.
-func (s *Sandboxes) startNew(ctx context.Context, sb sandbox.Sandbox, root node.Source, reason string) (sandbox.Sandbox, error) {
+func (s *Sandboxes) startNew(ctx context.Context, sb sandbox.Sandbox, root node.Source, memory, reason string) (sandbox.Sandbox, error) {
 	if !root.Received && root.Checkpoint == "" {
 		if err := s.images.peers.fetch(ctx, root.Image); err != nil {
 			dctx, cancel := detached(ctx)
@@ -305,7 +319,13 @@ func (s *Sandboxes) startNew(ctx context.Context, sb sandbox.Sandbox, root node.
 		s.run.undoCreate(ctx, sb)
 		return sandbox.Sandbox{}, err
 	}
-	err = s.run.startSpec(ctx, sb, root, "")
+	if err = s.run.startSpec(ctx, sb, root, memory); err == nil && memory != "" {
+		reason += " with its processes"
+	} else if err != nil && memory != "" {
+		s.log.Warn("a fork's processes could not resume: it starts afresh", "sandbox", sb.Name, "id", sb.ID, "checkpoint", memory, "err", err)
+		reason += " (its processes started afresh: their memory could not be restored)"
+		err = s.run.startSpec(ctx, sb, root, "")
+	}
 	release() // the next start need not wait for this one's rows
 	if err != nil {
 		s.run.undoCreate(ctx, sb)

@@ -208,7 +208,8 @@ type Spec struct {
 	// from before image configs) runs as the default image's sandbox user.
 	Config sandbox.ImageConfig
 	// Memory, when not "", is the checkpoint whose memory image the
-	// sandbox starts from: its processes resume. Without
+	// sandbox starts from (its own, or, for a fork, its Root.Checkpoint):
+	// its processes resume. Without
 	// Capabilities.MemoryCheckpoint Start fails rather than start it
 	// afresh.
 	Memory string

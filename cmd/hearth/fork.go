@@ -10,7 +10,9 @@ import (
 func runFork(ctx context.Context, c *cli, args []string) error {
 	fs := c.clientFlagSet("fork", "NAME CHECKPOINT NEWNAME",
 		"Create the sandbox NEWNAME whose disk starts as CHECKPOINT of sandbox NAME, with\n"+
-			"the same image and size; the two are independent from then on.")
+			"the same image and size; the two are independent from then on. A checkpoint\n"+
+			"taken with --memory brings its processes too, resumed as they were (not from a\n"+
+			"sandbox with a network; the reason says when they started afresh).")
 	pos, err := fs.parseArgs(args, "fork", "NAME", "CHECKPOINT", "NEWNAME")
 	if err != nil {
 		return err

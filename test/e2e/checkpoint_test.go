@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -309,4 +310,80 @@ while True:
 			t.Errorf("after a plain restore a process still writes %q; want none running", got)
 		}
 	})
+}
+
+// TestForkMemory: under runsc a fork of a memory checkpoint resumes the
+// checkpoint's processes in the new sandbox, with the value only their
+// memory held, on the checkpoint's files, while the source (whose process
+// was killed after the checkpoint) runs none of them; two forks of one
+// checkpoint each run their own copy, and ending one leaves the other.
+func TestForkMemory(t *testing.T) {
+	requireDaemon(t)
+	if !slices.Contains(bins.Runtimes, "runsc") {
+		t.Skip("memory checkpoints need runsc, which is not installed")
+	}
+	d := newDaemon(t, "runsc")
+	ctx := ctxT(t)
+	c := d.Client()
+	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "src"}); err != nil {
+		t.Fatal(err)
+	}
+	sh := func(name, script string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		res, err := c.Exec(ctx, name, sandbox.ExecRequest{Shell: script}, nil, &out, &errb)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %q in %s = %+v, %v, %q", script, name, res, err, errb.String())
+		}
+		return strings.TrimSpace(out.String())
+	}
+	// written waits for a process to write /tmp/v in sandbox name again
+	// and returns what it wrote ("" if nothing did within 10 s).
+	written := func(name string) string {
+		t.Helper()
+		got := ""
+		for deadline := time.Now().Add(10 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			got = sh(name, "cat /tmp/v 2>/dev/null || true")
+		}
+		return got
+	}
+	sh("src", `echo v1 > data.txt; python3 -c 'import os, time
+v = os.urandom(8).hex()
+open("/tmp/v.pid", "w").write(str(os.getpid()))
+while True:
+    open("/tmp/v.tmp", "w").write(v); os.replace("/tmp/v.tmp", "/tmp/v"); time.sleep(0.05)' >/dev/null 2>&1 &`)
+	held := written("src")
+	if held == "" {
+		t.Fatal("the process in src wrote nothing")
+	}
+	ck, err := c.Checkpoint(ctx, "src", sandbox.CheckpointRequest{Memory: true})
+	if err != nil || !ck.Memory {
+		t.Fatalf("memory checkpoint = %+v, %v", ck, err)
+	}
+	sh("src", "kill -9 $(cat /tmp/v.pid); rm -f /tmp/v; echo v2 > data.txt")
+
+	for _, name := range []string{"twin", "twin2"} {
+		fk, err := c.Fork(ctx, "src", ck.ID, name)
+		if err != nil || fk.Status != sandbox.StatusRunning || !strings.HasSuffix(fk.Reason, "with its processes") {
+			t.Fatalf("fork %s of the memory checkpoint = %+v, %v; want it running with its processes", name, fk, err)
+		}
+		if got := sh(name, "cat data.txt"); got != "v1" {
+			t.Errorf("%s's data.txt = %q, want v1 (the checkpoint's)", name, got)
+		}
+		sh(name, "rm -f /tmp/v")
+		if got := written(name); got != held {
+			t.Fatalf("in %s the resumed process wrote %q, want %q (the value only its memory held)", name, got, held)
+		}
+	}
+	if got := sh("src", "sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {
+		t.Errorf("src, whose process was killed, has a writer again: %q", got)
+	}
+	sh("twin", "kill -9 $(cat /tmp/v.pid); rm -f /tmp/v")
+	if got := sh("twin", "sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {
+		t.Errorf("twin still has a writer after its process was killed: %q", got)
+	}
+	sh("twin2", "rm -f /tmp/v")
+	if got := written("twin2"); got != held {
+		t.Errorf("twin2's process after twin's was killed wrote %q, want %q: each fork runs its own", got, held)
+	}
 }
