@@ -365,10 +365,10 @@ func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, ne
 	reason := fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id)
 	from := origin{checkpoint: id, image: imageOf(src), memory: c.Memory}
 	if c.Memory && src.Network != sandbox.NetworkNone {
-		// The memory holds the source's network: its address, which a
-		// new sandbox does not have.
+		// A fork has no network, and the runtime restores a sandbox's
+		// memory only into one with the network it was taken with.
 		from.memory = false
-		reason += " (its processes started afresh: a sandbox with a network resumes only in its own place)"
+		reason += " (its processes started afresh: their memory holds a network, and a fork has none)"
 	}
 	sb, created, err := s.sandboxes.create(ctx, p, sandbox.CreateRequest{Name: newName, Image: src.Image, Size: src.Size},
 		from, reason)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/driver/drivertest"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -316,7 +318,11 @@ while True:
 // checkpoint's processes in the new sandbox, with the value only their
 // memory held, on the checkpoint's files, while the source (whose process
 // was killed after the checkpoint) runs none of them; two forks of one
-// checkpoint each run their own copy, and ending one leaves the other.
+// checkpoint each run their own copy, and ending one leaves the other. A
+// fork of an egress sandbox has no network, as every fork: its processes
+// start afresh (gVisor restores memory only with the network it was taken
+// with), which its reason says, on the checkpoint's files; it reaches no
+// host, and the source still does.
 func TestForkMemory(t *testing.T) {
 	requireDaemon(t)
 	if !slices.Contains(bins.Runtimes, "runsc") {
@@ -325,9 +331,6 @@ func TestForkMemory(t *testing.T) {
 	d := newDaemon(t, "runsc")
 	ctx := ctxT(t)
 	c := d.Client()
-	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "src"}); err != nil {
-		t.Fatal(err)
-	}
 	sh := func(name, script string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
@@ -347,34 +350,52 @@ func TestForkMemory(t *testing.T) {
 		}
 		return got
 	}
-	sh("src", `echo v1 > data.txt; python3 -c 'import os, time
+	// hold creates sandbox name with network and starts in it a process
+	// that keeps writing a value only its memory holds to /tmp/v; it
+	// returns a memory checkpoint taken then, and the value, after which
+	// the process is killed and data.txt changed.
+	hold := func(name, network string) (sandbox.Checkpoint, string) {
+		t.Helper()
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: name, Network: network}); err != nil {
+			t.Fatal(err)
+		}
+		sh(name, `echo v1 > data.txt; python3 -c 'import os, time
 v = os.urandom(8).hex()
 open("/tmp/v.pid", "w").write(str(os.getpid()))
 while True:
     open("/tmp/v.tmp", "w").write(v); os.replace("/tmp/v.tmp", "/tmp/v"); time.sleep(0.05)' >/dev/null 2>&1 &`)
-	held := written("src")
-	if held == "" {
-		t.Fatal("the process in src wrote nothing")
+		held := written(name)
+		if held == "" {
+			t.Fatalf("the process in %s wrote nothing", name)
+		}
+		ck, err := c.Checkpoint(ctx, name, sandbox.CheckpointRequest{Memory: true})
+		if err != nil || !ck.Memory {
+			t.Fatalf("memory checkpoint of %s = %+v, %v", name, ck, err)
+		}
+		sh(name, "kill -9 $(cat /tmp/v.pid); rm -f /tmp/v; echo v2 > data.txt")
+		return ck, held
 	}
-	ck, err := c.Checkpoint(ctx, "src", sandbox.CheckpointRequest{Memory: true})
-	if err != nil || !ck.Memory {
-		t.Fatalf("memory checkpoint = %+v, %v", ck, err)
-	}
-	sh("src", "kill -9 $(cat /tmp/v.pid); rm -f /tmp/v; echo v2 > data.txt")
-
-	for _, name := range []string{"twin", "twin2"} {
-		fk, err := c.Fork(ctx, "src", ck.ID, name)
+	// fork forks name at ck into newName and checks that the process
+	// resumed there with held, on the checkpoint's files.
+	fork := func(name string, ck sandbox.Checkpoint, newName, held string) sandbox.Sandbox {
+		t.Helper()
+		fk, err := c.Fork(ctx, name, ck.ID, newName)
 		if err != nil || fk.Status != sandbox.StatusRunning || !strings.HasSuffix(fk.Reason, "with its processes") {
-			t.Fatalf("fork %s of the memory checkpoint = %+v, %v; want it running with its processes", name, fk, err)
+			t.Fatalf("fork %s of the memory checkpoint = %+v, %v; want it running with its processes", newName, fk, err)
 		}
-		if got := sh(name, "cat data.txt"); got != "v1" {
-			t.Errorf("%s's data.txt = %q, want v1 (the checkpoint's)", name, got)
+		if got := sh(newName, "cat data.txt"); got != "v1" {
+			t.Errorf("%s's data.txt = %q, want v1 (the checkpoint's)", newName, got)
 		}
-		sh(name, "rm -f /tmp/v")
-		if got := written(name); got != held {
-			t.Fatalf("in %s the resumed process wrote %q, want %q (the value only its memory held)", name, got, held)
+		sh(newName, "rm -f /tmp/v")
+		if got := written(newName); got != held {
+			t.Fatalf("in %s the resumed process wrote %q, want %q (the value only its memory held)", newName, got, held)
 		}
+		return fk
 	}
+
+	ck, held := hold("src", sandbox.NetworkNone)
+	fork("src", ck, "twin", held)
+	fork("src", ck, "twin2", held)
 	if got := sh("src", "sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "none" {
 		t.Errorf("src, whose process was killed, has a writer again: %q", got)
 	}
@@ -385,5 +406,33 @@ while True:
 	sh("twin2", "rm -f /tmp/v")
 	if got := written("twin2"); got != held {
 		t.Errorf("twin2's process after twin's was killed wrote %q, want %q: each fork runs its own", got, held)
+	}
+
+	host := drivertest.NewTestHost(t, netip.MustParseAddr("203.0.113.9"), 8099)
+	probe := func(name string) string {
+		t.Helper()
+		var out bytes.Buffer
+		res, err := c.Exec(ctx, name, sandbox.ExecRequest{Argv: []string{"python3", "-c", drivertest.ConnectProbe, host.Target()}}, nil, &out, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("probe in %s = %+v, %v", name, res, err)
+		}
+		return drivertest.ParseProbe(out.String())[host.Target()]
+	}
+	nck, _ := hold("out", sandbox.NetworkEgress)
+	if got := probe("out"); got != "ok" {
+		t.Fatalf("the egress source to the test host: %s, want ok", got)
+	}
+	nfk, err := c.Fork(ctx, "out", nck.ID, "outtwin")
+	if err != nil || nfk.Status != sandbox.StatusRunning || nfk.Network != sandbox.NetworkNone || !strings.Contains(nfk.Reason, "started afresh: their memory holds a network") {
+		t.Fatalf("fork of an egress sandbox's memory checkpoint = %+v, %v; want it running without a network, its processes afresh, said", nfk, err)
+	}
+	if got := sh("outtwin", "cat data.txt; rm -f /tmp/v; sleep 0.3; cat /tmp/v 2>/dev/null || echo none"); got != "v1\nnone" {
+		t.Errorf("the egress sandbox's fork: data.txt and a writer = %q, want v1 and none", got)
+	}
+	if got := probe("outtwin"); got == "ok" {
+		t.Errorf("the fork, without a network, reached the test host")
+	}
+	if got := probe("out"); got != "ok" {
+		t.Errorf("the egress source after its fork to the test host: %s, want ok", got)
 	}
 }
