@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,9 +135,10 @@ func sleepingKiB(id string) int64 {
 }
 
 // BenchmarkMemoryCheckpoint, under runsc: a checkpoint with memory of a
-// sandbox whose process holds 10 MB or 100 MB, and a restore to it until
-// the sandbox answers an exec (its process back), next to a checkpoint
-// and a restore of the files only of the same sandbox, in the same run.
+// sandbox whose process holds 10 MB or 100 MB, a restore to it and a fork
+// of it, each until the sandbox answers an exec (its process back), next
+// to the same three of the files only of the same sandbox, in the same
+// run.
 func BenchmarkMemoryCheckpoint(b *testing.B) {
 	requireDaemon(b)
 	if !slices.Contains(bins.Runtimes, "runsc") {
@@ -174,6 +176,13 @@ func BenchmarkMemoryCheckpoint(b *testing.B) {
 				var lat latencies
 				for i := 0; i < b.N; i++ {
 					lat = append(lat, timeRestore(b, c, name, base.ID))
+				}
+				lat.report(b)
+			})
+			b.Run(fmt.Sprintf("fork/%s/%dMB", kind, mb), func(b *testing.B) {
+				var lat latencies
+				for i := 0; i < b.N; i++ {
+					lat = append(lat, timeFork(b, c, name, base.ID, memory))
 				}
 				lat.report(b)
 			})
@@ -221,4 +230,27 @@ func timeRestore(b *testing.B, c *client.Client, name, id string) time.Duration 
 		b.Fatalf("true after restore = %+v, %v", res, err)
 	}
 	return time.Since(start)
+}
+
+// timeFork returns how long a fork of name at checkpoint id takes, until
+// the fork answers an exec; the fork is destroyed after, off the clock. A
+// fork of a memory checkpoint must have resumed its processes.
+func timeFork(b *testing.B, c *client.Client, name, id string, memory bool) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	fk, err := c.Fork(ctx, name, id, "mem-bench-fork")
+	if err != nil || strings.HasSuffix(fk.Reason, "with its processes") != memory {
+		b.Fatalf("fork = %+v, %v; want its processes resumed: %v", fk, err, memory)
+	}
+	if res, err := c.Exec(ctx, fk.Name, sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+		b.Fatalf("true after fork = %+v, %v", res, err)
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	defer b.StartTimer()
+	if err := c.Destroy(ctx, fk.Name); err != nil {
+		b.Fatal(err)
+	}
+	return took
 }
