@@ -226,7 +226,8 @@ func (f *kubeFleet) waitPodGone(t *testing.T, ctx context.Context, ns, name stri
 // tolerated; the sandbox runs on that node (its row names it) and
 // answers exec, file writes and reads through both replicas, which
 // forward to the node, and is checkpointed, restored, forked (the fork a
-// Pod bound to the same node), put to sleep and woken; kubectl exec runs a command in it through the
+// Pod bound to the same node; a fork of a memory checkpoint with the
+// checkpoint's process running), put to sleep and woken; kubectl exec runs a command in it through the
 // node's kubelet API; destroying it through hearth deletes the Pod, and
 // deleting a Pod with kubectl destroys its sandbox.
 func TestKubeFleet(t *testing.T) {
@@ -303,6 +304,24 @@ func TestKubeFleet(t *testing.T) {
 		t.Fatalf("note in the fork = %q; want the checkpoint's", got)
 	}
 	f.waitPodRunning(t, ctx, ns, "web-fork", webNode)
+	// A fork of a memory checkpoint, on the checkpoint's node, resumes its
+	// processes: a process started before it runs in the fork.
+	f.planes[0].sh(ctx, "web", "sleep 86401 >/dev/null 2>&1 &")
+	mck, err := b.Checkpoint(ctx, "web", sandbox.CheckpointRequest{Memory: true})
+	if err != nil || !mck.Memory {
+		t.Fatalf("memory checkpoint through cp1 = %+v, %v", mck, err)
+	}
+	twin, err := a.Fork(ctx, "web", mck.ID, "web-twin")
+	if err != nil || twin.Node != webNode || !strings.HasSuffix(twin.Reason, "with its processes") {
+		t.Fatalf("fork of the memory checkpoint through cp0 = %+v, %v; want it on %s with its processes", twin, err, webNode)
+	}
+	if got := strings.TrimSpace(f.planes[1].sh(ctx, "web-twin", "ps -eo args | grep -c '^sleep 86401' || true")); got != "1" {
+		t.Errorf("processes of the memory checkpoint in its fork: %q sleep 86401, want 1", got)
+	}
+	f.waitPodRunning(t, ctx, ns, "web-twin", webNode)
+	if err := a.Destroy(ctx, "web-twin"); err != nil {
+		t.Fatalf("destroy the memory fork: %v", err)
+	}
 	if sb, err := b.Sleep(ctx, "web"); err != nil || sb.Status != sandbox.StatusSleeping {
 		t.Fatalf("sleep through cp1 = %+v, %v", sb, err)
 	}
