@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,11 +139,7 @@ func sleepingKiB(id string) int64 {
 // to the same three of the files only of the same sandbox, in the same
 // run.
 func BenchmarkMemoryCheckpoint(b *testing.B) {
-	requireDaemon(b)
-	if !slices.Contains(bins.Runtimes, "runsc") {
-		b.Skip("memory checkpoints need runsc")
-	}
-	d := newDaemon(b, "runsc")
+	d := runscDaemon(b)
 	ctx := context.Background()
 	c := d.Client()
 	for _, mb := range []int{10, 100} {

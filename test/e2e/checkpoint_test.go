@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -324,11 +323,7 @@ while True:
 // with), which its reason says, on the checkpoint's files; it reaches no
 // host, and the source still does.
 func TestForkMemory(t *testing.T) {
-	requireDaemon(t)
-	if !slices.Contains(bins.Runtimes, "runsc") {
-		t.Skip("memory checkpoints need runsc, which is not installed")
-	}
-	d := newDaemon(t, "runsc")
+	d := runscDaemon(t)
 	ctx := ctxT(t)
 	c := d.Client()
 	sh := func(name, script string) string {

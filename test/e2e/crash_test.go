@@ -141,11 +141,7 @@ func TestKillDuringCheckpointAndSleep(t *testing.T) {
 // limit is left (wantWholeImages), and a checkpoint whose call returned
 // restores with its processes.
 func TestKillDuringMemoryCheckpoint(t *testing.T) {
-	requireDaemon(t)
-	if !slices.Contains(bins.Runtimes, "runsc") {
-		t.Skip("memory checkpoints need runsc, which is not installed")
-	}
-	d := newDaemon(t, "runsc")
+	d := runscDaemon(t)
 	ctx := ctxT(t)
 	c := d.Client()
 	if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "crash"}); err != nil {

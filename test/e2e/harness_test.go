@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -46,6 +47,17 @@ func newDaemon(t testing.TB, runtime string, serveArgs ...string) *daemon {
 	t.Helper()
 	requireDaemon(t)
 	return &daemon{daemonproc.New(t, runtime, serveArgs...)}
+}
+
+// runscDaemon is newDaemon under runsc, for what only gVisor does
+// (memory checkpoints); t is skipped where runsc is not installed.
+func runscDaemon(t testing.TB) *daemon {
+	t.Helper()
+	requireDaemon(t)
+	if !slices.Contains(bins.Runtimes, "runsc") {
+		t.Skip("memory checkpoints need runsc, which is not installed")
+	}
+	return newDaemon(t, "runsc")
 }
 
 func ctxT(t *testing.T) context.Context {

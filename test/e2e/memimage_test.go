@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -15,11 +14,7 @@ import (
 // checkpoint's files, says so in its reason, and the daemon's log says
 // why; the process the image held does not come back.
 func TestTamperedMemoryImage(t *testing.T) {
-	requireDaemon(t)
-	if !slices.Contains(bins.Runtimes, "runsc") {
-		t.Skip("memory checkpoints need runsc, which is not installed")
-	}
-	d := newDaemon(t, "runsc")
+	d := runscDaemon(t)
 	ctx := ctxT(t)
 	c := d.Client()
 	sb, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "mem"})
