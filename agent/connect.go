@@ -72,6 +72,7 @@ func notAccepted(port int, timeout time.Duration) error {
 		With("port", port).WithHint("the server may be overloaded; retry")
 }
 
+// isTimeout reports whether err is a deadline's.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()

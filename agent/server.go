@@ -62,6 +62,14 @@ type Options struct {
 // request frame.
 const requestTimeout = 30 * time.Second
 
+// acceptDrain is how long Quiesce still accepts on a listener before it
+// closes it. The host makes no new connection once it has asked for quiet
+// (see QuiesceSignal), and the signal reaches the agent well after the
+// ask, so what is queued then was connected before and is accepted at
+// once; the drain's end is what the wait for a connection that is not
+// there costs.
+const acceptDrain = 5 * time.Millisecond
+
 // Server serves the agent protocol inside a sandbox.
 type Server struct {
 	opts   Options
@@ -73,9 +81,14 @@ type Server struct {
 	self, user ids
 	switches   bool
 
-	mu        sync.Mutex
-	closing   bool
-	listeners map[net.Listener]struct{}
+	mu      sync.Mutex
+	closing bool
+	// listeners are the listeners Serve accepts on, each with a channel
+	// closed once its accept loop has ended: every connection it accepted
+	// is in conns by then.
+	listeners map[net.Listener]chan struct{}
+	// quiescing: Quiesce is draining the listeners (see acceptDrain).
+	quiescing bool
 	conns     map[net.Conn]struct{}
 	execs     map[*execution]struct{}
 	wg        sync.WaitGroup // one per connection being handled
@@ -96,7 +109,7 @@ func NewServer(opts Options) *Server {
 	s := &Server{
 		opts:      opts,
 		log:       log,
-		listeners: map[net.Listener]struct{}{},
+		listeners: map[net.Listener]chan struct{}{},
 		conns:     map[net.Conn]struct{}{},
 		execs:     map[*execution]struct{}{},
 	}
@@ -121,7 +134,8 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
-	s.listeners[ln] = struct{}{}
+	accepting := make(chan struct{})
+	s.listeners[ln] = accepting
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -131,10 +145,18 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			s.mu.Lock()
+			drained := s.quiescing && isTimeout(err)
+			s.mu.Unlock()
+			if drained {
+				ln.Close()
+			}
+			if drained || errors.Is(err, net.ErrClosed) {
+				close(accepting)
 				s.wg.Wait()
 				return nil
 			}
+			close(accepting)
 			return err
 		}
 		s.mu.Lock()
@@ -209,15 +231,33 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Quiesce closes the listeners, waits until the operations in flight end
 // or ctx does, then closes the connections left, but leaves the server
 // open and its commands running: a Serve on a new listener serves again.
+// A listener is not closed at once: for acceptDrain it still accepts,
+// so that a connection the host made before it asked for quiet is served
+// rather than reset in the listener's queue.
 // It is what a memory checkpoint needs, which cannot save a connection to
 // the host. An operation still open when ctx ends ends as if its caller
 // went away (a command keeps running for its grace period); the Serve
 // calls of the closed listeners return once their operations have.
 func (s *Server) Quiesce(ctx context.Context) {
 	s.mu.Lock()
-	for ln := range s.listeners {
-		ln.Close()
+	s.quiescing = true
+	loops := make([]chan struct{}, 0, len(s.listeners))
+	for ln, accepting := range s.listeners {
+		if d, ok := ln.(interface{ SetDeadline(time.Time) error }); !ok || d.SetDeadline(time.Now().Add(acceptDrain)) != nil {
+			ln.Close()
+		}
+		loops = append(loops, accepting)
 	}
+	s.mu.Unlock()
+	// Every connection accepted is counted once its loop has ended.
+	for _, accepting := range loops {
+		select {
+		case <-accepting:
+		case <-ctx.Done():
+		}
+	}
+	s.mu.Lock()
+	s.quiescing = false
 	s.mu.Unlock()
 	for {
 		s.mu.Lock()

@@ -123,6 +123,10 @@ func serveSocket(ctx context.Context, srv *agent.Server, socket string, log *slo
 		if err != nil {
 			return err
 		}
+		// The socket's file goes when the agent is quiet, not when its
+		// listener closes: the host takes its going as the quiet, and
+		// Quiesce closes the listener before its operations have ended.
+		ln.(*net.UnixListener).SetUnlinkOnClose(false)
 		log.Info("listening", "socket", socket, "pid", os.Getpid())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

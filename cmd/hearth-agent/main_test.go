@@ -252,6 +252,47 @@ func TestQuiesceAndResume(t *testing.T) {
 	}
 }
 
+// TestQuietWaitsForOperations: the agent's socket goes (which tells the
+// host it is quiet) only once the operations in flight have ended, not
+// when the quiesce signal closes its listener: a command running then
+// finishes and its result reaches its caller, while the socket is there.
+func TestQuietWaitsForOperations(t *testing.T) {
+	c, cmd, _ := startAgent(t)
+	sock := cmd.Args[2] // startAgent's -socket
+	type result struct {
+		res sandbox.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.Exec(t.Context(), sandbox.ExecRequest{Shell: "sleep 0.5"}, nil, nil, nil)
+		done <- result{res, err}
+	}()
+	time.Sleep(150 * time.Millisecond) // the command runs
+	if err := cmd.Process.Signal(agent.QuiesceSignal); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case r := <-done:
+			if r.err != nil || r.res.ExitCode != 0 {
+				t.Fatalf("a command running at the quiesce signal = %+v, %v; want it finished", r.res, r.err)
+			}
+			return
+		default:
+		}
+		if _, err := os.Lstat(sock); err != nil {
+			select {
+			case <-done:
+				return // it ended, and the socket went after
+			default:
+			}
+			t.Fatalf("the socket went (%v) while a command ran: the host would take the agent for quiet", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestAgentListenFD: with --listen-fd the agent serves the listening
 // socket it inherited (as under runc, where the daemon makes it on the
 // host), no command inherits that socket, and the quiesce signal, which

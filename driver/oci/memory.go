@@ -89,7 +89,10 @@ func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, opts
 	if err := sd.remove(resumeName); err != nil {
 		return false, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
-	if err := os.WriteFile(d.dir.quietMarker(id), nil, 0o600); err != nil {
+	d.quieting.Lock() // no dial is between its look and its connect
+	err = os.WriteFile(d.dir.quietMarker(id), nil, 0o600)
+	d.quieting.Unlock()
+	if err != nil {
 		return false, fmt.Errorf("oci: checkpoint memory %s: %w", id, err)
 	}
 	defer os.Remove(d.dir.quietMarker(id))

@@ -126,6 +126,11 @@ type Driver struct {
 	startTimeout time.Duration
 	log          *slog.Logger
 	locks        idLocks
+	// quieting is held to read by Dial from its look for a quiet marker
+	// until it has connected, and to write while a memory checkpoint
+	// writes one: once the marker is there, every connection the daemon
+	// makes to the agent before its quiet is made already.
+	quieting sync.RWMutex
 
 	dir      stateDir
 	rt       *runner
@@ -340,10 +345,14 @@ func (d *Driver) Dial(ctx context.Context, id string) (net.Conn, error) {
 	// A memory checkpoint has the agent quiet for a moment: wait for it,
 	// as for a frozen sandbox, without connecting meanwhile (a connection
 	// the agent has not accepted when it closes its listener is reset).
+	d.quieting.RLock()
 	for d.dir.quiet(id) && ctx.Err() == nil {
+		d.quieting.RUnlock()
 		sleep(ctx, 2*time.Millisecond)
+		d.quieting.RLock()
 	}
 	conn, err := d.channels.dial(ctx, id)
+	d.quieting.RUnlock()
 	if err != nil {
 		if unreachable(err) {
 			return nil, fmt.Errorf("oci: dial %s: %w: %w", id, driver.ErrUnreachable, err)
