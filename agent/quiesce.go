@@ -7,9 +7,10 @@ import (
 
 // QuiesceSignal, sent to the agent (PID 1 of the sandbox), makes it quiet
 // for a memory checkpoint, which cannot save a socket to the host: it
-// closes its listener, lets the operations in flight end (for at most two
-// seconds; then their connections are closed: see Server.Quiesce) and
-// removes its socket, which tells the host it is quiet; then it waits, serving
+// takes the connections queued on its listener and closes it, lets the
+// operations in flight end (for at most two seconds; then their
+// connections are closed: see Server.Quiesce) and only then removes its
+// socket's file, which tells the host it is quiet; then it waits, serving
 // nothing, until the file ResumeMarker(socket) appears, removes it and
 // listens again. A sandbox restored from a checkpoint taken while it was
 // quiet is quiet too, and resumes the same way. A signal that finds the
