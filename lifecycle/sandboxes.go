@@ -214,9 +214,10 @@ func nameTaken(name string) error {
 }
 
 // launch makes the new sandbox of spec for p in p's tenant: its row, its
-// start on the node with its root from checkpoint from (or its image),
-// its row running with reason. admitted is called once the row counts in the tenant's usage.
-// The caller holds the name's lock.
+// start on the node with its root from checkpoint from.checkpoint (or its
+// image) and, with from.memory, its processes from that checkpoint's
+// memory, its row running with reason. admitted is called once the row
+// counts in the tenant's usage. The caller holds the name's lock.
 func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec createSpec, from origin, reason string, admitted func()) (sandbox.Sandbox, error) {
 	req, caps, now := spec.req, s.opts.Node.Capabilities(), s.now().UTC()
 	sb := sandbox.Sandbox{
