@@ -365,8 +365,9 @@ func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, ne
 	reason := fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id)
 	from := origin{checkpoint: id, image: imageOf(src), memory: c.Memory}
 	if c.Memory && src.Network != sandbox.NetworkNone {
-		// A fork has no network, and the runtime restores a sandbox's
-		// memory only into one with the network it was taken with.
+		// A fork has no network, and runsc restores a sandbox's memory
+		// only into a spec with the same mounts and namespaces: an
+		// egress sandbox's has its resolv.conf and its network namespace.
 		from.memory = false
 		reason += " (its processes started afresh: their memory holds a network, and a fork has none)"
 	}

@@ -117,7 +117,8 @@ func TestFork(t *testing.T) {
 // that image (the driver restores the source's image into the fork) on
 // the checkpoint's files, and says so; with the image gone it starts
 // afresh, and says that; a source with a network never resumes in a
-// fork (its memory holds its own address), which the reason says too.
+// fork (which has none, and runsc restores only into the network the
+// image was taken with), which the reason says too.
 func TestForkMemory(t *testing.T) {
 	drv := driverfake.New(driverfake.Options{Memory: true, Egress: true})
 	t.Cleanup(func() { drv.Close() })
