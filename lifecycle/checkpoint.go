@@ -346,9 +346,10 @@ func (s *Checkpoints) Restore(ctx context.Context, p sandbox.Principal, ref, id 
 // sandbox is p's, in p's tenant, with the same image and size, the
 // default TTL, and a checkpoint tree of its own. A checkpoint that holds
 // memory brings its processes along, resumed where they were, when the
-// source has no network and the fork starts on the checkpoint's node;
-// otherwise, or if they cannot be restored, the fork's processes start
-// afresh, and its reason says which and why.
+// source has no network (on another node of a fleet too: the memory
+// image follows the fork's root there); otherwise, or if they cannot be
+// restored, the fork's processes start afresh, and its reason says which
+// and why.
 func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, newName string) (sandbox.Sandbox, error) {
 	a := s.access(p)
 	src, err := a.get(ctx, ref)
@@ -363,7 +364,7 @@ func (s *Checkpoints) Fork(ctx context.Context, p sandbox.Principal, ref, id, ne
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeInvalidArgument, "a fork needs a new name").WithHint("name the new sandbox")
 	}
 	reason := fmt.Sprintf("forked from %s at checkpoint %s", src.Name, id)
-	from := origin{checkpoint: id, image: imageOf(src), memory: c.Memory}
+	from := origin{checkpoint: id, of: src.ID, image: imageOf(src), memory: c.Memory}
 	if c.Memory && src.Network != sandbox.NetworkNone {
 		// A fork has no network, and runsc restores a sandbox's memory
 		// only into a spec with the same mounts and namespaces: an

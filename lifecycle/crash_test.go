@@ -343,7 +343,8 @@ var crashCases = []crashCase{
 		},
 	},
 	moveCrashCase(),
-	forkElsewhereCrashCase(),
+	forkElsewhereCrashCase(false),
+	forkElsewhereCrashCase(true),
 	{
 		name: "Wake",
 		setup: func(t *testing.T, e *env) scene {
@@ -921,10 +922,12 @@ func forkOld(t *testing.T, e *env, sc scene) {
 // after the send, before b took the row, the create is undone here (b's
 // copy is an orphan of b's) and the retry forks it again; once done, the
 // fork is b's, with the checkpoint's files, and this node holds nothing
-// of it.
-func forkElsewhereCrashCase() crashCase {
+// of it. With memory, the checkpoint holds its processes' memory (the
+// fake driver's), whose image follows the root to b (one point more),
+// and the fork resumes from it there.
+func forkElsewhereCrashCase(memory bool) crashCase {
 	var b *lifecycle.Service // node b of the case's env, made by setup
-	return crashCase{
+	c := crashCase{
 		name: "ForkElsewhere",
 		opts: func(o *envOptions) {
 			o.Move = moveTo(&b)
@@ -951,8 +954,8 @@ func forkElsewhereCrashCase() crashCase {
 		old: forkOld,
 		new: func(t *testing.T, e *env, sc scene) {
 			row := e.row(t, "copy")
-			if row.Node != "b" || row.Status != sandbox.StatusRunning || !strings.HasPrefix(row.Reason, "forked") {
-				t.Fatalf("copy is %s on %s (%q); want running on b, forked", row.Status, row.Node, row.Reason)
+			if row.Node != "b" || row.Status != sandbox.StatusRunning || !strings.HasPrefix(row.Reason, "forked") || memory != strings.HasSuffix(row.Reason, "with its processes") {
+				t.Fatalf("copy is %s on %s (%q); want running on b, forked (with its processes: %v)", row.Status, row.Node, row.Reason, memory)
 			}
 			if _, err := e.lay.Stat(t.Context(), "sb-"+row.ID); !errors.Is(err, layers.ErrNotFound) {
 				t.Errorf("this node holds a root of the fork b runs: %v", err)
@@ -964,6 +967,28 @@ func forkElsewhereCrashCase() crashCase {
 			e.wantData(t, "src", sc.data)
 		},
 	}
+	if memory {
+		c.name = "ForkMemoryElsewhere"
+		opts := c.opts
+		c.opts = func(o *envOptions) {
+			opts(o)
+			o.Driver = driverfake.New(driverfake.Options{Memory: true})
+		}
+		c.setup = func(t *testing.T, e *env) scene {
+			e.twoDataDirs(t)
+			b = e.nodeB(t)
+			sb := e.create(t, a1, "src")
+			e.write(t, "src", "v1")
+			ck, err := e.svc.Checkpoints.Checkpoint(t.Context(), a1, "src", sandbox.CheckpointRequest{Label: "first", Memory: true})
+			if err != nil || !ck.Memory {
+				t.Fatalf("memory Checkpoint(src) = %+v, %v", ck, err)
+			}
+			e.write(t, "src", "v2")
+			return scene{sb: sb, cks: []sandbox.Checkpoint{ck}, data: "v2"}
+		}
+		c.points = append(c.points, crashPoint{"fork: memory sent", false})
+	}
+	return c
 }
 
 // moveTo is an Options.Move that delivers to node *b, the service setup
@@ -974,15 +999,16 @@ func moveTo(b **lifecycle.Service) func(ctx context.Context, target string, sb s
 	}
 }
 
-// nodeB starts node b of e's store, with a runtime and a layer store
-// (holding the default image) of its own.
+// nodeB starts node b of e's store, with a runtime (with memory images
+// when e's has them) and a layer store (holding the default image) of
+// its own.
 func (e *env) nodeB(t *testing.T) *lifecycle.Service {
 	t.Helper()
 	layB := layersfake.New(t)
 	if err := layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
 		t.Fatal(err)
 	}
-	drvB := driverfake.New(driverfake.Options{})
+	drvB := driverfake.New(driverfake.Options{Memory: e.drv.Capabilities().MemoryCheckpoint})
 	t.Cleanup(func() { drvB.Close() })
 	optsB := e.opts
 	optsB.Driver, optsB.Layers, optsB.NodeName, optsB.Instance = drvB, layB, "b", "i-b"

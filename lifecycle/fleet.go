@@ -156,10 +156,13 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, sb.Node).
 			With("node", sb.Node)
 	}
-	// A fork its checkpoint's node sent here runs on the root it sent.
+	// A fork its checkpoint's node sent here runs on the root it sent,
+	// and resumes from the memory image it sent, if it sent one.
 	root, reason := imageSource(sb), "created"
-	if then, ok := movingToNode(sb.Reason, s.opts.NodeName); ok {
-		root, reason = node.Source{Received: true}, cmp.Or(then, reason)
+	mark, moved := movingToNode(sb.Reason, s.opts.NodeName)
+	if moved {
+		root, reason = node.Source{Received: true}, cmp.Or(mark.then, reason)
+		defer s.releaseForkMemory(ctx, sb, mark)
 	}
 	caps := s.opts.Node.Capabilities()
 	sb.Node, sb.Runtime = s.opts.NodeName, caps.Runtime
@@ -168,7 +171,7 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
 		return sandbox.Sandbox{}, s.internal("take over sandbox row", err)
 	}
-	sb, err = s.startNew(ctx, sb, root, "", reason)
+	sb, err = s.startNew(ctx, sb, root, mark.memory, reason)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}

@@ -114,14 +114,50 @@ func (s *core) dropCopy(ctx context.Context, id string, cks []sandbox.Checkpoint
 // there.
 func movingTo(target string) string { return "moving to node " + target }
 
+// movingWithMemory is movingTo(target) for a fork whose processes go
+// with it: from the memory image of checkpoint ck of sandbox src (an id),
+// which follows its root there.
+func movingWithMemory(target, src, ck string) string {
+	return movingTo(target) + withMemory + ck + ofSandbox + src
+}
+
+const (
+	withMemory = " with the memory of checkpoint "
+	ofSandbox  = " of sandbox "
+)
+
+// moveMark is what a row's reason says of its move to a node.
+type moveMark struct {
+	// then is the reason a fork runs with there ("" for none).
+	then string
+	// memory and memoryOf are the checkpoint and the sandbox (an id)
+	// whose memory image a fork resumes from there ("" for none).
+	memory, memoryOf string
+}
+
 // movingToNode says whether reason is that of a row moving to node, and
-// the reason it carries for afterwards ("" for none).
-func movingToNode(reason, node string) (then string, ok bool) {
+// what it says of the move.
+func movingToNode(reason, node string) (m moveMark, ok bool) {
 	rest, ok := strings.CutPrefix(reason, movingTo(node))
-	if !ok || rest == "" {
-		return "", ok
+	if !ok {
+		return m, false
 	}
-	return strings.CutPrefix(rest, ": ")
+	if mem, found := strings.CutPrefix(rest, withMemory); found {
+		ck, after, _ := strings.Cut(mem, ofSandbox)
+		src, then, more := strings.Cut(after, ": ")
+		if ck == "" || src == "" || strings.ContainsAny(ck+src, " :") {
+			return moveMark{}, false
+		}
+		m.memory, m.memoryOf, rest = ck, src, ""
+		if more {
+			rest = ": " + then
+		}
+	}
+	if rest == "" {
+		return m, true
+	}
+	m.then, ok = strings.CutPrefix(rest, ": ")
+	return m, ok
 }
 
 // moveIfFull moves sleeping sb, whose name's lock the caller holds, to
@@ -243,11 +279,16 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, me
 		return sandbox.Errorf(sandbox.CodeNotFound, "no sandbox has id %q", id)
 	case err != nil:
 		return s.internal("get sandbox by id", err)
-	case sb.Node != from || from == s.opts.NodeName || !s.movesHere(sb, ck):
+	case sb.Node != from || from == s.opts.NodeName || !s.movesHere(sb, ck, memory):
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s is %s on node %s: node %s may not move it here", id, sb.Status, sb.Node, from)
 	}
 	t := node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes}
-	if ck != "" {
+	switch {
+	case sb.Status == sandbox.StatusCreating && memory:
+		if t, err = s.forkMemoryTransfer(ctx, sb, from, ck); err != nil {
+			return err
+		}
+	case ck != "":
 		if t, err = s.checkpointTransfer(ctx, t, ck, memory); err != nil {
 			return err
 		}
@@ -293,16 +334,23 @@ func (s *core) receive(ctx context.Context, t node.Transfer, r io.Reader, what s
 	return nil
 }
 
-// receiveMemory keeps r, the memory image t names of a checkpoint of sb,
-// which this node must hold the snapshot of already (Move sends it
-// first).
+// receiveMemory keeps r, the memory image t names of a checkpoint: of
+// sb, which this node must hold the snapshot of already (Move sends it
+// first), or the one sb, a fork moving here, resumes from (see
+// forkMemoryTransfer). It holds the image's lock (see
+// Sandboxes.releaseForkMemory).
 func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t node.Transfer, r io.Reader) error {
 	if !s.opts.Node.Capabilities().MemoryCheckpoint {
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s's runtime keeps no memory image: sandbox %s's checkpoint %s holds one", s.opts.NodeName, sb.Name, t.Checkpoint).
 			WithHint("move it to a node of a runtime with memory checkpoints (runsc), or delete that checkpoint first").With("node", s.opts.NodeName)
 	}
+	unlock := s.locks.lock(memoryImageLock(t.Checkpoint))
+	defer unlock()
 	if err := s.receive(ctx, t, r, "receive a moved memory image"); err != nil {
 		return err
+	}
+	if sb.Status == sandbox.StatusCreating {
+		s.forks.hold(sb.ID, t.Checkpoint)
 	}
 	s.log.Info("moved memory image received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", t.Checkpoint, "tenant", sb.Tenant)
 	return nil
@@ -310,24 +358,34 @@ func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t nod
 
 // movesHere says whether sb's row lets its node send this node what
 // ReceiveSnapshot is asked to keep: anything of a sleeping sandbox (a
-// move), or the root (ck "") of a sandbox being created whose row says
-// it is moving here (a fork its node sends, see forkElsewhere).
-func (s *Sandboxes) movesHere(sb sandbox.Sandbox, ck string) bool {
+// move); of a sandbox being created whose row says it is moving here (a
+// fork its node sends, see forkElsewhere), its root (ck ""), and the
+// memory image of checkpoint ck when the row says the fork resumes from
+// it.
+func (s *Sandboxes) movesHere(sb sandbox.Sandbox, ck string, memory bool) bool {
 	if sb.Status == sandbox.StatusSleeping {
 		return true
 	}
-	return sb.Status == sandbox.StatusCreating && ck == "" && s.movingHere(sb)
+	mark, ok := movingToNode(sb.Reason, s.opts.NodeName)
+	if sb.Status != sandbox.StatusCreating || !ok {
+		return false
+	}
+	if memory {
+		return ck != "" && ck == mark.memory
+	}
+	return ck == ""
 }
 
-// forkElsewhere starts sb, a fork of checkpoint ck whose creating row
-// exists and whose name's lock the caller holds, on another node when
-// this one, a node of a fleet, has no room for it (Options.Fits): its
-// root is made from ck and sent to the node PickNode chooses, which then
-// runs it (Options.PlaceOn) with reason. ok false says sb is still this
-// node's to start: it fits, or no node can take it, or the send failed.
-// Otherwise the result is sb as its new node runs it, or the coded
-// error, the create undone.
-func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, ck, reason string) (placed sandbox.Sandbox, ok bool, err error) {
+// forkElsewhere starts sb, a fork of checkpoint from.checkpoint whose
+// creating row exists and whose name's lock the caller holds, on another
+// node when this one, a node of a fleet, has no room for it
+// (Options.Fits): its root is made from the checkpoint and sent to the
+// node PickNode chooses, then, with from.memory, the checkpoint's memory
+// image (see sendForkMemory), and that node runs it (Options.PlaceOn)
+// with reason. ok false says sb is still this node's to start: it fits,
+// or no node can take it, or the send failed. Otherwise the result is sb
+// as its new node runs it, or the coded error, the create undone.
+func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, from origin, reason string) (placed sandbox.Sandbox, ok bool, err error) {
 	if s.opts.Fits == nil || s.opts.Move == nil || s.opts.PickNode == nil || s.opts.PlaceOn == nil || s.opts.Fits(ctx, sb) {
 		return sb, false, nil
 	}
@@ -346,11 +404,14 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, ck, r
 	}
 	cur := sb
 	cur.Reason = movingTo(target) + ": " + reason
+	if from.memory {
+		cur.Reason = movingWithMemory(target, from.of, from.checkpoint) + ": " + reason
+	}
 	if err := s.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
 		s.run.undoCreate(dctx, sb)
 		return sandbox.Sandbox{}, true, s.internal("mark the fork moving", err)
 	}
-	err = s.send(ctx, target, cur, node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes, Fork: ck})
+	err = s.send(ctx, target, cur, node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes, Fork: from.checkpoint})
 	s.crash("fork: sent")
 	if err != nil {
 		s.log.Warn("a fork that does not fit on its checkpoint's node starts there: its send failed", "sandbox", sb.Name, "id", sb.ID, "to", target, "err", err)
@@ -359,6 +420,12 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, ck, r
 			return sandbox.Sandbox{}, true, s.internal("unmark the fork", uerr)
 		}
 		return sb, false, nil
+	}
+	if from.memory {
+		if cur, err = s.sendForkMemory(dctx, cur, target, from.checkpoint, reason); err != nil {
+			s.run.undoCreate(dctx, sb)
+			return sandbox.Sandbox{}, true, err
+		}
 	}
 	there.Reason = cur.Reason
 	if err := s.opts.PlaceOn(dctx, there, false); err != nil {
@@ -369,7 +436,7 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, ck, r
 	if err != nil || placed.ID != sb.ID {
 		return sandbox.Sandbox{}, true, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q went away while it was being created", sb.Name).WithHint("retry the fork")
 	}
-	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "node", placed.Node, "from", "checkpoint "+ck)
+	s.log.Info("sandbox created", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant, "owner", sb.Owner, "node", placed.Node, "from", "checkpoint "+from.checkpoint)
 	return placed, true, nil
 }
 

@@ -27,6 +27,7 @@ type moveEnv struct {
 	b      *lifecycle.Service
 	layB   *layersfake.Store
 	nodeB  node.Node
+	drvB   *driverfake.Driver
 	moved  []string
 	refuse error // when set, b refuses every root sent to it
 	full   bool  // when set, node local has no room for a sandbox to wake
@@ -37,13 +38,22 @@ type moveEnv struct {
 
 func newMoveEnv(t *testing.T) *moveEnv {
 	t.Helper()
+	return newMoveEnvOn(t, driverfake.Options{}, driverfake.Options{})
+}
+
+// newMoveEnvOn is newMoveEnv with node local's runtime made with runtime
+// and node b's with runtimeB.
+func newMoveEnvOn(t *testing.T, runtime, runtimeB driverfake.Options) *moveEnv {
+	t.Helper()
 	m := &moveEnv{layB: layersfake.New(t)}
 	if err := m.layB.Import(t.Context(), "default", fstest.MapFS{"etc/hostname": {Data: []byte("default\n"), Mode: 0o644}}); err != nil {
 		t.Fatal(err)
 	}
-	drvB := driverfake.New(driverfake.Options{})
-	t.Cleanup(func() { drvB.Close() })
+	drv, drvB := driverfake.New(runtime), driverfake.New(runtimeB)
+	t.Cleanup(func() { drv.Close(); drvB.Close() })
+	m.drvB = drvB
 	m.env = newEnv(t, func(o *envOptions) {
+		o.Driver = drv
 		o.Move = func(ctx context.Context, target string, sb sandbox.Sandbox, ck string, memory bool, r io.Reader) error {
 			if target != "b" {
 				return sandbox.Errorf(sandbox.CodeUnavailable, "no node %s", target)
@@ -263,6 +273,85 @@ func TestForkWhenFull(t *testing.T) {
 	if here, there := rootKeys(t, m.lay), rootKeys(t, m.layB); len(here) != 2 || len(there) != 1 {
 		t.Errorf("roots after the refused fork: %q here, %q on b; want src's and here's here, twin's on b", here, there)
 	}
+}
+
+// TestForkMemoryWhenFull: a fork of a memory checkpoint on a node with
+// no room for it resumes its processes on the node that takes it: the
+// checkpoint's memory image follows the fork's root there, the fork
+// starts from it, and that node's copy goes once it has; the checkpoint
+// keeps its own. A node whose runtime keeps no memory image runs the
+// fork afresh, said. A node keeps a memory image for a fork only when
+// the fork's row names it and it is a memory checkpoint of a sandbox of
+// the sending node.
+func TestForkMemoryWhenFull(t *testing.T) {
+	mem := driverfake.Options{Memory: true}
+	m := newMoveEnvOn(t, mem, mem)
+	ctx := t.Context()
+	src := m.written(t, "src", "at the checkpoint")
+	ck, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{Memory: true})
+	if err != nil || !ck.Memory {
+		t.Fatalf("memory Checkpoint = %+v, %v", ck, err)
+	}
+	m.full = true
+	twin, err := m.svc.Checkpoints.Fork(ctx, a1, "src", ck.ID, "twin")
+	if want := "forked from " + src.Name + " at checkpoint " + ck.ID + " with its processes"; err != nil || twin.Node != "b" || twin.Status != sandbox.StatusRunning || twin.Reason != want {
+		t.Fatalf("Fork of a memory checkpoint on a full node = %s on %q (%q), %v; want running on b, %q", twin.Status, twin.Node, twin.Reason, err, want)
+	}
+	if from := m.drvB.RestoredFrom(twin.ID); from != ck.ID {
+		t.Errorf("b started the fork from memory image %q, want the checkpoint's, %s", from, ck.ID)
+	}
+	m.wantFile(t, m.b, "twin", "at the checkpoint")
+	if got := m.drvB.Images(); len(got) != 0 {
+		t.Errorf("b kept memory images %q after the fork started; want its copy gone", got)
+	}
+	if got := m.drv.Images(); len(got) != 1 || got[0] != ck.ID {
+		t.Errorf("memory images of the checkpoint's node = %q; want the checkpoint's, kept", got)
+	}
+
+	// Forged rows: b takes no image they do not name, nor one of a
+	// checkpoint without memory or of a sandbox on another node.
+	plain, err := m.svc.Checkpoints.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := m.create(t, a1, "other")
+	for i, c := range []struct {
+		reason, ck string
+		code       sandbox.Code
+	}{
+		{"moving to node b with the memory of checkpoint " + ck.ID + " of sandbox " + src.ID + ": forked", plain.ID, sandbox.CodeFailedPrecondition},
+		{"moving to node b: forked", ck.ID, sandbox.CodeFailedPrecondition},
+		{"moving to node b with the memory of checkpoint " + plain.ID + " of sandbox " + src.ID, plain.ID, sandbox.CodeNotFound},
+		{"moving to node b with the memory of checkpoint " + ck.ID + " of sandbox " + other.ID, ck.ID, sandbox.CodeNotFound},
+	} {
+		sb := other
+		sb.ID, sb.Name, sb.Status, sb.Reason = fmt.Sprintf("forged%d", i), fmt.Sprintf("forged-%d", i), sandbox.StatusCreating, c.reason
+		if err := m.db.Sandboxes().Create(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		var stream bytes.Buffer
+		if err := m.drv.SendMemory(ctx, ck.ID, &stream); err != nil {
+			t.Fatal(err)
+		}
+		err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", sb.ID, c.ck, true, &stream)
+		wantCode(t, "the memory image "+c.ck+" for a row saying "+c.reason, err, c.code)
+	}
+	if got := m.drvB.Images(); len(got) != 0 {
+		t.Errorf("b kept memory images %q for forged rows", got)
+	}
+
+	plainB := newMoveEnvOn(t, mem, driverfake.Options{})
+	psrc := plainB.written(t, "src", "at the checkpoint")
+	pck, err := plainB.svc.Checkpoints.Checkpoint(ctx, a1, "src", sandbox.CheckpointRequest{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainB.full = true
+	fresh, err := plainB.svc.Checkpoints.Fork(ctx, a1, "src", pck.ID, "fresh")
+	if want := "forked from " + psrc.Name + " at checkpoint " + pck.ID + " (its processes started afresh: their memory did not reach node b)"; err != nil || fresh.Node != "b" || fresh.Reason != want {
+		t.Fatalf("Fork onto a node without memory images = on %q (%q), %v; want on b, %q", fresh.Node, fresh.Reason, err, want)
+	}
+	plainB.wantFile(t, plainB.b, "fresh", "at the checkpoint")
 }
 
 // TestRestoreMovesWhenFull: a restore of a sleeping sandbox whose node

@@ -28,6 +28,8 @@ type Sandboxes struct {
 	// images is the catalog a create resolves its image in, and collects
 	// after a destroy.
 	images *Images
+	// forks are the memory images forks moving here count on.
+	forks forkImages
 }
 
 // claimer hands a create a sandbox started ahead of time (Pool.claim).
@@ -60,7 +62,9 @@ func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox
 // the request names: a checkpoint (a fork), with the image version of
 // the sandbox it was taken of.
 type origin struct {
-	checkpoint string
+	// checkpoint is the checkpoint a fork's root starts as, and of the
+	// id of its sandbox.
+	checkpoint, of string
 	// memory: the checkpoint holds its processes' memory, and the fork
 	// resumes them (see Checkpoints.Fork).
 	memory bool
@@ -262,12 +266,7 @@ func (s *Sandboxes) launch(ctx context.Context, p sandbox.Principal, spec create
 		return s.place(ctx, sb)
 	}
 	if from.checkpoint != "" {
-		elsewhere := reason
-		if from.memory {
-			// Only the checkpoint's files travel with a fork.
-			elsewhere += " (its processes started afresh: it runs on another node than its checkpoint's memory)"
-		}
-		if placed, ok, err := s.forkElsewhere(ctx, sb, from.checkpoint, elsewhere); ok {
+		if placed, ok, err := s.forkElsewhere(ctx, sb, from, reason); ok {
 			return placed, err
 		}
 	}

@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -540,6 +541,42 @@ func (d *Driver) DeleteMemory(ctx context.Context, key string) error {
 	d.w.mu.Lock()
 	defer d.w.mu.Unlock()
 	delete(d.w.images, key)
+	return nil
+}
+
+// memoryStream is what SendMemory writes before an image's key: a
+// stream ReceiveMemory takes.
+const memoryStream = "fake memory image "
+
+// SendMemory writes image key to w, or driver.ErrNotFound. See
+// driver.MemoryMover.
+func (d *Driver) SendMemory(ctx context.Context, key string, w io.Writer) error {
+	d.w.mu.Lock()
+	_, ok := d.w.images[key]
+	d.w.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fake: SendMemory(%s): %w", key, driver.ErrNotFound)
+	}
+	_, err := io.WriteString(w, memoryStream+key)
+	return err
+}
+
+// ReceiveMemory keeps image key from a stream SendMemory wrote of it
+// (another's is driver.ErrInvalidImage); one it has already is kept. See
+// driver.MemoryMover.
+func (d *Driver) ReceiveMemory(ctx context.Context, key string, r io.Reader) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if string(b) != memoryStream+key {
+		return fmt.Errorf("fake: ReceiveMemory(%s): %w", key, driver.ErrInvalidImage)
+	}
+	d.w.mu.Lock()
+	defer d.w.mu.Unlock()
+	if _, ok := d.w.images[key]; !ok {
+		d.w.images[key] = ""
+	}
 	return nil
 }
 

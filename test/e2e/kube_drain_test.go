@@ -4,7 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -163,7 +167,8 @@ func TestKubeDrain(t *testing.T) {
 // back) moves to a node with room (hn1) with its files, and the exec that
 // woke it, through the control plane, runs there; its Pod follows it. So
 // does the other, woken by a file write, a call with a body, which the
-// control plane sends again to hn1.
+// control plane sends again to hn1. A fork of a memory checkpoint on the
+// full hn0 starts on hn1, its process resumed there.
 func TestKubeWakeMoves(t *testing.T) {
 	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--capacity", "cpu=2100m"}}, fleetNode{})
 	ctx := ctxT(t)
@@ -224,23 +229,36 @@ func TestKubeWakeMoves(t *testing.T) {
 	}
 
 	// A fork of a sandbox on the full hn0 starts on hn1, from the
-	// checkpoint's files, and hn0 keeps no root of it.
+	// checkpoint's files and, the checkpoint holding memory, with its
+	// processes: the memory image follows the fork's root, and the
+	// process resumes there with the value only its memory had. hn0
+	// keeps no root of the fork, hn1 no copy of the image.
 	cp.sh(ctx, "fill-1", "echo at the checkpoint > /home/sandbox/ck.txt")
-	ck, err := cp.Client().Checkpoint(ctx, "fill-1", sandbox.CheckpointRequest{})
-	if err != nil {
-		t.Fatal(err)
+	forkHeld := memoryProcess(t, ctx, cp, "fill-1")
+	ck, err := cp.Client().Checkpoint(ctx, "fill-1", sandbox.CheckpointRequest{Memory: true})
+	if err != nil || !ck.Memory {
+		t.Fatalf("memory checkpoint of fill-1 = %+v, %v", ck, err)
 	}
-	cp.sh(ctx, "fill-1", "echo after it > /home/sandbox/ck.txt")
+	cp.sh(ctx, "fill-1", "pkill -f '[o]s.urandom'; echo after it > /home/sandbox/ck.txt; rm -f /tmp/v")
 	twin, err := cp.Client().Fork(ctx, "fill-1", ck.ID, "twin")
-	if err != nil || twin.Node != "hn1" || twin.Status != sandbox.StatusRunning {
-		t.Fatalf("fork on the full hn0 = %s on %q, %v; want running on hn1", twin.Status, twin.Node, err)
+	if err != nil || twin.Node != "hn1" || twin.Status != sandbox.StatusRunning || !strings.HasSuffix(twin.Reason, "with its processes") {
+		t.Fatalf("fork on the full hn0 = %s on %q (%q), %v; want running on hn1, with its processes", twin.Status, twin.Node, twin.Reason, err)
 	}
-	if got := cp.sh(ctx, "twin", "cat /home/sandbox/ck.txt"); got != "at the checkpoint\n" {
+	if got := cp.sh(ctx, "twin", "cat /home/sandbox/ck.txt; rm /tmp/v"); got != "at the checkpoint\n" {
 		t.Errorf("the fork's ck.txt through the control plane = %q; want the checkpoint's", got)
+	}
+	if got := waitFile(t, ctx, cp, "twin", "/tmp/v"); got != forkHeld {
+		t.Errorf("the fork's process on hn1 writes %q; want %q, the value its memory held on hn0", got, forkHeld)
 	}
 	f.waitPodOn(t, ctx, "hearth-system", "twin", twin.ID, "hn1")
 	if hasRoot(t, f.nodes[0], twin.ID) {
 		t.Error("hn0 kept a root of the fork hn1 runs")
+	}
+	if _, err := os.Stat(filepath.Join(f.nodes[1].DataDir, "oci", "runsc", "memory", ck.ID)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("hn1 kept its copy of the fork's memory image: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.nodes[0].DataDir, "oci", "runsc", "memory", ck.ID)); err != nil {
+		t.Errorf("hn0 lost the checkpoint's memory image: %v", err)
 	}
 
 	// A restore of a sleeping sandbox on the full hn0 moves it, with its

@@ -1,0 +1,131 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/hearth/hearth/node"
+	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/store"
+)
+
+// A fork of a memory checkpoint that goes to another node for room (see
+// forkElsewhere) takes the checkpoint's memory image along: its
+// checkpoint's node sends the fork's root, then the image, sealed as it
+// is at rest, under the checkpoint's id, and the fork's row says so
+// (movingWithMemory). The node that receives it keeps the image as a copy
+// for as long as forks moving there count on it, and removes it once the
+// last of them has started from it (or failed to), unless the
+// checkpoint's own sandbox is there or moving there. Every receive of a
+// memory image and that removal take the image's lock, so a receive
+// either finds the copy a fork still counts on, or none and writes it
+// anew. A copy whose forks never started (their node stopped sending) is
+// an orphan that the next Recover removes: no row here owns it.
+
+// memoryImageLock is the key of the lock of the memory image of
+// checkpoint ck on this node.
+func memoryImageLock(ck string) string { return "memory image " + ck }
+
+// forkImages records which fork moving to this node counts on which
+// checkpoint's memory image it received. The zero value is empty.
+type forkImages struct {
+	mu sync.Mutex
+	of map[string]string // fork's sandbox id → checkpoint id
+}
+
+// hold records that fork counts on checkpoint ck's memory image.
+func (f *forkImages) hold(fork, ck string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.of == nil {
+		f.of = map[string]string{}
+	}
+	f.of[fork] = ck
+}
+
+// release forgets what fork counted on, and says whether another fork
+// still counts on checkpoint ck's image.
+func (f *forkImages) release(fork, ck string) (held bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.of, fork)
+	for _, c := range f.of {
+		if c == ck {
+			return true
+		}
+	}
+	return false
+}
+
+// forkMemoryTransfer is the transfer of the memory image that fork, a
+// sandbox being created whose row says it moves here from node from
+// resuming from checkpoint ck (see movesHere), resumes from: only a
+// checkpoint with memory of the sandbox the row names, which runs on
+// from, so that a node sends only what it holds itself.
+func (s *Sandboxes) forkMemoryTransfer(ctx context.Context, fork sandbox.Sandbox, from, ck string) (node.Transfer, error) {
+	mark, _ := movingToNode(fork.Reason, s.opts.NodeName)
+	src, err := s.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
+	if err == nil && src.Node != from {
+		err = store.ErrNotFound
+	}
+	var c sandbox.Checkpoint
+	if err == nil {
+		c, err = s.opts.Store.Checkpoints().Get(ctx, src.ID, ck)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound) || err == nil && !c.Memory:
+		return node.Transfer{}, sandbox.Errorf(sandbox.CodeNotFound, "node %s holds no memory checkpoint %s of sandbox %s", from, ck, mark.memoryOf)
+	case err != nil:
+		return node.Transfer{}, s.internal("get the fork's checkpoint", err)
+	}
+	return node.Transfer{ID: fork.ID, Checkpoint: ck, Memory: true}, nil
+}
+
+// sendForkMemory sends cur, a fork moving to node target whose root is
+// there, the memory image of checkpoint ck that it resumes from. If the
+// image does not reach target, the fork goes without it: its row,
+// updated, says that its processes start afresh, and why. The result is
+// the row as it now is; an error is the store's.
+func (s *Sandboxes) sendForkMemory(ctx context.Context, cur sandbox.Sandbox, target, ck, reason string) (sandbox.Sandbox, error) {
+	err := s.send(ctx, target, cur, node.Transfer{ID: cur.ID, Checkpoint: ck, Memory: true})
+	s.crash("fork: memory sent")
+	if err == nil {
+		return cur, nil
+	}
+	s.log.Warn("a fork's processes start afresh on another node: its checkpoint's memory image did not reach it", "sandbox", cur.Name, "id", cur.ID, "to", target, "checkpoint", ck, "err", err)
+	cur.Reason = movingTo(target) + ": " + reason + " (its processes started afresh: their memory did not reach node " + target + ")"
+	if err := s.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
+		return cur, s.internal("mark the fork moving without its memory", err)
+	}
+	return cur, nil
+}
+
+// releaseForkMemory removes this node's copy of the memory image fork,
+// which moved here as mark says, started from (or failed to), unless it
+// is still wanted here: by another fork moving here that received it, or
+// because its checkpoint's sandbox runs here or is moving here. It holds
+// the image's lock (see receiveMemory).
+func (s *Sandboxes) releaseForkMemory(ctx context.Context, fork sandbox.Sandbox, mark moveMark) {
+	if mark.memory == "" {
+		return
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	unlock := s.locks.lock(memoryImageLock(mark.memory))
+	defer unlock()
+	if s.forks.release(fork.ID, mark.memory) {
+		return
+	}
+	src, err := s.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
+	switch {
+	case err == nil && (s.mine(src) || s.movingHere(src)):
+		return // the checkpoint's own image
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		s.log.Error("look up a fork's source to remove the copy of its memory image; the next Recover removes it", "checkpoint", mark.memory, "err", err)
+		return
+	}
+	if err := s.opts.Node.DeleteCheckpoint(ctx, mark.memory); err != nil && !errors.Is(err, node.ErrNotFound) {
+		s.log.Error("remove the copy of a fork's memory image; the next Recover removes it", "checkpoint", mark.memory, "err", err)
+	}
+}
