@@ -166,10 +166,10 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 	}
 }
 
-// mine reports whether sb runs on this node (see Options.NodeName).
 // tracer makes lifecycle's spans (see package tracing).
 var tracer = tracing.Tracer("github.com/hearth/hearth/lifecycle")
 
+// mine reports whether sb runs on this node (see Options.NodeName).
 func (s *core) mine(sb sandbox.Sandbox) bool { return sb.Node == s.opts.NodeName }
 
 // movingHere says whether sb's row says it is moving to this node (a
