@@ -151,13 +151,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			if drained {
 				ln.Close()
 			}
-			if drained || errors.Is(err, net.ErrClosed) {
-				close(accepting)
-				s.wg.Wait()
-				return nil
-			}
 			close(accepting)
-			return err
+			if !drained && !errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			s.wg.Wait()
+			return nil
 		}
 		s.mu.Lock()
 		if s.closing {
