@@ -27,6 +27,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -209,6 +210,15 @@ func execTrue(ctx context.Context, c *client.Client, name string) error {
 		err = &exitError{res}
 	}
 	return err
+}
+
+// cliTrue runs `true` in sandbox name through the hearth CLI against d;
+// a non-zero exit is an error that says it, with the CLI's stderr.
+func cliTrue(d *daemonproc.Daemon, name string) error {
+	if _, stderr, code := d.CLI("", "exec", name, "--", "true"); code != 0 {
+		return fmt.Errorf("hearth exec %s -- true: exit %d: %s", name, code, strings.TrimSpace(stderr))
+	}
+	return nil
 }
 
 // codeOf classifies err for the counts: "" for nil, the sandbox.Error's

@@ -6,14 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/client"
 	"github.com/hearth/hearth/sandbox"
@@ -130,136 +127,6 @@ func TestBusy(t *testing.T) {
 	rec.wantNoErrors(t)
 	t.Logf("load: busy: %d of %d for %s: %.1f execs/s, p50 %.1f ms, p99 %.1f ms, max %.1f ms, errors %d",
 		sz.busyActive, sz.busyTotal, sz.busyFor, float64(len(rec.lat))/elapsed.Seconds(), rec.p(0.5), rec.p(0.99), rec.p(1), rec.failed())
-}
-
-// burn is what each loaded neighbour runs: four CPU-bound processes.
-const burn = `for i in 1 2 3 4; do (while :; do :; done) & done; wait`
-
-// neighbourOnset is how long TestNeighbour probes apart after starting
-// the neighbours' loads; probeGap is the pause between two probes, which
-// sample the exec round trip without being a CPU load themselves.
-const (
-	neighbourOnset = 5 * time.Second
-	probeGap       = 20 * time.Millisecond
-)
-
-// TestNeighbour is scenario c: a probe exec of `true` in one sandbox,
-// measured quiet, then while K other sandboxes each run four CPU-bound
-// processes. The neighbours must keep running through the loaded
-// measurement and must load the host's CPUs.
-func TestNeighbour(t *testing.T) {
-	sz := loadSizes(t)
-	tg := newTarget(t)
-	ctx := ctxFor(t, 30*time.Minute)
-	names, _, _ := createAll(t, ctx, tg, "n-%d", sz.neighbours+1, 4)
-	probe, loaded := names[0], names[1:]
-	c := tg.client("")
-	measure := func(rec *recorder) {
-		for range sz.probes {
-			rec.time(func() error {
-				return bounded(ctx, func(ctx context.Context) error { return execTrue(ctx, c, probe) })
-			})
-			time.Sleep(probeGap)
-		}
-	}
-	measure(newRecorder("warm-up")) // the first execs of a sandbox pay for its caches
-	quiet := newRecorder("probe quiet")
-	quietCPU := cpuBusy()
-	measure(quiet)
-	quietBusy := quietCPU()
-
-	loadCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	ended := make([]time.Time, len(loaded))
-	results := make([]error, len(loaded))
-	for i, name := range loaded {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req := sandbox.ExecRequest{Shell: burn, Timeout: sandbox.Duration(20 * time.Minute), Grace: sandbox.Duration(time.Second)}
-			_, results[i] = c.Exec(loadCtx, name, req, nil, nil, nil)
-			ended[i] = time.Now()
-		}()
-	}
-	// The first seconds, while the neighbours start their loops and
-	// before the driver has demoted them (quiet neighbours: a second of
-	// saturation), are probed and reported apart: the goal is the probe
-	// beside neighbours that keep burning.
-	onset := newRecorder(fmt.Sprintf("probe while %d neighbours start burning (first %s)", len(loaded), neighbourOnset))
-	for end := time.Now().Add(neighbourOnset); time.Now().Before(end); time.Sleep(probeGap) {
-		onset.time(func() error {
-			return bounded(ctx, func(ctx context.Context) error { return execTrue(ctx, c, probe) })
-		})
-	}
-	loadedRec := newRecorder(fmt.Sprintf("probe beside %d loaded sandboxes", len(loaded)))
-	loadedCPU := cpuBusy()
-	measure(loadedRec)
-	loadedBusy := loadedCPU()
-	stopped := time.Now()
-	stop()
-	wg.Wait()
-	quiet.report(t, 0)
-	onset.report(t, 0)
-	loadedRec.report(t, 0)
-	quiet.wantNoErrors(t)
-	onset.wantNoErrors(t)
-	loadedRec.wantNoErrors(t)
-	for i := range loaded {
-		if ended[i].Before(stopped) {
-			t.Errorf("neighbour %s stopped burning before the loaded probes ended: %v", loaded[i], results[i])
-		}
-	}
-	if loadedBusy < 0.8 {
-		t.Errorf("the host's CPUs were %.0f%% busy beside the loaded neighbours; want them loaded (>= 80%%)", 100*loadedBusy)
-	}
-	t.Logf("load: neighbour: K=%d: probe quiet p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); loaded p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio p50 %.1fx, p99 %.1fx; onset p50 %.1f ms, max %.1f ms",
-		len(loaded), quiet.p(0.5), quiet.p(0.99), 100*quietBusy, loadedRec.p(0.5), loadedRec.p(0.99), 100*loadedBusy,
-		loadedRec.p(0.5)/quiet.p(0.5), loadedRec.p(0.99)/quiet.p(0.99), onset.p(0.5), onset.p(1))
-	if tg.d == nil {
-		return // another host's daemon: this host's processes are no baseline
-	}
-	// The baseline: the same probe beside as many CPU-bound processes on
-	// the host, of the lowest priority there is (SCHED_IDLE), so that
-	// everything on the probe's path takes precedence over them at once:
-	// what no demotion of sandboxes can improve on this host.
-	host := newRecorder(fmt.Sprintf("baseline: probe beside %d SCHED_IDLE host processes", 4*len(loaded)))
-	stopBurners := idleBurners(t, 4*len(loaded))
-	time.Sleep(time.Second)
-	hostCPU := cpuBusy()
-	measure(host)
-	hostBusy := hostCPU()
-	stopBurners()
-	host.report(t, 0)
-	host.wantNoErrors(t)
-	t.Logf("load: neighbour baseline: probe beside %d SCHED_IDLE host processes: p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio to quiet p50 %.1fx, p99 %.1fx",
-		4*len(loaded), host.p(0.5), host.p(0.99), 100*hostBusy, host.p(0.5)/quiet.p(0.5), host.p(0.99)/quiet.p(0.99))
-}
-
-// idleBurners starts n CPU-bound host processes under SCHED_IDLE and
-// returns what kills them; t's cleanup kills them too.
-func idleBurners(t *testing.T, n int) (stop func()) {
-	t.Helper()
-	var cmds []*exec.Cmd
-	stop = func() {
-		for _, c := range cmds {
-			c.Process.Kill()
-			c.Wait()
-		}
-		cmds = nil
-	}
-	t.Cleanup(stop)
-	for range n {
-		c := exec.Command("sh", "-c", "while :; do :; done")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, c)
-		if err := unix.SchedSetAttr(c.Process.Pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
-			t.Fatalf("SCHED_IDLE for a burner: %v", err)
-		}
-	}
-	return stop
 }
 
 // tasksPerSandbox bounds the host tasks (processes and threads) of an
