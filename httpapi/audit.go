@@ -24,10 +24,12 @@ type auditList struct {
 
 // handleAudit answers the audit events the caller may read, oldest first:
 // ?since= (RFC 3339 time, or a duration back from now), ?tenant=, ?agent=,
-// ?limit= (the newest N; 1000 by default, at most 10000). Events recorded
-// before the call are flushed first, so that they are all there.
+// ?sandbox= (the calls on that sandbox since it was created, as the
+// caller names it; see lifecycle's Sandboxes.Calls), ?limit= (the newest
+// N; 1000 by default, at most 10000). Events recorded before the call are
+// flushed first, so that they are all there.
 func (s admin) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.Principal) {
-	q := queryParams(r, "since", "tenant", "agent", "limit")
+	q := queryParams(r, "since", "tenant", "agent", "sandbox", "limit")
 	f := sandbox.AuditFilter{Since: q.since("since", time.Now()), Tenant: q.q.Get("tenant"), Agent: q.q.Get("agent")}
 	limit := q.int64("limit")
 	switch {
@@ -47,16 +49,17 @@ func (s admin) handleAudit(w http.ResponseWriter, r *http.Request, p sandbox.Pri
 			WithHint("the audit log is kept by `hearth serve`; this server was started without one"))
 		return
 	}
-	f, ok := s.svc.Tenancy.AuditScope(p, f)
-	if !ok {
-		s.encode(w, http.StatusOK, auditList{Events: []sandbox.AuditEvent{}})
-		return
-	}
 	if s.opts.Audit != nil {
 		// A failure here is the caller going away, which List reports.
 		s.opts.Audit.Flush(r.Context())
 	}
-	events, err := s.opts.AuditLog.List(r.Context(), f)
+	var events []sandbox.AuditEvent
+	var err error
+	if ref := q.q.Get("sandbox"); ref != "" {
+		events, err = s.svc.Sandboxes.Calls(r.Context(), p, ref, f)
+	} else if f, ok := s.svc.Tenancy.AuditScope(p, f); ok {
+		events, err = s.opts.AuditLog.List(r.Context(), f)
+	}
 	if err != nil {
 		door.WriteError(w, r, err)
 		return

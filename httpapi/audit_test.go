@@ -251,6 +251,64 @@ func TestAuditList(t *testing.T) {
 	}
 }
 
+// TestAuditSandbox: GET /v1/audit?sandbox= answers the calls on one
+// sandbox since it was made, as its caller names it: not those on
+// another tenant's sandbox of the same name, nor on the sandbox that had
+// its name before; an operator's calls on it count, as TENANT/NAME; a
+// caller who cannot see the sandbox is not_found. The client asks for it
+// with AuditFilter.OnName.
+func TestAuditSandbox(t *testing.T) {
+	e := auditEnv(t, nil)
+	ctx := t.Context()
+	a1, b1, op := e.client(), client.New(e.url, tokenB1, nil), client.New(e.url, tokenOperator, nil)
+	for _, c := range []*client.Client{a1, b1} {
+		if _, _, err := c.Create(ctx, sandbox.CreateRequest{Name: "web"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1.Get(ctx, "web") // a call on the sandbox that has the name first
+	if err := a1.Destroy(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	sb, _, err := a1.Create(ctx, sandbox.CreateRequest{Name: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1.Get(ctx, "web")
+	b1.Get(ctx, "web")
+	op.Get(ctx, "t1/"+sb.Name)
+	a1.Get(ctx, "web")
+	eventually(t, "the calls recorded", func() bool { return len(stored(t, e)) >= 9 })
+
+	calls := func(c *client.Client, f sandbox.AuditFilter) ([]string, error) {
+		events, err := c.Admin().Audit(ctx, f)
+		var out []string
+		for _, ev := range events {
+			out = append(out, ev.Verb+" "+ev.Tenant+"/"+ev.Agent+" "+ev.Sandbox)
+		}
+		return out, err
+	}
+	want := []string{"sandbox.get t1/a1 " + sb.Name, "sandbox.get system/operator t1/" + sb.Name, "sandbox.get t1/a1 " + sb.Name}
+	if got, err := calls(op, sandbox.AuditFilter{OnTenant: "t1", OnName: sb.Name}); err != nil || !slices.Equal(got, want) {
+		t.Errorf("the operator's calls on t1/%s = %q, %v; want %q", sb.Name, got, err, want)
+	}
+	if got, err := calls(e.client(), sandbox.AuditFilter{OnName: "web"}); err != nil || !slices.Equal(got, []string{want[0], want[2]}) {
+		t.Errorf("a1's calls on web = %q, %v; want its own two gets (an agent reads its own calls)", got, err)
+	}
+	if got, err := calls(e.client(), sandbox.AuditFilter{OnName: "web", Limit: 1}); err != nil || !slices.Equal(got, want[2:]) {
+		t.Errorf("a1's newest call on web = %q, %v; want %q", got, err, want[2:])
+	}
+	if got, err := calls(b1, sandbox.AuditFilter{OnName: "web"}); err != nil || len(got) != 1 || !strings.HasPrefix(got[0], "sandbox.get t2/b1 ") {
+		t.Errorf("b1's calls on its own web = %q, %v; want its one get", got, err)
+	}
+	if _, err := calls(b1, sandbox.AuditFilter{OnTenant: "t1", OnName: "web"}); !sandbox.IsCode(err, sandbox.CodeNotFound) {
+		t.Errorf("b1's calls on t1/web = %v; want not_found", err)
+	}
+	if got, err := calls(client.New(e.url, tokenAdminT1, nil), sandbox.AuditFilter{OnName: sb.Name}); err != nil || !slices.Equal(got, []string{want[0], want[2]}) {
+		t.Errorf("t1's admin's calls on %s = %q, %v; want a1's two gets (a tenant admin reads its tenant's calls)", sb.Name, got, err)
+	}
+}
+
 // TestAuditNamePrefix: a token restricted to a name prefix reads the
 // audit events of the sandboxes inside it only, whichever way their
 // callers wrote them and whichever token made them, and is told the usage

@@ -347,6 +347,10 @@ func (m movedSvc) Exec(context.Context, sandbox.Principal, string, sandbox.ExecR
 	return sandbox.ExecResult{}, errors.New("no exec")
 }
 
+func (m movedSvc) Calls(context.Context, sandbox.Principal, string, sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+	return nil, errors.New("no calls")
+}
+
 // TestPodFollowsMove: a node handed the Pod of a sandbox that moved to
 // another node (it stopped between the move and its Pod's rebinding)
 // binds a Pod of the sandbox to that node in place of its own; a forged

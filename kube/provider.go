@@ -25,11 +25,12 @@ import (
 )
 
 // Sandboxes is what a node's Provider needs of lifecycle: its
-// Sandboxes' StartPlaced, Get and Destroy and its Processes' Exec.
+// Sandboxes' StartPlaced, Get, Destroy and Calls and its Processes' Exec.
 type Sandboxes interface {
 	StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error)
 	Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error)
 	Destroy(ctx context.Context, p sandbox.Principal, ref string) error
+	Calls(ctx context.Context, p sandbox.Principal, ref string, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error)
 	Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error)
 }
 
@@ -58,14 +59,23 @@ type Provider struct {
 
 	resizes  resizes
 	audit    func(sandbox.AuditEvent)
-	capacity corev1.ResourceList // see SetCapacity
-	fleet    *Fleet              // binds the Pod of a sandbox that moved away (follow)
+	flush    func(context.Context) error // the audit recorder's, when set
+	capacity corev1.ResourceList         // see SetCapacity
+	fleet    *Fleet                      // binds the Pod of a sandbox that moved away (follow)
+}
+
+// Recorder records audit events and appends those it holds to the store
+// on Flush (audit.Recorder).
+type Recorder interface {
+	Record(sandbox.AuditEvent)
+	Flush(context.Context) error
 }
 
 // AuditTo has the provider record each call Kubernetes makes on a
-// sandbox (kubectl exec, a Pod's deletion) with record, as the doors
-// record theirs (door Kubernetes).
-func (p *Provider) AuditTo(record func(sandbox.AuditEvent)) { p.audit = record }
+// sandbox (kubectl exec and logs, a Pod's deletion) with rec, as the
+// doors record theirs (door Kubernetes), and flush rec before it reads a
+// sandbox's calls (kubectl logs).
+func (p *Provider) AuditTo(rec Recorder) { p.audit, p.flush = rec.Record, rec.Flush }
 
 // record audits p's call verb on sandbox name as actor, begun at start,
 // which ended with err.
@@ -363,11 +373,6 @@ func (e exitError) ExitStatus() int { return int(e) }
 // AttachToContainer is not offered: a sandbox has no main process.
 func (p *Provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
 	return errdefs.InvalidInput("a hearth sandbox has no main process to attach to: use kubectl exec")
-}
-
-// GetContainerLogs is not offered: a sandbox has no main process.
-func (p *Provider) GetContainerLogs(context.Context, string, string, string, api.ContainerLogOpts) (io.ReadCloser, error) {
-	return nil, errdefs.InvalidInput("a hearth sandbox has no main process whose logs to show: read its files, or run commands with kubectl exec")
 }
 
 // GetStatsSummary is not offered yet: hearth's own API reports usage.

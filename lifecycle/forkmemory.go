@@ -27,15 +27,16 @@ import (
 // checkpoint ck on this node.
 func memoryImageLock(ck string) string { return "memory image " + ck }
 
-// forkImages records which fork moving to this node counts on which
-// checkpoint's memory image it received. The zero value is empty.
-type forkImages struct {
+// forkMemory keeps the memory images forks moving to this node received
+// (see above): which fork counts on which checkpoint's image.
+type forkMemory struct {
+	*core
 	mu sync.Mutex
 	of map[string]string // fork's sandbox id → checkpoint id
 }
 
 // hold records that fork counts on checkpoint ck's memory image.
-func (f *forkImages) hold(fork, ck string) {
+func (f *forkMemory) hold(fork, ck string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.of == nil {
@@ -44,9 +45,9 @@ func (f *forkImages) hold(fork, ck string) {
 	f.of[fork] = ck
 }
 
-// release forgets what fork counted on, and says whether another fork
+// unhold forgets what fork counted on, and says whether another fork
 // still counts on checkpoint ck's image.
-func (f *forkImages) release(fork, ck string) (held bool) {
+func (f *forkMemory) unhold(fork, ck string) (held bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.of, fork)
@@ -58,12 +59,12 @@ func (f *forkImages) release(fork, ck string) (held bool) {
 	return false
 }
 
-// forkMemoryTransfer is the transfer of the memory image that fork, a
+// transfer is the transfer of the memory image that fork, a
 // sandbox being created whose row says it moves here from node from
 // resuming from checkpoint ck (see movesHere), resumes from: only a
 // checkpoint with memory of the sandbox the row names, which runs on
 // from, so that a node sends only what it holds itself.
-func (s *Sandboxes) forkMemoryTransfer(ctx context.Context, fork sandbox.Sandbox, from, ck string) (node.Transfer, error) {
+func (s *forkMemory) transfer(ctx context.Context, fork sandbox.Sandbox, from, ck string) (node.Transfer, error) {
 	mark, _ := movingToNode(fork.Reason, s.opts.NodeName)
 	src, err := s.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
 	if err == nil && src.Node != from {
@@ -82,13 +83,13 @@ func (s *Sandboxes) forkMemoryTransfer(ctx context.Context, fork sandbox.Sandbox
 	return node.Transfer{ID: fork.ID, Checkpoint: ck, Memory: true}, nil
 }
 
-// sendForkMemory sends cur, a fork moving to node target whose root is
+// send sends cur, a fork moving to node target whose root is
 // there, the memory image of checkpoint ck that it resumes from. If the
 // image does not reach target, the fork goes without it: its row,
 // updated, says that its processes start afresh, and why. The result is
 // the row as it now is; an error is the store's.
-func (s *Sandboxes) sendForkMemory(ctx context.Context, cur sandbox.Sandbox, target, ck, reason string) (sandbox.Sandbox, error) {
-	err := s.send(ctx, target, cur, node.Transfer{ID: cur.ID, Checkpoint: ck, Memory: true})
+func (s *forkMemory) send(ctx context.Context, cur sandbox.Sandbox, target, ck, reason string) (sandbox.Sandbox, error) {
+	err := s.core.send(ctx, target, cur, node.Transfer{ID: cur.ID, Checkpoint: ck, Memory: true})
 	s.crash("fork: memory sent")
 	if err == nil {
 		return cur, nil
@@ -101,12 +102,12 @@ func (s *Sandboxes) sendForkMemory(ctx context.Context, cur sandbox.Sandbox, tar
 	return cur, nil
 }
 
-// releaseForkMemory removes this node's copy of the memory image fork,
+// release removes this node's copy of the memory image fork,
 // which moved here as mark says, started from (or failed to), unless it
 // is still wanted here: by another fork moving here that received it, or
 // because its checkpoint's sandbox runs here or is moving here. It holds
 // the image's lock (see receiveMemory).
-func (s *Sandboxes) releaseForkMemory(ctx context.Context, fork sandbox.Sandbox, mark moveMark) {
+func (s *forkMemory) release(ctx context.Context, fork sandbox.Sandbox, mark moveMark) {
 	if mark.memory == "" {
 		return
 	}
@@ -114,7 +115,7 @@ func (s *Sandboxes) releaseForkMemory(ctx context.Context, fork sandbox.Sandbox,
 	defer cancel()
 	unlock := s.locks.lock(memoryImageLock(mark.memory))
 	defer unlock()
-	if s.forks.release(fork.ID, mark.memory) {
+	if s.unhold(fork.ID, mark.memory) {
 		return
 	}
 	src, err := s.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)

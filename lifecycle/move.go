@@ -285,7 +285,7 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, me
 	t := node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes}
 	switch {
 	case sb.Status == sandbox.StatusCreating && memory:
-		if t, err = s.forkMemoryTransfer(ctx, sb, from, ck); err != nil {
+		if t, err = s.forkMemory.transfer(ctx, sb, from, ck); err != nil {
 			return err
 		}
 	case ck != "":
@@ -337,8 +337,8 @@ func (s *core) receive(ctx context.Context, t node.Transfer, r io.Reader, what s
 // receiveMemory keeps r, the memory image t names of a checkpoint: of
 // sb, which this node must hold the snapshot of already (Move sends it
 // first), or the one sb, a fork moving here, resumes from (see
-// forkMemoryTransfer). It holds the image's lock (see
-// Sandboxes.releaseForkMemory).
+// forkMemory.transfer). It holds the image's lock (see
+// forkMemory.release).
 func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t node.Transfer, r io.Reader) error {
 	if !s.opts.Node.Capabilities().MemoryCheckpoint {
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s's runtime keeps no memory image: sandbox %s's checkpoint %s holds one", s.opts.NodeName, sb.Name, t.Checkpoint).
@@ -350,7 +350,7 @@ func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t nod
 		return err
 	}
 	if sb.Status == sandbox.StatusCreating {
-		s.forks.hold(sb.ID, t.Checkpoint)
+		s.forkMemory.hold(sb.ID, t.Checkpoint)
 	}
 	s.log.Info("moved memory image received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", t.Checkpoint, "tenant", sb.Tenant)
 	return nil
@@ -381,7 +381,7 @@ func (s *Sandboxes) movesHere(sb sandbox.Sandbox, ck string, memory bool) bool {
 // node when this one, a node of a fleet, has no room for it
 // (Options.Fits): its root is made from the checkpoint and sent to the
 // node PickNode chooses, then, with from.memory, the checkpoint's memory
-// image (see sendForkMemory), and that node runs it (Options.PlaceOn)
+// image (see forkMemory.send), and that node runs it (Options.PlaceOn)
 // with reason. ok false says sb is still this node's to start: it fits,
 // or no node can take it, or the send failed. Otherwise the result is sb
 // as its new node runs it, or the coded error, the create undone.
@@ -422,7 +422,7 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, from 
 		return sb, false, nil
 	}
 	if from.memory {
-		if cur, err = s.sendForkMemory(dctx, cur, target, from.checkpoint, reason); err != nil {
+		if cur, err = s.forkMemory.send(dctx, cur, target, from.checkpoint, reason); err != nil {
 			s.run.undoCreate(dctx, sb)
 			return sandbox.Sandbox{}, true, err
 		}

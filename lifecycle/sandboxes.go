@@ -28,8 +28,8 @@ type Sandboxes struct {
 	// images is the catalog a create resolves its image in, and collects
 	// after a destroy.
 	images *Images
-	// forks are the memory images forks moving here count on.
-	forks forkImages
+	// forkMemory moves the memory images of forks between nodes.
+	forkMemory *forkMemory
 }
 
 // claimer hands a create a sandbox started ahead of time (Pool.claim).
@@ -370,6 +370,32 @@ func (s *Sandboxes) networkFor(ctx context.Context, p sandbox.Principal, limited
 // it through access, as Get does.
 func (s *Sandboxes) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
 	return s.access(p).get(ctx, ref)
+}
+
+// Calls returns the audit events of the calls made on the sandbox ref
+// names for p (see Get) that match f, oldest first: only those since the
+// sandbox was created (a sandbox of the same name before it is another),
+// of the callers whose events p may read (sandbox.Principal.ScopeAudit).
+// f's OnTenant and OnName are ref's. An event is in the store once its
+// recorder has flushed it (audit.FlushInterval).
+func (s *Sandboxes) Calls(ctx context.Context, p sandbox.Principal, ref string, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	f.OnTenant, f.OnName = sb.Tenant, sb.Name
+	f, ok := p.ScopeAudit(f)
+	if !ok {
+		return []sandbox.AuditEvent{}, nil
+	}
+	if f.Since.Before(sb.CreatedAt) {
+		f.Since = sb.CreatedAt
+	}
+	events, err := s.opts.Store.Audit().List(ctx, f)
+	if err != nil {
+		return nil, s.internal("list a sandbox's audit events", err)
+	}
+	return events, nil
 }
 
 // ListGone returns why the sandboxes p could see went (destroyed, reaped,

@@ -223,7 +223,7 @@ func New(opts Options) (*Service, error) {
 	eg := &egress{core: c}
 	run := &runner{core: c, egress: eg}
 	usage := &usageCache{}
-	sbs := &Sandboxes{core: c, run: run, adm: adm, egress: eg, usage: usage}
+	sbs := &Sandboxes{core: c, run: run, adm: adm, egress: eg, usage: usage, forkMemory: &forkMemory{core: c}}
 	pool := newPool(c, run, sbs)
 	sbs.pool = pool
 	creds := &Credentials{core: c}

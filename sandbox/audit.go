@@ -69,6 +69,14 @@ type AuditFilter struct {
 	// events of a token restricted to a name prefix (see Principal.InScope,
 	// whose rule this is).
 	SandboxPrefix, OwnPrefix string
+	// After, when positive, keeps only the events whose ID is greater: those
+	// appended after it (a follower's next look).
+	After int64
+	// OnName, when set, keeps only the events on the sandbox called OnName
+	// of tenant OnTenant: the calls of its tenant's callers, whose Sandbox
+	// is OnName, and those of other tenants' (operators), whose Sandbox is
+	// OnTenant/OnName.
+	OnTenant, OnName string
 }
 
 // ScopeAudit narrows f to the events p may read, as Owns and InScope do

@@ -15,13 +15,14 @@ import (
 // JSONL, one event per line, which is the export format: `hearth audit
 // --json --since 720h > audit.jsonl`.
 func runAudit(ctx context.Context, c *cli, args []string) error {
-	fs := c.clientFlagSet("audit", "[--since D|TIME] [--agent A] [--tenant T] [--limit N] [--json]",
+	fs := c.clientFlagSet("audit", "[--since D|TIME] [--agent A] [--tenant T] [--sandbox NAME] [--limit N] [--json]",
 		"Show the audit log, oldest first: every call to the daemon, who made it, through which door (api, cli), on which sandbox, how it ended and how long it took. "+
 			"An operator sees every call, a tenant admin its tenant's, an agent its own. "+
 			"--json prints one JSON object per line (JSONL), the export format.")
 	since := fs.String("since", "", "only events since this duration ago (`D|TIME`: 24h) or this RFC 3339 time")
 	agent := fs.String("agent", "", "only the calls of this agent identity")
 	tenant := fs.String("tenant", "", "only the calls of this tenant")
+	on := fs.String("sandbox", "", "only the calls on this sandbox (`NAME`, or TENANT/NAME), since it was created")
 	limit := fs.Int("limit", 0, "only the newest `N` events (default 1000, at most 10000)")
 	_, err := fs.parseArgs(args, "audit")
 	if err != nil {
@@ -30,7 +31,7 @@ func runAudit(ctx context.Context, c *cli, args []string) error {
 	if *limit < 0 {
 		return &usageError{verb: "audit", msg: fmt.Sprintf("--limit %d is negative", *limit)}
 	}
-	f := sandbox.AuditFilter{Tenant: *tenant, Agent: *agent, Limit: *limit}
+	f := sandbox.AuditFilter{Tenant: *tenant, Agent: *agent, Limit: *limit, OnName: *on}
 	if *since != "" {
 		if f.Since, err = parseSince(*since, time.Now()); err != nil {
 			return &usageError{verb: "audit", msg: "--since: " + err.Error()}

@@ -100,6 +100,15 @@ func TestAudit(t *testing.T) {
 	}
 	mu.Unlock()
 
+	for _, ref := range []string{"web", "acme/web"} {
+		_, _, code = hearth("--sandbox", ref, "--json")
+		mu.Lock()
+		if code != 0 || query.Get("sandbox") != ref {
+			t.Errorf("--sandbox %s = %d, sent sandbox=%q; want it as given", ref, code, query.Get("sandbox"))
+		}
+		mu.Unlock()
+	}
+
 	_, _, code = hearth("--since", "2026-01-02T15:00:00Z", "--json")
 	mu.Lock()
 	if code != 0 || query.Get("since") != "2026-01-02T15:00:00Z" {

@@ -239,7 +239,7 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	caps := opts.Node.Capabilities()
 	return func(ctx context.Context, svc *lifecycle.Service, rec *audit.Recorder, addr string) {
 		sbs.svc = svc
-		provider.AuditTo(rec.Record)
+		provider.AuditTo(rec)
 		go registerNode(ctx, cfg, client, provider, caps, addr, log)
 	}, nil
 }
@@ -257,6 +257,10 @@ func (n *nodeSandboxes) Get(ctx context.Context, p sandbox.Principal, ref string
 
 func (n *nodeSandboxes) Destroy(ctx context.Context, p sandbox.Principal, ref string) error {
 	return n.svc.Sandboxes.Destroy(ctx, p, ref)
+}
+
+func (n *nodeSandboxes) Calls(ctx context.Context, p sandbox.Principal, ref string, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+	return n.svc.Sandboxes.Calls(ctx, p, ref, f)
 }
 
 func (n *nodeSandboxes) Exec(ctx context.Context, p sandbox.Principal, name string, req sandbox.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (sandbox.ExecResult, error) {

@@ -83,6 +83,12 @@ func (v auditLog) List(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.Au
 		where = append(where, fmt.Sprintf(`starts_with(CASE WHEN starts_with(sandbox, %s)
 			THEN substr(sandbox, length(%s) + 1) ELSE sandbox END, %s)`, own, own, arg(f.SandboxPrefix)))
 	}
+	if f.After > 0 {
+		where = append(where, "id > "+arg(f.After))
+	}
+	if f.OnName != "" {
+		where = append(where, fmt.Sprintf("(tenant = %s AND sandbox = %s OR sandbox = %s)", arg(f.OnTenant), arg(f.OnName), arg(sandbox.Ref(f.OnTenant, f.OnName))))
+	}
 	q := `SELECT ` + auditColumns + ` FROM audit`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")

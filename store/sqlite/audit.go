@@ -97,6 +97,14 @@ func (v auditLog) List(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.Au
 			THEN substr(sandbox, length(?) + 1) ELSE sandbox END, 1, length(?)) = ?`)
 		args = append(args, f.OwnPrefix, f.OwnPrefix, f.OwnPrefix, f.SandboxPrefix, f.SandboxPrefix)
 	}
+	if f.After > 0 {
+		where = append(where, "id > ?")
+		args = append(args, f.After)
+	}
+	if f.OnName != "" {
+		where = append(where, "(tenant = ? AND sandbox = ? OR sandbox = ?)")
+		args = append(args, f.OnTenant, f.OnName, sandbox.Ref(f.OnTenant, f.OnName))
+	}
 	q := `SELECT ` + auditColumns + ` FROM audit`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")

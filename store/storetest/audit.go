@@ -223,6 +223,55 @@ func testAuditSandboxPrefix(t *testing.T, open OpenFunc) {
 	}
 }
 
+// testAuditOn: OnTenant and OnName keep the events on one sandbox: its
+// tenant's calls, which name it alone, and other tenants' (operators'),
+// which name it TENANT/NAME; not those of a sandbox of the same name in
+// another tenant, nor of a name it starts. After keeps those appended
+// after an event, whatever their times.
+func testAuditOn(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	on := func(verb, tenant, sb string, d time.Duration) sandbox.AuditEvent {
+		e := newEvent(verb, tenant, "alice", at(d))
+		e.Sandbox = sb
+		return e
+	}
+	mustAppend(t, s,
+		on("mine", "acme", "web", time.Second),
+		on("operator", "operators", "acme/web", 2*time.Second),
+		on("namesake", "globex", "web", 3*time.Second),
+		on("longer", "acme", "web2", 4*time.Second),
+		on("operator-on-namesake", "operators", "globex/web", 5*time.Second),
+		on("mine-again", "acme", "web", 6*time.Second),
+		on("none", "acme", "", 7*time.Second),
+	)
+	all := mustListAudit(t, s, sandbox.AuditFilter{})
+	// Appended last, at the earliest time: a call recorded at its end.
+	mustAppend(t, s, on("late", "acme", "web", 500*time.Millisecond))
+	type auditCase struct {
+		name string
+		f    sandbox.AuditFilter
+		want []string
+	}
+	tests := []auditCase{
+		{"its calls", sandbox.AuditFilter{OnTenant: "acme", OnName: "web"}, []string{"late", "mine", "operator", "mine-again"}},
+		{"the namesake's", sandbox.AuditFilter{OnTenant: "globex", OnName: "web"}, []string{"namesake", "operator-on-namesake"}},
+		{"its tenant's callers", sandbox.AuditFilter{Tenant: "acme", OnTenant: "acme", OnName: "web"}, []string{"late", "mine", "mine-again"}},
+		{"newest", sandbox.AuditFilter{OnTenant: "acme", OnName: "web", Limit: 2}, []string{"operator", "mine-again"}},
+		{"since", sandbox.AuditFilter{Since: at(2 * time.Second), OnTenant: "acme", OnName: "web"}, []string{"operator", "mine-again"}},
+		{"no such sandbox", sandbox.AuditFilter{OnTenant: "acme", OnName: "we"}, []string{}},
+		// After keeps the events appended after one, whatever their At.
+		{"after", sandbox.AuditFilter{After: all[1].ID, OnTenant: "acme", OnName: "web"}, []string{"late", "mine-again"}},
+		{"after the last", sandbox.AuditFilter{After: all[len(all)-1].ID}, []string{"late"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := verbs(mustListAudit(t, s, tt.f)); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Audit.List(%+v) = %q, want %q", tt.f, got, tt.want)
+			}
+		})
+	}
+}
+
 func testAuditDelete(t *testing.T, open OpenFunc) {
 	s := openStore(t, open)
 	ctx := t.Context()

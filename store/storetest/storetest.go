@@ -84,6 +84,7 @@ func Run(t *testing.T, open OpenFunc) {
 		{"Audit/ZeroTime", testAuditZeroTime},
 		{"Audit/List", testAuditList},
 		{"Audit/SandboxPrefix", testAuditSandboxPrefix},
+		{"Audit/On", testAuditOn},
 		{"Audit/Delete", testAuditDelete},
 		{"Audit/Cancelled", testAuditCancelled},
 		{"Secrets", testSecrets},

@@ -138,6 +138,11 @@ func (n *simNode) Exec(context.Context, sandbox.Principal, string, sandbox.ExecR
 	return sandbox.ExecResult{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "simulated node %s runs no command", n.name)
 }
 
+// Calls is refused: a simulated node keeps no audit log.
+func (n *simNode) Calls(context.Context, sandbox.Principal, string, sandbox.AuditFilter) ([]sandbox.AuditEvent, error) {
+	return nil, sandbox.Errorf(sandbox.CodeFailedPrecondition, "simulated node %s keeps no audit log", n.name)
+}
+
 // simFleet is a real hearth control plane on the test binary's
 // Kubernetes cluster whose nodes are simulated in the test process.
 type simFleet struct {

@@ -135,6 +135,46 @@ func (f *kubeFleet) waitReady(t testing.TB, ctx context.Context, name string) {
 	}
 }
 
+// kubectlLogs checks kubectl logs on sandbox name's Pod in namespace ns,
+// whose calls so far include a file write through the API and two
+// kubectl execs: one logfmt line per call, --tail, --timestamps and
+// --previous (refused); and, with --follow, a call made through c (a
+// stat of /tmp) arrives as the log runs.
+func (f *kubeFleet) kubectlLogs(t *testing.T, ctx context.Context, ns, name string, c *client.Client) {
+	t.Helper()
+	out, err := f.kubectl(t, "logs", "-n", ns, name)
+	if err != nil || !strings.Contains(out, "verb=fs.write door=api") || strings.Count(out, "verb=sandbox.exec door=kubernetes") != 2 {
+		t.Fatalf("kubectl logs %s = %q, %v; want its calls: the API's write and two kubectl execs", name, out, err)
+	}
+	for line := range strings.Lines(out) {
+		if !strings.HasPrefix(line, "time=") || !strings.Contains(line, " status=") || !strings.Contains(line, " duration_ms=") {
+			t.Errorf("kubectl logs line %q is not a call's logfmt line", line)
+		}
+	}
+	if out, err := f.kubectl(t, "logs", "-n", ns, name, "--tail=1", "--timestamps"); err != nil || strings.Count(out, "\n") != 1 || !strings.Contains(out, "Z time=") {
+		t.Errorf("kubectl logs --tail=1 --timestamps = %q, %v; want one line, a timestamp first", out, err)
+	}
+	if out, err := f.kubectl(t, "logs", "-n", ns, name, "--previous"); err == nil || !strings.Contains(out, "one container") {
+		t.Errorf("kubectl logs --previous = %q, %v; want it refused", out, err)
+	}
+	var follow testenv.Buffer
+	fctx, stop := context.WithCancel(ctx)
+	cmd := exec.CommandContext(fctx, filepath.Join(f.cluster.Bin, "kubectl"), "--kubeconfig", f.cluster.Kubeconfig, "logs", "-n", ns, name, "--follow", "--tail=1")
+	cmd.Stdout, cmd.Stderr = &follow, &follow
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stop() // kubectl logs --follow runs until it is killed
+		cmd.Wait()
+	}()
+	follow.WaitFor(t, "\n", 10*time.Second) // the last call, first
+	if _, err := c.Stat(ctx, name, "/tmp"); err != nil {
+		t.Fatal(err)
+	}
+	follow.WaitFor(t, "verb=fs.stat", 10*time.Second)
+}
+
 // kubectl runs kubectl on the fleet's cluster and returns its output.
 func (f *kubeFleet) kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -283,6 +323,7 @@ func TestKubeFleet(t *testing.T) {
 		t.Fatalf("kubectl exec of exit 3 = %q, %v; want exit code 3", kout, err)
 	}
 	f.waitAudit(t, ctx, sandbox.DoorKubernetes, "sandbox.exec", "web", 2)
+	f.kubectlLogs(t, ctx, ns, "web", a)
 	// Checkpoint, restore, fork, sleep and wake, through the replicas.
 	webNode := f.planes[0].sandboxNode(t, ctx, "web")
 	ck, err := a.Checkpoint(ctx, "web", sandbox.CheckpointRequest{})
