@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 
 	"github.com/hearth/hearth/node"
@@ -20,8 +21,9 @@ import (
 // checkpoint's own sandbox is there or moving there. Every receive of a
 // memory image and that removal take the image's lock, so a receive
 // either finds the copy a fork still counts on, or none and writes it
-// anew. A copy whose forks never started (their node stopped sending) is
-// an orphan that the next Recover removes: no row here owns it.
+// anew. A copy whose fork will not start there (its node undid the
+// create) goes at the next sweep, and one a daemon stop left behind at
+// the next Recover: no row there owns it.
 
 // memoryImageLock is the key of the lock of the memory image of
 // checkpoint ck on this node.
@@ -32,17 +34,18 @@ func memoryImageLock(ck string) string { return "memory image " + ck }
 type forkMemory struct {
 	*core
 	mu sync.Mutex
-	of map[string]string // fork's sandbox id → checkpoint id
+	of map[string]moveMark // fork's sandbox id → what its row said of its move
 }
 
-// hold records that fork counts on checkpoint ck's memory image.
-func (f *forkMemory) hold(fork, ck string) {
+// hold records that fork, moving here as mark says, counts on the memory
+// image mark names.
+func (f *forkMemory) hold(fork string, mark moveMark) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.of == nil {
-		f.of = map[string]string{}
+		f.of = map[string]moveMark{}
 	}
-	f.of[fork] = ck
+	f.of[fork] = mark
 }
 
 // unhold forgets what fork counted on, and says whether another fork
@@ -51,12 +54,33 @@ func (f *forkMemory) unhold(fork, ck string) (held bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.of, fork)
-	for _, c := range f.of {
-		if c == ck {
+	for _, m := range f.of {
+		if m.memory == ck {
 			return true
 		}
 	}
 	return false
+}
+
+// sweep releases what forks that will not start here counted on: a fork
+// whose row is gone (its node undid the create) or says no more that it
+// moves here from that image. The sweep runs it (sweeper.sweep).
+func (f *forkMemory) sweep(ctx context.Context) {
+	f.mu.Lock()
+	held := maps.Clone(f.of)
+	f.mu.Unlock()
+	for fork, mark := range held {
+		sb, err := f.opts.Store.Sandboxes().ByID(ctx, fork)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			f.log.Error("sweep: look up a fork moving here", "id", fork, "err", err)
+			continue
+		}
+		if now, moving := movingToNode(sb.Reason, f.opts.NodeName); err == nil && sb.Status == sandbox.StatusCreating && moving && now.memory == mark.memory {
+			continue
+		}
+		f.log.Warn("sweep: a fork that received a memory image here will not start here: releasing it", "id", fork, "checkpoint", mark.memory)
+		f.release(ctx, sandbox.Sandbox{ID: fork}, mark)
+	}
 }
 
 // transfer is the transfer of the memory image that fork, a

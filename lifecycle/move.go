@@ -349,8 +349,8 @@ func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t nod
 	if err := s.receive(ctx, t, r, "receive a moved memory image"); err != nil {
 		return err
 	}
-	if sb.Status == sandbox.StatusCreating {
-		s.forkMemory.hold(sb.ID, t.Checkpoint)
+	if mark, ok := movingToNode(sb.Reason, s.opts.NodeName); ok && sb.Status == sandbox.StatusCreating {
+		s.forkMemory.hold(sb.ID, mark)
 	}
 	s.log.Info("moved memory image received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", t.Checkpoint, "tenant", sb.Tenant)
 	return nil

@@ -282,7 +282,7 @@ func TestForkWhenFull(t *testing.T) {
 // keeps its own. A node whose runtime keeps no memory image runs the
 // fork afresh, said. A node keeps a memory image for a fork only when
 // the fork's row names it and it is a memory checkpoint of a sandbox of
-// the sending node.
+// the sending node, and only while the fork is to start there.
 func TestForkMemoryWhenFull(t *testing.T) {
 	mem := driverfake.Options{Memory: true}
 	m := newMoveEnvOn(t, mem, mem)
@@ -338,6 +338,34 @@ func TestForkMemoryWhenFull(t *testing.T) {
 	}
 	if got := m.drvB.Images(); len(got) != 0 {
 		t.Errorf("b kept memory images %q for forged rows", got)
+	}
+
+	// A fork whose image b received but whose node then undid the create:
+	// b's sweep keeps the copy while the row says the fork comes, and
+	// removes it once the row is gone.
+	gone := other
+	gone.ID, gone.Name, gone.Status = "abandoned", "abandoned", sandbox.StatusCreating
+	gone.Reason = "moving to node b with the memory of checkpoint " + ck.ID + " of sandbox " + src.ID + ": forked"
+	if err := m.db.Sandboxes().Create(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	if err := m.drv.SendMemory(ctx, ck.ID, &stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.b.Sandboxes.ReceiveSnapshot(ctx, "local", gone.ID, ck.ID, true, &stream); err != nil {
+		t.Fatalf("b's receive of the memory image a fork's row names = %v", err)
+	}
+	lifecycle.Sweep(ctx, m.b)
+	if got := m.drvB.Images(); len(got) != 1 {
+		t.Fatalf("b's images after a sweep while the fork comes = %q; want the copy kept", got)
+	}
+	if err := m.db.Sandboxes().Delete(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	lifecycle.Sweep(ctx, m.b)
+	if got := m.drvB.Images(); len(got) != 0 {
+		t.Errorf("b's images after a sweep once the fork's create was undone = %q; want the copy gone", got)
 	}
 
 	plainB := newMoveEnvOn(t, mem, driverfake.Options{})

@@ -40,7 +40,8 @@ func (s *sweeper) loop(ctx context.Context) {
 }
 
 // sweep destroys sandboxes past their expiry, marks running sandboxes
-// whose runtime says otherwise as stopped, and tends the warm pool.
+// whose runtime says otherwise as stopped, tends the warm pool, and
+// releases the memory images of forks that will not start here.
 func (s *sweeper) sweep(ctx context.Context) {
 	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
@@ -87,6 +88,7 @@ func (s *sweeper) sweep(ctx context.Context) {
 		}
 	}
 	s.pool.tend(ctx, members)
+	s.sandboxes.forkMemory.sweep(ctx)
 }
 
 // reachable reports whether running sandbox sb's agent can be connected
