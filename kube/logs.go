@@ -100,8 +100,15 @@ func (l callLog) calls(ctx context.Context, f sandbox.AuditFilter) ([]sandbox.Au
 // write writes events to w, one line each, and returns the greatest id
 // of them (last when that is greater).
 func (l callLog) write(w io.Writer, events []sandbox.AuditEvent, last int64) int64 {
+	var line bytes.Buffer
+	h := slog.NewTextHandler(&line, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.LevelKey || a.Key == slog.MessageKey {
+			return slog.Attr{}
+		}
+		return a
+	}})
 	for _, e := range events {
-		var line bytes.Buffer
+		line.Reset()
 		if l.timestamps {
 			line.WriteString(e.At.UTC().Format(time.RFC3339Nano) + " ")
 		}
@@ -109,12 +116,6 @@ func (l callLog) write(w io.Writer, events []sandbox.AuditEvent, last int64) int
 		if e.Code != "" {
 			code = string(e.Code)
 		}
-		h := slog.NewTextHandler(&line, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.LevelKey || a.Key == slog.MessageKey {
-				return slog.Attr{}
-			}
-			return a
-		}})
 		rec := slog.NewRecord(e.At, slog.LevelInfo, "", 0)
 		rec.AddAttrs(slog.String("verb", e.Verb), slog.String("door", e.Door), slog.String("tenant", e.Tenant),
 			slog.String("agent", e.Agent), slog.String("role", string(e.Role)), slog.Int("status", e.Status),

@@ -162,7 +162,7 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 	mark, moved := movingToNode(sb.Reason, s.opts.NodeName)
 	if moved {
 		root, reason = node.Source{Received: true}, cmp.Or(mark.then, reason)
-		defer s.forkMemory.release(ctx, sb, mark)
+		defer s.forkMemory.release(ctx, sb.ID, mark)
 	}
 	caps := s.opts.Node.Capabilities()
 	sb.Node, sb.Runtime = s.opts.NodeName, caps.Runtime

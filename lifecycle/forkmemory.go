@@ -79,32 +79,31 @@ func (f *forkMemory) sweep(ctx context.Context) {
 			continue
 		}
 		f.log.Warn("sweep: a fork that received a memory image here will not start here: releasing it", "id", fork, "checkpoint", mark.memory)
-		f.release(ctx, sandbox.Sandbox{ID: fork}, mark)
+		f.release(ctx, fork, mark)
 	}
 }
 
-// transfer is the transfer of the memory image that fork, a
-// sandbox being created whose row says it moves here from node from
-// resuming from checkpoint ck (see movesHere), resumes from: only a
-// checkpoint with memory of the sandbox the row names, which runs on
-// from, so that a node sends only what it holds itself.
-func (s *forkMemory) transfer(ctx context.Context, fork sandbox.Sandbox, from, ck string) (node.Transfer, error) {
-	mark, _ := movingToNode(fork.Reason, s.opts.NodeName)
-	src, err := s.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
+// transfer is the transfer of the memory image that fork (a sandbox's
+// id), being created and moving here from node from as mark says (see
+// movesHere), resumes from: only a checkpoint with memory of the sandbox
+// the row names, which runs on from, so that a node sends only what it
+// holds itself.
+func (f *forkMemory) transfer(ctx context.Context, fork string, mark moveMark, from string) (node.Transfer, error) {
+	src, err := f.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
 	if err == nil && src.Node != from {
 		err = store.ErrNotFound
 	}
 	var c sandbox.Checkpoint
 	if err == nil {
-		c, err = s.opts.Store.Checkpoints().Get(ctx, src.ID, ck)
+		c, err = f.opts.Store.Checkpoints().Get(ctx, src.ID, mark.memory)
 	}
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && !c.Memory:
-		return node.Transfer{}, sandbox.Errorf(sandbox.CodeNotFound, "node %s holds no memory checkpoint %s of sandbox %s", from, ck, mark.memoryOf)
+		return node.Transfer{}, sandbox.Errorf(sandbox.CodeNotFound, "node %s holds no memory checkpoint %s of sandbox %s", from, mark.memory, mark.memoryOf)
 	case err != nil:
-		return node.Transfer{}, s.internal("get the fork's checkpoint", err)
+		return node.Transfer{}, f.internal("get the fork's checkpoint", err)
 	}
-	return node.Transfer{ID: fork.ID, Checkpoint: ck, Memory: true}, nil
+	return node.Transfer{ID: fork, Checkpoint: mark.memory, Memory: true}, nil
 }
 
 // send sends cur, a fork moving to node target whose root is
@@ -112,45 +111,45 @@ func (s *forkMemory) transfer(ctx context.Context, fork sandbox.Sandbox, from, c
 // image does not reach target, the fork goes without it: its row,
 // updated, says that its processes start afresh, and why. The result is
 // the row as it now is; an error is the store's.
-func (s *forkMemory) send(ctx context.Context, cur sandbox.Sandbox, target, ck, reason string) (sandbox.Sandbox, error) {
-	err := s.core.send(ctx, target, cur, node.Transfer{ID: cur.ID, Checkpoint: ck, Memory: true})
-	s.crash("fork: memory sent")
+func (f *forkMemory) send(ctx context.Context, cur sandbox.Sandbox, target, ck, reason string) (sandbox.Sandbox, error) {
+	err := f.core.send(ctx, target, cur, node.Transfer{ID: cur.ID, Checkpoint: ck, Memory: true})
+	f.crash("fork: memory sent")
 	if err == nil {
 		return cur, nil
 	}
-	s.log.Warn("a fork's processes start afresh on another node: its checkpoint's memory image did not reach it", "sandbox", cur.Name, "id", cur.ID, "to", target, "checkpoint", ck, "err", err)
+	f.log.Warn("a fork's processes start afresh on another node: its checkpoint's memory image did not reach it", "sandbox", cur.Name, "id", cur.ID, "to", target, "checkpoint", ck, "err", err)
 	cur.Reason = movingTo(target) + ": " + reason + " (its processes started afresh: their memory did not reach node " + target + ")"
-	if err := s.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
-		return cur, s.internal("mark the fork moving without its memory", err)
+	if err := f.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
+		return cur, f.internal("mark the fork moving without its memory", err)
 	}
 	return cur, nil
 }
 
-// release removes this node's copy of the memory image fork,
-// which moved here as mark says, started from (or failed to), unless it
-// is still wanted here: by another fork moving here that received it, or
-// because its checkpoint's sandbox runs here or is moving here. It holds
-// the image's lock (see receiveMemory).
-func (s *forkMemory) release(ctx context.Context, fork sandbox.Sandbox, mark moveMark) {
+// release removes this node's copy of the memory image that fork (a
+// sandbox's id), which moved here as mark says, started from (or failed
+// to), unless it is still wanted here: by another fork moving here that
+// received it, or because its checkpoint's sandbox runs here or is moving
+// here. It holds the image's lock (see receiveMemory).
+func (f *forkMemory) release(ctx context.Context, fork string, mark moveMark) {
 	if mark.memory == "" {
 		return
 	}
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	unlock := s.locks.lock(memoryImageLock(mark.memory))
+	unlock := f.locks.lock(memoryImageLock(mark.memory))
 	defer unlock()
-	if s.unhold(fork.ID, mark.memory) {
+	if f.unhold(fork, mark.memory) {
 		return
 	}
-	src, err := s.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
+	src, err := f.opts.Store.Sandboxes().ByID(ctx, mark.memoryOf)
 	switch {
-	case err == nil && (s.mine(src) || s.movingHere(src)):
+	case err == nil && (f.mine(src) || f.movingHere(src)):
 		return // the checkpoint's own image
 	case err != nil && !errors.Is(err, store.ErrNotFound):
-		s.log.Error("look up a fork's source to remove the copy of its memory image; the next Recover removes it", "checkpoint", mark.memory, "err", err)
+		f.log.Error("look up a fork's source to remove the copy of its memory image; the next Recover removes it", "checkpoint", mark.memory, "err", err)
 		return
 	}
-	if err := s.opts.Node.DeleteCheckpoint(ctx, mark.memory); err != nil && !errors.Is(err, node.ErrNotFound) {
-		s.log.Error("remove the copy of a fork's memory image; the next Recover removes it", "checkpoint", mark.memory, "err", err)
+	if err := f.opts.Node.DeleteCheckpoint(ctx, mark.memory); err != nil && !errors.Is(err, node.ErrNotFound) {
+		f.log.Error("remove the copy of a fork's memory image; the next Recover removes it", "checkpoint", mark.memory, "err", err)
 	}
 }

@@ -279,13 +279,17 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, me
 		return sandbox.Errorf(sandbox.CodeNotFound, "no sandbox has id %q", id)
 	case err != nil:
 		return s.internal("get sandbox by id", err)
-	case sb.Node != from || from == s.opts.NodeName || !s.movesHere(sb, ck, memory):
+	}
+	mark, ok := s.movesHere(sb, ck, memory)
+	if sb.Node != from || from == s.opts.NodeName || !ok {
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s is %s on node %s: node %s may not move it here", id, sb.Status, sb.Node, from)
 	}
 	t := node.Transfer{ID: sb.ID, Image: imageSource(sb).Image, DiskBytes: sb.Resources.DiskBytes}
+	var fork moveMark // a fork's move, when it receives its memory image
 	switch {
 	case sb.Status == sandbox.StatusCreating && memory:
-		if t, err = s.forkMemory.transfer(ctx, sb, from, ck); err != nil {
+		fork = mark
+		if t, err = s.forkMemory.transfer(ctx, sb.ID, mark, from); err != nil {
 			return err
 		}
 	case ck != "":
@@ -294,7 +298,7 @@ func (s *Sandboxes) ReceiveSnapshot(ctx context.Context, from, id, ck string, me
 		}
 	}
 	if t.Memory {
-		return s.receiveMemory(ctx, sb, t, r)
+		return s.receiveMemory(ctx, sb, t, r, fork)
 	}
 	if err := s.images.peers.fetch(ctx, t.Image); err != nil {
 		return err
@@ -336,10 +340,11 @@ func (s *core) receive(ctx context.Context, t node.Transfer, r io.Reader, what s
 
 // receiveMemory keeps r, the memory image t names of a checkpoint: of
 // sb, which this node must hold the snapshot of already (Move sends it
-// first), or the one sb, a fork moving here, resumes from (see
-// forkMemory.transfer). It holds the image's lock (see
+// first), or, with fork (sb's move as its row says it) naming an image,
+// the one sb, a fork moving here, resumes from (see forkMemory.transfer),
+// which it then holds. It holds the image's lock (see
 // forkMemory.release).
-func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t node.Transfer, r io.Reader) error {
+func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t node.Transfer, r io.Reader, fork moveMark) error {
 	if !s.opts.Node.Capabilities().MemoryCheckpoint {
 		return sandbox.Errorf(sandbox.CodeFailedPrecondition, "node %s's runtime keeps no memory image: sandbox %s's checkpoint %s holds one", s.opts.NodeName, sb.Name, t.Checkpoint).
 			WithHint("move it to a node of a runtime with memory checkpoints (runsc), or delete that checkpoint first").With("node", s.opts.NodeName)
@@ -349,8 +354,8 @@ func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t nod
 	if err := s.receive(ctx, t, r, "receive a moved memory image"); err != nil {
 		return err
 	}
-	if mark, ok := movingToNode(sb.Reason, s.opts.NodeName); ok && sb.Status == sandbox.StatusCreating {
-		s.forkMemory.hold(sb.ID, mark)
+	if fork.memory != "" {
+		s.forkMemory.hold(sb.ID, fork)
 	}
 	s.log.Info("moved memory image received", "sandbox", sb.Name, "id", sb.ID, "checkpoint", t.Checkpoint, "tenant", sb.Tenant)
 	return nil
@@ -361,19 +366,18 @@ func (s *Sandboxes) receiveMemory(ctx context.Context, sb sandbox.Sandbox, t nod
 // move); of a sandbox being created whose row says it is moving here (a
 // fork its node sends, see forkElsewhere), its root (ck ""), and the
 // memory image of checkpoint ck when the row says the fork resumes from
-// it.
-func (s *Sandboxes) movesHere(sb sandbox.Sandbox, ck string, memory bool) bool {
-	if sb.Status == sandbox.StatusSleeping {
-		return true
+// it. mark is what the row says of its move to this node.
+func (s *Sandboxes) movesHere(sb sandbox.Sandbox, ck string, memory bool) (mark moveMark, ok bool) {
+	mark, moving := movingToNode(sb.Reason, s.opts.NodeName)
+	switch {
+	case sb.Status == sandbox.StatusSleeping:
+		return mark, true
+	case sb.Status != sandbox.StatusCreating || !moving:
+		return mark, false
+	case memory:
+		return mark, ck != "" && ck == mark.memory
 	}
-	mark, ok := movingToNode(sb.Reason, s.opts.NodeName)
-	if sb.Status != sandbox.StatusCreating || !ok {
-		return false
-	}
-	if memory {
-		return ck != "" && ck == mark.memory
-	}
-	return ck == ""
+	return mark, ck == ""
 }
 
 // forkElsewhere starts sb, a fork of checkpoint from.checkpoint whose
@@ -402,11 +406,11 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, from 
 		s.run.undoCreate(dctx, sb)
 		return sandbox.Sandbox{}, true, err
 	}
-	cur := sb
-	cur.Reason = movingTo(target) + ": " + reason
+	cur, moving := sb, movingTo(target)
 	if from.memory {
-		cur.Reason = movingWithMemory(target, from.of, from.checkpoint) + ": " + reason
+		moving = movingWithMemory(target, from.of, from.checkpoint)
 	}
+	cur.Reason = moving + ": " + reason
 	if err := s.opts.Store.Sandboxes().Update(ctx, cur); err != nil {
 		s.run.undoCreate(dctx, sb)
 		return sandbox.Sandbox{}, true, s.internal("mark the fork moving", err)

@@ -63,7 +63,7 @@ func (s *Sandboxes) Create(ctx context.Context, p sandbox.Principal, req sandbox
 // the sandbox it was taken of.
 type origin struct {
 	// checkpoint is the checkpoint a fork's root starts as, and of the
-	// id of its sandbox.
+	// id of the sandbox it was taken of.
 	checkpoint, of string
 	// memory: the checkpoint holds its processes' memory, and the fork
 	// resumes them (see Checkpoints.Fork).
