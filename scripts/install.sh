@@ -25,7 +25,8 @@
 #     tests: the MCP conformance suite and TypeScript SDK, and the Sprites
 #     JavaScript SDK, from npm, cached in $HEARTH_CACHE/node22,
 #     $HEARTH_CACHE/mcp-js and $HEARTH_CACHE/sprites-js;
-#   - bin/hearth and bin/hearth-agent (static) in the checkout.
+#   - bin/hearth, bin/hearth-kube (hearth with its Kubernetes daemons) and
+#     bin/hearth-agent (static) in the checkout.
 # Safe to run again: it only does what is missing. Needs root and Go >= 1.26.
 set -euo pipefail
 
@@ -141,7 +142,11 @@ npm_packages sprites-js "$sprites_js_packages"
 
 bash scripts/kube.sh >/dev/null
 
-say "building bin/hearth and bin/hearth-agent"
+say "building bin/hearth, bin/hearth-kube and bin/hearth-agent"
 mkdir -p bin
-CGO_ENABLED=0 go build -trimpath -o bin/hearth ./cmd/hearth
+# bin/hearth links no Kubernetes library (the tag nokube; see
+# cmd/hearth/kube_omitted.go): every command-line call starts in a fifth of
+# the time. It hands a daemon in a cluster to bin/hearth-kube.
+CGO_ENABLED=0 go build -trimpath -tags nokube -o bin/hearth ./cmd/hearth
+CGO_ENABLED=0 go build -trimpath -o bin/hearth-kube ./cmd/hearth
 CGO_ENABLED=0 go build -trimpath -o bin/hearth-agent ./cmd/hearth-agent

@@ -13,6 +13,9 @@ if [ -n "$unformatted" ]; then
 	echo "gofmt needed on:" >&2; echo "$unformatted" >&2; exit 1
 fi
 go vet ./...
+# bin/hearth is cmd/hearth built with the tag nokube (scripts/install.sh):
+# it is vetted and tested as built too.
+go vet -tags nokube ./cmd/hearth
 
 # The default image is built once (debootstrap, ~1 min) and shared by the
 # daemon tests and the driver conformance suite.
@@ -23,6 +26,7 @@ export HEARTH_TEST_ROOTFS=$HEARTH_IMAGE_CACHE/default/rootfs
 export HEARTH_TEST_STRICT=1
 
 go test -race -timeout 60m -count=1 ./...
+go test -race -count=1 -tags nokube ./cmd/hearth
 
 # A short run of every fuzz test beyond its checked-in seeds (which the run
 # above already replays): HEARTH_FUZZTIME each (10s by default; 0 skips).

@@ -1,3 +1,5 @@
+//go:build !nokube
+
 package main
 
 import (
@@ -25,32 +27,6 @@ import (
 	"github.com/hearth/hearth/sandbox"
 )
 
-// kubeRole is what a daemon is in a Kubernetes cluster.
-type kubeRole int
-
-const (
-	kubeNone         kubeRole = iota // not in one: it runs its own sandboxes
-	kubeControlPlane                 // `hearth serve --kubeconfig`: its sandboxes are Pods on hearth nodes
-	kubeNode                         // `hearth node`: a Node that runs the Pods bound to it
-)
-
-// kubeConfig is how a daemon reaches its cluster, and, for a node, how it
-// registers.
-type kubeConfig struct {
-	role       kubeRole
-	kubeconfig string
-	inCluster  bool
-	// pool labels a node's Node (hearth.dev/pool).
-	pool string
-	// kubeletListen and clientCA serve the kubelet API (kubectl exec).
-	kubeletListen, clientCA string
-	// capacity is what a node offers sandboxes.
-	capacity corev1.ResourceList
-}
-
-// enabled says whether the flags name a cluster.
-func (k kubeConfig) enabled() bool { return k.kubeconfig != "" || k.inCluster }
-
 // client is the API server client of k.
 func (k kubeConfig) client() (kubernetes.Interface, error) {
 	var cfg *rest.Config
@@ -75,13 +51,6 @@ func quietKlog(stderr io.Writer) {
 	klog.SetSlogLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "kubernetes"))
 }
 
-// kubeFlags defines the flags that name the cluster; what says what it is
-// for.
-func kubeFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string, what string) {
-	fl.StringVar(&cfg.kube.kubeconfig, "kubeconfig", env("HEARTH_KUBECONFIG"), "kubeconfig `FILE` of "+what)
-	fl.BoolVar(&cfg.kube.inCluster, "in-cluster", false, "reach the cluster as the Pod this daemon runs in (its service account), instead of --kubeconfig")
-}
-
 // runNode runs `hearth node`: a daemon that runs sandboxes, as serve
 // does, on the store its control plane shares, registered as the
 // Kubernetes Node --name; the Pods bound to it are its sandboxes.
@@ -92,6 +61,10 @@ func runNode(ctx context.Context, args []string, env func(string) string, stdout
 	}
 	return serveDaemon(ctx, cfg, stdout, stderr)
 }
+
+// inKube lets the daemon verb run here: this binary links the Kubernetes
+// libraries (see kube_omitted.go for the one that does not).
+func inKube(string, []string) error { return nil }
 
 // parseNode parses the flags of `hearth node`.
 func parseNode(args []string, env func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -104,7 +77,7 @@ func parseNode(args []string, env func(string) string, stderr io.Writer) (serveC
 	fl.StringVar(&cfg.kube.pool, "pool", "", "node `POOL` this machine belongs to (the Node's label hearth.dev/pool): tenants pinned to a pool land only on its nodes")
 	fl.StringVar(&cfg.kube.kubeletListen, "kubelet-listen", "", "`HOST:PORT` of the kubelet API the API server calls for kubectl exec (TLS; needs --client-ca); none by default")
 	fl.StringVar(&cfg.kube.clientCA, "client-ca", "", "`FILE` of the CA whose client certificates the kubelet API accepts: the API server's kubelet client certificate's (default with --in-cluster: the cluster's CA, from the service account)")
-	capacity := fl.String("capacity", "", "what this machine offers sandboxes, as `cpu=N,memory=Q,pods=N,ephemeral-storage=Q` (default: 8 CPUs per core, twice its memory, 1000 pods, 8 times the layer store's size: sizes are caps, not reservations)")
+	fl.StringVar(&cfg.kube.capacity, "capacity", "", "what this machine offers sandboxes, as `cpu=N,memory=Q,pods=N,ephemeral-storage=Q` (default: 8 CPUs per core, twice its memory, 1000 pods, 8 times the layer store's size: sizes are caps, not reservations)")
 	if err := parseDaemonFlags(fl, "node", args); err != nil {
 		return cfg, err
 	}
@@ -125,11 +98,16 @@ func parseNode(args []string, env func(string) string, stderr io.Writer) (serveC
 		cfg.kube.clientCA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 	}
 	cfg.kube.role = kubeNode
-	var err error
-	if cfg.kube.capacity, err = parseCapacity(*capacity, cfg.layersSize); err != nil {
+	if _, err := cfg.kube.resources(cfg.layersSize); err != nil {
 		return cfg, &usageError{verb: "node", msg: "--capacity: " + err.Error()}
 	}
 	return cfg, finishServe(&cfg)
+}
+
+// resources is what a node offers sandboxes: --capacity over the
+// defaults (parseCapacity) for a layer store of disk bytes.
+func (k kubeConfig) resources(disk int64) (corev1.ResourceList, error) {
+	return parseCapacity(k.capacity, disk)
 }
 
 // parseCapacity parses --capacity over the defaults, which overcommit the
@@ -167,19 +145,6 @@ func parseCapacity(v string, disk int64) (corev1.ResourceList, error) {
 		out[name] = qty
 	}
 	return out, nil
-}
-
-// controlPlaneNode is a control plane's node.None: what its fleet's nodes
-// offer, by the runtime --runtime names (runsc by default).
-func controlPlaneNode(cfg serveConfig) node.None {
-	caps := node.Capabilities{Runtime: cfg.runtime, Isolation: "container", Egress: true}
-	if caps.Runtime == "" {
-		caps.Runtime = "runsc"
-	}
-	if caps.Runtime == "runsc" {
-		caps.Isolation, caps.MemoryCheckpoint = "gvisor", true
-	}
-	return node.None{Caps: caps}
 }
 
 // kubeWiring sets opts' hooks for this daemon's part in cfg's cluster,
@@ -225,7 +190,11 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 		},
 		Logger: klog,
 	})
-	provider.SetCapacity(cfg.kube.capacity)
+	capacity, err := cfg.kube.resources(cfg.layersSize)
+	if err != nil {
+		return nil, err
+	}
+	provider.SetCapacity(capacity)
 	opts.Bind, opts.PlaceOn, opts.PickNode, opts.Fits = fleet.Bind, fleet.PlaceOn, fleet.PickNode, provider.Fits
 	opts.Released, opts.Asleep = provider.Released, provider.Asleep
 	// A sandbox moved away has its Pod follow it: the Pod of its name
@@ -240,7 +209,7 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	return func(ctx context.Context, svc *lifecycle.Service, rec *audit.Recorder, addr string) {
 		sbs.svc = svc
 		provider.AuditTo(rec)
-		go registerNode(ctx, cfg, client, provider, caps, addr, log)
+		go registerNode(ctx, cfg, client, provider, caps, capacity, addr, log)
 	}, nil
 }
 
@@ -269,7 +238,7 @@ func (n *nodeSandboxes) Exec(ctx context.Context, p sandbox.Principal, name stri
 
 // registerNode runs the node's registration as cfg.node until ctx ends,
 // its address the host of addr; a failure is logged.
-func registerNode(ctx context.Context, cfg serveConfig, client kubernetes.Interface, provider *kube.Provider, caps node.Capabilities, addr string, log *slog.Logger) {
+func registerNode(ctx context.Context, cfg serveConfig, client kubernetes.Interface, provider *kube.Provider, caps node.Capabilities, capacity corev1.ResourceList, addr string, log *slog.Logger) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		host = addr
@@ -277,7 +246,7 @@ func registerNode(ctx context.Context, cfg serveConfig, client kubernetes.Interf
 	err = kube.RunNode(ctx, kube.NodeOptions{
 		Client: client, Name: cfg.node, Pool: cfg.kube.pool,
 		Runtime: caps.Runtime, Isolation: caps.Isolation,
-		Capacity: cfg.kube.capacity, Address: host,
+		Capacity: capacity, Address: host,
 		KubeletListen: cfg.kube.kubeletListen, ClientCAFile: cfg.kube.clientCA,
 		Provider: provider, Version: "hearth-" + version(),
 		Logger: log.With("component", "kube"),

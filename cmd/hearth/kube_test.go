@@ -1,3 +1,5 @@
+//go:build !nokube
+
 package main
 
 import (
@@ -19,10 +21,14 @@ func TestParseNode(t *testing.T) {
 	if cfg.node != "hn0" || cfg.kube.role != kubeNode || cfg.kube.pool != "gold" {
 		t.Fatalf("cfg = node %q, role %v, pool %q", cfg.node, cfg.kube.role, cfg.kube.pool)
 	}
-	if cpu, pods := cfg.kube.capacity.Cpu().MilliValue(), cfg.kube.capacity.Pods().Value(); cpu != 3500 || pods != 10 {
+	capacity, err := cfg.kube.resources(cfg.layersSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu, pods := capacity.Cpu().MilliValue(), capacity.Pods().Value(); cpu != 3500 || pods != 10 {
 		t.Fatalf("capacity cpu %dm, pods %d; want the flag's", cpu, pods)
 	}
-	if mem := cfg.kube.capacity.Memory().Value(); mem <= 0 {
+	if mem := capacity.Memory().Value(); mem <= 0 {
 		t.Fatalf("memory %d; want the default", mem)
 	}
 	for _, tc := range []struct {

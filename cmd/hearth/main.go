@@ -2,6 +2,10 @@
 // client: every other verb is a thin client of the HTTP API (see package
 // client), so what a script sees here is what any other door would see.
 //
+// It is built twice: bin/hearth with the tag nokube, which links no
+// Kubernetes library and hands a daemon in a cluster to bin/hearth-kube,
+// built without the tag (kubeflags.go, kube.go, kube_omitted.go).
+//
 // Conventions every verb keeps, because scripts depend on them:
 //
 //   - human output (tables, key: value lines) on stdout by default; --json

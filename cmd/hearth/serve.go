@@ -128,6 +128,11 @@ func runServe(ctx context.Context, args []string, env func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if cfg.kube.enabled() {
+		if err := inKube("serve", args); err != nil {
+			return err
+		}
+	}
 	return serveDaemon(ctx, cfg, stdout, stderr)
 }
 
@@ -728,8 +733,8 @@ func finishServe(cfg *serveConfig) error {
 	}
 	if cfg.agentPath == "" {
 		var err error
-		if cfg.agentPath, err = findAgent(); err != nil {
-			return err
+		if cfg.agentPath, err = findBeside("hearth-agent"); err != nil {
+			return errors.New("hearth-agent not found beside hearth or in PATH; build it with `CGO_ENABLED=0 go build ./cmd/hearth-agent` or pass --agent")
 		}
 	}
 	return nil
@@ -800,18 +805,19 @@ func parseWarmPool(v string) (map[string]int, error) {
 	return pool, nil
 }
 
-// findAgent looks for hearth-agent beside this executable, then in PATH.
-func findAgent() (string, error) {
+// findBeside looks for the executable name beside this one, then in PATH.
+func findBeside(name string) (string, error) {
 	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "hearth-agent")
+		p := filepath.Join(filepath.Dir(self), name)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath("hearth-agent"); err == nil {
-		return filepath.Abs(p)
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
 	}
-	return "", errors.New("hearth-agent not found beside hearth or in PATH; build it with `CGO_ENABLED=0 go build ./cmd/hearth-agent` or pass --agent")
+	return filepath.Abs(p)
 }
 
 // defaultImage is the name of the image create uses when none is named.

@@ -269,6 +269,47 @@ func TestAgentLinksNoHTTP(t *testing.T) {
 	}
 }
 
+// kubeLibraries are the import paths of the Kubernetes libraries (and of
+// hearth's own package on them), with the packages under each, that
+// bin/hearth, the command-line build (the tag nokube), must not link:
+// their package initialization costs every call of the command ~25 ms of
+// CPU before it starts.
+var kubeLibraries = []string{"k8s.io", "sigs.k8s.io", "github.com/virtual-kubelet", module + "/kube"}
+
+// TestCLILinksNoKubernetes checks that hearth built with the tag nokube
+// links none of kubeLibraries, that it builds, and that the build without
+// the tag (hearth-kube) does link them: the check checks something.
+func TestCLILinksNoKubernetes(t *testing.T) {
+	kubeLinked := func(deps []pkg) []string {
+		var found []string
+		for _, p := range deps {
+			for _, prefix := range kubeLibraries {
+				root := strings.TrimSuffix(prefix, "/")
+				if p.ImportPath == root || strings.HasPrefix(p.ImportPath, root+"/") {
+					found = append(found, p.ImportPath)
+				}
+			}
+		}
+		return found
+	}
+	slim := goList(t, "-deps", "-tags", "nokube", "./cmd/hearth")
+	if len(slim) < 100 {
+		t.Fatalf("go list -deps found %d packages for hearth; the check would check nothing", len(slim))
+	}
+	if found := kubeLinked(slim); len(found) > 0 {
+		t.Errorf("hearth (-tags nokube) links %d Kubernetes packages, among them %s", len(found), strings.Join(found[:min(5, len(found))], ", "))
+	}
+	if found := kubeLinked(goList(t, "-deps", "./cmd/hearth")); len(found) == 0 {
+		t.Error("hearth-kube (no tag) links no Kubernetes package; kubeLibraries names none of what it links")
+	}
+	cmd := exec.Command("go", "build", "-tags", "nokube", "-o", filepath.Join(t.TempDir(), "hearth"), "./cmd/hearth")
+	cmd.Dir = moduleRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags nokube ./cmd/hearth: %v\n%s", err, out)
+	}
+}
+
 // fixtureStrings are names of the MCP conformance suite's fixtures
 // (testutil/mcpfixtures) and the flag that once added them to the daemon:
 // none may be in the hearth binary.

@@ -1,7 +1,7 @@
 // Package daemonproc runs real `hearth serve` processes for the tests that
 // drive hearth from outside: the end-to-end tests (test/e2e) and the attack
-// suite (test/attack). It builds the hearth and hearth-agent binaries once
-// per test binary, starts daemons on temporary data dirs, and cleans up
+// suite (test/attack). It builds the hearth, hearth-kube and hearth-agent
+// binaries once per test binary, as scripts/install.sh does, starts daemons on temporary data dirs, and cleans up
 // after them: every sandbox destroyed, the daemon stopped, the runtime's
 // leftovers deleted, its instance's network and cgroup parent torn down
 // (each daemon is an instance of its own, see package instance), mounts
@@ -37,7 +37,10 @@ import (
 
 // Binaries are what a test binary built once for all its daemons.
 type Binaries struct {
-	// Dir holds the binaries; Hearth and Agent are their paths.
+	// Dir holds the binaries; Hearth and Agent are their paths. Hearth is
+	// built without the Kubernetes libraries (the tag nokube), as
+	// bin/hearth is, and hands a daemon in a cluster to the hearth-kube
+	// beside it.
 	Dir, Hearth, Agent string
 	// Runtimes are the OCI runtimes found in PATH, in the order runc,
 	// runsc, crun.
@@ -78,11 +81,15 @@ func build() {
 	if bins.err != nil {
 		return
 	}
-	for _, name := range []string{"hearth", "hearth-agent"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(b.Dir, name), "github.com/hearth/hearth/cmd/"+name)
+	for _, bin := range []struct{ name, pkg, tags string }{
+		{"hearth", "hearth", "nokube"},
+		{"hearth-kube", "hearth", ""},
+		{"hearth-agent", "hearth-agent", ""},
+	} {
+		cmd := exec.Command("go", "build", "-tags="+bin.tags, "-o", filepath.Join(b.Dir, bin.name), "github.com/hearth/hearth/cmd/"+bin.pkg)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			bins.err = fmt.Errorf("build %s: %v\n%s", name, err, out)
+			bins.err = fmt.Errorf("build %s: %v\n%s", bin.name, err, out)
 			return
 		}
 	}
