@@ -18,7 +18,7 @@ import (
 // runsc (driver/oci runtimeFlags and networkFlags, no network), none for
 // runc and crun.
 var bareFlags = map[string][]string{
-	"runsc": {"--platform=systrap", "--overlay2=none", "--network=none"},
+	"runsc": {"--platform=systrap", "--overlay2=none", "--systrap-disable-fast-path", "--network=none"},
 }
 
 // bareRuns is the creates scenario's baseline, measured in the same run:

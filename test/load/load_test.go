@@ -9,7 +9,9 @@
 // at HEARTH_URL with the operator token HEARTH_TOKEN (then the soak does
 // not kill it and checks no host leftovers). HEARTH_LOAD picks the sizes:
 // short (the default, a few minutes in all, what `go test ./...` runs) or
-// full; HEARTH_LOAD_DENSITY overrides the density scenario's count.
+// full; HEARTH_LOAD_DENSITY overrides the density scenario's count, and
+// HEARTH_LOAD_SERVE_ARGS adds flags to the daemon a test starts (to compare
+// settings, e.g. --runtime-flag=--systrap-disable-fast-path).
 //
 // Every scenario logs p50/p99/max latency, throughput and errors by code,
 // and one summary line starting "load:". A test fails on an error that
@@ -138,6 +140,7 @@ func newTarget(t *testing.T, serveArgs ...string) *target {
 	if !slices.Contains(b.Runtimes, rt) {
 		testenv.Skip(t, "the load tests run under %s, which is not installed (./scripts/install.sh)", rt)
 	}
+	serveArgs = append(serveArgs, strings.Fields(os.Getenv("HEARTH_LOAD_SERVE_ARGS"))...)
 	d := daemonproc.New(t, rt, serveArgs...)
 	return &target{t: t, d: d, prefix: "ld-", url: d.URL, token: d.Token}
 }
