@@ -287,8 +287,9 @@ func checkOptions(opts Options) error {
 //     that many sandboxes share, one sandbox's spinning is CPU the others
 //     wait for. Measured with test/load (docs/BENCHMARKS.md, "Under
 //     load"): creates 4–14% faster in each of six alternated pairs, busy
-//     execs 87.7/s against 76.0/s, an idle sandbox's exec no slower. RuntimeFlags may
-//     give --systrap-disable-fast-path=false (the last one counts).
+//     execs 87.7/s against 76.0/s, an idle sandbox's exec no slower.
+//     RuntimeFlags may give --systrap-disable-fast-path=false (the last
+//     one counts).
 //
 // runc and crun need none. The network is per sandbox: see networkFlags.
 func runtimeFlags(rt string) []string {
