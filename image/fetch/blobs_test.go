@@ -280,12 +280,11 @@ func flip(b []byte) []byte {
 func TestPullStalled(t *testing.T) {
 	reg := registry.Start(t, registry.Options{})
 	img, d, size := bigLayer(t, reg, "app:1")
-	stalled := false
+	var stalled atomic.Bool // the proxy's handlers run concurrently
 	p := newProxy(t, reg.Host, func(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
-		if stalled || !isBlobGet(r, d) {
+		if !isBlobGet(r, d) || !stalled.CompareAndSwap(false, true) {
 			return false
 		}
-		stalled = true
 		copyHeader(w, resp)
 		w.WriteHeader(resp.StatusCode)
 		io.CopyN(w, resp.Body, resp.ContentLength/2)
