@@ -9,6 +9,16 @@
 //
 // It must be built static (CGO_ENABLED=0): it runs on whatever root
 // filesystem the sandbox has.
+//
+// Under gVisor every system call the agent makes is a round trip to the
+// sentry, tens of µs of the host's CPU, and the agent's start is part of
+// every create. So its runtime makes none it does not need: it does not
+// name its memory mappings (decoratemappings, a prctl per mapping) nor
+// size GOMAXPROCS from its cgroup (containermaxprocs, files read at start
+// and each second after), and main runs it on one P (see main).
+//
+//go:debug decoratemappings=0
+//go:debug containermaxprocs=0
 package main
 
 import (
@@ -40,6 +50,11 @@ const shutdownGrace = 5 * time.Second
 const quiesceDrain = 2 * time.Second
 
 func main() {
+	// One P: the agent waits on its sandbox's commands and sockets and
+	// computes little, and a second P costs it, under gVisor, the futex
+	// wake-ups and yields of the scheduler's spinning and work stealing.
+	// Setting it also stops the runtime's periodic GOMAXPROCS updates.
+	runtime.GOMAXPROCS(1)
 	if err := run(context.Background(), os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
 		os.Exit(1)
