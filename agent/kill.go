@@ -49,18 +49,16 @@ func parseStat(b []byte) (proc, bool) {
 // scanProcs reads every process; zombies (state Z or X) are included only
 // with zombies set: they are dead, and only waiting removes them.
 func scanProcs(zombies bool) []proc {
-	d, err := os.Open("/proc")
+	names, err := kernelDirNames("/proc")
 	if err != nil {
 		return nil
 	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
 	out := make([]proc, 0, len(names))
 	for _, name := range names {
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
+		b, err := readKernelFile("/proc/" + name + "/stat")
 		if err != nil {
 			continue // exited meanwhile
 		}

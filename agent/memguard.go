@@ -204,7 +204,7 @@ func guardWait(limit, used uint64) time.Duration {
 
 // used is how many bytes the sandbox's memory holds: MemTotal minus MemFree.
 func (g *memGuard) used() (uint64, error) {
-	b, err := os.ReadFile(g.proc + "/meminfo")
+	b, err := readKernelFile(g.proc + "/meminfo")
 	if err != nil {
 		return 0, err
 	}
@@ -278,18 +278,16 @@ func (g *memGuard) residentTotal() (total uint64, others int) {
 // bytes, from its statm alone (one read per process; a zombie's set is
 // empty).
 func (g *memGuard) eachResident(fn func(pid int, rss uint64)) {
-	d, err := os.Open(g.proc)
+	names, err := kernelDirNames(g.proc)
 	if err != nil {
 		return
 	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
 	for _, name := range names {
 		p, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(g.proc + "/" + name + "/statm")
+		b, err := readKernelFile(g.proc + "/" + name + "/statm")
 		if err != nil {
 			continue // exited meanwhile
 		}
@@ -303,14 +301,14 @@ func (g *memGuard) eachResident(fn func(pid int, rss uint64)) {
 // (a zombie holds no memory).
 func (g *memGuard) resident(pid int) (uint64, bool) {
 	dir := g.proc + "/" + strconv.Itoa(pid)
-	b, err := os.ReadFile(dir + "/stat")
+	b, err := readKernelFile(dir + "/stat")
 	if err != nil {
 		return 0, false
 	}
 	if p, ok := parseStat(b); !ok || p.state == 'Z' || p.state == 'X' {
 		return 0, false
 	}
-	if b, err = os.ReadFile(dir + "/statm"); err != nil {
+	if b, err = readKernelFile(dir + "/statm"); err != nil {
 		return 0, false
 	}
 	return parseResident(b)

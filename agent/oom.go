@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"strconv"
 )
 
@@ -22,7 +21,7 @@ func (s *Server) oomKills() (uint64, bool) {
 		return s.guard.kills.Load(), true
 	}
 	for _, f := range []string{oomEventsV2, oomControlV1} {
-		b, err := os.ReadFile(f)
+		b, err := readKernelFile(f)
 		if err != nil {
 			continue
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,11 +25,11 @@ const tcpListen = "0A"
 // namespace, which is the sandbox's; under gVisor, its netstack's). A
 // missing tcp6 is IPv6 turned off, not an error.
 func listeningPorts(procNet string) ([]sandbox.ListeningPort, error) {
-	tcp, err := os.ReadFile(filepath.Join(procNet, "tcp"))
+	tcp, err := readKernelFile(filepath.Join(procNet, "tcp"))
 	if err != nil {
 		return nil, err
 	}
-	tcp6, err := os.ReadFile(filepath.Join(procNet, "tcp6"))
+	tcp6, err := readKernelFile(filepath.Join(procNet, "tcp6"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}

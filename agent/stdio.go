@@ -40,15 +40,15 @@ func pipes(withStdin bool) (_ *stdio, err error) {
 		}
 	}()
 	if withStdin {
-		st.child[0], st.stdin, err = os.Pipe()
+		st.stdin, st.child[0], err = childPipe(true)
 	} else {
-		st.child[0], err = os.Open(os.DevNull)
+		st.child[0], err = devNull()
 	}
 	if err != nil {
 		return nil, fsError(err, "stdin")
 	}
 	for i, kind := range []FrameKind{FrameStdout, FrameStderr} {
-		r, w, err := os.Pipe()
+		r, w, err := childPipe(false)
 		if err != nil {
 			return nil, fsError(err, "stdout and stderr")
 		}
@@ -56,6 +56,40 @@ func pipes(withStdin bool) (_ *stdio, err error) {
 		st.outputs = append(st.outputs, output{r, kind})
 	}
 	return st, nil
+}
+
+// childPipe returns a pipe between the agent and a child: own is the
+// agent's end, non-blocking and in the Go runtime's poller, and child the
+// child's, blocking and never in the poller, which the agent only hands on
+// and closes. (os.Pipe would put both ends in the poller, and the child's
+// would be set blocking again as it is handed on: under gVisor each of
+// those fcntls and epoll_ctls is a round trip to the sentry.) With
+// toChild the child reads and the agent writes; otherwise the reverse.
+func childPipe(toChild bool) (own, child *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	o, c := p[0], p[1]
+	if toChild {
+		o, c = c, o
+	}
+	// The ends are two open files: the child's alone turns blocking.
+	if err := unix.SetNonblock(c, false); err != nil {
+		unix.Close(o)
+		unix.Close(c)
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(o), "|agent"), os.NewFile(uintptr(c), "|child"), nil
+}
+
+// devNull opens /dev/null for a child's stdin, outside the poller.
+func devNull() (*os.File, error) {
+	fd, err := openKernel(os.DevNull, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), os.DevNull), nil
 }
 
 // terminal returns stdio over a new terminal of the given size whose slave,
