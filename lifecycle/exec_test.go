@@ -118,7 +118,7 @@ func TestWakeVanished(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t, a1, "web")
 	e.exec(t, a1, "web", "echo before > kept")
-	if err := e.drv.Vanish(sb.ID); err != nil {
+	if err := e.drv.Faults().Vanish(sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	e.setRow(t, sb, sandbox.StatusStopped, "vanished from the runtime")
@@ -132,7 +132,7 @@ func TestWakeVanished(t *testing.T) {
 func TestWakeFails(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.stop(t, e.create(t, a1, "web"))
-	e.drv.FailStart(errors.New("boom"))
+	e.drv.Faults().FailStart(errors.New("boom"))
 	_, err := e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
 	wantCode(t, "Exec(web) when the wake fails", err, sandbox.CodeUnavailable)
 	if row := e.row(t, "web"); row.Status != sandbox.StatusStopped || row.Reason != "exited" {
@@ -140,7 +140,7 @@ func TestWakeFails(t *testing.T) {
 	}
 	e.wantHeld(t, sb.ID) // nothing released
 
-	e.drv.FailStart(nil)
+	e.drv.Faults().FailStart(nil)
 	e.exec(t, a1, "web", "true")
 }
 
@@ -161,12 +161,12 @@ func TestWakeCallerGoes(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.stop(t, e.create(t, a1, "web"))
 	ctx, cancel := context.WithCancel(t.Context())
-	e.drv.SetStartHook(func(context.Context, driver.Spec) error {
+	e.drv.Faults().SetStartHook(func(context.Context, driver.Spec) error {
 		cancel() // the caller goes away while the runtime starts
 		return nil
 	})
 	e.svc.Processes.Exec(ctx, a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil)
-	e.drv.SetStartHook(nil)
+	e.drv.Faults().SetStartHook(nil)
 
 	if _, err := e.svc.Processes.Exec(t.Context(), a1, "web", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil {
 		row := e.row(t, "web")
@@ -181,7 +181,7 @@ func TestExecOOM(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t, a1, "web")
 	e.clock.Advance(time.Minute)
-	if err := e.drv.OOMNextExec(sb.ID); err != nil {
+	if err := e.drv.Faults().OOMNextExec(sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	_, res := e.exec(t, a1, "web", "kill -9 $$")
@@ -210,7 +210,7 @@ func TestExecOOM(t *testing.T) {
 func TestDeadRunningSandboxWakes(t *testing.T) {
 	e := newEnv(t, nil)
 	sb := e.create(t, a1, "web")
-	if err := e.drv.Die(sb.ID, true); err != nil {
+	if err := e.drv.Faults().Die(sb.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	if out, res := e.exec(t, a1, "web", "echo back"); out != "back\n" || res.ExitCode != 0 {

@@ -218,7 +218,7 @@ func (e *env) setRow(t *testing.T, sb sandbox.Sandbox, status sandbox.Status, re
 // sweep does.
 func (e *env) stop(t *testing.T, sb sandbox.Sandbox) sandbox.Sandbox {
 	t.Helper()
-	if err := e.drv.Die(sb.ID, false); err != nil {
+	if err := e.drv.Faults().Die(sb.ID, false); err != nil {
 		t.Fatalf("Die(%s) = %v", sb.ID, err)
 	}
 	return e.setRow(t, sb, sandbox.StatusStopped, "exited")

@@ -299,7 +299,7 @@ func TestWarmPoolSweep(t *testing.T) {
 		t.Errorf("after a sweep two days on, the members are %q, want %q untouched", ids(got...), ids(members...))
 	}
 
-	if err := e.drv.Die(members[0].ID, false); err != nil {
+	if err := e.drv.Faults().Die(members[0].ID, false); err != nil {
 		t.Fatal(err)
 	}
 	lifecycle.Sweep(ctx, e.svc)

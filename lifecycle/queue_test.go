@@ -63,7 +63,7 @@ func TestCreatesQueueFairly(t *testing.T) {
 	const limit, many, few = 2, 16, 3
 	e := newEnv(t, func(o *envOptions) { o.MaxConcurrentStarts = limit })
 	st := &starts{open: make(chan struct{})}
-	e.drv.SetStartHook(st.hook)
+	e.drv.Faults().SetStartHook(st.hook)
 	var wg sync.WaitGroup
 	tenantOf := sync.Map{} // sandbox id → tenant
 	create := func(p sandbox.Principal, name string) {
@@ -125,7 +125,7 @@ func tenants(tenantOf *sync.Map, ids []string) []any {
 func TestQueuedCreateDeadline(t *testing.T) {
 	e := newEnv(t, func(o *envOptions) { o.MaxConcurrentStarts = 1 })
 	st := &starts{open: make(chan struct{})}
-	e.drv.SetStartHook(st.hook)
+	e.drv.Faults().SetStartHook(st.hook)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.create(t, a1, "first") })
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {

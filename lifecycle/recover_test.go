@@ -56,7 +56,7 @@ func TestRecover(t *testing.T) {
 	oomed := e.create(t, a1, "oomed")
 	vanished := e.create(t, a1, "vanished")
 	asleep := e.stop(t, e.create(t, a1, "asleep"))
-	for _, err := range []error{e.drv.Die(exited.ID, false), e.drv.Die(oomed.ID, true), e.drv.Vanish(vanished.ID)} {
+	for _, err := range []error{e.drv.Faults().Die(exited.ID, false), e.drv.Faults().Die(oomed.ID, true), e.drv.Faults().Vanish(vanished.ID)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestSweep(t *testing.T) {
 		alive := long("alive")
 		asleep := e.stop(t, long("asleep"))
 		dead, oomed, lost, deaf := long("dead"), long("oomed"), long("lost"), long("deaf")
-		for _, err := range []error{e.drv.Die(dead.ID, false), e.drv.Die(oomed.ID, true), e.drv.Vanish(lost.ID), e.drv.Deafen(deaf.ID)} {
+		for _, err := range []error{e.drv.Faults().Die(dead.ID, false), e.drv.Faults().Die(oomed.ID, true), e.drv.Faults().Vanish(lost.ID), e.drv.Faults().Deafen(deaf.ID)} {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func TestUnreachableAgent(t *testing.T) {
 	sb := e.create(t, a1, "deaf")
 	e.exec(t, a1, "deaf", "echo kept > f")
 	starts := e.started(sb.ID)
-	if err := e.drv.Deafen(sb.ID); err != nil {
+	if err := e.drv.Faults().Deafen(sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := e.exec(t, a1, "deaf", "cat f"); out != "kept\n" {

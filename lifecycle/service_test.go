@@ -186,7 +186,7 @@ func TestCreateInvalid(t *testing.T) {
 
 func TestCreateStartFails(t *testing.T) {
 	e := newEnv(t, nil)
-	e.drv.FailStart(errors.New("runsc: secret host detail"))
+	e.drv.Faults().FailStart(errors.New("runsc: secret host detail"))
 	sb, created, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
 	se := wantCode(t, "Create(web) when the runtime fails", err, sandbox.CodeUnavailable)
 	if created || sb.ID != "" || strings.Contains(se.Error(), "secret") || se.Hint == "" {
@@ -202,7 +202,7 @@ func TestCreateStartFails(t *testing.T) {
 	}
 
 	// The name is free again.
-	e.drv.FailStart(nil)
+	e.drv.Faults().FailStart(nil)
 	sb = e.create(t, a1, "web")
 	e.wantHeld(t, sb.ID)
 }
@@ -211,7 +211,7 @@ func TestCreateStartFails(t *testing.T) {
 // is unavailable with the numbers and a hint, and leaves nothing behind.
 func TestCreateHostFull(t *testing.T) {
 	e := newEnv(t, nil)
-	e.drv.FailStart(fmt.Errorf("oci: start x: %w", &driver.HostLimitError{What: "task ids", Free: 900, Need: 1088, Limit: 32768}))
+	e.drv.Faults().FailStart(fmt.Errorf("oci: start x: %w", &driver.HostLimitError{What: "task ids", Free: 900, Need: 1088, Limit: 32768}))
 	_, _, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
 	se := wantCode(t, "Create(web) on a full host", err, sandbox.CodeUnavailable)
 	free, _ := se.Number("free")
@@ -364,7 +364,7 @@ func TestDestroy(t *testing.T) {
 		{"running", func(*testing.T, sandbox.Sandbox) {}},
 		{"stopped", func(t *testing.T, sb sandbox.Sandbox) { e.stop(t, sb) }},
 		{"vanished from the runtime", func(t *testing.T, sb sandbox.Sandbox) {
-			if err := e.drv.Vanish(sb.ID); err != nil {
+			if err := e.drv.Faults().Vanish(sb.ID); err != nil {
 				t.Fatal(err)
 			}
 		}},

@@ -3,9 +3,10 @@
 // served inside the test process, reached through Dial over a socket pair.
 // The host code above it (lifecycle, the doors) therefore talks the real
 // agent protocol to a real agent, and tests can break the runtime on
-// purpose: make a sandbox die (FailStart, Die, Vanish), report an OOM kill
-// (OOMNextExec), restart the daemon (Reopen), and check what the host asked
-// for (Calls).
+// purpose through its Faults: make a sandbox die (Die, Vanish), stop
+// answering (Deafen) or fail to start (FailStart), report an OOM kill
+// (OOMNextExec); restart the daemon (Reopen), and check what the host
+// asked for (Calls).
 //
 // What it emulates: the driver contract's states and errors (Start, wake
 // on the same root, Stop, Delete, Recover, ErrNotFound for unknown ids, a
@@ -233,8 +234,8 @@ func (d *Driver) record(op Op, id string) {
 func (d *Driver) Capabilities() driver.Capabilities { return d.w.caps }
 
 // Start starts the sandbox's agent, or wakes a stopped sandbox with the
-// new spec. It fails, changing nothing, when the start hook (FailStart,
-// SetStartHook) says so, when ctx has ended, when spec.RootFS is not a
+// new spec. It fails, changing nothing, when the start hook
+// (Faults.FailStart, Faults.SetStartHook) says so, when ctx has ended, when spec.RootFS is not a
 // directory, or when the sandbox is running. See driver.Driver.
 func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 	d.record(OpStart, spec.ID)
@@ -619,30 +620,39 @@ func (w *world) running(id, what string) (*box, error) {
 	return b, nil
 }
 
+// Faults are the failures a test makes its sandboxes suffer: a sandbox
+// that dies, vanishes or stops answering, a command the OOM killer ends, a
+// start that fails or waits first. They act on the same sandboxes as the
+// Driver (and every handle Reopen made).
+type Faults struct{ w *world }
+
+// Faults returns d's faults.
+func (d *Driver) Faults() Faults { return Faults{d.w} }
+
 // Die makes the sandbox's processes die, as a crash or the memory limit
 // would: its agent stops, its commands are killed, and State reports it
 // stopped, with oomKilled. The sandbox stays known, so Start wakes it. It
 // returns driver.ErrNotFound for an unknown id.
-func (d *Driver) Die(id string, oomKilled bool) error {
-	return d.w.kill(id, oomKilled, false, "Die")
+func (f Faults) Die(id string, oomKilled bool) error {
+	return f.w.kill(id, oomKilled, false, "Die")
 }
 
 // Vanish makes the runtime lose the sandbox without a Delete, as a host
 // reboot that wiped the runtime's state would: its agent stops and State,
 // Dial and Recover no longer know it. Its root is untouched. It returns
 // driver.ErrNotFound for an unknown id.
-func (d *Driver) Vanish(id string) error {
-	return d.w.kill(id, false, true, "Vanish")
+func (f Faults) Vanish(id string) error {
+	return f.w.kill(id, false, true, "Vanish")
 }
 
 // Deafen makes running sandbox id's agent stop listening while the
 // sandbox keeps running, as when it died or its root removed its socket:
 // Dial then fails with driver.ErrUnreachable until the next Start. It
 // returns driver.ErrNotFound for an unknown id.
-func (d *Driver) Deafen(id string) error {
-	d.w.mu.Lock()
-	defer d.w.mu.Unlock()
-	b := d.w.sandboxes[id]
+func (f Faults) Deafen(id string) error {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	b := f.w.sandboxes[id]
 	if b == nil {
 		return fmt.Errorf("fake: Deafen(%s): %w", id, driver.ErrNotFound)
 	}
@@ -655,10 +665,10 @@ func (d *Driver) Deafen(id string) error {
 // sandbox's memory limit had killed it; the command itself runs as usual,
 // so give it one that kills itself (kill -9 $$) for a faithful result. It
 // returns driver.ErrNotFound for an unknown id.
-func (d *Driver) OOMNextExec(id string) error {
-	d.w.mu.Lock()
-	defer d.w.mu.Unlock()
-	b := d.w.sandboxes[id]
+func (f Faults) OOMNextExec(id string) error {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	b := f.w.sandboxes[id]
 	if b == nil {
 		return fmt.Errorf("fake: OOMNextExec(%s): %w", id, driver.ErrNotFound)
 	}
@@ -679,21 +689,21 @@ func (w *world) takeOOMExec(id string) bool {
 
 // FailStart makes every later Start fail with err, changing nothing, until
 // FailStart(nil).
-func (d *Driver) FailStart(err error) {
+func (f Faults) FailStart(err error) {
 	if err == nil {
-		d.SetStartHook(nil)
+		f.SetStartHook(nil)
 		return
 	}
-	d.SetStartHook(func(context.Context, driver.Spec) error { return err })
+	f.SetStartHook(func(context.Context, driver.Spec) error { return err })
 }
 
 // SetStartHook makes every later Start call fn first, with Start's
 // arguments; when fn returns an error, Start returns it and changes
 // nothing. fn may call the Driver. A nil fn removes the hook.
-func (d *Driver) SetStartHook(fn func(ctx context.Context, spec driver.Spec) error) {
-	d.w.mu.Lock()
-	d.w.startHook = fn
-	d.w.mu.Unlock()
+func (f Faults) SetStartHook(fn func(ctx context.Context, spec driver.Spec) error) {
+	f.w.mu.Lock()
+	f.w.startHook = fn
+	f.w.mu.Unlock()
 }
 
 // Calls returns the driver.Driver calls made so far, through d or any

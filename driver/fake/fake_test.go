@@ -109,9 +109,9 @@ func TestUnknown(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"Die", d.Die("nosuch", true)},
-		{"Vanish", d.Vanish("nosuch")},
-		{"OOMNextExec", d.OOMNextExec("nosuch")},
+		{"Die", d.Faults().Die("nosuch", true)},
+		{"Vanish", d.Faults().Vanish("nosuch")},
+		{"OOMNextExec", d.Faults().OOMNextExec("nosuch")},
 	} {
 		if !errors.Is(tt.err, driver.ErrNotFound) {
 			t.Errorf("%s(nosuch) = %v, want ErrNotFound", tt.name, tt.err)
@@ -215,22 +215,22 @@ func TestStartFailures(t *testing.T) {
 	boom := errors.New("boom")
 	t.Run("new sandbox leaves nothing", func(t *testing.T) {
 		d := newDriver(t)
-		d.FailStart(boom)
+		d.Faults().FailStart(boom)
 		if err := d.Start(t.Context(), spec(t, "sb1")); !errors.Is(err, boom) {
 			t.Fatalf("Start(sb1) with FailStart(boom) = %v, want boom", err)
 		}
 		wantUnknown(t, d, "sb1")
-		d.FailStart(nil)
+		d.Faults().FailStart(nil)
 		start(t, d, spec(t, "sb1"))
 	})
 	t.Run("stopped sandbox stays stopped", func(t *testing.T) {
 		d := newDriver(t)
 		s := spec(t, "sb1")
 		start(t, d, s)
-		if err := d.Die("sb1", true); err != nil {
+		if err := d.Faults().Die("sb1", true); err != nil {
 			t.Fatal(err)
 		}
-		d.FailStart(boom)
+		d.Faults().FailStart(boom)
 		if err := d.Start(t.Context(), s); !errors.Is(err, boom) {
 			t.Fatalf("Start(sb1) with FailStart(boom) = %v, want boom", err)
 		}
@@ -248,7 +248,7 @@ func TestStartFailures(t *testing.T) {
 	t.Run("hook sees the spec", func(t *testing.T) {
 		d := newDriver(t)
 		var seen []string
-		d.SetStartHook(func(ctx context.Context, s driver.Spec) error {
+		d.Faults().SetStartHook(func(ctx context.Context, s driver.Spec) error {
 			seen = append(seen, s.ID)
 			return nil
 		})
@@ -271,13 +271,13 @@ func TestDieAndVanish(t *testing.T) {
 	for _, id := range []string{"died", "oom", "gone"} {
 		start(t, d, spec(t, id))
 	}
-	if err := d.Die("died", false); err != nil {
+	if err := d.Faults().Die("died", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Die("oom", true); err != nil {
+	if err := d.Faults().Die("oom", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Vanish("gone"); err != nil {
+	if err := d.Faults().Vanish("gone"); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, d, "died", driver.StatusStopped, false)
@@ -296,7 +296,7 @@ func TestDieAndVanish(t *testing.T) {
 func TestOOMNextExec(t *testing.T) {
 	d := newDriver(t)
 	start(t, d, spec(t, "sb1"))
-	if err := d.OOMNextExec("sb1"); err != nil {
+	if err := d.Faults().OOMNextExec("sb1"); err != nil {
 		t.Fatal(err)
 	}
 	// Other operations through an armed connection are untouched.
