@@ -90,24 +90,24 @@ func (c *Client) Fork(ctx context.Context, name, id, newName string) (sandbox.Sa
 // stays, and the next call to it (or Wake) starts it again. Sleeping a
 // sleeping sandbox is a no-op.
 func (c *Client) Sleep(ctx context.Context, name string) (sandbox.Sandbox, error) {
-	return c.sandboxAction(ctx, name, "/sleep")
+	return c.t.sandboxAction(ctx, name, "/sleep")
 }
 
 // Wake starts sandbox name again on its disk when it sleeps or stopped;
 // waking a running sandbox is a no-op.
 func (c *Client) Wake(ctx context.Context, name string) (sandbox.Sandbox, error) {
-	return c.sandboxAction(ctx, name, "/wake")
+	return c.t.sandboxAction(ctx, name, "/wake")
 }
 
 // sandboxAction POSTs to a bodiless action route of sandbox name and
 // returns the sandbox it answers.
-func (c *Client) sandboxAction(ctx context.Context, name, suffix string) (sandbox.Sandbox, error) {
+func (t *transport) sandboxAction(ctx context.Context, name, suffix string) (sandbox.Sandbox, error) {
 	var sb sandbox.Sandbox
 	p, err := sandboxPath(name, suffix)
 	if err != nil {
 		return sb, err
 	}
-	_, err = c.t.doJSON(ctx, http.MethodPost, p, nil, nil, &sb)
+	_, err = t.doJSON(ctx, http.MethodPost, p, nil, nil, &sb)
 	return sb, err
 }
 

@@ -193,22 +193,22 @@ func (s *Sandboxes) checkCreate(ctx context.Context, p sandbox.Principal, req sa
 		return spec, err
 	}
 	spec.req = req
-	spec.ttl, err = s.ttlFor(spec.limited, time.Duration(req.TTL))
+	spec.ttl, err = s.opts.ttlFor(spec.limited, time.Duration(req.TTL))
 	return spec, err
 }
 
 // ttlFor is the life of a create that asked for ttl (0: the default),
 // within the daemon's cap; a limited create's is admission's to decide.
-func (s *Sandboxes) ttlFor(limited bool, ttl time.Duration) (time.Duration, error) {
+func (o *Options) ttlFor(limited bool, ttl time.Duration) (time.Duration, error) {
 	switch {
 	case limited: // admit decides, with the tenant's cap
 	case ttl < 0:
-		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", s.opts.DefaultTTL)
-	case ttl > s.opts.MaxTTL:
-		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, s.opts.MaxTTL).
-			WithHint("ask for at most %s", s.opts.MaxTTL).With("limit_seconds", int64(s.opts.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is negative", ttl).WithHint("ask for a positive ttl such as 1h, or none for the default %s", o.DefaultTTL)
+	case ttl > o.MaxTTL:
+		return 0, sandbox.Errorf(sandbox.CodeInvalidArgument, "ttl %s is longer than the %s cap", ttl, o.MaxTTL).
+			WithHint("ask for at most %s", o.MaxTTL).With("limit_seconds", int64(o.MaxTTL.Seconds())).With("requested_seconds", int64(ttl.Seconds()))
 	case ttl == 0:
-		ttl = s.opts.DefaultTTL
+		ttl = o.DefaultTTL
 	}
 	return ttl, nil
 }

@@ -115,7 +115,7 @@ func (d *Driver) checkpointMemory(ctx context.Context, id, key, dir string, opts
 		}
 		rerr := sd.mark(resumeName)
 		if rerr == nil {
-			rerr = d.waitAgent(ctx, id)
+			rerr = waitAgent(ctx, d.channels, d.rt, id)
 		}
 		if rerr != nil {
 			err = errors.Join(err, fmt.Errorf("oci: checkpoint memory %s: resume the agent: %w", id, rerr))

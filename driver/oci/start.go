@@ -103,7 +103,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 			return fmt.Errorf("oci: restore %s: %w", id, err)
 		}
 	}
-	if err := d.waitAgent(ctx, id); err != nil {
+	if err := waitAgent(ctx, d.channels, d.rt, id); err != nil {
 		return startError(id, "wait for the agent", err, d.rt.logTail(id))
 	}
 	log.Info("sandbox started", "wake", existed, "memory", image != "", "took", time.Since(began).Round(time.Millisecond))
@@ -210,12 +210,12 @@ func startError(id, step string, err error, tail string) error {
 	return fmt.Errorf("oci: start %s: %s: %w%s", id, step, err, tail)
 }
 
-// waitAgent pings the agent until it answers, the container stops, or ctx
-// ends.
-func (d *Driver) waitAgent(ctx context.Context, id string) error {
+// waitAgent pings sandbox id's agent, dialled through ch, until it
+// answers, rt finds the container stopped, or ctx ends.
+func waitAgent(ctx context.Context, ch *channels, rt *runner, id string) error {
 	var lastDial error
 	client := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
-		c, err := d.channels.dial(ctx, id)
+		c, err := ch.dial(ctx, id)
 		if err != nil {
 			lastDial = err
 		}
@@ -232,7 +232,7 @@ func (d *Driver) waitAgent(ctx context.Context, id string) error {
 		}
 		if time.Since(lastCheck) > 100*time.Millisecond {
 			lastCheck = time.Now()
-			if d.rt.stoppedEarly(ctx, id) {
+			if rt.stoppedEarly(ctx, id) {
 				return errors.New("the sandbox stopped before its agent answered")
 			}
 		}
