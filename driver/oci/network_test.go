@@ -148,6 +148,13 @@ func TestNetworkFlags(t *testing.T) {
 	if f := oci.RuntimeFlags(oci.RuntimeRunsc); slices.ContainsFunc(f, func(s string) bool { return strings.HasPrefix(s, "--network") }) {
 		t.Errorf("runtimeFlags(runsc) = %q, want no --network: it is per sandbox", f)
 	}
+	// A bare run's flags are a sandbox's without a network, whole.
+	for _, rt := range []string{oci.RuntimeRunsc, oci.RuntimeRunc, oci.RuntimeCrun} {
+		want := append(oci.RuntimeFlags(rt), oci.NetworkFlags(rt, driver.NetworkNone)...)
+		if got := oci.BareFlags(rt); !slices.Equal(got, want) {
+			t.Errorf("BareFlags(%s) = %q, want %q", rt, got, want)
+		}
+	}
 }
 
 // TestBundleSpecNetns: an egress sandbox joins the attachment's namespace;

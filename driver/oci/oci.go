@@ -317,6 +317,14 @@ func networkFlags(rt, mode string) []string {
 	return []string{"--network=none"}
 }
 
+// BareFlags are the global flags the driver gives runtime rt for a
+// sandbox without a network (runtimeFlags and networkFlags): what a bare
+// run of the runtime takes to start as hearth starts it, such as the
+// baselines test/load measures beside hearth.
+func BareFlags(rt string) []string {
+	return append(runtimeFlags(rt), networkFlags(rt, driver.NetworkNone)...)
+}
+
 // Capabilities reports the runtime and its isolation: "gvisor" for runsc,
 // "container" for runc and crun; and egress when the driver has a network
 // host (Options.Network).

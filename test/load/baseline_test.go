@@ -12,14 +12,8 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/driver/drivertest"
+	"github.com/hearth/hearth/driver/oci"
 )
-
-// bareFlags are the global flags of the bare runs: the driver's own for
-// runsc (driver/oci runtimeFlags and networkFlags, no network), none for
-// runc and crun.
-var bareFlags = map[string][]string{
-	"runsc": {"--platform=systrap", "--overlay2=none", "--systrap-disable-fast-path", "--network=none"},
-}
 
 // bareRuns is the creates scenario's baseline, measured in the same run:
 // n runs of `<runtime> run` of /bin/true, conc at a time, on the default
@@ -34,7 +28,7 @@ func bareRuns(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 	rec := newRecorder(fmt.Sprintf("bare `%s run` of /bin/true (%d at %d)", rt, n, conc))
 	start := time.Now()
 	parallel(n, conc, func(i int) {
-		args := append([]string{"--root", root}, bareFlags[rt]...)
+		args := append([]string{"--root", root}, oci.BareFlags(rt)...)
 		args = append(args, "run", "--bundle", bundle, fmt.Sprintf("bare%d", i))
 		rec.time(func() error {
 			if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
@@ -67,7 +61,7 @@ func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) 
 		if rt == "runsc" {
 			args = append(args, "--shared-root", filepath.Join(dir, "shared"))
 		}
-		return append(args, bareFlags[rt]...)
+		return append(args, oci.BareFlags(rt)...)
 	}
 	remove := func(i int) {
 		exec.Command(bin, append(global(i), "delete", "--force", fmt.Sprintf("stay%d", i))...).Run()
