@@ -49,23 +49,12 @@ func parseStat(b []byte) (proc, bool) {
 // scanProcs reads every process; zombies (state Z or X) are included only
 // with zombies set: they are dead, and only waiting removes them.
 func scanProcs(zombies bool) []proc {
-	names, err := kernelDirNames("/proc")
-	if err != nil {
-		return nil
-	}
-	out := make([]proc, 0, len(names))
-	for _, name := range names {
-		if name[0] < '0' || name[0] > '9' {
-			continue
-		}
-		b, err := readKernelFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
+	var out []proc
+	eachProcFile("/proc", "stat", func(_ int, b []byte) {
 		if p, ok := parseStat(b); ok && (zombies || p.state != 'Z' && p.state != 'X') {
 			out = append(out, p)
 		}
-	}
+	})
 	return out
 }
 

@@ -278,23 +278,11 @@ func (g *memGuard) residentTotal() (total uint64, others int) {
 // bytes, from its statm alone (one read per process; a zombie's set is
 // empty).
 func (g *memGuard) eachResident(fn func(pid int, rss uint64)) {
-	names, err := kernelDirNames(g.proc)
-	if err != nil {
-		return
-	}
-	for _, name := range names {
-		p, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		b, err := readKernelFile(g.proc + "/" + name + "/statm")
-		if err != nil {
-			continue // exited meanwhile
-		}
+	eachProcFile(g.proc, "statm", func(pid int, b []byte) {
 		if r, ok := parseResident(b); ok {
-			fn(p, r)
+			fn(pid, r)
 		}
-	}
+	})
 }
 
 // resident returns pid's resident set in bytes, and whether it still runs

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"io/fs"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +65,27 @@ func kernelDirNames(path string) ([]string, error) {
 			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+// eachProcFile calls fn with the pid of every process in the procfs at
+// proc and the content of its file (such as "stat"), leaving out the
+// processes that exit before theirs is read.
+func eachProcFile(proc, file string, fn func(pid int, b []byte)) {
+	names, err := kernelDirNames(proc)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue // not a process
+		}
+		b, err := readKernelFile(proc + "/" + name + "/" + file)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		fn(pid, b)
 	}
 }
 
