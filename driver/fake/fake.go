@@ -235,8 +235,9 @@ func (d *Driver) Capabilities() driver.Capabilities { return d.w.caps }
 
 // Start starts the sandbox's agent, or wakes a stopped sandbox with the
 // new spec. It fails, changing nothing, when the start hook
-// (Faults.FailStart, Faults.SetStartHook) says so, when ctx has ended, when spec.RootFS is not a
-// directory, or when the sandbox is running. See driver.Driver.
+// (Faults.FailStart, Faults.SetStartHook) says so, when ctx has ended,
+// when spec.RootFS is not a directory, or when the sandbox is running.
+// See driver.Driver.
 func (d *Driver) Start(ctx context.Context, spec driver.Spec) error {
 	d.record(OpStart, spec.ID)
 	return d.start(ctx, spec, "")
