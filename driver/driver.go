@@ -269,10 +269,10 @@ type MemoryOptions struct {
 // cgroups and their network link.
 type Meter interface {
 	// Usage is what running sandbox id uses now (At unset): CPU time,
-	// memory now and at its peak, network bytes, processes (-1 when the
-	// runtime cannot tell cheaply; with processes the meter asks the
-	// runtime, which may cost a process start). A sandbox that does not
-	// run is ErrNotFound.
+	// memory now (and its working set) and at its peak, network bytes,
+	// processes (-1 when the runtime cannot tell cheaply; with processes
+	// the meter asks the runtime, which may cost a process start). A
+	// sandbox that does not run is ErrNotFound.
 	Usage(ctx context.Context, id string, processes bool) (Usage, error)
 }
 
@@ -281,9 +281,13 @@ type Usage struct {
 	CPUNanos        uint64
 	MemoryBytes     int64
 	MemoryPeakBytes int64
-	NetRxBytes      uint64
-	NetTxBytes      uint64
-	Processes       int64
+	// MemoryWorkingSetBytes is MemoryBytes less the file cache the kernel
+	// may reclaim first (inactive file pages), as the kubelet counts a
+	// container's working set.
+	MemoryWorkingSetBytes int64
+	NetRxBytes            uint64
+	NetTxBytes            uint64
+	Processes             int64
 }
 
 // MemoryMover is implemented by MemoryCheckpointers whose images can go

@@ -24,7 +24,7 @@ func TestUsage(t *testing.T) {
 	began := e.clock.Now()
 	for i, u := range []driver.Usage{
 		{CPUNanos: 1e9, MemoryBytes: 100 << 20, MemoryPeakBytes: 120 << 20, NetRxBytes: 10, NetTxBytes: 20, Processes: 3},
-		{CPUNanos: 6e9, MemoryBytes: 200 << 20, MemoryPeakBytes: 220 << 20, NetRxBytes: 110, NetTxBytes: 220, Processes: 4},
+		{CPUNanos: 6e9, MemoryBytes: 200 << 20, MemoryPeakBytes: 220 << 20, MemoryWorkingSetBytes: 180 << 20, NetRxBytes: 110, NetTxBytes: 220, Processes: 4},
 		{CPUNanos: 8e9, MemoryBytes: 150 << 20, MemoryPeakBytes: 220 << 20, NetRxBytes: 210, NetTxBytes: 420, Processes: 2},
 	} {
 		if i > 0 {
@@ -41,8 +41,8 @@ func TestUsage(t *testing.T) {
 	if len(got.Series) != 3 {
 		t.Fatalf("series = %+v, want the 3 samples", got.Series)
 	}
-	if s := got.Series[1]; math.Abs(s.CPUCores-0.5) > 1e-9 || s.MemoryBytes != 200<<20 || s.NetTxBytes != 220 || !s.At.Equal(began.Add(10*time.Second)) {
-		t.Errorf("second sample = %+v; want 0.5 cores (5 s of CPU in 10 s), 200 MiB, 220 bytes sent, at +10s", s)
+	if s := got.Series[1]; math.Abs(s.CPUCores-0.5) > 1e-9 || s.MemoryBytes != 200<<20 || s.MemoryWorkingSetBytes != 180<<20 || s.NetTxBytes != 220 || !s.At.Equal(began.Add(10*time.Second)) {
+		t.Errorf("second sample = %+v; want 0.5 cores (5 s of CPU in 10 s), 200 MiB (a 180 MiB working set), 220 bytes sent, at +10s", s)
 	}
 	if got.Series[0].CPUCores != 0 {
 		t.Errorf("the first sample has no sample before it, but a rate %v", got.Series[0].CPUCores)

@@ -36,6 +36,10 @@ type UsageSample struct {
 	// most since it started.
 	MemoryBytes     int64 `json:"memory_bytes"`
 	MemoryPeakBytes int64 `json:"memory_peak_bytes"`
+	// MemoryWorkingSetBytes is MemoryBytes less the file cache the host
+	// may reclaim first (its inactive file pages): what Kubernetes counts
+	// as a container's working set.
+	MemoryWorkingSetBytes int64 `json:"memory_working_set_bytes"`
 	// NetRxBytes and NetTxBytes are the bytes it received and sent on its
 	// network since it started (0 without network).
 	NetRxBytes uint64 `json:"net_rx_bytes"`

@@ -40,7 +40,7 @@ func (m Meter) Usage(ctx context.Context, id string, processes bool) (driver.Usa
 		return driver.Usage{}, fmt.Errorf("oci: usage of %s: %w", id, err)
 	}
 	u := driver.Usage{CPUNanos: cpu, Processes: -1}
-	u.MemoryBytes, u.MemoryPeakBytes = cg.memoryUsage(id)
+	u.MemoryBytes, u.MemoryPeakBytes, u.MemoryWorkingSetBytes = cg.memoryUsage(id)
 	if n := m.d.net; n.attached(id) {
 		link := filepath.Join("/sys/class/net", n.host.Link(id), "statistics")
 		// The host's end receives what the sandbox sends.
@@ -100,24 +100,38 @@ func (c *cgroups) cpuNanos(id string) (uint64, error) {
 }
 
 // memoryUsage is the memory charged to sandbox id's cgroup now and at its
-// peak (v1's usage and max usage; v2's current and peak); 0 for what
+// peak (v1's usage and max usage; v2's current and peak), and its working
+// set: now less the inactive file pages of its memory.stat (v1's
+// total_inactive_file, v2's inactive_file), never below 0. 0 for what
 // cannot be read.
-func (c *cgroups) memoryUsage(id string) (now, peak int64) {
+func (c *cgroups) memoryUsage(id string) (now, peak, workingSet int64) {
+	var dir, current, highest, inactive string
 	if c.mounts.memory != "" {
-		dir := filepath.Join(c.mounts.memory, c.rel(id))
-		if _, err := os.Stat(dir); err == nil {
-			n, _ := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
-			p, _ := readUint(filepath.Join(dir, "memory.max_usage_in_bytes"))
-			return int64(n), int64(p)
+		if d := filepath.Join(c.mounts.memory, c.rel(id)); isDir(d) {
+			dir, current, highest, inactive = d, "memory.usage_in_bytes", "memory.max_usage_in_bytes", "total_inactive_file"
 		}
 	}
-	if c.mounts.v2 != "" {
-		dir := filepath.Join(c.mounts.v2, c.rel(id))
-		n, _ := readUint(filepath.Join(dir, "memory.current"))
-		p, _ := readUint(filepath.Join(dir, "memory.peak"))
-		return int64(n), int64(p)
+	if dir == "" && c.mounts.v2 != "" {
+		dir, current, highest, inactive = filepath.Join(c.mounts.v2, c.rel(id)), "memory.current", "memory.peak", "inactive_file"
 	}
-	return 0, 0
+	if dir == "" {
+		return 0, 0, 0
+	}
+	n, _ := readUint(filepath.Join(dir, current))
+	p, _ := readUint(filepath.Join(dir, highest))
+	now, peak, workingSet = int64(n), int64(p), int64(n)
+	if b, err := os.ReadFile(filepath.Join(dir, "memory.stat")); err == nil {
+		if v, ok := parseKeyed(b, inactive); ok {
+			workingSet = max(now-v, 0)
+		}
+	}
+	return now, peak, workingSet
+}
+
+// isDir reports whether path is a directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // pids is the number of tasks in sandbox id's pids cgroup (v1, else v2).

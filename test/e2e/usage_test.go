@@ -73,13 +73,19 @@ func TestUsage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("busy: %.2f cores, %d MiB (peak %d), disk %d MiB, net in %d out %d, %d processes, %d samples",
-			u.CPUCores, u.MemoryBytes>>20, u.MemoryPeakBytes>>20, u.DiskBytes>>20, u.NetRxBytes, u.NetTxBytes, u.Processes, len(u.Series))
+		t.Logf("busy: %.2f cores, %d MiB (working set %d, peak %d), disk %d MiB, net in %d out %d, %d processes, %d samples",
+			u.CPUCores, u.MemoryBytes>>20, u.MemoryWorkingSetBytes>>20, u.MemoryPeakBytes>>20, u.DiskBytes>>20, u.NetRxBytes, u.NetTxBytes, u.Processes, len(u.Series))
 		if u.CPUCores < 0.5 || u.CPUCores > 1.25 {
 			t.Errorf("a sandbox burning one CPU (its quota is one) reports %.2f cores, want about 1", u.CPUCores)
 		}
 		if grew := u.MemoryBytes - base.MemoryBytes; grew < 190<<20 || u.MemoryPeakBytes < u.MemoryBytes {
 			t.Errorf("holding 200 MB, memory went from %d to %d bytes (peak %d); want ≥ 190 MiB more, the peak at least as high", base.MemoryBytes, u.MemoryBytes, u.MemoryPeakBytes)
+		}
+		// The 200 MB are the working set too; the 50 MiB file the
+		// sandbox wrote is file cache, which the working set may leave
+		// out but never adds.
+		if grew := u.MemoryWorkingSetBytes - base.MemoryWorkingSetBytes; grew < 190<<20 || u.MemoryWorkingSetBytes > u.MemoryBytes {
+			t.Errorf("holding 200 MB, the working set went from %d to %d bytes of %d; want ≥ 190 MiB more, never above the memory", base.MemoryWorkingSetBytes, u.MemoryWorkingSetBytes, u.MemoryBytes)
 		}
 		if grew := u.DiskBytes - base.DiskBytes; grew < 50<<20 || u.LimitDiskBytes != sandbox.Sizes()["small"].DiskBytes {
 			t.Errorf("after writing 50 MiB, disk went from %d to %d bytes of %d; want ≥ 50 MiB more, of the small size's cap", base.DiskBytes, u.DiskBytes, u.LimitDiskBytes)
