@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/hearth/hearth/door"
 	"github.com/hearth/hearth/sandbox"
@@ -62,6 +60,7 @@ type Provider struct {
 	flush    func(context.Context) error // the audit recorder's, when set
 	capacity corev1.ResourceList         // see SetCapacity
 	fleet    *Fleet                      // binds the Pod of a sandbox that moved away (follow)
+	stats    usageStats                  // see UsageFrom
 }
 
 // Recorder records audit events and appends those it holds to the store
@@ -99,7 +98,8 @@ func NewProvider(svc Sandboxes, client kubernetes.Interface, name string, log *s
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{svc: svc, client: client, node: name, log: log, pods: map[string]*corev1.Pod{}, notify: func(*corev1.Pod) {},
-		fleet: NewFleet(FleetOptions{Client: client, Logger: log})}
+		fleet: NewFleet(FleetOptions{Client: client, Logger: log}),
+		stats: usageStats{proc: "/proc", start: metav1.Now()}}
 }
 
 func key(ns, name string) string { return ns + "/" + name }
@@ -373,16 +373,6 @@ func (e exitError) ExitStatus() int { return int(e) }
 // AttachToContainer is not offered: a sandbox has no main process.
 func (p *Provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
 	return errdefs.InvalidInput("a hearth sandbox has no main process to attach to: use kubectl exec")
-}
-
-// GetStatsSummary is not offered yet: hearth's own API reports usage.
-func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
-	return nil, errdefs.InvalidInput("node stats are not offered: use hearth's API")
-}
-
-// GetMetricsResource is not offered yet: hearth's /metrics has them.
-func (p *Provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) {
-	return nil, errdefs.InvalidInput("node metrics are not offered: use hearth's /metrics")
 }
 
 // PortForward is not offered yet: sandbox ports are served at hearth's

@@ -209,6 +209,7 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	return func(ctx context.Context, svc *lifecycle.Service, rec *audit.Recorder, addr string) {
 		sbs.svc = svc
 		provider.AuditTo(rec)
+		provider.UsageFrom(svc.Usage.Latest)
 		go registerNode(ctx, cfg, client, provider, caps, capacity, addr, log)
 	}, nil
 }

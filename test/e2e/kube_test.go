@@ -268,10 +268,12 @@ func (f *kubeFleet) waitPodGone(t *testing.T, ctx context.Context, ns, name stri
 // forward to the node, and is checkpointed, restored, forked (the fork a
 // Pod bound to the same node; a fork of a memory checkpoint with the
 // checkpoint's process running), put to sleep and woken; kubectl exec runs a command in it through the
-// node's kubelet API; destroying it through hearth deletes the Pod, and
-// deleting a Pod with kubectl destroys its sandbox.
+// node's kubelet API, which also serves its usage (kubeStats); destroying
+// it through hearth deletes the Pod, and deleting a Pod with kubectl
+// destroys its sandbox.
 func TestKubeFleet(t *testing.T) {
-	f := newKubeFleet(t, 2, "", "")
+	sampled := fleetNode{args: []string{"--usage-interval", "1s"}}
+	f := newKubeFleetOf(t, 2, sampled, sampled)
 	ctx := ctxT(t)
 	a, b := f.planes[0].Client(), f.planes[1].Client()
 	ns := kube.Namespace(sandbox.SystemTenant)
@@ -326,6 +328,7 @@ func TestKubeFleet(t *testing.T) {
 	f.kubectlLogs(t, ctx, ns, "web", a)
 	// Checkpoint, restore, fork, sleep and wake, through the replicas.
 	webNode := f.planes[0].sandboxNode(t, ctx, "web")
+	f.kubeStats(t, ctx, ns, "web", webNode)
 	ck, err := a.Checkpoint(ctx, "web", sandbox.CheckpointRequest{})
 	if err != nil {
 		t.Fatalf("checkpoint through cp0: %v", err)
