@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
@@ -87,16 +89,36 @@ func (f *kubeFleet) podStats(t *testing.T, ctx context.Context, node, ns, name s
 	return nil
 }
 
-// kubeletGet reads path from the kubelet API of node, at the address and
-// port its Node reports, as metrics-server does: straight to the node
-// (the API server's node proxy refuses a node on a loopback address),
-// authenticated by the admin's client certificate of the cluster's CA.
-// The node's serving certificate is its own (kube.RunNode), so it is not
-// checked, as metrics-server's --kubelet-insecure-tls does not.
+// kubeletGet reads path from the kubelet API of node as the admin (see
+// kubeletAs), and fails unless the node answers 200.
 func (f *kubeFleet) kubeletGet(ctx context.Context, node, path string) (string, error) {
-	n, err := f.k8s.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.cluster.Kubeconfig)
 	if err != nil {
 		return "", err
+	}
+	admin, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
+	if err != nil {
+		if admin, err = tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile); err != nil {
+			return "", err
+		}
+	}
+	status, body, err := f.kubeletAs(ctx, node, path, []tls.Certificate{admin})
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("GET %s of %s: %d", path, node, status)
+	}
+	return body, err
+}
+
+// kubeletAs reads path from the kubelet API of node presenting certs
+// (none: no client certificate), at the address and port its Node
+// reports, as metrics-server does: straight to the node (the API
+// server's node proxy refuses a node on a loopback address). The node's
+// serving certificate is its own (kube.RunNode), so it is not checked,
+// as metrics-server's --kubelet-insecure-tls does not.
+func (f *kubeFleet) kubeletAs(ctx context.Context, node, path string, certs []tls.Certificate) (int, string, error) {
+	n, err := f.k8s.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return 0, "", err
 	}
 	host := ""
 	for _, a := range n.Status.Addresses {
@@ -104,29 +126,84 @@ func (f *kubeFleet) kubeletGet(ctx context.Context, node, path string) (string, 
 			host = a.Address
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", f.cluster.Kubeconfig)
-	if err != nil {
-		return "", err
-	}
-	tlsCfg, err := rest.TLSConfigFor(cfg)
-	if err != nil {
-		return "", err
-	}
-	tlsCfg.InsecureSkipVerify, tlsCfg.RootCAs, tlsCfg.ServerName = true, nil, ""
+	tlsCfg := &tls.Config{Certificates: certs, InsecureSkipVerify: true}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 10 * time.Second}
 	url := fmt.Sprintf("https://%s%s", net.JoinHostPort(host, strconv.Itoa(int(n.Status.DaemonEndpoints.KubeletEndpoint.Port))), path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return 0, "", err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	return resp.StatusCode, string(b), err
+}
+
+// kubeletAccess checks who may read node's usage: a caller without a
+// client certificate of the cluster's CA is turned away at the
+// handshake; a user the cluster's RBAC grants nothing gets 403 from both
+// endpoints; another, granted get on nodes/stats alone, reads
+// /stats/summary and is still refused /metrics/resource (nodes/metrics).
+// (Two users, because the node caches a refusal for half a minute.)
+func (f *kubeFleet) kubeletAccess(t *testing.T, ctx context.Context, node string) {
+	t.Helper()
+	if status, body, err := f.kubeletAs(ctx, node, "/stats/summary", nil); err == nil {
+		t.Errorf("/stats/summary without a client certificate = %d %q; want the handshake refused", status, body)
 	}
-	return string(b), err
+	userCert := func(name string) []tls.Certificate {
+		cert, err := f.cluster.ClientCertificate(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []tls.Certificate{cert}
+	}
+	nobody := userCert("usage-nobody")
+	for _, path := range []string{"/stats/summary", "/metrics/resource"} {
+		if status, body, err := f.kubeletAs(ctx, node, path, nobody); err != nil || status != http.StatusForbidden {
+			t.Errorf("%s as a user without a role = %d %q, %v; want 403", path, status, body, err)
+		}
+	}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "usage-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/stats"}, Verbs: []string{"get"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "usage-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "usage-reader"}},
+	}
+	if _, err := f.k8s.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.k8s.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.k8s.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		f.k8s.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	reader := userCert("usage-reader")
+	// The API server's RBAC sees the binding a moment after it is made;
+	// the node is asked once it does (a refusal it got would be cached).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		review, err := f.k8s.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User:               "usage-reader",
+			ResourceAttributes: &authzv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "stats", Name: node},
+		}}, metav1.CreateOptions{})
+		if err == nil && review.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API server never allowed the binding: %+v, %v", review, err)
+		}
+	}
+	if status, body, err := f.kubeletAs(ctx, node, "/stats/summary", reader); err != nil || status != http.StatusOK {
+		t.Errorf("/stats/summary granted nodes/stats = %d %q, %v; want 200", status, body, err)
+	}
+	if status, _, err := f.kubeletAs(ctx, node, "/metrics/resource", reader); err != nil || status != http.StatusForbidden {
+		t.Errorf("/metrics/resource granted nodes/stats alone = %d, %v; want 403", status, err)
+	}
 }

@@ -268,7 +268,8 @@ func (f *kubeFleet) waitPodGone(t *testing.T, ctx context.Context, ns, name stri
 // forward to the node, and is checkpointed, restored, forked (the fork a
 // Pod bound to the same node; a fork of a memory checkpoint with the
 // checkpoint's process running), put to sleep and woken; kubectl exec runs a command in it through the
-// node's kubelet API, which also serves its usage (kubeStats); destroying
+// node's kubelet API, which also serves its usage (kubeStats) to whom
+// RBAC lets read it (kubeletAccess); destroying
 // it through hearth deletes the Pod, and deleting a Pod with kubectl
 // destroys its sandbox.
 func TestKubeFleet(t *testing.T) {
@@ -329,6 +330,7 @@ func TestKubeFleet(t *testing.T) {
 	// Checkpoint, restore, fork, sleep and wake, through the replicas.
 	webNode := f.planes[0].sandboxNode(t, ctx, "web")
 	f.kubeStats(t, ctx, ns, "web", webNode)
+	f.kubeletAccess(t, ctx, webNode)
 	ck, err := a.Checkpoint(ctx, "web", sandbox.CheckpointRequest{})
 	if err != nil {
 		t.Fatalf("checkpoint through cp0: %v", err)

@@ -186,3 +186,36 @@ current-context: kubetest
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
+
+// ClientCertificate is a client certificate of c's CA for user, in no
+// group: a caller the API server (and a kubelet trusting the CA)
+// authenticates as user, whom RBAC grants nothing until a test binds it a
+// role.
+func (c *Cluster) ClientCertificate(user string) (tls.Certificate, error) {
+	p := &pki{dir: filepath.Join(c.dir, "pki")}
+	p.paths()
+	ca, err := tls.LoadX509KeyPair(p.caCert, p.caKey)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	caCert, err := x509.ParseCertificate(ca.Certificate[0])
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	caKey, ok := ca.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		return tls.Certificate{}, fmt.Errorf("kubetest: the CA's key is a %T", ca.PrivateKey)
+	}
+	dir, err := os.MkdirTemp(p.dir, "user-")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	certPath, keyPath := filepath.Join(dir, "user.crt"), filepath.Join(dir, "user.key")
+	if _, _, err := p.issue(caCert, caKey, certPath, keyPath, &x509.Certificate{
+		Subject:  pkix.Name{CommonName: user},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.LoadX509KeyPair(certPath, keyPath)
+}
