@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/sandbox"
 	"github.com/hearth/hearth/testutil/benchstat"
 )
@@ -61,13 +64,17 @@ func BenchmarkFleetExec(b *testing.B) {
 // warm pool: through a control plane on Kubernetes, which claims a member
 // of a node's pool and binds its Pod there ("fleet-"), and from a
 // one-machine daemon's own pool ("one-machine-"), alternating, each pool
-// full again before each create.
+// full again before each create. Its third figure is the Kubernetes
+// part of a claim alone ("pod-create-"): client-go creating the Pod the
+// control plane would make for such a sandbox, in the same namespace
+// under the same quota, bound to a node that does not exist (so no node
+// takes it up), and deleting it.
 func BenchmarkFleetWarmCreateToFirstOutput(b *testing.B) {
 	pool := []string{"--warm-pool", "small=1"}
 	f := newKubeFleetOf(b, 1, fleetNode{args: pool})
 	lone := newDaemon(b, preferredRuntime(b), pool...)
 	ctx := context.Background()
-	var fleet, one []time.Duration
+	var fleet, one, pods []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -76,7 +83,27 @@ func BenchmarkFleetWarmCreateToFirstOutput(b *testing.B) {
 		b.StartTimer()
 		fleet = append(fleet, createToFirstOutput(b, f.planes[0], fmt.Sprintf("fleet-%d", i)))
 		one = append(one, createToFirstOutput(b, lone, fmt.Sprintf("one-%d", i)))
+		pods = append(pods, f.podCreate(b, ctx, fmt.Sprintf("podbase-%d", i)))
 	}
 	benchstat.Report(b, "fleet-", fleet)
 	benchstat.Report(b, "one-machine-", one)
+	benchstat.Report(b, "pod-create-", pods)
+}
+
+// podCreate times client-go's create of the Pod a control plane makes for
+// a small sandbox of the operator named name, bound to no node of the
+// cluster, and deletes it.
+func (f *kubeFleet) podCreate(b *testing.B, ctx context.Context, name string) time.Duration {
+	pod := kube.PodFor(sandbox.Sandbox{ID: "x" + name, Name: name, Tenant: sandbox.SystemTenant, Owner: "bench", Image: "default", Resources: sandbox.Sizes()["small"]}, "")
+	pod.Spec.NodeName = "no-such-node"
+	pods := f.k8s.CoreV1().Pods(pod.Namespace)
+	start := time.Now()
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		b.Fatal(err)
+	}
+	return took
 }
