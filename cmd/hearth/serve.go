@@ -527,6 +527,7 @@ func sandboxMetrics(reg *metrics.Registry, usage *lifecycle.Usage) {
 	gauge("hearth_sandbox_cpu_seconds", "CPU time a running sandbox used since it started, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return u.CPUSeconds })
 	gauge("hearth_sandbox_cpu_cores", "CPU a running sandbox used per second between its last two samples (1: one core).", func(u lifecycle.LatestUsage) float64 { return u.CPUCores })
 	gauge("hearth_sandbox_memory_bytes", "Memory charged to a running sandbox, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.MemoryBytes) })
+	gauge("hearth_sandbox_memory_working_set_bytes", "A running sandbox's memory less its inactive file cache, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.MemoryWorkingSetBytes) })
 	gauge("hearth_sandbox_network_receive_bytes", "Bytes a running sandbox received since it started, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.NetRxBytes) })
 	gauge("hearth_sandbox_network_transmit_bytes", "Bytes a running sandbox sent since it started, at its latest sample.", func(u lifecycle.LatestUsage) float64 { return float64(u.NetTxBytes) })
 }

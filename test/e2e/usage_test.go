@@ -113,14 +113,17 @@ func TestUsage(t *testing.T) {
 
 		// --sandbox-metrics: each sandbox's latest sample in /metrics.
 		code, metrics := get(t, d.URL+"/metrics", d.Token)
-		var mem float64
+		var mem, ws float64
 		for line := range strings.Lines(metrics) {
 			if v, ok := strings.CutPrefix(line, `hearth_sandbox_memory_bytes{tenant="system",sandbox="busy"} `); ok {
 				mem, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
 			}
+			if v, ok := strings.CutPrefix(line, `hearth_sandbox_memory_working_set_bytes{tenant="system",sandbox="busy"} `); ok {
+				ws, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
 		}
-		if code != 200 || mem < 190<<20 || !strings.Contains(metrics, `hearth_sandbox_cpu_cores{tenant="system",sandbox="idle"}`) {
-			t.Errorf("/metrics = %d, busy's memory %v; want it with each sandbox's usage:\n%s", code, mem, metrics)
+		if code != 200 || mem < 190<<20 || ws < 190<<20 || ws > mem || !strings.Contains(metrics, `hearth_sandbox_cpu_cores{tenant="system",sandbox="idle"}`) {
+			t.Errorf("/metrics = %d, busy's memory %v (working set %v); want it with each sandbox's usage:\n%s", code, mem, ws, metrics)
 		}
 
 		out, stderr, code := d.CLI("", "top", "--json", "--sort", "memory")
