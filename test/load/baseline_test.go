@@ -52,8 +52,10 @@ func bareRuns(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
 // daemon, the agent, the layer snapshot and the first exec: a sandbox
 // that stays holds its memory, so the next one's is fresh memory rather
 // than the pages the one before freed, and this baseline tells whether
-// that, and not hearth, is what slows creates.
-func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) {
+// that, and not hearth, is what slows creates. With settle above zero,
+// the host memory each takes is measured too: MemAvailable before the
+// first start and settle after the last, over n (0 without settle).
+func bareStays(t *testing.T, rt string, n, conc int, settle time.Duration) (*recorder, time.Duration, int64) {
 	t.Helper()
 	bin, dir, bundle := bareBundle(t, rt, "/bin/sleep", "1000000")
 	global := func(i int) []string {
@@ -71,6 +73,7 @@ func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) 
 	removeAll := sync.OnceFunc(func() { parallel(n, conc, remove) })
 	t.Cleanup(removeAll)
 	rec := newRecorder(fmt.Sprintf("bare `%s run --detach` of a sandbox that stays (%d at %d)", rt, n, conc))
+	before := memAvailable(t)
 	start := time.Now()
 	parallel(n, conc, func(i int) {
 		log := filepath.Join(dir, fmt.Sprintf("stay%d.log", i))
@@ -94,8 +97,13 @@ func bareStays(t *testing.T, rt string, n, conc int) (*recorder, time.Duration) 
 	elapsed := time.Since(start)
 	rec.report(t, elapsed)
 	rec.wantNoErrors(t)
+	var each int64
+	if settle > 0 {
+		time.Sleep(settle)
+		each = (before - memAvailable(t)) / int64(n)
+	}
 	removeAll()
-	return rec, elapsed
+	return rec, elapsed, each
 }
 
 // bareBundle returns the runtime rt's binary, a directory of the test's,

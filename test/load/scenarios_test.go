@@ -88,7 +88,7 @@ func TestCreates(t *testing.T) {
 	baseline := "no baseline (a daemon at HEARTH_URL)"
 	if tg.d != nil {
 		bare, elapsed := bareRuns(t, tg.d.Runtime, sz.creates, sz.createConc)
-		stays, stayed := bareStays(t, tg.d.Runtime, sz.creates, sz.createConc)
+		stays, stayed, _ := bareStays(t, tg.d.Runtime, sz.creates, sz.createConc, 0)
 		baseline = fmt.Sprintf("bare %s run p50 %.0f ms, p99 %.0f ms, %.2f/s; bare run --detach of sandboxes that stay p50 %.0f ms, p99 %.0f ms, %.2f/s",
 			tg.d.Runtime, bare.p(0.5), bare.p(0.99), float64(sz.creates)/elapsed.Seconds(), stays.p(0.5), stays.p(0.99), float64(sz.creates)/stayed.Seconds())
 	}
@@ -163,13 +163,17 @@ func wantPids(t *testing.T, n int) {
 // densityConc is how many creates the density scenario runs at once.
 const densityConc = 4
 
+// idleSettle is how long new sandboxes, hearth's and the bare baseline's,
+// settle into idle before the density scenario reads the host's memory.
+const idleSettle = 5 * time.Second
+
 // TestDensity is scenario d: the host memory each running idle sandbox
 // takes (MemAvailable before and after M creates, over M), a probe exec's
 // latency among them, and the create rate at the end against the start.
-// Its baseline, in the same run, is the rate of bare sandboxes that stay
-// (bareStays), as many as the rates' window, at the same concurrency:
-// once on the empty host before hearth's creates, and once beside its M
-// sandboxes after them. What the host's own cost of a start grows by with
+// Its baseline, in the same run, is the rate and the memory of bare
+// sandboxes that stay (bareStays), as many as the rates' window, at the
+// same concurrency: once on the empty host before hearth's creates, and
+// once beside its M sandboxes after them. What the host's own cost of a start grows by with
 // M running sandboxes (fresh memory, the kernel's work per task and
 // mount) slows the bare starts as much as hearth's.
 func TestDensity(t *testing.T) {
@@ -181,8 +185,8 @@ func TestDensity(t *testing.T) {
 	bareAt := func(when string) string { return "no baseline (a daemon at HEARTH_URL)" }
 	if tg.d != nil {
 		bareAt = func(when string) string {
-			_, took := bareStays(t, tg.d.Runtime, window, densityConc)
-			return fmt.Sprintf("%.2f/s %s", float64(window)/took.Seconds(), when)
+			_, took, each := bareStays(t, tg.d.Runtime, window, densityConc, idleSettle)
+			return fmt.Sprintf("%.2f/s and %.1f MiB of MemAvailable each %s", float64(window)/took.Seconds(), float64(each)/(1<<20), when)
 		}
 	}
 	bareFirst := bareAt("on the empty host")
@@ -190,7 +194,7 @@ func TestDensity(t *testing.T) {
 	start := time.Now()
 	names, rec, ends := createAll(t, ctx, tg, "d-%d", sz.density, densityConc)
 	elapsed := time.Since(start)
-	time.Sleep(5 * time.Second) // the new sandboxes settle into idle
+	time.Sleep(idleSettle)
 	after := memAvailable(t)
 	c := tg.client("")
 	list, err := c.List(ctx)
