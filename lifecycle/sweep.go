@@ -188,13 +188,16 @@ func (s *sweeper) reap(ctx context.Context, tenant, name string) error {
 }
 
 // sleepIdle puts sb to sleep when it is running and idle for its tenant's
-// idle timeout (the daemon's for operators' sandboxes).
+// idle timeout (the daemon's for operators' sandboxes). Its idle clock
+// starts no earlier than its row's CreatedAt: a warm-pool member that a
+// control plane claimed has a row made at the claim, while this node's
+// lease of it dates from the member's start, which may be long before.
 func (s *sweeper) sleepIdle(ctx context.Context, sb sandbox.Sandbox) {
 	idle := s.opts.IdleTimeout
 	if _, lim, err := s.adm.tenantLimits(ctx, sb.Tenant); err == nil {
 		idle = lim.IdleTimeout
 	}
-	if sb.Status != sandbox.StatusRunning || !s.leases.idle(sb.ID, s.now(), idle) {
+	if sb.Status != sandbox.StatusRunning || s.now().Sub(sb.CreatedAt) < idle || !s.leases.idle(sb.ID, s.now(), idle) {
 		return
 	}
 	if _, err := s.sandboxes.sleep(ctx, sb, fmt.Sprintf("idle for %s", idle)); err != nil {

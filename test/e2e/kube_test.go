@@ -657,6 +657,40 @@ func TestKubeWarmPool(t *testing.T) {
 	}
 }
 
+// TestKubeWarmClaimIdle: a warm-pool member that waited in the pool
+// longer than the idle timeout, claimed through the control plane, is a
+// new sandbox: it stays awake for its first idle timeout after the
+// claim, and sleeps once that has passed with no call. (Its node's idle
+// clock of the member dated from the member's start: the node put it to
+// sleep at its first sweep after the claim, "idle", before this test.)
+func TestKubeWarmClaimIdle(t *testing.T) {
+	const idle = 8 * time.Second
+	f := newKubeFleetOf(t, 1, fleetNode{args: []string{"--warm-pool", "small=1", "--idle-timeout", idle.String()}})
+	ctx := ctxT(t)
+	waitPool(t, ctx, f.nodes[0], "small", 1)
+	time.Sleep(idle + time.Second) // the member is idle for longer than the timeout
+	cp := f.planes[0].Client()
+	sb, _, err := cp.Create(ctx, sandbox.CreateRequest{Name: "late"})
+	if err != nil || !strings.Contains(sb.Reason, "warm pool") {
+		t.Fatalf("create = %+v, %v; want the pool's member", sb, err)
+	}
+	time.Sleep(idle / 2) // two of the node's sweeps (a quarter of the timeout apart), no call
+	if got, err := cp.Get(ctx, "late"); err != nil || got.Status != sandbox.StatusRunning {
+		t.Fatalf("%s after the claim, without a call: %s (%s), %v; want running", idle/2, got.Status, got.Reason, err)
+	}
+	deadline := time.Now().Add(2 * idle)
+	for {
+		got, err := cp.Get(ctx, "late")
+		if err == nil && got.Status == sandbox.StatusSleeping {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after the claim, without a call: %s, %v; want it asleep", 2*idle+idle/2, got.Status, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // squatter makes, with kubectl, the Pod name in namespace ns asking for
 // cpu CPUs (and a little memory and disk), which selects no node: it
 // stays Pending, and its namespace's quota counts it. It returns
