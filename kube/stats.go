@@ -66,8 +66,8 @@ func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, err
 		Memory: &statsv1alpha1.MemoryStats{
 			Time:            metav1.NewTime(now),
 			AvailableBytes:  &host.available,
-			UsageBytes:      ptr(host.total - host.free),
-			WorkingSetBytes: ptr(host.total - host.available),
+			UsageBytes:      new(host.total - host.free),
+			WorkingSetBytes: new(host.total - host.available),
 		},
 	}}
 	for _, pu := range p.podUsages() {
@@ -88,7 +88,7 @@ func (s *usageStats) hostCPU(now time.Time, used uint64) *statsv1alpha1.CPUStats
 		}
 		s.cpuAt, s.cpuUsed = now, used
 	}
-	return &statsv1alpha1.CPUStats{Time: metav1.NewTime(now), UsageNanoCores: ptr(s.cpuRate), UsageCoreNanoSeconds: ptr(used)}
+	return &statsv1alpha1.CPUStats{Time: metav1.NewTime(now), UsageNanoCores: new(s.cpuRate), UsageCoreNanoSeconds: new(used)}
 }
 
 // podUsage is one sandbox Pod of the node with its sandbox's latest
@@ -138,8 +138,8 @@ func (p *Provider) podUsages() []podUsage {
 // container's CPU and memory (the sandbox's), and its network.
 func (pu podUsage) stats() statsv1alpha1.PodStats {
 	at := metav1.NewTime(pu.At)
-	cpu := &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: ptr(uint64(pu.CPUCores * 1e9)), UsageCoreNanoSeconds: ptr(uint64(pu.CPUSeconds * 1e9))}
-	mem := &statsv1alpha1.MemoryStats{Time: at, UsageBytes: ptr(uint64(pu.MemoryBytes)), WorkingSetBytes: ptr(uint64(pu.MemoryWorkingSetBytes))}
+	cpu := &statsv1alpha1.CPUStats{Time: at, UsageNanoCores: new(uint64(pu.CPUCores * 1e9)), UsageCoreNanoSeconds: new(uint64(pu.CPUSeconds * 1e9))}
+	mem := &statsv1alpha1.MemoryStats{Time: at, UsageBytes: new(uint64(pu.MemoryBytes)), WorkingSetBytes: new(uint64(pu.MemoryWorkingSetBytes))}
 	ps := statsv1alpha1.PodStats{
 		PodRef:     statsv1alpha1.PodReference{Name: pu.name, Namespace: pu.namespace, UID: pu.uid},
 		StartTime:  pu.start,
@@ -149,7 +149,7 @@ func (pu podUsage) stats() statsv1alpha1.PodStats {
 	}
 	if pu.NetRxBytes+pu.NetTxBytes > 0 {
 		ps.Network = &statsv1alpha1.NetworkStats{Time: at, InterfaceStats: statsv1alpha1.InterfaceStats{
-			Name: "eth0", RxBytes: ptr(pu.NetRxBytes), TxBytes: ptr(pu.NetTxBytes),
+			Name: "eth0", RxBytes: new(pu.NetRxBytes), TxBytes: new(pu.NetTxBytes),
 		}}
 	}
 	return ps
@@ -165,7 +165,7 @@ func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily,
 	}
 	counter, gauge := dto.MetricType_COUNTER, dto.MetricType_GAUGE
 	fam := func(name, help string, typ dto.MetricType) *dto.MetricFamily {
-		return &dto.MetricFamily{Name: ptr(name), Help: ptr(help), Type: &typ}
+		return &dto.MetricFamily{Name: new(name), Help: new(help), Type: &typ}
 	}
 	nodeCPU := fam("node_cpu_usage_seconds_total", "Cumulative cpu time consumed by the node in core-seconds", counter)
 	nodeMem := fam("node_memory_working_set_bytes", "Current working set of the node in bytes", gauge)
@@ -199,7 +199,7 @@ func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily,
 func add(f *dto.MetricFamily, value float64, t metav1.Time, labels ...string) {
 	m := &dto.Metric{}
 	for i := 0; i+1 < len(labels); i += 2 {
-		m.Label = append(m.Label, &dto.LabelPair{Name: ptr(labels[i]), Value: ptr(labels[i+1])})
+		m.Label = append(m.Label, &dto.LabelPair{Name: new(labels[i]), Value: new(labels[i+1])})
 	}
 	if f.GetType() == dto.MetricType_COUNTER {
 		m.Counter = &dto.Counter{Value: &value}
@@ -207,7 +207,7 @@ func add(f *dto.MetricFamily, value float64, t metav1.Time, labels ...string) {
 		m.Gauge = &dto.Gauge{Value: &value}
 	}
 	if !t.IsZero() {
-		m.TimestampMs = ptr(t.UnixMilli())
+		m.TimestampMs = new(t.UnixMilli())
 	}
 	f.Metric = append(f.Metric, m)
 }

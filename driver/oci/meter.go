@@ -107,7 +107,7 @@ func (c *cgroups) cpuNanos(id string) (uint64, error) {
 func (c *cgroups) memoryUsage(id string) (now, peak, workingSet int64) {
 	var dir, current, highest, inactive string
 	if c.mounts.memory != "" {
-		if d := filepath.Join(c.mounts.memory, c.rel(id)); isDir(d) {
+		if d := filepath.Join(c.mounts.memory, c.rel(id)); exists(d) {
 			dir, current, highest, inactive = d, "memory.usage_in_bytes", "memory.max_usage_in_bytes", "total_inactive_file"
 		}
 	}
@@ -126,12 +126,6 @@ func (c *cgroups) memoryUsage(id string) (now, peak, workingSet int64) {
 		}
 	}
 	return now, peak, workingSet
-}
-
-// isDir reports whether path is a directory.
-func isDir(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.IsDir()
 }
 
 // pids is the number of tasks in sandbox id's pids cgroup (v1, else v2).
