@@ -468,6 +468,11 @@ func TestKubeBudget(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond) // the quota controller gives the CPU back
 	}
+	// Kubernetes's quota controller recounts a quota when a Pod goes (the
+	// squatter), from its cache, which can lag the Pod made just after
+	// and undercount it for a moment; the quota binds once its count has
+	// caught up.
+	quotaUsed(t, ctx, f, ns, "requests.cpu", 20)
 	bot2 := client.New(f.planes[0].URL, toks["bot2"], nil)
 	if _, _, err := bot2.Create(ctx, sandbox.CreateRequest{Name: "s20", Size: "small"}); sandbox.ErrorCode(err) != sandbox.CodeBudgetExceeded {
 		t.Fatalf("21st create (by another agent) = %v; want budget_exceeded", err)
@@ -489,6 +494,34 @@ func TestKubeBudget(t *testing.T) {
 	pods, err := f.k8s.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 20 {
 		t.Fatalf("pods in %s = %d, %v; want the 20 sandboxes'", ns, len(pods.Items), err)
+	}
+}
+
+// quotaUsed waits (up to 30 s) until the tenant's quota has counted want
+// of resource as used for 2 s on end: longer than its controller's cache
+// lags on a busy machine.
+func quotaUsed(t *testing.T, ctx context.Context, f *kubeFleet, ns string, resource corev1.ResourceName, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var since time.Time // when the count last became want
+	for {
+		q, err := f.k8s.CoreV1().ResourceQuotas(ns).Get(ctx, kube.QuotaName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the tenant's quota: %v", err)
+		}
+		used := q.Status.Used[resource]
+		switch {
+		case used.Value() != want:
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= 2*time.Second:
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("quota %s used = %s after 30 s; want %d", resource, used.String(), want)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

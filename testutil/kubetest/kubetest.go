@@ -239,12 +239,14 @@ const controllers = "resourcequota-controller,node-lifecycle-controller,namespac
 // runControllerManager starts kube-controller-manager with the admin's
 // kubeconfig and the controllers above, on a free loopback port for its
 // own health endpoint. A Node whose lease lapses is NotReady after 10 s.
+// Quotas are recounted every 5 s (a cluster's default is 5 min), so a
+// count its controller took from a lagging cache is mended within a test.
 func (c *Cluster) runControllerManager(pki *pki) error {
 	port := freePort()
 	_, err := c.run("kube-controller-manager", filepath.Join(c.Bin, "kube-controller-manager"),
 		"--kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port), "--leader-elect=false",
-		"--controllers="+controllers, "--node-monitor-grace-period=10s", "--node-monitor-period=1s",
+		"--controllers="+controllers, "--node-monitor-grace-period=10s", "--node-monitor-period=1s", "--resource-quota-sync-period=5s",
 		"--service-account-private-key-file="+pki.saKey, "--root-ca-file="+pki.caCert)
 	return err
 }
