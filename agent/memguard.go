@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/hearth/hearth/internal/hostusage"
 )
 
 // Under gVisor the sandbox's memory cgroup only reports, and the host cgroup
@@ -211,39 +211,14 @@ func (g *memGuard) used() (uint64, error) {
 	return parseMemUsed(b)
 }
 
-// parseMemUsed reads MemTotal and MemFree (in kB) from a /proc/meminfo and
-// returns their difference in bytes.
+// parseMemUsed returns MemTotal less MemFree of a /proc/meminfo, in
+// bytes.
 func parseMemUsed(b []byte) (uint64, error) {
-	var total, free uint64
-	var seen int
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() && seen < 2 {
-		k, v, ok := bytes.Cut(sc.Bytes(), []byte{':'})
-		var dst *uint64
-		switch {
-		case !ok:
-			continue
-		case string(k) == "MemTotal":
-			dst = &total
-		case string(k) == "MemFree":
-			dst = &free
-		default:
-			continue
-		}
-		n, err := strconv.ParseUint(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("meminfo: %s: %w", k, err)
-		}
-		*dst = n << 10
-		seen++
+	m, err := hostusage.ParseMemory(b)
+	if err != nil {
+		return 0, fmt.Errorf("meminfo: %w", err)
 	}
-	if seen < 2 {
-		return 0, errors.New("meminfo has no MemTotal or no MemFree")
-	}
-	if free > total {
-		return 0, nil
-	}
-	return total - free, nil
+	return uint64(m.Total - m.Free), nil
 }
 
 // largest returns the process with the largest resident set other than the

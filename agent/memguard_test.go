@@ -20,7 +20,7 @@ func TestParseMemUsed(t *testing.T) {
 	}{
 		{"MemTotal:         851968 kB\nMemFree:          843136 kB\nMemAvailable:     843136 kB\n", (851968 - 843136) << 10, true},
 		{"MemFree: 10 kB\nMemTotal: 30 kB\n", 20 << 10, true},
-		{"MemTotal: 10 kB\nMemFree: 30 kB\n", 0, true}, // never negative
+		{"MemTotal: 10 kB\nMemFree: 30 kB\n", 0, false}, // never negative
 		{"MemTotal: 10 kB\n", 0, false},
 		{"MemTotal: x kB\nMemFree: 1 kB\n", 0, false},
 		{"", 0, false},

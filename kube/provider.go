@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hearth/hearth/door"
+	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -99,7 +100,7 @@ func NewProvider(svc Sandboxes, client kubernetes.Interface, name string, log *s
 	}
 	return &Provider{svc: svc, client: client, node: name, log: log, pods: map[string]*corev1.Pod{}, notify: func(*corev1.Pod) {},
 		fleet: NewFleet(FleetOptions{Client: client, Logger: log}),
-		stats: usageStats{proc: "/proc", start: metav1.Now()}}
+		stats: usageStats{proc: hostusage.Proc, start: metav1.Now()}}
 }
 
 func key(ns, name string) string { return ns + "/" + name }

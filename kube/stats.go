@@ -1,13 +1,9 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
+	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/lifecycle"
 )
 
@@ -55,19 +52,23 @@ func (p *Provider) UsageFrom(latest func() []lifecycle.LatestUsage) {
 // the kubelet's /stats/summary reports it.
 func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
 	now := time.Now()
-	host, err := readHostUsage(p.stats.proc)
+	cpu, err := hostusage.ReadCPU(p.stats.proc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kube: node stats: %w", err)
+	}
+	mem, err := hostusage.ReadMemory(p.stats.proc)
+	if err != nil {
+		return nil, fmt.Errorf("kube: node stats: %w", err)
 	}
 	sum := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{
 		NodeName:  p.node,
 		StartTime: p.stats.start,
-		CPU:       p.stats.hostCPU(now, host.cpuNanos),
+		CPU:       p.stats.hostCPU(now, uint64(cpu.Busy)),
 		Memory: &statsv1alpha1.MemoryStats{
 			Time:            metav1.NewTime(now),
-			AvailableBytes:  &host.available,
-			UsageBytes:      new(host.total - host.free),
-			WorkingSetBytes: new(host.total - host.available),
+			AvailableBytes:  new(uint64(mem.Available)),
+			UsageBytes:      new(uint64(mem.Total - mem.Free)),
+			WorkingSetBytes: new(uint64(mem.Total - mem.Available)),
 		},
 	}}
 	for _, pu := range p.podUsages() {
@@ -211,58 +212,3 @@ func add(f *dto.MetricFamily, value float64, t metav1.Time, labels ...string) {
 	}
 	f.Metric = append(f.Metric, m)
 }
-
-// hostUsage is the host's CPU time used (all CPUs, idle and iowait
-// excepted) and its memory, in bytes.
-type hostUsage struct {
-	cpuNanos               uint64
-	total, free, available uint64
-}
-
-// readHostUsage reads the host's usage from proc's stat and meminfo.
-func readHostUsage(proc string) (hostUsage, error) {
-	var h hostUsage
-	stat, err := os.ReadFile(proc + "/stat")
-	if err != nil {
-		return h, fmt.Errorf("kube: node stats: %w", err)
-	}
-	line, _, _ := bytes.Cut(stat, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 9 || f[0] != "cpu" {
-		return h, fmt.Errorf("kube: node stats: %s/stat begins %q, not the cpu line", proc, line)
-	}
-	// user nice system idle iowait irq softirq steal: all but idle and
-	// iowait, in USER_HZ ticks (100 a second on Linux's ABI).
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 {
-			continue
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return h, fmt.Errorf("kube: node stats: %s/stat: %w", proc, err)
-		}
-		h.cpuNanos += n * uint64(time.Second/100)
-	}
-	mem, err := os.ReadFile(proc + "/meminfo")
-	if err != nil {
-		return h, fmt.Errorf("kube: node stats: %w", err)
-	}
-	fields := map[string]*uint64{"MemTotal:": &h.total, "MemFree:": &h.free, "MemAvailable:": &h.available}
-	sc := bufio.NewScanner(bytes.NewReader(mem))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && fields[f[0]] != nil {
-			kb, err := strconv.ParseUint(f[1], 10, 64)
-			if err != nil {
-				return h, fmt.Errorf("kube: node stats: %s/meminfo: %w", proc, err)
-			}
-			*fields[f[0]] = kb << 10
-		}
-	}
-	if h.total == 0 || h.available > h.total || h.free > h.total {
-		return h, fmt.Errorf("kube: node stats: %s/meminfo has no usable MemTotal, MemFree and MemAvailable", proc)
-	}
-	return h, nil
-}
-
-func ptr[T any](v T) *T { return &v }

@@ -27,8 +27,8 @@ type Options struct {
 	// AgentPath is the host path of the static hearth-agent binary, every
 	// sandbox's PID 1.
 	AgentPath string
-	// MemInfo returns the host's available and total memory (oci.MemInfo
-	// reads the host's); nil knows of no pressure.
+	// MemInfo returns the host's available and total memory in bytes;
+	// nil knows of no pressure.
 	MemInfo func() (available, total int64, err error)
 	// Meter reads what running sandboxes use (oci.MeterOf); nil uses the
 	// Driver's if it is a driver.Meter, else the node cannot tell.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"runtime"
 	"strings"
 
@@ -21,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hearth/hearth/audit"
+	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/kube"
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/node"
@@ -117,11 +117,8 @@ func (k kubeConfig) resources(disk int64) (corev1.ResourceList, error) {
 // disk, the layer store's size.
 func parseCapacity(v string, disk int64) (corev1.ResourceList, error) {
 	mem := int64(8 << 30)
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb int64
-		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
-			mem = kb << 10
-		}
+	if m, err := hostusage.ReadMemory(hostusage.Proc); err == nil {
+		mem = m.Total
 	}
 	out := corev1.ResourceList{
 		corev1.ResourceCPU:              *resource.NewQuantity(int64(8*runtime.NumCPU()), resource.DecimalSI),

@@ -32,6 +32,7 @@ import (
 	"github.com/hearth/hearth/httpapi"
 	"github.com/hearth/hearth/image"
 	"github.com/hearth/hearth/instance"
+	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/layers"
 	"github.com/hearth/hearth/layers/btrfs"
 	"github.com/hearth/hearth/layers/overlay"
@@ -290,7 +291,7 @@ func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, net
 		Driver:    drv,
 		Layers:    snaps,
 		AgentPath: cfg.agentPath,
-		MemInfo:   oci.MemInfo,
+		MemInfo:   hostMemory,
 		Meter:     oci.MeterOf(drv),
 		Images:    images,
 		ImageDir:  imageDir,
@@ -300,6 +301,13 @@ func openNode(ctx context.Context, cfg serveConfig, inst *instance.Instance, net
 		return fail(err)
 	}
 	return local, def, func() { snaps.Close() }, nil
+}
+
+// hostMemory is the host's available and total memory in bytes, what the
+// sandboxes of this daemon's node share (node.Options.MemInfo).
+func hostMemory() (available, total int64, err error) {
+	m, err := hostusage.ReadMemory(hostusage.Proc)
+	return m.Available, m.Total, err
 }
 
 // runningPatience is how long a start waits for a data dir that another

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/internal/hostusage"
 )
 
 // Quiet neighbours. A sandbox that keeps its CPU share saturated is
@@ -105,16 +107,16 @@ func (d *Driver) QuietNeighbours(ctx context.Context) {
 
 // quieter is QuietNeighbours' state: the instance's cpu cgroups (cpu:
 // where weights and cpu.idle are, usage: where CPU time is), the host's
-// CPU times (procStat), and what it last saw of each sandbox and of the
+// CPU times (proc), and what it last saw of each sandbox and of the
 // host.
 type quieter struct {
 	cpu, usage string // <hierarchy>/<parent>
 	v2         bool
-	procStat   string // "/proc/stat"
+	proc       string // the host's /proc, for its CPU times
 	ncpu       float64
 	seen       map[string]*cpuWatch
 	fds        map[string]int // each sandbox's usage file, open (cpuTime)
-	host       hostCPU
+	host       hostusage.CPU
 	log        *slog.Logger
 	// calls is how many calls the daemon made to a sandbox's agent so far
 	// (channels.called); nil counts none.
@@ -136,13 +138,10 @@ type cpuWatch struct {
 	quota       float64
 }
 
-// hostCPU is the host's CPU time, all and idle, in clock ticks.
-type hostCPU struct{ total, idle uint64 }
-
 // quieter returns the instance's quieter, or nil when the host has no cpu
 // controller with CPU time to read.
 func (c *cgroups) quieter() *quieter {
-	q := &quieter{procStat: "/proc/stat", ncpu: float64(runtime.NumCPU()), seen: map[string]*cpuWatch{}, fds: map[string]int{}, log: c.log}
+	q := &quieter{proc: hostusage.Proc, ncpu: float64(runtime.NumCPU()), seen: map[string]*cpuWatch{}, fds: map[string]int{}, log: c.log}
 	switch {
 	case c.mounts.cpu != "" && c.mounts.cpuacct != "":
 		q.cpu, q.usage = filepath.Join(c.mounts.cpu, c.parent), filepath.Join(c.mounts.cpuacct, c.parent)
@@ -260,29 +259,17 @@ func (q *quieter) called(id string) uint64 {
 // saturated reports whether the host's CPUs were nearly all busy since the
 // last call (false on the first, or when /proc/stat cannot be read).
 func (q *quieter) saturated() bool {
-	b, err := os.ReadFile(q.procStat)
+	now, err := hostusage.ReadCPU(q.proc)
 	if err != nil {
 		return false
 	}
-	line, _, _ := bytes.Cut(b, []byte{'\n'})
-	f := strings.Fields(string(line))
-	if len(f) < 5 || f[0] != "cpu" {
-		return false
-	}
-	var now hostCPU
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseUint(v, 10, 64)
-		now.total += n
-		if i == 3 || i == 4 { // idle, iowait
-			now.idle += n
-		}
-	}
 	last := q.host
 	q.host = now
-	if last.total == 0 || now.total <= last.total {
+	if last.Total == 0 || now.Total <= last.Total {
 		return false
 	}
-	return float64(now.idle-last.idle)/float64(now.total-last.total) < saturatedIdle
+	idle := (now.Total - now.Busy) - (last.Total - last.Busy)
+	return float64(idle)/float64(now.Total-last.Total) < saturatedIdle
 }
 
 // judge counts share, the part of its CPUs sandbox id used in the last

@@ -31,7 +31,7 @@ func newFakeCPU(t *testing.T, v2, idle bool) *fakeCPU {
 	c := &cgroups{mounts: m, parent: "hearth", log: slog.New(slog.DiscardHandler)}
 	q := c.quieter()
 	q.ncpu = 2
-	q.procStat = filepath.Join(dir, "stat")
+	q.proc = dir
 	f := &fakeCPU{t: t, q: q, ns: map[string]uint64{}, now: time.Unix(1000, 0), idle: idle, calls: map[string]uint64{}}
 	q.calls = func(id string) uint64 { return f.calls[id] }
 	return f
@@ -92,7 +92,7 @@ func (f *fakeCPU) period(cpus map[string]float64, idle float64) {
 	f.ticks[1] += uint64(idle * float64(ticks))
 	f.ticks[0] += ticks - uint64(idle*float64(ticks))
 	stat := fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 1 2 3 4\n", f.ticks[0], f.ticks[1])
-	if err := os.WriteFile(f.q.procStat, []byte(stat), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.q.proc, "stat"), []byte(stat), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
 	f.now = f.now.Add(quietPeriod)

@@ -1,8 +1,6 @@
 package load_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/client"
+	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -245,50 +244,25 @@ func rateAt(ends []time.Time, start time.Time, first bool) float64 {
 	return float64(k) / ends[n-1].Sub(ends[n-1-k]).Seconds()
 }
 
-// memAvailable reads MemAvailable from /proc/meminfo, in bytes.
+// memAvailable reads the host's MemAvailable, in bytes.
 func memAvailable(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/meminfo")
+	m, err := hostusage.ReadMemory(hostusage.Proc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemAvailable:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no MemAvailable in /proc/meminfo")
-	return 0
+	return m.Available
 }
 
 // cpuBusy starts measuring the host's CPU time; the function it returns
-// tells the busy share (0–1) of all CPUs since.
+// tells the busy share (0–1) of all CPUs since (0 if it cannot tell).
 func cpuBusy() func() float64 {
-	busy0, total0 := cpuTimes()
+	c0, err0 := hostusage.ReadCPU(hostusage.Proc)
 	return func() float64 {
-		busy1, total1 := cpuTimes()
-		if total1 == total0 {
+		c1, err1 := hostusage.ReadCPU(hostusage.Proc)
+		if err0 != nil || err1 != nil || c1.Total == c0.Total {
 			return 0
 		}
-		return float64(busy1-busy0) / float64(total1-total0)
+		return float64(c1.Busy-c0.Busy) / float64(c1.Total-c0.Total)
 	}
-}
-
-// cpuTimes reads the host's busy and total CPU ticks from /proc/stat.
-func cpuTimes() (busy, total int64) {
-	b, _ := os.ReadFile("/proc/stat")
-	line, _, _ := strings.Cut(string(b), "\n")
-	for i, f := range strings.Fields(line)[1:] {
-		v, _ := strconv.ParseInt(f, 10, 64)
-		total += v
-		if i != 3 && i != 4 { // idle, iowait
-			busy += v
-		}
-	}
-	return busy, total
 }

@@ -1,0 +1,71 @@
+package hostusage_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/internal/hostusage"
+)
+
+func proc(t *testing.T, stat, meminfo string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range map[string]string{"stat": stat, "meminfo": meminfo} {
+		if text == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestReadCPU: busy is all but idle and iowait; guest time, already in
+// user and nice, is not counted twice; the per-CPU lines are not added.
+func TestReadCPU(t *testing.T) {
+	dir := proc(t, "cpu  100 10 20 5000 300 1 2 3 40 4\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 5\n", "")
+	c, err := hostusage.ReadCPU(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Busy != 1360*time.Millisecond || c.Total != 54360*time.Millisecond {
+		t.Errorf("busy %v, total %v; want 1.36s, 54.36s", c.Busy, c.Total)
+	}
+	if c, err := hostusage.ReadCPU(hostusage.Proc); err != nil || c.Busy <= 0 || c.Total <= c.Busy {
+		t.Errorf("this host: %+v, %v", c, err)
+	}
+	for _, bad := range []string{"cpu0 1 2 3 4 5 6 7 8\n", "cpu  1 2 3\n", "cpu  1 2 3 4 5 6 7 x\n", "cpu  1 2 3 4 5 6 7 -8\n", ""} {
+		if c, err := hostusage.ReadCPU(proc(t, bad, "")); err == nil {
+			t.Errorf("stat %q: %+v, no error", bad, c)
+		}
+	}
+}
+
+// TestReadMemory: the three fields in bytes; a meminfo without MemTotal
+// or MemFree, or whose free or available memory exceeds the total, is
+// refused.
+func TestReadMemory(t *testing.T) {
+	m, err := hostusage.ReadMemory(proc(t, "", "MemTotal:        8388608 kB\nMemFree:         2097152 kB\nMemAvailable:    5242880 kB\nBuffers: 1 kB\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Total != 8<<30 || m.Free != 2<<30 || m.Available != 5<<30 {
+		t.Errorf("%+v", m)
+	}
+	// A kernel before MemAvailable.
+	if m, err := hostusage.ReadMemory(proc(t, "", "MemFree: 512 kB\nMemTotal: 1024 kB\n")); err != nil || m.Total != 1<<20 || m.Free != 1<<19 || m.Available != 0 {
+		t.Errorf("no MemAvailable: %+v, %v", m, err)
+	}
+	for _, bad := range []string{"MemFree: 1 kB\n", "MemTotal: 1 kB\n", "MemTotal: 0 kB\nMemFree: 0 kB\n", "MemTotal: 2 kB\nMemFree: 1 kB\nMemAvailable: 3 kB\n", "MemTotal: 1 kB\nMemFree: 2 kB\n", "MemTotal: lots\nMemFree: 1 kB\n", "MemTotal: -4 kB\nMemFree: 1 kB\n", ""} {
+		if m, err := hostusage.ReadMemory(proc(t, "", bad)); err == nil {
+			t.Errorf("meminfo %q: %+v, no error", strings.TrimSpace(bad), m)
+		}
+	}
+	if m, err := hostusage.ReadMemory(hostusage.Proc); err != nil || m.Total <= 0 || m.Available <= 0 {
+		t.Errorf("this host: %+v, %v", m, err)
+	}
+}
