@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
@@ -52,8 +53,9 @@ type Fleet struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	checked map[string]time.Time // tenant → when its namespace and quota were last made right
-	open    map[string]openness  // node → whether it takes sandboxes, as last read
+	checked map[string]time.Time   // tenant → when its namespace and quota were last made right
+	open    map[string]openness    // node → whether it takes sandboxes, as last read
+	nodes   corelisters.NodeLister // the hearth Nodes as watched (see Watch), or nil
 }
 
 // openness is whether a Node took new Pods when it was read, at.
@@ -62,13 +64,18 @@ type openness struct {
 	at   time.Time
 }
 
-// openFresh is how long a Node's openness, once read, is taken as is: a
-// cordon stops warm-pool claims on its node within it.
+// openFresh is how long a Node's openness, once read, is taken as is
+// when the Fleet does not watch Nodes: a cordon stops warm-pool claims on
+// its node within it.
 const openFresh = 2 * time.Second
 
 // Open says whether Node node takes new Pods: it exists and is not
 // cordoned (spec.unschedulable). A Node that cannot be read is not open.
+// It answers from the watched Nodes once Watch has synced.
 func (f *Fleet) Open(ctx context.Context, node string) bool {
+	if open, known := f.watchedOpen(node); known {
+		return open
+	}
 	f.mu.Lock()
 	o, ok := f.open[node]
 	f.mu.Unlock()

@@ -392,3 +392,67 @@ func TestPodFollowsMove(t *testing.T) {
 		t.Error("a row on this node counts as moved away")
 	}
 }
+
+// TestFleetWatch: before its watch of the Nodes has synced, Open reads
+// the Node; after, it answers from the watch, with no call to the API
+// server: a hearth Node open, then closed once cordoned, a Node without
+// hearth's label or none at all closed; when its context ends, Open reads
+// the Node again.
+func TestFleetWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	node := func(name string, hearth bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if hearth {
+			n.Labels[LabelNode] = "true"
+		}
+		return n
+	}
+	client := fake.NewClientset(node("hn0", true), node("other", false))
+	f := NewFleet(FleetOptions{Client: client})
+	gets := func() int {
+		n := 0
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	if !f.Open(ctx, "hn0") || gets() != 1 {
+		t.Fatalf("Open before the watch: %d gets; want the Node read once", gets())
+	}
+	watched := make(chan struct{})
+	go func() { f.Watch(ctx); close(watched) }()
+	eventually(t, "the watch to sync", func() bool { _, known := f.watchedOpen("hn0"); return known })
+	before := gets()
+	if !f.Open(ctx, "hn0") || f.Open(ctx, "other") || f.Open(ctx, "gone") {
+		t.Fatal("from the watch: want hn0 open, a Node without hearth's label and a missing one closed")
+	}
+	cordoned := node("hn0", true)
+	cordoned.Spec.Unschedulable = true
+	if _, err := client.CoreV1().Nodes().Update(ctx, cordoned, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the cordon to close hn0", func() bool { return !f.Open(ctx, "hn0") })
+	if gets() != before {
+		t.Errorf("Open from the watch read Nodes %d times", gets()-before)
+	}
+	cancel()
+	<-watched
+	if _, known := f.watchedOpen("hn0"); known {
+		t.Error("Open still answers from a watch that has ended")
+	}
+}
+
+// eventually waits up to 5 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5 s for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

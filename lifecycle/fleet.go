@@ -69,9 +69,15 @@ func (s *Pool) bindClaim(ctx context.Context, m, claimed sandbox.Sandbox) (sandb
 		}
 		return sandbox.Sandbox{}, false, err
 	}
-	if err := s.opts.Store.Changes().Notify(ctx, poolTopic, m.Node+" "+claimed.ID); err != nil {
-		s.log.Warn("tell a node its warm-pool member was claimed; it refills at its next sweep", "node", m.Node, "err", err)
-	}
+	// The notice is sent after the answer, not before it: a node that
+	// misses it refills at its next sweep anyway.
+	go func() {
+		nctx, cancel := detached(ctx)
+		defer cancel()
+		if err := s.opts.Store.Changes().Notify(nctx, poolTopic, m.Node+" "+claimed.ID); err != nil {
+			s.log.Warn("tell a node its warm-pool member was claimed; it refills at its next sweep", "node", m.Node, "err", err)
+		}
+	}()
 	s.log.Info("sandbox created", "sandbox", claimed.Name, "id", claimed.ID, "tenant", claimed.Tenant, "owner", claimed.Owner, "node", claimed.Node, "from", "warm pool", "member", m.Name)
 	return claimed, true, nil
 }

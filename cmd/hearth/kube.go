@@ -165,7 +165,7 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 	klog := log.With("component", "kube")
 	if cfg.kube.role == kubeControlPlane {
 		var tenancy *lifecycle.Tenancy
-		opts.Fleet = kube.NewFleet(kube.FleetOptions{
+		fleet := kube.NewFleet(kube.FleetOptions{
 			Client: client,
 			Budget: func(ctx context.Context, tenant string) (sandbox.Resources, bool, error) {
 				return tenancy.Budget(ctx, tenant)
@@ -175,7 +175,11 @@ func kubeWiring(cfg serveConfig, opts *lifecycle.Options, stderr io.Writer, log 
 			},
 			Logger: klog,
 		})
-		return func(_ context.Context, svc *lifecycle.Service, _ *audit.Recorder, _ string) { tenancy = svc.Tenancy }, nil
+		opts.Fleet = fleet
+		return func(ctx context.Context, svc *lifecycle.Service, _ *audit.Recorder, _ string) {
+			tenancy = svc.Tenancy
+			go fleet.Watch(ctx)
+		}, nil
 	}
 	sbs := &nodeSandboxes{}
 	provider := kube.NewProvider(sbs, client, cfg.node, klog)
