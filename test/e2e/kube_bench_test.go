@@ -64,24 +64,35 @@ func BenchmarkFleetExec(b *testing.B) {
 // warm pool: through a control plane on Kubernetes, which claims a member
 // of a node's pool and binds its Pod there ("fleet-"), and from a
 // one-machine daemon's own pool ("one-machine-"), alternating, each pool
-// full again before each create. Its third figure is the Kubernetes
-// part of a claim alone ("pod-create-"): client-go creating the Pod the
-// control plane would make for such a sandbox, in the same namespace
-// under the same quota, bound to a node that does not exist (so no node
-// takes it up), and deleting it.
+// full again and the host settled before each create. Its third figure is
+// the Kubernetes part of a claim alone ("pod-create-"): client-go
+// creating the Pod the control plane would make for such a sandbox, in
+// the same namespace under the same quota, bound to a node that does not
+// exist (so no node takes it up), and deleting it.
 func BenchmarkFleetWarmCreateToFirstOutput(b *testing.B) {
 	pool := []string{"--warm-pool", "small=1"}
 	f := newKubeFleetOf(b, 1, fleetNode{args: pool})
 	lone := newDaemon(b, preferredRuntime(b), pool...)
 	ctx := context.Background()
-	var fleet, one, pods []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	// Each create starts on a settled host, the timer stopped: both pools
+	// full, and then poolSettle more, since a member counts as ready once
+	// it runs, before its warm-up exec, and the last create's destroy and
+	// refill, and a fresh member's first moments, would otherwise land on
+	// the next create (one machine's p50: 32 ms without the pause, 26
+	// with it).
+	settled := func() {
 		b.StopTimer()
 		waitPool(b, ctx, f.nodes[0], "small", 1)
 		waitPool(b, ctx, lone, "small", 1)
+		time.Sleep(poolSettle)
 		b.StartTimer()
+	}
+	var fleet, one, pods []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		settled()
 		fleet = append(fleet, createToFirstOutput(b, f.planes[0], fmt.Sprintf("fleet-%d", i)))
+		settled()
 		one = append(one, createToFirstOutput(b, lone, fmt.Sprintf("one-%d", i)))
 		pods = append(pods, f.podCreate(b, ctx, fmt.Sprintf("podbase-%d", i)))
 	}
@@ -89,6 +100,10 @@ func BenchmarkFleetWarmCreateToFirstOutput(b *testing.B) {
 	benchstat.Report(b, "one-machine-", one)
 	benchstat.Report(b, "pod-create-", pods)
 }
+
+// poolSettle is how long BenchmarkFleetWarmCreateToFirstOutput lets the
+// host settle before each create.
+const poolSettle = time.Second
 
 // podCreate times client-go's create of the Pod a control plane makes for
 // a small sandbox of the operator named name, bound to no node of the
