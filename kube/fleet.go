@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/hearth/hearth/lifecycle"
 	"github.com/hearth/hearth/sandbox"
@@ -41,8 +40,8 @@ type FleetOptions struct {
 const QuotaName = "hearth-budget"
 
 // tenantFresh is how long a tenant's namespace and quota, once checked,
-// are taken as in step before a create checks them again; a policy
-// change reaches the quota at once through SyncTenant.
+// are taken as in step before a create checks them again: a change of
+// the tenant's budget reaches its quota at its first create after that.
 const tenantFresh = 10 * time.Second
 
 // Fleet is a control plane's lifecycle.Fleet on Kubernetes: a sandbox is
@@ -53,9 +52,9 @@ type Fleet struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	checked map[string]time.Time   // tenant → when its namespace and quota were last made right
-	open    map[string]openness    // node → whether it takes sandboxes, as last read
-	nodes   corelisters.NodeLister // the hearth Nodes as watched (see Watch), or nil
+	checked map[string]time.Time // tenant → when its namespace and quota were last made right
+	open    map[string]openness  // node → whether it takes sandboxes, as last read
+	watched *watched             // the cluster as watched, once synced (see Watch)
 }
 
 // openness is whether a Node took new Pods when it was read, at.
@@ -314,7 +313,8 @@ func (f *Fleet) Unplace(ctx context.Context, sb sandbox.Sandbox) error {
 }
 
 // ensureTenant makes tenant's namespace and quota right, unless that was
-// done within tenantFresh.
+// done within tenantFresh, or the watched view shows them right already
+// (see Watch).
 func (f *Fleet) ensureTenant(ctx context.Context, tenant string) error {
 	if err := checkNamespace(tenant); err != nil || f.opts.Budget == nil {
 		return err
@@ -325,20 +325,21 @@ func (f *Fleet) ensureTenant(ctx context.Context, tenant string) error {
 	if ok && time.Since(at) < tenantFresh {
 		return nil
 	}
-	if err := f.SyncTenant(ctx, tenant); err != nil {
-		return err
+	if !f.tenantInStep(ctx, tenant) {
+		if err := f.SyncTenant(ctx, tenant); err != nil {
+			return err
+		}
 	}
-	f.mu.Lock()
-	f.checked[tenant] = time.Now()
-	f.mu.Unlock()
+	f.checkedNow(tenant)
 	return nil
 }
 
 // SyncTenant makes tenant's namespace if it has none, and sets its
 // ResourceQuota to the tenant's budget (CPU, memory and disk requests),
 // returning once the controller manager has counted it (see
-// waitCounted); a tenant with no budget has no quota. It is called
-// before a tenant's creates, when it was last called more than 10 s ago.
+// waitCounted); a tenant with no budget has no quota. A create calls it
+// (ensureTenant) when the tenant was last checked more than tenantFresh
+// ago and the watched view (see Watch) does not show it in step.
 func (f *Fleet) SyncTenant(ctx context.Context, tenant string) error {
 	if err := checkNamespace(tenant); err != nil {
 		return err
@@ -362,10 +363,7 @@ func (f *Fleet) SyncTenant(ctx context.Context, tenant string) error {
 		}
 		return nil
 	}
-	hard := corev1.ResourceList{}
-	for name, q := range requests(budget) {
-		hard["requests."+name] = q
-	}
+	hard := quotaHard(budget)
 	cur, err := quotas.Get(ctx, QuotaName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -384,6 +382,16 @@ func (f *Fleet) SyncTenant(ctx context.Context, tenant string) error {
 	}
 	f.waitCounted(ctx, ns, hard)
 	return nil
+}
+
+// quotaHard is the hard limits of the quota of a tenant whose budget is
+// budget: its CPU, memory and disk as requests.
+func quotaHard(budget sandbox.Resources) corev1.ResourceList {
+	hard := corev1.ResourceList{}
+	for name, q := range requests(budget) {
+		hard["requests."+name] = q
+	}
+	return hard
 }
 
 // quotaCountWait bounds how long SyncTenant waits for the controller

@@ -456,3 +456,72 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFleetWatchTenant: once the Fleet watches, a create's check of its
+// tenant's namespace and quota asks the API server nothing while the
+// watched view shows them at the budget, and makes them right when it
+// shows them out of step: a changed budget, a quota deleted behind its
+// back.
+func TestFleetWatchTenant(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	count := func(action k8stesting.Action) (bool, runtime.Object, error) {
+		var q *corev1.ResourceQuota
+		switch a := action.(type) {
+		case k8stesting.CreateAction:
+			q = a.GetObject().(*corev1.ResourceQuota)
+		case k8stesting.UpdateAction:
+			q = a.GetObject().(*corev1.ResourceQuota)
+		}
+		q.Status.Hard = q.Spec.Hard
+		return false, nil, nil
+	}
+	client.PrependReactor("create", "resourcequotas", count)
+	client.PrependReactor("update", "resourcequotas", count)
+	budget := sandbox.Resources{MilliCPU: 20000, MemoryBytes: 10 << 30, DiskBytes: 40 << 30}
+	f := NewFleet(FleetOptions{Client: client, Budget: func(context.Context, string) (sandbox.Resources, bool, error) {
+		return budget, true, nil
+	}})
+	go f.Watch(ctx)
+	eventually(t, "the watch to sync", func() bool { return f.view() != nil })
+	// ensure runs the check as a create after tenantFresh does, and
+	// returns how many calls it made to the API server.
+	ensure := func() int {
+		t.Helper()
+		f.mu.Lock()
+		delete(f.checked, "acme")
+		f.mu.Unlock()
+		before := len(client.Actions())
+		if err := f.ensureTenant(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		return len(client.Actions()) - before
+	}
+	cpu := func() int64 {
+		q, err := client.CoreV1().ResourceQuotas("hearth-acme").Get(ctx, QuotaName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q.Spec.Hard.Name("requests.cpu", resource.DecimalSI).Value()
+	}
+	if calls := ensure(); calls == 0 || cpu() != 20 {
+		t.Fatalf("first check: %d calls, quota cpu %d; want the namespace and quota made", calls, cpu())
+	}
+	eventually(t, "the watch to see them", func() bool { return f.tenantInStep(ctx, "acme") })
+	if calls := ensure(); calls != 0 {
+		t.Errorf("check with the view in step: %d calls to the API server; want none", calls)
+	}
+	budget.MilliCPU = 4000
+	if calls := ensure(); calls == 0 || cpu() != 4 {
+		t.Errorf("check after the budget changed: %d calls, quota cpu %d; want it set to 4", calls, cpu())
+	}
+	eventually(t, "the watch to see the change", func() bool { return f.tenantInStep(ctx, "acme") })
+	if err := client.CoreV1().ResourceQuotas("hearth-acme").Delete(ctx, QuotaName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the watch to see the quota go", func() bool { return !f.tenantInStep(ctx, "acme") })
+	if calls := ensure(); calls == 0 || cpu() != 4 {
+		t.Errorf("check after the quota was deleted: %d calls, quota cpu %d; want it made again", calls, cpu())
+	}
+}
