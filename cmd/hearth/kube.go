@@ -40,7 +40,7 @@ func (k kubeConfig) client() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
 	cfg.UserAgent = "hearth/" + version()
-	cfg.QPS, cfg.Burst = 100, 200
+	kube.TuneClient(cfg)
 	return kubernetes.NewForConfig(cfg)
 }
 

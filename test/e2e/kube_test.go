@@ -68,6 +68,7 @@ func newKubeFleetOf(t testing.TB, replicas int, nodes ...fleetNode) *kubeFleet {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kube.TuneClient(cfg) // as the daemons' own clients: the Pod-create baseline too
 	f := &kubeFleet{cluster: c, k8s: kubernetes.NewForConfigOrDie(cfg)}
 	dsn := pgtest.NewDatabase(t)
 	key := filepath.Join(t.TempDir(), "hearth.key")
