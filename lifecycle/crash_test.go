@@ -576,6 +576,13 @@ func (s mortalSandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 	return s.Sandboxes.Update(ctx, sb)
 }
 
+func (s mortalSandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, error) {
+	if err := s.g.deny("UpdateSandbox"); err != nil {
+		return false, err
+	}
+	return s.Sandboxes.Swap(ctx, was, sb)
+}
+
 func (s mortalSandboxes) Delete(ctx context.Context, id string) error {
 	if err := s.g.deny("DeleteSandbox"); err != nil {
 		return err

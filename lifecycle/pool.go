@@ -112,7 +112,8 @@ func (s *Pool) claim(ctx context.Context, p sandbox.Principal, req sandbox.Creat
 }
 
 // claimMember rewrites member m's row into p's sandbox req.Name, under m's
-// lock, unless the sweep removed or stopped m since it was listed.
+// lock, unless the sweep removed or stopped m, or another daemon claimed
+// it, since it was listed.
 func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
 	sb, unlock, err := s.current(ctx, m)
 	if err != nil {
@@ -123,13 +124,19 @@ func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.S
 		return sandbox.Sandbox{}, false, nil
 	}
 	s.crash("claim: member picked")
+	read := sb
 	now := s.now().UTC()
 	sb.Name, sb.Tenant, sb.Owner, sb.Labels = req.Name, p.Home(), p.Agent, req.Labels
 	sb.CreatedAt, sb.UpdatedAt, sb.ExpiresAt = now, now, now.Add(ttl)
 	sb.Status, sb.Reason = sandbox.StatusRunning, "created (from the warm pool)"
-	// The commit point: one row update turns the member into the caller's.
-	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
+	// The commit point: one row update turns the member into the caller's,
+	// made only while the row is the member read above, since the lock is
+	// this daemon's own: of control planes that claim one member at once,
+	// one wins, and the others try their next.
+	if ok, err := s.opts.Store.Sandboxes().Swap(ctx, read, sb); err != nil {
 		return sandbox.Sandbox{}, false, s.internal("claim pool member", err)
+	} else if !ok {
+		return sandbox.Sandbox{}, false, nil
 	}
 	s.crash("claim: row rewritten")
 	if s.opts.Fleet != nil {

@@ -44,6 +44,17 @@ func (v flakySandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 	return v.Sandboxes.Update(ctx, sb)
 }
 
+// Swap fails as Update does: it is an update too.
+func (v flakySandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, error) {
+	if v.f.pass.Add(-1) >= 0 {
+		return v.Sandboxes.Swap(ctx, was, sb)
+	}
+	if v.f.updates.Add(-1) >= 0 {
+		return false, errStoreDown
+	}
+	return v.Sandboxes.Swap(ctx, was, sb)
+}
+
 type flakyCheckpoints struct {
 	store.Checkpoints
 	f *flakyStore

@@ -124,6 +124,13 @@ type Sandboxes interface {
 	// if missing, ErrExists if sb.Tenant has another sandbox called
 	// sb.Name.
 	Update(ctx context.Context, sb sandbox.Sandbox) error
+	// Swap is Update made only while the row of sb.ID is as was was read:
+	// the same tenant, name, status and node (was.ID must be sb.ID). It
+	// reports false and changes nothing when the row differs in those or
+	// is gone, so that of daemons that read one row and swap it at once,
+	// one wins: a warm-pool member two control planes claim goes to one.
+	// ErrExists as Update's.
+	Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, error)
 	// Get finds tenant's sandbox called name; ErrNotFound if missing
 	// (another tenant's of that name is not found). Its Capabilities are
 	// never nil (an empty list renders as [], not null).

@@ -55,6 +55,25 @@ func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 		`UPDATE sandboxes SET (`+sandboxColumns+`) = (`+params(1, 28)+`) WHERE id = $1`, args...)
 }
 
+// Swap replaces the row of sb.ID with sb while it has was's tenant, name,
+// status and node, and reports whether it did.
+func (v sandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, error) {
+	if was.ID != sb.ID {
+		return false, fmt.Errorf("postgres: swap sandbox %q: the row read is %q's", sb.ID, was.ID)
+	}
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return false, fmt.Errorf("postgres: swap sandbox %q: %w", sb.ID, err)
+	}
+	args = append(args, was.Tenant, was.Name, string(was.Status), was.Node)
+	n, err := v.db.exec(ctx, `UPDATE sandboxes SET (`+sandboxColumns+`) = (`+params(1, 28)+`)
+		WHERE id = $1 AND tenant = $29 AND name = $30 AND status = $31 AND node = $32`, args...)
+	if err != nil {
+		return false, fmt.Errorf("postgres: swap sandbox %q: %w", sb.ID, writeErr(err))
+	}
+	return n == 1, nil
+}
+
 // Get returns tenant's sandbox called name, or store.ErrNotFound.
 func (v sandboxes) Get(ctx context.Context, tenant, name string) (sandbox.Sandbox, error) {
 	return getOne(ctx, v.db, fmt.Sprintf("sandbox %q of %q", name, tenant), scanSandbox,

@@ -53,19 +53,44 @@ func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: update sandbox %q: %w", sb.ID, err)
 	}
-	res, err := v.db.w.ExecContext(ctx,
-		`UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
-			runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
-			expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
-			head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20,
-			network = ?21, net_bits_per_sec = ?22, net_conns = ?23,
-			egress = ?24, image_digest = ?25, image_key = ?26, image_config = ?27, node = ?28
-		WHERE id = ?1`,
-		args...)
+	res, err := v.db.w.ExecContext(ctx, updateSandbox+`WHERE id = ?1`, args...)
 	if err != nil {
 		return fmt.Errorf("sqlite: update sandbox %q: %w", sb.ID, writeErr(err))
 	}
 	return affectedOne(res, "update sandbox", sb.ID)
+}
+
+// updateSandbox sets every column of a sandbox's row from sandboxArgs's
+// ?2 to ?28; the caller adds the WHERE clause.
+const updateSandbox = `UPDATE sandboxes SET name = ?2, tenant = ?3, owner = ?4, image = ?5, size = ?6,
+	runtime = ?7, status = ?8, reason = ?9, created_at = ?10, updated_at = ?11,
+	expires_at = ?12, capabilities = ?13, millicpu = ?14, memory_bytes = ?15, pids = ?16,
+	head = ?17, disk_bytes = ?18, labels = ?19, public_ports = ?20,
+	network = ?21, net_bits_per_sec = ?22, net_conns = ?23,
+	egress = ?24, image_digest = ?25, image_key = ?26, image_config = ?27, node = ?28
+`
+
+// Swap replaces the row of sb.ID with sb while it has was's tenant, name,
+// status and node, and reports whether it did.
+func (v sandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, error) {
+	if was.ID != sb.ID {
+		return false, fmt.Errorf("sqlite: swap sandbox %q: the row read is %q's", sb.ID, was.ID)
+	}
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: swap sandbox %q: %w", sb.ID, err)
+	}
+	args = append(args, was.Tenant, was.Name, string(was.Status), was.Node)
+	res, err := v.db.w.ExecContext(ctx,
+		updateSandbox+`WHERE id = ?1 AND tenant = ?29 AND name = ?30 AND status = ?31 AND node = ?32`, args...)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: swap sandbox %q: %w", sb.ID, writeErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: swap sandbox %q: %w", sb.ID, err)
+	}
+	return n == 1, nil
 }
 
 // Get returns tenant's sandbox called name, or store.ErrNotFound.
