@@ -215,6 +215,48 @@ var crashCases = []crashCase{
 		},
 	},
 	{
+		// The sweep removes a member the runtime lost; a control plane
+		// could claim it until the member is marked leaving.
+		name: "RemoveFromPool",
+		opts: func(o *envOptions) { o.WarmPool = map[string]int{"small": 1} },
+		setup: func(t *testing.T, e *env) scene {
+			lifecycle.FillPool(t.Context(), e.svc)
+			m := e.wantMembers(t, 1)[0]
+			if err := e.drv.Faults().Die(m.ID, false); err != nil {
+				t.Fatal(err)
+			}
+			return scene{sb: m}
+		},
+		run: func(ctx context.Context, svc *lifecycle.Service, sc scene) error {
+			lifecycle.Sweep(ctx, svc)
+			return nil
+		},
+		points: []crashPoint{
+			{"pool: member to remove read", false},
+			{"release: runtime deleted", true},
+			{"release: row deleted", true},
+			{"release: snapshot removed", true},
+		},
+		old: func(t *testing.T, e *env, sc scene) {
+			if ms := e.members(t); len(ms) != 1 || ms[0].ID != sc.sb.ID {
+				t.Fatalf("the pool's members are %q, want the dead member %s still there", ids(ms...), sc.sb.ID)
+			}
+		},
+		new: func(t *testing.T, e *env, sc scene) {
+			// Removed, or leaving: the next refill removes it and makes
+			// a new member.
+			for _, m := range e.members(t) {
+				if m.ID == sc.sb.ID && m.Status == sandbox.StatusRunning {
+					t.Fatalf("the dead member %s is still a running member", m.ID)
+				}
+			}
+			lifecycle.FillPool(t.Context(), e.svc)
+			if m := e.wantMembers(t, 1)[0]; m.ID == sc.sb.ID {
+				t.Fatalf("the pool's member is still the dead one, %s", m.ID)
+			}
+		},
+	},
+	{
 		name: "Destroy",
 		setup: func(t *testing.T, e *env) scene {
 			sb := e.create(t, a1, "web")

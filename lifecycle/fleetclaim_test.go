@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hearth/hearth/lifecycle"
@@ -35,6 +36,29 @@ func (f *bindFleet) Unplace(context.Context, sandbox.Sandbox) error { return nil
 func (f *bindFleet) Open(context.Context, string) bool              { return true }
 func (f *bindFleet) Cordon(context.Context, string, bool) error     { return nil }
 
+// controlPlanes returns n control planes on e's store, each with its own
+// bindFleet, as `hearth serve --kubeconfig` replicas are: no node of their
+// own, each with its own locks. e's node records the default image.
+func controlPlanes(t *testing.T, e *env, n int) ([]*lifecycle.Service, []*bindFleet) {
+	t.Helper()
+	if err := e.svc.Images.SetDefault(t.Context(), sandbox.Image{Digest: "sha256:" + strings.Repeat("d", 64), Layers: []string{"default"}}); err != nil {
+		t.Fatal(err)
+	}
+	var planes []*lifecycle.Service
+	var fleets []*bindFleet
+	for i := range n {
+		f := &bindFleet{}
+		opts := e.opts.Options
+		opts.WarmPool, opts.NodeName, opts.Fleet, opts.Node = nil, fmt.Sprintf("cp%d", i), f, node.None{}
+		svc, err := lifecycle.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planes, fleets = append(planes, svc), append(fleets, f)
+	}
+	return planes, fleets
+}
+
 // TestWarmPoolClaimAcrossControlPlanes: two control planes on one store
 // (each with its own locks, as two replicas have) that claim a node's
 // only warm-pool member at the same moment: one claims it, its row is
@@ -43,23 +67,7 @@ func (f *bindFleet) Cordon(context.Context, string, bool) error     { return nil
 func TestWarmPoolClaimAcrossControlPlanes(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t, func(o *envOptions) { o.WarmPool = map[string]int{"small": 1}; o.NodeName = "n1" })
-	// The node records the default image, as `hearth node` does: a
-	// control plane holds none.
-	if err := e.svc.Images.SetDefault(ctx, sandbox.Image{Digest: "sha256:" + strings.Repeat("d", 64), Layers: []string{"default"}}); err != nil {
-		t.Fatal(err)
-	}
-	fleets := []*bindFleet{{}, {}}
-	var planes []*lifecycle.Service
-	for i, f := range fleets {
-		opts := e.opts.Options
-		opts.WarmPool, opts.NodeName, opts.Fleet = nil, fmt.Sprintf("cp%d", i), f
-		opts.Node = node.None{}
-		svc, err := lifecycle.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		planes = append(planes, svc)
-	}
+	planes, fleets := controlPlanes(t, e, 2)
 	for round := range 10 {
 		lifecycle.FillPool(ctx, e.svc)
 		member := e.wantMembers(t, 1)[0]
@@ -97,5 +105,53 @@ func TestWarmPoolClaimAcrossControlPlanes(t *testing.T) {
 		if winners != 1 || binds != round+1 {
 			t.Fatalf("round %d: %d creates claimed the one member and %d Pods were bound in all, want 1 and %d", round, winners, binds, round+1)
 		}
+	}
+}
+
+// TestWarmPoolRemovalKeepsAClaim: a node that removes a warm-pool member
+// (memory is short) while a control plane claims it, after the node read
+// the member and before it released it, leaves the claimed sandbox
+// running: the claimant's row and its runtime sandbox stay.
+func TestWarmPoolRemovalKeepsAClaim(t *testing.T) {
+	ctx := t.Context()
+	var pressure atomic.Bool
+	e := newEnv(t, func(o *envOptions) {
+		o.WarmPool, o.NodeName = map[string]int{"small": 1}, "n1"
+		o.MemInfo = func() (int64, int64, error) {
+			if pressure.Load() {
+				return 5 << 20, 100 << 20, nil
+			}
+			return 50 << 20, 100 << 20, nil
+		}
+	})
+	planes, fleets := controlPlanes(t, e, 1)
+	lifecycle.FillPool(ctx, e.svc)
+	member := e.wantMembers(t, 1)[0]
+	var claimed sandbox.Sandbox
+	var once sync.Once
+	lifecycle.SetCrashHook(e.svc, func(point string) {
+		if point != "pool: member to remove read" {
+			return
+		}
+		once.Do(func() {
+			sb, created, err := planes[0].Sandboxes.Create(ctx, a1, sandbox.CreateRequest{Name: "web"})
+			if err != nil || !created || sb.ID != member.ID {
+				t.Errorf("Create(web) through the control plane = %+v, %v, %v; want the member %s claimed", sb, created, err, member.ID)
+			}
+			claimed = sb
+		})
+	})
+	pressure.Store(true)
+	lifecycle.Sweep(ctx, e.svc)
+	if claimed.ID == "" {
+		t.Fatal("the sweep removed no member under memory pressure")
+	}
+	row := e.row(t, claimed.Name)
+	if row.ID != member.ID || row.Status != sandbox.StatusRunning || row.Tenant != a1.Tenant {
+		t.Errorf("the claimed sandbox's row after the removal = %s %s of %s, want %s running of %s", row.ID, row.Status, row.Tenant, member.ID, a1.Tenant)
+	}
+	e.wantHeld(t, member.ID)
+	if len(fleets[0].bound) != 1 {
+		t.Errorf("%d Pods bound, want the claim's one", len(fleets[0].bound))
 	}
 }

@@ -269,8 +269,8 @@ func (s *Pool) tend(ctx context.Context, members []sandbox.Sandbox) {
 	}
 }
 
-// removeMember releases the pool member m, unless a claim took it since it
-// was listed.
+// removeMember releases the pool member m, unless a claim, this daemon's
+// or a control plane's, took it since it was listed.
 func (s *Pool) removeMember(ctx context.Context, m sandbox.Sandbox, why string) {
 	cur, unlock, err := s.current(ctx, m)
 	if err != nil {
@@ -279,6 +279,23 @@ func (s *Pool) removeMember(ctx context.Context, m sandbox.Sandbox, why string) 
 	defer unlock()
 	if !isPoolMember(cur) {
 		return
+	}
+	s.crash("pool: member to remove read")
+	if cur.Status == sandbox.StatusRunning {
+		// A control plane claims a running member without this node's
+		// lock: the member leaves the pool first, by the store's
+		// compare-and-swap, so that a claim made since it was read keeps
+		// its sandbox. A member whose release fails is removed again at
+		// the next refill, which removes members that do not run.
+		leaving := cur
+		leaving.Status, leaving.Reason, leaving.UpdatedAt = sandbox.StatusStopped, "leaving the warm pool: "+why, s.now().UTC()
+		if ok, err := s.opts.Store.Sandboxes().Swap(ctx, cur, leaving); err != nil || !ok {
+			if err != nil {
+				s.log.Error("warm pool: mark a member leaving; the next sweep retries", "member", m.Name, "err", err)
+			}
+			return
+		}
+		cur = leaving
 	}
 	if err := s.run.release(ctx, cur); err != nil {
 		s.log.Error("warm pool: remove member", "member", m.Name, "err", err)
