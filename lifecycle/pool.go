@@ -111,29 +111,23 @@ func (s *Pool) claim(ctx context.Context, p sandbox.Principal, req sandbox.Creat
 	return sandbox.Sandbox{}, false, nil
 }
 
-// claimMember rewrites member m's row into p's sandbox req.Name, under m's
-// lock, unless the sweep removed or stopped m, or another daemon claimed
-// it, since it was listed.
+// claimMember rewrites member m's row, running as listed, into p's
+// sandbox req.Name, under m's lock, unless the sweep removed or stopped m,
+// or another daemon claimed it, since it was listed.
 func (s *Pool) claimMember(ctx context.Context, p sandbox.Principal, m sandbox.Sandbox, req sandbox.CreateRequest, ttl time.Duration) (sandbox.Sandbox, bool, error) {
-	sb, unlock, err := s.current(ctx, m)
-	if err != nil {
-		return sandbox.Sandbox{}, false, nil
-	}
+	unlock := s.locks.lock(sandbox.Ref(m.Tenant, m.Name))
 	defer unlock()
-	if !isPoolMember(sb) || sb.Status != sandbox.StatusRunning {
-		return sandbox.Sandbox{}, false, nil
-	}
 	s.crash("claim: member picked")
-	read := sb
+	sb := m
 	now := s.now().UTC()
 	sb.Name, sb.Tenant, sb.Owner, sb.Labels = req.Name, p.Home(), p.Agent, req.Labels
 	sb.CreatedAt, sb.UpdatedAt, sb.ExpiresAt = now, now, now.Add(ttl)
 	sb.Status, sb.Reason = sandbox.StatusRunning, "created (from the warm pool)"
 	// The commit point: one row update turns the member into the caller's,
-	// made only while the row is the member read above, since the lock is
-	// this daemon's own: of control planes that claim one member at once,
+	// made only while the row is still the member as listed (the lock is
+	// this daemon's own): of control planes that claim one member at once,
 	// one wins, and the others try their next.
-	if ok, err := s.opts.Store.Sandboxes().Swap(ctx, read, sb); err != nil {
+	if ok, err := s.opts.Store.Sandboxes().Swap(ctx, m, sb); err != nil {
 		return sandbox.Sandbox{}, false, s.internal("claim pool member", err)
 	} else if !ok {
 		return sandbox.Sandbox{}, false, nil
