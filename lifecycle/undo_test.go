@@ -34,11 +34,14 @@ type flakySandboxes struct {
 	f *flakyStore
 }
 
+// down counts one sandbox update (Update or Swap) and says whether it
+// fails: once the first pass have succeeded, the next updates fail.
+func (v flakySandboxes) down() bool {
+	return v.f.pass.Add(-1) < 0 && v.f.updates.Add(-1) >= 0
+}
+
 func (v flakySandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
-	if v.f.pass.Add(-1) >= 0 {
-		return v.Sandboxes.Update(ctx, sb)
-	}
-	if v.f.updates.Add(-1) >= 0 {
+	if v.down() {
 		return errStoreDown
 	}
 	return v.Sandboxes.Update(ctx, sb)
@@ -46,10 +49,7 @@ func (v flakySandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 
 // Swap fails as Update does: it is an update too.
 func (v flakySandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, error) {
-	if v.f.pass.Add(-1) >= 0 {
-		return v.Sandboxes.Swap(ctx, was, sb)
-	}
-	if v.f.updates.Add(-1) >= 0 {
+	if v.down() {
 		return false, errStoreDown
 	}
 	return v.Sandboxes.Swap(ctx, was, sb)

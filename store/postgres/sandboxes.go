@@ -52,8 +52,12 @@ func (v sandboxes) Update(ctx context.Context, sb sandbox.Sandbox) error {
 		return fmt.Errorf("postgres: update sandbox %q: %w", sb.ID, err)
 	}
 	return v.db.execOne(ctx, "update sandbox", strconv.Quote(sb.ID),
-		`UPDATE sandboxes SET (`+sandboxColumns+`) = (`+params(1, 28)+`) WHERE id = $1`, args...)
+		updateSandbox+`WHERE id = $1`, args...)
 }
+
+// updateSandbox sets every column of a sandbox's row from sandboxArgs's
+// $1 to $28; the caller adds the WHERE clause.
+var updateSandbox = `UPDATE sandboxes SET (` + sandboxColumns + `) = (` + params(1, 28) + `) `
 
 // Swap replaces the row of sb.ID with sb while it has was's tenant, name,
 // status and node, and reports whether it did.
@@ -66,8 +70,8 @@ func (v sandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, err
 		return false, fmt.Errorf("postgres: swap sandbox %q: %w", sb.ID, err)
 	}
 	args = append(args, was.Tenant, was.Name, string(was.Status), was.Node)
-	n, err := v.db.exec(ctx, `UPDATE sandboxes SET (`+sandboxColumns+`) = (`+params(1, 28)+`)
-		WHERE id = $1 AND tenant = $29 AND name = $30 AND status = $31 AND node = $32`, args...)
+	n, err := v.db.exec(ctx,
+		updateSandbox+`WHERE id = $1 AND tenant = $29 AND name = $30 AND status = $31 AND node = $32`, args...)
 	if err != nil {
 		return false, fmt.Errorf("postgres: swap sandbox %q: %w", sb.ID, writeErr(err))
 	}
