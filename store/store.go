@@ -145,6 +145,12 @@ type Sandboxes interface {
 	// Delete removes the sandbox with that id; ErrNotFound if missing.
 	// Its checkpoints' rows go with it (see Checkpoints.Delete).
 	Delete(ctx context.Context, id string) error
+	// DeleteIf is Delete made only while the row of was.ID is as was was
+	// read: the same tenant, name, status and node, as Swap's condition.
+	// It reports false and removes nothing when the row differs in those
+	// or is gone, so that a control plane undoing a create cannot remove
+	// the row a node has just taken over (see Swap).
+	DeleteIf(ctx context.Context, was sandbox.Sandbox) (bool, error)
 	// UsingImage returns the sandboxes, of every tenant, whose ImageKey is
 	// one of keys, oldest CreatedAt first, at most limit of them (every
 	// one when limit is not positive): an image version whose layers a

@@ -116,6 +116,17 @@ func (v sandboxes) Delete(ctx context.Context, id string) error {
 	return v.db.execOne(ctx, "delete sandbox", strconv.Quote(id), `DELETE FROM sandboxes WHERE id = $1`, id)
 }
 
+// DeleteIf removes the row of was.ID while it has was's tenant, name,
+// status and node, and reports whether it did.
+func (v sandboxes) DeleteIf(ctx context.Context, was sandbox.Sandbox) (bool, error) {
+	n, err := v.db.exec(ctx, `DELETE FROM sandboxes WHERE id = $1 AND tenant = $2 AND name = $3 AND status = $4 AND node = $5`,
+		was.ID, was.Tenant, was.Name, string(was.Status), was.Node)
+	if err != nil {
+		return false, fmt.Errorf("postgres: delete sandbox %q if unchanged: %w", was.ID, err)
+	}
+	return n == 1, nil
+}
+
 // UsingImage returns the sandboxes whose image_key is one of keys, of
 // every tenant, oldest first, at most limit of them when limit is
 // positive. keys travel as one array parameter, so their number is not

@@ -160,6 +160,22 @@ func (v sandboxes) Delete(ctx context.Context, id string) error {
 	return affectedOne(res, "delete sandbox", id)
 }
 
+// DeleteIf removes the row of was.ID while it has was's tenant, name,
+// status and node, and reports whether it did.
+func (v sandboxes) DeleteIf(ctx context.Context, was sandbox.Sandbox) (bool, error) {
+	res, err := v.db.w.ExecContext(ctx,
+		`DELETE FROM sandboxes WHERE id = ? AND tenant = ? AND name = ? AND status = ? AND node = ?`,
+		was.ID, was.Tenant, was.Name, string(was.Status), was.Node)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: delete sandbox %q if unchanged: %w", was.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: delete sandbox %q if unchanged: %w", was.ID, err)
+	}
+	return n == 1, nil
+}
+
 // UsingImage returns the sandboxes whose image_key is one of keys, of
 // every tenant, oldest first, at most limit of them when limit is
 // positive. keys travel as one JSON array, so their number is not bounded

@@ -105,3 +105,80 @@ func testConcurrentSwaps(t *testing.T, open OpenFunc) {
 		t.Errorf("%d of %d claimants' swaps won, want exactly 1", winners, claimants)
 	}
 }
+
+// testSandboxDeleteIf: Sandboxes.DeleteIf removes a row only while it has
+// the tenant, name, status and node it was read with, its checkpoints'
+// rows with it; a row that changed in any of them, or is gone, is left as
+// it is (false, no error).
+func testSandboxDeleteIf(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	sb := newSandbox("sb-1", "web", "acme", "alice", t0)
+	sb.Status, sb.Node = sandbox.StatusCreating, "cp1"
+	mustCreate(t, s, sb)
+	bystander := newSandbox("sb-2", "db", "acme", "alice", at(time.Second))
+	mustCreate(t, s, bystander)
+	if err := s.Checkpoints().Create(ctx, newCheckpoint("cp-1", sb, "", at(time.Minute))); err != nil {
+		t.Fatal(err)
+	}
+	for _, stale := range []func(*sandbox.Sandbox){
+		func(sb *sandbox.Sandbox) { sb.Tenant = "other" },
+		func(sb *sandbox.Sandbox) { sb.Name = "web-2" },
+		func(sb *sandbox.Sandbox) { sb.Status = sandbox.StatusRunning },
+		func(sb *sandbox.Sandbox) { sb.Node = "n1" },
+		func(sb *sandbox.Sandbox) { sb.ID = bystander.ID },
+	} {
+		was := sb
+		stale(&was)
+		if ok, err := s.Sandboxes().DeleteIf(ctx, was); ok || err != nil {
+			t.Errorf("Sandboxes.DeleteIf(read as %s %s/%s, %s on %q) = %v, %v; want false, nil", was.ID, was.Tenant, was.Name, was.Status, was.Node, ok, err)
+		}
+	}
+	checkSandbox(t, "the row after refused deletes", mustGet(t, s, "acme", "web"), sb)
+	checkSandbox(t, "the bystander after refused deletes", mustGet(t, s, "acme", "db"), bystander)
+
+	if ok, err := s.Sandboxes().DeleteIf(ctx, sb); !ok || err != nil {
+		t.Fatalf("Sandboxes.DeleteIf(the row as read) = %v, %v; want true, nil", ok, err)
+	}
+	if _, err := s.Sandboxes().ByID(ctx, sb.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Sandboxes.ByID(deleted) = %v, want ErrNotFound", err)
+	}
+	if cps, err := s.Checkpoints().List(ctx, sb.ID); err != nil || len(cps) != 0 {
+		t.Errorf("Checkpoints.List(deleted sandbox) = %d rows, %v; want none", len(cps), err)
+	}
+	if ok, err := s.Sandboxes().DeleteIf(ctx, sb); ok || err != nil {
+		t.Errorf("Sandboxes.DeleteIf(deleted) again = %v, %v; want false, nil", ok, err)
+	}
+	checkSandbox(t, "the bystander", mustGet(t, s, "acme", "db"), bystander)
+}
+
+// testSwapOrDelete: a node's swap taking over a creating row and a
+// control plane's conditional delete of it, both read once and made at
+// the same moment, over many rounds: exactly one wins each time, and the
+// row is there exactly when the swap won.
+func testSwapOrDelete(t *testing.T, open OpenFunc) {
+	s := openStore(t, open)
+	ctx := t.Context()
+	for round := range 20 {
+		sb := newSandbox(fmt.Sprintf("sb-%d", round), fmt.Sprintf("web-%d", round), "acme", "alice", at(time.Duration(round)*time.Second))
+		sb.Status, sb.Node = sandbox.StatusCreating, "cp1"
+		mustCreate(t, s, sb)
+		taken := sb
+		taken.Node = "n1"
+		var swapped, deleted bool
+		var serr, derr error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { <-start; swapped, serr = s.Sandboxes().Swap(ctx, sb, taken) })
+		wg.Go(func() { <-start; deleted, derr = s.Sandboxes().DeleteIf(ctx, sb) })
+		close(start)
+		wg.Wait()
+		if serr != nil || derr != nil || swapped == deleted {
+			t.Fatalf("round %d: Swap = %v, %v; DeleteIf = %v, %v; want exactly one true", round, swapped, serr, deleted, derr)
+		}
+		got, err := s.Sandboxes().ByID(ctx, sb.ID)
+		if swapped && (err != nil || got.Node != "n1") || deleted && !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("round %d (swap won: %v): the row = %q on %q, %v", round, swapped, got.ID, got.Node, err)
+		}
+	}
+}
