@@ -632,6 +632,13 @@ func (s mortalSandboxes) Delete(ctx context.Context, id string) error {
 	return s.Sandboxes.Delete(ctx, id)
 }
 
+func (s mortalSandboxes) DeleteIf(ctx context.Context, was sandbox.Sandbox) (bool, error) {
+	if err := s.g.deny("DeleteSandbox"); err != nil {
+		return false, err
+	}
+	return s.Sandboxes.DeleteIf(ctx, was)
+}
+
 type mortalCheckpoints struct {
 	store.Checkpoints
 	g *grave

@@ -121,8 +121,25 @@ func (s *Sandboxes) place(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sand
 		err = sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q went away while it was being created", sb.Name).
 			WithHint("retry the create")
 	}
-	s.run.undoCreate(dctx, sb)
-	return sandbox.Sandbox{}, err
+	return s.undoPlaced(dctx, sb, err)
+}
+
+// undoPlaced undoes the create of sb, whose placement on a node failed
+// with err (the fleet's deadline, a lost watch, the caller gone), unless
+// the node took sb's row over first: that node's sandbox is then the
+// result when it runs already (the create succeeded, if late), and an
+// unavailable error naming the node while it is still starting there.
+func (s *Sandboxes) undoPlaced(ctx context.Context, sb sandbox.Sandbox, err error) (sandbox.Sandbox, error) {
+	row, taken := s.run.undoCreate(ctx, sb)
+	switch {
+	case !taken:
+		return sandbox.Sandbox{}, err
+	case row.Status == sandbox.StatusRunning:
+		s.log.Info("sandbox created", "sandbox", row.Name, "id", row.ID, "tenant", row.Tenant, "owner", row.Owner, "node", row.Node, "late", err)
+		return row, nil
+	}
+	return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q is still starting on node %s (%v)", sb.Name, row.Node, err).
+		WithHint("get the sandbox to see when it runs, or destroy it if it is no longer wanted").With("node", row.Node)
 }
 
 // unplace tells the fleet (on a control plane) and the daemon's Released
@@ -149,18 +166,9 @@ func (s *runner) unplace(ctx context.Context, sb sandbox.Sandbox) {
 func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error) {
 	unlock := s.locks.lock(sandbox.Ref(tenant, name))
 	defer unlock()
-	sb, err := s.opts.Store.Sandboxes().Get(ctx, tenant, name)
-	switch {
-	case errors.Is(err, store.ErrNotFound) || err == nil && sb.ID != id:
-		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s/%s (id %s) is not in the store", tenant, name, id).
-			WithHint("its create was undone; create it again")
-	case err != nil:
-		return sandbox.Sandbox{}, s.internal("get sandbox", err)
-	case s.mine(sb):
-		return sb, nil
-	case sb.Status != sandbox.StatusCreating:
-		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, sb.Node).
-			With("node", sb.Node)
+	sb, took, err := s.takeOver(ctx, tenant, name, id)
+	if err != nil || !took {
+		return sb, err
 	}
 	// A fork its checkpoint's node sent here runs on the root it sent,
 	// and resumes from the memory image it sent, if it sent one.
@@ -170,19 +178,49 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 		root, reason = node.Source{Received: true}, cmp.Or(mark.then, reason)
 		defer s.forkMemory.release(ctx, sb.ID, mark)
 	}
-	caps := s.opts.Node.Capabilities()
-	sb.Node, sb.Runtime = s.opts.NodeName, caps.Runtime
-	sb.Capabilities = capabilities(caps, sb.ImageDigest)
-	sb.UpdatedAt = s.now().UTC()
-	if err := s.opts.Store.Sandboxes().Update(ctx, sb); err != nil {
-		return sandbox.Sandbox{}, s.internal("take over sandbox row", err)
-	}
 	sb, err = s.startNew(ctx, sb, root, mark.memory, reason)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	s.log.Info("placed sandbox started", "sandbox", sb.Name, "id", sb.ID, "tenant", sb.Tenant)
 	return sb, nil
+}
+
+// takeOver is StartPlaced's first half: the row of tenant's sandbox name
+// (id id), made this node's while it is creating on the daemon that
+// placed it (Sandboxes.Swap: that daemon may be undoing the create at the
+// same moment, and then one of the two wins) and took true, or as it is
+// when this node has it already.
+func (s *Sandboxes) takeOver(ctx context.Context, tenant, name, id string) (sb sandbox.Sandbox, took bool, err error) {
+	for {
+		sb, err = s.opts.Store.Sandboxes().Get(ctx, tenant, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound) || err == nil && sb.ID != id:
+			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeNotFound, "sandbox %s/%s (id %s) is not in the store", tenant, name, id).
+				WithHint("its create was undone; create it again")
+		case err != nil:
+			return sandbox.Sandbox{}, false, s.internal("get sandbox", err)
+		case s.mine(sb):
+			return sb, false, nil
+		case sb.Status != sandbox.StatusCreating:
+			return sandbox.Sandbox{}, false, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, sb.Node).
+				With("node", sb.Node)
+		}
+		caps := s.opts.Node.Capabilities()
+		mine := sb
+		mine.Node, mine.Runtime = s.opts.NodeName, caps.Runtime
+		mine.Capabilities = capabilities(caps, sb.ImageDigest)
+		mine.UpdatedAt = s.now().UTC()
+		ok, err := s.opts.Store.Sandboxes().Swap(ctx, sb, mine)
+		if err != nil {
+			return sandbox.Sandbox{}, false, s.internal("take over sandbox row", err)
+		}
+		if ok {
+			return mine, true, nil
+		}
+		// The row changed since it was read (its create undone): read it
+		// again to say what it is now.
+	}
 }
 
 // capabilities are what a sandbox made from the image version digest

@@ -36,27 +36,25 @@ func (f *bindFleet) Unplace(context.Context, sandbox.Sandbox) error { return nil
 func (f *bindFleet) Open(context.Context, string) bool              { return true }
 func (f *bindFleet) Cordon(context.Context, string, bool) error     { return nil }
 
-// controlPlanes returns n control planes on e's store, each with its own
-// bindFleet, as `hearth serve --kubeconfig` replicas are: no node of their
-// own, each with its own locks. e's node records the default image.
-func controlPlanes(t *testing.T, e *env, n int) ([]*lifecycle.Service, []*bindFleet) {
+// controlPlanes returns a control plane on e's store for each of fleets,
+// as `hearth serve --kubeconfig` replicas are: no node of their own, each
+// with its own locks. e's node records the default image.
+func controlPlanes(t *testing.T, e *env, fleets ...lifecycle.Fleet) []*lifecycle.Service {
 	t.Helper()
 	if err := e.svc.Images.SetDefault(t.Context(), sandbox.Image{Digest: "sha256:" + strings.Repeat("d", 64), Layers: []string{"default"}}); err != nil {
 		t.Fatal(err)
 	}
 	var planes []*lifecycle.Service
-	var fleets []*bindFleet
-	for i := range n {
-		f := &bindFleet{}
+	for i, f := range fleets {
 		opts := e.opts.Options
 		opts.WarmPool, opts.NodeName, opts.Fleet, opts.Node = nil, fmt.Sprintf("cp%d", i), f, node.None{}
 		svc, err := lifecycle.New(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		planes, fleets = append(planes, svc), append(fleets, f)
+		planes = append(planes, svc)
 	}
-	return planes, fleets
+	return planes
 }
 
 // TestWarmPoolClaimAcrossControlPlanes: two control planes on one store
@@ -67,7 +65,8 @@ func controlPlanes(t *testing.T, e *env, n int) ([]*lifecycle.Service, []*bindFl
 func TestWarmPoolClaimAcrossControlPlanes(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t, func(o *envOptions) { o.WarmPool = map[string]int{"small": 1}; o.NodeName = "n1" })
-	planes, fleets := controlPlanes(t, e, 2)
+	fleets := []*bindFleet{{}, {}}
+	planes := controlPlanes(t, e, fleets[0], fleets[1])
 	for round := range 10 {
 		lifecycle.FillPool(ctx, e.svc)
 		member := e.wantMembers(t, 1)[0]
@@ -124,7 +123,8 @@ func TestWarmPoolRemovalKeepsAClaim(t *testing.T) {
 			return 50 << 20, 100 << 20, nil
 		}
 	})
-	planes, fleets := controlPlanes(t, e, 1)
+	fleets := []*bindFleet{{}}
+	planes := controlPlanes(t, e, fleets[0])
 	lifecycle.FillPool(ctx, e.svc)
 	member := e.wantMembers(t, 1)[0]
 	var claimed sandbox.Sandbox

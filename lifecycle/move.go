@@ -433,8 +433,8 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, from 
 	}
 	there.Reason = cur.Reason
 	if err := s.opts.PlaceOn(dctx, there, false); err != nil {
-		s.run.undoCreate(dctx, sb)
-		return sandbox.Sandbox{}, true, err
+		placed, err = s.undoPlaced(dctx, sb, err)
+		return placed, true, err
 	}
 	placed, err = s.opts.Store.Sandboxes().Get(dctx, sb.Tenant, sb.Name)
 	if err != nil || placed.ID != sb.ID {

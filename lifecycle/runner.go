@@ -78,7 +78,9 @@ func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.So
 
 // release removes everything a sandbox holds: runtime, row (its
 // checkpoints' rows with it), root and checkpoint snapshots, in that order.
-// Each step tolerates what is already gone.
+// Each step tolerates what is already gone. A creating row that another
+// node took over meanwhile is left to it, with its Pod and checkpoints
+// (see deleteRow and keepTakenOver): the result is then a takenOver error.
 //
 // The runtime goes first, and the row outlives it: a sandbox whose runtime
 // would not go away is still listed, so a retry (or Recover) finishes the
@@ -97,7 +99,12 @@ func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
-	if err := s.opts.Store.Sandboxes().Delete(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := s.deleteRow(ctx, sb); err != nil {
+		var taken takenOver
+		if errors.As(err, &taken) {
+			s.keepTakenOver(ctx, taken.row)
+			return err
+		}
 		return fmt.Errorf("delete row: %w", err)
 	}
 	s.leases.forget(sb.ID)
@@ -114,21 +121,75 @@ func (s *runner) release(ctx context.Context, sb sandbox.Sandbox) error {
 	return nil
 }
 
+// deleteRow deletes sb's row, if it is there. A row read creating goes
+// only while it is as read (Sandboxes.DeleteIf): one that another node
+// has taken over since (StartPlaced: a control plane's create, or a fork
+// sent there, whose placement this daemon gave up on) is that node's
+// sandbox now, and the result is a takenOver error holding its row.
+func (s *runner) deleteRow(ctx context.Context, sb sandbox.Sandbox) error {
+	if sb.Status == sandbox.StatusCreating {
+		gone, err := s.opts.Store.Sandboxes().DeleteIf(ctx, sb)
+		if err != nil || gone {
+			return err
+		}
+		cur, err := s.opts.Store.Sandboxes().ByID(ctx, sb.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case cur.Node != sb.Node:
+			return takenOver{cur}
+		}
+	}
+	if err := s.opts.Store.Sandboxes().Delete(ctx, sb.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// takenOver is release's error for a creating row another node took over
+// before the release could remove it: row is the row as it is now.
+type takenOver struct{ row sandbox.Sandbox }
+
+func (e takenOver) Error() string {
+	return fmt.Sprintf("sandbox %s was taken over by node %s before its create could be undone", e.row.ID, e.row.Node)
+}
+
+// keepTakenOver leaves row, which another node took over while this
+// daemon released it, to that node: its Pod and checkpoints are that
+// node's, and a record of why it went (an undone create records one
+// first) would have its node destroy it at its next start. What this
+// node held of it locally (a fork's root it sent) goes.
+func (s *runner) keepTakenOver(ctx context.Context, row sandbox.Sandbox) {
+	s.log.Warn("a create this daemon gave up on runs on the node that took it over", "sandbox", row.Name, "id", row.ID, "node", row.Node)
+	s.forgetGone(ctx, row)
+	if err := s.opts.Node.RemoveRoot(ctx, row.ID); err != nil {
+		s.log.Error("remove the root of a sandbox another node took over", "sandbox", row.Name, "err", err)
+	}
+}
+
 // undoCreate releases sb, the new row of a create that failed, trying
 // again for a few seconds when the store or the node fails (a store
 // restarting): a row left creating would count against its tenant and
 // answer a retry of the create until the sweep removed it (see
-// sweeper.staleCreates). The caller holds sb's lock.
-func (s *runner) undoCreate(ctx context.Context, sb sandbox.Sandbox) {
+// sweeper.staleCreates). The caller holds sb's lock. When another node
+// took the row over first (see deleteRow), nothing of it is undone, and
+// the result is its row and true.
+func (s *runner) undoCreate(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, bool) {
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.release(ctx, sb)
+		var taken takenOver
 		if err == nil {
-			return
+			return sandbox.Sandbox{}, false
+		}
+		if errors.As(err, &taken) {
+			return taken.row, true
 		}
 		if attempt == undoAttempts || ctx.Err() != nil {
 			s.log.Error("undo a failed create: its row stays creating until the sweep removes it", "sandbox", sb.Name, "id", sb.ID, "err", err)
-			return
+			return sandbox.Sandbox{}, false
 		}
 		select {
 		case <-ctx.Done():
