@@ -20,8 +20,12 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 // NodeOptions configure a hearth node's registration.
@@ -55,10 +59,17 @@ type NodeOptions struct {
 // runs the Pods bound to it through opts.Provider until ctx ends. ready
 // is called once the Node is Ready.
 func RunNode(ctx context.Context, opts NodeOptions, ready func()) error {
+	events := record.NewBroadcaster()
+	events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: opts.Client.CoreV1().Events(corev1.NamespaceAll)})
+	defer events.Shutdown()
 	nodeOpts := []nodeutil.NodeOpt{nodeutil.WithClient(opts.Client), func(c *nodeutil.NodeConfig) error {
 		spec(&c.NodeSpec, opts)
 		c.NumWorkers = 2 * runtime.NumCPU()
 		c.InformerResyncPeriod = time.Minute
+		c.EventRecorder = warnings{events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: opts.Name + "/pod-controller"})}
+		// A sandbox's environment is hearth's: its Pod carries none for
+		// the node to resolve (a Pod with any is not a sandbox's).
+		c.SkipDownwardAPIResolution = true
 		return nil
 	}}
 	if opts.KubeletListen != "" {
@@ -82,6 +93,33 @@ func RunNode(ctx context.Context, opts NodeOptions, ready func()) error {
 		}
 	}()
 	return n.Run(ctx)
+}
+
+// warnings records the events of a node's pod controller that say
+// something went wrong (a sandbox's Pod that would not start, update or
+// go), which `kubectl describe pod` and `kubectl get events` show. Its
+// Normal events (a Pod created, or deleted, in the provider) are dropped:
+// they say what the Pod's status says already, and each was one more
+// write to the API server and etcd, made on the sandbox's node as a
+// claimed sandbox ran its first command.
+type warnings struct{ record.EventRecorder }
+
+func (w warnings) Event(obj kruntime.Object, eventtype, reason, message string) {
+	if eventtype == corev1.EventTypeWarning {
+		w.EventRecorder.Event(obj, eventtype, reason, message)
+	}
+}
+
+func (w warnings) Eventf(obj kruntime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if eventtype == corev1.EventTypeWarning {
+		w.EventRecorder.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
+func (w warnings) AnnotatedEventf(obj kruntime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	if eventtype == corev1.EventTypeWarning {
+		w.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	}
 }
 
 // spec fills the Node's labels, taint, capacity, addresses and endpoint.
