@@ -211,6 +211,7 @@ func (f *Fleet) Bind(ctx context.Context, sb sandbox.Sandbox) error {
 	}
 	pod := PodFor(sb, "")
 	pod.Spec.NodeName = sb.Node
+	pod.Annotations[AnnotationBound] = "true"
 	_, err := f.createPod(ctx, pod)
 	return err
 }

@@ -332,6 +332,8 @@ func (m movedSvc) StartPlaced(_ context.Context, tenant, name, id string) (sandb
 	return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "sandbox %s/%s runs on node %s", tenant, name, m.row.Node).With("node", m.row.Node)
 }
 
+func (m movedSvc) Settled(context.Context, string) {}
+
 func (m movedSvc) Get(_ context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
 	if p.Tenant != m.row.Tenant || ref != m.row.Name {
 		return sandbox.Sandbox{}, sandbox.Errorf(sandbox.CodeNotFound, "no sandbox %q", ref)
@@ -390,6 +392,71 @@ func TestPodFollowsMove(t *testing.T) {
 	p = NewProvider(movedSvc{row: here}, client, "hn0", nil)
 	if _, ok := p.movedAway(ctx, podRef{tenant: sb.Tenant, name: sb.Name, id: sb.ID}, sandbox.Errorf(sandbox.CodeFailedPrecondition, "x")); ok {
 		t.Error("a row on this node counts as moved away")
+	}
+}
+
+// runningSvc is lifecycle as a node's provider sees it for a sandbox the
+// node runs already: StartPlaced answers its row, and Settled returns
+// once settle is closed.
+type runningSvc struct {
+	movedSvc
+	settle chan struct{}
+}
+
+func (r runningSvc) StartPlaced(context.Context, string, string, string) (sandbox.Sandbox, error) {
+	return r.row, nil
+}
+
+func (r runningSvc) Settled(context.Context, string) { <-r.settle }
+
+// TestBoundPodReportedSettled: the Pod Fleet.Bind made for a sandbox its
+// node runs already (a claim) is reported Running only once the sandbox
+// has settled, after its caller's first commands; a Pod Place made is
+// reported Running as soon as its sandbox runs.
+func TestBoundPodReportedSettled(t *testing.T) {
+	ctx := context.Background()
+	sb := small()
+	sb.Node, sb.Status = "hn0", sandbox.StatusRunning
+	client := fake.NewClientset()
+	if err := NewFleet(FleetOptions{Client: client}).Bind(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	bound, err := client.CoreV1().Pods(Namespace(sb.Tenant)).Get(ctx, sb.Name, metav1.GetOptions{})
+	if err != nil || bound.Annotations[AnnotationBound] != "true" {
+		t.Fatalf("the bound Pod = %v, %v; want it marked bound", bound, err)
+	}
+	svc := runningSvc{movedSvc{row: sb}, make(chan struct{})}
+	p := NewProvider(svc, client, "hn0", nil)
+	running := make(chan string, 4)
+	p.NotifyPods(ctx, func(pod *corev1.Pod) {
+		if pod.Status.Phase == corev1.PodRunning {
+			running <- pod.Name
+		}
+	})
+	if err := p.CreatePod(ctx, bound); err != nil {
+		t.Fatal(err)
+	}
+	placed := PodFor(sb, "")
+	placed.Name, placed.UID = "placed", "uid-placed"
+	if err := p.CreatePod(ctx, placed); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-running; got != "placed" {
+		t.Fatalf("first Pod reported Running = %s, want the placed one (the bound one waits for its sandbox to settle)", got)
+	}
+	select {
+	case got := <-running:
+		t.Fatalf("Pod %s reported Running before its sandbox settled", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(svc.settle)
+	select {
+	case got := <-running:
+		if got != sb.Name {
+			t.Fatalf("Pod reported Running once the sandbox settled = %s, want %s", got, sb.Name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bound Pod was not reported Running 10 s after its sandbox settled")
 	}
 }
 

@@ -24,9 +24,11 @@ import (
 )
 
 // Sandboxes is what a node's Provider needs of lifecycle: its
-// Sandboxes' StartPlaced, Get, Destroy and Calls and its Processes' Exec.
+// Sandboxes' StartPlaced, Settled, Get, Destroy and Calls and its
+// Processes' Exec.
 type Sandboxes interface {
 	StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error)
+	Settled(ctx context.Context, id string)
 	Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error)
 	Destroy(ctx context.Context, p sandbox.Principal, ref string) error
 	Calls(ctx context.Context, p sandbox.Principal, ref string, f sandbox.AuditFilter) ([]sandbox.AuditEvent, error)
@@ -134,12 +136,21 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return fmt.Errorf("sandbox %s/%s: %w", ref.tenant, ref.name, err)
 	}
-	if sb.Status == sandbox.StatusSleeping {
+	switch {
+	case sb.Status == sandbox.StatusSleeping:
 		// A node back from a restart, or a sandbox moved here asleep: its
 		// Pod gives back what it asks awake.
 		p.report(pod, asleepStatus(pod, sb))
 		p.Asleep(ctx, sb, true)
-	} else {
+	case pod.Annotations[AnnotationBound] == "true":
+		// Its caller has it already and runs its first commands now; the
+		// report (a write to the API server, seen by every watcher of
+		// Pods) waits for them, off the cores they run on.
+		go func() {
+			p.svc.Settled(context.WithoutCancel(ctx), sb.ID)
+			p.report(pod, runningStatus(pod, sb))
+		}()
+	default:
 		p.report(pod, runningStatus(pod, sb))
 	}
 	return nil

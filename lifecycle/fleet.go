@@ -223,6 +223,16 @@ func (s *Sandboxes) takeOver(ctx context.Context, tenant, name, id string) (sb s
 	}
 }
 
+// Settled returns once sandbox id has had no call and no command running
+// for a moment (as a claim's refill waits, see refillQuiet), at most
+// refillWaitMax after it was called, or when ctx ends: a node reports the
+// Pod of a sandbox a control plane claimed running only then, so that the
+// API server's work on that report is not done beside the agent's first
+// commands.
+func (s *Sandboxes) Settled(ctx context.Context, id string) {
+	s.leases.waitQuiet(ctx, id, refillQuiet, refillWaitMax)
+}
+
 // capabilities are what a sandbox made from the image version digest
 // offers on a node of caps.
 func capabilities(caps node.Capabilities, digest string) []string {

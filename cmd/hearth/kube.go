@@ -222,6 +222,10 @@ func (n *nodeSandboxes) StartPlaced(ctx context.Context, tenant, name, id string
 	return n.svc.Sandboxes.StartPlaced(ctx, tenant, name, id)
 }
 
+func (n *nodeSandboxes) Settled(ctx context.Context, id string) {
+	n.svc.Sandboxes.Settled(ctx, id)
+}
+
 func (n *nodeSandboxes) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
 	return n.svc.Sandboxes.Get(ctx, p, ref)
 }

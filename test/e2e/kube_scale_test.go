@@ -103,6 +103,9 @@ func (n *simNode) StartPlaced(ctx context.Context, tenant, name, id string) (san
 	return sb, n.store.Sandboxes().Update(ctx, sb)
 }
 
+// Settled returns at once: nothing runs in a simulated sandbox.
+func (n *simNode) Settled(context.Context, string) {}
+
 // Get is the row of p's tenant's sandbox ref.
 func (n *simNode) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
 	return n.store.Sandboxes().Get(ctx, p.Tenant, ref)
