@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -213,6 +214,23 @@ func (f *kubeFleet) waitAudit(t *testing.T, ctx context.Context, door, verb, sb 
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("audit events %s %s on %s = %d, %v; want %d", door, verb, sb, got, err, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitEvent waits until the pod ns/name has an event of type and reason.
+func (f *kubeFleet) waitEvent(t *testing.T, ctx context.Context, ns, name, typ, reason string) {
+	t.Helper()
+	sel := fields.Set{"involvedObject.name": name, "type": typ, "reason": reason}.AsSelector().String()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs, err := f.k8s.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err == nil && len(evs.Items) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s event %s on pod %s/%s 30 s on: %v", typ, reason, ns, name, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -849,6 +867,23 @@ func TestKubeForgedPods(t *testing.T) {
 		}
 		if out, err := f.kubectl(t, "delete", "pod", "-n", acme, pod.Name, "--wait=true"); err != nil {
 			t.Fatalf("delete forged pod: %v\n%s", err, out)
+		}
+	}
+	// Each forged Pod the node failed has its Warning event; no Pod, the
+	// victim's neither, has a Normal one from the node (the scheduler's
+	// are the scheduler's).
+	for _, pod := range []*corev1.Pod{forged, plain} {
+		f.waitEvent(t, ctx, acme, pod.Name, corev1.EventTypeWarning, "ProviderCreateFailed")
+	}
+	for _, ns := range []string{acme, kube.Namespace("globex")} {
+		evs, err := f.k8s.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "type=" + corev1.EventTypeNormal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs.Items {
+			if strings.HasSuffix(ev.Source.Component, "/pod-controller") {
+				t.Fatalf("Normal event %s %q in %s from %s; want none: a node records only its warnings", ev.Reason, ev.Message, ns, ev.Source.Component)
+			}
 		}
 	}
 	time.Sleep(2 * time.Second) // the node acts on the deletions
