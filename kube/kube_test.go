@@ -429,13 +429,21 @@ func TestBoundPodReportedSettled(t *testing.T) {
 	p := NewProvider(svc, client, "hn0", nil)
 	running := make(chan string, 4)
 	p.NotifyPods(ctx, func(pod *corev1.Pod) {
-		if pod.Status.Phase == corev1.PodRunning {
+		if cs := pod.Status.ContainerStatuses; pod.Status.Phase == corev1.PodRunning && len(cs) == 1 && cs[0].State.Running != nil {
 			running <- pod.Name
 		}
 	})
 	if err := p.CreatePod(ctx, bound); err != nil {
 		t.Fatal(err)
 	}
+	// A second claim's sandbox falls asleep before it settles: the sleep's
+	// report is later than the waiting one, which is dropped.
+	nap := bound.DeepCopy()
+	nap.Name, nap.UID = "nap", "uid-nap"
+	if err := p.CreatePod(ctx, nap); err != nil {
+		t.Fatal(err)
+	}
+	p.report(nap, asleepStatus(nap, sb))
 	placed := PodFor(sb, "")
 	placed.Name, placed.UID = "placed", "uid-placed"
 	if err := p.CreatePod(ctx, placed); err != nil {
@@ -457,6 +465,14 @@ func TestBoundPodReportedSettled(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the bound Pod was not reported Running 10 s after its sandbox settled")
+	}
+	select {
+	case got := <-running:
+		t.Fatalf("Pod %s reported Running after its sandbox fell asleep", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if got, err := p.GetPod(ctx, nap.Namespace, nap.Name); err != nil || got.Status.ContainerStatuses[0].State.Waiting == nil {
+		t.Errorf("the asleep claim's Pod as the node reports it = %+v, %v; want its container waiting, asleep", got.Status, err)
 	}
 }
 

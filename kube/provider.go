@@ -148,7 +148,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 		// Pods) waits for them, off the cores they run on.
 		go func() {
 			p.svc.Settled(context.WithoutCancel(ctx), sb.ID)
-			p.report(pod, runningStatus(pod, sb))
+			p.reportFirst(pod, runningStatus(pod, sb))
 		}()
 	default:
 		p.report(pod, runningStatus(pod, sb))
@@ -221,9 +221,24 @@ func runningStatus(pod *corev1.Pod, sb sandbox.Sandbox) corev1.PodStatus {
 
 // report records status as pod's and pushes it to the API server.
 func (p *Provider) report(pod *corev1.Pod, status corev1.PodStatus) {
+	p.reportIf(pod, status, func(corev1.PodStatus) bool { return true })
+}
+
+// reportFirst is report, made only while the node still reports pod as
+// CreatePod took it up (Pending): a report made since (a sleep's
+// resize, while the report waited for the sandbox to settle) is later
+// than status.
+func (p *Provider) reportFirst(pod *corev1.Pod, status corev1.PodStatus) {
+	p.reportIf(pod, status, func(cur corev1.PodStatus) bool { return cur.Phase == corev1.PodPending })
+}
+
+// reportIf is report, made only while the status the node reports for
+// pod satisfies now.
+func (p *Provider) reportIf(pod *corev1.Pod, status corev1.PodStatus, now func(corev1.PodStatus) bool) {
 	p.mu.Lock()
 	mine, ok := p.pods[key(pod.Namespace, pod.Name)]
-	if ok && mine.UID == pod.UID {
+	ok = ok && mine.UID == pod.UID && now(mine.Status)
+	if ok {
 		mine = mine.DeepCopy()
 		mine.Status = status
 		p.pods[key(pod.Namespace, pod.Name)] = mine
