@@ -45,7 +45,7 @@ const (
 	// AnnotationBound marks ("true") the Pod Fleet.Bind makes for a
 	// sandbox its node runs already (a claimed warm-pool member, a fork
 	// the node made, a sandbox that moved there): its node reports it
-	// Running once the sandbox has settled (Sandboxes.Settled), not at
+	// Running once the sandbox has settled (Pool.Settled), not at
 	// once, as its caller is about to run its first commands.
 	AnnotationBound = "hearth.dev/bound"
 	// TaintKey is the NoSchedule taint of every hearth Node, which only

@@ -24,8 +24,8 @@ import (
 )
 
 // Sandboxes is what a node's Provider needs of lifecycle: its
-// Sandboxes' StartPlaced, Settled, Get, Destroy and Calls and its
-// Processes' Exec.
+// Sandboxes' StartPlaced, Get, Destroy and Calls, its Pool's Settled and
+// its Processes' Exec.
 type Sandboxes interface {
 	StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error)
 	Settled(ctx context.Context, id string)

@@ -105,6 +105,19 @@ func (s *Pool) watchClaims(ctx context.Context) {
 	}
 }
 
+// Settled returns once sandbox id has had no call and no command running
+// for a moment, at most a while after it was called, or when ctx ends:
+// the quiet a claim's refill waits for (refillQuiet, refillWaitMax). A
+// node reports the Pod of a sandbox a control plane claimed running only
+// then, so that the API server's work on that report is not done beside
+// the agent's first commands.
+func (s *Pool) Settled(ctx context.Context, id string) {
+	s.mu.Lock()
+	quiet, waitMax := s.quiet, s.waitMax
+	s.mu.Unlock()
+	s.waitQuiet(ctx, id, quiet, waitMax)
+}
+
 // place is launch's end on a control plane: the fleet runs sb, whose row
 // exists, and the result is its row as the node that runs it left it.
 // On error the create is undone, here and in the fleet.
@@ -121,7 +134,7 @@ func (s *Sandboxes) place(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sand
 		err = sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q went away while it was being created", sb.Name).
 			WithHint("retry the create")
 	}
-	return s.undoPlaced(dctx, sb, err)
+	return s.run.undoPlaced(dctx, sb, err)
 }
 
 // undoPlaced undoes the create of sb, whose placement on a node failed
@@ -129,8 +142,8 @@ func (s *Sandboxes) place(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sand
 // the node took sb's row over first: that node's sandbox is then the
 // result when it runs already (the create succeeded, if late), and an
 // unavailable error naming the node while it is still starting there.
-func (s *Sandboxes) undoPlaced(ctx context.Context, sb sandbox.Sandbox, err error) (sandbox.Sandbox, error) {
-	row, taken := s.run.undoCreate(ctx, sb)
+func (s *runner) undoPlaced(ctx context.Context, sb sandbox.Sandbox, err error) (sandbox.Sandbox, error) {
+	row, taken := s.undoCreate(ctx, sb)
 	switch {
 	case !taken:
 		return sandbox.Sandbox{}, err
@@ -166,7 +179,7 @@ func (s *runner) unplace(ctx context.Context, sb sandbox.Sandbox) {
 func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (sandbox.Sandbox, error) {
 	unlock := s.locks.lock(sandbox.Ref(tenant, name))
 	defer unlock()
-	sb, took, err := s.takeOver(ctx, tenant, name, id)
+	sb, took, err := s.run.takeOver(ctx, tenant, name, id)
 	if err != nil || !took {
 		return sb, err
 	}
@@ -191,7 +204,7 @@ func (s *Sandboxes) StartPlaced(ctx context.Context, tenant, name, id string) (s
 // placed it (Sandboxes.Swap: that daemon may be undoing the create at the
 // same moment, and then one of the two wins) and took true, or as it is
 // when this node has it already.
-func (s *Sandboxes) takeOver(ctx context.Context, tenant, name, id string) (sb sandbox.Sandbox, took bool, err error) {
+func (s *runner) takeOver(ctx context.Context, tenant, name, id string) (sb sandbox.Sandbox, took bool, err error) {
 	for {
 		sb, err = s.opts.Store.Sandboxes().Get(ctx, tenant, name)
 		switch {
@@ -221,16 +234,6 @@ func (s *Sandboxes) takeOver(ctx context.Context, tenant, name, id string) (sb s
 		// The row changed since it was read (its create undone): read it
 		// again to say what it is now.
 	}
-}
-
-// Settled returns once sandbox id has had no call and no command running
-// for a moment (as a claim's refill waits, see refillQuiet), at most
-// refillWaitMax after it was called, or when ctx ends: a node reports the
-// Pod of a sandbox a control plane claimed running only then, so that the
-// API server's work on that report is not done beside the agent's first
-// commands.
-func (s *Sandboxes) Settled(ctx context.Context, id string) {
-	s.leases.waitQuiet(ctx, id, refillQuiet, refillWaitMax)
 }
 
 // capabilities are what a sandbox made from the image version digest

@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -100,30 +99,4 @@ func (l *leases) activity(id string) (busy int, calls uint64) {
 		return e.busy, e.calls
 	}
 	return 0, 0
-}
-
-// waitQuiet returns once sandbox id has had no call and no command running
-// for quiet, waitMax after it was called, or when ctx ends. It watches the
-// leases' activity count, not the clock they keep.
-func (l *leases) waitQuiet(ctx context.Context, id string, quiet, waitMax time.Duration) {
-	limit := time.NewTimer(waitMax)
-	defer limit.Stop()
-	tick := time.NewTicker(quiet / 5)
-	defer tick.Stop()
-	busy, calls := l.activity(id)
-	since := time.Now()
-	for busy > 0 || time.Since(since) < quiet {
-		select {
-		case <-ctx.Done():
-			return
-		case <-limit.C:
-			return
-		case <-tick.C:
-		}
-		b, c := l.activity(id)
-		if b > 0 || c != calls {
-			since = time.Now()
-		}
-		busy, calls = b, c
-	}
 }

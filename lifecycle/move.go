@@ -433,7 +433,7 @@ func (s *Sandboxes) forkElsewhere(ctx context.Context, sb sandbox.Sandbox, from 
 	}
 	there.Reason = cur.Reason
 	if err := s.opts.PlaceOn(dctx, there, false); err != nil {
-		placed, err = s.undoPlaced(dctx, sb, err)
+		placed, err = s.run.undoPlaced(dctx, sb, err)
 		return placed, true, err
 	}
 	placed, err = s.opts.Store.Sandboxes().Get(dctx, sb.Tenant, sb.Name)

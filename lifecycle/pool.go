@@ -170,10 +170,36 @@ func (s *Pool) refiller(ctx context.Context) {
 			s.claimed = ""
 			s.mu.Unlock()
 			if id != "" {
-				s.leases.waitQuiet(ctx, id, quiet, waitMax)
+				s.waitQuiet(ctx, id, quiet, waitMax)
 			}
 			s.refill(ctx)
 		}
+	}
+}
+
+// waitQuiet returns once sandbox id has had no call and no command running
+// for quiet, waitMax after it was called, or when ctx ends. It watches the
+// leases' activity count, not the clock they keep.
+func (s *Pool) waitQuiet(ctx context.Context, id string, quiet, waitMax time.Duration) {
+	limit := time.NewTimer(waitMax)
+	defer limit.Stop()
+	tick := time.NewTicker(quiet / 5)
+	defer tick.Stop()
+	busy, calls := s.leases.activity(id)
+	since := time.Now()
+	for busy > 0 || time.Since(since) < quiet {
+		select {
+		case <-ctx.Done():
+			return
+		case <-limit.C:
+			return
+		case <-tick.C:
+		}
+		b, c := s.leases.activity(id)
+		if b > 0 || c != calls {
+			since = time.Now()
+		}
+		busy, calls = b, c
 	}
 }
 

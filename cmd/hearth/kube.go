@@ -223,7 +223,7 @@ func (n *nodeSandboxes) StartPlaced(ctx context.Context, tenant, name, id string
 }
 
 func (n *nodeSandboxes) Settled(ctx context.Context, id string) {
-	n.svc.Sandboxes.Settled(ctx, id)
+	n.svc.Pool.Settled(ctx, id)
 }
 
 func (n *nodeSandboxes) Get(ctx context.Context, p sandbox.Principal, ref string) (sandbox.Sandbox, error) {
