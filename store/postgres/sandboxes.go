@@ -69,9 +69,9 @@ func (v sandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("postgres: swap sandbox %q: %w", sb.ID, err)
 	}
-	args = append(args, was.Tenant, was.Name, string(was.Status), was.Node)
+	args = append(args, asReadArgs(was)...)
 	n, err := v.db.exec(ctx,
-		updateSandbox+`WHERE id = $1 AND tenant = $29 AND name = $30 AND status = $31 AND node = $32`, args...)
+		swapSandbox, args...)
 	if err != nil {
 		return false, fmt.Errorf("postgres: swap sandbox %q: %w", sb.ID, writeErr(err))
 	}
@@ -116,11 +116,29 @@ func (v sandboxes) Delete(ctx context.Context, id string) error {
 	return v.db.execOne(ctx, "delete sandbox", strconv.Quote(id), `DELETE FROM sandboxes WHERE id = $1`, id)
 }
 
+// asRead is the condition Swap and DeleteIf put on a sandbox's row: the
+// tenant, name, status and node it was read with, bound from parameter n
+// on (asReadArgs).
+func asRead(n int) string {
+	return fmt.Sprintf("tenant = $%d AND name = $%d AND status = $%d AND node = $%d", n, n+1, n+2, n+3)
+}
+
+// swapSandbox and deleteSandboxIf are Swap's and DeleteIf's statements:
+// sandboxArgs then asReadArgs, and the id then asReadArgs.
+var (
+	swapSandbox     = updateSandbox + `WHERE id = $1 AND ` + asRead(29)
+	deleteSandboxIf = `DELETE FROM sandboxes WHERE id = $1 AND ` + asRead(2)
+)
+
+// asReadArgs binds asRead's parameters from was.
+func asReadArgs(was sandbox.Sandbox) []any {
+	return []any{was.Tenant, was.Name, string(was.Status), was.Node}
+}
+
 // DeleteIf removes the row of was.ID while it has was's tenant, name,
 // status and node, and reports whether it did.
 func (v sandboxes) DeleteIf(ctx context.Context, was sandbox.Sandbox) (bool, error) {
-	n, err := v.db.exec(ctx, `DELETE FROM sandboxes WHERE id = $1 AND tenant = $2 AND name = $3 AND status = $4 AND node = $5`,
-		was.ID, was.Tenant, was.Name, string(was.Status), was.Node)
+	n, err := v.db.exec(ctx, deleteSandboxIf, append([]any{was.ID}, asReadArgs(was)...)...)
 	if err != nil {
 		return false, fmt.Errorf("postgres: delete sandbox %q if unchanged: %w", was.ID, err)
 	}

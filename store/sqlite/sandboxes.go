@@ -80,9 +80,9 @@ func (v sandboxes) Swap(ctx context.Context, was, sb sandbox.Sandbox) (bool, err
 	if err != nil {
 		return false, fmt.Errorf("sqlite: swap sandbox %q: %w", sb.ID, err)
 	}
-	args = append(args, was.Tenant, was.Name, string(was.Status), was.Node)
+	args = append(args, asReadArgs(was)...)
 	res, err := v.db.w.ExecContext(ctx,
-		updateSandbox+`WHERE id = ?1 AND tenant = ?29 AND name = ?30 AND status = ?31 AND node = ?32`, args...)
+		swapSandbox, args...)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: swap sandbox %q: %w", sb.ID, writeErr(err))
 	}
@@ -160,12 +160,30 @@ func (v sandboxes) Delete(ctx context.Context, id string) error {
 	return affectedOne(res, "delete sandbox", id)
 }
 
+// asRead is the condition Swap and DeleteIf put on a sandbox's row: the
+// tenant, name, status and node it was read with, bound from parameter n
+// on (asReadArgs).
+func asRead(n int) string {
+	return fmt.Sprintf("tenant = ?%d AND name = ?%d AND status = ?%d AND node = ?%d", n, n+1, n+2, n+3)
+}
+
+// swapSandbox and deleteSandboxIf are Swap's and DeleteIf's statements:
+// sandboxArgs then asReadArgs, and the id then asReadArgs.
+var (
+	swapSandbox     = updateSandbox + `WHERE id = ?1 AND ` + asRead(29)
+	deleteSandboxIf = `DELETE FROM sandboxes WHERE id = ?1 AND ` + asRead(2)
+)
+
+// asReadArgs binds asRead's parameters from was.
+func asReadArgs(was sandbox.Sandbox) []any {
+	return []any{was.Tenant, was.Name, string(was.Status), was.Node}
+}
+
 // DeleteIf removes the row of was.ID while it has was's tenant, name,
 // status and node, and reports whether it did.
 func (v sandboxes) DeleteIf(ctx context.Context, was sandbox.Sandbox) (bool, error) {
 	res, err := v.db.w.ExecContext(ctx,
-		`DELETE FROM sandboxes WHERE id = ? AND tenant = ? AND name = ? AND status = ? AND node = ?`,
-		was.ID, was.Tenant, was.Name, string(was.Status), was.Node)
+		deleteSandboxIf, append([]any{was.ID}, asReadArgs(was)...)...)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: delete sandbox %q if unchanged: %w", was.ID, err)
 	}
