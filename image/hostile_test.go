@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -193,19 +194,26 @@ func testUnpackHostileTop(t *testing.T, e *env) {
 		ents    []ent
 		user    string
 		workdir string
+		want    string // what the error says ("not a directory" if empty)
 	}{
-		{"run", []ent{symlink("run", e.sentinel)}, "", "/"},
-		{"run relative", []ent{symlink("run", "../../../sentinel")}, "", "/"},
-		{"hearth dir", []ent{symlink(".hearth", e.sentinel+"/dir")}, "", "/"},
-		{"home", []ent{symlink("home", e.sentinel)}, "app", "/"},
-		{"workdir", []ent{symlink("w", "../../../sentinel/dir")}, "", "/w/sub"},
+		{"run", []ent{symlink("run", e.sentinel)}, "", "/", ""},
+		{"run relative", []ent{symlink("run", "../../../sentinel")}, "", "/", ""},
+		{"hearth dir", []ent{symlink(".hearth", e.sentinel+"/dir")}, "", "/", ""},
+		// The agent's mount point, a file the top makes, is not made through a
+		// link nor over a directory.
+		{"agent file", []ent{directory(".hearth/", 0o755), symlink(".hearth/hearth-agent", e.sentinel+"/agent")}, "", "/", "not a regular file"},
+		{"agent file relative", []ent{directory(".hearth/", 0o755), symlink(".hearth/hearth-agent", "../../../../sentinel/etc/passwd")}, "", "/", "not a regular file"},
+		{"agent file dir", []ent{directory(".hearth/hearth-agent/", 0o755)}, "", "/", "not a regular file"},
+		{"home", []ent{symlink("home", e.sentinel)}, "app", "/", ""},
+		{"workdir", []ent{symlink("w", "../../../sentinel/dir")}, "", "/w/sub", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			img := registry.Image(t, baseLayer(t), registry.TarLayer(t, compression.GZip, tarOf(t, tc.ents...)))
 			img = withConfig(t, img, func(cf *v1.ConfigFile) { cf.Config.User, cf.Config.WorkingDir = tc.user, tc.workdir })
 			err := refused(t, e, img, 2)
-			if !strings.Contains(err.Error(), "not a directory") {
-				t.Errorf("error %v, want it to say a path is not a directory", err)
+			want := cmp.Or(tc.want, "not a directory")
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v, want it to say %s", err, want)
 			}
 		})
 	}

@@ -123,6 +123,33 @@ func mkdirIn(root *os.File, name string, perm uint32, uid, gid int) error {
 	return unix.Fchmodat(int(parent.Fd()), base, perm, 0)
 }
 
+// fileIn makes name inside root an empty regular file owned by root with
+// mode perm, unless a regular file is there already, which is left as it
+// is; anything else there (a symlink, a directory) is an error. Its parent
+// must exist.
+func fileIn(root *os.File, name string, perm uint32) error {
+	f, err := openIn(root, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, uint64(perm))
+	if errors.Is(err, unix.EEXIST) {
+		f, err = openIn(root, name, unix.O_PATH|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s exists and is not a regular file", name)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chown(0, 0); err != nil {
+		return err
+	}
+	return f.Chmod(os.FileMode(perm))
+}
+
 // account is one line of /etc/passwd or /etc/group: name, id, and for a
 // user the primary group and home.
 type account struct {

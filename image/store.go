@@ -69,6 +69,11 @@ const (
 // (rootfs.AgentDir and rootfs.SocketDir).
 var mountPoints = []string{"/.hearth", "/run/hearth"}
 
+// agentFile is the agent binary's mount point (rootfs.AgentFile), an empty
+// file every top gets, so that a start creates nothing in the sandbox's
+// root (see rootfs.AgentFile).
+const agentFile = "/.hearth/hearth-agent"
+
 // Options configure a Store. Layers is required.
 type Options struct {
 	Layers layers.Store

@@ -94,6 +94,9 @@ func addDirs(dir string, cfg sandbox.ImageConfig) error {
 		}
 		d.Close()
 	}
+	if err := fileIn(root, agentFile, 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", agentFile, err)
+	}
 	for _, d := range []string{cfg.Home, cfg.WorkingDir} {
 		if d == "" || d == "/" {
 			continue

@@ -19,6 +19,30 @@ import (
 	"github.com/hearth/hearth/testutil/registry"
 )
 
+// TestTopKeepsAgentFile unpacks an image that has the agent's mount point
+// already, a regular file: the top leaves it as it is.
+func TestTopKeepsAgentFile(t *testing.T) {
+	withEnv(t, layertar.Limits{}, testTopKeepsAgentFile)
+}
+
+func testTopKeepsAgentFile(t *testing.T, e *env) {
+	l := registry.TarLayer(t, compression.GZip, tarOf(t,
+		directory(".hearth/", 0o700), regular(".hearth/hearth-agent", "x", 0o600)))
+	img := registry.Image(t, baseLayer(t), l)
+	u, _ := unpack(t, e.store, img, digestOf(t, img))
+	got := readTree(t, e.path(u.Layers[len(u.Layers)-1])).nodes
+	want := readTree(t, e.path(u.Layers[len(u.Layers)-2])).nodes
+	for _, p := range []string{"/.hearth", agentFile} {
+		if g, w := got[p], want[p]; g != w {
+			t.Errorf("%s in the top: %v, want it as the image has it, %v", p, g, w)
+		}
+	}
+	if n := want[agentFile]; n.Type != "file" || n.Size != 1 || n.Mode != 0o600 {
+		t.Errorf("%s in the image: %v, want the layer's file", agentFile, n)
+	}
+	e.checkClean()
+}
+
 // TestTopSymlinks unpacks an image whose home, working directory and
 // /run are symlinks to directories inside it: the top follows them
 // inside the root and leaves them symlinks. A mount point that is a
@@ -50,6 +74,7 @@ func testTopSymlinks(t *testing.T, e *env) {
 	want := readTree(t, e.path(u.Layers[len(u.Layers)-2]))
 	sameTree(t, "the top less what it adds", got.without(t, map[string]node{
 		"/.hearth":        {Type: "dir", Mode: 0o755},
+		agentFile:         agentFileNode,
 		"/var/run/hearth": {Type: "dir", Mode: 0o755},
 		"/var/home/app":   {Type: "dir", Mode: 0o755, UID: 1000, GID: 1000},
 		"/srv/app/sub":    {Type: "dir", Mode: 0o755, UID: 1000, GID: 1000},
@@ -244,7 +269,7 @@ func testUnpackNoLayers(t *testing.T, e *env) {
 	if !slices.Equal(u.Layers, []string{top}) || len(events) != 0 || u.Config.UID != 0 || u.Config.Home != "/" {
 		t.Errorf("Unpack of no layers = %+v, events %v; want only the top %s, root's, home /", u, events, top)
 	}
-	got := readTree(t, e.path(top))
+	got := readTree(t, e.path(top)).without(t, map[string]node{agentFile: agentFileNode})
 	sameTree(t, "the top of no layers", got, tree{nodes: map[string]node{
 		"/":           got.nodes["/"],
 		"/.hearth":    {Type: "dir", Mode: 0o755},

@@ -176,10 +176,18 @@ func treeImage(t testing.TB, c compression.Compression) v1.Image {
 	})
 }
 
+// agentFile is the agent's mount point, which every top has: an empty
+// file, root's, mode 0755.
+const agentFile = "/.hearth/hearth-agent"
+
+var agentFileNode = node{Type: "file", Mode: 0o755, Nlink: 1,
+	Hash: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}
+
 // topExtras are what an image's top adds to its layers, for an image of
 // user app (home /home/app) working in /work, none of which it has.
 var topExtras = map[string]node{
 	"/.hearth":    {Type: "dir", Mode: 0o755},
+	agentFile:     agentFileNode,
 	"/run":        {Type: "dir", Mode: 0o755},
 	"/run/hearth": {Type: "dir", Mode: 0o755},
 	"/home":       {Type: "dir", Mode: 0o755},

@@ -25,8 +25,15 @@ const (
 // Mount points the runtime driver uses; they must exist, empty, in every
 // root filesystem.
 const (
-	// AgentDir is where the hearth-agent binary is mounted read-only.
+	// AgentDir is the directory of the agent's mount point.
 	AgentDir = "/.hearth"
+	// AgentFile is where the hearth-agent binary is mounted read-only
+	// (driver/oci's AgentMount): an empty file in the image, so that a
+	// start finds its mount point there and creates nothing in the
+	// sandbox's root. A snapshot that a start writes to copies the tree
+	// blocks it shares with every other sandbox of its image, which costs
+	// more the more of them there are.
+	AgentFile = AgentDir + "/hearth-agent"
 	// SocketDir is where the agent's socket directory is mounted.
 	SocketDir = "/run/hearth"
 )
@@ -57,7 +64,7 @@ options edns0
 //   - group and user sandbox, uid and gid 1000, home /home/sandbox (from
 //     /etc/skel, owned 1000:1000), shell /bin/bash if there is one, else
 //     /bin/sh, password locked;
-//   - empty AgentDir and SocketDir;
+//   - AgentDir holding only AgentFile, empty, and an empty SocketDir;
 //   - /etc/hostname, /etc/hosts and /etc/resolv.conf as above, and an empty
 //     /etc/machine-id if there is one, so clones do not share it;
 //   - apt's caches and package lists removed (apt-get update restores
@@ -95,6 +102,9 @@ func customize(root string) error {
 		if err := os.Chmod(p, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := emptyFile(filepath.Join(root, AgentFile), 0o755); err != nil {
+		return err
 	}
 	for name, content := range map[string]string{
 		"etc/hostname":    Hostname + "\n",
@@ -247,4 +257,21 @@ func emptyDir(dir string) error {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// emptyFile makes p an empty regular file of mode perm, replacing what is
+// there (never following a symlink at p).
+func emptyFile(p string, perm os.FileMode) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

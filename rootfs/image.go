@@ -42,7 +42,7 @@ const include = "python3,ca-certificates,git,curl,procps,unzip,less,file,jq"
 
 // recipe is the part of the marker that is about this code: bump it when
 // the root filesystem Build makes changes, and every host rebuilds.
-const recipe = "hearth-image/3 minbase include=" + include + " locale-archive"
+const recipe = "hearth-image/4 minbase include=" + include + " locale-archive"
 
 // Layout of Options.Dir.
 const (

@@ -263,11 +263,15 @@ func checkImage(t *testing.T, root string) {
 	if err := syscall.Stat(filepath.Join(root, "home/sandbox"), &st); err != nil || st.Uid != 1000 || st.Gid != 1000 {
 		t.Errorf("home/sandbox: uid %d gid %d, %v, want 1000:1000", st.Uid, st.Gid, err)
 	}
-	for _, d := range []string{"run/hearth", ".hearth"} {
-		des, err := os.ReadDir(filepath.Join(root, d))
-		if err != nil || len(des) != 0 {
-			t.Errorf("%s: %d entries, %v, want an empty directory", d, len(des), err)
-		}
+	if des, err := os.ReadDir(filepath.Join(root, "run/hearth")); err != nil || len(des) != 0 {
+		t.Errorf("run/hearth: %d entries, %v, want an empty directory", len(des), err)
+	}
+	// The agent's mount point is there, so that a start creates nothing.
+	if des, err := os.ReadDir(filepath.Join(root, ".hearth")); err != nil || len(des) != 1 || des[0].Name() != "hearth-agent" {
+		t.Errorf(".hearth: %v, %v, want only hearth-agent", des, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, rootfs.AgentFile)); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 || fi.Mode().Perm() != 0o755 {
+		t.Errorf("%s: %v, %v, want an empty regular file, mode 0755", rootfs.AgentFile, fi, err)
 	}
 	for file, want := range map[string]string{"etc/hostname": "sandbox\n", "etc/hosts": "127.0.0.1\tlocalhost\n"} {
 		if data, err := os.ReadFile(filepath.Join(root, file)); err != nil || !strings.HasPrefix(string(data), want) {

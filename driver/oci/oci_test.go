@@ -871,10 +871,16 @@ func moveToSharedRoot(t *testing.T, own, root string) {
 // directory of its own, and deletes it when t ends.
 func startDefault(t *testing.T, rt, bin, id string) (*oci.Driver, driver.Spec) {
 	t.Helper()
+	return startOn(t, rt, bin, id, drivertest.SnapshotRootFS(t, drivertest.BaseRootFS(t)))
+}
+
+// startOn is startDefault on the root file system root.
+func startOn(t *testing.T, rt, bin, id, root string) (*oci.Driver, driver.Spec) {
+	t.Helper()
 	state := t.TempDir()
 	t.Cleanup(func() { drivertest.UnmountUnder(t, state) }) // runsc's null-netns
 	d := newDriver(t, rt, bin, state)
-	spec := driver.Spec{ID: id, RootFS: drivertest.SnapshotRootFS(t, drivertest.BaseRootFS(t)), AgentPath: drivertest.BuildAgent(t),
+	spec := driver.Spec{ID: id, RootFS: root, AgentPath: drivertest.BuildAgent(t),
 		Resources: sandbox.Sizes()[sandbox.DefaultSize]}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
