@@ -22,8 +22,8 @@ const (
 	Home = "/home/sandbox"
 )
 
-// Mount points the runtime driver uses; they must exist, empty, in every
-// root filesystem.
+// Mount points the runtime driver uses; they must exist in every root
+// filesystem: SocketDir empty, AgentDir holding only AgentFile.
 const (
 	// AgentDir is the directory of the agent's mount point.
 	AgentDir = "/.hearth"
