@@ -51,7 +51,7 @@ func startAgent(t *testing.T, args ...string) (*agent.Client, *exec.Cmd, <-chan 
 	os.Chown(home, 65534, 65534)
 	cmd := exec.Command(os.Args[0], append([]string{"-socket", sock, "-uid", "65534", "-gid", "65534", "-home", home}, args...)...)
 	cmd.Env = append(os.Environ(), asAgentEnv+"=1")
-	var logs bytes.Buffer
+	var logs testenv.Buffer // written by exec's copier while a cleanup reads it
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -258,38 +258,48 @@ func TestQuiesceAndResume(t *testing.T) {
 // finishes and its result reaches its caller, while the socket is there.
 func TestQuietWaitsForOperations(t *testing.T) {
 	c, cmd, _ := startAgent(t)
-	sock := cmd.Args[2] // startAgent's -socket
+	sock, home := cmd.Args[2], cmd.Args[8] // startAgent's -socket and -home
+	// The command's last act leaves a file, so that the test can tell that
+	// it had ended when the socket went, however late its caller reads
+	// the result the agent sent before removing the socket.
+	ended := filepath.Join(home, "ended")
 	type result struct {
 		res sandbox.ExecResult
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := c.Exec(t.Context(), sandbox.ExecRequest{Shell: "sleep 0.5"}, nil, nil, nil)
+		res, err := c.Exec(t.Context(), sandbox.ExecRequest{Shell: "sleep 0.5; : > ended"}, nil, nil, nil)
 		done <- result{res, err}
 	}()
 	time.Sleep(150 * time.Millisecond) // the command runs
 	if err := cmd.Process.Signal(agent.QuiesceSignal); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	r, ok := result{}, false
+	for !ok {
 		select {
-		case r := <-done:
-			if r.err != nil || r.res.ExitCode != 0 {
-				t.Fatalf("a command running at the quiesce signal = %+v, %v; want it finished", r.res, r.err)
-			}
-			return
+		case r, ok = <-done:
+			continue
 		default:
 		}
 		if _, err := os.Lstat(sock); err != nil {
-			select {
-			case <-done:
-				return // it ended, and the socket went after
-			default:
+			if _, err2 := os.Stat(ended); err2 != nil {
+				t.Fatalf("the socket went (%v) while a command ran (%v): the host would take the agent for quiet", err, err2)
 			}
-			t.Fatalf("the socket went (%v) while a command ran: the host would take the agent for quiet", err)
+			// The command had ended, and its result, sent before the
+			// socket went, is on its way to the caller.
+			select {
+			case r, ok = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the command running at the quiesce signal never answered its caller")
+			}
+			continue
 		}
 		time.Sleep(time.Millisecond)
+	}
+	if r.err != nil || r.res.ExitCode != 0 {
+		t.Fatalf("a command running at the quiesce signal = %+v, %v; want it finished", r.res, r.err)
 	}
 }
 
@@ -316,7 +326,7 @@ func TestAgentListenFD(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-listen-fd", "3", "-socket", "/nonexistent/never.sock", "-uid", "65534", "-gid", "65534", "-home", home)
 	cmd.Env = append(os.Environ(), asAgentEnv+"=1")
 	cmd.ExtraFiles = []*os.File{lf}
-	var logs bytes.Buffer
+	var logs testenv.Buffer // written by exec's copier while a cleanup reads it
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
