@@ -103,20 +103,21 @@ func customize(root string) error {
 			return err
 		}
 	}
-	if err := emptyFile(filepath.Join(root, AgentFile), 0o755); err != nil {
-		return err
-	}
-	for name, content := range map[string]string{
-		"etc/hostname":    Hostname + "\n",
-		"etc/hosts":       hosts,
-		"etc/resolv.conf": resolvConf,
+	for _, f := range []struct {
+		name, content string
+		perm          os.FileMode
+	}{
+		{AgentFile, "", 0o755},
+		{"etc/hostname", Hostname + "\n", 0o644},
+		{"etc/hosts", hosts, 0o644},
+		{"etc/resolv.conf", resolvConf, 0o644},
 	} {
-		p := filepath.Join(root, name)
+		p := filepath.Join(root, f.name)
 		// A symlink (systemd-resolved's) would point outside the image.
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(f.content), f.perm); err != nil {
 			return err
 		}
 	}
@@ -257,21 +258,4 @@ func emptyDir(dir string) error {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
-}
-
-// emptyFile makes p an empty regular file of mode perm, replacing what is
-// there (never following a symlink at p).
-func emptyFile(p string, perm os.FileMode) error {
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
