@@ -48,6 +48,7 @@ import (
 	"github.com/hearth/hearth/image/fetch"
 	"github.com/hearth/hearth/image/layertar"
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -65,14 +66,11 @@ const (
 	topTmpPrefix = "imgtmp-"
 )
 
-// Mount points every image's root must have for hearth's runtime
-// (rootfs.AgentDir and rootfs.SocketDir).
-var mountPoints = []string{"/.hearth", "/run/hearth"}
-
-// agentFile is the agent binary's mount point (rootfs.AgentFile), an empty
-// file every top gets, so that a start creates nothing in the sandbox's
-// root (see rootfs.AgentFile).
-const agentFile = "/.hearth/hearth-agent"
+// Mount points every image's root must have for hearth's runtime: these
+// directories, and in the first the agent's, an empty file
+// (rootfs.AgentFile), so that a start creates nothing in the sandbox's
+// root.
+var mountPoints = []string{rootfs.AgentDir, rootfs.SocketDir}
 
 // Options configure a Store. Layers is required.
 type Options struct {

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hearth/hearth/layers"
+	"github.com/hearth/hearth/rootfs"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -94,8 +95,8 @@ func addDirs(dir string, cfg sandbox.ImageConfig) error {
 		}
 		d.Close()
 	}
-	if err := fileIn(root, agentFile, 0o755); err != nil {
-		return fmt.Errorf("mount point %s: %w", agentFile, err)
+	if err := fileIn(root, rootfs.AgentFile, 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", rootfs.AgentFile, err)
 	}
 	for _, d := range []string{cfg.Home, cfg.WorkingDir} {
 		if d == "" || d == "/" {
