@@ -19,7 +19,8 @@
 #   - gVisor's runsc, built static from the Go module proxy once, with its
 #     seccomp filters precompiled as gVisor's releases have them, for
 #     the configurations a hearth sandbox can have (no GPU, TPU or RDMA
-#     proxies; scripts/runsc-seccomp), and cached in $HEARTH_CACHE (default
+#     proxies) and their bytecode in the binary's data rather than copied
+#     to every sandbox's heap (scripts/runsc-seccomp), and cached in $HEARTH_CACHE (default
 #     /var/cache/hearth); linked into /usr/local/bin;
 #   - npm (apt), then Node 22 and the npm packages of the real-client
 #     tests: the MCP conformance suite and TypeScript SDK, and the Sprites
@@ -33,10 +34,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${HEARTH_CACHE:-/var/cache/hearth}
 # The gVisor version is scripts/runsc-seccomp/go.mod's; the cache's stamp
-# also names the precompiled filters, so a runsc built without them, or
-# with all of gVisor's (which cost every sentry 4 MB), is built again.
+# also names the precompiled filters, so a runsc built without them, with
+# all of gVisor's (which cost every sentry 4 MB), or with their bytecode
+# copied to the heap at registration, is built again.
 runsc_version=$(awk '$1 == "gvisor.dev/gvisor" || $2 == "gvisor.dev/gvisor" {print $NF}' scripts/runsc-seccomp/go.mod | head -1)
-runsc_stamp="$runsc_version+seccomp-nodevices"
+runsc_stamp="$runsc_version+seccomp-nodevices-static"
 # The MCP real-client tests (test/e2e/mcp_conformance_test.go and
 # mcp_client_test.go): Node 22 (the conformance suite needs it; the host's
 # Node may be older) and exact versions of the npm packages they run.

@@ -16,6 +16,9 @@ go vet ./...
 # bin/hearth is cmd/hearth built with the tag nokube (scripts/install.sh):
 # it is vetted as built too.
 go vet -tags nokube ./cmd/hearth
+# scripts/runsc-seccomp, which builds the runsc every sandbox runs, is a
+# module of its own: its test builds against the copy of gVisor it fills.
+(cd scripts/runsc-seccomp && go vet . && GOFLAGS=-mod=mod go test -count=1 .)
 
 # The default image is built once (debootstrap, ~1 min) and shared by the
 # daemon tests and the driver conformance suite.
