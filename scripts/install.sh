@@ -20,8 +20,9 @@
 #     seccomp filters precompiled as gVisor's releases have them, for
 #     the configurations a hearth sandbox can have (no GPU, TPU or RDMA
 #     proxies) and their bytecode in the binary's data rather than copied
-#     to every sandbox's heap (scripts/runsc-seccomp), and cached in $HEARTH_CACHE (default
-#     /var/cache/hearth); linked into /usr/local/bin;
+#     to every sandbox's heap (scripts/runsc-seccomp), and cached in
+#     $HEARTH_CACHE (default /var/cache/hearth); linked into
+#     /usr/local/bin;
 #   - npm (apt), then Node 22 and the npm packages of the real-client
 #     tests: the MCP conformance suite and TypeScript SDK, and the Sprites
 #     JavaScript SDK, from npm, cached in $HEARTH_CACHE/node22,

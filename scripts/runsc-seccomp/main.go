@@ -140,12 +140,12 @@ func generate(path string, programs func() ([]precompiledseccomp.Program, error)
 // bytecode. gVisor's own rendering (Program.Registration) writes the
 // bytecode as a slice literal, which registration copies to the heap:
 // about 190 KB for the sentry's 24 programs and 70 KB for the gofer's 32,
-// kept for the life of every sandbox though each process installs one. An array the
-// compiler lays out in the binary's data costs nothing until read, and
-// then only the pages read, which are the binary's file pages, shared by
-// every sandbox. RenderInstructions writes the program's variables into
-// its Bytecode32 in place; that copies on write only the pages it touches,
-// of the one program a process renders, once.
+// kept for the life of every sandbox though each process installs one.
+// An array the compiler lays out in the binary's data costs nothing until
+// read, and then only the pages read, which are the binary's file pages,
+// shared by every sandbox. RenderInstructions writes the program's
+// variables into its Bytecode32 in place; that copies on write only the
+// pages it touches, of the one program a process renders, once.
 func registerStatic(reg, arrays *strings.Builder, name string, p precompiledseccomp.Program) {
 	fmt.Fprintf(arrays, "\nvar %s = [...]uint32{", name)
 	for i, v := range p.Bytecode32 {
@@ -169,9 +169,8 @@ func registerStatic(reg, arrays *strings.Builder, name string, p precompiledsecc
 // none that proxies GPUs, TPUs or RDMA devices, which hearth never gives a
 // sandbox. A runsc process registers every program of its filter package
 // when it installs its filter: all 576 of gVisor's releases took 2.5 MB of
-// each sentry's heap,
-// about a sixth of an idle sandbox's memory. A configuration left out
-// still runs, with its filter compiled at start.
+// each sentry's heap, about a sixth of an idle sandbox's memory. A
+// configuration left out still runs, with its filter compiled at start.
 func needed(key string) bool {
 	for _, device := range []string{"NVProxy=true", "TPUProxy=true", "RDMAProxy=true"} {
 		if strings.Contains(key, device) {

@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
+	"slices"
 	"testing"
 
 	goferconfig "gvisor.dev/gvisor/runsc/fsgofer/filter/config"
@@ -101,16 +102,11 @@ func TestPrepare(t *testing.T) {
 			t.Errorf("program %q is not registered", w.Name)
 			continue
 		}
-		if !reflect.DeepEqual(g.Bytecode32, w.Bytecode32) {
+		if !slices.Equal(g.Bytecode32, w.Bytecode32) {
 			t.Errorf("program %q: registered bytecode differs from gVisor's (%d and %d words)", w.Name, len(g.Bytecode32), len(w.Bytecode32))
 		}
-		if len(g.VarOffsets) != len(w.VarOffsets) {
-			t.Errorf("program %q: variables %v, want %v", w.Name, g.VarOffsets, w.VarOffsets)
-		}
-		for v, off := range w.VarOffsets {
-			if gotOff, ok := g.VarOffsets[v]; !ok || len(gotOff) != len(off) || (len(off) > 0 && !reflect.DeepEqual(gotOff, off)) {
-				t.Errorf("program %q: variable %q at %v, want %v", w.Name, v, gotOff, off)
-			}
+		if !maps.EqualFunc(g.VarOffsets, w.VarOffsets, slices.Equal) {
+			t.Errorf("program %q: variables at %v, want %v", w.Name, g.VarOffsets, w.VarOffsets)
 		}
 	}
 	if got.HeapGrowth > int64(bytes/2) {
