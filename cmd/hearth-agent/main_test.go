@@ -276,11 +276,12 @@ func TestQuietWaitsForOperations(t *testing.T) {
 	if err := cmd.Process.Signal(agent.QuiesceSignal); err != nil {
 		t.Fatal(err)
 	}
-	r, ok := result{}, false
-	for !ok {
+	var r result
+watch:
+	for {
 		select {
-		case r, ok = <-done:
-			continue
+		case r = <-done:
+			break watch
 		default:
 		}
 		if _, err := os.Lstat(sock); err != nil {
@@ -290,11 +291,11 @@ func TestQuietWaitsForOperations(t *testing.T) {
 			// The command had ended, and its result, sent before the
 			// socket went, is on its way to the caller.
 			select {
-			case r, ok = <-done:
+			case r = <-done:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the command running at the quiesce signal never answered its caller")
 			}
-			continue
+			break watch
 		}
 		time.Sleep(time.Millisecond)
 	}

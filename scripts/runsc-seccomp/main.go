@@ -55,11 +55,19 @@ func run(out string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-mod=mod", "-trimpath", "-o", abs, "gvisor.dev/gvisor/runsc")
-	cmd.Dir = build
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	cmd := goIn(build, "build", "-trimpath", "-o", abs, "gvisor.dev/gvisor/runsc")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	return cmd.Run()
+}
+
+// goIn is the go command with args in the build module dir that prepare
+// wrote, static (no cgo), and free to add what the module's go.mod lacks
+// (it has no go.sum).
+func goIn(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	return cmd
 }
 
 // prepare copies the gvisor.dev/gvisor module into dir (the module cache
