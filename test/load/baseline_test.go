@@ -78,20 +78,7 @@ func bareStays(t *testing.T, rt string, n, conc int, settle time.Duration) (*rec
 	parallel(n, conc, func(i int) {
 		log := filepath.Join(dir, fmt.Sprintf("stay%d.log", i))
 		rec.time(func() error {
-			f, err := os.Create(log)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			cmd := exec.Command(bin, append(global(i), "run", "--detach", "--bundle", bundle, fmt.Sprintf("stay%d", i))...)
-			// The sandbox inherits its stdio: a file, never a pipe that
-			// the test would wait on.
-			cmd.Stdout, cmd.Stderr = f, f
-			if err := cmd.Run(); err != nil {
-				out, _ := os.ReadFile(log)
-				return fmt.Errorf("%s run --detach: %w: %s", rt, err, out)
-			}
-			return nil
+			return runDetached(bin, append(global(i), "run", "--detach", "--bundle", bundle, fmt.Sprintf("stay%d", i)), log)
 		})
 	})
 	elapsed := time.Since(start)
@@ -104,6 +91,25 @@ func bareStays(t *testing.T, rt string, n, conc int, settle time.Duration) (*rec
 	}
 	removeAll()
 	return rec, elapsed, each
+}
+
+// runDetached runs the runtime bin with args, a `run --detach`, with its
+// output and the sandbox's stdio in the file log: the sandbox inherits
+// its stdio, and a pipe there would keep the test waiting until the
+// sandbox ends. Its error carries what log says.
+func runDetached(bin string, args []string, log string) error {
+	f, err := os.Create(log)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(log)
+		return fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, out)
+	}
+	return nil
 }
 
 // bareBundle returns the runtime rt's binary, a directory of the test's,

@@ -3,20 +3,11 @@ package load_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hearth/hearth/client"
-	"github.com/hearth/hearth/internal/mountinfo"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -75,8 +66,9 @@ func (p probe) each(rec *recorder, d time.Duration, call func() error) {
 // measured quiet, then while K other sandboxes each run four CPU-bound
 // processes, through the Go client and through the CLI. The neighbours
 // must keep running through the loaded measurement and must load the
-// host's CPUs. Its baseline (see neighbourBaseline) is the same probe
-// beside as many CPU-bound host processes of the lowest priority.
+// host's CPUs. Its baselines (see neighbourBaselines) are the same probe
+// beside as much CPU-bound work of the lowest precedence without hearth:
+// host processes, and sandboxes of the runtime alone.
 func TestNeighbour(t *testing.T) {
 	sz := loadSizes(t)
 	tg := newTarget(t)
@@ -126,7 +118,7 @@ func TestNeighbour(t *testing.T) {
 	t.Logf("load: neighbour through the CLI: K=%d: probe quiet p50 %.1f ms, p99 %.1f ms; loaded p50 %.1f ms, p99 %.1f ms; ratio p50 %.1fx, p99 %.1fx",
 		len(loaded), quietCLI.p(0.5), quietCLI.p(0.99), loadedCLI.p(0.5), loadedCLI.p(0.99),
 		loadedCLI.p(0.5)/quietCLI.p(0.5), loadedCLI.p(0.99)/quietCLI.p(0.99))
-	neighbourBaseline(t, p, 4*len(loaded), quiet, quietCLI)
+	neighbourBaselines(t, p, tg.d.Runtime, len(loaded), quiet, quietCLI)
 }
 
 // burnEnd is when a neighbour's load ended, and the error its exec
@@ -156,111 +148,4 @@ func burnIn(ctx context.Context, c *client.Client, names []string) (stop func() 
 		wg.Wait()
 		return ends
 	}
-}
-
-// neighbourBaseline measures probe p beside n CPU-bound host processes
-// of the lowest precedence there is (see idleBurners), so that everything
-// on the probe's path takes precedence over them: what no demotion of
-// sandboxes can improve on this host. It logs the ratios to the quiet
-// probes, through the Go client and through the CLI.
-func neighbourBaseline(t *testing.T, p probe, n int, quiet, quietCLI *recorder) {
-	host := newRecorder(fmt.Sprintf("baseline: probe beside %d idle host processes", n))
-	hostCLI := newRecorder(fmt.Sprintf("baseline: probe beside %d idle host processes, through the CLI", n))
-	stopBurners := idleBurners(t, n)
-	time.Sleep(time.Second)
-	hostCPU := cpuBusy()
-	p.measure(host)
-	hostBusy := hostCPU()
-	p.measureCLI(hostCLI)
-	stopBurners()
-	for _, rec := range []*recorder{host, hostCLI} {
-		rec.report(t, 0)
-		rec.wantNoErrors(t)
-	}
-	t.Logf("load: neighbour baseline: probe beside %d idle host processes: p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio to quiet p50 %.1fx, p99 %.1fx; through the CLI p50 %.1f ms, p99 %.1f ms, ratio p50 %.1fx, p99 %.1fx",
-		n, host.p(0.5), host.p(0.99), 100*hostBusy, host.p(0.5)/quiet.p(0.5), host.p(0.99)/quiet.p(0.99),
-		hostCLI.p(0.5), hostCLI.p(0.99), hostCLI.p(0.5)/quietCLI.p(0.5), hostCLI.p(0.99)/quietCLI.p(0.99))
-}
-
-// idleBurners starts n CPU-bound host processes of the lowest precedence
-// there is and returns what kills them; t's cleanup kills them too. Each
-// is SCHED_IDLE, in a cpu cgroup of their own at the top of the hierarchy
-// marked idle (cpu.idle, or the lowest weight where a kernel has none):
-// SCHED_IDLE alone ranks them only among the tasks of their own group,
-// which are the test's (the client's) and its daemon's, and beside 40 of
-// them there a thread of the test woke 13 ms late at the p99 (0.2–0.5 ms
-// quiet, and beside the same processes in a cgroup of their own).
-func idleBurners(t *testing.T, n int) (stop func()) {
-	t.Helper()
-	cg := idleCgroup(t)
-	var cmds []*exec.Cmd
-	stop = func() {
-		for _, c := range cmds {
-			c.Process.Kill()
-			c.Wait()
-		}
-		cmds = nil
-	}
-	t.Cleanup(stop)
-	for range n {
-		c := exec.Command("sh", "-c", "while :; do :; done")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, c)
-		if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(c.Process.Pid)), 0); err != nil {
-			t.Fatalf("a burner into %s: %v", cg, err)
-		}
-		if err := unix.SchedSetAttr(c.Process.Pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0); err != nil {
-			t.Fatalf("SCHED_IDLE for a burner: %v", err)
-		}
-	}
-	return stop
-}
-
-// idleCgroup makes a cgroup at the top of the host's cpu hierarchy (v1's
-// cpu controller, else the unified one), marks it idle and returns its
-// directory; t's cleanup removes it, after idleBurners' cleanup has
-// killed what was in it.
-func idleCgroup(t *testing.T) string {
-	t.Helper()
-	mounts, err := mountinfo.Read("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root string
-	for _, m := range mounts {
-		if m.Root != "/" {
-			continue
-		}
-		if m.FSType == "cgroup" && slices.Contains(strings.Split(m.SuperOptions, ","), "cpu") {
-			root = m.Point
-			break
-		}
-		if m.FSType == "cgroup2" && root == "" {
-			root = m.Point
-		}
-	}
-	if root == "" {
-		t.Fatal("the baseline needs a cpu cgroup hierarchy; found none in /proc/self/mountinfo")
-	}
-	dir := filepath.Join(root, fmt.Sprintf("hearth-load-burners-%d", os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.Remove(dir); err != nil {
-			t.Errorf("remove the burners' cgroup: %v", err)
-		}
-	})
-	if err := os.WriteFile(filepath.Join(dir, "cpu.idle"), []byte("1"), 0); err == nil {
-		return dir
-	}
-	for _, knob := range [][2]string{{"cpu.shares", "2"}, {"cpu.weight", "1"}} {
-		if err := os.WriteFile(filepath.Join(dir, knob[0]), []byte(knob[1]), 0); err == nil {
-			return dir
-		}
-	}
-	t.Fatalf("the burners' cgroup %s has neither cpu.idle nor a weight to lower", dir)
-	return ""
 }
