@@ -182,9 +182,12 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops the server: it closes the listeners, sends SIGTERM to the
 // process group of every running command and waits for the operations in
-// flight. When ctx ends first it kills the commands' process trees, closes
-// the remaining connections (a write in progress keeps nothing) and waits
-// for the handlers to return; it then returns ctx's error.
+// flight. When ctx ends first it closes the remaining connections (a write
+// in progress keeps nothing), kills the commands' process trees and waits
+// for the handlers to return; it then returns ctx's error. A ctx that has
+// already ended gives no grace: no SIGTERM, which a command could end on
+// and report before its connection closed, so every caller of a running
+// command sees its connection break.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
@@ -193,8 +196,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	execs := s.runningLocked()
 	s.mu.Unlock()
-	for _, e := range execs {
-		e.signalGroup(syscall.SIGTERM)
+	if ctx.Err() == nil {
+		for _, e := range execs {
+			e.signalGroup(syscall.SIGTERM)
+		}
 	}
 
 	done := make(chan struct{})

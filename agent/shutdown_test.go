@@ -1,0 +1,95 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/agent"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// TestShutdownWithoutGrace: Shutdown with a context that has already
+// ended sends no SIGTERM. A running command's caller sees its connection
+// break, never the command's end (which a command ending on SIGTERM could
+// report before its connection closed), and the command is killed.
+func TestShutdownWithoutGrace(t *testing.T) {
+	needRoot(t)
+	home := newHome(t)
+	sock := shortSocket(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := agent.NewServer(agent.Options{UID: nobody, GID: nobody, Home: home, Env: testEnv(home)})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	out := &lockedBuffer{started: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		// The trap answers a SIGTERM at once (the loop runs no other
+		// program, so the shell runs it between two of its own steps):
+		// it leaves a file in the home, and says so on the output.
+		_, err := agent.NewClient(dialer(sock)).Exec(context.Background(),
+			sandbox.ExecRequest{Shell: "trap 'echo > term; echo TERM; exit 0' TERM; echo up; while :; do :; done"}, nil, out, nil)
+		done <- err
+	}()
+	select {
+	case <-out.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command wrote nothing within 10s")
+	}
+
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := srv.Shutdown(ended); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown(an ended context) = %v, want context.Canceled", err)
+	}
+	select {
+	case err := <-done:
+		if !sandbox.IsCode(err, sandbox.CodeUnavailable) {
+			t.Errorf("Exec during Shutdown = %v, want unavailable (the connection broken)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Exec still running 10s after Shutdown returned")
+	}
+	if got := out.String(); got != "up\n" {
+		t.Errorf("the command's output = %q, want only %q: it got SIGTERM", got, "up\n")
+	}
+	if _, err := os.Stat(filepath.Join(home, "term")); err == nil {
+		t.Error("the command got SIGTERM: its trap left term in the home")
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve = %v", err)
+	}
+}
+
+// lockedBuffer is an io.Writer that keeps what it is given and closes
+// started at the first write.
+type lockedBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	started chan struct{}
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() == 0 {
+		close(b.started)
+	}
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
