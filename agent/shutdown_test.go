@@ -1,18 +1,17 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hearth/hearth/agent"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/testenv"
 )
 
 // TestShutdownWithoutGrace: Shutdown with a context that has already
@@ -31,7 +30,7 @@ func TestShutdownWithoutGrace(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	out := &lockedBuffer{started: make(chan struct{})}
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	execCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
@@ -40,14 +39,10 @@ func TestShutdownWithoutGrace(t *testing.T) {
 		// program, so the shell runs it between two of its own steps):
 		// it leaves a file in the home, and says so on the output.
 		_, err := agent.NewClient(dialer(sock)).Exec(execCtx,
-			sandbox.ExecRequest{Shell: "trap 'echo > term; echo TERM; exit 0' TERM; echo up; while :; do :; done"}, nil, out, nil)
+			sandbox.ExecRequest{Shell: "trap 'echo > term; echo TERM; exit 0' TERM; echo up; while :; do :; done"}, nil, &out, nil)
 		done <- err
 	}()
-	select {
-	case <-out.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the command wrote nothing within 10s")
-	}
+	out.WaitFor(t, "up\n", 10*time.Second)
 
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -66,27 +61,4 @@ func TestShutdownWithoutGrace(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Errorf("Serve = %v", err)
 	}
-}
-
-// lockedBuffer is an io.Writer that keeps what it is given and closes
-// started at the first write.
-type lockedBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	started chan struct{}
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() == 0 {
-		close(b.started)
-	}
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -121,3 +121,26 @@ func mountsUnder(t testing.TB, dir string) []string {
 	}
 	return points
 }
+
+// CgroupDirs returns cgroup parent's directory in every cgroup hierarchy
+// (v1 and unified) where it exists, each once. It takes no testing.TB, so
+// that a TestMain can call it.
+func CgroupDirs(parent string) ([]string, error) {
+	mounts, err := mountinfo.Read("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	seen := map[string]bool{}
+	for _, m := range mounts {
+		if (m.FSType != "cgroup" && m.FSType != "cgroup2") || m.Root != "/" {
+			continue
+		}
+		dir := filepath.Join(m.Point, parent)
+		if _, err := os.Stat(dir); err == nil && !seen[dir] {
+			seen[dir] = true
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs, nil
+}

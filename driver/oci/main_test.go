@@ -2,11 +2,9 @@ package oci_test
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/hearth/hearth/driver/drivertest"
-	"github.com/hearth/hearth/internal/mountinfo"
 )
 
 // TestMain removes the btrfs layer store the tests' roots come from, and
@@ -17,12 +15,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	drivertest.RemoveSnapshots()
-	if mounts, err := mountinfo.Read("/proc/self/mountinfo"); err == nil {
-		for _, mnt := range mounts {
-			if (mnt.FSType == "cgroup" || mnt.FSType == "cgroup2") && mnt.Root == "/" {
-				os.Remove(filepath.Join(mnt.Point, "hearth")) // an empty directory only
-			}
-		}
+	dirs, _ := drivertest.CgroupDirs("hearth")
+	for _, dir := range dirs {
+		os.Remove(dir) // an empty directory only
 	}
 	os.Exit(code)
 }

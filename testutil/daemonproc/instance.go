@@ -102,25 +102,13 @@ func Leftovers(t testing.TB, names instance.Names, dataDir string) []string {
 }
 
 // cgroupDirs returns the cgroup parent's directory in every hierarchy
-// where it exists.
+// where it exists (drivertest.CgroupDirs), and reports to t when the
+// hierarchies cannot be read.
 func cgroupDirs(t testing.TB, parent string) []string {
 	t.Helper()
-	mounts, err := mountinfo.Read("/proc/self/mountinfo")
+	dirs, err := drivertest.CgroupDirs(parent)
 	if err != nil {
 		t.Errorf("cgroup hierarchies: %v", err)
-		return nil
-	}
-	var dirs []string
-	seen := map[string]bool{}
-	for _, m := range mounts {
-		if (m.FSType != "cgroup" && m.FSType != "cgroup2") || m.Root != "/" {
-			continue
-		}
-		dir := filepath.Join(m.Point, parent)
-		if _, err := os.Stat(dir); err == nil && !seen[dir] {
-			seen[dir] = true
-			dirs = append(dirs, dir)
-		}
 	}
 	return dirs
 }
