@@ -106,6 +106,9 @@ type serveConfig struct {
 	// maxExecs bounds the commands in their first moments at once
 	// (--max-concurrent-execs; 0: two per CPU).
 	maxExecs int
+	// reservedCPUs are the CPUs kept from demoted sandboxes while others
+	// are called (oci.Options.ReservedCPUs).
+	reservedCPUs int
 	// node names this daemon among those of one store (--node,
 	// HEARTH_NODE; default: the host's name, see defaultNodeName), a DNS
 	// label (sandbox.ValidateNodeName). Only the start line shows it yet.
@@ -400,6 +403,7 @@ func newDriver(cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *s
 		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
 		CgroupParent: inst.CgroupParent,
 		RuntimeFlags: cfg.runtimeFlags,
+		ReservedCPUs: cfg.reservedCPUs,
 		Network:      nets.host,
 		Sealer:       box,
 		Logger:       log.With("component", "driver"),
@@ -690,6 +694,7 @@ func serveFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string) {
 	fl.IntVar(&cfg.maxConnections, "max-connections", door.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
 	fl.IntVar(&cfg.maxStarts, "max-concurrent-starts", 0, "most sandbox starts (creates, forks, wakes, restores), memory checkpoints and image pulls running at once; the others queue, fairly across tenants (0: one per CPU)")
 	fl.IntVar(&cfg.maxExecs, "max-concurrent-execs", 0, "most commands starting at once (each counts for its first 200 ms at most); the others queue, fairly across tenants (0: two per CPU)")
+	fl.IntVar(&cfg.reservedCPUs, "reserved-cpus", 1, "CPUs kept free of CPU-saturating (demoted) sandboxes while other sandboxes are called, for those calls' round trips; the demoted get them back 2 s after the last such call (0: none; at most all CPUs but one are kept)")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
 		pool, err := parseWarmPool(v)
@@ -727,6 +732,9 @@ func finishServe(cfg *serveConfig) error {
 	}
 	if u := cfg.storeURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		return &usageError{verb: "serve", msg: "--store: want a postgres:// URL (postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…), or none for SQLite in the data dir"}
+	}
+	if cfg.reservedCPUs < 0 {
+		return &usageError{verb: "serve", msg: fmt.Sprintf("--reserved-cpus %d: give 0 for none, or how many", cfg.reservedCPUs)}
 	}
 	if cfg.maxExecs < 0 {
 		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-execs %d: give at least 1, or 0 for two per CPU", cfg.maxExecs)}

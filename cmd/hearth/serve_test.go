@@ -139,7 +139,8 @@ func TestParseServeMaxConnections(t *testing.T) {
 // TestParseServeStore: --store defaults to HEARTH_STORE, then to none
 // (SQLite in the data dir); a value that is not a postgres:// URL is a
 // usage error that does not repeat it (it may hold a password); and
-// --max-concurrent-execs refuses a negative count.
+// --max-concurrent-execs and --reserved-cpus refuse a negative count
+// (the CPUs reserved are one unless told).
 func TestParseServeStore(t *testing.T) {
 	const url = "postgres://hearth:s3cret@127.0.0.1:5432/hearth?sslmode=disable"
 	none := func(string) string { return "" }
@@ -171,6 +172,16 @@ func TestParseServeStore(t *testing.T) {
 	_, err = parseServe([]string{"--agent", "/bin/true", "--max-concurrent-execs", "-1"}, none, io.Discard)
 	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--max-concurrent-execs") {
 		t.Errorf("--max-concurrent-execs -1: %v; want a usage error naming it", err)
+	}
+	_, err = parseServe([]string{"--agent", "/bin/true", "--reserved-cpus", "-1"}, none, io.Discard)
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--reserved-cpus") {
+		t.Errorf("--reserved-cpus -1: %v; want a usage error naming it", err)
+	}
+	for args, want := range map[string]int{"": 1, "--reserved-cpus 0": 0, "--reserved-cpus 3": 3} {
+		cfg, err := parseServe(append([]string{"--agent", "/bin/true"}, strings.Fields(args)...), none, io.Discard)
+		if err != nil || cfg.reservedCPUs != want {
+			t.Errorf("parseServe(%q): reserved CPUs %d, %v; want %d", args, cfg.reservedCPUs, err, want)
+		}
 	}
 }
 

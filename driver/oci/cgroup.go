@@ -33,6 +33,7 @@ type cgroupMounts struct {
 	freezer string   // the v1 freezer controller's, if mounted
 	cpu     string   // the v1 cpu controller's, if mounted
 	cpuacct string   // the v1 cpuacct controller's, if mounted
+	cpuset  string   // the v1 cpuset controller's, if mounted
 	pids    string   // the v1 pids controller's, if mounted
 	v2      string   // the unified hierarchy's, if mounted
 }
@@ -83,6 +84,9 @@ func readCgroupMounts(path string) (cgroupMounts, error) {
 			}
 			if slices.Contains(ctrls, "cpuacct") {
 				m.cpuacct = mnt.Point
+			}
+			if slices.Contains(ctrls, "cpuset") {
+				m.cpuset = mnt.Point
 			}
 			if slices.Contains(ctrls, "pids") {
 				m.pids = mnt.Point

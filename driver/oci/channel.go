@@ -91,6 +91,8 @@ type channels struct {
 	// one per call the daemon makes to it: quiet neighbours tell a
 	// sandbox driven by calls from one whose processes saturate the CPU.
 	calls sync.Map
+	// reserve hears of each call (see reserve.go); nil hears none.
+	reserve *cpuReserve
 }
 
 // called returns how many times sandbox id's agent was dialed since the
@@ -235,6 +237,7 @@ func (s *sharedDir) listen(name string) (*os.File, error) {
 func (c *channels) dial(ctx context.Context, id string) (net.Conn, error) {
 	n, _ := c.calls.LoadOrStore(id, new(atomic.Uint64))
 	n.(*atomic.Uint64).Add(1)
+	c.reserve.called(id)
 	s, err := c.open(id)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}

@@ -107,6 +107,11 @@ type Options struct {
 	// of this Driver's own, in memory only: its images do not open after
 	// a restart, and their checkpoints then restore their files only.
 	Sealer Sealer
+	// ReservedCPUs is how many of the host's CPUs are kept free of
+	// demoted (CPU-saturating) sandboxes while sandboxes that are not
+	// demoted are being called (see reserve.go); at most all but one are.
+	// Zero keeps none.
+	ReservedCPUs int
 	// Logger receives the driver's log; nil discards.
 	Logger *slog.Logger
 }
@@ -120,7 +125,8 @@ type Options struct {
 // runtime binary (runner), the cgroups (cgroups), freezing (freezer), the
 // agent channels (channels), the mount directory (mountDir), the user
 // namespace ranges (idClaims), the network attachments (networks), the
-// bundles (bundles) and the memory images (images).
+// bundles (bundles), the memory images (images) and the CPUs kept from
+// demoted sandboxes (cpuReserve).
 type Driver struct {
 	runtime      string
 	startTimeout time.Duration
@@ -142,6 +148,7 @@ type Driver struct {
 	net      *networks
 	bundles  *bundles
 	images   *images
+	reserve  *cpuReserve // nil: no CPUs kept from the demoted
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -219,7 +226,8 @@ func New(opts Options) (*Driver, error) {
 	d.cg = &cgroups{mounts: cgMounts, parent: parent, dir: d.dir, log: d.log}
 	d.rt = &runner{name: rt, binary: bin, flags: append(runtimeFlags(rt), opts.RuntimeFlags...), dir: d.dir, cg: d.cg, log: d.log}
 	d.freezer = &freezer{runtime: rt, dir: d.dir, cg: d.cg, rt: d.rt, log: d.log}
-	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log}
+	d.reserve = newCPUReserve(cgMounts, parent, opts.ReservedCPUs, d.log)
+	d.channels = &channels{runtime: rt, dir: d.dir, log: d.log, reserve: d.reserve}
 	d.mounts = &mountDir{path: cmp.Or(opts.MountDir, defaultMountDir(state)), owner: state, sweep: opts.MountDir == ""}
 	d.ids = &idClaims{base: cmp.Or(opts.IDBase, DefaultIDBase), ranges: cmp.Or(opts.IDRanges, DefaultIDRanges),
 		dir: cmp.Or(opts.IDClaimDir, DefaultIDClaimDir), state: d.dir, log: d.log}

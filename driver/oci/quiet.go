@@ -92,6 +92,7 @@ func (d *Driver) QuietNeighbours(ctx context.Context) {
 		return
 	}
 	q.calls = d.channels.called
+	q.reserve = d.reserve
 	defer q.close()
 	t := time.NewTicker(quietPeriod)
 	defer t.Stop()
@@ -101,6 +102,8 @@ func (d *Driver) QuietNeighbours(ctx context.Context) {
 			return
 		case now := <-t.C:
 			q.tick(now)
+		case <-q.reserve.wakeC():
+			q.reserve.confine()
 		}
 	}
 }
@@ -117,7 +120,11 @@ type quieter struct {
 	seen       map[string]*cpuWatch
 	fds        map[string]int // each sandbox's usage file, open (cpuTime)
 	host       hostusage.CPU
+	hostCPUs   map[int]hostusage.CPU // each CPU's, as host
 	log        *slog.Logger
+	// reserve keeps CPUs free of the demoted while others are called
+	// (reserve.go); nil keeps none.
+	reserve *cpuReserve
 	// calls is how many calls the daemon made to a sandbox's agent so far
 	// (channels.called); nil counts none.
 	calls func(id string) uint64
@@ -154,10 +161,12 @@ func (c *cgroups) quieter() *quieter {
 }
 
 // tick reads every sandbox's CPU time at now, and the host's, and
-// demotes or promotes each sandbox by its share.
+// demotes or promotes each sandbox by its share. Whether a demoted
+// sandbox ran on a saturated host is judged over the CPUs it was confined
+// to, if the reserve confined it in the period.
 func (q *quieter) tick(now time.Time) {
 	used := q.sample(now)
-	saturated := q.saturated()
+	saturated, confinedSaturated := q.saturated(q.reserve.period(now))
 	busy, fair, typical := busyShare, q.ncpu, 0.0
 	if saturated {
 		busy = saturatedBusyShare
@@ -179,7 +188,11 @@ func (q *quieter) tick(now time.Time) {
 			// saturates the host.
 			share = min(share, quietShare)
 		}
-		q.judge(id, w, share, busy, saturated)
+		sat := saturated
+		if w.demoted {
+			sat = confinedSaturated
+		}
+		q.judge(id, w, share, busy, sat)
 	}
 }
 
@@ -225,7 +238,12 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 		if w == nil || ns < w.ns {
 			// A daemon killed or restarted leaves its demotions behind:
 			// take them over, to promote them in time.
-			q.seen[id] = &cpuWatch{ns: ns, calls: q.called(id), at: now, demoted: q.isIdle(id)}
+			w = &cpuWatch{ns: ns, calls: q.called(id), at: now, demoted: q.isIdle(id)}
+			q.seen[id] = w
+			q.reserve.forget(id)
+			if w.demoted {
+				q.reserve.demote(id)
+			}
 			continue
 		}
 		if dt := now.Sub(w.at); dt > 0 {
@@ -238,6 +256,7 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 	for id := range q.seen {
 		if !alive[id] {
 			delete(q.seen, id)
+			q.reserve.forget(id)
 		}
 	}
 	for id := range q.fds {
@@ -257,14 +276,30 @@ func (q *quieter) called(id string) uint64 {
 }
 
 // saturated reports whether the host's CPUs were nearly all busy since the
-// last call (false on the first, or when /proc/stat cannot be read).
-func (q *quieter) saturated() bool {
-	now, err := hostusage.ReadCPU(q.proc)
+// last call, and whether those of confined were (all of them, if it is
+// empty); false on the first call, or when /proc/stat cannot be read.
+func (q *quieter) saturated(confined hostusage.CPUList) (host, some bool) {
+	all, each, err := hostusage.ReadCPUs(q.proc)
 	if err != nil {
-		return false
+		return false, false
 	}
-	last := q.host
-	q.host = now
+	lastAll, lastEach := q.host, q.hostCPUs
+	q.host, q.hostCPUs = all, each
+	host = busySince(lastAll, all)
+	if len(confined) == 0 {
+		return host, host
+	}
+	var was, now hostusage.CPU
+	for _, n := range confined {
+		was.Total, was.Busy = was.Total+lastEach[n].Total, was.Busy+lastEach[n].Busy
+		now.Total, now.Busy = now.Total+each[n].Total, now.Busy+each[n].Busy
+	}
+	return host, busySince(was, now)
+}
+
+// busySince reports whether CPU time from last to now was busy but for
+// less than saturatedIdle of it (false without a last).
+func busySince(last, now hostusage.CPU) bool {
 	if last.Total == 0 || now.Total <= last.Total {
 		return false
 	}
@@ -274,8 +309,9 @@ func (q *quieter) saturated() bool {
 
 // judge counts share, the part of its CPUs sandbox id used in the last
 // period, into w (busy from the share busy up; quiet at most quietShare,
-// unless the host was saturated and the sandbox is demoted and not driven
-// by calls), and demotes or promotes it when its run is long enough.
+// unless the sandbox is demoted, not driven by calls, and saturated: the
+// host, or the CPUs it was confined to, was saturated), and demotes or
+// promotes it when its run is long enough.
 func (q *quieter) judge(id string, w *cpuWatch, share, busy float64, saturated bool) {
 	switch {
 	case share >= busy:
@@ -291,11 +327,16 @@ func (q *quieter) judge(id string, w *cpuWatch, share, busy float64, saturated b
 			q.log.Warn("quiet neighbours: demote", "sandbox", id, "err", err)
 			return
 		}
+		q.reserve.demote(id)
 		w.demoted = true
 		q.log.Info("quiet neighbours: sandbox demoted while it saturates its CPU share", "sandbox", id, "share", share)
 	case w.demoted && w.quiet >= quietPeriods:
+		// Its CPUs back before its precedence: a daemon killed between
+		// the two leaves it demoted, which the next takes over.
+		q.reserve.promote(id)
 		if err := q.setIdle(id, false); err != nil {
 			q.log.Warn("quiet neighbours: promote", "sandbox", id, "err", err)
+			q.reserve.demote(id)
 			return
 		}
 		w.demoted = false

@@ -17,9 +17,11 @@ type fakeCPU struct {
 	q     *quieter
 	ns    map[string]uint64
 	now   time.Time
-	idle  bool      // the kernel has cpu.idle
-	ticks [2]uint64 // the host's busy and idle clock ticks so far
+	idle  bool         // the kernel has cpu.idle
+	ticks [2][2]uint64 // each CPU's busy and idle clock ticks so far
 	calls map[string]uint64
+	// parentCPUs is the cpuset parent's CPUs, with a reserve.
+	parentCPUs string
 }
 
 func newFakeCPU(t *testing.T, v2, idle bool) *fakeCPU {
@@ -58,6 +60,9 @@ func (f *fakeCPU) add(id string, cores float64) {
 	if f.idle {
 		f.write(f.q.cpu, id, "cpu.idle", "0")
 	}
+	if r := f.q.reserve; r != nil {
+		f.write(r.dir, id, "cpuset.cpus", f.parentCPUs)
+	}
 	f.ns[id] = 0
 	f.setTime(id)
 }
@@ -84,14 +89,26 @@ func (f *fakeCPU) setTime(id string) {
 // one quietPeriod on a host whose CPUs are idle for the part idle of it,
 // then ticks.
 func (f *fakeCPU) period(cpus map[string]float64, idle float64) {
+	f.periodEach(cpus, [2]float64{idle, idle})
+}
+
+// periodEach is period on a host whose two CPUs are each idle for their
+// part of it.
+func (f *fakeCPU) periodEach(cpus map[string]float64, idle [2]float64) {
 	for id, c := range cpus {
 		f.ns[id] += uint64(c * float64(quietPeriod))
 		f.setTime(id)
 	}
-	ticks := uint64(f.q.ncpu * 100 * quietPeriod.Seconds())
-	f.ticks[1] += uint64(idle * float64(ticks))
-	f.ticks[0] += ticks - uint64(idle*float64(ticks))
-	stat := fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\ncpu0 1 2 3 4\n", f.ticks[0], f.ticks[1])
+	ticks := uint64(100 * quietPeriod.Seconds()) // each CPU's
+	var all [2]uint64
+	lines := ""
+	for n := range 2 {
+		f.ticks[n][1] += uint64(idle[n] * float64(ticks))
+		f.ticks[n][0] += ticks - uint64(idle[n]*float64(ticks))
+		all[0], all[1] = all[0]+f.ticks[n][0], all[1]+f.ticks[n][1]
+		lines += fmt.Sprintf("cpu%d %d 0 0 %d 0 0 0 0 0 0\n", n, f.ticks[n][0], f.ticks[n][1])
+	}
+	stat := fmt.Sprintf("cpu  %d 0 0 %d 0 0 0 0 0 0\n%sintr 1\n", all[0], all[1], lines)
 	if err := os.WriteFile(filepath.Join(f.q.proc, "stat"), []byte(stat), 0o644); err != nil {
 		f.t.Fatal(err)
 	}

@@ -69,3 +69,48 @@ func TestReadMemory(t *testing.T) {
 		t.Errorf("this host: %+v, %v", m, err)
 	}
 }
+
+// TestReadCPUs: the whole host's time as ReadCPU tells it, and each CPU's
+// by its number (numbers need not be contiguous: CPUs may be offline); a
+// malformed per-CPU line is refused.
+func TestReadCPUs(t *testing.T) {
+	dir := proc(t, "cpu  100 10 20 5000 300 1 2 3 40 4\ncpu0 1 2 3 4 5 6 7 8 0 0\ncpu3 10 0 0 90 0 0 0 0 0 0\nintr 5\nctxt 7\n", "")
+	all, each, err := hostusage.ReadCPUs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Busy != 1360*time.Millisecond || all.Total != 54360*time.Millisecond {
+		t.Errorf("all: busy %v, total %v; want 1.36s, 54.36s", all.Busy, all.Total)
+	}
+	want := map[int]hostusage.CPU{0: {Total: 360 * time.Millisecond, Busy: 270 * time.Millisecond}, 3: {Total: time.Second, Busy: 100 * time.Millisecond}}
+	if len(each) != len(want) || each[0] != want[0] || each[3] != want[3] {
+		t.Errorf("each: %+v, want %+v", each, want)
+	}
+	if _, each, err := hostusage.ReadCPUs(hostusage.Proc); err != nil || len(each) == 0 {
+		t.Errorf("this host: %d CPUs, %v", len(each), err)
+	}
+	for _, bad := range []string{"cpu  1 2 3 4 5 6 7 8\ncpu0 1 2 3\n", "cpu  1 2 3 4 5 6 7 8\ncpux 1 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7 8\ncpu-1 1 2 3 4 5 6 7 8\n"} {
+		if _, each, err := hostusage.ReadCPUs(proc(t, bad, "")); err == nil {
+			t.Errorf("stat %q: %+v, no error", bad, each)
+		}
+		if _, err := hostusage.ReadCPU(proc(t, bad, "")); err != nil {
+			t.Errorf("stat %q: ReadCPU, which reads the first line only: %v", bad, err)
+		}
+	}
+}
+
+// TestParseCPUList: cpuset(7)'s list format both ways; anything else is
+// refused.
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string]string{"": "", "0": "0", "0-3": "0-3", "0-1,3,5-7": "0-1,3,5-7", "3,1,2": "1-3", "0-2,1-4": "0-4", "8,10": "8,10"} {
+		l, err := hostusage.ParseCPUList(in)
+		if err != nil || l.String() != want {
+			t.Errorf("hostusage.ParseCPUList(%q) = %v (%q), %v; want %q", in, l, l.String(), err, want)
+		}
+	}
+	for _, bad := range []string{"x", "1-", "-1", "3-1", "1,,2", "0-99999999", " 1"} {
+		if l, err := hostusage.ParseCPUList(bad); err == nil {
+			t.Errorf("hostusage.ParseCPUList(%q) = %v, no error", bad, l)
+		}
+	}
+}

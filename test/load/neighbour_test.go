@@ -3,6 +3,8 @@ package load_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,9 +94,9 @@ func TestNeighbour(t *testing.T) {
 	p.measureFor(onset, neighbourOnset)
 	loadedRec := newRecorder(fmt.Sprintf("probe beside %d loaded sandboxes", len(loaded)))
 	loadedCLI := newRecorder(fmt.Sprintf("probe beside %d loaded sandboxes, through the CLI", len(loaded)))
-	loadedCPU := cpuBusy()
+	loadedCPU := cpusBusy()
 	p.measure(loadedRec)
-	loadedBusy := loadedCPU()
+	loadedBusy, loadedEach := loadedCPU()
 	p.measureCLI(loadedCLI)
 	stopped := time.Now()
 	for i, ended := range stop() {
@@ -106,11 +108,16 @@ func TestNeighbour(t *testing.T) {
 		rec.report(t, 0)
 		rec.wantNoErrors(t)
 	}
-	if loadedBusy < 0.8 {
-		t.Errorf("the host's CPUs were %.0f%% busy beside the loaded neighbours; want them loaded (>= 80%%)", 100*loadedBusy)
+	// The neighbours are loaded if they saturate the CPUs they may use:
+	// all but the one the daemon reserves (--reserved-cpus 1, its
+	// default) while the probe calls, on a host of two or more.
+	if len(loadedEach) == 0 {
+		t.Error("the host's CPU time could not be read")
+	} else if busiest := loadedEach[:max(1, len(loadedEach)-1)]; slices.Min(busiest) < 0.8 {
+		t.Errorf("the host's CPUs were %s busy beside the loaded neighbours; want all but one of them loaded (>= 80%%)", percents(loadedEach))
 	}
-	t.Logf("load: neighbour: K=%d: probe quiet p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); loaded p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); ratio p50 %.1fx, p99 %.1fx; onset p50 %.1f ms, max %.1f ms",
-		len(loaded), quiet.p(0.5), quiet.p(0.99), 100*quietBusy, loadedRec.p(0.5), loadedRec.p(0.99), 100*loadedBusy,
+	t.Logf("load: neighbour: K=%d: probe quiet p50 %.1f ms, p99 %.1f ms (CPU %.0f%%); loaded p50 %.1f ms, p99 %.1f ms (CPU %.0f%%: %s); ratio p50 %.1fx, p99 %.1fx; onset p50 %.1f ms, max %.1f ms",
+		len(loaded), quiet.p(0.5), quiet.p(0.99), 100*quietBusy, loadedRec.p(0.5), loadedRec.p(0.99), 100*loadedBusy, percents(loadedEach),
 		loadedRec.p(0.5)/quiet.p(0.5), loadedRec.p(0.99)/quiet.p(0.99), onset.p(0.5), onset.p(1))
 	if tg.d == nil {
 		return // another host's daemon: no CLI, and this host's processes are no baseline
@@ -148,4 +155,13 @@ func burnIn(ctx context.Context, c *client.Client, names []string) (stop func() 
 		wg.Wait()
 		return ends
 	}
+}
+
+// percents writes shares (0–1) as "96%/41%".
+func percents(shares []float64) string {
+	parts := make([]string, len(shares))
+	for i, v := range shares {
+		parts[i] = fmt.Sprintf("%.0f%%", 100*v)
+	}
+	return strings.Join(parts, "/")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,12 +258,35 @@ func memAvailable(t *testing.T) int64 {
 // cpuBusy starts measuring the host's CPU time; the function it returns
 // tells the busy share (0–1) of all CPUs since (0 if it cannot tell).
 func cpuBusy() func() float64 {
-	c0, err0 := hostusage.ReadCPU(hostusage.Proc)
+	each := cpusBusy()
 	return func() float64 {
-		c1, err1 := hostusage.ReadCPU(hostusage.Proc)
-		if err0 != nil || err1 != nil || c1.Total == c0.Total {
+		all, _ := each()
+		return all
+	}
+}
+
+// cpusBusy starts measuring the host's CPU time; the function it returns
+// tells the busy share (0–1) of all CPUs since, and each CPU's, busiest
+// first (0 and none if it cannot tell).
+func cpusBusy() func() (all float64, each []float64) {
+	all0, each0, err0 := hostusage.ReadCPUs(hostusage.Proc)
+	share := func(c0, c1 hostusage.CPU) float64 {
+		if c1.Total <= c0.Total {
 			return 0
 		}
 		return float64(c1.Busy-c0.Busy) / float64(c1.Total-c0.Total)
+	}
+	return func() (float64, []float64) {
+		all1, each1, err1 := hostusage.ReadCPUs(hostusage.Proc)
+		if err0 != nil || err1 != nil {
+			return 0, nil
+		}
+		var each []float64
+		for n, c1 := range each1 {
+			each = append(each, share(each0[n], c1))
+		}
+		slices.Sort(each)
+		slices.Reverse(each)
+		return share(all0, all1), each
 	}
 }
