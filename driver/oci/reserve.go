@@ -54,6 +54,8 @@ type cpuReserve struct {
 	// the last period began (period).
 	wasConfined bool
 	all, rest   hostusage.CPUList // the parent's CPUs, and those less the reserve
+	// unread is set once confine found no CPUs to keep (and said so).
+	unread bool
 }
 
 // newCPUReserve returns the reserve of n CPUs of the sandboxes under
@@ -111,8 +113,17 @@ func (r *cpuReserve) wakeC() <-chan struct{} {
 // reserveHold, or the parent's CPUs leave none outside it.
 func (r *cpuReserve) confine() {
 	r.mu.Lock()
-	if r.confined || len(r.demoted) == 0 || r.clock().Sub(r.last) >= reserveHold || !r.readCPUs() {
+	if r.confined || len(r.demoted) == 0 || r.clock().Sub(r.last) >= reserveHold {
 		r.mu.Unlock()
+		return
+	}
+	if !r.readCPUs() {
+		warn := !r.unread
+		r.unread = true
+		r.mu.Unlock()
+		if warn {
+			r.log.Warn("reserved CPUs: the instance's cpuset cgroup has no CPUs to read, or one; none are reserved", "dir", r.dir)
+		}
 		return
 	}
 	r.confined, r.wasConfined = true, true
