@@ -56,8 +56,13 @@ import (
 // demotions keep others from delaying. At the onset of CPU-bound
 // neighbours a probe used more than they did, as they were still
 // starting, and was demoted with them: its p99 rose from 2× to 5–11× its
-// quiet one. A sandbox whose processes saturate the CPU while its agent
-// is called that often keeps its precedence too; its callers' calls take
+// quiet one. One call in a period is enough: twenty sandboxes each running
+// its callers' short commands back to back (test/load's busy scenario)
+// got two or three calls a period each, and with the bar at four some
+// were demoted, and then confined by the reserved CPUs (reserve.go)
+// while the others were called, which halved the scenario's execs a
+// second. A sandbox whose processes saturate the CPU while its agent is
+// called that often keeps its precedence too; its callers' calls take
 // their turns like any (lifecycle's command queue), and its quota still
 // bounds it.
 const (
@@ -78,8 +83,8 @@ const (
 	// whatever its share.
 	typicalPart = 0.75
 	// drivenCalls is how many calls to its agent in a period make a
-	// sandbox driven by calls (8 a second).
-	drivenCalls = 4
+	// sandbox driven by calls (2 a second).
+	drivenCalls = 1
 )
 
 // QuietNeighbours demotes the sandboxes that saturate their CPU share and

@@ -392,3 +392,33 @@ func TestCallsCounted(t *testing.T) {
 		t.Errorf("called after forget = %d, want 0", n)
 	}
 }
+
+// TestQuietNeighboursBusyCalls: twenty sandboxes each running its
+// callers' short commands back to back on a saturated host (one call a
+// period each, using their fair part of the CPUs) are not demoted; the
+// same use with no calls is. Demoted, they would be confined while the
+// others are called (reserve.go), which halved test/load's busy scenario.
+func TestQuietNeighboursBusyCalls(t *testing.T) {
+	for _, called := range []bool{true, false} {
+		f := newFakeCPU(t, false, true)
+		use := map[string]float64{}
+		for i := range 20 {
+			id := fmt.Sprintf("loop%d", i)
+			f.add(id, 1)
+			use[id] = 0.1
+		}
+		for range 4 {
+			for id := range use {
+				if called {
+					f.calls[id]++
+				}
+			}
+			f.period(use, 0.02)
+		}
+		for id := range use {
+			if f.demoted(id) == called {
+				t.Errorf("called once a period %v: %s demoted %v", called, id, f.demoted(id))
+			}
+		}
+	}
+}
