@@ -99,6 +99,7 @@ func (d *Driver) QuietNeighbours(ctx context.Context) {
 	q.calls = d.channels.called
 	q.reserve = d.reserve
 	defer q.close()
+	defer q.reserve.release()
 	t := time.NewTicker(quietPeriod)
 	defer t.Stop()
 	for {

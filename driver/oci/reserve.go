@@ -189,18 +189,33 @@ func (r *cpuReserve) period(now time.Time) hostusage.CPUList {
 	if r.wasConfined {
 		was = r.rest
 	}
+	expired := r.confined && now.Sub(r.last) >= reserveHold
+	r.wasConfined = r.confined && !expired
+	r.mu.Unlock()
+	if expired {
+		r.release()
+	}
+	return was
+}
+
+// release gives the demoted every CPU back if they are confined: the
+// quieter's end (a daemon stopping leaves its sandboxes running, and
+// their confinement would outlast the calls it served).
+func (r *cpuReserve) release() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
 	var ids []string
-	if r.confined && now.Sub(r.last) >= reserveHold {
+	if r.confined {
 		r.confined = false
 		ids = r.demotedIDs()
 	}
-	r.wasConfined = r.confined
 	set := r.all
 	r.mu.Unlock()
 	for _, id := range ids {
 		r.write(id, set)
 	}
-	return was
 }
 
 // demotedIDs lists the demoted; r.mu is held.

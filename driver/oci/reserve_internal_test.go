@@ -221,3 +221,28 @@ func TestReserveSize(t *testing.T) {
 		t.Errorf("a nil reserve: period %v, wake channel %v", got, none.wakeC())
 	}
 }
+
+// TestReserveRelease: at the quieter's end (a daemon stopping, its
+// sandboxes left running) the confined demoted get every CPU back and
+// stay demoted; the next daemon takes them over from there.
+func TestReserveRelease(t *testing.T) {
+	f := newFakeCPU(t, false, true)
+	r := f.reserveCPUs(1, "0-3")
+	f.add("burn", 0)
+	if err := f.q.setIdle("burn", true); err != nil {
+		t.Fatal(err)
+	}
+	f.period(nil, 0.02) // taken over as demoted
+	r.called("calm")
+	if !f.asked() || f.cpus("burn") != "1-3" {
+		t.Fatalf("after a call: burn on %s, want 1-3", f.cpus("burn"))
+	}
+	r.release()
+	if f.cpus("burn") != "0-3" || !f.demoted("burn") {
+		t.Errorf("after release: burn on %s, demoted %v; want 0-3, demoted", f.cpus("burn"), f.demoted("burn"))
+	}
+	r.release() // not confined: nothing to do
+	if f.cpus("burn") != "0-3" {
+		t.Errorf("after a second release: burn on %s", f.cpus("burn"))
+	}
+}
