@@ -246,9 +246,10 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 			// take them over, to promote them in time.
 			w = &cpuWatch{ns: ns, calls: q.called(id), at: now, demoted: q.isIdle(id)}
 			q.seen[id] = w
-			q.reserve.forget(id)
 			if w.demoted {
 				q.reserve.demote(id)
+			} else {
+				q.reserve.forget(id) // a new cgroup has every CPU
 			}
 			continue
 		}

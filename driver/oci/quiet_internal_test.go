@@ -67,6 +67,16 @@ func (f *fakeCPU) add(id string, cores float64) {
 	f.setTime(id)
 }
 
+// addEach adds n sandboxes named prefix0, prefix1, … with a quota of one
+// CPU each, and has each use cpus CPUs a period in use.
+func (f *fakeCPU) addEach(prefix string, n int, cpus float64, use map[string]float64) {
+	for i := range n {
+		id := fmt.Sprintf("%s%d", prefix, i)
+		f.add(id, 1)
+		use[id] = cpus
+	}
+}
+
 func (f *fakeCPU) write(dir, id, name, v string) {
 	f.t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, id), 0o755); err != nil {
@@ -211,11 +221,7 @@ func TestQuietNeighboursSaturated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeCPU(t, false, true)
 			use := map[string]float64{"probe": 0.01}
-			for i := range 10 {
-				id := fmt.Sprintf("busy%d", i)
-				f.add(id, 1)
-				use[id] = 0.18
-			}
+			f.addEach("busy", 10, 0.18, use)
 			f.add("probe", 1)
 			for range 3 {
 				f.period(use, tc.idle)
@@ -236,11 +242,7 @@ func TestQuietNeighboursSaturated(t *testing.T) {
 func TestQuietNeighboursStarved(t *testing.T) {
 	f := newFakeCPU(t, false, true)
 	use := map[string]float64{}
-	for i := range 4 {
-		id := fmt.Sprintf("busy%d", i)
-		f.add(id, 1)
-		use[id] = 0.45
-	}
+	f.addEach("busy", 4, 0.45, use)
 	for range 3 {
 		f.period(use, 0.02)
 	}
@@ -276,11 +278,7 @@ func TestQuietNeighboursProbe(t *testing.T) {
 	f := newFakeCPU(t, false, true)
 	use := map[string]float64{"probe": 0.1}
 	f.add("probe", 1)
-	for i := range 10 {
-		id := fmt.Sprintf("burn%d", i)
-		f.add(id, 1)
-		use[id] = 0.17
-	}
+	f.addEach("burn", 10, 0.17, use)
 	for range 3 {
 		f.period(use, 0.02)
 	}
@@ -341,11 +339,7 @@ func TestQuietNeighboursCalled(t *testing.T) {
 	use := map[string]float64{"probe": 0.3, "twin": 0.3}
 	f.add("probe", 1)
 	f.add("twin", 1)
-	for i := range 10 {
-		id := fmt.Sprintf("burn%d", i)
-		f.add(id, 1)
-		use[id] = 0.17
-	}
+	f.addEach("burn", 10, 0.17, use)
 	for range 3 {
 		f.calls["probe"] += drivenCalls
 		f.period(use, 0.02)
@@ -402,11 +396,7 @@ func TestQuietNeighboursBusyCalls(t *testing.T) {
 	for _, called := range []bool{true, false} {
 		f := newFakeCPU(t, false, true)
 		use := map[string]float64{}
-		for i := range 20 {
-			id := fmt.Sprintf("loop%d", i)
-			f.add(id, 1)
-			use[id] = 0.1
-		}
+		f.addEach("loop", 20, 0.1, use)
 		for range 4 {
 			for id := range use {
 				if called {
