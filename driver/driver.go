@@ -53,9 +53,9 @@ var ErrUnreachable = errors.New("driver: the sandbox's agent is not listening")
 // HostLimitError is returned by Start, before it makes anything, when the
 // host has too few of a resource left for one more sandbox: What ("task
 // ids": kernel.pid_max and kernel.threads-max bound every process and
-// thread of the host, and an idle sandbox holds dozens), how many are
-// Free, how many a sandbox Needs with the reserve the host keeps, and the
-// host's Limit.
+// thread of the host, and an idle sandbox holds dozens; or "MiB of
+// memory": the host's available memory), how many are Free, how many a
+// sandbox Needs with the reserve the host keeps, and the host's Limit.
 type HostLimitError struct {
 	What              string
 	Free, Need, Limit int

@@ -65,8 +65,8 @@ func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.So
 	if hl := (*node.HostLimitError)(nil); errors.As(err, &hl) {
 		s.log.Warn("sandbox start refused: the host is at a limit", "sandbox", sb.Name, "err", err)
 		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q cannot start: the host has %d %s free of %d, and a sandbox needs %d", sb.Name, hl.Free, hl.What, hl.Limit, hl.Need).
-			With("free", hl.Free).With("needed", hl.Need).With("limit", hl.Limit).
-			WithHint("destroy or sleep sandboxes to free the host; an operator can raise the host's limit (for task ids, sysctl kernel.pid_max)")
+			With("resource", hl.What).With("free", hl.Free).With("needed", hl.Need).With("limit", hl.Limit).
+			WithHint("destroy or sleep sandboxes to free the host, or retry once others have; an operator can raise the host's limit (task ids: sysctl kernel.pid_max; memory: more memory, or a smaller hearth serve --memory-reserve)")
 	}
 	if err != nil {
 		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", memory, "err", err)

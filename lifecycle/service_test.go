@@ -207,20 +207,29 @@ func TestCreateStartFails(t *testing.T) {
 	e.wantHeld(t, sb.ID)
 }
 
-// TestCreateHostFull: a start the host has no room for (too few task ids)
-// is unavailable with the numbers and a hint, and leaves nothing behind.
+// TestCreateHostFull: a start the host has no room for (too few task ids,
+// too little memory) is unavailable with the resource, the numbers and a
+// hint for it, and leaves nothing behind.
 func TestCreateHostFull(t *testing.T) {
-	e := newEnv(t, nil)
-	e.drv.Faults().FailStart(fmt.Errorf("oci: start x: %w", &driver.HostLimitError{What: "task ids", Free: 900, Need: 1088, Limit: 32768}))
-	_, _, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
-	se := wantCode(t, "Create(web) on a full host", err, sandbox.CodeUnavailable)
-	free, _ := se.Number("free")
-	needed, _ := se.Number("needed")
-	limit, _ := se.Number("limit")
-	if free != 900 || needed != 1088 || limit != 32768 || !strings.Contains(se.Hint, "pid_max") {
-		t.Errorf("Create(web) on a full host = %+v; want free 900, needed 1088, limit 32768 and a hint", se)
+	for _, tc := range []struct {
+		limit driver.HostLimitError
+		hint  string
+	}{
+		{driver.HostLimitError{What: "task ids", Free: 900, Need: 1088, Limit: 32768}, "pid_max"},
+		{driver.HostLimitError{What: "MiB of memory", Free: 1100, Need: 1292, Limit: 24576}, "--memory-reserve"},
+	} {
+		e := newEnv(t, nil)
+		e.drv.Faults().FailStart(fmt.Errorf("oci: start x: %w", &tc.limit))
+		_, _, err := e.svc.Sandboxes.Create(t.Context(), a1, sandbox.CreateRequest{Name: "web"})
+		se := wantCode(t, "Create(web) on a full host", err, sandbox.CodeUnavailable)
+		free, _ := se.Number("free")
+		needed, _ := se.Number("needed")
+		limit, _ := se.Number("limit")
+		if se.Details["resource"] != tc.limit.What || free != int64(tc.limit.Free) || needed != int64(tc.limit.Need) || limit != int64(tc.limit.Limit) || !strings.Contains(se.Hint, tc.hint) {
+			t.Errorf("Create(web) on a host short of %s = %+v; want its numbers and a hint naming %s", tc.limit.What, se, tc.hint)
+		}
+		e.wantHeld(t)
 	}
-	e.wantHeld(t)
 }
 
 // TestCreateConcurrent: racing creates of one name make one sandbox, which

@@ -109,6 +109,10 @@ type serveConfig struct {
 	// reservedCPUs are the CPUs kept from demoted sandboxes while others
 	// are called (oci.Options.ReservedCPUs).
 	reservedCPUs int
+	// memoryReserve is the host memory a sandbox start leaves available
+	// (--memory-reserve; oci.Options.MemoryReserve: 0 for the default,
+	// negative for no check).
+	memoryReserve int64
 	// node names this daemon among those of one store (--node,
 	// HEARTH_NODE; default: the host's name, see defaultNodeName), a DNS
 	// label (sandbox.ValidateNodeName). Only the start line shows it yet.
@@ -399,14 +403,15 @@ func openSealer(cfg serveConfig, log *slog.Logger) (*secrets.Box, error) {
 // their memory images.
 func newDriver(cfg serveConfig, inst *instance.Instance, nets sandboxNet, box *secrets.Box, log *slog.Logger) (*oci.Driver, error) {
 	return oci.New(oci.Options{
-		Runtime:      cfg.runtime,
-		StateDir:     filepath.Join(cfg.dataDir, "oci", cfg.runtime),
-		CgroupParent: inst.CgroupParent,
-		RuntimeFlags: cfg.runtimeFlags,
-		ReservedCPUs: cfg.reservedCPUs,
-		Network:      nets.host,
-		Sealer:       box,
-		Logger:       log.With("component", "driver"),
+		Runtime:       cfg.runtime,
+		StateDir:      filepath.Join(cfg.dataDir, "oci", cfg.runtime),
+		CgroupParent:  inst.CgroupParent,
+		RuntimeFlags:  cfg.runtimeFlags,
+		ReservedCPUs:  cfg.reservedCPUs,
+		MemoryReserve: cfg.memoryReserve,
+		Network:       nets.host,
+		Sealer:        box,
+		Logger:        log.With("component", "driver"),
 	})
 }
 
@@ -695,6 +700,7 @@ func serveFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string) {
 	fl.IntVar(&cfg.maxStarts, "max-concurrent-starts", 0, "most sandbox starts (creates, forks, wakes, restores), memory checkpoints and image pulls running at once; the others queue, fairly across tenants (0: one per CPU)")
 	fl.IntVar(&cfg.maxExecs, "max-concurrent-execs", 0, "most commands starting at once (each counts for its first 200 ms at most); the others queue, fairly across tenants (0: two per CPU)")
 	fl.IntVar(&cfg.reservedCPUs, "reserved-cpus", 1, "CPUs kept free of CPU-saturating (demoted) sandboxes while other sandboxes are called, for those calls' round trips; the demoted get them back 2 s after the last such call (0: none; at most all CPUs but one are kept)")
+	fl.Int64Var(&cfg.memoryReserve, "memory-reserve", 0, "bytes of the host's available memory (MemAvailable) that sandbox starts leave free: a create, wake, restore or fork is refused (unavailable) while less than this and a start's 64 MiB is available (0: a twentieth of the host's memory, at least 256 MiB and at most 2 GiB; -1: no such check)")
 	fl.DurationVar(&cfg.defaultTTL, "default-ttl", lifecycle.DefaultTTL, "lifetime of a sandbox whose create names none (also the cap)")
 	fl.Func("warm-pool", "sandboxes of the default image to keep started ahead of time, per size: small=2,medium=1", func(v string) error {
 		pool, err := parseWarmPool(v)
@@ -735,6 +741,9 @@ func finishServe(cfg *serveConfig) error {
 	}
 	if cfg.reservedCPUs < 0 {
 		return &usageError{verb: "serve", msg: fmt.Sprintf("--reserved-cpus %d: give 0 for none, or how many", cfg.reservedCPUs)}
+	}
+	if cfg.memoryReserve < -1 {
+		return &usageError{verb: "serve", msg: fmt.Sprintf("--memory-reserve %d: give bytes, 0 for the default, or -1 for no check", cfg.memoryReserve)}
 	}
 	if cfg.maxExecs < 0 {
 		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-execs %d: give at least 1, or 0 for two per CPU", cfg.maxExecs)}

@@ -140,7 +140,8 @@ func TestParseServeMaxConnections(t *testing.T) {
 // (SQLite in the data dir); a value that is not a postgres:// URL is a
 // usage error that does not repeat it (it may hold a password); and
 // --max-concurrent-execs and --reserved-cpus refuse a negative count
-// (the CPUs reserved are one unless told).
+// (the CPUs reserved are one unless told), and --memory-reserve anything
+// below -1 (0, the default, and -1 are what oci.Options reads).
 func TestParseServeStore(t *testing.T) {
 	const url = "postgres://hearth:s3cret@127.0.0.1:5432/hearth?sslmode=disable"
 	none := func(string) string { return "" }
@@ -181,6 +182,16 @@ func TestParseServeStore(t *testing.T) {
 		cfg, err := parseServe(append([]string{"--agent", "/bin/true"}, strings.Fields(args)...), none, io.Discard)
 		if err != nil || cfg.reservedCPUs != want {
 			t.Errorf("parseServe(%q): reserved CPUs %d, %v; want %d", args, cfg.reservedCPUs, err, want)
+		}
+	}
+	_, err = parseServe([]string{"--agent", "/bin/true", "--memory-reserve", "-2"}, none, io.Discard)
+	if !errors.As(err, &usage) || !strings.Contains(err.Error(), "--memory-reserve") {
+		t.Errorf("--memory-reserve -2: %v; want a usage error naming it", err)
+	}
+	for args, want := range map[string]int64{"": 0, "--memory-reserve -1": -1, "--memory-reserve 1073741824": 1 << 30} {
+		cfg, err := parseServe(append([]string{"--agent", "/bin/true"}, strings.Fields(args)...), none, io.Discard)
+		if err != nil || cfg.memoryReserve != want {
+			t.Errorf("parseServe(%q): memory reserve %d, %v; want %d", args, cfg.memoryReserve, err, want)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/internal/hostusage"
 )
 
 // Task ids. Every process and thread of the host takes one, up to
@@ -19,13 +20,76 @@ const (
 	hostTasks    = 1024
 )
 
-// hostFiles are where the host's task limits and count are read; tests
-// point them elsewhere.
-type hostFiles struct {
-	pidMax, threadsMax, loadavg string
+// Memory. A host out of memory has its OOM killer pick a victim among
+// the sandboxes, the daemon and everything else, so a start is also
+// refused, before it makes anything, while the host's available memory
+// (MemAvailable: free memory and what the kernel can reclaim) is below the
+// reserve the host keeps plus startMemory, what one start takes: the
+// runtime's command and the new sandbox's processes before they settle
+// (an idle runsc sandbox holds about 14 MiB after, an idle runc one 3).
+// Sandboxes' memory limits are not counted: they are caps that idle
+// sandboxes stay far below, and a sandbox that grows meets its own cgroup
+// first. The reserve absorbs the starts that run at once (each checks
+// alone) and the growth of running sandboxes between two starts.
+const startMemory = 64 << 20
+
+// DefaultMemoryReserve is the memory a start leaves available on a host
+// of total bytes when Options.MemoryReserve is zero: a twentieth of it,
+// at least 256 MiB and at most 2 GiB.
+func DefaultMemoryReserve(total int64) int64 {
+	return min(max(total/20, 256<<20), 2<<30)
 }
 
-var procFiles = hostFiles{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max", "/proc/loadavg"}
+// hostFiles are where the host's task limits and count and its memory are
+// read; tests point them elsewhere.
+type hostFiles struct {
+	pidMax, threadsMax, loadavg, meminfo string
+}
+
+var procFiles = hostFiles{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max", "/proc/loadavg", "/proc/meminfo"}
+
+// hostRoom decides whether the host has room for one more sandbox: its
+// task ids, and its memory with memReserve (Options.MemoryReserve: zero
+// for DefaultMemoryReserve, negative for no memory check).
+type hostRoom struct {
+	files      hostFiles
+	memReserve int64
+}
+
+// check returns a *driver.HostLimitError when the host has too few task
+// ids or too little memory for one more start (see checkTasks and
+// checkMemory), and nil otherwise.
+func (h hostRoom) check() error {
+	if err := h.files.checkTasks(); err != nil {
+		return err
+	}
+	return h.files.checkMemory(h.memReserve)
+}
+
+// checkMemory returns a *driver.HostLimitError, in MiB, when the host's
+// MemAvailable is below reserve (DefaultMemoryReserve of its total when
+// zero) plus startMemory; nil when it is not, when reserve is negative,
+// or when the kernel does not say (no meminfo, or no MemAvailable in it).
+func (f hostFiles) checkMemory(reserve int64) error {
+	if reserve < 0 {
+		return nil
+	}
+	b, err := os.ReadFile(f.meminfo)
+	if err != nil {
+		return nil
+	}
+	m, err := hostusage.ParseMemory(b)
+	if err != nil || m.Available == 0 {
+		return nil
+	}
+	if reserve == 0 {
+		reserve = DefaultMemoryReserve(m.Total)
+	}
+	if need := reserve + startMemory; m.Available < need {
+		return &driver.HostLimitError{What: "MiB of memory", Free: int(m.Available >> 20), Need: int(need >> 20), Limit: int(m.Total >> 20)}
+	}
+	return nil
+}
 
 // checkTasks returns a *driver.HostLimitError when fewer than a sandbox's
 // tasks and the host's reserve are free, and nil when they are, or when

@@ -112,6 +112,11 @@ type Options struct {
 	// demoted are being called (see reserve.go); at most all but one are.
 	// Zero keeps none.
 	ReservedCPUs int
+	// MemoryReserve is the host memory, in bytes, that a sandbox start
+	// leaves available: a start is refused while the host's MemAvailable
+	// is below it plus what a start takes (see hostlimit.go). Zero means
+	// DefaultMemoryReserve of the host's memory; negative, no such check.
+	MemoryReserve int64
 	// Logger receives the driver's log; nil discards.
 	Logger *slog.Logger
 }
@@ -149,6 +154,7 @@ type Driver struct {
 	bundles  *bundles
 	images   *images
 	reserve  *cpuReserve // nil: no CPUs kept from the demoted
+	room     hostRoom
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -214,7 +220,8 @@ func New(opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{runtime: rt, startTimeout: opts.StartTimeout, log: opts.Logger, dir: stateDir{path: state}}
+	d := &Driver{runtime: rt, startTimeout: opts.StartTimeout, log: opts.Logger, dir: stateDir{path: state},
+		room: hostRoom{files: procFiles, memReserve: opts.MemoryReserve}}
 	if d.startTimeout <= 0 {
 		d.startTimeout = 30 * time.Second
 	}

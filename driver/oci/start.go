@@ -24,8 +24,9 @@ import (
 // the sandbox stays known, stopped, for Delete to finish); the error names
 // the step that failed and ends with the tail of the sandbox's logs.
 //
-// A host with too few task ids left for one more sandbox and a reserve
-// refuses the start before anything is made (a *driver.HostLimitError).
+// A host with too few task ids or too little memory left for one more
+// sandbox and a reserve refuses the start before anything is made (a
+// *driver.HostLimitError; see hostlimit.go).
 //
 // An egress sandbox (Spec.Network) is attached to the host's network
 // before the runtime starts and runs in the attachment's namespace; a
@@ -43,7 +44,7 @@ func (d *Driver) start(ctx context.Context, spec driver.Spec, image string) (err
 	if err := checkSpec(spec, d.net.host != nil); err != nil {
 		return err
 	}
-	if err := procFiles.checkTasks(); err != nil {
+	if err := d.room.check(); err != nil {
 		return fmt.Errorf("oci: start %s: %w", spec.ID, err)
 	}
 	id := spec.ID
