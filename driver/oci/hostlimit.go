@@ -24,14 +24,14 @@ const (
 // the sandboxes, the daemon and everything else, so a start is also
 // refused, before it makes anything, while the host's available memory
 // (MemAvailable: free memory and what the kernel can reclaim) is below the
-// reserve the host keeps plus startMemory, what one start takes: the
+// reserve the host keeps plus StartMemory, what one start takes: the
 // runtime's command and the new sandbox's processes before they settle
 // (an idle runsc sandbox holds about 14 MiB after, an idle runc one 3).
 // Sandboxes' memory limits are not counted: they are caps that idle
 // sandboxes stay far below, and a sandbox that grows meets its own cgroup
 // first. The reserve absorbs the starts that run at once (each checks
 // alone) and the growth of running sandboxes between two starts.
-const startMemory = 64 << 20
+const StartMemory = 64 << 20
 
 // DefaultMemoryReserve is the memory a start leaves available on a host
 // of total bytes when Options.MemoryReserve is zero: a twentieth of it,
@@ -68,7 +68,7 @@ func (h hostRoom) check() error {
 
 // checkMemory returns a *driver.HostLimitError, in MiB, when the host's
 // MemAvailable is below reserve (DefaultMemoryReserve of its total when
-// zero) plus startMemory; nil when it is not, when reserve is negative,
+// zero) plus StartMemory; nil when it is not, when reserve is negative,
 // or when the kernel does not say (no meminfo, or no MemAvailable in it).
 func (f hostFiles) checkMemory(reserve int64) error {
 	if reserve < 0 {
@@ -85,7 +85,7 @@ func (f hostFiles) checkMemory(reserve int64) error {
 	if reserve == 0 {
 		reserve = DefaultMemoryReserve(m.Total)
 	}
-	if need := reserve + startMemory; m.Available < need {
+	if need := reserve + StartMemory; m.Available < need {
 		return &driver.HostLimitError{What: "MiB of memory", Free: int(m.Available >> 20), Need: int(need >> 20), Limit: int(m.Total >> 20)}
 	}
 	return nil

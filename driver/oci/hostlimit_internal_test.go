@@ -65,14 +65,14 @@ func TestCheckMemory(t *testing.T) {
 		need    int64
 	}{
 		// 24 GiB: the default reserve is 1.2 GiB.
-		{meminfo(24*gib, 24*gib/20+startMemory), 0, -1, 0},
-		{meminfo(24*gib, 24*gib/20+startMemory-1<<20), 0, 24*1024/20 + 64 - 1, 24*gib/20 + startMemory},
+		{meminfo(24*gib, 24*gib/20+StartMemory), 0, -1, 0},
+		{meminfo(24*gib, 24*gib/20+StartMemory-1<<20), 0, 24*1024/20 + 64 - 1, 24*gib/20 + StartMemory},
 		// 2 GiB: at least 256 MiB; 100 GiB: at most 2 GiB.
-		{meminfo(2*gib, 300<<20), 0, 300, 256<<20 + startMemory},
-		{meminfo(100*gib, 2*gib), 0, 2048, 2*gib + startMemory},
+		{meminfo(2*gib, 300<<20), 0, 300, 256<<20 + StartMemory},
+		{meminfo(100*gib, 2*gib), 0, 2048, 2*gib + StartMemory},
 		{meminfo(100*gib, 3*gib), 0, -1, 0},
 		// A reserve given.
-		{meminfo(24*gib, 10*gib), 12 * gib, 10 * 1024, 12*gib + startMemory},
+		{meminfo(24*gib, 10*gib), 12 * gib, 10 * 1024, 12*gib + StartMemory},
 		{meminfo(24*gib, 10*gib), 8 * gib, -1, 0},
 		// No check, or nothing to go by.
 		{meminfo(24*gib, 1<<20), -1, -1, 0},

@@ -1,6 +1,7 @@
 // Package load_test drives a real hearth daemon under load through the Go
 // client: creates at a concurrency, busy exec loops, a probe beside
-// CPU-bound neighbours, density of idle sandboxes, and a soak of agent
+// CPU-bound neighbours, density of idle sandboxes, a fill of the host
+// until the daemon refuses a create for memory, and a soak of agent
 // identities with the daemon SIGKILLed and restarted (see
 // docs/BENCHMARKS.md, "Under load").
 //

@@ -197,17 +197,7 @@ func TestDensity(t *testing.T) {
 	time.Sleep(idleSettle)
 	after := memAvailable(t)
 	c := tg.client("")
-	list, err := c.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	running := 0
-	for _, sb := range list {
-		if strings.HasPrefix(sb.Name, tg.prefix+"d-") && sb.Status == sandbox.StatusRunning {
-			running++
-		}
-	}
-	if running != sz.density {
+	if running := countRunning(t, ctx, tg, "d-"); running != sz.density {
 		t.Errorf("%d of the %d sandboxes are running after the creates", running, sz.density)
 	}
 	probe := newRecorder(fmt.Sprintf("probe `true` among %d idle sandboxes", sz.density))
@@ -248,11 +238,7 @@ func rateAt(ends []time.Time, start time.Time, first bool) float64 {
 // memAvailable reads the host's MemAvailable, in bytes.
 func memAvailable(t *testing.T) int64 {
 	t.Helper()
-	m, err := hostusage.ReadMemory(hostusage.Proc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.Available
+	return readMemory(t).Available
 }
 
 // cpuBusy starts measuring the host's CPU time; the function it returns

@@ -1,0 +1,209 @@
+package load_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hearth/hearth/driver/oci"
+	"github.com/hearth/hearth/internal/hostusage"
+	"github.com/hearth/hearth/sandbox"
+)
+
+// fillShortRoom is the memory the short fill leaves its daemon's starts
+// above its reserve: room for about fifty idle runsc sandboxes, and for
+// what other tests running beside it take meanwhile.
+const fillShortRoom = 48 * 16 << 20
+
+// fillEach is what the full fill expects an idle runsc sandbox to take,
+// to size the host's task ids for the count it will reach.
+const fillEach = 13 << 20
+
+// TestFill is the density scenario taken to the end: how many running
+// idle sandboxes this host holds. Creates (densityConc at a time) go on
+// until the daemon refuses one for memory: with its default memory
+// reserve in the full run (the whole host), with a reserve that leaves
+// room for about fifty in the short one. Every create either succeeds
+// or is refused unavailable for memory with the numbers, nothing else;
+// every sandbox made still runs, the host's OOM killer killed nothing, a
+// probe exec among them keeps its latency (logged against density's 50
+// ms goal), and sleeping some of them makes room for one more create.
+func TestFill(t *testing.T) {
+	sz := loadSizes(t)
+	if os.Getenv("HEARTH_URL") != "" {
+		t.Skip("the fill scenario sets its own daemon's memory reserve")
+	}
+	m := readMemory(t)
+	// room is about what the creates have before the reserve refuses one.
+	room := m.Available - oci.DefaultMemoryReserve(m.Total)
+	var args []string
+	if !sz.full {
+		room = fillShortRoom
+		args = []string{"--memory-reserve", strconv.FormatInt(m.Available-oci.StartMemory-room, 10)}
+	} else {
+		wantPids(t, int(room/fillEach)*tasksPerSandbox)
+	}
+	tg := newTarget(t, args...)
+	ctx := ctxFor(t, 2*time.Hour)
+	c := tg.client("")
+	oomBefore := oomKills(t)
+	before := memAvailable(t)
+
+	rec := newRecorder("create + first exec of `true` until the host is full")
+	var (
+		mu      sync.Mutex
+		names   []string
+		ends    []time.Time
+		refusal *sandbox.Error
+		others  []error
+		next    atomic.Int64
+	)
+	// Far more than the room holds: the daemon's refusal ends it.
+	bound := 10 * int(room/fillEach)
+	start := time.Now()
+	parallel(densityConc, densityConc, func(int) {
+		for {
+			i := int(next.Add(1)) - 1
+			mu.Lock()
+			full := refusal != nil
+			mu.Unlock()
+			if full || i >= bound {
+				return
+			}
+			name := tg.name("f-%d", i)
+			err := rec.time(func() error { return createAndExec(ctx, c, name) })
+			mu.Lock()
+			var se *sandbox.Error
+			switch {
+			case err == nil:
+				names = append(names, name)
+				ends = append(ends, time.Now())
+			case errors.As(err, &se) && se.Code == sandbox.CodeUnavailable && se.Details["resource"] == "MiB of memory":
+				if refusal == nil {
+					refusal = se
+				}
+			default:
+				others = append(others, err)
+			}
+			mu.Unlock()
+		}
+	})
+	elapsed := time.Since(start)
+	rec.report(t, elapsed)
+	if refusal == nil {
+		t.Fatalf("%d sandboxes made and no create refused for memory: the reserve never held", len(names))
+	}
+	if len(names) == 0 {
+		t.Fatalf("the first creates were refused (%s): the host had less than the room the test meant to leave", refusal.Message)
+	}
+	if len(others) > 0 {
+		t.Errorf("%d creates failed other than by the memory refusal, the first: %v", len(others), others[0])
+	}
+	free, _ := refusal.Number("free")
+	needed, _ := refusal.Number("needed")
+	if free >= needed || !strings.Contains(refusal.Hint, "sleep") {
+		t.Errorf("the refusal: %+v; want free below needed and a hint", refusal)
+	}
+	time.Sleep(idleSettle)
+	after := memAvailable(t)
+	running := countRunning(t, ctx, tg, "f-")
+	if running != len(names) {
+		t.Errorf("%d of the %d sandboxes made run at the end", running, len(names))
+	}
+	if n := oomKills(t) - oomBefore; n > 0 {
+		t.Errorf("the host's OOM killer killed %d processes while the host filled", n)
+	}
+	probe := newRecorder(fmt.Sprintf("probe `true` among %d idle sandboxes on a full host", len(names)))
+	for range sz.probes {
+		probe.time(func() error { return execTrue(ctx, c, names[0]) })
+		time.Sleep(probeGap)
+	}
+	probe.report(t, 0)
+	probe.wantNoErrors(t)
+	slept := sleepForRoom(t, ctx, tg, names[1:])
+	t.Logf("load: fill: %d running idle sandboxes until a create was refused (%s); %.1f MiB of MemAvailable each (%.0f → %.0f MiB); probe p50 %.1f ms, p99 %.1f ms; creates/s %.2f at the start, %.2f at the end; %d slept made room for one more; %v for the creates",
+		len(names), refusal.Message, float64(before-after)/float64(len(names))/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20),
+		probe.p(0.5), probe.p(0.99), rateAt(ends, start, true), rateAt(ends, start, false), slept, elapsed.Round(time.Second))
+	destroyAll(ctx, c, append(names, tg.name("f-room")), 2*densityConc)
+}
+
+// sleepForRoom puts sandboxes of names to sleep, one at a time, until a
+// create succeeds on the full host, and returns how many it took; it
+// fails t if half of them asleep made no room, or if the create fails
+// other than by the memory refusal.
+func sleepForRoom(t *testing.T, ctx context.Context, tg *target, names []string) int {
+	t.Helper()
+	c := tg.client("")
+	for n := 0; n <= len(names)/2; n++ {
+		err := createAndExec(ctx, c, tg.name("f-room"))
+		if err == nil {
+			return n
+		}
+		var se *sandbox.Error
+		if !errors.As(err, &se) || se.Details["resource"] != "MiB of memory" {
+			t.Fatalf("a create on the full host: %v; want the memory refusal or success", err)
+		}
+		if n < len(names) {
+			if _, err := c.Sleep(ctx, names[n]); err != nil {
+				t.Fatalf("sleep %s: %v", names[n], err)
+			}
+		}
+	}
+	t.Fatalf("%d sandboxes asleep made no room for a create", len(names)/2)
+	return 0
+}
+
+// countRunning counts the target's running sandboxes whose names start
+// with its prefix and kind.
+func countRunning(t *testing.T, ctx context.Context, tg *target, kind string) int {
+	t.Helper()
+	list, err := tg.client("").List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, sb := range list {
+		if strings.HasPrefix(sb.Name, tg.prefix+kind) && sb.Status == sandbox.StatusRunning {
+			running++
+		}
+	}
+	return running
+}
+
+// readMemory reads the host's memory.
+func readMemory(t *testing.T) hostusage.Memory {
+	t.Helper()
+	m, err := hostusage.ReadMemory(hostusage.Proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// oomKills is the host's count of processes its OOM killer has killed
+// (/proc/vmstat oom_kill).
+func oomKills(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("/proc/vmstat: %q", line)
+			}
+			return n
+		}
+	}
+	t.Fatal("/proc/vmstat has no oom_kill")
+	return 0
+}
