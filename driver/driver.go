@@ -61,6 +61,12 @@ type HostLimitError struct {
 	Free, Need, Limit int
 }
 
+// The resources of a HostLimitError (its What).
+const (
+	LimitTaskIDs = "task ids"
+	LimitMemory  = "MiB of memory"
+)
+
 func (e *HostLimitError) Error() string {
 	return fmt.Sprintf("driver: the host has %d %s free of %d, and a sandbox needs %d", e.Free, e.What, e.Limit, e.Need)
 }

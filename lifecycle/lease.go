@@ -66,13 +66,21 @@ func (l *leases) begin(id string, now func() time.Time) (end func()) {
 // idle reports whether id has run no command and had no call for at least
 // d before now. A sandbox the daemon has not seen yet starts its window now.
 func (l *leases) idle(id string, now time.Time, d time.Duration) bool {
+	since, ok := l.idleSince(id, now)
+	return ok && now.Sub(since) >= d
+}
+
+// idleSince returns when id last had a call or a command, and false while
+// one of its commands runs. A sandbox the daemon has not seen yet starts
+// its window now.
+func (l *leases) idleSince(id string, now time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.get(id)
 	if e.last.IsZero() {
 		e.last = now
 	}
-	return e.busy == 0 && now.Sub(e.last) >= d
+	return e.last, e.busy == 0
 }
 
 // forget drops id's lease once the sandbox is gone.

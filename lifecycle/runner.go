@@ -22,6 +22,7 @@ import (
 type runner struct {
 	*core
 	egress *egress
+	room   *roomMaker // makes room when a start is refused for memory
 }
 
 // start starts sb on its root, preparing the root from its image (capped
@@ -48,7 +49,8 @@ func (s *runner) startFrom(ctx context.Context, sb sandbox.Sandbox, ck string) e
 // yet, from checkpoint memory's image when memory is not "". A root the
 // node could not prepare is internal; a start that failed, or that the
 // host had no room for (node.HostLimitError, with the numbers), is
-// unavailable.
+// unavailable; one refused for memory also has idle sandboxes put to
+// sleep to make room for a retry (see roomMaker).
 // The caller holds a slot of the heavy queue (see core.slot).
 func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.Source, memory string) error {
 	spec := node.Spec{ID: sb.ID, Root: root, Resources: sb.Resources, Network: sb.Network, Memory: memory, Config: sb.ImageConfig}
@@ -64,9 +66,14 @@ func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.So
 	}
 	if hl := (*node.HostLimitError)(nil); errors.As(err, &hl) {
 		s.log.Warn("sandbox start refused: the host is at a limit", "sandbox", sb.Name, "err", err)
+		hint := "destroy or sleep sandboxes to free the host, or retry once others have; an operator can raise the host's limit (sysctl kernel.pid_max)"
+		if hl.What == node.LimitMemory {
+			s.room.kick(ctx)
+			hint = "retry in a moment: sandboxes idle for a minute or more are being put to sleep to make room (none may be); or destroy or sleep sandboxes to free the host. An operator can add memory, or lower hearth serve --memory-reserve"
+		}
 		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q cannot start: the host has %d %s free of %d, and a sandbox needs %d", sb.Name, hl.Free, hl.What, hl.Limit, hl.Need).
 			With("resource", hl.What).With("free", hl.Free).With("needed", hl.Need).With("limit", hl.Limit).
-			WithHint("destroy or sleep sandboxes to free the host, or retry once others have; an operator can raise the host's limit (task ids: sysctl kernel.pid_max; memory: more memory, or a smaller hearth serve --memory-reserve)")
+			WithHint("%s", hint)
 	}
 	if err != nil {
 		s.log.Error("sandbox start failed", "sandbox", sb.Name, "id", sb.ID, "memory", memory, "err", err)

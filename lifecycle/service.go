@@ -226,6 +226,8 @@ func New(opts Options) (*Service, error) {
 	sbs := &Sandboxes{core: c, run: run, adm: adm, egress: eg, usage: usage, forkMemory: &forkMemory{core: c}}
 	pool := newPool(c, run, sbs)
 	sbs.pool = pool
+	rooms := &roomMaker{core: c, sandboxes: sbs}
+	run.room = rooms
 	creds := &Credentials{core: c}
 	cks := &Checkpoints{core: c, run: run, sandboxes: sbs, usage: usage}
 	procs := &Processes{core: c, run: run, adm: adm, checkpoints: cks, creds: creds,
@@ -244,7 +246,7 @@ func New(opts Options) (*Service, error) {
 		Pool:        pool,
 		Images:      imgs,
 		core:        c,
-		sweep:       &sweeper{core: c, run: run, sandboxes: sbs, checkpoints: cks, adm: adm, pool: pool, images: imgs},
+		sweep:       &sweeper{core: c, run: run, sandboxes: sbs, checkpoints: cks, adm: adm, pool: pool, images: imgs, room: rooms},
 	}, nil
 }
 

@@ -23,6 +23,7 @@ type sweeper struct {
 	adm         *admission
 	pool        *Pool
 	images      *Images
+	room        *roomMaker
 }
 
 // loop sweeps every SweepInterval until ctx ends.
@@ -40,8 +41,10 @@ func (s *sweeper) loop(ctx context.Context) {
 }
 
 // sweep destroys sandboxes past their expiry, marks running sandboxes
-// whose runtime says otherwise as stopped, tends the warm pool, and
-// releases the memory images of forks that will not start here.
+// whose runtime says otherwise as stopped, puts idle ones to sleep (those
+// idle for their timeout, and under memory pressure those idle for
+// roomIdle: see roomMaker), tends the warm pool, and releases the memory images
+// of forks that will not start here.
 func (s *sweeper) sweep(ctx context.Context) {
 	rows, err := s.opts.Store.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
@@ -86,6 +89,9 @@ func (s *sweeper) sweep(ctx context.Context) {
 		case err == nil && pace(ctx) && s.reachable(ctx, sb):
 			s.sleepIdle(ctx, sb)
 		}
+	}
+	if s.pool.underPressure(ctx) {
+		s.room.make(ctx, "the host was under memory pressure")
 	}
 	s.pool.tend(ctx, members)
 	s.sandboxes.forkMemory.sweep(ctx)

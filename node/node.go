@@ -65,6 +65,12 @@ var (
 // few of a resource left for one more sandbox (driver.HostLimitError).
 type HostLimitError = driver.HostLimitError
 
+// The resources of a HostLimitError.
+const (
+	LimitTaskIDs = driver.LimitTaskIDs
+	LimitMemory  = driver.LimitMemory
+)
+
 // Node is the calls a control plane makes on the machine that runs a
 // sandbox. Implementations are safe for concurrent use on distinct
 // sandboxes; the control plane serializes the calls on one sandbox.

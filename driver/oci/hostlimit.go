@@ -86,7 +86,7 @@ func (f hostFiles) checkMemory(reserve int64) error {
 		reserve = DefaultMemoryReserve(m.Total)
 	}
 	if need := reserve + StartMemory; m.Available < need {
-		return &driver.HostLimitError{What: "MiB of memory", Free: int(m.Available >> 20), Need: int(need >> 20), Limit: int(m.Total >> 20)}
+		return &driver.HostLimitError{What: driver.LimitMemory, Free: int(m.Available >> 20), Need: int(need >> 20), Limit: int(m.Total >> 20)}
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func (f hostFiles) checkTasks() error {
 		return nil
 	}
 	if free := limit - used; free < sandboxTasks+hostTasks {
-		return &driver.HostLimitError{What: "task ids", Free: free, Need: sandboxTasks + hostTasks, Limit: limit}
+		return &driver.HostLimitError{What: driver.LimitTaskIDs, Free: free, Need: sandboxTasks + hostTasks, Limit: limit}
 	}
 	return nil
 }

@@ -197,7 +197,7 @@ func TestDensity(t *testing.T) {
 	time.Sleep(idleSettle)
 	after := memAvailable(t)
 	c := tg.client("")
-	if running := countRunning(t, ctx, tg, "d-"); running != sz.density {
+	if running, _ := countRunning(t, ctx, tg, "d-"); running != sz.density {
 		t.Errorf("%d of the %d sandboxes are running after the creates", running, sz.density)
 	}
 	probe := newRecorder(fmt.Sprintf("probe `true` among %d idle sandboxes", sz.density))
