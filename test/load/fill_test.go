@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/driver/oci"
 	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/sandbox"
@@ -28,10 +29,11 @@ const fillEach = 13 << 20
 
 // TestFill is the density scenario taken to the end: how many running
 // idle sandboxes this host holds. Creates (densityConc at a time) go on
-// until the daemon refuses one for memory: with its default memory
+// until the daemon refuses one for room (memory; or task ids, where
+// sandboxes take little memory, as under runc): with its default memory
 // reserve in the full run (the whole host), with a reserve that leaves
 // room for about seventy in the short one. Every create either succeeds
-// or is refused unavailable for memory with the numbers, nothing else;
+// or is refused unavailable for room with the numbers, nothing else;
 // every sandbox made still runs, or was put to sleep by the daemon to make
 // room (those idle for a minute, in the full run), the host's OOM killer
 // killed nothing, a probe exec among them keeps its latency (logged
@@ -87,7 +89,7 @@ func TestFill(t *testing.T) {
 			case err == nil:
 				names = append(names, name)
 				ends = append(ends, time.Now())
-			case errors.As(err, &se) && se.Code == sandbox.CodeUnavailable && se.Details["resource"] == "MiB of memory":
+			case refusedForRoom(err, &se):
 				if refusal == nil {
 					refusal = se
 				}
@@ -100,13 +102,13 @@ func TestFill(t *testing.T) {
 	elapsed := time.Since(start)
 	rec.report(t, elapsed)
 	if refusal == nil {
-		t.Fatalf("%d sandboxes made and no create refused for memory: the reserve never held", len(names))
+		t.Fatalf("%d sandboxes made and no create refused for room: the reserve never held", len(names))
 	}
 	if len(names) == 0 {
 		t.Fatalf("the first creates were refused (%s): the host had less than the room the test meant to leave", refusal.Message)
 	}
 	if len(others) > 0 {
-		t.Errorf("%d creates failed other than by the memory refusal, the first: %v", len(others), others[0])
+		t.Errorf("%d creates failed other than by the host's refusal, the first: %v", len(others), others[0])
 	}
 	free, _ := refusal.Number("free")
 	needed, _ := refusal.Number("needed")
@@ -148,9 +150,8 @@ func sleepForRoom(t *testing.T, ctx context.Context, tg *target, names []string)
 		if err == nil {
 			return n
 		}
-		var se *sandbox.Error
-		if !errors.As(err, &se) || se.Details["resource"] != "MiB of memory" {
-			t.Fatalf("a create on the full host: %v; want the memory refusal or success", err)
+		if !refusedForRoom(err, new(*sandbox.Error)) {
+			t.Fatalf("a create on the full host: %v; want the host's refusal or success", err)
 		}
 		if n < len(names) {
 			if _, err := c.Sleep(ctx, names[n]); err != nil {
@@ -160,6 +161,14 @@ func sleepForRoom(t *testing.T, ctx context.Context, tg *target, names []string)
 	}
 	t.Fatalf("%d sandboxes asleep made no room for a create", len(names))
 	return 0
+}
+
+// refusedForRoom reports whether err is the daemon's refusal of a start
+// the host has no room for (unavailable, naming the resource: memory, or
+// task ids first where sandboxes take little memory, as under runc), and
+// sets *se to it.
+func refusedForRoom(err error, se **sandbox.Error) bool {
+	return errors.As(err, se) && (*se).Code == sandbox.CodeUnavailable && ((*se).Details["resource"] == driver.LimitMemory || (*se).Details["resource"] == driver.LimitTaskIDs)
 }
 
 // countRunning counts the target's sandboxes whose names start with its
