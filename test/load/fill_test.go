@@ -60,56 +60,8 @@ func TestFill(t *testing.T) {
 	oomBefore := oomKills(t)
 	before := memAvailable(t)
 
-	rec := newRecorder("create + first exec of `true` until the host is full")
-	var (
-		mu      sync.Mutex
-		names   []string
-		ends    []time.Time
-		refusal *sandbox.Error
-		others  []error
-		next    atomic.Int64
-	)
-	// Far more than the room holds: the daemon's refusal ends it.
-	bound := 10 * int(room/fillEach)
-	start := time.Now()
-	parallel(densityConc, densityConc, func(int) {
-		for {
-			i := int(next.Add(1)) - 1
-			mu.Lock()
-			full := refusal != nil
-			mu.Unlock()
-			if full || i >= bound {
-				return
-			}
-			name := tg.name("f-%d", i)
-			err := rec.time(func() error { return createAndExec(ctx, c, name) })
-			mu.Lock()
-			var se *sandbox.Error
-			switch {
-			case err == nil:
-				names = append(names, name)
-				ends = append(ends, time.Now())
-			case refusedForRoom(err, &se):
-				if refusal == nil {
-					refusal = se
-				}
-			default:
-				others = append(others, err)
-			}
-			mu.Unlock()
-		}
-	})
-	elapsed := time.Since(start)
-	rec.report(t, elapsed)
-	if refusal == nil {
-		t.Fatalf("%d sandboxes made and no create refused for room: the reserve never held", len(names))
-	}
-	if len(names) == 0 {
-		t.Fatalf("the first creates were refused (%s): the host had less than the room the test meant to leave", refusal.Message)
-	}
-	if len(others) > 0 {
-		t.Errorf("%d creates failed other than by the host's refusal, the first: %v", len(others), others[0])
-	}
+	f := fillHost(t, ctx, tg, 10*int(room/fillEach))
+	names, refusal := f.names, f.refusal
 	free, _ := refusal.Number("free")
 	needed, _ := refusal.Number("needed")
 	if free >= needed || !strings.Contains(refusal.Hint, "sleep") {
@@ -134,8 +86,75 @@ func TestFill(t *testing.T) {
 	asleep := sleepForRoom(t, ctx, tg, names[1:])
 	t.Logf("load: fill: %d running idle sandboxes until a create was refused (%s); %.1f MiB of MemAvailable each (%.0f → %.0f MiB); %d of them put to sleep by the daemon for room by the end; probe p50 %.1f ms, p99 %.1f ms; creates/s %.2f at the start, %.2f at the end; %d more slept made room for one more create; %v for the creates",
 		len(names), refusal.Message, float64(before-after)/float64(len(names))/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20), slept,
-		probe.p(0.5), probe.p(0.99), rateAt(ends, start, true), rateAt(ends, start, false), asleep, elapsed.Round(time.Second))
+		probe.p(0.5), probe.p(0.99), rateAt(f.ends, f.start, true), rateAt(f.ends, f.start, false), asleep, f.took.Round(time.Second))
 	destroyAll(ctx, c, append(names, tg.name("f-room")), 2*densityConc)
+}
+
+// fill is what fillHost made: the sandboxes in the order their creates
+// ended, when each ended, the refusal that ended the fill, when the first
+// create began and how long the creates took.
+type fill struct {
+	names   []string
+	ends    []time.Time
+	refusal *sandbox.Error
+	start   time.Time
+	took    time.Duration
+}
+
+// fillHost creates sandboxes (create and a first `true`, densityConc at a
+// time) until the daemon refuses one for room, at most bound, and reports
+// them. It fails t unless a refusal ended it after at least one sandbox,
+// and on any other error.
+func fillHost(t *testing.T, ctx context.Context, tg *target, bound int) fill {
+	t.Helper()
+	c := tg.client("")
+	rec := newRecorder("create + first exec of `true` until the host is full")
+	var (
+		mu     sync.Mutex
+		f      fill
+		others []error
+		next   atomic.Int64
+	)
+	f.start = time.Now()
+	parallel(densityConc, densityConc, func(int) {
+		for {
+			i := int(next.Add(1)) - 1
+			mu.Lock()
+			full := f.refusal != nil
+			mu.Unlock()
+			if full || i >= bound {
+				return
+			}
+			name := tg.name("f-%d", i)
+			err := rec.time(func() error { return createAndExec(ctx, c, name) })
+			mu.Lock()
+			var se *sandbox.Error
+			switch {
+			case err == nil:
+				f.names = append(f.names, name)
+				f.ends = append(f.ends, time.Now())
+			case refusedForRoom(err, &se):
+				if f.refusal == nil {
+					f.refusal = se
+				}
+			default:
+				others = append(others, err)
+			}
+			mu.Unlock()
+		}
+	})
+	f.took = time.Since(f.start)
+	rec.report(t, f.took)
+	if f.refusal == nil {
+		t.Fatalf("%d sandboxes made and no create refused for room: the reserve never held", len(f.names))
+	}
+	if len(f.names) == 0 {
+		t.Fatalf("the first creates were refused (%s): the host had less than the room the test meant to leave", f.refusal.Message)
+	}
+	if len(others) > 0 {
+		t.Errorf("%d creates failed other than by the host's refusal, the first: %v", len(others), others[0])
+	}
+	return f
 }
 
 // sleepForRoom puts sandboxes of names to sleep, one at a time, until a
