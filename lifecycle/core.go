@@ -186,3 +186,20 @@ func elsewhere(ref string, sb sandbox.Sandbox) error {
 	return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q runs on node %s, which this daemon does not reach", ref, sb.Node).
 		WithHint("send the call to a daemon that reaches node %s, or retry", sb.Node).With("node", sb.Node)
 }
+
+// pressurePercent is the share of MemTotal below which MemAvailable means
+// memory pressure: the warm pool shrinks and stops refilling, and idle
+// sandboxes are put to sleep sooner (see roomMaker).
+const pressurePercent = 10
+
+// underPressure reports whether the node's available memory is below
+// pressurePercent of its total, as its MemInfo tells. A node that does
+// not know, or fails to tell, is under no pressure.
+func (s *core) underPressure(ctx context.Context) bool {
+	avail, total, err := s.opts.Node.MemInfo(ctx)
+	if err != nil {
+		s.log.Warn("read the node's memory info", "err", err)
+		return false
+	}
+	return total > 0 && avail*100 < total*pressurePercent
+}

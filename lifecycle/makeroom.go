@@ -15,8 +15,8 @@ import (
 // Room on a full host. The node refuses a start the host has no memory
 // for (node.HostLimitError; see runner.startSpec), and idle sandboxes are
 // put to sleep to make room: every sweep while the node is under memory
-// pressure (the warm pool's rule, MemAvailable below a tenth of
-// MemTotal), and at once, in the background, when a start was refused, so
+// pressure (core.underPressure, the warm pool's rule too: MemAvailable
+// below a tenth of MemTotal), and at once, in the background, when a start was refused, so
 // that the caller's retry finds room. The sandboxes slept are this node's
 // running ones with no command and no call for at least roomIdle, the
 // longest idle first, roomBatch a round. That is what idleness earns

@@ -46,9 +46,6 @@ const (
 const (
 	poolTenant = sandbox.SystemTenant
 	poolOwner  = "pool"
-	// pressurePercent is the share of MemTotal below which MemAvailable
-	// means memory pressure: the pool shrinks and stops refilling.
-	pressurePercent = 10
 )
 
 // poolPrincipal is who creates the warm pool's members.
@@ -296,18 +293,6 @@ func (s *Pool) removeMember(ctx context.Context, m sandbox.Sandbox, why string) 
 		return
 	}
 	s.log.Info("warm pool member removed", "member", m.Name, "size", m.Size, "why", why)
-}
-
-// underPressure reports whether the node's available memory is below
-// pressurePercent of its total, as its MemInfo tells. A node that does
-// not know, or fails to tell, is under no pressure.
-func (s *Pool) underPressure(ctx context.Context) bool {
-	avail, total, err := s.opts.Node.MemInfo(ctx)
-	if err != nil {
-		s.log.Warn("warm pool: read memory info", "err", err)
-		return false
-	}
-	return total > 0 && avail*100 < total*pressurePercent
 }
 
 // warmUp runs `ls -d /` through the shell once in a new member, so that the

@@ -90,7 +90,7 @@ func (s *sweeper) sweep(ctx context.Context) {
 			s.sleepIdle(ctx, sb)
 		}
 	}
-	if s.pool.underPressure(ctx) {
+	if s.underPressure(ctx) {
 		s.room.make(ctx, "the host was under memory pressure")
 	}
 	s.pool.tend(ctx, members)
