@@ -3,23 +3,23 @@ package e2e_test
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
 
 	"github.com/hearth/hearth/internal/hostusage"
 	"github.com/hearth/hearth/sandbox"
+	"github.com/hearth/hearth/testutil/daemonproc"
 )
 
 // TestStartsShortOfMemory: a daemon whose memory reserve (`hearth serve
 // --memory-reserve`) is above what this host has available refuses every
 // start before it makes anything. A create is unavailable with the
 // resource, the host's available and total memory in MiB and what a start
-// needs, and leaves no sandbox, runtime container or cgroup; a sleeping
-// sandbox's wake is refused the same way and it stays asleep with its
-// files. With the default reserve again, the wake and the create work.
+// needs, and leaves no sandbox, runtime container, process, mount or
+// cgroup; a sleeping sandbox's wake is refused the same way and it stays
+// asleep with its files. With the default reserve again, the wake and the
+// create work.
 func TestStartsShortOfMemory(t *testing.T) {
 	forEachRuntime(t, func(t *testing.T, runtime string) {
 		ctx := ctxT(t)
@@ -46,7 +46,7 @@ func TestStartsShortOfMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cgroupsBefore := instanceCgroups(t, d)
+		hostBefore := instanceOnHost(t, d)
 
 		_, _, err = c.Create(ctx, sandbox.CreateRequest{Name: "refused"})
 		wantShortOfMemory(t, "create", err, mem)
@@ -56,8 +56,8 @@ func TestStartsShortOfMemory(t *testing.T) {
 		if after, err := d.RuntimeSandboxes(); err != nil || !slices.Equal(after, runtimeBefore) {
 			t.Errorf("the runtime's sandboxes after the refused create: %v, %v; want %v", after, err, runtimeBefore)
 		}
-		if after := instanceCgroups(t, d); !slices.Equal(after, cgroupsBefore) {
-			t.Errorf("the instance's cgroups after the refused create: %v; want %v", after, cgroupsBefore)
+		if after := instanceOnHost(t, d); !slices.Equal(after, hostBefore) {
+			t.Errorf("the instance on the host after the refused create: %v; want %v", after, hostBefore)
 		}
 
 		_, err = c.Wake(ctx, "kept")
@@ -102,26 +102,16 @@ func wantShortOfMemory(t *testing.T, call string, err error, mem hostusage.Memor
 	}
 }
 
-// instanceCgroups lists the cgroups under d's instance's parent in the
-// memory hierarchy (v1) or the unified one (v2): its sandboxes'.
-func instanceCgroups(t *testing.T, d *daemon) []string {
+// instanceOnHost lists, sorted, what of d's instance is on the host
+// (daemonproc.Leftovers: processes, mounts, network objects, and cgroups
+// in every hierarchy).
+func instanceOnHost(t *testing.T, d *daemon) []string {
 	t.Helper()
 	names, err := d.Names()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, root := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup"} {
-		entries, err := os.ReadDir(filepath.Join(root, names.CgroupParent))
-		if err != nil {
-			continue
-		}
-		for _, e := range entries {
-			if e.IsDir() {
-				out = append(out, filepath.Join(root, names.CgroupParent, e.Name()))
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
+	left := daemonproc.Leftovers(t, names, d.DataDir)
+	slices.Sort(left)
+	return left
 }
