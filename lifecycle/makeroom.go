@@ -19,7 +19,10 @@ import (
 // below a tenth of MemTotal), and at once, in the background, when a start was refused, so
 // that the caller's retry finds room. The sandboxes slept are this node's
 // running ones with no command and no call for at least roomIdle, the
-// longest idle first, roomBatch a round. That is what idleness earns
+// longest idle first, roomBatch a round; a round a refused start began
+// takes that start's tenant's own idle sandboxes first, so that a tenant
+// with idle sandboxes of its own makes its room from them before it
+// reaches another's. That is what idleness earns
 // anyway (sleepIdle), only sooner: a sandbox keeps its disk and wakes on
 // its owner's next call. A sandbox busier than that is never touched,
 // whoever's start asked for room.
@@ -38,9 +41,10 @@ type roomMaker struct {
 	kicked    atomic.Bool
 }
 
-// kick starts a round in the background, unless one that kick started is
-// under way: a start was refused for memory.
-func (r *roomMaker) kick(ctx context.Context) {
+// kick starts a round in the background that prefers tenant's idle
+// sandboxes, unless one that kick started is under way: a start of
+// tenant's was refused for memory.
+func (r *roomMaker) kick(ctx context.Context, tenant string) {
 	if !r.kicked.CompareAndSwap(false, true) {
 		return
 	}
@@ -48,14 +52,15 @@ func (r *roomMaker) kick(ctx context.Context) {
 		defer r.kicked.Store(false)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roomTimeout)
 		defer cancel()
-		r.make(ctx, "a start found the host short of memory")
+		r.make(ctx, "a start found the host short of memory", tenant)
 	}()
 }
 
 // make puts to sleep up to roomBatch of this node's running sandboxes
-// idle for at least roomIdle, the longest idle first, saying why, and
-// returns how many it put to sleep.
-func (r *roomMaker) make(ctx context.Context, why string) int {
+// idle for at least roomIdle, saying why, and returns how many it put to
+// sleep: tenant's first ("" prefers none), then the rest, each the
+// longest idle first.
+func (r *roomMaker) make(ctx context.Context, why, tenant string) int {
 	rows, err := r.opts.Store.Sandboxes().List(ctx, store.Filter{})
 	if err != nil {
 		r.log.Error("make room: list", "err", err)
@@ -75,7 +80,15 @@ func (r *roomMaker) make(ctx context.Context, why string) int {
 			idles = append(idles, idle{sb, since})
 		}
 	}
-	slices.SortFunc(idles, func(a, b idle) int { return cmp.Compare(a.since.UnixNano(), b.since.UnixNano()) })
+	others := func(c idle) int { // 0 for tenant's, 1 for the rest
+		if tenant != "" && c.sb.Tenant == tenant {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(idles, func(a, b idle) int {
+		return cmp.Or(cmp.Compare(others(a), others(b)), cmp.Compare(a.since.UnixNano(), b.since.UnixNano()))
+	})
 	slept := 0
 	for _, c := range idles[:min(len(idles), roomBatch)] {
 		reason := fmt.Sprintf("idle for %s when %s", now.Sub(c.since).Round(time.Second), why)

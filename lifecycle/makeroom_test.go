@@ -128,3 +128,56 @@ func TestMakeRoomAfterRefusal(t *testing.T) {
 		t.Errorf("the retried create: %v", err)
 	}
 }
+
+// TestMakeRoomPrefersItsTenant: the round a refused start begins puts
+// that start's tenant's idle sandboxes to sleep before another tenant's,
+// even ones idle longer: of nine of t1's sandboxes and one of t2's, all
+// idle for minutes and t2's the least, t2's refused create sleeps its own
+// and t1's seven longest idle, and leaves t1's two others running.
+func TestMakeRoomPrefersItsTenant(t *testing.T) {
+	ctx := t.Context()
+	e := newEnv(t, func(o *envOptions) { o.IdleTimeout = time.Hour })
+	var theirs []string
+	for i := range 9 {
+		theirs = append(theirs, fmt.Sprintf("theirs%d", i))
+		e.create(t, a1, theirs[i])
+		e.clock.Advance(time.Second)
+	}
+	e.create(t, b1, "mine")
+	e.clock.Advance(2 * time.Minute)
+	var refused atomic.Bool
+	e.drv.Faults().SetStartHook(func(context.Context, driver.Spec) error {
+		if refused.CompareAndSwap(false, true) {
+			return fmt.Errorf("oci: start x: %w", &driver.HostLimitError{What: driver.LimitMemory, Free: 1200, Need: 1292, Limit: 24576})
+		}
+		return nil
+	})
+	_, _, err := e.svc.Sandboxes.Create(ctx, b1, sandbox.CreateRequest{Name: "new"})
+	wantCode(t, "Create(new) on a host short of memory", err, sandbox.CodeUnavailable)
+	all := append([]string{"mine"}, theirs...)
+	asleep := func() (n int) {
+		for _, name := range all {
+			if e.row(t, name).Status == sandbox.StatusSleeping {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for asleep() < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxes asleep 10 s after the refusal; want a round of eight", asleep())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range all {
+		row := e.row(t, name)
+		want := sandbox.StatusSleeping
+		if name == theirs[7] || name == theirs[8] {
+			want = sandbox.StatusRunning
+		}
+		if row.Status != want {
+			t.Errorf("%s is %s %q; want %s", name, row.Status, row.Reason, want)
+		}
+	}
+}

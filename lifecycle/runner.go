@@ -68,7 +68,7 @@ func (s *runner) startSpec(ctx context.Context, sb sandbox.Sandbox, root node.So
 		s.log.Warn("sandbox start refused: the host is at a limit", "sandbox", sb.Name, "err", err)
 		hint := "destroy or sleep sandboxes to free the host, or retry once others have; an operator can raise the host's limit (sysctl kernel.pid_max)"
 		if hl.What == node.LimitMemory {
-			s.room.kick(ctx)
+			s.room.kick(ctx, sb.Tenant)
 			hint = "retry in a moment: sandboxes idle for a minute or more are being put to sleep to make room (none may be); or destroy or sleep sandboxes to free the host. An operator can add memory, or lower hearth serve --memory-reserve"
 		}
 		return sandbox.Errorf(sandbox.CodeUnavailable, "sandbox %q cannot start: the host has %d %s free of %d, and a sandbox needs %d", sb.Name, hl.Free, hl.What, hl.Limit, hl.Need).

@@ -91,7 +91,7 @@ func (s *sweeper) sweep(ctx context.Context) {
 		}
 	}
 	if s.underPressure(ctx) {
-		s.room.make(ctx, "the host was under memory pressure")
+		s.room.make(ctx, "the host was under memory pressure", "")
 	}
 	s.pool.tend(ctx, members)
 	s.sandboxes.forkMemory.sweep(ctx)
