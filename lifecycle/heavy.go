@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -89,13 +88,10 @@ type waiter struct {
 	ready   chan struct{}
 }
 
-// newHeavy returns a queue of limit slots (runtime.NumCPU() when limit <=
-// 0) for what, whose foreground jobs wait at most maxWait, with the clock
-// now.
+// newHeavy returns a queue of limit slots (at least one) for what, whose
+// foreground jobs wait at most maxWait, with the clock now.
 func newHeavy(limit int, what string, maxWait time.Duration, now func() time.Time) *heavy {
-	if limit <= 0 {
-		limit = runtime.NumCPU()
-	}
+	limit = max(limit, 1)
 	return &heavy{limit: limit, what: what, maxWait: maxWait, now: now, tenants: map[string]*tenantQueue{}}
 }
 

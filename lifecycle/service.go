@@ -133,7 +133,11 @@ type Options struct {
 	// sandbox starts (creates, forks, wakes, restores), memory
 	// checkpoints, image pulls and imports. The others wait their turn,
 	// FIFO per tenant and round-robin across tenants, the warm pool's
-	// refills last (see heavy.go). 0 means runtime.NumCPU().
+	// refills last (see heavy.go). 0 means twice runtime.NumCPU(): a
+	// start also waits (for the runtime's processes, for the agent), and
+	// beside a thousand sandboxes one per CPU made creates 14% slower
+	// than two (docs/BENCHMARKS.md, "Start slots"); on an empty host the
+	// two made no difference.
 	MaxConcurrentStarts int
 	// MaxConcurrentExecs is how many commands may be in their first
 	// execHold at once (see Processes.commandSlot); the others wait their
@@ -279,6 +283,9 @@ func (opts Options) withDefaults() (Options, error) {
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxConcurrentStarts <= 0 {
+		opts.MaxConcurrentStarts = 2 * runtime.NumCPU()
 	}
 	if opts.MaxConcurrentExecs <= 0 {
 		opts.MaxConcurrentExecs = 2 * runtime.NumCPU()

@@ -98,7 +98,7 @@ type serveConfig struct {
 	// sessions (--max-connections).
 	maxConnections int
 	// maxStarts bounds the heavy node calls running at once
-	// (--max-concurrent-starts; 0: one per CPU).
+	// (--max-concurrent-starts; 0: two per CPU).
 	maxStarts int
 	// storeURL is the Postgres database of --store (HEARTH_STORE), or ""
 	// for the SQLite database in the data dir.
@@ -697,7 +697,7 @@ func serveFlags(fl *flag.FlagSet, cfg *serveConfig, env func(string) string) {
 	fl.Int64Var(&cfg.layersSize, "layers-size", 64<<30, "size in bytes of the sparse btrfs file backing the layer store when the data dir is not btrfs")
 	fl.Int64Var(&cfg.maxWrite, "max-write-bytes", lifecycle.DefaultMaxWriteBytes, "largest file write accepted")
 	fl.IntVar(&cfg.maxConnections, "max-connections", door.DefaultMaxConnections, "most long-lived connections one token holds at once (exec streams, file transfers, proxied requests, MCP requests), and most MCP sessions; one more is refused with rate_limited")
-	fl.IntVar(&cfg.maxStarts, "max-concurrent-starts", 0, "most sandbox starts (creates, forks, wakes, restores), memory checkpoints and image pulls running at once; the others queue, fairly across tenants (0: one per CPU)")
+	fl.IntVar(&cfg.maxStarts, "max-concurrent-starts", 0, "most sandbox starts (creates, forks, wakes, restores), memory checkpoints and image pulls running at once; the others queue, fairly across tenants (0: two per CPU)")
 	fl.IntVar(&cfg.maxExecs, "max-concurrent-execs", 0, "most commands starting at once (each counts for its first 200 ms at most); the others queue, fairly across tenants (0: two per CPU)")
 	fl.IntVar(&cfg.reservedCPUs, "reserved-cpus", 1, "CPUs kept free of CPU-saturating (demoted) sandboxes while other sandboxes are called, for those calls' round trips; the demoted get them back 2 s after the last such call (0: none; at most all CPUs but one are kept)")
 	fl.Int64Var(&cfg.memoryReserve, "memory-reserve", 0, "bytes of the host's available memory (MemAvailable) that sandbox starts leave free: a create, wake, restore or fork is refused (unavailable) while less than this and a start's 64 MiB is available (0: a twentieth of the host's memory, at least 256 MiB and at most 2 GiB; -1: no such check)")
@@ -734,7 +734,7 @@ func finishServe(cfg *serveConfig) error {
 		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-connections %d: give at least 1", cfg.maxConnections)}
 	}
 	if cfg.maxStarts < 0 {
-		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for one per CPU", cfg.maxStarts)}
+		return &usageError{verb: "serve", msg: fmt.Sprintf("--max-concurrent-starts %d: give at least 1, or 0 for two per CPU", cfg.maxStarts)}
 	}
 	if u := cfg.storeURL; u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		return &usageError{verb: "serve", msg: "--store: want a postgres:// URL (postgres://USER[:PASS]@HOST:PORT/DB?sslmode=…), or none for SQLite in the data dir"}
