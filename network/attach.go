@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -110,10 +109,13 @@ func (h *Host) plumb(ctx context.Context, a Attachment) error {
 	if err != nil {
 		return err
 	}
-	_, hostErr := net.InterfaceByName(a.Link)
-	if hostErr != nil || !hasEth0 {
+	hostHas, err := linkExists(a.Link)
+	if err != nil {
+		return err
+	}
+	if !hostHas || !hasEth0 {
 		// Half a pair (an interrupted attach): start it over.
-		if hostErr == nil {
+		if hostHas {
 			if _, err := h.cmd.ip(ctx, "link", "del", a.Link); err != nil {
 				return err
 			}
@@ -184,11 +186,11 @@ func (h *Host) Detach(ctx context.Context, id string) error {
 		return fmt.Errorf("network: detach %s: %w", id, err)
 	}
 	for _, dev := range []string{h.Link(id), h.IFB(id)} {
-		if _, err := net.InterfaceByName(dev); err != nil {
+		if ok, err := linkExists(dev); !ok && err == nil {
 			continue
 		}
 		if _, err := h.cmd.ip(ctx, "link", "del", dev); err != nil {
-			if _, still := net.InterfaceByName(dev); still == nil {
+			if still, _ := linkExists(dev); still {
 				return fmt.Errorf("network: detach %s: %w", id, err)
 			}
 		}
@@ -217,7 +219,7 @@ func (h *Host) Attached(id string) bool {
 		}
 	}
 	for _, dev := range []string{h.Link(id), h.IFB(id)} {
-		if _, err := net.InterfaceByName(dev); err == nil {
+		if ok, _ := linkExists(dev); ok {
 			return true
 		}
 	}

@@ -3,7 +3,6 @@ package network
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 )
 
@@ -136,9 +135,12 @@ func (l *limiter) limit(ctx context.Context, id string, lim Limits) error {
 // or removes the cap when it is 0.
 func (l *limiter) shape(ctx context.Context, id string, bitsPerSec int64) error {
 	link, ifb := linkName(l.linkPrefix, id), ifbName(l.linkPrefix, id)
-	_, ifbErr := net.InterfaceByName(ifb)
+	hasIFB, err := linkExists(ifb)
+	if err != nil {
+		return err
+	}
 	if bitsPerSec > 0 {
-		if ifbErr != nil {
+		if !hasIFB {
 			if _, err := l.cmd.ip(ctx, "link", "add", ifb, "type", "ifb"); err != nil {
 				return err
 			}
@@ -161,7 +163,7 @@ func (l *limiter) shape(ctx context.Context, id string, bitsPerSec int64) error 
 			return err
 		}
 	}
-	if ifbErr == nil {
+	if hasIFB {
 		if _, err := l.cmd.ip(ctx, "link", "del", ifb); err != nil {
 			return err
 		}
