@@ -135,9 +135,9 @@ type Options struct {
 	// FIFO per tenant and round-robin across tenants, the warm pool's
 	// refills last (see heavy.go). 0 means twice runtime.NumCPU(): a
 	// start also waits (for the runtime's processes, for the agent), and
-	// beside a thousand sandboxes one per CPU made creates 14% slower
-	// than two (docs/BENCHMARKS.md, "Start slots"); on an empty host the
-	// two made no difference.
+	// beside a thousand sandboxes two per CPU made creates 14% faster than
+	// one (docs/BENCHMARKS.md, "Start slots"); on an empty host the two
+	// made no difference.
 	MaxConcurrentStarts int
 	// MaxConcurrentExecs is how many commands may be in their first
 	// execHold at once (see Processes.commandSlot); the others wait their
