@@ -16,16 +16,16 @@ import (
 // for (node.HostLimitError; see runner.startSpec), and idle sandboxes are
 // put to sleep to make room: every sweep while the node is under memory
 // pressure (core.underPressure, the warm pool's rule too: MemAvailable
-// below a tenth of MemTotal), and at once, in the background, when a start was refused, so
-// that the caller's retry finds room. The sandboxes slept are this node's
-// running ones with no command and no call for at least roomIdle, the
-// longest idle first, roomBatch a round; a round a refused start began
-// takes that start's tenant's own idle sandboxes first, so that a tenant
-// with idle sandboxes of its own makes its room from them before it
-// reaches another's. That is what idleness earns
-// anyway (sleepIdle), only sooner: a sandbox keeps its disk and wakes on
-// its owner's next call. A sandbox busier than that is never touched,
-// whoever's start asked for room.
+// below a tenth of MemTotal), and at once, in the background, when a
+// start was refused, so that the caller's retry finds room. The
+// sandboxes slept are this node's running ones with no command and no
+// call for at least roomIdle, the longest idle first, roomBatch a round;
+// a round a refused start began takes that start's tenant's own idle
+// sandboxes first, so that a tenant with idle sandboxes of its own makes
+// its room from them before it reaches another's. That is what idleness
+// earns anyway (sleepIdle), only sooner: a sandbox keeps its disk and
+// wakes on its owner's next call. A sandbox busier than that is never
+// touched, whoever's start asked for room.
 const (
 	roomIdle  = time.Minute
 	roomBatch = 8
