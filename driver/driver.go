@@ -310,6 +310,17 @@ type MemoryMover interface {
 	ReceiveMemory(ctx context.Context, key string, r io.Reader) error
 }
 
+// AgentListeners is implemented by a driver that can tell which running
+// sandboxes have a socket listening where their agent should without
+// connecting to them: a connection wakes an idle sandbox (under gVisor its
+// kernel and its agent), a look at the host's socket table does not.
+type AgentListeners interface {
+	// AgentsListening returns the ids among ids whose agent's socket has a
+	// listener now, as Dial would find it. An id left out may have one all
+	// the same (the driver could not tell): Dial it to know.
+	AgentsListening(ctx context.Context, ids []string) (map[string]bool, error)
+}
+
 // ErrInvalidImage is returned (wrapped) by ReceiveMemory for a stream
 // that is not a memory image SendMemory wrote.
 var ErrInvalidImage = errors.New("driver: not a memory image another node sent")

@@ -289,3 +289,62 @@ func TestSweepPacesProbes(t *testing.T) {
 		t.Errorf("%d probes came within %v, want them %v apart (at least %v in all)", n, span, lifecycle.ProbeGap, want)
 	}
 }
+
+// listeningDriver is the fake driver as a driver.AgentListeners that
+// reports every running sandbox's agent as listening but those in
+// unknown (it cannot tell) and those in deaf (the agent is unreachable).
+type listeningDriver struct {
+	*driverfake.Driver
+	unknown, deaf map[string]bool
+}
+
+func (d listeningDriver) AgentsListening(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, id := range ids {
+		if st, err := d.State(ctx, id); err == nil && st.Status == driver.StatusRunning && !d.unknown[id] && !d.deaf[id] {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// TestSweepProbesOnlyWhatNoOneListensFor: with a node that can tell which
+// agents listen without connecting, the sweep dials only the others: the
+// one whose driver could not tell, which stays running, and the deaf one,
+// which it stops as unreachable. The listening ones are neither dialled
+// nor stopped.
+func TestSweepProbesOnlyWhatNoOneListensFor(t *testing.T) {
+	ld := listeningDriver{unknown: map[string]bool{}, deaf: map[string]bool{}}
+	e := newEnv(t, func(o *envOptions) {
+		ld.Driver = o.Driver.(*driverfake.Driver)
+		o.Driver = ld
+	})
+	var listening []sandbox.Sandbox
+	for i := range 4 {
+		listening = append(listening, e.create(t, a1, fmt.Sprintf("heard%d", i)))
+	}
+	unknown, deaf := e.create(t, a1, "unknown"), e.create(t, a1, "deaf")
+	ld.unknown[unknown.ID], ld.deaf[deaf.ID] = true, true
+	if err := e.drv.Faults().Deafen(deaf.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.drv.Calls())
+	lifecycle.Sweep(t.Context(), e.svc)
+	dialled := map[string]int{}
+	for _, c := range e.drv.Calls()[before:] {
+		if c.Op == driverfake.OpDial {
+			dialled[c.ID]++
+		}
+	}
+	if len(dialled) != 2 || dialled[unknown.ID] != 1 || dialled[deaf.ID] != 1 {
+		t.Errorf("the sweep dialled %v; want %s and %s once each, and no other", dialled, unknown.ID, deaf.ID)
+	}
+	for _, sb := range append(listening, unknown) {
+		if row := e.row(t, sb.Name); row.Status != sandbox.StatusRunning {
+			t.Errorf("%s = %s %q after the sweep, want running", sb.Name, row.Status, row.Reason)
+		}
+	}
+	if row := e.row(t, deaf.Name); row.Status != sandbox.StatusStopped || !strings.Contains(row.Reason, "agent could not be reached") {
+		t.Errorf("%s = %s %q after the sweep, want stopped as unreachable", deaf.Name, row.Status, row.Reason)
+	}
+}

@@ -60,7 +60,9 @@ func (s *sweeper) sweep(ctx context.Context) {
 	// This node's sandboxes only: another's are in its runtime, not ours.
 	rows = slices.DeleteFunc(rows, func(sb sandbox.Sandbox) bool { return !s.mine(sb) })
 	var members []sandbox.Sandbox
-	pace := s.probePacer(rows)
+	listening := s.listening(ctx, rows)
+	pace := s.probePacer(rows, listening)
+	idle := s.idleTimeouts(ctx)
 	for _, sb := range rows {
 		if isPoolMember(sb) {
 			members = append(members, sb)
@@ -86,8 +88,8 @@ func (s *sweeper) sweep(ctx context.Context) {
 			s.run.markStopped(ctx, sb, "vanished from the runtime")
 		case err == nil && st.Status != node.StatusRunning:
 			s.run.markStopped(ctx, sb, stoppedReason(st))
-		case err == nil && pace(ctx) && s.reachable(ctx, sb):
-			s.sleepIdle(ctx, sb)
+		case err == nil && (listening[sb.ID] || pace(ctx) && s.reachable(ctx, sb)):
+			s.sleepIdle(ctx, sb, idle(sb.Tenant))
 		}
 	}
 	if s.underPressure(ctx) {
@@ -95,6 +97,49 @@ func (s *sweeper) sweep(ctx context.Context) {
 	}
 	s.pool.tend(ctx, members)
 	s.sandboxes.forkMemory.sweep(ctx)
+}
+
+// listening returns the running sandboxes among rows whose agents the
+// node knows to listen without connecting to them (node.AgentListeners),
+// whose reachability the sweep need not probe: a probe wakes an idle
+// sandbox, and at a thousand of them the probes were most of what idle
+// sandboxes cost the host. A sandbox left out is probed; none are left
+// out when the node cannot tell.
+func (s *sweeper) listening(ctx context.Context, rows []sandbox.Sandbox) map[string]bool {
+	al, ok := s.opts.Node.(node.AgentListeners)
+	if !ok {
+		return nil
+	}
+	var ids []string
+	for _, sb := range rows {
+		if sb.Status == sandbox.StatusRunning {
+			ids = append(ids, sb.ID)
+		}
+	}
+	set, err := al.AgentsListening(ctx, ids)
+	if err != nil {
+		s.log.Warn("sweep: list the agents that listen (every one is probed instead)", "err", err)
+		return nil
+	}
+	return set
+}
+
+// idleTimeouts returns the idle timeout of a tenant's sandboxes (the
+// daemon's for an operator's, or when the tenant's cannot be read),
+// reading each tenant once for the sweep.
+func (s *sweeper) idleTimeouts(ctx context.Context) func(tenant string) time.Duration {
+	seen := map[string]time.Duration{}
+	return func(tenant string) time.Duration {
+		if d, ok := seen[tenant]; ok {
+			return d
+		}
+		d := s.opts.IdleTimeout
+		if _, lim, err := s.adm.tenantLimits(ctx, tenant); err == nil {
+			d = lim.IdleTimeout
+		}
+		seen[tenant] = d
+		return d
+	}
 }
 
 // reachable reports whether running sandbox sb's agent can be connected
@@ -126,13 +171,14 @@ const probeTimeout = time.Second
 const probeGap = 10 * time.Millisecond
 
 // probePacer returns what the sweep calls before each probe of an agent
-// among rows: it waits probeGap after the previous probe, or less when
-// that would spread the probes over more than half a SweepInterval, and
-// reports false when ctx ends first.
-func (s *sweeper) probePacer(rows []sandbox.Sandbox) func(context.Context) bool {
+// among rows (those running and not in listening): it waits probeGap
+// after the previous probe, or less when that would spread the probes
+// over more than half a SweepInterval, and reports false when ctx ends
+// first.
+func (s *sweeper) probePacer(rows []sandbox.Sandbox, listening map[string]bool) func(context.Context) bool {
 	running := 0
 	for _, sb := range rows {
-		if sb.Status == sandbox.StatusRunning {
+		if sb.Status == sandbox.StatusRunning && !listening[sb.ID] {
 			running++
 		}
 	}
@@ -193,16 +239,12 @@ func (s *sweeper) reap(ctx context.Context, tenant, name string) error {
 	return s.run.destroy(ctx, sb, fmt.Sprintf("reaped: its ttl ended at %s", sb.ExpiresAt.UTC().Format(time.RFC3339)))
 }
 
-// sleepIdle puts sb to sleep when it is running and idle for its tenant's
-// idle timeout (the daemon's for operators' sandboxes). Its idle clock
+// sleepIdle puts sb to sleep when it is running and idle for idle, its
+// tenant's idle timeout (see idleTimeouts). Its idle clock
 // starts no earlier than its row's CreatedAt: a warm-pool member that a
 // control plane claimed has a row made at the claim, while this node's
 // lease of it dates from the member's start, which may be long before.
-func (s *sweeper) sleepIdle(ctx context.Context, sb sandbox.Sandbox) {
-	idle := s.opts.IdleTimeout
-	if _, lim, err := s.adm.tenantLimits(ctx, sb.Tenant); err == nil {
-		idle = lim.IdleTimeout
-	}
+func (s *sweeper) sleepIdle(ctx context.Context, sb sandbox.Sandbox, idle time.Duration) {
 	if sb.Status != sandbox.StatusRunning || s.now().Sub(sb.CreatedAt) < idle || !s.leases.idle(sb.ID, s.now(), idle) {
 		return
 	}

@@ -57,7 +57,7 @@ func TestLinkExistsPerNamespace(t *testing.T) {
 		t.Errorf("from the host, linkExists(%q) = %v, %v; want false, nil (it is in %s only)", dev, ok, err, ns)
 	}
 	var inside bool
-	if err := inNamespace(filepath.Join("/run/netns", ns), func() (err error) {
+	if err := InNamespace(filepath.Join("/run/netns", ns), func() (err error) {
 		inside, err = linkExists(dev)
 		return err
 	}); err != nil {

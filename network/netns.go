@@ -19,11 +19,11 @@ func isNamespace(path string) bool {
 	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
 }
 
-// inNamespace runs fn on an OS thread that has joined the network namespace
+// InNamespace runs fn on an OS thread that has joined the network namespace
 // at path: sysctls under /proc/sys/net and netlink sockets then belong to
 // that namespace. The thread never runs anything else: its goroutine ends
 // locked to it, so the Go runtime ends the thread instead of reusing it.
-func inNamespace(path string, fn func() error) error {
+func InNamespace(path string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked, see above
@@ -46,7 +46,7 @@ func inNamespace(path string, fn func() error) error {
 // interface in it and every one made or moved there later, and reports
 // whether it has an eth0.
 func prepareNamespace(path string) (hasEth0 bool, err error) {
-	err = inNamespace(path, func() error {
+	err = InNamespace(path, func() error {
 		for _, dev := range []string{"all", "default"} {
 			if err := disableIPv6(dev); err != nil {
 				return err

@@ -57,6 +57,7 @@ type Local struct {
 }
 
 var _ Node = (*Local)(nil)
+var _ AgentListeners = (*Local)(nil)
 
 // NewLocal returns the node over opts' driver and layer store.
 func NewLocal(opts Options) (*Local, error) {
@@ -221,6 +222,16 @@ func (l *Local) State(ctx context.Context, id string) (State, error) {
 // Dial implements Node.
 func (l *Local) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return l.opts.Driver.Dial(ctx, id)
+}
+
+// AgentsListening implements AgentListeners with the driver's
+// (driver.AgentListeners); a driver that cannot tell leaves every id out.
+func (l *Local) AgentsListening(ctx context.Context, ids []string) (map[string]bool, error) {
+	al, ok := l.opts.Driver.(driver.AgentListeners)
+	if !ok {
+		return nil, nil
+	}
+	return al.AgentsListening(ctx, ids)
 }
 
 // SetEgress implements Node. A driver that is no driver.EgressSetter

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hearth/hearth/internal/sockdiag"
 )
 
 // The agent's channel: a unix socket the daemon connects to as root.
@@ -194,20 +196,32 @@ func (s *sharedDir) mark(name string) error {
 // connected to is the inode checked, whatever happens to the name
 // meanwhile.
 func (s *sharedDir) dial(ctx context.Context, name string) (net.Conn, error) {
-	fd, err := s.open(name, unix.O_PATH, 0)
+	fd, _, err := s.socket(name)
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, &net.OpError{Op: "dial", Net: "unix", Err: fmt.Errorf("%s: %w (mode %#o)", filepath.Join(s.path, name), errNotSocket, st.Mode)}
-	}
 	var dl net.Dialer
 	return dl.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+}
+
+// socket opens name in s as an O_PATH descriptor (see open) and returns it
+// with its stat, once checked to be a unix socket (errNotSocket if not).
+func (s *sharedDir) socket(name string) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := s.open(name, unix.O_PATH, 0)
+	if err != nil {
+		return -1, st, err
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("%s: %w (mode %#o)", filepath.Join(s.path, name), errNotSocket, st.Mode)
+	}
+	return fd, st, nil
 }
 
 // listen makes a listening unix socket called name in s (removing what
@@ -244,6 +258,22 @@ func (c *channels) dial(ctx context.Context, id string) (net.Conn, error) {
 	}
 	defer s.Close()
 	return s.dial(ctx, SocketName)
+}
+
+// socketFile is the file of sandbox id's agent socket, found as dial
+// finds it.
+func (c *channels) socketFile(id string) (sockdiag.File, error) {
+	s, err := c.open(id)
+	if err != nil {
+		return sockdiag.File{}, err
+	}
+	defer s.Close()
+	fd, st, err := s.socket(SocketName)
+	if err != nil {
+		return sockdiag.File{}, err
+	}
+	unix.Close(fd)
+	return sockdiag.FileOf(&st), nil
 }
 
 // mount gives runsc sandbox id's shared directory a tmpfs of its own
