@@ -175,6 +175,10 @@ func (d *Driver) WaitSealed(ctx context.Context, key string) error {
 // PIDFile is where sandbox id's runtime writes its container's host pid.
 func (d *Driver) PIDFile(id string) string { return d.dir.pidFile(id) }
 
+// RunPIDFile is where the pid of sandbox id's `run --detach` is kept while
+// it works.
+func (d *Driver) RunPIDFile(id string) string { return d.dir.runPidFile(id) }
+
 // RuntimeRoot is the runtime's --root, shared by the driver's sandboxes.
 func (d *Driver) RuntimeRoot() string { return d.dir.root() }
 

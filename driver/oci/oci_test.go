@@ -657,7 +657,9 @@ func TestRunscMemoryReservation(t *testing.T) {
 
 // TestStateFromProc: State answers for a running sandbox from /proc
 // without starting the runtime (under runsc a process of ≈13 ms of CPU,
-// which the sweep paid for every running sandbox), does not take a pid
+// which the sweep paid for every running sandbox), and so does a
+// restarted daemon's Recover unless a runtime command of the dead one's
+// was on its way there; it does not take a pid
 // the kernel gave to a process outside the sandbox for the sandbox's, and
 // asks the runtime once the container's process is gone.
 func TestStateFromProc(t *testing.T) {
@@ -688,6 +690,35 @@ func TestStateFromProc(t *testing.T) {
 			if b, err := os.ReadFile(calls); err == nil {
 				t.Errorf("State() of a running sandbox ran the runtime: %q", b)
 			}
+
+			// A daemon started again (a driver on the same state directory)
+			// recovers it from /proc as well, unless a `run --detach` of the
+			// dead daemon's was on its way there (its pid file left): then
+			// it asks the runtime.
+			recovered := func() string {
+				t.Helper()
+				os.Remove(calls)
+				states, err := newDriver(t, rt, wrapper, d.StateDir()).Recover(ctx)
+				if err != nil {
+					t.Fatalf("Recover() = %v", err)
+				}
+				if i := slices.IndexFunc(states, func(st driver.State) bool { return st.ID == spec.ID }); i < 0 || states[i].Status != driver.StatusRunning || states[i].PID != pid {
+					t.Fatalf("Recover() = %+v; want %s running with pid %d", states, spec.ID, pid)
+				}
+				b, _ := os.ReadFile(calls)
+				return string(b)
+			}
+			if b := recovered(); strings.Contains(b, "state "+spec.ID) {
+				t.Errorf("Recover() of a settled running sandbox asked the runtime: %q", b)
+			}
+			if err := os.WriteFile(d.RunPIDFile(spec.ID), []byte("1"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if b := recovered(); !strings.Contains(b, "state "+spec.ID) {
+				t.Errorf("Recover() with a run of the dead daemon's left: runtime calls %q, want a state of %s", b, spec.ID)
+			}
+			os.Remove(d.RunPIDFile(spec.ID))
+			os.Remove(calls)
 
 			// The container's process dies and a process outside the
 			// sandbox holds the pid file's pid (as if the kernel reused it).

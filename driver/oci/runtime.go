@@ -390,25 +390,29 @@ func (r *runner) holdBusy(id string) *os.File {
 const idleTimeout = 60 * time.Second
 
 // waitIdle waits until no runtime command holds sandbox id's busy lock
-// (see holdBusy), at most idleTimeout or until ctx ends.
-func (r *runner) waitIdle(ctx context.Context, id string) {
+// (see holdBusy), at most idleTimeout or until ctx ends, and reports
+// whether none does.
+func (r *runner) waitIdle(ctx context.Context, id string) bool {
 	f, err := os.OpenFile(r.dir.busyFile(id), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true // no command ever ran on it
+	}
 	if err != nil {
-		return // no command ever ran on it
+		return false
 	}
 	defer f.Close()
 	deadline := time.Now().Add(idleTimeout)
 	for {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
 			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
 			r.log.Error("recover: a runtime command of a dead daemon still runs on this sandbox", "sandbox", id, "waited", idleTimeout)
-			return
+			return false
 		}
 		if sleep(ctx, 10*time.Millisecond) != nil {
-			return
+			return false
 		}
 	}
 }
