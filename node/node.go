@@ -180,13 +180,10 @@ type Node interface {
 }
 
 // AgentListeners is implemented by a node that can tell which of its
-// running sandboxes' agents listen without connecting to them (see
-// driver.AgentListeners): the sweep probes only the others.
-type AgentListeners interface {
-	// AgentsListening returns the ids among ids whose agents listen now;
-	// one left out may listen all the same (Dial it to know).
-	AgentsListening(ctx context.Context, ids []string) (map[string]bool, error)
-}
+// running sandboxes' agents listen without connecting to them: the sweep
+// probes only the others. It is the driver's interface (node.Local passes
+// it through).
+type AgentListeners = driver.AgentListeners
 
 // Capabilities tell the control plane what a node can do, so that it
 // plans instead of guessing.

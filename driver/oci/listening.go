@@ -3,7 +3,6 @@ package oci
 import (
 	"context"
 	"os"
-	"path/filepath"
 
 	"github.com/hearth/hearth/driver"
 	"github.com/hearth/hearth/internal/sockdiag"
@@ -12,20 +11,25 @@ import (
 
 var _ driver.AgentListeners = (*Driver)(nil)
 
-// AgentsListening implements driver.AgentListeners with one look at the
-// socket table that holds the agents' sockets and a stat of each
-// sandbox's socket file, reached as Dial reaches it: a sandbox is
-// listening when a listening socket is bound to that very file. Nothing
-// connects, so no sandbox wakes. Under runsc the agents' sockets are made
-// on the host by the gofers, in the empty network namespace they share
-// (null-netns in the runtime's shared root, which runsc makes with its
-// first sandbox); under runc and crun the daemon makes them, in its own.
-// A sandbox whose socket cannot be looked at, or whose gofer runs in
-// another namespace (a --gofer-network-namespace in RuntimeFlags), is
-// left out, to be dialed.
+// AgentsListening implements driver.AgentListeners (see
+// channels.listening): nothing connects, so no sandbox wakes.
 func (d *Driver) AgentsListening(ctx context.Context, ids []string) (map[string]bool, error) {
-	listening, err := d.unixListeners()
-	if err != nil || len(listening) == 0 {
+	return d.channels.listening(ctx, ids)
+}
+
+// listening returns the ids among ids whose agent's socket has a
+// listener, from one look at the socket table that holds the agents'
+// sockets and a stat of each sandbox's socket file, reached as dial
+// reaches it: a sandbox is listening when a listening socket is bound to
+// that very file. Under runsc the agents' sockets are made on the host by
+// the gofers, in the empty network namespace they share (nullNetns,
+// which runsc makes with its first sandbox); under runc and crun the
+// daemon makes them, in its own. A sandbox whose socket cannot be looked
+// at, or whose gofer runs in another namespace (a
+// --gofer-network-namespace in RuntimeFlags), is left out, to be dialed.
+func (c *channels) listening(ctx context.Context, ids []string) (map[string]bool, error) {
+	listeners, err := c.unixListeners()
+	if err != nil || len(listeners) == 0 {
 		return nil, err
 	}
 	out := map[string]bool{}
@@ -36,7 +40,7 @@ func (d *Driver) AgentsListening(ctx context.Context, ids []string) (map[string]
 		if validID(id) != nil {
 			continue
 		}
-		if f, err := d.channels.socketFile(id); err == nil && listening[f] {
+		if f, err := c.socketFile(id); err == nil && listeners[f] {
 			out[id] = true
 		}
 	}
@@ -44,26 +48,26 @@ func (d *Driver) AgentsListening(ctx context.Context, ids []string) (map[string]
 }
 
 // unixListeners returns the files the listening unix sockets of the
-// agents' network namespace (see AgentsListening) are bound to; none
-// under runsc before its first sandbox made that namespace.
-func (d *Driver) unixListeners() (map[sockdiag.File]bool, error) {
-	var c *sockdiag.Conn
+// agents' network namespace (see listening) are bound to; none under
+// runsc before its first sandbox made that namespace.
+func (c *channels) unixListeners() (map[sockdiag.File]bool, error) {
+	var conn *sockdiag.Conn
 	var err error
-	if d.runtime == RuntimeRunsc {
-		ns := filepath.Join(d.dir.root(), "null-netns")
+	if c.runtime == RuntimeRunsc {
+		ns := c.dir.nullNetns()
 		if _, serr := os.Stat(ns); serr != nil {
 			return nil, nil
 		}
 		err = network.InNamespace(ns, func() (err error) {
-			c, err = sockdiag.Open()
+			conn, err = sockdiag.Open()
 			return err
 		})
 	} else {
-		c, err = sockdiag.Open()
+		conn, err = sockdiag.Open()
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	return c.UnixListeners()
+	defer conn.Close()
+	return conn.UnixListeners()
 }

@@ -133,7 +133,7 @@ func (r *runner) invoke(cmd *exec.Cmd, busy *os.File, args []string) ([]byte, er
 // one (a mount leaked per race).
 func (r *runner) create(ctx context.Context, id, network, image string, listener *os.File) error {
 	if r.name == RuntimeRunsc {
-		if _, err := os.Stat(filepath.Join(r.dir.root(), "null-netns")); err != nil {
+		if _, err := os.Stat(r.dir.nullNetns()); err != nil {
 			r.nullNetns.Lock()
 			defer r.nullNetns.Unlock()
 		}

@@ -46,6 +46,10 @@ func (s stateDir) claim(runtime string) error {
 // each sandbox had its own (runtimeRoot), and runsc's --shared-root.
 func (s stateDir) root() string { return filepath.Join(s.path, "root") }
 
+// nullNetns is the empty network namespace runsc's gofers share, which the
+// first runsc sandbox bind-mounts in the shared root.
+func (s stateDir) nullNetns() string { return filepath.Join(s.root(), "null-netns") }
+
 // runtimeRoot is sandbox id's own --root, made by each start and removed
 // with its container (see runner.rootOf).
 func (s stateDir) runtimeRoot(id string) string { return filepath.Join(s.sandboxDir(id), "runtime") }
