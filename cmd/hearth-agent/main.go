@@ -32,6 +32,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,6 +55,11 @@ func main() {
 	// computes little, and a second P costs it, under gVisor, the futex
 	// wake-ups and yields of the scheduler's spinning and work stealing.
 	// Setting it also stops the runtime's periodic GOMAXPROCS updates.
+	// The runtime has made its processors before main runs, and a second
+	// one's structures and span cache stay in memory (0.2 MiB of every
+	// idle sandbox under gVisor); the driver avoids them by starting the
+	// agent with GOMAXPROCS=1 in its environment, which --unset keeps
+	// from the commands.
 	runtime.GOMAXPROCS(1)
 	if err := run(context.Background(), os.Args[1:], os.Environ(), os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "hearth-agent:", err)
@@ -75,6 +81,14 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	memory := fl.Uint64("memory", 0, "the sandbox's memory limit in bytes, which the agent enforces as PID 1 by killing the largest process past it (gVisor; 0: none)")
 	threads := fl.Int("threads", 0, "OS threads to create at start and keep idle, for when commands have used up the sandbox's pids (0: none)")
 	listenFD := fl.Int("listen-fd", -1, "serve this inherited listening socket instead of creating --socket (-1: none)")
+	var unset []string
+	fl.Func("unset", "a variable of the agent's own environment that commands do not get: the runtime set it for the agent alone (repeatable)", func(name string) error {
+		if name == "" || strings.Contains(name, "=") {
+			return fmt.Errorf("not a variable name: %q", name)
+		}
+		unset = append(unset, name)
+		return nil
+	})
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -90,7 +104,7 @@ func run(ctx context.Context, args, environ []string, stderr io.Writer) error {
 	}
 	opts := agent.Options{
 		UID: *uid, GID: *gid, Home: *home, WorkDir: *workdir,
-		Env:   defaultEnv(environ, *home),
+		Env:   defaultEnv(environ, *home, unset),
 		NProc: *nproc,
 		// As PID 1 the agent inherits every orphan of the sandbox.
 		ReapOrphans: pid1,
@@ -259,11 +273,13 @@ func waitResume(ctx context.Context, marker string) error {
 }
 
 // defaultEnv is the sandbox's environment as the runtime gave it to PID 1,
-// with HOME set to the sandbox user's home.
-func defaultEnv(environ []string, home string) []string {
+// with HOME set to the sandbox user's home and without the variables
+// named in unset.
+func defaultEnv(environ []string, home string, unset []string) []string {
 	env := []string{"HOME=" + home}
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "HOME=") {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "HOME" && !slices.Contains(unset, name) {
 			env = append(env, kv)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -152,10 +153,38 @@ func TestRunBadFlag(t *testing.T) {
 }
 
 func TestDefaultEnv(t *testing.T) {
-	got := defaultEnv([]string{"PATH=/bin", "HOME=/root", "TERM=xterm"}, "/home/sandbox")
-	want := []string{"HOME=/home/sandbox", "PATH=/bin", "TERM=xterm"}
+	got := defaultEnv([]string{"PATH=/bin", "HOME=/root", "TERM=xterm", "GOMAXPROCS=1", "GOMAXPROCSX=2"}, "/home/sandbox", []string{"GOMAXPROCS"})
+	want := []string{"HOME=/home/sandbox", "PATH=/bin", "TERM=xterm", "GOMAXPROCSX=2"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("defaultEnv = %q, want %q", got, want)
+	}
+}
+
+// TestUnsetKeepsVariablesFromCommands: a variable the runtime set for the
+// agent alone (--unset) is not in a command's environment; the rest are.
+func TestUnsetKeepsVariablesFromCommands(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "1")
+	t.Setenv("HEARTH_TEST_KEPT", "yes")
+	c, _, _ := startAgent(t, "-unset", "GOMAXPROCS")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	res, err := c.Exec(ctx, sandbox.ExecRequest{Argv: []string{"env"}}, nil, &out, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Exec = %+v, %v", res, err)
+	}
+	env := strings.Split(out.String(), "\n")
+	if !slices.Contains(env, "HEARTH_TEST_KEPT=yes") || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
+		t.Errorf("a command's environment = %q, want HEARTH_TEST_KEPT and no GOMAXPROCS", env)
+	}
+}
+
+func TestRunBadUnset(t *testing.T) {
+	for _, name := range []string{"", "A=B"} {
+		var stderr bytes.Buffer
+		if err := run(context.Background(), []string{"-unset", name}, nil, &stderr); err == nil {
+			t.Errorf("run(-unset %q) = nil, want an error", name)
+		}
 	}
 }
 

@@ -270,6 +270,15 @@ func (s *suite) testLifecycle(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(spec.RootFS, "tmp", "drivertest-tmp")); err != nil || string(b) != id+"\n" {
 		t.Errorf("/tmp/drivertest-tmp in the root = %q, %v; want the sandbox's /tmp to be the root's", b, err)
 	}
+	// A command's environment is the spec's, and nothing the driver set
+	// for the agent alone (the OCI driver's GOMAXPROCS).
+	var env strings.Builder
+	if res, err := agentClient(d, id).Exec(t.Context(), sandbox.ExecRequest{Argv: []string{"env"}}, nil, &env, io.Discard); err != nil || res.ExitCode != 0 {
+		t.Fatalf("env in %s: %+v, %v", id, res, err)
+	}
+	if vars := strings.Split(env.String(), "\n"); !slices.Contains(vars, "HEARTH_TEST=1") || slices.ContainsFunc(vars, func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") }) {
+		t.Errorf("a command's environment = %q, want the spec's (HEARTH_TEST=1) and no GOMAXPROCS", vars)
+	}
 
 	for i := range 2 {
 		if err := d.Stop(t.Context(), id); err != nil {

@@ -302,11 +302,13 @@ func TestBundleSpec(t *testing.T) {
 		Home:      "/home/sandbox",
 		Resources: sandbox.Resources{MilliCPU: 1500, MemoryBytes: 512 * mib, Pids: 256},
 	}
-	agentArgs := []string{oci.AgentMount, "--socket", "/run/hearth/agent.sock", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox"}
+	// The agent starts on one processor (GOMAXPROCS=1), which it keeps
+	// from the commands (--unset).
+	agentArgs := []string{oci.AgentMount, "--socket", "/run/hearth/agent.sock", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox", "--unset", "GOMAXPROCS"}
 	// Under runc and crun the agent serves the socket it inherits, and
 	// keeps threads in reserve against a fork bomb that fills the pids
 	// cgroup.
-	reserving := []string{oci.AgentMount, "--listen-fd", "3", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox", "--threads", "32"}
+	reserving := []string{oci.AgentMount, "--listen-fd", "3", "--uid", "1000", "--gid", "1000", "--home", "/home/sandbox", "--unset", "GOMAXPROCS", "--threads", "32"}
 	for _, tc := range []struct {
 		name      string
 		runtime   string
@@ -350,8 +352,8 @@ func TestBundleSpec(t *testing.T) {
 			if p.User.UID != 0 || p.Cwd != "/" || p.NoNewPrivileges || p.Terminal {
 				t.Errorf("Process = uid %d cwd %q nnp %v terminal %v; want root in / with setuid allowed, no terminal", p.User.UID, p.Cwd, p.NoNewPrivileges, p.Terminal)
 			}
-			if !slices.Contains(p.Env, "LANG=C.UTF-8") || !slices.ContainsFunc(p.Env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=/") }) {
-				t.Errorf("Env = %q, want spec's env and a default PATH", p.Env)
+			if !slices.Contains(p.Env, "LANG=C.UTF-8") || !slices.ContainsFunc(p.Env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=/") }) || !slices.Contains(p.Env, "GOMAXPROCS=1") {
+				t.Errorf("Env = %q, want spec's env, a default PATH and GOMAXPROCS=1", p.Env)
 			}
 			for _, c := range []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL"} {
 				if !slices.Contains(p.Capabilities.Effective, c) || !slices.Contains(p.Capabilities.Bounding, c) {
@@ -465,8 +467,15 @@ func TestBundleSpecDefaults(t *testing.T) {
 	if got.Hostname != "x1" {
 		t.Errorf("Hostname = %q, want the id when the spec names none", got.Hostname)
 	}
-	if !slices.Equal(got.Process.Env, []string{"PATH=/opt/bin"}) {
-		t.Errorf("Env = %q, want the spec's own PATH only", got.Process.Env)
+	if !slices.Equal(got.Process.Env, []string{"PATH=/opt/bin", "GOMAXPROCS=1"}) {
+		t.Errorf("Env = %q, want the spec's own PATH and the agent's GOMAXPROCS only", got.Process.Env)
+	}
+	// A sandbox whose environment sets GOMAXPROCS keeps it, for the agent
+	// and its commands alike.
+	own := spec
+	own.Env = []string{"PATH=/opt/bin", "GOMAXPROCS=4"}
+	if p := oci.BundleSpec(oci.RuntimeRunsc, own, "/state/run", "", "", "", 0).Process; !slices.Equal(p.Env, own.Env) || slices.Contains(p.Args, "--unset") {
+		t.Errorf("Env = %q, Args = %q; want the spec's environment as it is and no --unset", p.Env, p.Args)
 	}
 	if slices.Contains(got.Process.Args, "--home") {
 		t.Errorf("Args = %q, want no --home when the spec names none", got.Process.Args)

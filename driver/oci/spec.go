@@ -3,6 +3,7 @@ package oci
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -194,7 +195,7 @@ func bundleSpec(b bundle) *specs.Spec {
 		Process: &specs.Process{
 			User:         specs.User{UID: 0, GID: 0},
 			Args:         agentArgs(b.runtime, spec),
-			Env:          processEnv(spec.Env),
+			Env:          agentEnv(spec.Env),
 			Cwd:          "/",
 			Capabilities: &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Permitted: caps},
 			// No rlimits: PID 1 inherits the daemon's (set them on its
@@ -233,6 +234,9 @@ func agentArgs(runtime string, spec driver.Spec) []string {
 	if spec.WorkDir != "" {
 		args = append(args, "--workdir", spec.WorkDir)
 	}
+	if ownProcs(spec.Env) {
+		args = append(args, "--unset", procsVar)
+	}
 	if runtime != RuntimeRunsc {
 		return append(args, "--threads", strconv.Itoa(agentThreads))
 	}
@@ -245,15 +249,36 @@ func agentArgs(runtime string, spec driver.Spec) []string {
 	return args
 }
 
-// processEnv is spec's environment, with a default PATH when it has none.
-func processEnv(env []string) []string {
+// procsVar is the variable that sets a Go program's processors at its
+// start. The agent calls runtime.GOMAXPROCS(1) first thing, but by then
+// the runtime has made a processor per CPU, and a second one's structures
+// and span cache stay: started with GOMAXPROCS=1 instead, an idle sandbox
+// under gVisor holds 0.2 MiB less (docs/BENCHMARKS.md, "The agent's price
+// under gVisor").
+const procsVar = "GOMAXPROCS"
+
+// ownProcs reports whether the agent gets procsVar for itself: when the
+// sandbox's environment does not set it. The agent keeps it from the
+// commands (--unset), whose Go programs would otherwise run on one
+// processor.
+func ownProcs(env []string) bool { return !hasVar(env, procsVar) }
+
+// hasVar reports whether env sets the variable name.
+func hasVar(env []string, name string) bool {
+	return slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+}
+
+// agentEnv is PID 1's environment: spec's, with a default PATH when it has
+// none, and GOMAXPROCS=1 when it does not set it (ownProcs).
+func agentEnv(env []string) []string {
 	out := append([]string(nil), env...)
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "PATH=") {
-			return out
-		}
+	if !hasVar(env, "PATH") {
+		out = append(out, defaultPath)
 	}
-	return append(out, defaultPath)
+	if ownProcs(env) {
+		out = append(out, procsVar+"=1")
+	}
+	return out
 }
 
 // mounts are runc's default mounts plus the agent, and the sandbox's
