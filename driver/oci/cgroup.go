@@ -117,7 +117,7 @@ func (c *cgroups) live(id string) (int, bool) {
 	if err != nil || pid <= 1 || !processAlive(pid) {
 		return 0, false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := readSmallFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return 0, false
 	}
@@ -324,7 +324,7 @@ func (c *cgroups) lowerRaised() {
 
 // readKeyed reads the value of key in a cgroup "key value" file.
 func readKeyed(path, key string) (int64, bool) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path)
 	if err != nil {
 		return 0, false
 	}

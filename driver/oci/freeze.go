@@ -297,7 +297,7 @@ func hasTasks(dir string) bool {
 
 // readTrimmed returns the content of a one-line cgroup file.
 func readTrimmed(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path)
 	return strings.TrimSpace(string(b)), err
 }
 

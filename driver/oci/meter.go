@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -41,11 +40,15 @@ func (m Meter) Usage(ctx context.Context, id string, processes bool) (driver.Usa
 	}
 	u := driver.Usage{CPUNanos: cpu, Processes: -1}
 	u.MemoryBytes, u.MemoryPeakBytes, u.MemoryWorkingSetBytes = cg.memoryUsage(id)
-	if n := m.d.net; n.attached(id) {
-		link := filepath.Join("/sys/class/net", n.host.Link(id), "statistics")
-		// The host's end receives what the sandbox sends.
-		u.NetTxBytes, _ = readUint(filepath.Join(link, "rx_bytes"))
-		u.NetRxBytes, _ = readUint(filepath.Join(link, "tx_bytes"))
+	if h := m.d.net.host; h != nil {
+		// The host's end receives what the sandbox sends. A sandbox with
+		// no network has no link, and its counts stay 0: one failed open,
+		// where asking whether it is attached took four lookups.
+		link := filepath.Join("/sys/class/net", h.Link(id), "statistics")
+		if rx, err := readUint(filepath.Join(link, "rx_bytes")); err == nil {
+			u.NetTxBytes = rx
+			u.NetRxBytes, _ = readUint(filepath.Join(link, "tx_bytes"))
+		}
 	}
 	switch {
 	case m.d.runtime != RuntimeRunsc:
@@ -88,7 +91,7 @@ func (c *cgroups) cpuNanos(id string) (uint64, error) {
 	if c.mounts.v2 == "" {
 		return 0, fs.ErrNotExist
 	}
-	b, err := os.ReadFile(filepath.Join(c.mounts.v2, c.rel(id), "cpu.stat"))
+	b, err := readSmallFile(filepath.Join(c.mounts.v2, c.rel(id), "cpu.stat"))
 	if err != nil {
 		return 0, err
 	}
@@ -120,7 +123,7 @@ func (c *cgroups) memoryUsage(id string) (now, peak, workingSet int64) {
 	n, _ := readUint(filepath.Join(dir, current))
 	p, _ := readUint(filepath.Join(dir, highest))
 	now, peak, workingSet = int64(n), int64(p), int64(n)
-	if b, err := os.ReadFile(filepath.Join(dir, "memory.stat")); err == nil {
+	if b, err := readSmallFile(filepath.Join(dir, "memory.stat")); err == nil {
 		if v, ok := parseKeyed(b, inactive); ok {
 			workingSet = max(now-v, 0)
 		}
@@ -144,7 +147,7 @@ func (c *cgroups) pids(id string) (int64, error) {
 
 // readUint reads a file that holds one unsigned decimal number.
 func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
+	b, err := readSmallFile(path)
 	if err != nil {
 		return 0, err
 	}
