@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hearth/hearth/internal/hostusage"
+	"github.com/hearth/hearth/internal/kernfile"
 )
 
 // Under gVisor the sandbox's memory cgroup only reports, and the host cgroup
@@ -204,7 +205,7 @@ func guardWait(limit, used uint64) time.Duration {
 
 // used is how many bytes the sandbox's memory holds: MemTotal minus MemFree.
 func (g *memGuard) used() (uint64, error) {
-	b, err := readKernelFile(g.proc + "/meminfo")
+	b, err := kernfile.Read(g.proc + "/meminfo")
 	if err != nil {
 		return 0, err
 	}
@@ -264,14 +265,14 @@ func (g *memGuard) eachResident(fn func(pid int, rss uint64)) {
 // (a zombie holds no memory).
 func (g *memGuard) resident(pid int) (uint64, bool) {
 	dir := g.proc + "/" + strconv.Itoa(pid)
-	b, err := readKernelFile(dir + "/stat")
+	b, err := kernfile.Read(dir + "/stat")
 	if err != nil {
 		return 0, false
 	}
 	if p, ok := parseStat(b); !ok || p.state == 'Z' || p.state == 'X' {
 		return 0, false
 	}
-	if b, err = readKernelFile(dir + "/statm"); err != nil {
+	if b, err = kernfile.Read(dir + "/statm"); err != nil {
 		return 0, false
 	}
 	return parseResident(b)

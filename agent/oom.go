@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"strconv"
+
+	"github.com/hearth/hearth/internal/kernfile"
 )
 
 // The files that hold the sandbox's memory cgroup OOM kill counter as the
@@ -21,7 +23,7 @@ func (s *Server) oomKills() (uint64, bool) {
 		return s.guard.kills.Load(), true
 	}
 	for _, f := range []string{oomEventsV2, oomControlV1} {
-		b, err := readKernelFile(f)
+		b, err := kernfile.Read(f)
 		if err != nil {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hearth/hearth/internal/kernfile"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -25,11 +26,11 @@ const tcpListen = "0A"
 // namespace, which is the sandbox's; under gVisor, its netstack's). A
 // missing tcp6 is IPv6 turned off, not an error.
 func listeningPorts(procNet string) ([]sandbox.ListeningPort, error) {
-	tcp, err := readKernelFile(filepath.Join(procNet, "tcp"))
+	tcp, err := kernfile.Read(filepath.Join(procNet, "tcp"))
 	if err != nil {
 		return nil, err
 	}
-	tcp6, err := readKernelFile(filepath.Join(procNet, "tcp6"))
+	tcp6, err := kernfile.Read(filepath.Join(procNet, "tcp6"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hearth/hearth/internal/kernfile"
 	"github.com/hearth/hearth/sandbox"
 )
 
@@ -85,7 +86,7 @@ func childPipe(toChild bool) (own, child *os.File, err error) {
 
 // devNull opens /dev/null for a child's stdin, outside the poller.
 func devNull() (*os.File, error) {
-	fd, err := openKernel(os.DevNull, 0)
+	fd, err := kernfile.Open(os.DevNull, 0)
 	if err != nil {
 		return nil, err
 	}

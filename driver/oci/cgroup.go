@@ -17,6 +17,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/hearth/hearth/internal/kernfile"
 	"github.com/hearth/hearth/internal/mountinfo"
 )
 
@@ -117,7 +118,7 @@ func (c *cgroups) live(id string) (int, bool) {
 	if err != nil || pid <= 1 || !processAlive(pid) {
 		return 0, false
 	}
-	b, err := readSmallFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := kernfile.Read("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return 0, false
 	}
@@ -324,7 +325,7 @@ func (c *cgroups) lowerRaised() {
 
 // readKeyed reads the value of key in a cgroup "key value" file.
 func readKeyed(path, key string) (int64, bool) {
-	b, err := readSmallFile(path)
+	b, err := kernfile.Read(path)
 	if err != nil {
 		return 0, false
 	}

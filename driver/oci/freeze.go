@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/internal/kernfile"
 )
 
 var _ driver.Freezer = (*Driver)(nil)
@@ -297,7 +298,7 @@ func hasTasks(dir string) bool {
 
 // readTrimmed returns the content of a one-line cgroup file.
 func readTrimmed(path string) (string, error) {
-	b, err := readSmallFile(path)
+	b, err := kernfile.Read(path)
 	return strings.TrimSpace(string(b)), err
 }
 

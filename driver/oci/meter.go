@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/hearth/hearth/driver"
+	"github.com/hearth/hearth/internal/kernfile"
 )
 
 // Meter reads what a driver's running sandboxes use from the host's side
@@ -91,7 +92,7 @@ func (c *cgroups) cpuNanos(id string) (uint64, error) {
 	if c.mounts.v2 == "" {
 		return 0, fs.ErrNotExist
 	}
-	b, err := readSmallFile(filepath.Join(c.mounts.v2, c.rel(id), "cpu.stat"))
+	b, err := kernfile.Read(filepath.Join(c.mounts.v2, c.rel(id), "cpu.stat"))
 	if err != nil {
 		return 0, err
 	}
@@ -123,7 +124,7 @@ func (c *cgroups) memoryUsage(id string) (now, peak, workingSet int64) {
 	n, _ := readUint(filepath.Join(dir, current))
 	p, _ := readUint(filepath.Join(dir, highest))
 	now, peak, workingSet = int64(n), int64(p), int64(n)
-	if b, err := readSmallFile(filepath.Join(dir, "memory.stat")); err == nil {
+	if b, err := kernfile.Read(filepath.Join(dir, "memory.stat")); err == nil {
 		if v, ok := parseKeyed(b, inactive); ok {
 			workingSet = max(now-v, 0)
 		}
@@ -147,7 +148,7 @@ func (c *cgroups) pids(id string) (int64, error) {
 
 // readUint reads a file that holds one unsigned decimal number.
 func readUint(path string) (uint64, error) {
-	b, err := readSmallFile(path)
+	b, err := kernfile.Read(path)
 	if err != nil {
 		return 0, err
 	}

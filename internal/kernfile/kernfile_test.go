@@ -1,4 +1,4 @@
-package agent
+package kernfile
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	"testing"
 )
 
-// TestReadKernelFile reads a file whole, one longer than its first buffer
+// TestRead reads a file whole, one longer than its first buffer
 // included, and a missing one as fs.ErrNotExist.
-func TestReadKernelFile(t *testing.T) {
+func TestRead(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []int{0, 1, 1023, 1024, 1025, 70000} {
 		want := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
@@ -23,9 +23,9 @@ func TestReadKernelFile(t *testing.T) {
 		if err := os.WriteFile(p, want, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := readKernelFile(p)
+		got, err := Read(p)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%d bytes: readKernelFile = %d bytes, %v", n, len(got), err)
+			t.Errorf("%d bytes: Read = %d bytes, %v", n, len(got), err)
 		}
 	}
 	// A procfs file: the same as os.ReadFile's (this process's limits do
@@ -34,20 +34,20 @@ func TestReadKernelFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readKernelFile("/proc/self/limits"); err != nil || !bytes.Equal(got, want) {
-		t.Errorf("/proc/self/limits: readKernelFile = %q, %v; want %q", got, err, want)
+	if got, err := Read("/proc/self/limits"); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("/proc/self/limits: Read = %q, %v; want %q", got, err, want)
 	}
-	if _, err := readKernelFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Read(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing file: err = %v, want fs.ErrNotExist", err)
 	}
-	if _, err := readKernelFile(dir); err == nil {
+	if _, err := Read(dir); err == nil {
 		t.Errorf("a directory: read with no error")
 	}
 }
 
-// TestKernelDirNames lists a directory longer than one getdents buffer,
+// TestDirNames lists a directory longer than one getdents buffer,
 // without "." and "..", and this process in /proc.
-func TestKernelDirNames(t *testing.T) {
+func TestDirNames(t *testing.T) {
 	dir := t.TempDir()
 	var want []string
 	for i := range 600 { // ≈ 30 KiB of entries: several getdents
@@ -57,16 +57,16 @@ func TestKernelDirNames(t *testing.T) {
 		}
 		want = append(want, name)
 	}
-	got, err := kernelDirNames(dir)
+	got, err := DirNames(dir)
 	slices.Sort(got)
 	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("kernelDirNames = %d names, %v; want the %d made", len(got), err, len(want))
+		t.Errorf("DirNames = %d names, %v; want the %d made", len(got), err, len(want))
 	}
-	procs, err := kernelDirNames("/proc")
+	procs, err := DirNames("/proc")
 	if err != nil || !slices.Contains(procs, strconv.Itoa(os.Getpid())) || slices.Contains(procs, ".") || slices.Contains(procs, "..") {
-		t.Errorf("kernelDirNames(/proc) = %d names, %v: want this process's pid, no . or ..", len(procs), err)
+		t.Errorf("DirNames(/proc) = %d names, %v: want this process's pid, no . or ..", len(procs), err)
 	}
-	if _, err := kernelDirNames(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := DirNames(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a missing directory: err = %v, want fs.ErrNotExist", err)
 	}
 }
