@@ -7,8 +7,8 @@
 // fcntls and an epoll_ctl to add the descriptor and one to remove it
 // besides the reads. The agent reads every process's statm several times a
 // second while commands run, each call a round trip to gVisor's sentry;
-// the daemon reads every sandbox's cgroup files every few seconds; at
-// thousands of sandboxes the poller's part was a third of the daemon's
+// the daemon reads every sandbox's cgroup files every few seconds, and
+// beside 2,000 idle sandboxes reading them this way took a quarter off its
 // CPU (docs/BENCHMARKS.md).
 //
 // Like os.ReadFile these follow symlinks: they are for the kernel's files
