@@ -287,7 +287,7 @@ func hasTasks(dir string) bool {
 		if err != nil || !de.IsDir() {
 			return nil
 		}
-		if b, err := os.ReadFile(filepath.Join(path, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		if procs, err := readTrimmed(filepath.Join(path, "cgroup.procs")); err == nil && procs != "" {
 			found = true
 			return fs.SkipAll
 		}
@@ -296,7 +296,9 @@ func hasTasks(dir string) bool {
 	return found
 }
 
-// readTrimmed returns the content of a one-line cgroup file.
+// readTrimmed returns the content of a small file of the kernel's or the
+// driver's own (a cgroup knob, a pid file) without surrounding white space:
+// the driver's one reader of such files (through package kernfile).
 func readTrimmed(path string) (string, error) {
 	b, err := kernfile.Read(path)
 	return strings.TrimSpace(string(b)), err

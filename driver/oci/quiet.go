@@ -406,8 +406,8 @@ func (q *quieter) close() {
 func (q *quieter) quota(id string) float64 {
 	var quota, period float64
 	if q.v2 {
-		b, _ := os.ReadFile(filepath.Join(q.cpu, id, "cpu.max"))
-		f := strings.Fields(string(b))
+		v, _ := readTrimmed(filepath.Join(q.cpu, id, "cpu.max"))
+		f := strings.Fields(v)
 		if len(f) == 2 {
 			quota, _ = strconv.ParseFloat(f[0], 64) // "max" leaves 0
 			period, _ = strconv.ParseFloat(f[1], 64)
@@ -445,12 +445,12 @@ func (q *quieter) setIdle(id string, idle bool) error {
 // setIdle).
 func (q *quieter) isIdle(id string) bool {
 	dir := filepath.Join(q.cpu, id)
-	if b, err := os.ReadFile(filepath.Join(dir, "cpu.idle")); err == nil {
-		return string(bytes.TrimSpace(b)) == "1"
+	if v, err := readTrimmed(filepath.Join(dir, "cpu.idle")); err == nil {
+		return v == "1"
 	}
 	file, low, _ := q.weightKnob()
-	b, err := os.ReadFile(filepath.Join(dir, file))
-	return err == nil && string(bytes.TrimSpace(b)) == low
+	v, err := readTrimmed(filepath.Join(dir, file))
+	return err == nil && v == low
 }
 
 // weightKnob is where a kernel without cpu.idle marks a cgroup idle: its
@@ -478,10 +478,10 @@ func writeExisting(path, v string) error {
 
 // readFloat reads a number from a one-line file; 0 when it cannot.
 func readFloat(path string) float64 {
-	b, err := os.ReadFile(path)
+	s, err := readTrimmed(path)
 	if err != nil {
 		return 0
 	}
-	v, _ := strconv.ParseFloat(string(bytes.TrimSpace(b)), 64)
+	v, _ := strconv.ParseFloat(s, 64)
 	return v
 }

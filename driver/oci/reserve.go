@@ -4,9 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -236,11 +234,11 @@ func (r *cpuReserve) readCPUs() bool {
 	if r.v2 {
 		file = "cpuset.cpus.effective"
 	}
-	b, err := os.ReadFile(filepath.Join(r.dir, file))
+	list, err := readTrimmed(filepath.Join(r.dir, file))
 	if err != nil {
 		return false // no sandbox yet, or no cpuset in the parent
 	}
-	all, err := hostusage.ParseCPUList(strings.TrimSpace(string(b)))
+	all, err := hostusage.ParseCPUList(list)
 	if err != nil || len(all) < 2 {
 		return false
 	}
