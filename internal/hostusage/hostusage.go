@@ -9,12 +9,13 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hearth/hearth/internal/kernfile"
 )
 
 // Proc is the host's proc filesystem; tests pass a directory of their own.
@@ -49,7 +50,7 @@ func ReadCPUs(proc string) (all CPU, each map[int]CPU, err error) {
 // readStat reads proc/stat's first line, and each CPU's line after it if
 // each is set.
 func readStat(proc string, perCPU bool) (all CPU, each map[int]CPU, err error) {
-	b, err := os.ReadFile(filepath.Join(proc, "stat"))
+	b, err := kernfile.Read(filepath.Join(proc, "stat"))
 	if err != nil {
 		return all, nil, fmt.Errorf("hostusage: %w", err)
 	}
@@ -116,7 +117,7 @@ type Memory struct {
 
 // ReadMemory reads the host's memory from proc/meminfo (see ParseMemory).
 func ReadMemory(proc string) (Memory, error) {
-	b, err := os.ReadFile(filepath.Join(proc, "meminfo"))
+	b, err := kernfile.Read(filepath.Join(proc, "meminfo"))
 	if err != nil {
 		return Memory{}, fmt.Errorf("hostusage: %w", err)
 	}
