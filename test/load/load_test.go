@@ -10,7 +10,8 @@
 // at HEARTH_URL with the operator token HEARTH_TOKEN (then the soak does
 // not kill it and checks no host leftovers). HEARTH_LOAD picks the sizes:
 // short (the default, a few minutes in all, what `go test ./...` runs) or
-// full; HEARTH_LOAD_DENSITY overrides the density scenario's count, and
+// full; HEARTH_LOAD_DENSITY overrides the density scenario's count,
+// HEARTH_LOAD_PROBES the neighbour scenario's probes, and
 // HEARTH_LOAD_SERVE_ARGS adds flags to the daemon a test starts (to compare
 // settings, e.g. --runtime-flag=--systrap-disable-fast-path).
 //
@@ -61,7 +62,8 @@ type sizes struct {
 }
 
 // loadSizes reads HEARTH_LOAD (short or full), and the overrides
-// HEARTH_LOAD_DENSITY, HEARTH_LOAD_SOAK (the soak's duration) and
+// HEARTH_LOAD_DENSITY, HEARTH_LOAD_PROBES (the neighbour scenario's probes
+// in each of its phases), HEARTH_LOAD_SOAK (the soak's duration) and
 // HEARTH_LOAD_SOAK_KILL (its kill period; 0: no kills).
 func loadSizes(t testing.TB) sizes {
 	t.Helper()
@@ -85,14 +87,24 @@ func loadSizes(t testing.TB) sizes {
 			}
 		}
 	}
-	if v := os.Getenv("HEARTH_LOAD_DENSITY"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("HEARTH_LOAD_DENSITY=%q: want a count of sandboxes", v)
-		}
-		s.density = n
-	}
+	countEnv(t, "HEARTH_LOAD_DENSITY", "sandboxes", &s.density)
+	countEnv(t, "HEARTH_LOAD_PROBES", "probes", &s.probes)
 	return s
+}
+
+// countEnv sets *n from the environment variable env when it is set, a
+// count (of what) of at least one.
+func countEnv(t testing.TB, env, what string, n *int) {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		return
+	}
+	c, err := strconv.Atoi(v)
+	if err != nil || c < 1 {
+		t.Fatalf("%s=%q: want a count of %s", env, v, what)
+	}
+	*n = c
 }
 
 // httpClient is shared by every client of the package: one pool of
