@@ -74,7 +74,7 @@ func loadSizes(t testing.TB) sizes {
 	case "", "short":
 	case "full":
 		s = sizes{full: true, creates: 100, createConc: 10, busyActive: 20, busyTotal: 100, busyFor: time.Minute,
-			neighbours: 10, probes: 200, density: 500,
+			neighbours: 10, probes: 1000, density: 500,
 			soakAgents: 20, soakBoxes: 5, soakFor: 30 * time.Minute, soakKill: 5 * time.Minute}
 	default:
 		t.Fatalf("HEARTH_LOAD=%q: want short or full", mode)
