@@ -242,15 +242,14 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 		alive[id] = true
 		w := q.seen[id]
 		if w == nil || ns < w.ns {
-			// A daemon killed or restarted leaves its demotions and pins
-			// behind: take the demoted over, to promote them in time, and
-			// give the others every CPU.
+			// A daemon killed or restarted leaves its demotions behind:
+			// take them over, to promote them in time.
 			w = &cpuWatch{ns: ns, calls: q.called(id), at: now, demoted: q.isIdle(id)}
 			q.seen[id] = w
 			if w.demoted {
 				q.reserve.demote(id)
 			} else {
-				q.reserve.promote(id)
+				q.reserve.forget(id) // a new cgroup has every CPU
 			}
 			continue
 		}

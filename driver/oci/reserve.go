@@ -4,9 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -31,22 +29,6 @@ import (
 // their cpusets as soon as the call's dial tells it; ten sandboxes take
 // about 1.5 ms), so an agent's first command after minutes of thought is
 // protected as well as a probe's hundredth.
-//
-// While the demoted are confined, a called sandbox is also kept on one
-// reserved CPU (its cpuset), as long as no more sandboxes are called
-// within reserveHold than there are reserved CPUs (each then has one of
-// its own). Left on every CPU, its sentry ran on the reserved CPU and its
-// systrap stubs on the others, where they preempt the demoted: each of
-// its system calls crossed CPUs, about 9,000 cross-CPU wakeups a second
-// and as many reschedule interrupts on the demoted's CPU, and its exec
-// round trip's p99 was 1.3–1.6× its quiet one beside ten CPU-bound
-// sandboxes; put on one CPU by hand, 1.0–1.4× (docs/BENCHMARKS.md, "A
-// called sandbox spread over both CPUs"). Sandboxes called at once keep
-// every CPU when they outnumber the reserved ones: ten called at once,
-// each on one CPU of two, ran about 30% fewer execs a second than free. A
-// called sandbox's own CPU-bound processes are held to its one CPU while
-// it is pinned; pinned is at most reserveHold past its last call, and
-// a sandbox not called that saturates its share is demoted as before.
 const reserveHold = 2 * time.Second
 
 // cpuReserve keeps CPUs free of demoted sandboxes while others are called
@@ -62,16 +44,10 @@ type cpuReserve struct {
 	// clock is time.Now, or a test's.
 	clock func() time.Time
 
-	mu      sync.Mutex
-	demoted map[string]bool
-	last    time.Time // the last call to a sandbox not demoted
-	// calls is each sandbox not demoted called within reserveHold: its
-	// last call.
-	calls map[string]time.Time
-	// pinned is the called sandboxes kept on one reserved CPU, and its
-	// number (see above).
-	pinned   map[string]int
-	confined bool // the demoted are on rest, not on all
+	mu       sync.Mutex
+	demoted  map[string]bool
+	last     time.Time // the last call to a sandbox not demoted
+	confined bool      // the demoted are on rest, not on all
 	// wasConfined is whether the demoted were confined at any time since
 	// the last period began (period).
 	wasConfined bool
@@ -84,8 +60,7 @@ type cpuReserve struct {
 // parent, or nil when n is not positive or the host has no cpuset
 // controller.
 func newCPUReserve(m cgroupMounts, parent string, n int, log *slog.Logger) *cpuReserve {
-	r := &cpuReserve{n: n, log: log, wake: make(chan struct{}, 1), clock: time.Now, demoted: map[string]bool{},
-		calls: map[string]time.Time{}, pinned: map[string]int{}}
+	r := &cpuReserve{n: n, log: log, wake: make(chan struct{}, 1), clock: time.Now, demoted: map[string]bool{}}
 	switch {
 	case n <= 0:
 		return nil
@@ -101,9 +76,7 @@ func newCPUReserve(m cgroupMounts, parent string, n int, log *slog.Logger) *cpuR
 }
 
 // called tells the reserve of a call to sandbox id's agent: one to a
-// sandbox that is not demoted asks for the demoted to be confined, and
-// for the called to be pinned anew if it was not called within
-// reserveHold.
+// sandbox that is not demoted asks for the demoted to be confined.
 func (r *cpuReserve) called(id string) {
 	if r == nil {
 		return
@@ -113,10 +86,8 @@ func (r *cpuReserve) called(id string) {
 		r.mu.Unlock()
 		return
 	}
-	now := r.clock()
-	_, recent := r.calls[id]
-	r.last, r.calls[id] = now, now
-	ask := len(r.demoted) > 0 && (!r.confined || !recent)
+	r.last = r.clock()
+	ask := !r.confined && len(r.demoted) > 0
 	r.mu.Unlock()
 	if ask {
 		select {
@@ -137,93 +108,40 @@ func (r *cpuReserve) wakeC() <-chan struct{} {
 
 // confine confines the demoted to the CPUs outside the reserve, unless
 // they are already, none is demoted, the last call is older than
-// reserveHold, or the parent's CPUs leave none outside it; then it pins
-// the called (repin).
+// reserveHold, or the parent's CPUs leave none outside it.
 func (r *cpuReserve) confine() {
 	r.mu.Lock()
-	now := r.clock()
-	if len(r.demoted) == 0 || now.Sub(r.last) >= reserveHold {
+	if r.confined || len(r.demoted) == 0 || r.clock().Sub(r.last) >= reserveHold {
 		r.mu.Unlock()
 		return
 	}
-	var ids []string
-	if !r.confined {
-		if !r.readCPUs() {
-			warn := !r.unread
-			r.unread = true
-			r.mu.Unlock()
-			if warn {
-				r.log.Warn("reserved CPUs: the instance's cpuset cgroup has no CPUs to read, or one; none are reserved", "dir", r.dir)
-			}
-			return
+	if !r.readCPUs() {
+		warn := !r.unread
+		r.unread = true
+		r.mu.Unlock()
+		if warn {
+			r.log.Warn("reserved CPUs: the instance's cpuset cgroup has no CPUs to read, or one; none are reserved", "dir", r.dir)
 		}
-		r.confined, r.wasConfined = true, true
-		ids = r.demotedIDs()
+		return
 	}
-	rest, pins := r.rest, r.repin(now)
+	r.confined, r.wasConfined = true, true
+	ids, set := r.demotedIDs(), r.rest
 	r.mu.Unlock()
 	for _, id := range ids {
-		r.write(id, rest)
+		r.write(id, set)
 	}
-	r.writeAll(pins)
-}
-
-// cpusetWrite is a cpuset to write: sandbox id's CPUs.
-type cpusetWrite struct {
-	id  string
-	set hostusage.CPUList
-}
-
-// repin forgets the calls older than reserveHold at now and returns the
-// cpusets that keep the sandboxes called since on one reserved CPU each
-// while the demoted are confined and they are no more than the reserved
-// CPUs, and that give every CPU back to those pinned before and no
-// longer; r.mu is held.
-func (r *cpuReserve) repin(now time.Time) []cpusetWrite {
-	for id, at := range r.calls {
-		if now.Sub(at) >= reserveHold {
-			delete(r.calls, id)
-		}
-	}
-	reserved := r.all[:len(r.all)-len(r.rest)]
-	keep := r.confined && len(r.demoted) > 0 && len(r.calls) <= len(reserved)
-	var w []cpusetWrite
-	taken := map[int]bool{}
-	for _, id := range slices.Sorted(maps.Keys(r.pinned)) {
-		if _, called := r.calls[id]; keep && called {
-			taken[r.pinned[id]] = true
-			continue
-		}
-		delete(r.pinned, id)
-		w = append(w, cpusetWrite{id, r.all})
-	}
-	if !keep {
-		return w
-	}
-	for _, id := range slices.Sorted(maps.Keys(r.calls)) {
-		if _, ok := r.pinned[id]; ok {
-			continue
-		}
-		i := slices.IndexFunc(reserved, func(cpu int) bool { return !taken[cpu] })
-		r.pinned[id], taken[reserved[i]] = reserved[i], true
-		w = append(w, cpusetWrite{id, hostusage.CPUList{reserved[i]}})
-	}
-	return w
 }
 
 // demote adds sandbox id to the demoted, confined if the others are (and
 // given every CPU if not, which undoes a confinement a killed daemon left).
 func (r *cpuReserve) demote(id string) { r.mark(id, true) }
 
-// promote gives sandbox id, not demoted, every CPU: one promoted, one a
-// wake made a new cgroup for, or one the quieter sees the first time (a
-// killed daemon may have left it pinned). The next repin pins it again if
-// it is called.
+// promote gives sandbox id, no longer demoted, every CPU back.
 func (r *cpuReserve) promote(id string) { r.mark(id, false) }
 
-// mark adds sandbox id to the demoted or drops it, unpinned either way,
-// and writes its cpuset: the CPUs outside the reserve if it is demoted
-// while the others are confined, else every CPU.
+// mark adds sandbox id to the demoted or drops it, and writes its cpuset:
+// the CPUs outside the reserve if it is demoted while the others are
+// confined, else every CPU.
 func (r *cpuReserve) mark(id string, demoted bool) {
 	if r == nil {
 		return
@@ -231,11 +149,9 @@ func (r *cpuReserve) mark(id string, demoted bool) {
 	r.mu.Lock()
 	if demoted {
 		r.demoted[id] = true
-		delete(r.calls, id)
 	} else {
 		delete(r.demoted, id)
 	}
-	delete(r.pinned, id)
 	ok := r.readCPUs()
 	set := r.all
 	if demoted && r.confined {
@@ -247,22 +163,21 @@ func (r *cpuReserve) mark(id string, demoted bool) {
 	}
 }
 
-// forget drops sandbox id, gone, whose cpuset is not written.
+// forget drops sandbox id, gone or in a cgroup made again (a wake), whose
+// cpuset is not written.
 func (r *cpuReserve) forget(id string) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	delete(r.demoted, id)
-	delete(r.calls, id)
-	delete(r.pinned, id)
 	r.mu.Unlock()
 }
 
 // period ends a period of the quieter at now: it returns the CPUs the
-// demoted were confined to at some time in it (empty if never), gives
-// them and the pinned every CPU back once reserveHold has passed since
-// the last call to a sandbox not demoted, and else repins the called.
+// demoted were confined to at some time in it (empty if never), and
+// gives them every CPU back once reserveHold has passed since the last
+// call to a sandbox not demoted.
 func (r *cpuReserve) period(now time.Time) hostusage.CPUList {
 	if r == nil {
 		return nil
@@ -274,21 +189,16 @@ func (r *cpuReserve) period(now time.Time) hostusage.CPUList {
 	}
 	expired := r.confined && now.Sub(r.last) >= reserveHold
 	r.wasConfined = r.confined && !expired
-	var pins []cpusetWrite
-	if !expired {
-		pins = r.repin(now)
-	}
 	r.mu.Unlock()
 	if expired {
 		r.release()
 	}
-	r.writeAll(pins)
 	return was
 }
 
-// release gives the demoted every CPU back if they are confined, and the
-// pinned: the quieter's end (a daemon stopping leaves its sandboxes
-// running, and their confinement would outlast the calls it served).
+// release gives the demoted every CPU back if they are confined: the
+// quieter's end (a daemon stopping leaves its sandboxes running, and
+// their confinement would outlast the calls it served).
 func (r *cpuReserve) release() {
 	if r == nil {
 		return
@@ -298,10 +208,6 @@ func (r *cpuReserve) release() {
 	if r.confined {
 		r.confined = false
 		ids = r.demotedIDs()
-	}
-	for id := range r.pinned {
-		ids = append(ids, id)
-		delete(r.pinned, id)
 	}
 	set := r.all
 	r.mu.Unlock()
@@ -340,13 +246,6 @@ func (r *cpuReserve) readCPUs() bool {
 	return true
 }
 
-// writeAll writes each of w (see write).
-func (r *cpuReserve) writeAll(w []cpusetWrite) {
-	for _, c := range w {
-		r.write(c.id, c.set)
-	}
-}
-
 // write sets sandbox id's cpuset to set. A cgroup without one (gone, or
 // under a v2 parent without the cpuset controller) is skipped.
 func (r *cpuReserve) write(id string, set hostusage.CPUList) {
@@ -355,6 +254,6 @@ func (r *cpuReserve) write(id string, set hostusage.CPUList) {
 	case errors.Is(err, fs.ErrNotExist):
 		r.log.Debug("reserved CPUs: the sandbox has no cpuset cgroup", "sandbox", id)
 	case err != nil:
-		r.log.Warn("reserved CPUs: set a sandbox's CPUs", "sandbox", id, "cpus", set.String(), "err", err)
+		r.log.Warn("reserved CPUs: set a demoted sandbox's CPUs", "sandbox", id, "cpus", set.String(), "err", err)
 	}
 }
