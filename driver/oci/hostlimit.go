@@ -66,9 +66,10 @@ func (h hostRoom) check() error {
 	return h.files.checkMemory(h.memReserve)
 }
 
-// checkMemory returns a *driver.HostLimitError, in MiB, when the host's
-// MemAvailable is below reserve (DefaultMemoryReserve of its total when
-// zero) plus StartMemory; nil when it is not, when reserve is negative,
+// checkMemory returns a *driver.HostLimitError, in MiB (free rounded down
+// and need up, so the two always differ), when the host's MemAvailable is
+// below reserve (DefaultMemoryReserve of its total when zero) plus
+// StartMemory; nil when it is not, when reserve is negative,
 // or when the kernel does not say (no meminfo, or no MemAvailable in it).
 func (f hostFiles) checkMemory(reserve int64) error {
 	if reserve < 0 {
@@ -86,7 +87,7 @@ func (f hostFiles) checkMemory(reserve int64) error {
 		reserve = DefaultMemoryReserve(m.Total)
 	}
 	if need := reserve + StartMemory; m.Available < need {
-		return &driver.HostLimitError{What: driver.LimitMemory, Free: int(m.Available >> 20), Need: int(need >> 20), Limit: int(m.Total >> 20)}
+		return &driver.HostLimitError{What: driver.LimitMemory, Free: int(m.Available >> 20), Need: int((need + 1<<20 - 1) >> 20), Limit: int(m.Total >> 20)}
 	}
 	return nil
 }

@@ -74,6 +74,9 @@ func TestCheckMemory(t *testing.T) {
 		// A reserve given.
 		{meminfo(24*gib, 10*gib), 12 * gib, 10 * 1024, 12*gib + StartMemory},
 		{meminfo(24*gib, 10*gib), 8 * gib, -1, 0},
+		// Short by less than a MiB, within one MiB: free and need still differ.
+		{meminfo(24*gib, 10*gib+100<<10), 10*gib + 512<<10 - StartMemory, 10 * 1024, 10*gib + 1<<20},
+		{meminfo(24*gib, 10*gib-100<<10), 10*gib - StartMemory, 10*1024 - 1, 10 * gib},
 		// No check, or nothing to go by.
 		{meminfo(24*gib, 1<<20), -1, -1, 0},
 		{"MemTotal: 1000 kB\nMemFree: 10 kB\n", 0, -1, 0},
@@ -87,8 +90,8 @@ func TestCheckMemory(t *testing.T) {
 		switch {
 		case tc.free < 0 && err != nil:
 			t.Errorf("%q, reserve %d: checkMemory() = %v, want nil", tc.meminfo, tc.reserve, err)
-		case tc.free >= 0 && (!errors.As(err, &hl) || hl.Free != tc.free || hl.Need != int(tc.need>>20) || hl.What != "MiB of memory"):
-			t.Errorf("%q, reserve %d: checkMemory() = %#v, want a HostLimitError with %d MiB free of %d needed", tc.meminfo, tc.reserve, err, tc.free, tc.need>>20)
+		case tc.free >= 0 && (!errors.As(err, &hl) || hl.Free != tc.free || hl.Need != int((tc.need+1<<20-1)>>20) || hl.Free >= hl.Need || hl.What != "MiB of memory"):
+			t.Errorf("%q, reserve %d: checkMemory() = %#v, want a HostLimitError with %d MiB free of %d needed", tc.meminfo, tc.reserve, err, tc.free, (tc.need+1<<20-1)>>20)
 		}
 	}
 	if err := os.Remove(f.meminfo); err != nil {
