@@ -172,7 +172,13 @@ func (c *cgroups) quieter() *quieter {
 // to, if the reserve confined it in the period.
 func (q *quieter) tick(now time.Time) {
 	used := q.sample(now)
-	saturated, confinedSaturated := q.saturated(q.reserve.period(now))
+	ran := map[string]float64{}
+	for id, cpus := range used {
+		if cpus >= activeCPU {
+			ran[id] = cpus
+		}
+	}
+	saturated, confinedSaturated := q.saturated(q.reserve.period(now, ran))
 	busy, fair, typical := busyShare, q.ncpu, 0.0
 	if saturated {
 		busy = saturatedBusyShare
@@ -242,14 +248,15 @@ func (q *quieter) sample(now time.Time) map[string]float64 {
 		alive[id] = true
 		w := q.seen[id]
 		if w == nil || ns < w.ns {
-			// A daemon killed or restarted leaves its demotions behind:
-			// take them over, to promote them in time.
+			// A daemon killed or restarted leaves its demotions and pins
+			// behind: take the demoted over, to promote them in time, and
+			// give the others every CPU.
 			w = &cpuWatch{ns: ns, calls: q.called(id), at: now, demoted: q.isIdle(id)}
 			q.seen[id] = w
 			if w.demoted {
 				q.reserve.demote(id)
 			} else {
-				q.reserve.forget(id) // a new cgroup has every CPU
+				q.reserve.promote(id)
 			}
 			continue
 		}

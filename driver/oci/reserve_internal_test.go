@@ -3,6 +3,7 @@ package oci
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,13 +54,15 @@ func (f *fakeCPU) asked() bool {
 
 // TestReservedCPUs: a demoted sandbox keeps every CPU until a sandbox that
 // is not demoted is called (a call to the demoted one itself asks
-// nothing); then it is confined to the CPUs outside the reserve, and
-// stays demoted and confined while the calls go on and it saturates those
-// CPUs, though the host has idle time on the reserved one (judged over
-// all CPUs, three sandboxes each using a third of a CPU of two would look
-// quiet and be promoted, to be demoted again: a flapping). reserveHold
-// after the last call it gets every CPU back, still demoted; promoted, it
-// has every CPU. On v1 and v2.
+// nothing); then it is confined to the CPUs outside the reserve, the
+// called one, once called again, is pinned to the demoted's CPU (called
+// once, it keeps every CPU), and both stay so while the
+// calls go on and the demoted saturate their CPUs, though the host has
+// idle time on the reserved one (judged over all CPUs, three sandboxes
+// each using a third of a CPU of two would look quiet and be promoted, to
+// be demoted again: a flapping). reserveHold after the last call both
+// get every CPU back, the demoted still demoted; promoted, they have
+// every CPU, and calls pin nothing. On v1 and v2.
 func TestReservedCPUs(t *testing.T) {
 	for _, tc := range cgroupKinds {
 		if !tc.idle {
@@ -96,28 +99,28 @@ func TestReservedCPUs(t *testing.T) {
 			if !f.asked() {
 				t.Fatal("a call to a sandbox not demoted did not ask for the demoted to be confined")
 			}
-			check := func(when, want string) {
+			check := func(when, demoted, called string) {
 				t.Helper()
 				for _, id := range burns {
-					if !f.demoted(id) || f.cpus(id) != want {
-						t.Errorf("%s: %s demoted %v, CPUs %s; want demoted on %s", when, id, f.demoted(id), f.cpus(id), want)
+					if !f.demoted(id) || f.cpus(id) != demoted {
+						t.Errorf("%s: %s demoted %v, CPUs %s; want demoted on %s", when, id, f.demoted(id), f.cpus(id), demoted)
 					}
 				}
-				if got := f.cpus("calm"); got != "0-1" {
-					t.Errorf("%s: the quiet sandbox's CPUs are %s, want 0-1", when, got)
+				if got := f.cpus("calm"); got != called {
+					t.Errorf("%s: the called sandbox's CPUs are %s, want %s", when, got, called)
 				}
 			}
-			check("at the call", "1")
+			check("at the first call", "1", "0-1")
 			for range 6 {
 				f.q.reserve.called("calm")
 				f.asked()
 				f.periodEach(use(0.33), [2]float64{0.6, 0})
 			}
-			check("while calls go on", "1")
+			check("while calls go on", "1", "1")
 			for range int(reserveHold/quietPeriod) + 1 {
 				f.periodEach(use(0.66), [2]float64{0.02, 0.02})
 			}
-			check(fmt.Sprintf("%s after the last call", reserveHold), "0-1")
+			check(fmt.Sprintf("%s after the last call", reserveHold), "0-1", "0-1")
 			f.q.reserve.called("calm")
 			f.asked()
 			for range 2 {
@@ -129,14 +132,102 @@ func TestReservedCPUs(t *testing.T) {
 					t.Errorf("quiet for two periods: %s demoted %v, CPUs %s; want promoted, on 0-1", id, f.demoted(id), f.cpus(id))
 				}
 			}
+			f.q.reserve.called("calm")
+			f.asked()
+			f.periodEach(use(0), [2]float64{0.9, 0.9})
+			if got := f.cpus("calm"); got != "0-1" {
+				t.Errorf("called with none demoted: the called sandbox's CPUs are %s, want 0-1", got)
+			}
 		})
 	}
 }
 
+// TestReservedCPUsPinned: with a reserve of two CPUs of four and a
+// demoted sandbox confined to the other two, each sandbox called twice
+// within reserveHold is kept on one of those two CPUs of its own while the
+// called are no more than two (called once, it keeps every CPU); a third
+// called gives all every CPU, and once its calls and the second's are
+// older than reserveHold the first is pinned again. A period in which a
+// sandbox neither demoted nor called ran unpins all, until a period in
+// which none did, and so does one in which the demoted did not run; one
+// in which the pinned used heavyCPU unpins it, until one in which it used
+// less. A pinned sandbox demoted is confined with the demoted, and calls
+// to it pin nothing; the reserve released, every sandbox has every CPU.
+func TestReservedCPUsPinned(t *testing.T) {
+	f := newFakeCPU(t, false, true)
+	r := f.reserveCPUs(2, "0-3")
+	for _, id := range []string{"burn", "a", "b", "c"} {
+		f.add(id, 0)
+	}
+	r.demote("burn")
+	r.period(f.now, map[string]float64{"burn": 1})
+	want := func(when string, cpus map[string]string) {
+		t.Helper()
+		for _, id := range slices.Sorted(maps.Keys(cpus)) {
+			if got := f.cpus(id); got != cpus[id] {
+				t.Errorf("%s: %s on %s, want %s", when, id, got, cpus[id])
+			}
+		}
+	}
+	call := func(id string, asks bool) {
+		t.Helper()
+		r.called(id)
+		if got := f.asked(); got != asks {
+			t.Errorf("a call to %s asked to confine or pin: %v, want %v", id, got, asks)
+		}
+	}
+	call("a", true)
+	want("a called once", map[string]string{"burn": "2-3", "a": "0-3", "b": "0-3"})
+	call("a", true)
+	want("a called twice", map[string]string{"burn": "2-3", "a": "2", "b": "0-3", "c": "0-3"})
+	call("a", false) // pinned already
+	call("b", true)  // one pinned: a newcomer may unpin it
+	call("b", true)
+	want("a and b called twice", map[string]string{"burn": "2-3", "a": "2", "b": "3", "c": "0-3"})
+	call("c", true)
+	want("a, b and c called", map[string]string{"burn": "2-3", "a": "0-3", "b": "0-3", "c": "0-3"})
+	for range int(reserveHold/quietPeriod) + 1 {
+		f.now = f.now.Add(quietPeriod)
+		call("a", false)
+		r.period(f.now, map[string]float64{"a": 0.3, "burn": 1})
+	}
+	want(fmt.Sprintf("only a called for %s", reserveHold), map[string]string{"burn": "2-3", "a": "2", "b": "0-3", "c": "0-3"})
+	f.now = f.now.Add(quietPeriod)
+	call("a", false)
+	r.period(f.now, map[string]float64{"a": 0.3, "c": 0.05, "burn": 1})
+	want("c ran, not called", map[string]string{"burn": "2-3", "a": "0-3", "c": "0-3"})
+	f.now = f.now.Add(quietPeriod)
+	call("a", false)
+	r.period(f.now, map[string]float64{"a": 0.3})
+	want("the demoted did not run", map[string]string{"burn": "2-3", "a": "0-3", "c": "0-3"})
+	f.now = f.now.Add(quietPeriod)
+	call("a", false)
+	r.period(f.now, map[string]float64{"a": 0.3, "burn": 1})
+	want("only a and the demoted ran", map[string]string{"burn": "2-3", "a": "2", "c": "0-3"})
+	f.now = f.now.Add(quietPeriod)
+	call("a", false)
+	r.period(f.now, map[string]float64{"a": heavyCPU, "burn": 1})
+	want("a used most of its CPU", map[string]string{"burn": "2-3", "a": "0-3"})
+	f.now = f.now.Add(quietPeriod)
+	call("a", false)
+	r.period(f.now, map[string]float64{"a": 0.5, "burn": 1})
+	want("a used less", map[string]string{"burn": "2-3", "a": "2"})
+	r.demote("a")
+	call("a", false)
+	r.period(f.now, map[string]float64{"burn": 1})
+	want("a demoted", map[string]string{"burn": "2-3", "a": "2-3"})
+	call("b", false) // confined already, none pinned
+	call("b", true)
+	want("b called twice", map[string]string{"burn": "2-3", "a": "2-3", "b": "2"})
+	r.release()
+	want("released", map[string]string{"burn": "0-3", "a": "0-3", "b": "0-3", "c": "0-3"})
+}
+
 // TestReservedCPUsTakeOver: a sandbox a killed daemon left demoted and
 // confined gets every CPU back at the next quieter's first sight, with no
-// call; one a wake made again (a new cgroup, not demoted) is no longer
-// among the demoted; a gone one is forgotten.
+// call, and so does one it left pinned; one a wake made again (a new
+// cgroup, not demoted) is no longer among the demoted; a gone one is
+// forgotten.
 func TestReservedCPUsTakeOver(t *testing.T) {
 	f := newFakeCPU(t, false, true)
 	r := f.reserveCPUs(1, "0-1")
@@ -149,12 +240,17 @@ func TestReservedCPUsTakeOver(t *testing.T) {
 		}
 		f.write(r.dir, id, "cpuset.cpus", "1")
 	}
+	f.add("pinned", 0)
+	f.write(r.dir, "pinned", "cpuset.cpus", "0")
 	f.period(nil, 0.5)
 	for _, id := range []string{"left", "woken", "gone"} {
 		if !f.demoted(id) || f.cpus(id) != "0-1" || !r.demoted[id] {
 			t.Errorf("%s at first sight: demoted %v, CPUs %s, among the reserve's demoted %v; want demoted, on 0-1",
 				id, f.demoted(id), f.cpus(id), r.demoted[id])
 		}
+	}
+	if f.demoted("pinned") || f.cpus("pinned") != "0-1" {
+		t.Errorf("a sandbox left pinned, at first sight: demoted %v, CPUs %s; want on 0-1, not demoted", f.demoted("pinned"), f.cpus("pinned"))
 	}
 	f.period(map[string]float64{"woken": 0.1}, 0.02) // saturated: no promotion
 	if err := f.q.setIdle("woken", false); err != nil {
@@ -217,7 +313,7 @@ func TestReserveSize(t *testing.T) {
 	none.demote("x")
 	none.promote("x")
 	none.forget("x")
-	if got := none.period(f.now); len(got) != 0 || none.wakeC() != nil {
+	if got := none.period(f.now, nil); len(got) != 0 || none.wakeC() != nil {
 		t.Errorf("a nil reserve: period %v, wake channel %v", got, none.wakeC())
 	}
 }

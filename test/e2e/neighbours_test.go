@@ -16,7 +16,8 @@ import (
 // TestQuietNeighbours: on every runtime a sandbox that saturates its CPU
 // share is demoted (its cpu cgroup marked idle) within a few seconds, a
 // quiet one beside it is not; calls to the quiet one keep the busy one's
-// processes off the reserved CPU (checkReserved); and the busy one is
+// processes off the reserved CPU, and the quiet one, called again, on
+// one of the busy one's CPUs (checkReserved); and the busy one is
 // promoted back once its processes end. (The effect on a quiet sandbox's exec round trip is
 // measured by test/load's neighbour scenario.)
 func TestQuietNeighbours(t *testing.T) {
@@ -45,6 +46,7 @@ func TestQuietNeighbours(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		made := time.Now() // the daemon's last call to calm's agent: its start's
 		spin, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -65,6 +67,7 @@ func TestQuietNeighbours(t *testing.T) {
 		if got := idle("calm"); got != "0" {
 			t.Errorf("the quiet sandbox beside a busy one has cpu.idle %s, want 0", got)
 		}
+		time.Sleep(time.Until(made.Add(2500 * time.Millisecond))) // the next call one of a new run (reserveHold)
 		if res, err := c.Exec(ctx, "calm", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
 			t.Fatalf("exec in the quiet sandbox = %+v, %v", res, err)
 		}
@@ -79,10 +82,12 @@ func TestQuietNeighbours(t *testing.T) {
 }
 
 // checkReserved checks, on a host of two or more CPUs, the reserve of the
-// daemon's default --reserved-cpus (one): after a call to "calm", every
-// thread of the demoted "busy" may run only on the CPUs of the instance's
-// cgroup parent less its lowest-numbered one, while calm's may run on all;
-// reserveHold (2 s) after the last call, busy's threads may run on all
+// daemon's default --reserved-cpus (one), once "calm" was called once:
+// every thread of the demoted "busy" may run only on the CPUs of the
+// instance's cgroup parent less its lowest-numbered one, and calm's on
+// all; called again, every thread of calm may run only on the first of
+// busy's CPUs (its sentry and its stubs on one CPU, where it preempts the
+// demoted); reserveHold (2 s) after the last call, both may run on all
 // again.
 func checkReserved(t *testing.T, ctx context.Context, c *client.Client, parent string) {
 	t.Helper()
@@ -100,7 +105,7 @@ func checkReserved(t *testing.T, ctx context.Context, c *client.Client, parent s
 		t.Logf("the parent's CPUs are %s: no CPU to reserve", parentCPUs)
 		return
 	}
-	all, rest := parentCPUs.String(), parentCPUs[1:].String()
+	all, rest, pin := parentCPUs.String(), parentCPUs[1:].String(), parentCPUs[1:2].String()
 	allowed := func(name string) map[string]int {
 		sb, err := c.Get(ctx, name)
 		if err != nil {
@@ -132,13 +137,25 @@ func checkReserved(t *testing.T, ctx context.Context, c *client.Client, parent s
 		t.Errorf("after a call to the quiet sandbox, the demoted one's threads may run on %v (CPUs: threads); want all on %s", got, rest)
 	}
 	if got := allowed("calm"); !only(got, all) {
-		t.Errorf("the quiet sandbox's threads may run on %v; want all on %s", got, all)
+		t.Errorf("after one call to the quiet sandbox, its threads may run on %v; want all on %s", got, all)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for got := allowed("busy"); !only(got, all); got = allowed("busy") {
+	if res, err := c.Exec(ctx, "calm", sandbox.ExecRequest{Argv: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec in the quiet sandbox = %+v, %v", res, err)
+	}
+	deadline := time.Now().Add(time.Second) // within reserveHold of the call
+	for got := allowed("calm"); !only(got, pin); got = allowed("calm") {
 		if time.Now().After(deadline) {
-			t.Fatalf("5 s after the last call, the demoted sandbox's threads may run on %v; want all on %s", got, all)
+			t.Fatalf("after a second call to the quiet sandbox, its threads may run on %v; want all on %s", got, pin)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for _, name := range []string{"busy", "calm"} {
+		for got := allowed(name); !only(got, all); got = allowed(name) {
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s after the last call, %s's threads may run on %v; want all on %s", name, got, all)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
