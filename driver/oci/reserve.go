@@ -217,8 +217,8 @@ type cpusetWrite struct {
 // cpusets that keep each sandbox called at least pinCalls times in a run,
 // and not heavy, on one of the demoted's CPUs of its own, while the
 // demoted are confined, the called are no more than their CPUs, and of
-// the others only the demoted ran (demotedRan, othersRan); and that give every CPU back to those
-// pinned before and no longer. r.mu is held.
+// the others only the demoted ran (demotedRan, othersRan); and that give
+// every CPU back to those pinned before and no longer. r.mu is held.
 func (r *cpuReserve) repin(now time.Time) []cpusetWrite {
 	for id, c := range r.calls {
 		if now.Sub(c.last) >= reserveHold {
