@@ -172,13 +172,7 @@ func (c *cgroups) quieter() *quieter {
 // to, if the reserve confined it in the period.
 func (q *quieter) tick(now time.Time) {
 	used := q.sample(now)
-	ran := map[string]float64{}
-	for id, cpus := range used {
-		if cpus >= activeCPU {
-			ran[id] = cpus
-		}
-	}
-	saturated, confinedSaturated := q.saturated(q.reserve.period(now, ran))
+	saturated, confinedSaturated := q.saturated(q.reserve.period(now, used))
 	busy, fair, typical := busyShare, q.ncpu, 0.0
 	if saturated {
 		busy = saturatedBusyShare

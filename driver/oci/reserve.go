@@ -53,10 +53,10 @@ import (
 // every called sandbox free to move to the reserved CPU; so do demoted
 // ones that did not run in the last period (their work ended; on a host
 // saturated by others they stay demoted), from whom there is nothing to
-// keep apart. Sandboxes called at once keep every CPU
-// when they outnumber the demoted's CPUs: ten called at once, each on one
-// CPU of two, ran about 30% fewer execs a second than free. Pinned is at
-// most reserveHold past the last call, and a sandbox not called that
+// keep apart. Sandboxes called at once keep every CPU when they outnumber
+// the demoted's CPUs: ten called at once, each on one CPU of two, ran
+// about 30% fewer execs a second than free. Pinned is at most
+// reserveHold past the last call, and a sandbox not called that
 // saturates its share is demoted as before.
 const reserveHold = 2 * time.Second
 
@@ -298,21 +298,23 @@ func (r *cpuReserve) forget(id string) {
 	r.mu.Unlock()
 }
 
-// period ends a period of the quieter at now, in which the sandboxes
-// that ran used the CPUs in ran: it returns the CPUs the demoted
-// were confined to at some time in it (empty if never), gives them and
-// the pinned every CPU back once reserveHold has passed since the last
-// call to a sandbox not demoted, and else repins the called.
-func (r *cpuReserve) period(now time.Time, ran map[string]float64) hostusage.CPUList {
+// period ends a period of the quieter at now, in which each sandbox used
+// the CPUs in used (those under activeCPU did not run): it returns the
+// CPUs the demoted were confined to at some time in it (empty if never),
+// gives them and the pinned every CPU back once reserveHold has passed
+// since the last call to a sandbox not demoted, and else repins the
+// called.
+func (r *cpuReserve) period(now time.Time, used map[string]float64) hostusage.CPUList {
 	if r == nil {
 		return nil
 	}
 	r.mu.Lock()
 	r.othersRan, r.demotedRan = false, false
 	clear(r.heavy)
-	for id, cpus := range ran {
+	for id, cpus := range used {
 		c, called := r.calls[id]
 		switch {
+		case cpus < activeCPU:
 		case r.demoted[id]:
 			r.demotedRan = true
 		case !called || now.Sub(c.last) >= reserveHold:

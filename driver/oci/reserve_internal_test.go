@@ -149,9 +149,9 @@ func TestReservedCPUs(t *testing.T) {
 // called gives all every CPU, and once its calls and the second's are
 // older than reserveHold the first is pinned again. A period in which a
 // sandbox neither demoted nor called ran unpins all, until a period in
-// which none did, and so does one in which the demoted did not run; one
-// in which the pinned used heavyCPU unpins it, until one in which it used
-// less. A pinned sandbox demoted is confined with the demoted, and calls
+// which none did (under activeCPU is not running), and so does one in
+// which the demoted did not run; one in which the pinned used heavyCPU
+// unpins it, until one in which it used less. A pinned sandbox demoted is confined with the demoted, and calls
 // to it pin nothing; the reserve released, every sandbox has every CPU.
 func TestReservedCPUsPinned(t *testing.T) {
 	f := newFakeCPU(t, false, true)
@@ -204,6 +204,10 @@ func TestReservedCPUsPinned(t *testing.T) {
 	call("a", false)
 	r.period(f.now, map[string]float64{"a": 0.3, "burn": 1})
 	want("only a and the demoted ran", map[string]string{"burn": "2-3", "a": "2", "c": "0-3"})
+	f.now = f.now.Add(quietPeriod)
+	call("a", false)
+	r.period(f.now, map[string]float64{"a": 0.3, "c": activeCPU / 2, "burn": 1})
+	want("c used under activeCPU: it did not run", map[string]string{"burn": "2-3", "a": "2", "c": "0-3"})
 	f.now = f.now.Add(quietPeriod)
 	call("a", false)
 	r.period(f.now, map[string]float64{"a": heavyCPU, "burn": 1})
