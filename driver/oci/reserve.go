@@ -314,7 +314,7 @@ func (r *cpuReserve) period(now time.Time, used map[string]float64) hostusage.CP
 	for id, cpus := range used {
 		c, called := r.calls[id]
 		switch {
-		case cpus < activeCPU:
+		case cpus < activeCPU: // it did not run
 		case r.demoted[id]:
 			r.demotedRan = true
 		case !called || now.Sub(c.last) >= reserveHold:

@@ -142,17 +142,18 @@ func TestReservedCPUs(t *testing.T) {
 	}
 }
 
-// TestReservedCPUsPinned: with a reserve of two CPUs of four and a
-// demoted sandbox confined to the other two, each sandbox called twice
-// within reserveHold is kept on one of those two CPUs of its own while the
-// called are no more than two (called once, it keeps every CPU); a third
-// called gives all every CPU, and once its calls and the second's are
-// older than reserveHold the first is pinned again. A period in which a
-// sandbox neither demoted nor called ran unpins all, until a period in
-// which none did (under activeCPU is not running), and so does one in
-// which the demoted did not run; one in which the pinned used heavyCPU
-// unpins it, until one in which it used less. A pinned sandbox demoted is confined with the demoted, and calls
-// to it pin nothing; the reserve released, every sandbox has every CPU.
+// TestReservedCPUsPinned: with a reserve of two CPUs of four and a demoted
+// sandbox confined to the other two, each sandbox called twice within
+// reserveHold is kept on one of those two CPUs of its own while the called
+// are no more than two (called once, it keeps every CPU); a third called
+// gives all every CPU, and once its calls and the second's are older than
+// reserveHold the first is pinned again. A period in which a sandbox
+// neither demoted nor called ran unpins all, until a period in which none
+// did (under activeCPU is not running), and so does one in which the
+// demoted did not run; one in which the pinned used heavyCPU unpins it,
+// until one in which it used less. A pinned sandbox demoted is confined
+// with the demoted, and calls to it pin nothing; the reserve released,
+// every sandbox has every CPU.
 func TestReservedCPUsPinned(t *testing.T) {
 	f := newFakeCPU(t, false, true)
 	r := f.reserveCPUs(2, "0-3")
