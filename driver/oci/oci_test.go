@@ -675,13 +675,7 @@ func TestStateFromProc(t *testing.T) {
 	drivertest.RequireRoot(t)
 	for _, rt := range []string{oci.RuntimeRunsc, oci.RuntimeRunc} {
 		t.Run(rt, func(t *testing.T) {
-			real := findRuntime(t, rt)
-			calls := filepath.Join(t.TempDir(), "calls")
-			wrapper := filepath.Join(t.TempDir(), rt)
-			script := "#!/bin/sh\necho \"$*\" >> " + calls + "\nexec " + real + " \"$@\"\n"
-			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-				t.Fatal(err)
-			}
+			wrapper, calls := countedRuntime(t, rt)
 			d, spec := startDefault(t, rt, wrapper, "fromproc1")
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -760,6 +754,114 @@ func TestStateFromProc(t *testing.T) {
 				t.Errorf("runtime calls after the process died = %q, want a state of %s", b, spec.ID)
 			}
 		})
+	}
+}
+
+// countedRuntime returns the path of a wrapper of runtime rt that appends
+// the arguments of each of its invocations, a line each, to the file calls.
+func countedRuntime(t *testing.T, rt string) (wrapper, calls string) {
+	t.Helper()
+	real := findRuntime(t, rt)
+	calls = filepath.Join(t.TempDir(), "calls")
+	wrapper = filepath.Join(t.TempDir(), rt)
+	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper, calls
+}
+
+// TestTeardownFromRoot: under runsc, Stop and Delete learn whether the
+// runtime has a container from its root's files, not from `runsc state`:
+// a running sandbox's Stop and a Delete of one whose process was killed
+// from outside each run the runtime's delete and no state, and leave no
+// process, runtime file, cgroup or mount of the sandbox; a Delete of a
+// stopped sandbox runs the runtime not at all.
+func TestTeardownFromRoot(t *testing.T) {
+	drivertest.RequireRoot(t)
+	wrapper, calls := countedRuntime(t, oci.RuntimeRunsc)
+	d, spec := startDefault(t, oci.RuntimeRunsc, wrapper, "fromroot1")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	pidOf := func() int {
+		t.Helper()
+		b, err := os.ReadFile(d.PIDFile(spec.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid
+	}
+	ran := func(step string, want []string) {
+		t.Helper()
+		b, _ := os.ReadFile(calls)
+		os.Remove(calls)
+		var verbs []string
+		for line := range strings.Lines(string(b)) {
+			for _, verb := range []string{"state", "delete", "kill", "list"} {
+				if slices.Contains(strings.Fields(line), verb) {
+					verbs = append(verbs, verb)
+				}
+			}
+		}
+		if !slices.Equal(verbs, want) {
+			t.Errorf("%s ran the runtime's %q (%q); want %q", step, verbs, b, want)
+		}
+	}
+	gone := func(step string, pid int) {
+		t.Helper()
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status"); err == nil && !bytes.Contains(b, []byte("State:\tZ")) {
+			t.Errorf("after %s the sandbox's process %d lives", step, pid)
+		}
+		if m, _ := filepath.Glob(filepath.Join(d.OwnRuntimeRoot(spec.ID), "*")); len(m) > 0 {
+			t.Errorf("after %s the sandbox's runtime root holds %q", step, m)
+		}
+	}
+
+	os.Remove(calls)
+	pid := pidOf()
+	if err := d.Stop(ctx, spec.ID); err != nil {
+		t.Fatalf("Stop() = %v", err)
+	}
+	ran("Stop", []string{"delete"})
+	gone("Stop", pid)
+	if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusStopped {
+		t.Errorf("State() after Stop = %+v, %v; want stopped", st, err)
+	}
+
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatalf("Start() after Stop = %v", err)
+	}
+	pid = pidOf()
+	os.Remove(calls)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Delete(ctx, spec.ID); err != nil {
+		t.Fatalf("Delete() of a sandbox whose process was killed = %v", err)
+	}
+	ran("Delete of a killed sandbox", []string{"delete"})
+	gone("Delete", pid)
+	if left := d.Leftovers(spec.ID); len(left) > 0 {
+		t.Errorf("after Delete the host still holds %q", left)
+	}
+
+	stopped := spec
+	stopped.ID = "fromroot2"
+	t.Cleanup(func() { d.Delete(context.Background(), stopped.ID) })
+	if err := d.Start(ctx, stopped); err != nil {
+		t.Fatalf("Start(%s) = %v", stopped.ID, err)
+	}
+	if err := d.Stop(ctx, stopped.ID); err != nil {
+		t.Fatalf("Stop(%s) = %v", stopped.ID, err)
+	}
+	os.Remove(calls)
+	if err := d.Delete(ctx, stopped.ID); err != nil {
+		t.Fatalf("Delete() of a stopped sandbox = %v", err)
+	}
+	ran("Delete of a stopped sandbox", nil)
+	if left := d.Leftovers(stopped.ID); len(left) > 0 {
+		t.Errorf("after Delete of a stopped sandbox the host still holds %q", left)
 	}
 }
 

@@ -66,10 +66,11 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	d.rt.stopStrayRun(ctx, id)
-	st, err := d.rt.state(ctx, id)
+	st, err := d.rt.container(ctx, id)
 	if err != nil {
-		// The runtime lists a container it cannot describe: one whose
-		// create was cut short. Force-delete it by id all the same.
+		// The runtime lists a container it cannot describe (one whose
+		// create was cut short), or runsc's root cannot be read.
+		// Force-delete it by id all the same.
 		d.log.Warn("deleting a container the runtime cannot describe", "sandbox", id, "err", err)
 		st = &specs.State{ID: id, Status: "unknown"}
 	}
@@ -100,7 +101,7 @@ func (d *Driver) Delete(ctx context.Context, id string) error {
 // task still in them. It succeeds only when no cgroup of the sandbox is
 // left, and does nothing for a sandbox that has no container.
 func (d *Driver) teardown(ctx context.Context, id string, keepOOM bool) error {
-	st, err := d.rt.state(ctx, id)
+	st, err := d.rt.container(ctx, id)
 	if err != nil {
 		return err
 	}
