@@ -175,6 +175,9 @@ func (d *Driver) WaitSealed(ctx context.Context, key string) error {
 // PIDFile is where sandbox id's runtime writes its container's host pid.
 func (d *Driver) PIDFile(id string) string { return d.dir.pidFile(id) }
 
+// PID is the host pid that sandbox id's runtime wrote to PIDFile.
+func (d *Driver) PID(id string) (int, error) { return d.dir.pid(id) }
+
 // RunPIDFile is where the pid of sandbox id's `run --detach` is kept while
 // it works.
 func (d *Driver) RunPIDFile(id string) string { return d.dir.runPidFile(id) }

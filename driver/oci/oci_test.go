@@ -680,11 +680,10 @@ func TestStateFromProc(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			os.Remove(calls)
-			b, err := os.ReadFile(d.PIDFile(spec.ID))
+			pid, err := d.PID(spec.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 			for range 3 {
 				if st, err := d.State(ctx, spec.ID); err != nil || st.Status != driver.StatusRunning || st.PID != pid {
 					t.Fatalf("State() = %+v, %v; want running with pid %d", st, err, pid)
@@ -785,11 +784,10 @@ func TestTeardownFromRoot(t *testing.T) {
 	defer cancel()
 	pidOf := func() int {
 		t.Helper()
-		b, err := os.ReadFile(d.PIDFile(spec.ID))
+		pid, err := d.PID(spec.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid
 	}
 	ran := func(step string, want []string) {
